@@ -1,0 +1,520 @@
+package ipamcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Owner kinds: what holds an address.
+const (
+	OwnerNode     = "node"
+	OwnerInstance = "instance"
+)
+
+// Allocation states.
+const (
+	StateFree     = "free"
+	StateReserved = "reserved"
+	StateActive   = "active"
+	StateCooling  = "cooling"
+)
+
+// Owner identifies who holds an address: Kind and ID are the key (one active
+// address per kind and id in a cluster); the rest are labels for lookups.
+type Owner struct {
+	Kind       string
+	ID         string
+	OrgID      string
+	EnvID      string
+	NodeID     string
+	InstanceID string
+}
+
+// Allocation is one address and its current (or last) holder.
+type Allocation struct {
+	ID          uuid.UUID
+	ClusterID   string
+	PoolID      string
+	Address     netip.Addr
+	Block       netip.Prefix // the pool block the address lies in
+	Ordinal     int64
+	State       string
+	Generation  int64
+	Owner       Owner
+	Actor       string
+	AllocatedAt time.Time
+	ReleasedAt  time.Time
+	ReusableAt  time.Time
+}
+
+// CIDR is the address with its pool block's prefix length ("/128" for a
+// single-address pool block is still the block's length).
+func (a Allocation) CIDR() netip.Prefix {
+	if a.Block.IsValid() {
+		return netip.PrefixFrom(a.Address, a.Block.Bits())
+	}
+	return netip.PrefixFrom(a.Address, a.Address.BitLen())
+}
+
+// AllocateRequest asks for an address for an owner from a pool.
+type AllocateRequest struct {
+	PoolID string
+	Owner  Owner
+	// Address, when valid, claims exactly this address.
+	Address netip.Addr
+}
+
+// AllocateResult is the allocation and how it came about.
+type AllocateResult struct {
+	Allocation
+	// Adopted is true when the owner already held this address (allocated by
+	// the same actor): a retried or crashed apply adopting its own work.
+	Adopted bool
+}
+
+const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
+	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
+	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, reusable_at`
+
+func scanAllocation(row pgx.Row) (Allocation, error) {
+	var a Allocation
+	var addr netip.Prefix
+	var allocated, released, reusable *time.Time
+	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
+		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
+		&allocated, &released, &reusable)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, ErrNotFound
+	}
+	a.Address = addr.Addr()
+	for _, x := range []struct {
+		dst *time.Time
+		src *time.Time
+	}{{&a.AllocatedAt, allocated}, {&a.ReleasedAt, released}, {&a.ReusableAt, reusable}} {
+		if x.src != nil {
+			*x.dst = *x.src
+		}
+	}
+	return a, err
+}
+
+// ValidateOwner checks the owner's key and labels.
+func ValidateOwner(o Owner) error {
+	for _, f := range []struct{ field, v string }{
+		{"org_id", o.OrgID}, {"env_id", o.EnvID}, {"node_id", o.NodeID}, {"instance_id", o.InstanceID},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if err := ValidateID(f.field, f.v); err != nil {
+			return &InvalidError{Field: f.field, Msg: err.Error()}
+		}
+	}
+	if o.Kind == "" {
+		return invalid("owner_kind", "must not be empty")
+	}
+	if err := ValidateID("owner id", o.ID); err != nil {
+		return &InvalidError{Field: o.Kind + "_id", Msg: err.Error()}
+	}
+	return nil
+}
+
+// Allocate hands out an address to an owner, in one transaction that also
+// writes the event. In order of preference:
+//
+//  1. the owner's active address, when it already has one (idempotency: the
+//     same actor adopts it, another actor gets owner_conflict);
+//  2. the exact address asked for, if any;
+//  3. the owner's own cooling address (replacement keeps its address);
+//  4. a fresh address from the pool's striped counters;
+//  5. the longest-cooled address whose cooldown has passed.
+//
+// When none is left it fails with ipam_exhausted and records the failure.
+func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
+	var res AllocateResult
+	if err := ValidateOwner(req.Owner); err != nil {
+		return res, err
+	}
+	var pool *poolRow
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		res = AllocateResult{}
+		var err error
+		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return invalid("cluster_id", "pool %q does not exist; create the cluster first", req.PoolID)
+			}
+			return err
+		}
+		held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+		if err != nil {
+			return err
+		}
+		if held != nil {
+			if err := s.checkAdoptable(pool, req, *held); err != nil {
+				return err
+			}
+			res.Allocation, res.Adopted = *held, true
+			return nil
+		}
+		var a Allocation
+		switch {
+		case req.Address.IsValid():
+			a, err = s.claimExact(ctx, tx, pool, req)
+		case cooling != nil && cooling.PoolID == pool.ID:
+			a, err = s.activate(ctx, tx, pool, cooling.ID, cooling.Generation, req.Owner)
+		default:
+			a, err = s.takeFresh(ctx, tx, pool, req.Owner)
+			if errors.Is(err, errNoFresh) {
+				a, err = s.takeCooled(ctx, tx, pool, req.Owner)
+			}
+		}
+		res.Allocation = a
+		return err
+	})
+	if err != nil {
+		var ex *ExhaustedError
+		if errors.As(err, &ex) && pool != nil {
+			s.recordFailure(ctx, pool.ClusterID, pool.ID, CodeExhausted, req.Owner, err.Error())
+		} else if Code(err) == CodeUnavailable && pool != nil {
+			s.recordFailure(ctx, pool.ClusterID, pool.ID, CodeUnavailable, req.Owner, err.Error())
+		}
+		return res, err
+	}
+	res.Block, _ = pool.layout.BlockOf(res.Address)
+	return res, nil
+}
+
+func (s *Store) checkAdoptable(pool *poolRow, req AllocateRequest, held Allocation) error {
+	conflict := &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
+		Address: held.Address.String(), Actor: held.Actor}
+	switch {
+	case held.Actor != s.actor:
+		conflict.Detail = fmt.Sprintf("import it into this configuration (`terraform import ... %s/%s`) or release it with ipamctl before allocating it as actor %q",
+			held.ClusterID, held.Owner.ID, s.actor)
+		return conflict
+	case held.PoolID != pool.ID:
+		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)
+		return conflict
+	case req.Address.IsValid() && req.Address != held.Address:
+		conflict.Detail = fmt.Sprintf("it cannot also claim %s; release it first", req.Address)
+		return conflict
+	}
+	return nil
+}
+
+// ownerRows finds, with two index probes in one round trip, the owner's active
+// (or reserved) allocation and its most recently released cooling one.
+func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) (held, cooling *Allocation, err error) {
+	rows, err := tx.Query(ctx, `(SELECT `+allocColumns+` FROM ipam_allocations
+			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))
+		UNION ALL
+		(SELECT `+allocColumns+` FROM ipam_allocations
+			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'cooling'
+			ORDER BY released_at DESC LIMIT 1)`, clusterID, o.Kind, o.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range all {
+		if all[i].State == StateCooling {
+			cooling = &all[i]
+		} else {
+			held = &all[i]
+		}
+	}
+	return held, cooling, nil
+}
+
+// activate hands an existing row (free or cooling) to the owner: a conditional
+// write on its generation, so a concurrent taker makes this attempt retry.
+func (s *Store) activate(ctx context.Context, tx pgx.Tx, pool *poolRow, id uuid.UUID, gen int64, o Owner) (Allocation, error) {
+	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
+			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
+			allocated_at = now(), released_at = NULL, reusable_at = NULL, reserved_until = NULL, last_seen_at = now()
+		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling')
+		RETURNING `+allocColumns,
+		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor))
+	if errors.Is(err, ErrNotFound) {
+		return a, errRetry
+	}
+	if err != nil {
+		return a, err
+	}
+	return a, s.allocatedEvent(ctx, tx, a)
+}
+
+func (s *Store) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation) error {
+	return insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, true), ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+}
+
+// insertFresh inserts a new active row for an address never handed out
+// before. It returns ErrNotFound when the address already has a row (an exact
+// claim got there first).
+func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *poolRow, addr netip.Addr, ord int64, o Owner) (Allocation, error) {
+	a, err := scanAllocation(tx.QueryRow(ctx, `WITH a AS (
+			INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
+				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at)
+			VALUES ($1, $2, $3, $4, $5, 'active', 1, $6, $7, $8, $9, $10, $11, $12, now(), now())
+			ON CONFLICT (cluster_id, address) DO NOTHING
+			RETURNING *
+		), e AS (
+			INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
+				org_id, env_id, node_id, instance_id, actor)
+			SELECT $13, $14, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+				node_id, instance_id, actor FROM a
+		)
+		SELECT `+allocColumns+` FROM a`,
+		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
+		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
+		newID(), eventType(o.Kind, true)))
+	return a, err
+}
+
+var errNoFresh = errors.New("no fresh address left")
+
+// maxSkips bounds how many already-claimed addresses one allocation steps over
+// before it gives up and retries the transaction.
+const maxSkips = 1024
+
+// takeFresh takes the next ordinal of the unlocked stripe with the lowest one.
+// A lone client therefore allocates strictly in order; concurrent clients lock
+// different stripes (SKIP LOCKED) instead of queueing behind one counter row,
+// and the stripe stays locked until commit, so its ordinal is never handed out
+// twice. Excluded ordinals are skipped in Go, in one jump per excluded range.
+func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *poolRow, o Owner) (Allocation, error) {
+	if pool.Kind != "counter" {
+		return Allocation{}, errNoFresh
+	}
+	stride := int64(pool.Stripes)
+	for skips := 0; skips < maxSkips; skips++ {
+		var stripe int
+		var next, last int64
+		err := tx.QueryRow(ctx, `UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+			FROM (SELECT stripe FROM ipam_pool_stripes
+				WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+				ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED) pick
+			WHERE s.pool_id = $1 AND s.stripe = pick.stripe
+			RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`, pool.ID, stride).Scan(&stripe, &next, &last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Every stripe with space left is locked by another allocator, or
+			// none has space. Wait for one (no SKIP LOCKED) to tell which.
+			err = tx.QueryRow(ctx, `UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+				FROM (SELECT stripe FROM ipam_pool_stripes
+					WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+					ORDER BY next_ordinal LIMIT 1 FOR UPDATE) pick
+				WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
+				RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`, pool.ID, stride).Scan(&stripe, &next, &last)
+			if errors.Is(err, pgx.ErrNoRows) {
+				var left bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
+					WHERE pool_id = $1 AND next_ordinal <= last_ordinal)`, pool.ID).Scan(&left); err != nil {
+					return Allocation{}, err
+				}
+				if left {
+					continue
+				}
+				return Allocation{}, errNoFresh
+			}
+		}
+		if err != nil {
+			return Allocation{}, err
+		}
+		ord := pool.layout.NextAllowed(next, stride)
+		if ord != next {
+			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`,
+				pool.ID, stripe, ord+stride); err != nil {
+				return Allocation{}, err
+			}
+		}
+		if ord > last {
+			continue
+		}
+		addr, ok := pool.layout.Addr(ord)
+		if !ok {
+			continue
+		}
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o)
+		if errors.Is(err, ErrNotFound) {
+			continue // claimed exactly by someone earlier: step over it
+		}
+		return a, err
+	}
+	return Allocation{}, errRetry
+}
+
+// takeCooled reuses the longest-cooled address whose cooldown has passed (or,
+// in table pools, the oldest free one). SKIP LOCKED lets concurrent allocators
+// take different rows; the conditional write in activate confirms the pick.
+func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *poolRow, o Owner) (Allocation, error) {
+	var id uuid.UUID
+	var gen int64
+	err := tx.QueryRow(ctx, `SELECT id, generation FROM ipam_allocations
+		WHERE pool_id = $1 AND state IN ('free', 'cooling') AND reusable_at <= now()
+		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED`, pool.ID).Scan(&id, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Allocation{}, s.exhausted(ctx, tx, pool)
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	return s.activate(ctx, tx, pool, id, gen, o)
+}
+
+// exhausted builds the ipam_exhausted error with the pool's figures. It runs
+// only on the failure path, so its counts cost nothing to successful allocations.
+func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *poolRow) error {
+	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
+	var next *time.Time
+	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('active', 'reserved')),
+			count(*) FILTER (WHERE state = 'cooling'),
+			min(reusable_at) FILTER (WHERE state = 'cooling')
+		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`, pool.ID).Scan(&e.Active, &e.Cooling, &next)
+	if err != nil {
+		return err
+	}
+	if next != nil {
+		e.NextReusable = *next
+	}
+	return e
+}
+
+// claimExact takes exactly the requested address: free or never used, or
+// cooling with its cooldown passed, or cooling and last held by this owner.
+func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *poolRow, req AllocateRequest) (Allocation, error) {
+	addr := req.Address
+	ord, ok := pool.layout.Ordinal(addr)
+	if !ok {
+		return Allocation{}, invalid("address", "%s is outside pool %q (%s)", addr, pool.ID, prefixList(pool.CIDRs))
+	}
+	if pool.layout.Excluded(ord) {
+		return Allocation{}, invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, pool.ID)
+	}
+	var cur Allocation
+	var reusable bool
+	var rawAddr netip.Prefix
+	var allocated, released, reusableAt *time.Time
+	err := tx.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(reusable_at <= now(), false) FROM ipam_allocations
+		WHERE cluster_id = $1 AND address = $2 FOR UPDATE`, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())).Scan(
+		&cur.ID, &cur.ClusterID, &cur.PoolID, &rawAddr, &cur.Ordinal, &cur.State, &cur.Generation, &cur.Owner.Kind,
+		&cur.Owner.ID, &cur.Owner.OrgID, &cur.Owner.EnvID, &cur.Owner.NodeID, &cur.Owner.InstanceID, &cur.Actor,
+		&allocated, &released, &reusableAt, &reusable)
+	if errors.Is(err, pgx.ErrNoRows) {
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner)
+		if errors.Is(err, ErrNotFound) {
+			return a, errRetry
+		}
+		return a, err
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
+	switch {
+	case cur.PoolID != pool.ID:
+		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
+	case cur.State == StateActive || cur.State == StateReserved:
+		return Allocation{}, &AddressInUseError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor}
+	case cur.State == StateCooling && !reusable && !sameOwner:
+		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: *reusableAt}
+	}
+	return s.activate(ctx, tx, pool, cur.ID, cur.Generation, req.Owner)
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := ""
+	for i, p := range ps {
+		if i > 0 {
+			s += ", "
+		}
+		s += p.String()
+	}
+	return s
+}
+
+// GetActive returns the owner's active allocation, or ErrNotFound.
+func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID string) (Allocation, error) {
+	a, err := scanAllocation(s.pool.QueryRow(ctx, `SELECT `+allocColumns+` FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID))
+	if err != nil {
+		return a, s.mapErr(err)
+	}
+	return a, s.fillBlock(ctx, &a)
+}
+
+func (s *Store) fillBlock(ctx context.Context, a *Allocation) error {
+	var cidrs []netip.Prefix
+	if err := s.pool.QueryRow(ctx, `SELECT cidrs FROM ipam_pools WHERE id = $1`, a.PoolID).Scan(&cidrs); err != nil {
+		return s.mapErr(err)
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return nil
+}
+
+// Release moves the owner's active address to cooling, with reusable_at fixed
+// now from the pool's cooldown. It carries the allocation's generation (0 for
+// whatever is active): a stale release, whose generation has since moved on, is
+// a no-op and reports false.
+func (s *Store) Release(ctx context.Context, clusterID string, o Owner, generation int64) (bool, error) {
+	released := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
+				released_at = now(), reusable_at = now() + p.cooldown
+			FROM ipam_pools p
+			WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
+				AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
+			RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
+				coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
+				coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
+				a.allocated_at, a.released_at, a.reusable_at`, clusterID, o.Kind, o.ID, generation))
+		if errors.Is(err, ErrNotFound) {
+			released = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		released = true
+		return insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+			Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
+	})
+	return released, err
+}
+
+// UpdateLabels changes the lookup labels (org, env, node, instance) of the
+// owner's active allocation, leaving its address alone.
+func (s *Store) UpdateLabels(ctx context.Context, clusterID string, o Owner) (Allocation, error) {
+	if err := ValidateOwner(o); err != nil {
+		return Allocation{}, err
+	}
+	var a Allocation
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET org_id = $4, env_id = $5, node_id = $6, instance_id = $7
+			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
+			RETURNING `+allocColumns, clusterID, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
+		if err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: o.Kind + ".relabeled", ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+	})
+	if err != nil {
+		return a, err
+	}
+	return a, s.fillBlock(ctx, &a)
+}

@@ -1,0 +1,148 @@
+package ipamcore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error codes. They appear verbatim at the start of error messages, so that
+// operators and scripts can match on them.
+const (
+	CodeExhausted      = "ipam_exhausted"
+	CodeUnavailable    = "ipam_unavailable"
+	CodeOwnerConflict  = "owner_conflict"
+	CodeAddressInUse   = "address_in_use"
+	CodeAddressCooling = "address_cooling"
+	CodeInvalid        = "invalid_input"
+	CodeNotFound       = "not_found"
+	CodeConflict       = "conflict"
+	CodeSchema         = "schema_mismatch"
+)
+
+// ErrNotFound is returned when a cluster, pool or allocation does not exist.
+var ErrNotFound = errors.New(CodeNotFound)
+
+// Code returns the error code of err, or "" when it has none.
+func Code(err error) string {
+	var c interface{ Code() string }
+	if errors.As(err, &c) {
+		return c.Code()
+	}
+	if errors.Is(err, ErrNotFound) {
+		return CodeNotFound
+	}
+	return ""
+}
+
+// ExhaustedError: no address can be handed out from a pool right now.
+type ExhaustedError struct {
+	PoolID string
+	Size   int64
+	Active int64
+	// Cooling is the number of released addresses still inside their cooldown.
+	Cooling int64
+	// NextReusable is when the earliest cooling address becomes reusable; zero
+	// when nothing is cooling.
+	NextReusable time.Time
+}
+
+func (e *ExhaustedError) Code() string { return CodeExhausted }
+
+func (e *ExhaustedError) Error() string {
+	next := "no address is cooling, so none will free up until one is released"
+	if !e.NextReusable.IsZero() {
+		next = "the next becomes reusable at " + e.NextReusable.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s: pool %q has no free address: size %d, %d active, %d cooling; %s",
+		CodeExhausted, e.PoolID, e.Size, e.Active, e.Cooling, next)
+}
+
+// UnavailableError: the database cannot be reached. It names host and port,
+// never the password.
+type UnavailableError struct {
+	// Addr lists the database's host:port pairs, comma separated.
+	Addr string
+	Err  error
+}
+
+func (e *UnavailableError) Code() string { return CodeUnavailable }
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("%s: the IPAM database at %s cannot be reached: %v", CodeUnavailable, e.Addr, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// OwnerConflictError: the owner already holds an address, allocated by another
+// actor (or a different address than the one requested).
+type OwnerConflictError struct {
+	ClusterID string
+	OwnerKind string
+	OwnerID   string
+	Address   string
+	Actor     string
+	Detail    string
+}
+
+func (e *OwnerConflictError) Code() string { return CodeOwnerConflict }
+
+func (e *OwnerConflictError) Error() string {
+	return fmt.Sprintf("%s: %s %q in cluster %q already holds %s, allocated by actor %q; %s",
+		CodeOwnerConflict, e.OwnerKind, e.OwnerID, e.ClusterID, e.Address, e.Actor, e.Detail)
+}
+
+// AddressInUseError: an exact address is active for another owner.
+type AddressInUseError struct {
+	Address   string
+	OwnerKind string
+	OwnerID   string
+	Actor     string
+}
+
+func (e *AddressInUseError) Code() string { return CodeAddressInUse }
+
+func (e *AddressInUseError) Error() string {
+	return fmt.Sprintf("%s: %s is held by %s %q (actor %q)", CodeAddressInUse, e.Address, e.OwnerKind, e.OwnerID, e.Actor)
+}
+
+// AddressCoolingError: an exact address was released and its cooldown has not passed.
+type AddressCoolingError struct {
+	Address    string
+	OwnerKind  string
+	OwnerID    string
+	ReusableAt time.Time
+}
+
+func (e *AddressCoolingError) Code() string { return CodeAddressCooling }
+
+func (e *AddressCoolingError) Error() string {
+	return fmt.Sprintf("%s: %s was released by %s %q and is cooling down until %s; only that owner may take it back before then",
+		CodeAddressCooling, e.Address, e.OwnerKind, e.OwnerID, e.ReusableAt.UTC().Format(time.RFC3339))
+}
+
+// InvalidError: bad input, naming the field at fault.
+type InvalidError struct {
+	Field string
+	Msg   string
+}
+
+func (e *InvalidError) Code() string { return CodeInvalid }
+
+func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s: %s", CodeInvalid, e.Field, e.Msg) }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ConflictError: the change is refused because of existing data.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Code() string  { return CodeConflict }
+func (e *ConflictError) Error() string { return CodeConflict + ": " + e.Msg }
+
+// SchemaError: the database schema does not match this binary.
+type SchemaError struct{ Msg string }
+
+func (e *SchemaError) Code() string  { return CodeSchema }
+func (e *SchemaError) Error() string { return CodeSchema + ": " + e.Msg }

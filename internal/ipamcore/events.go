@@ -1,0 +1,119 @@
+package ipamcore
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one entry of the append-only audit trail.
+type Event struct {
+	ID           uuid.UUID
+	At           time.Time
+	Type         string
+	ClusterID    string
+	PoolID       string
+	AllocationID uuid.UUID
+	Generation   int64
+	Address      netip.Addr
+	Owner        Owner
+	Actor        string
+	Data         map[string]any
+}
+
+// Event types written by the allocator, per owner kind.
+var eventTypes = map[string]struct{ allocated, released string }{
+	OwnerNode:     {"node.enrolled", "node.released"},
+	OwnerInstance: {"instance.allocated", "instance.released"},
+}
+
+func eventType(kind string, allocated bool) string {
+	t, ok := eventTypes[kind]
+	switch {
+	case !ok && allocated:
+		return kind + ".allocated"
+	case !ok:
+		return kind + ".released"
+	case allocated:
+		return t.allocated
+	default:
+		return t.released
+	}
+}
+
+func newID() uuid.UUID {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.New()
+	}
+	return id
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// insertEvent appends an event in the caller's transaction.
+func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
+	var addr *netip.Prefix
+	if e.Address.IsValid() {
+		a := netip.PrefixFrom(e.Address, e.Address.BitLen())
+		addr = &a
+	}
+	var alloc *uuid.UUID
+	if e.AllocationID != uuid.Nil {
+		alloc = &e.AllocationID
+	}
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address,
+			owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, data)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		newID(), e.Type, nullable(e.ClusterID), nullable(e.PoolID), alloc, e.Generation, addr,
+		nullable(e.Owner.Kind), nullable(e.Owner.ID), nullable(e.Owner.OrgID), nullable(e.Owner.EnvID),
+		nullable(e.Owner.NodeID), nullable(e.Owner.InstanceID), e.Actor, e.Data)
+	return err
+}
+
+// Events lists the events of a cluster (all clusters when clusterID is empty),
+// oldest first, optionally of one type.
+func (s *Store) Events(ctx context.Context, clusterID, typ string, since time.Time) ([]Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, at, type, coalesce(cluster_id, ''), coalesce(pool_id, ''),
+			coalesce(allocation_id, '00000000-0000-0000-0000-000000000000'), coalesce(generation, 0), address,
+			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
+			coalesce(node_id, ''), coalesce(instance_id, ''), actor, data
+		FROM ipam_events
+		WHERE at >= $1 AND ($2 = '' OR cluster_id = $2) AND ($3 = '' OR type = $3)
+		ORDER BY at, id`, since, clusterID, typ)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var addr *netip.Prefix
+		err := r.Scan(&e.ID, &e.At, &e.Type, &e.ClusterID, &e.PoolID, &e.AllocationID, &e.Generation, &addr,
+			&e.Owner.Kind, &e.Owner.ID, &e.Owner.OrgID, &e.Owner.EnvID, &e.Owner.NodeID, &e.Owner.InstanceID, &e.Actor, &e.Data)
+		if addr != nil {
+			e.Address = addr.Addr()
+		}
+		return e, err
+	})
+	return out, s.mapErr(err)
+}
+
+// recordFailure notes a failed allocation outside the failed transaction, so
+// usage and metrics see it. Best effort: a failure to record is not reported
+// over the allocation error itself.
+func (s *Store) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
+	_, _ = s.pool.Exec(context.WithoutCancel(ctx), `INSERT INTO ipam_allocation_failures
+			(id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret))
+}

@@ -1,0 +1,97 @@
+package ipamcore
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// poolRow is a pool as stored.
+type poolRow struct {
+	ID        string
+	ClusterID string
+	Name      string
+	Category  string
+	Family    int
+	Kind      string
+	CIDRs     []netip.Prefix
+	Exclude   []netip.Prefix
+	Cooldown  time.Duration
+	Stripes   int
+	MTU       int
+	Gateway   netip.Addr
+	Size      int64
+
+	layout *Layout
+}
+
+func (p *poolRow) buildLayout() error {
+	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
+	if err != nil {
+		return err
+	}
+	p.layout = l
+	p.Size = l.Size()
+	return nil
+}
+
+// insertPool stores a pool and, for counter pools, its stripes: stripe k starts
+// at the first allowed ordinal k, k+S, k+2S, ...
+func insertPool(ctx context.Context, tx pgx.Tx, p poolRow) error {
+	if err := p.buildLayout(); err != nil {
+		return err
+	}
+	if p.Exclude == nil {
+		p.Exclude = []netip.Prefix{}
+	}
+	var gw *netip.Prefix
+	if p.Gateway.IsValid() {
+		g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
+		gw = &g
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
+			cooldown, size, stripes, mtu, gateway)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, p.Exclude,
+		durationInterval(p.Cooldown), p.Size, p.Stripes, p.MTU, gw); err != nil {
+		return err
+	}
+	if p.Kind != "counter" {
+		return nil
+	}
+	rows := make([][]any, p.Stripes)
+	for k := range rows {
+		rows[k] = []any{p.ID, k, p.layout.NextAllowed(int64(k), int64(p.Stripes)), p.layout.LastOrdinal()}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"ipam_pool_stripes"}, []string{"pool_id", "stripe", "next_ordinal", "last_ordinal"}, pgx.CopyFromRows(rows))
+	return err
+}
+
+const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway`
+
+func loadPool(ctx context.Context, q pgx.Tx, id string) (*poolRow, error) {
+	var p poolRow
+	var cool pgtype.Interval
+	var mtu *int
+	var gw *netip.Prefix
+	err := q.QueryRow(ctx, `SELECT `+poolColumns+` FROM ipam_pools WHERE id = $1`, id).Scan(
+		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.Cooldown = intervalDuration(cool)
+	if mtu != nil {
+		p.MTU = *mtu
+	}
+	if gw != nil {
+		p.Gateway = gw.Addr()
+	}
+	return &p, p.buildLayout()
+}

@@ -1,0 +1,228 @@
+// Package ipamcore is the IP address manager: address math, clusters and pools,
+// the transactional allocator with cooldown, events and typed errors, on
+// PostgreSQL through pgx. It never imports Terraform packages: the provider and
+// ipamctl are two faces of this one core.
+package ipamcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultActor is recorded with allocations and events when none is given.
+const DefaultActor = "terraform"
+
+// Config says how to reach the database.
+type Config struct {
+	// DatabaseURL is a PostgreSQL URL or keyword/value string. When empty, the
+	// standard PG* environment variables (PGHOST, PGUSER, ...) are used.
+	DatabaseURL string
+	// MaxConnections caps the pool (default 4).
+	MaxConnections int32
+	// ConnectTimeout bounds each connection attempt (default 10s).
+	ConnectTimeout time.Duration
+	// Actor is recorded with every allocation and event (default "terraform").
+	Actor string
+}
+
+// Store is the IPAM over one pgx pool. It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	addr   string
+	secret string
+	actor  string
+}
+
+// Open parses the configuration and creates the pool. It does not connect:
+// call Ping or Migrate to find out whether the database answers.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		// pgconn already redacts passwords in parse errors; scrub again in case.
+		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + scrub(err.Error(), "")}
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 4
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = DefaultActor
+	}
+	pc.MaxConns = cfg.MaxConnections
+	pc.MinConns = 0
+	pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
+	}
+	addrs := []string{net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))}
+	for _, f := range pc.ConnConfig.Fallbacks {
+		addrs = append(addrs, net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, &InvalidError{Field: "database_url", Msg: scrub(err.Error(), pc.ConnConfig.Password)}
+	}
+	return &Store{pool: pool, addr: strings.Join(addrs, ","), secret: pc.ConnConfig.Password, actor: cfg.Actor}, nil
+}
+
+// Close releases the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Actor is the actor this store records.
+func (s *Store) Actor() string { return s.actor }
+
+// Addr is the database's host:port list (no credentials), for messages.
+func (s *Store) Addr() string { return s.addr }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.mapErr(s.pool.Ping(ctx))
+}
+
+var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)
+
+// scrub removes a password, and anything shaped like one, from text.
+func scrub(text, secret string) string {
+	if secret != "" {
+		text = strings.ReplaceAll(text, secret, "xxxxx")
+	}
+	return urlSecret.ReplaceAllString(text, "${1}${2}xxxxx@")
+}
+
+// errRetry asks withTx to run the transaction again: a conditional write found
+// its row changed under it.
+var errRetry = errors.New("concurrent change, retry")
+
+const maxTxAttempts = 10
+
+// withTx runs fn in a READ COMMITTED transaction and retries it, a bounded
+// number of times with jittered backoff, on serialization failures, deadlocks,
+// unique violations on keys chosen after reading, zero-row conditional writes
+// and lost connections. Every write of the core goes through here.
+func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		if attempt > 0 {
+			base := time.Millisecond << min(attempt, 8)
+			d := base/2 + rand.N(base)
+			select {
+			case <-ctx.Done():
+				return s.mapErr(errors.Join(ctx.Err(), err))
+			case <-time.After(d):
+			}
+		}
+		err = s.tryTx(ctx, fn)
+		if err == nil || !retryable(err) {
+			break
+		}
+		if isConnError(err) && attempt >= 3 {
+			break
+		}
+	}
+	return s.mapErr(err)
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func retryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.UniqueViolation:
+			return true
+		}
+	}
+	return isConnError(err)
+}
+
+func isConnError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	case errors.As(err, &pe):
+		// 08: connection exception; 57P01..57P05: shutdown, crash, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	case pgconn.SafeToRetry(err):
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// mapErr turns low-level errors into the core's typed errors, with secrets scrubbed.
+func (s *Store) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var coded interface{ Code() string }
+	if errors.As(err, &coded) || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if isConnError(err) || (errors.Is(err, context.DeadlineExceeded) && !s.connected()) {
+		return &UnavailableError{Addr: s.addr, Err: errors.New(scrub(rootCause(err), s.secret))}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == pgerrcode.InsufficientPrivilege {
+		return fmt.Errorf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))
+	}
+	return errors.New(scrub(err.Error(), s.secret))
+}
+
+func (s *Store) connected() bool { return s.pool.Stat().TotalConns() > 0 }
+
+// rootCause keeps the useful tail of a connection error ("connection refused").
+func rootCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		tail := msg[i+2:]
+		if len(tail) > 8 {
+			return tail
+		}
+	}
+	return msg
+}
+
+// CurrentDatabase names the database the store is connected to.
+func (s *Store) CurrentDatabase(ctx context.Context) (string, error) {
+	var db string
+	err := s.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db)
+	return db, s.mapErr(err)
+}
