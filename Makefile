@@ -46,7 +46,7 @@ lint: ## Run golangci-lint (go vet if there is no .golangci.yml)
 		if [ -x "$(TOOLS_BIN)/golangci-lint" ]; then lint="$(TOOLS_BIN)/golangci-lint"; fi; \
 		if [ -z "$$lint" ]; then \
 			echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into .tools/bin"; \
-			GOBIN="$(TOOLS_BIN)" go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) || exit 1; \
+			GOBIN="$(TOOLS_BIN)" GOTOOLCHAIN=auto go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) || exit 1; \
 			lint="$(TOOLS_BIN)/golangci-lint"; \
 		fi; \
 		echo "$$lint run ./..."; \
@@ -76,7 +76,7 @@ release-check: ## Validate .goreleaser.yml with goreleaser check
 	if [ -x "$(TOOLS_BIN)/goreleaser" ]; then gr="$(TOOLS_BIN)/goreleaser"; fi; \
 	if [ -z "$$gr" ]; then \
 		echo "installing goreleaser $(GORELEASER_VERSION) into .tools/bin"; \
-		GOBIN="$(TOOLS_BIN)" go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION) || exit 1; \
+		GOBIN="$(TOOLS_BIN)" GOTOOLCHAIN=auto go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION) || exit 1; \
 		gr="$(TOOLS_BIN)/goreleaser"; \
 	fi; \
 	echo "$$gr check"; \

@@ -68,15 +68,18 @@ RC
 		use_database
 	fi
 
+	local color=()
+	[[ -t 1 ]] || color=(-no-color)
+
 	rm -f "$work"/*.tf
 	cp examples/quickstart/*.tf "$work/"
 
 	# No `terraform init`: with dev_overrides for the only provider, it is not needed.
 	say "terraform apply (examples/quickstart)"
-	"$tf" -chdir="$work" apply -auto-approve -input=false
+	"$tf" -chdir="$work" apply -auto-approve -input=false "${color[@]}"
 
 	say "outputs"
-	"$tf" -chdir="$work" output
+	"$tf" -chdir="$work" output "${color[@]}"
 
 	echo
 	echo "The demo is up. Inspect the allocations with:"
@@ -94,8 +97,10 @@ down() {
 		if use_database; then
 			local tf
 			tf=$(bash scripts/ensure-terraform.sh)
+			local color=()
+			[[ -t 1 ]] || color=(-no-color)
 			say "terraform destroy"
-			"$tf" -chdir="$work" destroy -auto-approve -input=false ||
+			"$tf" -chdir="$work" destroy -auto-approve -input=false "${color[@]}" ||
 				say "terraform destroy failed; continuing"
 		else
 			say "database not running; skipping terraform destroy"

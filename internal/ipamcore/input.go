@@ -66,17 +66,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d + rest, nil
 }
 
-// FormatDuration renders d in the shortest form ParseDuration reads back:
-// whole days as "30d", everything else in Go syntax ("36h0m0s" becomes "1d12h").
+// FormatDuration renders d in a form ParseDuration reads back: whole days
+// longer than a day as "30d", everything else in Go syntax without trailing
+// zero units ("24h", "36h", "1h30m").
 func FormatDuration(d time.Duration) string {
 	day := 24 * time.Hour
-	if d > 0 && d%day == 0 {
+	if d > day && d%day == 0 {
 		return fmt.Sprintf("%dd", d/day)
-	}
-	s := ""
-	if d >= day {
-		s = fmt.Sprintf("%dd", d/day)
-		d %= day
 	}
 	r := d.String()
 	if strings.HasSuffix(r, "m0s") {
@@ -85,8 +81,5 @@ func FormatDuration(d time.Duration) string {
 	if strings.HasSuffix(r, "h0m") {
 		r = strings.TrimSuffix(r, "0m")
 	}
-	if s != "" && r == "0s" {
-		r = ""
-	}
-	return s + r
+	return r
 }

@@ -180,7 +180,7 @@ func TestDurations(t *testing.T) {
 			t.Errorf("ParseDuration(%q) accepted", in)
 		}
 	}
-	if FormatDuration(30*24*time.Hour) != "30d" || FormatDuration(90*time.Minute) != "1h30m" || FormatDuration(90*time.Second) != "1m30s" || FormatDuration(36*time.Hour) != "1d12h" {
+	if FormatDuration(30*24*time.Hour) != "30d" || FormatDuration(90*time.Minute) != "1h30m" || FormatDuration(90*time.Second) != "1m30s" || FormatDuration(36*time.Hour) != "36h" || FormatDuration(24*time.Hour) != "24h" {
 		t.Errorf("FormatDuration: %s %s %s %s", FormatDuration(30*24*time.Hour), FormatDuration(90*time.Minute), FormatDuration(90*time.Second), FormatDuration(36*time.Hour))
 	}
 }

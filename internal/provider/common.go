@@ -1,0 +1,160 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// storeFrom fetches the core store handed over by Configure.
+func storeFrom(data any, diags *diag.Diagnostics) *ipamcore.Store {
+	if data == nil {
+		return nil
+	}
+	st, ok := data.(*ipamcore.Store)
+	if !ok {
+		diags.AddError("Unexpected Provider Data", fmt.Sprintf("expected *ipamcore.Store, got %T; please report this issue", data))
+		return nil
+	}
+	return st
+}
+
+func requireStore(st *ipamcore.Store, diags *diag.Diagnostics) bool {
+	if st == nil {
+		diags.AddError("IPAM Provider Not Configured",
+			"The provider has no database connection yet (database_url was unknown at plan time). Apply its dependencies first.")
+		return false
+	}
+	return true
+}
+
+// addCoreError turns a core error into a diagnostic: bad input is attached to
+// the attribute it names; everything else carries the error code first.
+func addCoreError(diags *diag.Diagnostics, summary string, err error) {
+	var ie *ipamcore.InvalidError
+	if errors.As(err, &ie) && ie.Field != "" {
+		diags.AddAttributeError(path.Root(ie.Field), summary, ie.Msg)
+		return
+	}
+	detail := err.Error()
+	switch ipamcore.Code(err) {
+	case ipamcore.CodeUnavailable:
+		detail += "\n\nNo allocation was made. Check that the database is running and reachable, then apply again."
+	case ipamcore.CodeExhausted:
+		detail += "\n\nNothing was allocated. Grow the pool, release unused addresses, or wait for cooling addresses to become reusable."
+	}
+	diags.AddError(summary, detail)
+}
+
+const privateGeneration = "generation"
+
+type generationJSON struct {
+	Generation int64 `json:"generation"`
+}
+
+// privateState is the subset of the framework's private state API we use.
+type privateState interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
+// setGeneration keeps the allocation's generation in private state, so that
+// delete carries it and a stale release is a no-op.
+func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnostics {
+	b, _ := json.Marshal(generationJSON{Generation: gen})
+	return p.SetKey(ctx, privateGeneration, b)
+}
+
+func getGeneration(ctx context.Context, p privateState) int64 {
+	b, diags := p.GetKey(ctx, privateGeneration)
+	if diags.HasError() || len(b) == 0 {
+		return 0
+	}
+	var g generationJSON
+	if json.Unmarshal(b, &g) != nil {
+		return 0
+	}
+	return g.Generation
+}
+
+// sameAddr returns prior when it spells the same address as canonical, so a
+// user's "2001:DB8::1" is not reported as drift against "2001:db8::1".
+func sameAddr(prior types.String, canonical netip.Addr) types.String {
+	if !prior.IsNull() && !prior.IsUnknown() {
+		if a, err := ipamcore.ParseAddr(prior.ValueString()); err == nil && a == canonical {
+			return prior
+		}
+	}
+	return types.StringValue(canonical.String())
+}
+
+func samePrefix(prior types.String, canonical netip.Prefix) types.String {
+	if !prior.IsNull() && !prior.IsUnknown() {
+		if p, err := ipamcore.ParsePrefix(prior.ValueString()); err == nil && p == canonical {
+			return prior
+		}
+	}
+	return types.StringValue(canonical.String())
+}
+
+func sameDuration(prior types.String, canonical time.Duration) types.String {
+	if !prior.IsNull() && !prior.IsUnknown() {
+		if d, err := ipamcore.ParseDuration(prior.ValueString()); err == nil && d == canonical {
+			return prior
+		}
+	}
+	return types.StringValue(ipamcore.FormatDuration(canonical))
+}
+
+func timeString(t time.Time) types.String {
+	if t.IsZero() {
+		return types.StringNull()
+	}
+	return types.StringValue(t.UTC().Format(time.RFC3339))
+}
+
+// addrList renders addresses as a Terraform list, keeping the prior spelling
+// of each element that is unchanged.
+func addrList(prior types.List, addrs []netip.Addr) types.List {
+	var old []types.String
+	if !prior.IsNull() && !prior.IsUnknown() {
+		_ = prior.ElementsAs(context.Background(), &old, false)
+	}
+	vals := make([]attr.Value, len(addrs))
+	for i, a := range addrs {
+		p := types.StringNull()
+		if i < len(old) {
+			p = old[i]
+		}
+		vals[i] = sameAddr(p, a)
+	}
+	return types.ListValueMust(types.StringType, vals)
+}
+
+func optString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
+
+// splitID splits "<a>/<b>" import ids.
+func splitID(id string) (string, string, bool) {
+	for i := 0; i < len(id); i++ {
+		if id[i] == '/' {
+			a, b := id[:i], id[i+1:]
+			return a, b, a != "" && b != ""
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,148 @@
+// Package provider is the Terraform face of the IPAM: schemas, plan modifiers,
+// diagnostics and import. Each resource translates between a Terraform model
+// and one ipamcore call; there is no SQL here.
+package provider
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/function"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var _ provider.Provider = &ipamProvider{}
+
+// EnvDatabaseURL is read when the provider's database_url is not set.
+const EnvDatabaseURL = "IPAM_DATABASE_URL"
+
+type ipamProvider struct {
+	version string
+}
+
+type ipamProviderModel struct {
+	DatabaseURL    types.String `tfsdk:"database_url"`
+	MaxConnections types.Int64  `tfsdk:"max_connections"`
+	AutoMigrate    types.Bool   `tfsdk:"auto_migrate"`
+	ConnectTimeout types.String `tfsdk:"connect_timeout"`
+	Actor          types.String `tfsdk:"actor"`
+}
+
+// New returns the provider factory for a version (set by the release build).
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &ipamProvider{version: version} }
+}
+
+func (p *ipamProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "ipam"
+	resp.Version = p.version
+}
+
+func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The IPAM provider is the IP address manager of an IPv6-first microVM platform: " +
+			"it allocates node overlay addresses, instance addresses and IPv4 add-on addresses from pools kept in " +
+			"PostgreSQL, with a transactional allocator, cooldown before reuse and an audit trail.",
+		Attributes: map[string]schema.Attribute{
+			"database_url": schema.StringAttribute{
+				MarkdownDescription: "PostgreSQL connection string (URL or keyword/value form). Defaults to the `IPAM_DATABASE_URL` " +
+					"environment variable, then to the standard `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE` variables. " +
+					"Several hosts with `target_session_attrs=read-write` give failover. Sensitive: never logged or stored in state.",
+				Optional:  true,
+				Sensitive: true,
+			},
+			"max_connections": schema.Int64Attribute{
+				MarkdownDescription: "Most connections the provider opens to the database (default `4`). Resources beyond it queue; they do not fail.",
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.Between(1, 1000)},
+			},
+			"auto_migrate": schema.BoolAttribute{
+				MarkdownDescription: "Apply the embedded schema migrations when the provider starts (default `true`). Several providers " +
+					"starting at once are serialized. Set `false` when the provider's role may not change the schema; the schema " +
+					"must then be exactly the version this provider needs (`ipamctl migrate up`).",
+				Optional: true,
+			},
+			"connect_timeout": schema.StringAttribute{
+				MarkdownDescription: "How long one connection attempt may take, e.g. `\"10s\"` (default).",
+				Optional:            true,
+				Validators:          []validator.String{validDuration(time.Second)},
+			},
+			"actor": schema.StringAttribute{
+				MarkdownDescription: "Who allocates: recorded with every allocation and event (default `terraform`). An owner's " +
+					"address allocated by one actor is adopted by the same actor on a retried apply and refused to another with `owner_conflict`.",
+				Optional:   true,
+				Validators: []validator.String{validID("actor")},
+			},
+		},
+	}
+}
+
+func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var m ipamProviderModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if m.DatabaseURL.IsUnknown() {
+		resp.Diagnostics.AddWarning("Database Not Yet Known",
+			"database_url depends on values known only after apply; the IPAM provider cannot plan its resources until then.")
+		return
+	}
+	cfg := ipamcore.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString()}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = os.Getenv(EnvDatabaseURL)
+	}
+	if !m.MaxConnections.IsNull() {
+		cfg.MaxConnections = int32(m.MaxConnections.ValueInt64())
+	}
+	if !m.ConnectTimeout.IsNull() {
+		cfg.ConnectTimeout, _ = ipamcore.ParseDuration(m.ConnectTimeout.ValueString())
+	}
+	st, err := ipamcore.Open(ctx, cfg)
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Configure the IPAM Provider", err)
+		return
+	}
+	tflog.Info(ctx, "IPAM provider configured", map[string]any{"version": p.version, "database": st.Addr(), "actor": st.Actor()})
+	if m.AutoMigrate.IsNull() || m.AutoMigrate.ValueBool() {
+		status, err := st.Migrate(ctx)
+		if err != nil {
+			st.Close()
+			addCoreError(&resp.Diagnostics, "Unable to Migrate the IPAM Database", err)
+			return
+		}
+		tflog.Debug(ctx, "IPAM schema ready", map[string]any{"schema_version": status.Current})
+	} else if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		addCoreError(&resp.Diagnostics, "IPAM Database Schema Mismatch", err)
+		return
+	}
+	resp.ResourceData = st
+	resp.DataSourceData = st
+}
+
+func (p *ipamProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{
+		NewClusterResource,
+		NewNodeAddressResource,
+		NewInstanceAddressResource,
+	}
+}
+
+func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{
+		NewClusterDataSource,
+	}
+}
+
+func (p *ipamProvider) Functions(context.Context) []func() function.Function { return nil }

@@ -1,0 +1,371 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var (
+	_ resource.Resource                   = &clusterResource{}
+	_ resource.ResourceWithConfigure      = &clusterResource{}
+	_ resource.ResourceWithImportState    = &clusterResource{}
+	_ resource.ResourceWithValidateConfig = &clusterResource{}
+	_ resource.ResourceWithModifyPlan     = &clusterResource{}
+)
+
+// NewClusterResource is the ipam_cluster resource.
+func NewClusterResource() resource.Resource { return &clusterResource{} }
+
+type clusterResource struct{ store *ipamcore.Store }
+
+type clusterResourceModel struct {
+	ID               types.String `tfsdk:"id"`
+	Name             types.String `tfsdk:"name"`
+	Prefix           types.String `tfsdk:"prefix"`
+	NodePrefix       types.String `tfsdk:"node_prefix"`
+	InstancePrefix   types.String `tfsdk:"instance_prefix"`
+	NodeCooldown     types.String `tfsdk:"node_cooldown"`
+	InstanceCooldown types.String `tfsdk:"instance_cooldown"`
+	GatewayIPv6      types.String `tfsdk:"gateway_ipv6"`
+	MTU              types.Int64  `tfsdk:"mtu"`
+	DNSServers       types.List   `tfsdk:"dns_servers"`
+	ForceDestroy     types.Bool   `tfsdk:"force_destroy"`
+}
+
+func (r *clusterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_cluster"
+}
+
+func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A cluster: its IPv6 prefix, carved into a node sub-prefix (WireGuard overlay addresses of the nodes) " +
+			"and an instance sub-prefix (one address per microVM) that never overlap, with the cooldowns that keep a released " +
+			"address out of use before it is handed out again, and the WorkloadSpec network settings handed to instances.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The cluster's name.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "Name of the cluster, unique in the database. Changing it replaces the cluster.",
+				Required:            true,
+				Validators:          []validator.String{validID("name")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"prefix": schema.StringAttribute{
+				MarkdownDescription: "The cluster's IPv6 prefix: at least a `/64`, ideally a `/56` or `/48`. Prefixes of two clusters never overlap. Changing it replaces the cluster.",
+				Required:            true,
+				Validators:          []validator.String{validClusterPrefix()},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"node_prefix": schema.StringAttribute{
+				MarkdownDescription: "Sub-prefix the node overlay addresses come from. Defaults to sub-prefix #0 of length " +
+					"max(64, cluster length + 1): `2a01:4f8:abcd::/48` gives `2a01:4f8:abcd::/64`. An explicit value must lie inside " +
+					"`prefix`, must not overlap `instance_prefix`, and may be small. Changing it replaces the cluster.",
+				Optional:   true,
+				Computed:   true,
+				Validators: []validator.String{validIPv6Prefix()},
+			},
+			"instance_prefix": schema.StringAttribute{
+				MarkdownDescription: "Sub-prefix the instance addresses come from. Defaults to sub-prefix #1 of length " +
+					"max(64, cluster length + 1): `2a01:4f8:abcd::/48` gives `2a01:4f8:abcd:1::/64`. Changing it replaces the cluster.",
+				Optional:   true,
+				Computed:   true,
+				Validators: []validator.String{validIPv6Prefix()},
+			},
+			"node_cooldown": schema.StringAttribute{
+				MarkdownDescription: "How long a released node address stays out of use (default `\"30d\"`). Go duration syntax plus days, e.g. `\"30d\"`, `\"720h\"`.",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString("30d"),
+				Validators:          []validator.String{validDuration(0)},
+			},
+			"instance_cooldown": schema.StringAttribute{
+				MarkdownDescription: "How long a released instance address stays out of use (default `\"24h\"`, at least `\"1h\"`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString("24h"),
+				Validators:          []validator.String{validDuration(ipamcore.MinInstanceCooldown)},
+			},
+			"gateway_ipv6": schema.StringAttribute{
+				MarkdownDescription: "Gateway handed to instances in their WorkloadSpec network block (default `fe80::1`, link-local on the host side). Never handed out as an address.",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(ipamcore.DefaultGatewayIPv6),
+				Validators:          []validator.String{validIPv6Addr()},
+			},
+			"mtu": schema.Int64Attribute{
+				MarkdownDescription: "MTU handed to instances (default `1420`, the WireGuard overlay's; between 1280 and 65535).",
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(ipamcore.DefaultMTU),
+				Validators:          []validator.Int64{int64validator.Between(1280, 65535)},
+			},
+			"dns_servers": schema.ListAttribute{
+				MarkdownDescription: "IPv6 DNS servers handed to instances (default none).",
+				ElementType:         types.StringType,
+				Optional:            true,
+				Computed:            true,
+				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
+				Validators:          []validator.List{listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
+			},
+			"force_destroy": schema.BoolAttribute{
+				MarkdownDescription: "Allow destroying the cluster while it still holds active or cooling addresses (default `false`: " +
+					"destroy fails and says how many it holds).",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+			},
+		},
+	}
+}
+
+func (r *clusterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig checks the sub-prefixes against the cluster prefix as soon as
+// the values are known, so overlapping or outside prefixes fail at plan.
+func (r *clusterResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m clusterResourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Prefix.IsNull() || m.Prefix.IsUnknown() || m.NodePrefix.IsUnknown() || m.InstancePrefix.IsUnknown() {
+		return
+	}
+	c, err := m.plannedSubPrefixes()
+	if err != nil {
+		return // the attribute validators report malformed values
+	}
+	if err := ipamcore.ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix); err != nil {
+		addCoreError(&resp.Diagnostics, "Invalid Cluster Sub-Prefix", err)
+	}
+}
+
+// plannedSubPrefixes parses the prefixes and fills the defaults of the unset ones.
+func (m *clusterResourceModel) plannedSubPrefixes() (ipamcore.Cluster, error) {
+	var c ipamcore.Cluster
+	var err error
+	if c.Prefix, err = ipamcore.ParsePrefix(m.Prefix.ValueString()); err != nil {
+		return c, err
+	}
+	if err := ipamcore.ValidateClusterPrefix(c.Prefix); err != nil {
+		return c, err
+	}
+	if !m.NodePrefix.IsNull() && !m.NodePrefix.IsUnknown() {
+		if c.NodePrefix, err = ipamcore.ParsePrefix(m.NodePrefix.ValueString()); err != nil {
+			return c, err
+		}
+	}
+	if !m.InstancePrefix.IsNull() && !m.InstancePrefix.IsUnknown() {
+		if c.InstancePrefix, err = ipamcore.ParsePrefix(m.InstancePrefix.ValueString()); err != nil {
+			return c, err
+		}
+	}
+	return c, c.ApplyDefaults()
+}
+
+// ModifyPlan shows the carved sub-prefixes in the plan and replaces the
+// cluster when they change (including when a new prefix changes the defaults).
+func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, config clusterResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() || plan.Prefix.IsUnknown() || config.NodePrefix.IsUnknown() || config.InstancePrefix.IsUnknown() {
+		return
+	}
+	config.Prefix = plan.Prefix
+	c, err := config.plannedSubPrefixes()
+	if err != nil {
+		return
+	}
+	var state *clusterResourceModel
+	if !req.State.Raw.IsNull() {
+		state = &clusterResourceModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
+	}
+	for _, x := range []struct {
+		name  string
+		value netip.Prefix
+		dst   *types.String
+		prior types.String
+	}{
+		{"node_prefix", c.NodePrefix, &plan.NodePrefix, func() types.String {
+			if state != nil {
+				return state.NodePrefix
+			}
+			return types.StringNull()
+		}()},
+		{"instance_prefix", c.InstancePrefix, &plan.InstancePrefix, func() types.String {
+			if state != nil {
+				return state.InstancePrefix
+			}
+			return types.StringNull()
+		}()},
+	} {
+		*x.dst = samePrefix(x.prior, x.value)
+		if state != nil {
+			if p, err := ipamcore.ParsePrefix(x.prior.ValueString()); err != nil || p != x.value {
+				resp.RequiresReplace = append(resp.RequiresReplace, path.Root(x.name))
+			}
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// toCore converts a fully known plan to the core's cluster.
+func (m *clusterResourceModel) toCore(ctx context.Context) (ipamcore.Cluster, error) {
+	c, err := m.plannedSubPrefixes()
+	if err != nil {
+		return c, err
+	}
+	c.ID = m.Name.ValueString()
+	if c.NodeCooldown, err = ipamcore.ParseDuration(m.NodeCooldown.ValueString()); err != nil {
+		return c, &ipamcore.InvalidError{Field: "node_cooldown", Msg: err.Error()}
+	}
+	if c.InstanceCooldown, err = ipamcore.ParseDuration(m.InstanceCooldown.ValueString()); err != nil {
+		return c, &ipamcore.InvalidError{Field: "instance_cooldown", Msg: err.Error()}
+	}
+	if c.GatewayIPv6, err = ipamcore.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
+		return c, &ipamcore.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
+	}
+	c.MTU = int(m.MTU.ValueInt64())
+	var dns []string
+	m.DNSServers.ElementsAs(ctx, &dns, false)
+	c.DNSServers = []netip.Addr{}
+	for _, d := range dns {
+		a, err := ipamcore.ParseAddr(d)
+		if err != nil {
+			return c, &ipamcore.InvalidError{Field: "dns_servers", Msg: err.Error()}
+		}
+		c.DNSServers = append(c.DNSServers, a)
+	}
+	return c, nil
+}
+
+// fromCore fills the model from the core's cluster, keeping the user's
+// spelling of values that are unchanged.
+func (m *clusterResourceModel) fromCore(c ipamcore.Cluster) {
+	m.ID = types.StringValue(c.ID)
+	m.Name = types.StringValue(c.ID)
+	m.Prefix = samePrefix(m.Prefix, c.Prefix)
+	m.NodePrefix = samePrefix(m.NodePrefix, c.NodePrefix)
+	m.InstancePrefix = samePrefix(m.InstancePrefix, c.InstancePrefix)
+	m.NodeCooldown = sameDuration(m.NodeCooldown, c.NodeCooldown)
+	m.InstanceCooldown = sameDuration(m.InstanceCooldown, c.InstanceCooldown)
+	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
+	m.MTU = types.Int64Value(int64(c.MTU))
+	m.DNSServers = addrList(m.DNSServers, c.DNSServers)
+	if m.ForceDestroy.IsNull() || m.ForceDestroy.IsUnknown() {
+		m.ForceDestroy = types.BoolValue(false)
+	}
+}
+
+func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan clusterResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := plan.toCore(ctx)
+	if err == nil {
+		c, err = r.store.CreateCluster(ctx, c)
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Create Cluster", err)
+		return
+	}
+	plan.fromCore(c)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state clusterResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := r.store.GetCluster(ctx, state.ID.ValueString())
+	if errors.Is(err, ipamcore.ErrNotFound) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Read Cluster", err)
+		return
+	}
+	state.fromCore(c)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *clusterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan clusterResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := plan.toCore(ctx)
+	if err == nil {
+		c, err = r.store.UpdateCluster(ctx, c)
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Update Cluster", err)
+		return
+	}
+	plan.fromCore(c)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state clusterResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	err := r.store.DeleteCluster(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool())
+	if err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
+		addCoreError(&resp.Diagnostics, "Unable to Delete Cluster", err)
+	}
+}
+
+func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if err := ipamcore.ValidateID("cluster name", req.ID); err != nil {
+		resp.Diagnostics.AddError("Invalid Import ID", "Import a cluster by its name: "+err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_destroy"), false)...)
+}

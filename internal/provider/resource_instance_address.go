@@ -1,0 +1,217 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var (
+	_ resource.Resource                = &instanceAddressResource{}
+	_ resource.ResourceWithConfigure   = &instanceAddressResource{}
+	_ resource.ResourceWithImportState = &instanceAddressResource{}
+	_ resource.ResourceWithModifyPlan  = &instanceAddressResource{}
+)
+
+// NewInstanceAddressResource is the ipam_instance_address resource.
+func NewInstanceAddressResource() resource.Resource { return &instanceAddressResource{} }
+
+type instanceAddressResource struct{ store *ipamcore.Store }
+
+type instanceAddressResourceModel struct {
+	addressState
+	InstanceID  types.String `tfsdk:"instance_id"`
+	OrgID       types.String `tfsdk:"org_id"`
+	EnvID       types.String `tfsdk:"env_id"`
+	NodeID      types.String `tfsdk:"node_id"`
+	GatewayIPv6 types.String `tfsdk:"gateway_ipv6"`
+	MTU         types.Int64  `tfsdk:"mtu"`
+	DNSServers  types.List   `tfsdk:"dns_servers"`
+}
+
+func (m *instanceAddressResourceModel) owner() ipamcore.Owner {
+	id := m.InstanceID.ValueString()
+	return ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id,
+		OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(), NodeID: m.NodeID.ValueString()}
+}
+
+// fillNetwork copies the WorkloadSpec network block from the cluster.
+func (m *instanceAddressResourceModel) fillNetwork(c ipamcore.Cluster) {
+	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
+	m.MTU = types.Int64Value(int64(c.MTU))
+	m.DNSServers = addrList(m.DNSServers, c.DNSServers)
+}
+
+func (m *instanceAddressResourceModel) fillLabels(a ipamcore.Allocation) {
+	m.InstanceID = types.StringValue(a.Owner.ID)
+	m.OrgID = types.StringValue(a.Owner.OrgID)
+	m.EnvID = types.StringValue(a.Owner.EnvID)
+	m.NodeID = optString(a.Owner.NodeID)
+}
+
+func (r *instanceAddressResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_instance_address"
+}
+
+func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	attrs := addressAttributes("instance_id", "instance")
+	replaceID := func(name, desc string) schema.StringAttribute {
+		return schema.StringAttribute{
+			MarkdownDescription: desc + " Changing it replaces the resource.",
+			Required:            true,
+			Validators:          []validator.String{validID(name)},
+			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+		}
+	}
+	attrs["instance_id"] = replaceID("instance_id", "The instance (one microVM) the address belongs to.")
+	attrs["org_id"] = replaceID("org_id", "The organization owning the instance; any instance address maps back to (org, env, instance).")
+	attrs["env_id"] = replaceID("env_id", "The environment the instance runs in.")
+	attrs["node_id"] = schema.StringAttribute{
+		MarkdownDescription: "The node the instance runs on, recorded for lookups. Changing it updates the record in place; the address stays.",
+		Optional:            true,
+		Validators:          []validator.String{validID("node_id")},
+	}
+	attrs["gateway_ipv6"] = schema.StringAttribute{
+		MarkdownDescription: "WorkloadSpec `network.gateway_ipv6`, from the cluster.",
+		Computed:            true,
+		PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+	}
+	attrs["mtu"] = schema.Int64Attribute{
+		MarkdownDescription: "WorkloadSpec `network.mtu`, from the cluster.",
+		Computed:            true,
+		PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+	}
+	attrs["dns_servers"] = schema.ListAttribute{
+		MarkdownDescription: "WorkloadSpec DNS servers, from the cluster.",
+		ElementType:         types.StringType,
+		Computed:            true,
+		PlanModifiers:       []planmodifier.List{listplanmodifier.UseStateForUnknown()},
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "An instance's (one microVM's) `/128` from the cluster's instance prefix, with the WorkloadSpec " +
+			"network block (`address` is `network.overlay_ipv6`, plus gateway, MTU and DNS servers). On destroy the address " +
+			"cools down for the cluster's `instance_cooldown`; the same instance re-created meanwhile gets it back.",
+		Attributes: attrs,
+	}
+}
+
+func (r *instanceAddressResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// load reads the allocation and its cluster into the model; false when the
+// allocation is gone.
+func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressResourceModel, a ipamcore.Allocation, diagsAdd func(string, error)) bool {
+	c, err := r.store.GetCluster(ctx, a.ClusterID)
+	if err != nil {
+		diagsAdd("Unable to Read Cluster", err)
+		return false
+	}
+	m.fill(a, a.Owner.ID)
+	m.fillLabels(a)
+	m.fillNetwork(c)
+	return true
+}
+
+func (r *instanceAddressResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan instanceAddressResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	res, ok := allocateAddress(ctx, r.store, plan.ClusterID.ValueString(), ipamcore.CategoryInstance, plan.owner(), plan.Address, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if res.Adopted && res.Owner != plan.owner() {
+		// A retried apply adopting its own allocation: bring the labels up to date.
+		a, err := r.store.UpdateLabels(ctx, res.ClusterID, plan.owner())
+		if err != nil {
+			addCoreError(&resp.Diagnostics, "Unable to Update Instance Address", err)
+			return
+		}
+		res.Allocation = a
+	}
+	if !r.load(ctx, &plan, res.Allocation, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
+}
+
+func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state instanceAddressResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	a, ok := readAddress(ctx, r.store, state.ClusterID.ValueString(), ipamcore.OwnerInstance, state.InstanceID.ValueString(), &resp.Diagnostics)
+	if !ok {
+		if !resp.Diagnostics.HasError() {
+			resp.State.RemoveResource(ctx)
+		}
+		return
+	}
+	if !r.load(ctx, &state, a, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
+}
+
+// Update changes the node label in place; everything else replaces.
+func (r *instanceAddressResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan instanceAddressResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	a, err := r.store.UpdateLabels(ctx, plan.ClusterID.ValueString(), plan.owner())
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Update Instance Address", err)
+		return
+	}
+	if !r.load(ctx, &plan, a, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *instanceAddressResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state instanceAddressResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	releaseAddress(ctx, r.store, req, state.ClusterID.ValueString(), state.owner(), &resp.Diagnostics)
+}
+
+func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importOwner(ctx, req, resp, "instance_id")
+}
+
+// ModifyPlan checks a claimed address against the cluster at plan time.
+func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	checkClaimAtPlan(ctx, r.store, req, resp, ipamcore.CategoryInstance)
+}
