@@ -11,19 +11,29 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/internal/provider"
 )
 
-// version is set by the release build (goreleaser ldflags).
-var version = "dev"
+// version and commit are set by the release build (goreleaser ldflags).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
 	var debug bool
 	flag.BoolVar(&debug, "debug", false, "run the provider with support for debuggers like delve")
 	flag.Parse()
 
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
+	err := providerserver.Serve(context.Background(), provider.New(versionString()), providerserver.ServeOpts{
 		Address: "registry.terraform.io/overlayipam/ipam",
 		Debug:   debug,
 	})
 	if err != nil {
 		log.Fatal(err.Error())
 	}
+}
+
+func versionString() string {
+	if commit == "" {
+		return version
+	}
+	return version + "+" + commit
 }

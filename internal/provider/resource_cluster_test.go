@@ -54,7 +54,7 @@ func TestAccCluster_lifecycle(t *testing.T) {
   dns_servers       = ["2001:4860:4860::8888", "2001:4860:4860::8844"]
 }`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:            []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)},
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
 				ConfigStateChecks: []statecheck.StateCheck{
@@ -151,7 +151,7 @@ func TestAccCluster_destroyRefusedWhileHolding(t *testing.T) {
 }`)},
 			{
 				// The node address is gone (cooling) but the cluster still holds it.
-				Config:      db.config(`removed {
+				Config: db.config(`removed {
   from = ipam_cluster.c
   lifecycle { destroy = true }
 }`),
