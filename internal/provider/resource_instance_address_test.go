@@ -59,7 +59,7 @@ func TestAccInstanceAddress_lifecycle(t *testing.T) {
 				// Moving the instance to another node updates the record in place; the address stays.
 				Config: instanceConfig(db, 1420, "prod", "node-b"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:            []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)},
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
 				ConfigStateChecks: []statecheck.StateCheck{same.AddStateValue(res, tfjsonpath.New("address"))},

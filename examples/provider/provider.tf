@@ -1,0 +1,25 @@
+terraform {
+  required_providers {
+    ipam = {
+      source = "overlayipam/ipam"
+    }
+  }
+}
+
+variable "ipam_database_url" {
+  description = "PostgreSQL connection string of the IPAM database. Leave null to use the IPAM_DATABASE_URL environment variable."
+  type        = string
+  sensitive   = true
+  default     = null
+}
+
+provider "ipam" {
+  # For example "postgres://ipam_runtime@db1.example.net:5432,db2.example.net:5432/ipam?sslmode=verify-full&target_session_attrs=read-write".
+  # When null, the provider reads IPAM_DATABASE_URL, then the standard PG* variables.
+  database_url = var.ipam_database_url
+
+  max_connections = 8                    # default 4; further requests queue
+  auto_migrate    = true                 # default; false for a role that may not change the schema
+  connect_timeout = "5s"                 # per connection attempt (default "10s")
+  actor           = "platform-terraform" # recorded with every allocation and event
+}

@@ -1,0 +1,4 @@
+import {
+  to = ipam_cluster.example
+  id = "fra1"
+}
