@@ -15,6 +15,7 @@ import (
 const (
 	OwnerNode     = "node"
 	OwnerInstance = "instance"
+	OwnerEnvIPv4  = "env_ipv4"
 )
 
 // Allocation states.
@@ -80,7 +81,7 @@ type AllocateResult struct {
 
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
-	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, reusable_at`
+	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity')`
 
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
@@ -141,7 +142,7 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	if err := ValidateOwner(req.Owner); err != nil {
 		return res, err
 	}
-	var pool *poolRow
+	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = AllocateResult{}
 		var err error
@@ -190,7 +191,7 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	return res, nil
 }
 
-func (s *Store) checkAdoptable(pool *poolRow, req AllocateRequest, held Allocation) error {
+func (s *Store) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
 	conflict := &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
 		Address: held.Address.String(), Actor: held.Actor}
 	switch {
@@ -236,7 +237,7 @@ func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 
 // activate hands an existing row (free or cooling) to the owner: a conditional
 // write on its generation, so a concurrent taker makes this attempt retry.
-func (s *Store) activate(ctx context.Context, tx pgx.Tx, pool *poolRow, id uuid.UUID, gen int64, o Owner) (Allocation, error) {
+func (s *Store) activate(ctx context.Context, tx pgx.Tx, pool *Pool, id uuid.UUID, gen int64, o Owner) (Allocation, error) {
 	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
 			allocated_at = now(), released_at = NULL, reusable_at = NULL, reserved_until = NULL, last_seen_at = now()
@@ -260,7 +261,7 @@ func (s *Store) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation) err
 // insertFresh inserts a new active row for an address never handed out
 // before. It returns ErrNotFound when the address already has a row (an exact
 // claim got there first).
-func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *poolRow, addr netip.Addr, ord int64, o Owner) (Allocation, error) {
+func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner) (Allocation, error) {
 	a, err := scanAllocation(tx.QueryRow(ctx, `WITH a AS (
 			INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
 				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at)
@@ -291,7 +292,7 @@ const maxSkips = 1024
 // different stripes (SKIP LOCKED) instead of queueing behind one counter row,
 // and the stripe stays locked until commit, so its ordinal is never handed out
 // twice. Excluded ordinals are skipped in Go, in one jump per excluded range.
-func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *poolRow, o Owner) (Allocation, error) {
+func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (Allocation, error) {
 	if pool.Kind != "counter" {
 		return Allocation{}, errNoFresh
 	}
@@ -355,7 +356,7 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *poolRow, o Owner
 // takeCooled reuses the longest-cooled address whose cooldown has passed (or,
 // in table pools, the oldest free one). SKIP LOCKED lets concurrent allocators
 // take different rows; the conditional write in activate confirms the pick.
-func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *poolRow, o Owner) (Allocation, error) {
+func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (Allocation, error) {
 	var id uuid.UUID
 	var gen int64
 	err := tx.QueryRow(ctx, `SELECT id, generation FROM ipam_allocations
@@ -372,7 +373,7 @@ func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *poolRow, o Owne
 
 // exhausted builds the ipam_exhausted error with the pool's figures. It runs
 // only on the failure path, so its counts cost nothing to successful allocations.
-func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *poolRow) error {
+func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
 	var next *time.Time
 	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('active', 'reserved')),
@@ -390,7 +391,7 @@ func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *poolRow) error {
 
 // claimExact takes exactly the requested address: free or never used, or
 // cooling with its cooldown passed, or cooling and last held by this owner.
-func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *poolRow, req AllocateRequest) (Allocation, error) {
+func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (Allocation, error) {
 	addr := req.Address
 	ord, ok := pool.layout.Ordinal(addr)
 	if !ok {

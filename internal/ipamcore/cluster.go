@@ -136,12 +136,12 @@ func (c *Cluster) Validate() error {
 	return nil
 }
 
-func (c *Cluster) pools() []poolRow {
-	mk := func(cat string, p netip.Prefix, cool time.Duration) poolRow {
-		return poolRow{ID: PoolID(c.ID, cat), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: "counter",
+func (c *Cluster) pools() []Pool {
+	mk := func(cat string, p netip.Prefix, cool time.Duration) Pool {
+		return Pool{ID: PoolID(c.ID, cat), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: "counter",
 			CIDRs: []netip.Prefix{p}, Cooldown: cool, Stripes: DefaultStripes, MTU: c.MTU, Gateway: c.GatewayIPv6}
 	}
-	return []poolRow{
+	return []Pool{
 		mk(CategoryNode, c.NodePrefix, c.NodeCooldown),
 		mk(CategoryInstance, c.InstancePrefix, c.InstanceCooldown),
 	}

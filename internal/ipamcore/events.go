@@ -28,6 +28,7 @@ type Event struct {
 var eventTypes = map[string]struct{ allocated, released string }{
 	OwnerNode:     {"node.enrolled", "node.released"},
 	OwnerInstance: {"instance.allocated", "instance.released"},
+	OwnerEnvIPv4:  {"env.ipv4_addon_enabled", "env.ipv4_addon_disabled"},
 }
 
 func eventType(kind string, allocated bool) string {

@@ -325,3 +325,33 @@ func (l *Layout) BlockOf(a netip.Addr) (netip.Prefix, bool) {
 	}
 	return netip.Prefix{}, false
 }
+
+// Run is a stretch of consecutive usable ordinals inside one block.
+type Run struct {
+	First, Last int64
+	Start       netip.Addr // the address of First
+}
+
+// Runs lists the usable ordinals as runs, in ordinal order. Table pools store
+// one row per usable address, inserted run by run.
+func (l *Layout) Runs() []Run {
+	var out []Run
+	for _, b := range l.blocks {
+		lo, hi := b.start, b.start+b.count-1
+		for o := lo; o <= hi; {
+			if s, in := l.spanAt(o); in {
+				o = s.hi + 1
+				continue
+			}
+			end := hi
+			i := sort.Search(len(l.excluded), func(i int) bool { return l.excluded[i].lo > o })
+			if i < len(l.excluded) && l.excluded[i].lo-1 < end {
+				end = l.excluded[i].lo - 1
+			}
+			a, _ := l.Addr(o)
+			out = append(out, Run{First: o, Last: end, Start: a})
+			o = end + 1
+		}
+	}
+	return out
+}

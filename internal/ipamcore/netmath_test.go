@@ -1,6 +1,7 @@
 package ipamcore
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -270,4 +271,23 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("round trip %q -> %q -> %v %v", s, FormatDuration(d), back, err)
 		}
 	})
+}
+
+func TestLayoutRuns(t *testing.T) {
+	l, err := NewLayout([]netip.Prefix{
+		netip.MustParsePrefix("192.0.2.0/28"),
+		netip.MustParsePrefix("198.51.100.0/31"),
+	}, []netip.Prefix{netip.MustParsePrefix("192.0.2.4/30")}, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var n int64
+	for _, r := range l.Runs() {
+		got = append(got, fmt.Sprintf("%s+%d", r.Start, r.Last-r.First+1))
+		n += r.Last - r.First + 1
+	}
+	if strings.Join(got, " ") != "192.0.2.1+3 192.0.2.8+7 198.51.100.0+2" || n != l.Size() {
+		t.Fatalf("runs %v (size %d)", got, l.Size())
+	}
 }

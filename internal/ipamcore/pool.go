@@ -10,8 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// poolRow is a pool as stored.
-type poolRow struct {
+// Pool is a set of addresses handed out by one allocator: a cluster's node or
+// instance pool, or an operator pool (IPv4 add-on, extra IPv6).
+type Pool struct {
 	ID        string
 	ClusterID string
 	Name      string
@@ -25,11 +26,18 @@ type poolRow struct {
 	MTU       int
 	Gateway   netip.Addr
 	Size      int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 
 	layout *Layout
 }
 
-func (p *poolRow) buildLayout() error {
+// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (p *Pool) buildLayout() error {
 	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
 	if err != nil {
 		return err
@@ -41,7 +49,7 @@ func (p *poolRow) buildLayout() error {
 
 // insertPool stores a pool and, for counter pools, its stripes: stripe k starts
 // at the first allowed ordinal k, k+S, k+2S, ...
-func insertPool(ctx context.Context, tx pgx.Tx, p poolRow) error {
+func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 	if err := p.buildLayout(); err != nil {
 		return err
 	}
@@ -71,15 +79,17 @@ func insertPool(ctx context.Context, tx pgx.Tx, p poolRow) error {
 	return err
 }
 
-const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway`
+const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
+	created_at, updated_at`
 
-func loadPool(ctx context.Context, q pgx.Tx, id string) (*poolRow, error) {
-	var p poolRow
+func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
+	var p Pool
 	var cool pgtype.Interval
 	var mtu *int
 	var gw *netip.Prefix
 	err := q.QueryRow(ctx, `SELECT `+poolColumns+` FROM ipam_pools WHERE id = $1`, id).Scan(
-		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw)
+		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw,
+		&p.CreatedAt, &p.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
