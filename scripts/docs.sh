@@ -13,7 +13,8 @@
 #  2. point a temporary CLI config (dev_overrides, no installation methods) at
 #     it and run `terraform providers schema -json` with the terraform from
 #     scripts/ensure-terraform.sh, without `terraform init` (no network);
-#  3. run tfplugindocs generate --providers-schema on that JSON.
+#  3. run tfplugindocs generate --providers-schema on that JSON, then
+#     tfplugindocs validate on the result.
 #
 # The override is for registry.terraform.io/hashicorp/ipam (what the bare
 # `provider "ipam" {}` below implies): tfplugindocs looks the schema up under
@@ -75,11 +76,26 @@ if ! grep -q '"registry.terraform.io/hashicorp/ipam"' "$tmp/schema.json"; then
 	exit 1
 fi
 
+say "building tfplugindocs (tools/go.mod)"
+(cd tools && go build -o "$tmp/tfplugindocs" github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs)
+
+# With --providers-schema tfplugindocs neither builds the provider nor runs (or
+# installs) terraform. CHECKPOINT_DISABLE is belt and braces.
 say "rendering docs/ with tfplugindocs"
-cd tools
-# CHECKPOINT_DISABLE: belt and braces; with --providers-schema tfplugindocs
-# neither builds the provider nor runs (or installs) terraform.
-CHECKPOINT_DISABLE=1 go run github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs generate \
+CHECKPOINT_DISABLE=1 "$tmp/tfplugindocs" generate \
 	--provider-dir "$root" \
 	--provider-name ipam \
 	--providers-schema "$tmp/schema.json"
+
+# Check the result the way the registry would (frontmatter, file layout, a
+# page for every resource and data source). Quiet unless it fails.
+say "validating docs/"
+if ! CHECKPOINT_DISABLE=1 "$tmp/tfplugindocs" validate \
+	--provider-dir "$root" \
+	--provider-name ipam \
+	--providers-schema "$tmp/schema.json" >"$tmp/validate.log" 2>&1; then
+	cat "$tmp/validate.log" >&2
+	say "tfplugindocs validate failed"
+	exit 1
+fi
+say "docs/ is up to date"

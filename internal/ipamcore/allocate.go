@@ -283,6 +283,26 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 
 var errNoFresh = errors.New("no fresh address left")
 
+// takeStripeSQL locks the stripe with the lowest next ordinal (skipping those
+// other allocators hold, unless skipLocked is false) and advances it by one
+// stride, returning the ordinal it had. The pick is a MATERIALIZED CTE so it
+// runs exactly once: a subquery in UPDATE ... FROM may be rescanned by the
+// join and pick a second stripe.
+func takeStripeSQL(skipLocked bool) string {
+	lock := "FOR UPDATE SKIP LOCKED"
+	if !skipLocked {
+		lock = "FOR UPDATE"
+	}
+	return `WITH pick AS MATERIALIZED (
+			SELECT stripe FROM ipam_pool_stripes
+			WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+			ORDER BY next_ordinal LIMIT 1 ` + lock + `)
+		UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+		FROM pick
+		WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
+		RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`
+}
+
 // maxSkips bounds how many already-claimed addresses one allocation steps over
 // before it gives up and retries the transaction.
 const maxSkips = 1024
@@ -300,21 +320,11 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (
 	for skips := 0; skips < maxSkips; skips++ {
 		var stripe int
 		var next, last int64
-		err := tx.QueryRow(ctx, `UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
-			FROM (SELECT stripe FROM ipam_pool_stripes
-				WHERE pool_id = $1 AND next_ordinal <= last_ordinal
-				ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED) pick
-			WHERE s.pool_id = $1 AND s.stripe = pick.stripe
-			RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`, pool.ID, stride).Scan(&stripe, &next, &last)
+		err := tx.QueryRow(ctx, takeStripeSQL(true), pool.ID, stride).Scan(&stripe, &next, &last)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Every stripe with space left is locked by another allocator, or
 			// none has space. Wait for one (no SKIP LOCKED) to tell which.
-			err = tx.QueryRow(ctx, `UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
-				FROM (SELECT stripe FROM ipam_pool_stripes
-					WHERE pool_id = $1 AND next_ordinal <= last_ordinal
-					ORDER BY next_ordinal LIMIT 1 FOR UPDATE) pick
-				WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
-				RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`, pool.ID, stride).Scan(&stripe, &next, &last)
+			err = tx.QueryRow(ctx, takeStripeSQL(false), pool.ID, stride).Scan(&stripe, &next, &last)
 			if errors.Is(err, pgx.ErrNoRows) {
 				var left bool
 				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
@@ -359,9 +369,15 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (
 func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (Allocation, error) {
 	var id uuid.UUID
 	var gen int64
-	err := tx.QueryRow(ctx, `SELECT id, generation FROM ipam_allocations
+	const pick = `SELECT id, generation FROM ipam_allocations
 		WHERE pool_id = $1 AND state IN ('free', 'cooling') AND reusable_at <= now()
-		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED`, pool.ID).Scan(&id, &gen)
+		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
+	err := tx.QueryRow(ctx, pick+` SKIP LOCKED`, pool.ID).Scan(&id, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Nothing unlocked: wait for the rows other allocators hold, so that a
+		// pick they roll back is not reported as exhaustion.
+		err = tx.QueryRow(ctx, pick, pool.ID).Scan(&id, &gen)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Allocation{}, s.exhausted(ctx, tx, pool)
 	}
@@ -393,13 +409,10 @@ func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 // cooling with its cooldown passed, or cooling and last held by this owner.
 func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (Allocation, error) {
 	addr := req.Address
-	ord, ok := pool.layout.Ordinal(addr)
-	if !ok {
-		return Allocation{}, invalid("address", "%s is outside pool %q (%s)", addr, pool.ID, prefixList(pool.CIDRs))
+	if err := pool.checkClaimable(addr); err != nil {
+		return Allocation{}, err
 	}
-	if pool.layout.Excluded(ord) {
-		return Allocation{}, invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, pool.ID)
-	}
+	ord, _ := pool.layout.Ordinal(addr)
 	var cur Allocation
 	var reusable bool
 	var rawAddr netip.Prefix
@@ -518,4 +531,26 @@ func (s *Store) UpdateLabels(ctx context.Context, clusterID string, o Owner) (Al
 		return a, err
 	}
 	return a, s.fillBlock(ctx, &a)
+}
+
+// CheckClaim tells, without writing, whether addr could ever be claimed from
+// the pool: inside one of its blocks and not excluded. For plan-time checks;
+// whether it is free is only known at apply.
+func (s *Store) CheckClaim(ctx context.Context, poolID string, addr netip.Addr) error {
+	p, err := loadPool(ctx, s.pool, poolID)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	return p.checkClaimable(addr)
+}
+
+func (p *Pool) checkClaimable(addr netip.Addr) error {
+	ord, ok := p.layout.Ordinal(addr)
+	if !ok {
+		return invalid("address", "%s is outside pool %q (%s)", addr, p.ID, prefixList(p.CIDRs))
+	}
+	if p.layout.Excluded(ord) {
+		return invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, p.ID)
+	}
+	return nil
 }

@@ -300,14 +300,14 @@ func (s *Store) DeleteCluster(ctx context.Context, id string, force bool) error 
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		var h ClusterHoldings
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE a.state = 'active'),
-				count(*) FILTER (WHERE a.state = 'reserved'), count(*) FILTER (WHERE a.state = 'cooling')
+				count(*) FILTER (WHERE a.state = 'reserved'), count(*) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > now())
 			FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
 			WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
 		if err != nil {
 			return err
 		}
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM ipam_clusters WHERE id = $1`, id)
 		if err != nil {

@@ -341,7 +341,7 @@ func (s *Store) DeletePool(ctx context.Context, id string, force bool) error {
 		var cluster string
 		err := tx.QueryRow(ctx, `SELECT p.cluster_id,
 				count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved'),
-				count(a.id) FILTER (WHERE a.state = 'cooling')
+				count(a.id) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > now())
 			FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
 			WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -351,7 +351,7 @@ func (s *Store) DeletePool(ctx context.Context, id string, force bool) error {
 			return err
 		}
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active, %d reserved and %d cooling addresses; release them first, or set force_destroy = true", id, h.Active, h.Reserved, h.Cooling)}
+			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true", id, h.Active, h.Reserved, h.Cooling)}
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, id); err != nil {
 			return err

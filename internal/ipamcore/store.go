@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,9 +73,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
 	}
+	// Fallbacks repeat each host once per TLS mode tried (sslmode=prefer): list each once.
 	addrs := []string{net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))}
 	for _, f := range pc.ConnConfig.Fallbacks {
-		addrs = append(addrs, net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))))
+		if a := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -87,9 +87,10 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 	}, "Changing a claimed address replaces the resource.", "Changing a claimed `address` replaces the resource.")
 }
 
-// allocateAddress runs the core allocation for a create.
-func allocateAddress(ctx context.Context, st *ipamcore.Store, clusterID, category string, owner ipamcore.Owner, claim types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
-	req := ipamcore.AllocateRequest{PoolID: ipamcore.PoolID(clusterID, category), Owner: owner}
+// allocateAddress runs the core allocation for a create. poolAttr names the
+// attribute that chose the pool ("cluster_id" or "pool_id"), for diagnostics.
+func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, title string, owner ipamcore.Owner, claim types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
+	req := ipamcore.AllocateRequest{PoolID: poolID, Owner: owner}
 	if !claim.IsNull() && !claim.IsUnknown() {
 		a, err := ipamcore.ParseAddr(claim.ValueString())
 		if err != nil {
@@ -98,13 +99,13 @@ func allocateAddress(ctx context.Context, st *ipamcore.Store, clusterID, categor
 		}
 		req.Address = a
 	}
-	if _, err := st.GetCluster(ctx, clusterID); errors.Is(err, ipamcore.ErrNotFound) {
-		diags.AddAttributeError(path.Root("cluster_id"), "Unknown Cluster", "cluster "+clusterID+" does not exist; create it with an ipam_cluster resource first")
+	if _, err := st.GetPool(ctx, poolID); errors.Is(err, ipamcore.ErrNotFound) {
+		diags.AddAttributeError(path.Root(poolAttr), "Unknown "+poolAttr, "pool "+poolID+" does not exist; create it (or its cluster) first")
 		return ipamcore.AllocateResult{}, false
 	}
 	res, err := st.Allocate(ctx, req)
 	if err != nil {
-		addCoreError(diags, "Unable to Allocate "+titleCategory(category)+" Address", err)
+		addCoreError(diags, "Unable to Allocate "+title, err)
 		return res, false
 	}
 	return res, true
@@ -113,9 +114,11 @@ func allocateAddress(ctx context.Context, st *ipamcore.Store, clusterID, categor
 func titleCategory(c string) string {
 	switch c {
 	case ipamcore.CategoryNode:
-		return "Node"
+		return "Node Address"
 	case ipamcore.CategoryInstance:
-		return "Instance"
+		return "Instance Address"
+	case ipamcore.OwnerEnvIPv4:
+		return "Environment IPv4"
 	}
 	return c
 }
@@ -128,7 +131,7 @@ func readAddress(ctx context.Context, st *ipamcore.Store, clusterID, kind, owner
 		return a, false
 	}
 	if err != nil {
-		addCoreError(diags, "Unable to Read "+titleCategory(kind)+" Address", err)
+		addCoreError(diags, "Unable to Read "+titleCategory(kind), err)
 		return a, false
 	}
 	return a, true
@@ -138,7 +141,7 @@ func readAddress(ctx context.Context, st *ipamcore.Store, clusterID, kind, owner
 // state last saw (a stale delete is a no-op).
 func releaseAddress(ctx context.Context, st *ipamcore.Store, req resource.DeleteRequest, clusterID string, owner ipamcore.Owner, diags *diag.Diagnostics) {
 	if _, err := st.Release(ctx, clusterID, owner, getGeneration(ctx, req.Private)); err != nil {
-		addCoreError(diags, "Unable to Release "+titleCategory(owner.Kind)+" Address", err)
+		addCoreError(diags, "Unable to Release "+titleCategory(owner.Kind), err)
 	}
 }
 
@@ -160,32 +163,40 @@ func importOwner(ctx context.Context, req resource.ImportStateRequest, resp *res
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(ownerAttr), owner)...)
 }
 
-// checkClaimAtPlan rejects, at plan time, a claimed address outside the
-// cluster's sub-prefix when the cluster already exists, so nothing is written.
-func checkClaimAtPlan(ctx context.Context, st *ipamcore.Store, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, category string) {
+// checkClaimAtPlan rejects, at plan time, a claimed address that lies outside
+// the pool (or is one it never hands out) when the pool already exists, so
+// nothing is written. poolID returns the pool once its inputs are known.
+func checkClaimAtPlan(ctx context.Context, st *ipamcore.Store, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, poolID func() (string, bool)) {
 	if st == nil || req.Plan.Raw.IsNull() {
 		return
 	}
-	var clusterID, claim types.String
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("cluster_id"), &clusterID)...)
+	var claim types.String
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("address"), &claim)...)
-	if resp.Diagnostics.HasError() || clusterID.IsUnknown() || claim.IsNull() || claim.IsUnknown() {
+	if resp.Diagnostics.HasError() || claim.IsNull() || claim.IsUnknown() {
 		return
 	}
 	addr, err := ipamcore.ParseAddr(claim.ValueString())
 	if err != nil {
 		return // reported by the attribute validator
 	}
-	c, err := st.GetCluster(ctx, clusterID.ValueString())
-	if err != nil {
-		return // the cluster may be created in this same apply; apply checks again
+	id, ok := poolID()
+	if !ok {
+		return
 	}
-	prefix := c.NodePrefix
-	if category == ipamcore.CategoryInstance {
-		prefix = c.InstancePrefix
+	err = st.CheckClaim(ctx, id, addr)
+	if ipamcore.Code(err) == ipamcore.CodeInvalid {
+		addCoreError(&resp.Diagnostics, "Address Cannot Be Claimed", err)
 	}
-	if !prefix.Contains(addr) {
-		resp.Diagnostics.AddAttributeError(path.Root("address"), "Address Outside the "+titleCategory(category)+" Prefix",
-			addr.String()+" is not inside the "+category+" prefix "+prefix.String()+" of cluster "+c.ID+"; claim an address inside it, or leave address unset.")
+	// Any other error (the pool does not exist yet, say) is left to apply.
+}
+
+// plannedPool reads a string attribute of the plan and maps it to a pool id.
+func plannedPool(ctx context.Context, req resource.ModifyPlanRequest, attr string, toPool func(string) string) func() (string, bool) {
+	return func() (string, bool) {
+		var v types.String
+		if d := req.Plan.GetAttribute(ctx, path.Root(attr), &v); d.HasError() || v.IsNull() || v.IsUnknown() {
+			return "", false
+		}
+		return toPool(v.ValueString()), true
 	}
 }

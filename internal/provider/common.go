@@ -51,7 +51,8 @@ func addCoreError(diags *diag.Diagnostics, summary string, err error) {
 	case ipamcore.CodeUnavailable:
 		detail += "\n\nNo allocation was made. Check that the database is running and reachable, then apply again."
 	case ipamcore.CodeExhausted:
-		detail += "\n\nNothing was allocated. Grow the pool, release unused addresses, or wait for cooling addresses to become reusable."
+		detail += "\n\nNothing was allocated. Add blocks to the pool (a cluster's node and instance prefixes are fixed: " +
+			"use a larger prefix for a new cluster), release unused addresses, or wait for cooling addresses to become reusable."
 	}
 	diags.AddError(summary, detail)
 }

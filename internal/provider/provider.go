@@ -136,6 +136,8 @@ func (p *ipamProvider) Resources(context.Context) []func() resource.Resource {
 		NewClusterResource,
 		NewNodeAddressResource,
 		NewInstanceAddressResource,
+		NewPoolResource,
+		NewEnvIPv4Resource,
 	}
 }
 

@@ -131,7 +131,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, plan.ClusterID.ValueString(), ipamcore.CategoryInstance, plan.owner(), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryInstance), "cluster_id", titleCategory(ipamcore.CategoryInstance), plan.owner(), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -213,5 +213,7 @@ func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.
 
 // ModifyPlan checks a claimed address against the cluster at plan time.
 func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	checkClaimAtPlan(ctx, r.store, req, resp, ipamcore.CategoryInstance)
+	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
+		return ipamcore.PoolID(c, ipamcore.CategoryInstance)
+	}))
 }

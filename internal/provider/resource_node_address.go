@@ -69,7 +69,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, plan.ClusterID.ValueString(), ipamcore.CategoryNode, plan.owner(), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryNode), "cluster_id", titleCategory(ipamcore.CategoryNode), plan.owner(), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -125,5 +125,7 @@ func (r *nodeAddressResource) ImportState(ctx context.Context, req resource.Impo
 
 // ModifyPlan checks a claimed address against the cluster at plan time.
 func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	checkClaimAtPlan(ctx, r.store, req, resp, ipamcore.CategoryNode)
+	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
+		return ipamcore.PoolID(c, ipamcore.CategoryNode)
+	}))
 }

@@ -115,7 +115,7 @@ func TestAccNodeAddress_badInput(t *testing.T) {
 			{Config: node("node_id = \"n1\"\n  address = \"2001:db8::1/128\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)Invalid address.*prefix lengths`)},
 			// With the cluster in place, a claim outside its node prefix fails at plan.
 			{Config: db.config(testCluster)},
-			{Config: node("node_id = \"n1\"\n  address = \"2001:db8:1::5\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)Address Outside the Node Prefix.*2001:db8::/64`)},
+			{Config: node("node_id = \"n1\"\n  address = \"2001:db8:1::5\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)Address Cannot Be Claimed.*outside pool "c1/node" \(2001:db8::/64\)`)},
 			{
 				Config: db.config(testCluster),
 				Check: func(*terraform.State) error {

@@ -104,3 +104,51 @@ func validDuration(minimum time.Duration) validator.String {
 		},
 	}
 }
+
+// validPrefix: a prefix of either family, without host bits.
+func validPrefix() validator.String {
+	return stringCheck{
+		desc:  "a CIDR prefix without host bits, e.g. 192.0.2.0/24",
+		check: func(s string) error { _, err := ipamcore.ParsePrefix(s); return err },
+	}
+}
+
+// validAddr: a plain address of either family.
+func validAddr() validator.String {
+	return stringCheck{
+		desc:  "a plain IP address",
+		check: func(s string) error { _, err := ipamcore.ParseAddr(s); return err },
+	}
+}
+
+// validAddrOrPrefix: an address or a CIDR prefix.
+func validAddrOrPrefix() validator.String {
+	return stringCheck{
+		desc:  "an IP address or a CIDR prefix",
+		check: func(s string) error { _, err := parseAddrOrPrefix(s); return err },
+	}
+}
+
+// validPoolIDString checks "<cluster_id>/<name>".
+func validPoolIDString(s string) error {
+	c, n, ok := splitID(s)
+	if !ok {
+		return fmt.Errorf("%q is not a pool id: expected <cluster_id>/<name>, e.g. ipam_pool.example.id", truncateForMsg(s))
+	}
+	if err := ipamcore.ValidateID("cluster_id", c); err != nil {
+		return err
+	}
+	return ipamcore.ValidateID("pool name", n)
+}
+
+func truncateForMsg(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// validPoolID: a pool id "<cluster_id>/<name>".
+func validPoolID() validator.String {
+	return stringCheck{desc: "a pool id, <cluster_id>/<name>", check: validPoolIDString}
+}

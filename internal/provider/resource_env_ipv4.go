@@ -1,0 +1,200 @@
+package provider
+
+import (
+	"context"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var (
+	_ resource.Resource                = &envIPv4Resource{}
+	_ resource.ResourceWithConfigure   = &envIPv4Resource{}
+	_ resource.ResourceWithImportState = &envIPv4Resource{}
+	_ resource.ResourceWithModifyPlan  = &envIPv4Resource{}
+)
+
+// NewEnvIPv4Resource is the ipam_env_ipv4 resource.
+func NewEnvIPv4Resource() resource.Resource { return &envIPv4Resource{} }
+
+type envIPv4Resource struct{ store *ipamcore.Store }
+
+type envIPv4ResourceModel struct {
+	ID          types.String `tfsdk:"id"`
+	PoolID      types.String `tfsdk:"pool_id"`
+	OrgID       types.String `tfsdk:"org_id"`
+	EnvID       types.String `tfsdk:"env_id"`
+	Address     types.String `tfsdk:"address"`
+	CIDR        types.String `tfsdk:"cidr"`
+	AllocatedAt types.String `tfsdk:"allocated_at"`
+}
+
+func (m *envIPv4ResourceModel) owner() ipamcore.Owner {
+	id := m.EnvID.ValueString()
+	return ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: m.OrgID.ValueString()}
+}
+
+// clusterOf returns the cluster part of a pool id ("<cluster_id>/<name>").
+func clusterOf(poolID string) string {
+	c, _, _ := strings.Cut(poolID, "/")
+	return c
+}
+
+func (m *envIPv4ResourceModel) fill(a ipamcore.Allocation) {
+	m.ID = types.StringValue(a.PoolID + "/" + a.Owner.ID)
+	m.PoolID = types.StringValue(a.PoolID)
+	m.OrgID = types.StringValue(a.Owner.OrgID)
+	m.EnvID = types.StringValue(a.Owner.ID)
+	m.Address = sameAddr(m.Address, a.Address)
+	m.CIDR = types.StringValue(a.CIDR().String())
+	m.AllocatedAt = timeString(a.AllocatedAt)
+}
+
+func (r *envIPv4Resource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_env_ipv4"
+}
+
+func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The paid IPv4 add-on of one environment: one dedicated IPv4 address from an operator pool, linked " +
+			"to the org and the environment. An environment holds at most one active IPv4 in a cluster (enforced by the " +
+			"database). Destroy moves the address to cooling for the pool's cooldown. Events `env.ipv4_addon_enabled` and " +
+			"`env.ipv4_addon_disabled` record both, with org and env.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "`<pool_id>/<env_id>`, that is `<cluster_id>/<pool name>/<env_id>`; also the import ID.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"pool_id": schema.StringAttribute{
+				MarkdownDescription: "The IPv4 pool (`ipam_pool.<name>.id`). Changing it replaces the resource.",
+				Required:            true,
+				Validators:          []validator.String{validPoolID()},
+				PlanModifiers:       replace,
+			},
+			"org_id": schema.StringAttribute{
+				MarkdownDescription: "The organization that owns the environment. Changing it replaces the resource.",
+				Required:            true,
+				Validators:          []validator.String{validID("org_id")},
+				PlanModifiers:       replace,
+			},
+			"env_id": schema.StringAttribute{
+				MarkdownDescription: "The environment. Changing it replaces the resource.",
+				Required:            true,
+				Validators:          []validator.String{validID("env_id")},
+				PlanModifiers:       replace,
+			},
+			"address": schema.StringAttribute{
+				MarkdownDescription: "The IPv4 address. Set it to claim exactly this address: it must be a usable address of the " +
+					"pool, not active for another environment (`address_in_use`) and not cooling (`address_cooling`; the same " +
+					"environment may take its own cooling address back). Leave it unset to get the oldest free address.",
+				Optional:      true,
+				Computed:      true,
+				Validators:    []validator.String{validAddr()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), requiresReplaceIfClaimChanges()},
+			},
+			"cidr": schema.StringAttribute{
+				MarkdownDescription: "The address with its block's prefix length, e.g. `198.51.100.7/24`.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"allocated_at": schema.StringAttribute{
+				MarkdownDescription: "When the address was allocated (RFC 3339, database time).",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+		},
+	}
+}
+
+func (r *envIPv4Resource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "pool_id", func(p string) string { return p }))
+}
+
+func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan envIPv4ResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	poolID := plan.PoolID.ValueString()
+	if p, err := r.store.GetPool(ctx, poolID); err == nil && p.Family != 4 {
+		resp.Diagnostics.AddAttributeError(path.Root("pool_id"), "Not an IPv4 Pool", "pool "+poolID+" is an "+familyName(p.Family)+" pool; the IPv4 add-on needs an ipv4 pool")
+		return
+	}
+	res, ok := allocateAddress(ctx, r.store, poolID, "pool_id", titleCategory(ipamcore.OwnerEnvIPv4), plan.owner(), plan.Address, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	plan.fill(res.Allocation)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
+}
+
+func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state envIPv4ResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	a, ok := readAddress(ctx, r.store, clusterOf(state.PoolID.ValueString()), ipamcore.OwnerEnvIPv4, state.EnvID.ValueString(), &resp.Diagnostics)
+	if !ok {
+		if !resp.Diagnostics.HasError() {
+			resp.State.RemoveResource(ctx)
+		}
+		return
+	}
+	state.fill(a)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
+}
+
+// Update has nothing to change in the database: every input replaces.
+func (r *envIPv4Resource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan envIPv4ResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state envIPv4ResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	releaseAddress(ctx, r.store, req, clusterOf(state.PoolID.ValueString()), state.owner(), &resp.Diagnostics)
+}
+
+// ImportState takes "<cluster_id>/<pool name>/<env_id>".
+func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	i := strings.LastIndexByte(req.ID, '/')
+	if i <= 0 || validPoolIDString(req.ID[:i]) != nil || ipamcore.ValidateID("env_id", req.ID[i+1:]) != nil {
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>`, got "+req.ID)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), req.ID[:i])...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), req.ID[i+1:])...)
+}

@@ -1,0 +1,410 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var (
+	_ resource.Resource                   = &poolResource{}
+	_ resource.ResourceWithConfigure      = &poolResource{}
+	_ resource.ResourceWithImportState    = &poolResource{}
+	_ resource.ResourceWithValidateConfig = &poolResource{}
+	_ resource.ResourceWithModifyPlan     = &poolResource{}
+)
+
+// NewPoolResource is the ipam_pool resource.
+func NewPoolResource() resource.Resource { return &poolResource{} }
+
+type poolResource struct{ store *ipamcore.Store }
+
+type poolResourceModel struct {
+	ID           types.String `tfsdk:"id"`
+	ClusterID    types.String `tfsdk:"cluster_id"`
+	Name         types.String `tfsdk:"name"`
+	CIDRs        types.List   `tfsdk:"cidrs"`
+	Exclude      types.List   `tfsdk:"exclude"`
+	Cooldown     types.String `tfsdk:"cooldown"`
+	MTU          types.Int64  `tfsdk:"mtu"`
+	Gateway      types.String `tfsdk:"gateway"`
+	ForceDestroy types.Bool   `tfsdk:"force_destroy"`
+	Family       types.String `tfsdk:"family"`
+	Size         types.Int64  `tfsdk:"size"`
+}
+
+func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_pool"
+}
+
+func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "An operator-provided pool of addresses in a cluster, such as the IPv4 blocks of the paid IPv4 add-on. " +
+			"IPv4 pools store one row per usable address (gaps are absent rows) and hand out the oldest free address first: " +
+			"never-used addresses in block order, then released ones least-recently-used once their cooldown has passed. " +
+			"IPv6 pools use the striped counter allocator of the cluster's own pools. Pools of a cluster never overlap each " +
+			"other or the cluster's node and instance prefixes, and a public IPv4 block belongs to one pool only.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "`<cluster_id>/<name>`; also the import ID and the `pool_id` of allocations.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"cluster_id": schema.StringAttribute{
+				MarkdownDescription: "The cluster the pool belongs to. Changing it replaces the pool.",
+				Required:            true,
+				Validators:          []validator.String{validID("cluster_id")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "Name of the pool in its cluster (not `node` or `instance`). Changing it replaces the pool.",
+				Required:            true,
+				Validators:          []validator.String{validID("name")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"cidrs": schema.ListAttribute{
+				MarkdownDescription: "The pool's blocks, in order of preference: earlier blocks are handed out first. All of one " +
+					"family. The network and broadcast addresses of IPv4 blocks (and the `::0` of IPv6 blocks) are never handed out, " +
+					"except in /31, /32, /127 and /128 blocks. Adding blocks updates the pool in place (IPv6 pools only at the end); " +
+					"removing blocks that hold active or cooling addresses fails and lists them.",
+				ElementType: types.StringType,
+				Required:    true,
+				Validators:  []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(validPrefix())},
+			},
+			"exclude": schema.ListAttribute{
+				MarkdownDescription: "Addresses or CIDRs inside the pool that are never handed out: the gaps. Adding exclusions " +
+					"updates in place; excluding an address that is active or cooling fails and lists it.",
+				ElementType: types.StringType,
+				Optional:    true,
+				Computed:    true,
+				Default:     listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
+				Validators:  []validator.List{listvalidator.ValueStringsAre(validAddrOrPrefix())},
+			},
+			"cooldown": schema.StringAttribute{
+				MarkdownDescription: "How long a released address stays out of use (default `\"24h\"`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString("24h"),
+				Validators:          []validator.String{validDuration(0)},
+			},
+			"mtu": schema.Int64Attribute{
+				MarkdownDescription: "MTU of the pool's network, if it has one to hand out.",
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.Between(68, 65535)},
+			},
+			"gateway": schema.StringAttribute{
+				MarkdownDescription: "Gateway of the pool's network, if any. A gateway inside the pool is never handed out.",
+				Optional:            true,
+				Validators:          []validator.String{validAddr()},
+			},
+			"force_destroy": schema.BoolAttribute{
+				MarkdownDescription: "Allow destroying the pool while it still holds active or cooling addresses (default `false`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             booldefault.StaticBool(false),
+			},
+			"family": schema.StringAttribute{
+				MarkdownDescription: "`ipv4` or `ipv6`, from the blocks.",
+				Computed:            true,
+			},
+			"size": schema.Int64Attribute{
+				MarkdownDescription: "Number of addresses the pool can hand out (blocks minus network, broadcast, gateway and exclusions).",
+				Computed:            true,
+			},
+		},
+	}
+}
+
+func (r *poolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// parseAddrOrPrefix reads an exclusion: a CIDR, or one address as its host prefix.
+func parseAddrOrPrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return ipamcore.ParsePrefix(s)
+	}
+	a, err := ipamcore.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// toCore converts the model to a core pool; ok is false while a value is unknown.
+func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok bool, err error) {
+	if m.ClusterID.IsUnknown() || m.Name.IsUnknown() || m.CIDRs.IsUnknown() || m.Exclude.IsUnknown() ||
+		m.Cooldown.IsUnknown() || m.Gateway.IsUnknown() || m.MTU.IsUnknown() {
+		return p, false, nil
+	}
+	p.ClusterID, p.Name = m.ClusterID.ValueString(), m.Name.ValueString()
+	var cidrs, excl []types.String
+	m.CIDRs.ElementsAs(ctx, &cidrs, false)
+	m.Exclude.ElementsAs(ctx, &excl, false)
+	for _, c := range cidrs {
+		if c.IsUnknown() {
+			return p, false, nil
+		}
+		pp, err := ipamcore.ParsePrefix(c.ValueString())
+		if err != nil {
+			return p, true, &ipamcore.InvalidError{Field: "cidrs", Msg: err.Error()}
+		}
+		p.CIDRs = append(p.CIDRs, pp)
+	}
+	for _, e := range excl {
+		if e.IsUnknown() {
+			return p, false, nil
+		}
+		pp, err := parseAddrOrPrefix(e.ValueString())
+		if err != nil {
+			return p, true, &ipamcore.InvalidError{Field: "exclude", Msg: err.Error()}
+		}
+		p.Exclude = append(p.Exclude, pp)
+	}
+	p.Cooldown = ipamcore.DefaultPoolCooldown
+	if !m.Cooldown.IsNull() {
+		if p.Cooldown, err = ipamcore.ParseDuration(m.Cooldown.ValueString()); err != nil {
+			return p, true, &ipamcore.InvalidError{Field: "cooldown", Msg: err.Error()}
+		}
+	}
+	if !m.Gateway.IsNull() {
+		if p.Gateway, err = ipamcore.ParseAddr(m.Gateway.ValueString()); err != nil {
+			return p, true, &ipamcore.InvalidError{Field: "gateway", Msg: err.Error()}
+		}
+	}
+	p.MTU = int(m.MTU.ValueInt64())
+	return p, true, nil
+}
+
+func familyName(f int) string { return fmt.Sprintf("ipv%d", f) }
+
+// fromCore fills the model, keeping the user's spelling of unchanged values.
+func (m *poolResourceModel) fromCore(p ipamcore.Pool) {
+	m.ID = types.StringValue(p.ID)
+	m.ClusterID = types.StringValue(p.ClusterID)
+	m.Name = types.StringValue(p.Name)
+	m.CIDRs = prefixList(m.CIDRs, p.CIDRs, false)
+	m.Exclude = prefixList(m.Exclude, p.Exclude, true)
+	m.Cooldown = sameDuration(m.Cooldown, p.Cooldown)
+	m.MTU = types.Int64Null()
+	if p.MTU != 0 {
+		m.MTU = types.Int64Value(int64(p.MTU))
+	}
+	m.Gateway = types.StringNull()
+	if p.Gateway.IsValid() {
+		m.Gateway = sameAddr(m.Gateway, p.Gateway)
+	}
+	if m.ForceDestroy.IsNull() || m.ForceDestroy.IsUnknown() {
+		m.ForceDestroy = types.BoolValue(false)
+	}
+	m.Family = types.StringValue(familyName(p.Family))
+	m.Size = types.Int64Value(p.Size)
+}
+
+// prefixList renders prefixes, keeping prior spellings; with hostsAsAddrs a
+// /32 or /128 is written as a bare address.
+func prefixList(prior types.List, ps []netip.Prefix, hostsAsAddrs bool) types.List {
+	var old []types.String
+	if !prior.IsNull() && !prior.IsUnknown() {
+		_ = prior.ElementsAs(context.Background(), &old, false)
+	}
+	vals := make([]attr.Value, len(ps))
+	for i, p := range ps {
+		if i < len(old) && !old[i].IsNull() && !old[i].IsUnknown() {
+			if q, err := parseAddrOrPrefix(old[i].ValueString()); err == nil && q == p {
+				vals[i] = old[i]
+				continue
+			}
+		}
+		if hostsAsAddrs && p.IsSingleIP() {
+			vals[i] = types.StringValue(p.Addr().String())
+		} else {
+			vals[i] = types.StringValue(p.String())
+		}
+	}
+	return types.ListValueMust(types.StringType, vals)
+}
+
+// withPlaceholderKeys stands in for a cluster id or name not known yet (a
+// reference to a resource still to be created): the blocks can be checked and
+// the size computed without them. It reports whether both were known.
+func (m *poolResourceModel) withPlaceholderKeys() bool {
+	known := true
+	if m.ClusterID.IsUnknown() {
+		m.ClusterID, known = types.StringValue("unknown"), false
+	}
+	if m.Name.IsUnknown() {
+		m.Name, known = types.StringValue("unknown"), false
+	}
+	return known
+}
+
+func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m poolResourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if m.Exclude.IsNull() {
+		m.Exclude = types.ListValueMust(types.StringType, nil)
+	}
+	if m.ClusterID.IsNull() || m.Name.IsNull() {
+		return
+	}
+	m.withPlaceholderKeys()
+	p, ok, err := m.toCore(ctx)
+	if !ok || err != nil {
+		return // unknown yet, or malformed (reported by the attribute validators)
+	}
+	if err := ipamcore.PreparePool(&p); err != nil {
+		addCoreError(&resp.Diagnostics, "Invalid Pool", err)
+	}
+}
+
+// ModifyPlan shows family and size in the plan, checks the pool's placement
+// against the cluster and its other pools when the cluster exists, and
+// replaces the pool when its family would change.
+func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan poolResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	keyed := plan
+	clusterKnown := keyed.withPlaceholderKeys()
+	p, ok, err := keyed.toCore(ctx)
+	if !ok || err != nil {
+		return
+	}
+	if err := ipamcore.PreparePool(&p); err != nil {
+		return
+	}
+	plan.Family = types.StringValue(familyName(p.Family))
+	plan.Size = types.Int64Value(p.Size)
+	if !req.State.Raw.IsNull() {
+		var state poolResourceModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if state.Family.ValueString() != plan.Family.ValueString() {
+			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("cidrs"))
+		}
+	}
+	if r.store != nil && clusterKnown {
+		if _, err := r.store.GetCluster(ctx, p.ClusterID); err == nil {
+			if err := r.store.CheckPool(ctx, p); err != nil && ipamcore.Code(err) == ipamcore.CodeInvalid {
+				addCoreError(&resp.Diagnostics, "Invalid Pool", err)
+			}
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan poolResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	p, _, err := plan.toCore(ctx)
+	if err == nil {
+		p, err = r.store.CreatePool(ctx, p)
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Create Pool", err)
+		return
+	}
+	plan.fromCore(p)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state poolResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	p, err := r.store.GetPool(ctx, state.ID.ValueString())
+	if errors.Is(err, ipamcore.ErrNotFound) || (err == nil && p.Category != ipamcore.CategoryIPv4 && p.Category != ipamcore.CategoryIPv6) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Read Pool", err)
+		return
+	}
+	state.fromCore(p)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan poolResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	p, _, err := plan.toCore(ctx)
+	if err == nil {
+		p, err = r.store.UpdatePool(ctx, p)
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Update Pool", err)
+		return
+	}
+	plan.fromCore(p)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state poolResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := r.store.DeletePool(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool()); err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
+		addCoreError(&resp.Diagnostics, "Unable to Delete Pool", err)
+	}
+}
+
+func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	cluster, name, ok := splitID(req.ID)
+	if !ok {
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<name>`, got "+req.ID)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_destroy"), false)...)
+}
