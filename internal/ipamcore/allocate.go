@@ -51,7 +51,11 @@ type Allocation struct {
 	Actor       string
 	AllocatedAt time.Time
 	ReleasedAt  time.Time
-	ReusableAt  time.Time
+	// ReusableAt is when a cooling address may go to another owner, or when a
+	// plan-time hold (state reserved) expires.
+	ReusableAt time.Time
+	// Reusable is true once ReusableAt has passed, by database time.
+	Reusable bool
 }
 
 // CIDR is the address with its pool block's prefix length ("/128" for a
@@ -81,7 +85,8 @@ type AllocateResult struct {
 
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
-	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity')`
+	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
+	coalesce(reusable_at <= now(), false)`
 
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
@@ -89,7 +94,7 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 	var allocated, released, reusable *time.Time
 	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
-		&allocated, &released, &reusable)
+		&allocated, &released, &reusable, &a.Reusable)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -156,26 +161,19 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 		if err != nil {
 			return err
 		}
-		if held != nil {
-			if err := s.checkAdoptable(pool, req, *held); err != nil {
-				return err
-			}
-			res.Allocation, res.Adopted = *held, true
-			return nil
+		if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+			return err
 		}
-		var a Allocation
 		switch {
-		case req.Address.IsValid():
-			a, err = s.claimExact(ctx, tx, pool, req)
-		case cooling != nil && cooling.PoolID == pool.ID:
-			a, err = s.activate(ctx, tx, pool, cooling.ID, cooling.Generation, req.Owner)
+		case held != nil && held.State == StateReserved:
+			// The owner's plan-time hold becomes the allocation.
+			res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0)
+		case held != nil:
+			res.Allocation, err = s.adopt(ctx, tx, *held, req.Owner)
+			res.Adopted = true
 		default:
-			a, err = s.takeFresh(ctx, tx, pool, req.Owner)
-			if errors.Is(err, errNoFresh) {
-				a, err = s.takeCooled(ctx, tx, pool, req.Owner)
-			}
+			res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
 		}
-		res.Allocation = a
 		return err
 	})
 	if err != nil {
@@ -189,6 +187,125 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	}
 	res.Block, _ = pool.layout.BlockOf(res.Address)
 	return res, nil
+}
+
+// settleHold decides what the owner's current row means for this request. An
+// active row must be adoptable (same actor, pool and address). A hold of
+// another actor that has expired, or a hold of ours for another address than
+// the one now asked for, is dropped (nil is returned) so the request proceeds.
+func (s *Store) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
+	if held == nil {
+		return nil, nil
+	}
+	if held.State == StateReserved {
+		stale := held.Actor != s.actor && held.Reusable
+		moved := held.Actor == s.actor && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
+		if stale || moved {
+			return nil, s.dropHold(ctx, tx, *held)
+		}
+	}
+	return held, s.checkAdoptable(pool, req, *held)
+}
+
+// take hands out an address that no one holds: the exact one asked for, the
+// owner's own cooling one, a fresh one, or the longest-cooled reusable one.
+// With hold > 0 the row becomes a plan-time hold instead of an allocation.
+func (s *Store) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ownCooling *Allocation, hold time.Duration) (Allocation, error) {
+	switch {
+	case req.Address.IsValid():
+		return s.claimExact(ctx, tx, pool, req, hold)
+	case ownCooling != nil && ownCooling.PoolID == pool.ID:
+		return s.activate(ctx, tx, ownCooling.ID, ownCooling.Generation, req.Owner, hold)
+	}
+	a, err := s.takeFresh(ctx, tx, pool, req.Owner, hold)
+	if errors.Is(err, errNoFresh) {
+		a, err = s.takeCooled(ctx, tx, pool, req.Owner, hold)
+	}
+	return a, err
+}
+
+// adopt hands the owner's active allocation to a create that finds it (a
+// retried or crashed apply, or a create_before_destroy replacement): it bumps
+// the generation, so a release carrying the older generation (the replaced
+// resource's destroy) is a no-op, and brings the labels up to date.
+func (s *Store) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
+	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET generation = generation + 1,
+			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, last_seen_at = now()
+		WHERE id = $1 AND generation = $2 AND state = 'active'
+		RETURNING `+allocColumns, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
+	if errors.Is(err, ErrNotFound) {
+		return a, errRetry
+	}
+	if err != nil {
+		return a, err
+	}
+	return a, insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+}
+
+// dropHold returns a hold to the pool at once, without cooldown: its address
+// was never routed.
+func (s *Store) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
+	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(), reusable_at = now(),
+			reserved_until = NULL
+		WHERE id = $1 AND generation = $2 AND state = 'reserved'`, h.ID, h.Generation)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errRetry
+	}
+	return insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
+		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
+}
+
+// Reserve takes, or finds again, a short-lived hold on an address for an
+// owner: what a plan shows before apply. The hold is keyed by owner, so
+// planning again finds the same one (and extends it). An owner that already
+// holds an active address gets that address, unchanged. A hold that expires
+// unused is taken like a free address, without cooldown.
+func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
+	var a Allocation
+	if err := ValidateOwner(req.Owner); err != nil {
+		return a, err
+	}
+	if ttl <= 0 {
+		return a, invalid("reservation_ttl", "must be positive")
+	}
+	var pool *Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
+			return err
+		}
+		held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+		if err != nil {
+			return err
+		}
+		if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+			return err
+		}
+		switch {
+		case held != nil && held.State == StateReserved:
+			a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
+				SET reserved_until = now() + $3::interval, reusable_at = now() + $3::interval
+				WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
+				held.ID, held.Generation, durationInterval(ttl)))
+			if errors.Is(err, ErrNotFound) {
+				err = errRetry
+			}
+		case held != nil:
+			a = *held
+		default:
+			a, err = s.take(ctx, tx, pool, req, cooling, ttl)
+		}
+		return err
+	})
+	if err != nil {
+		return a, err
+	}
+	a.Block, _ = pool.layout.BlockOf(a.Address)
+	return a, nil
 }
 
 func (s *Store) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
@@ -235,15 +352,21 @@ func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 	return held, cooling, nil
 }
 
-// activate hands an existing row (free or cooling) to the owner: a conditional
-// write on its generation, so a concurrent taker makes this attempt retry.
-func (s *Store) activate(ctx context.Context, tx pgx.Tx, pool *Pool, id uuid.UUID, gen int64, o Owner) (Allocation, error) {
-	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
+// activate hands an existing row (free, cooling, or a hold) to the owner, as
+// an allocation or, with hold > 0, as a plan-time hold: a conditional write on
+// its generation, so a concurrent taker makes this attempt retry.
+func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration) (Allocation, error) {
+	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET
+			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
+			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-			allocated_at = now(), released_at = NULL, reusable_at = NULL, reserved_until = NULL, last_seen_at = now()
-		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling')
+			allocated_at = now(), released_at = NULL, last_seen_at = now(),
+			reusable_at = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END,
+			reserved_until = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END
+		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
 		RETURNING `+allocColumns,
-		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor))
+		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
+		durationInterval(hold)))
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
 	}
@@ -254,18 +377,29 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, pool *Pool, id uuid.UUI
 }
 
 func (s *Store) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation) error {
-	return insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, true), ClusterID: a.ClusterID, PoolID: a.PoolID,
+	typ := eventType(a.Owner.Kind, true)
+	if a.State == StateReserved {
+		typ = "allocation.reserved"
+	}
+	return insertEvent(ctx, tx, Event{Type: typ, ClusterID: a.ClusterID, PoolID: a.PoolID,
 		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
 }
 
 // insertFresh inserts a new active row for an address never handed out
 // before. It returns ErrNotFound when the address already has a row (an exact
 // claim got there first).
-func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner) (Allocation, error) {
+func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner, hold time.Duration) (Allocation, error) {
+	typ := eventType(o.Kind, true)
+	if hold > 0 {
+		typ = "allocation.reserved"
+	}
 	a, err := scanAllocation(tx.QueryRow(ctx, `WITH a AS (
 			INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
-				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at)
-			VALUES ($1, $2, $3, $4, $5, 'active', 1, $6, $7, $8, $9, $10, $11, $12, now(), now())
+				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, reusable_at, reserved_until)
+			VALUES ($1, $2, $3, $4, $5, CASE WHEN $15::interval > interval '0' THEN 'reserved' ELSE 'active' END,
+				1, $6, $7, $8, $9, $10, $11, $12, now(), now(),
+				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END,
+				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END)
 			ON CONFLICT (cluster_id, address) DO NOTHING
 			RETURNING *
 		), e AS (
@@ -277,7 +411,7 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 		SELECT `+allocColumns+` FROM a`,
 		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
 		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		newID(), eventType(o.Kind, true)))
+		newID(), typ, durationInterval(hold)))
 	return a, err
 }
 
@@ -312,7 +446,7 @@ const maxSkips = 1024
 // different stripes (SKIP LOCKED) instead of queueing behind one counter row,
 // and the stripe stays locked until commit, so its ordinal is never handed out
 // twice. Excluded ordinals are skipped in Go, in one jump per excluded range.
-func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (Allocation, error) {
+func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
 	if pool.Kind != "counter" {
 		return Allocation{}, errNoFresh
 	}
@@ -354,7 +488,7 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (
 		if !ok {
 			continue
 		}
-		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o)
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold)
 		if errors.Is(err, ErrNotFound) {
 			continue // claimed exactly by someone earlier: step over it
 		}
@@ -366,11 +500,11 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (
 // takeCooled reuses the longest-cooled address whose cooldown has passed (or,
 // in table pools, the oldest free one). SKIP LOCKED lets concurrent allocators
 // take different rows; the conditional write in activate confirms the pick.
-func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) (Allocation, error) {
+func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
 	var id uuid.UUID
 	var gen int64
 	const pick = `SELECT id, generation FROM ipam_allocations
-		WHERE pool_id = $1 AND state IN ('free', 'cooling') AND reusable_at <= now()
+		WHERE pool_id = $1 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= now()
 		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
 	err := tx.QueryRow(ctx, pick+` SKIP LOCKED`, pool.ID).Scan(&id, &gen)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -384,7 +518,7 @@ func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) 
 	if err != nil {
 		return Allocation{}, err
 	}
-	return s.activate(ctx, tx, pool, id, gen, o)
+	return s.activate(ctx, tx, id, gen, o, hold)
 }
 
 // exhausted builds the ipam_exhausted error with the pool's figures. It runs
@@ -392,9 +526,9 @@ func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner) 
 func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
 	var next *time.Time
-	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('active', 'reserved')),
-			count(*) FILTER (WHERE state = 'cooling'),
-			min(reusable_at) FILTER (WHERE state = 'cooling')
+	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > now())),
+			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > now()),
+			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > now())
 		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`, pool.ID).Scan(&e.Active, &e.Cooling, &next)
 	if err != nil {
 		return err
@@ -406,24 +540,18 @@ func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 }
 
 // claimExact takes exactly the requested address: free or never used, or
-// cooling with its cooldown passed, or cooling and last held by this owner.
-func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (Allocation, error) {
+// cooling with its cooldown passed, or an expired hold, or last held (cooling
+// or reserved) by this same owner.
+func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, hold time.Duration) (Allocation, error) {
 	addr := req.Address
 	if err := pool.checkClaimable(addr); err != nil {
 		return Allocation{}, err
 	}
 	ord, _ := pool.layout.Ordinal(addr)
-	var cur Allocation
-	var reusable bool
-	var rawAddr netip.Prefix
-	var allocated, released, reusableAt *time.Time
-	err := tx.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(reusable_at <= now(), false) FROM ipam_allocations
-		WHERE cluster_id = $1 AND address = $2 FOR UPDATE`, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())).Scan(
-		&cur.ID, &cur.ClusterID, &cur.PoolID, &rawAddr, &cur.Ordinal, &cur.State, &cur.Generation, &cur.Owner.Kind,
-		&cur.Owner.ID, &cur.Owner.OrgID, &cur.Owner.EnvID, &cur.Owner.NodeID, &cur.Owner.InstanceID, &cur.Actor,
-		&allocated, &released, &reusableAt, &reusable)
-	if errors.Is(err, pgx.ErrNoRows) {
-		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner)
+	cur, err := scanAllocation(tx.QueryRow(ctx, `SELECT `+allocColumns+` FROM ipam_allocations
+		WHERE cluster_id = $1 AND address = $2 FOR UPDATE`, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
+	if errors.Is(err, ErrNotFound) {
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold)
 		if errors.Is(err, ErrNotFound) {
 			return a, errRetry
 		}
@@ -436,12 +564,12 @@ func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	switch {
 	case cur.PoolID != pool.ID:
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
-	case cur.State == StateActive || cur.State == StateReserved:
-		return Allocation{}, &AddressInUseError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor}
-	case cur.State == StateCooling && !reusable && !sameOwner:
-		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: *reusableAt}
+	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:
+		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
+	case cur.State == StateCooling && !cur.Reusable && !sameOwner:
+		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
-	return s.activate(ctx, tx, pool, cur.ID, cur.Generation, req.Owner)
+	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold)
 }
 
 func prefixList(ps []netip.Prefix) string {
@@ -455,14 +583,54 @@ func prefixList(ps []netip.Prefix) string {
 	return s
 }
 
-// GetActive returns the owner's active allocation, or ErrNotFound.
+// GetActive returns the owner's active allocation, or ErrNotFound. It is what
+// a Terraform refresh reads, so it also records that the allocation was seen:
+// at most once an hour per allocation, so that plans stay cheap, and never
+// failing the read (a read-only role simply does not record).
 func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID string) (Allocation, error) {
-	a, err := scanAllocation(s.pool.QueryRow(ctx, `SELECT `+allocColumns+` FROM ipam_allocations
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID))
+	var a Allocation
+	var stale bool
+	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < now() - interval '1 hour', true)
+		FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID)
+	a, err := scanAllocation(seenRow{row, &stale})
 	if err != nil {
 		return a, s.mapErr(err)
 	}
+	if stale {
+		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = now()
+			WHERE id = $1 AND generation = $2 AND state = 'active'`, a.ID, a.Generation)
+	}
 	return a, s.fillBlock(ctx, &a)
+}
+
+// seenRow scans one extra trailing column into stale.
+type seenRow struct {
+	pgx.Row
+	stale *bool
+}
+
+func (r seenRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.stale)...) }
+
+// FindActiveByAddress returns the active allocation of an address, in
+// whichever cluster holds it; ambiguous when two clusters (private IPv4 pools)
+// hold it.
+func (s *Store) FindActiveByAddress(ctx context.Context, addr netip.Addr) (Allocation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+` FROM ipam_allocations WHERE address = $1 AND state = 'active' LIMIT 2`,
+		netip.PrefixFrom(addr, addr.BitLen()))
+	if err != nil {
+		return Allocation{}, s.mapErr(err)
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	switch {
+	case err != nil:
+		return Allocation{}, s.mapErr(err)
+	case len(all) == 0:
+		return Allocation{}, ErrNotFound
+	case len(all) > 1:
+		return Allocation{}, &ConflictError{Msg: fmt.Sprintf("%s is active in clusters %q and %q; import by id instead", addr, all[0].ClusterID, all[1].ClusterID)}
+	}
+	return all[0], s.fillBlock(ctx, &all[0])
 }
 
 func (s *Store) fillBlock(ctx context.Context, a *Allocation) error {
@@ -493,7 +661,7 @@ func (s *Store) Release(ctx context.Context, clusterID string, o Owner, generati
 			RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 				coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 				coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-				a.allocated_at, a.released_at, a.reusable_at`, clusterID, o.Kind, o.ID, generation))
+				a.allocated_at, a.released_at, a.reusable_at, false`, clusterID, o.Kind, o.ID, generation))
 		if errors.Is(err, ErrNotFound) {
 			released = false
 			return nil

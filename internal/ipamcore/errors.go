@@ -18,6 +18,7 @@ const (
 	CodeNotFound       = "not_found"
 	CodeConflict       = "conflict"
 	CodeSchema         = "schema_mismatch"
+	CodeReadOnly       = "read_only"
 )
 
 // ErrNotFound is returned when a cluster, pool or allocation does not exist.
@@ -92,17 +93,24 @@ func (e *OwnerConflictError) Error() string {
 		CodeOwnerConflict, e.OwnerKind, e.OwnerID, e.ClusterID, e.Address, e.Actor, e.Detail)
 }
 
-// AddressInUseError: an exact address is active for another owner.
+// AddressInUseError: an exact address is active for another owner, or held
+// for one by a plan-time reservation.
 type AddressInUseError struct {
 	Address   string
+	State     string
 	OwnerKind string
 	OwnerID   string
 	Actor     string
+	Until     time.Time // end of a reservation
 }
 
 func (e *AddressInUseError) Code() string { return CodeAddressInUse }
 
 func (e *AddressInUseError) Error() string {
+	if e.State == StateReserved {
+		return fmt.Sprintf("%s: %s is reserved for %s %q by a plan of actor %q until %s", CodeAddressInUse, e.Address,
+			e.OwnerKind, e.OwnerID, e.Actor, e.Until.UTC().Format(time.RFC3339))
+	}
 	return fmt.Sprintf("%s: %s is held by %s %q (actor %q)", CodeAddressInUse, e.Address, e.OwnerKind, e.OwnerID, e.Actor)
 }
 
@@ -146,3 +154,10 @@ type SchemaError struct{ Msg string }
 
 func (e *SchemaError) Code() string  { return CodeSchema }
 func (e *SchemaError) Error() string { return CodeSchema + ": " + e.Msg }
+
+// ReadOnlyError: the database refused a write, because the role may not write
+// or the server (or session) is read-only.
+type ReadOnlyError struct{ Msg string }
+
+func (e *ReadOnlyError) Code() string  { return CodeReadOnly }
+func (e *ReadOnlyError) Error() string { return CodeReadOnly + ": " + e.Msg }

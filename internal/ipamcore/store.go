@@ -204,8 +204,13 @@ func (s *Store) mapErr(err error) error {
 		return &UnavailableError{Addr: s.addr, Err: errors.New(scrub(rootCause(err), s.secret))}
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == pgerrcode.InsufficientPrivilege {
-		return fmt.Errorf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case pgerrcode.InsufficientPrivilege:
+			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
+		case pgerrcode.ReadOnlySQLTransaction:
+			return &ReadOnlyError{Msg: "the database is read-only here (" + scrub(pe.Message, s.secret) + "); a writable primary is needed"}
+		}
 	}
 	return errors.New(scrub(err.Error(), s.secret))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
@@ -89,7 +91,8 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 
 // allocateAddress runs the core allocation for a create. poolAttr names the
 // attribute that chose the pool ("cluster_id" or "pool_id"), for diagnostics.
-func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, title string, owner ipamcore.Owner, claim types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
+func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, title string, owner ipamcore.Owner, config, planned types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
+	claim, fromHold := planClaim(config, planned)
 	req := ipamcore.AllocateRequest{PoolID: poolID, Owner: owner}
 	if !claim.IsNull() && !claim.IsUnknown() {
 		a, err := ipamcore.ParseAddr(claim.ValueString())
@@ -104,7 +107,11 @@ func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, 
 		return ipamcore.AllocateResult{}, false
 	}
 	res, err := st.Allocate(ctx, req)
-	if err != nil {
+	switch {
+	case err != nil && fromHold && isTaken(err):
+		holdLost(diags, title, claim, err)
+		return res, false
+	case err != nil:
 		addCoreError(diags, "Unable to Allocate "+title, err)
 		return res, false
 	}
@@ -199,4 +206,100 @@ func plannedPool(ctx context.Context, req resource.ModifyPlanRequest, attr strin
 		}
 		return toPool(v.ValueString()), true
 	}
+}
+
+// Reasons an address stays "known after apply", each warned about once.
+const (
+	reasonDisabled  = "reservations-disabled"
+	reasonReadOnly  = "reservations-read-only"
+	reasonUnknownID = "reservations-unknown-owner"
+	reasonNoPool    = "reservations-no-pool"
+	reasonExhausted = "reservations-exhausted"
+)
+
+// reserveForPlan takes, or finds again, the plan-time hold of an owner being
+// created and returns its address for the plan. It returns false, with a
+// warning said once per run, where the address must stay unknown: holds
+// switched off, owner keys not known yet, or a database role that may not
+// write. Errors that would fail the apply anyway (owner_conflict,
+// ipam_exhausted, a claim in use) fail the plan instead.
+func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, poolID string, owner ipamcore.Owner, keysKnown bool, claim types.String) (ipamcore.Allocation, bool) {
+	switch {
+	case pd == nil:
+		return ipamcore.Allocation{}, false
+	case !pd.reservations:
+		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
+			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
+		return ipamcore.Allocation{}, false
+	case !keysKnown || claim.IsUnknown():
+		pd.warnOnce(diags, reasonUnknownID, "Some Addresses Known After Apply",
+			"A new address resource's owner or pool depends on values known only after apply, so its address cannot be "+
+				"reserved at plan time and shows as \"(known after apply)\". Addresses of owners known at plan time are shown.")
+		return ipamcore.Allocation{}, false
+	}
+	req := ipamcore.AllocateRequest{PoolID: poolID, Owner: owner}
+	if !claim.IsNull() {
+		a, err := ipamcore.ParseAddr(claim.ValueString())
+		if err != nil {
+			return ipamcore.Allocation{}, false
+		}
+		req.Address = a
+	}
+	a, err := pd.store.Reserve(ctx, req, pd.reservationTTL)
+	var oc *ipamcore.OwnerConflictError
+	switch {
+	case err == nil:
+		return a, true
+	case errors.As(err, &oc) && oc.Actor == pd.store.Actor():
+		// The owner still holds its old address under this actor: a replacement
+		// whose destroy runs first. Apply claims the address then.
+	case ipamcore.Code(err) == ipamcore.CodeExhausted:
+		// This same apply may grow the pool or release addresses first.
+		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
+			"No address could be reserved at plan time ("+err.Error()+"); the apply will try again after the other "+
+				"changes of this plan, and fail with ipam_exhausted if none is free then.")
+	case ipamcore.Code(err) == ipamcore.CodeReadOnly:
+		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
+			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
+				"Planning with a read-only role works; applying needs a role that may write.")
+	case errors.Is(err, ipamcore.ErrNotFound):
+		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
+			"Pool "+poolID+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
+				"as \"(known after apply)\". Later plans show them.")
+	default:
+		addCoreError(diags, "Unable to Reserve "+titleCategory(owner.Kind), err)
+	}
+	return ipamcore.Allocation{}, false
+}
+
+// planClaim turns a create's planned address into the request: an address
+// the user set is a claim; one planned from a hold is claimed too, so the
+// applied address always equals the planned one.
+func planClaim(config, plan types.String) (claim types.String, fromHold bool) {
+	if !config.IsNull() {
+		return config, false
+	}
+	return plan, !plan.IsUnknown() && !plan.IsNull()
+}
+
+// holdLost explains a planned address that was taken before apply.
+func holdLost(diags *diag.Diagnostics, title string, planned types.String, err error) {
+	diags.AddAttributeError(path.Root("address"), "Planned Address No Longer Available",
+		"The plan showed "+planned.ValueString()+" for this "+strings.ToLower(title)+", but its plan-time hold expired and "+
+			"the address was taken before apply ("+err.Error()+"). Nothing was allocated: run terraform plan again.")
+}
+
+// isTaken reports whether an exact claim failed because the address is held by someone else.
+func isTaken(err error) bool {
+	c := ipamcore.Code(err)
+	return c == ipamcore.CodeAddressInUse || c == ipamcore.CodeAddressCooling
+}
+
+// configAddress reads the configured (claimed) address.
+func configAddress(ctx context.Context, config tfsdk.Config) types.String {
+	var v types.String
+	if d := config.GetAttribute(ctx, path.Root("address"), &v); d.HasError() {
+		return types.StringNull()
+	}
+	return v
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -16,17 +17,42 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 )
 
+// providerData is what Configure hands to resources and data sources: the
+// core store and the provider-wide options.
+type providerData struct {
+	store          *ipamcore.Store
+	reservations   bool
+	reservationTTL time.Duration
+	// warned remembers the warnings already given, so each reason for an
+	// unknown planned address is said once per run, not once per resource.
+	warned sync.Map
+}
+
+// warnOnce adds a warning the first time a reason comes up.
+func (pd *providerData) warnOnce(diags *diag.Diagnostics, reason, summary, detail string) {
+	if _, seen := pd.warned.LoadOrStore(reason, true); !seen {
+		diags.AddWarning(summary, detail)
+	}
+}
+
 // storeFrom fetches the core store handed over by Configure.
 func storeFrom(data any, diags *diag.Diagnostics) *ipamcore.Store {
+	if pd := providerDataFrom(data, diags); pd != nil {
+		return pd.store
+	}
+	return nil
+}
+
+func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
 	if data == nil {
 		return nil
 	}
-	st, ok := data.(*ipamcore.Store)
+	pd, ok := data.(*providerData)
 	if !ok {
-		diags.AddError("Unexpected Provider Data", fmt.Sprintf("expected *ipamcore.Store, got %T; please report this issue", data))
+		diags.AddError("Unexpected Provider Data", fmt.Sprintf("expected *providerData, got %T; please report this issue", data))
 		return nil
 	}
-	return st
+	return pd
 }
 
 func requireStore(st *ipamcore.Store, diags *diag.Diagnostics) bool {

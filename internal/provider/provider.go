@@ -36,6 +36,8 @@ type ipamProviderModel struct {
 	AutoMigrate    types.Bool   `tfsdk:"auto_migrate"`
 	ConnectTimeout types.String `tfsdk:"connect_timeout"`
 	Actor          types.String `tfsdk:"actor"`
+	Reservations   types.Bool   `tfsdk:"plan_reservations"`
+	ReservationTTL types.String `tfsdk:"reservation_ttl"`
 }
 
 // New returns the provider factory for a version (set by the release build).
@@ -83,6 +85,20 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 				Optional:   true,
 				Validators: []validator.String{validID("actor")},
 			},
+			"plan_reservations": schema.BoolAttribute{
+				MarkdownDescription: "Show the real address in the plan (default `true`): planning a new address resource takes, or finds " +
+					"again, a short-lived hold for its owner, and apply turns that hold into the allocation, so the applied address " +
+					"always equals the planned one. When `false`, when the database role may not write, or when an owner key is " +
+					"unknown at plan time, the address is \"known after apply\" and a warning says why.",
+				Optional: true,
+			},
+			"reservation_ttl": schema.StringAttribute{
+				MarkdownDescription: "How long a plan-time hold lasts (default `\"1h\"`). A hold not applied within it returns its " +
+					"address to the pool without cooldown; applying a plan after that still gets the planned address if it is " +
+					"free, and fails with a clear message to plan again if someone else took it.",
+				Optional:   true,
+				Validators: []validator.String{validDuration(time.Second)},
+			},
 		},
 	}
 }
@@ -127,8 +143,12 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 		addCoreError(&resp.Diagnostics, "IPAM Database Schema Mismatch", err)
 		return
 	}
-	resp.ResourceData = st
-	resp.DataSourceData = st
+	pd := &providerData{store: st, reservations: m.Reservations.IsNull() || m.Reservations.ValueBool(), reservationTTL: time.Hour}
+	if !m.ReservationTTL.IsNull() {
+		pd.reservationTTL, _ = ipamcore.ParseDuration(m.ReservationTTL.ValueString())
+	}
+	resp.ResourceData = pd
+	resp.DataSourceData = pd
 }
 
 func (p *ipamProvider) Resources(context.Context) []func() resource.Resource {

@@ -195,6 +195,9 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if resp.Diagnostics.HasError() || plan.Prefix.IsUnknown() || config.NodePrefix.IsUnknown() || config.InstancePrefix.IsUnknown() {
 		return
 	}
+	if !plan.Name.IsUnknown() {
+		plan.ID = plan.Name // known at plan, so address resources can reserve against it
+	}
 	config.Prefix = plan.Prefix
 	c, err := config.plannedSubPrefixes()
 	if err != nil {

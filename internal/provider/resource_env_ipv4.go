@@ -25,7 +25,10 @@ var (
 // NewEnvIPv4Resource is the ipam_env_ipv4 resource.
 func NewEnvIPv4Resource() resource.Resource { return &envIPv4Resource{} }
 
-type envIPv4Resource struct{ store *ipamcore.Store }
+type envIPv4Resource struct {
+	store *ipamcore.Store
+	pd    *providerData
+}
 
 type envIPv4ResourceModel struct {
 	ID          types.String `tfsdk:"id"`
@@ -117,11 +120,29 @@ func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, re
 }
 
 func (r *envIPv4Resource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+	if r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics); r.pd != nil {
+		r.store = r.pd.store
+	}
 }
 
 func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "pool_id", func(p string) string { return p }))
+	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
+		return // only a create (or the create half of a replacement) takes a hold
+	}
+	var plan envIPv4ResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	config := configAddress(ctx, req.Config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, plan.PoolID.ValueString(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
+	if !ok {
+		return
+	}
+	plan.Address = sameAddr(config, a.Address)
+	plan.CIDR = types.StringValue(a.CIDR().String())
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
 
 func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -138,7 +159,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddAttributeError(path.Root("pool_id"), "Not an IPv4 Pool", "pool "+poolID+" is an "+familyName(p.Family)+" pool; the IPv4 add-on needs an ipv4 pool")
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, poolID, "pool_id", titleCategory(ipamcore.OwnerEnvIPv4), plan.owner(), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, poolID, "pool_id", titleCategory(ipamcore.OwnerEnvIPv4), plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -25,7 +26,10 @@ var (
 // NewInstanceAddressResource is the ipam_instance_address resource.
 func NewInstanceAddressResource() resource.Resource { return &instanceAddressResource{} }
 
-type instanceAddressResource struct{ store *ipamcore.Store }
+type instanceAddressResource struct {
+	store *ipamcore.Store
+	pd    *providerData
+}
 
 type instanceAddressResourceModel struct {
 	addressState
@@ -105,7 +109,9 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 }
 
 func (r *instanceAddressResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+	if r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics); r.pd != nil {
+		r.store = r.pd.store
+	}
 }
 
 // load reads the allocation and its cluster into the model; false when the
@@ -131,18 +137,9 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryInstance), "cluster_id", titleCategory(ipamcore.CategoryInstance), plan.owner(), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryInstance), "cluster_id", titleCategory(ipamcore.CategoryInstance), plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
-	}
-	if res.Adopted && res.Owner != plan.owner() {
-		// A retried apply adopting its own allocation: bring the labels up to date.
-		a, err := r.store.UpdateLabels(ctx, res.ClusterID, plan.owner())
-		if err != nil {
-			addCoreError(&resp.Diagnostics, "Unable to Update Instance Address", err)
-			return
-		}
-		res.Allocation = a
 	}
 	if !r.load(ctx, &plan, res.Allocation, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
@@ -216,4 +213,20 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
 		return ipamcore.PoolID(c, ipamcore.CategoryInstance)
 	}))
+	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
+		return // only a create (or the create half of a replacement) takes a hold
+	}
+	var plan instanceAddressResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	config := configAddress(ctx, req.Config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryInstance), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	if !ok {
+		return
+	}
+	plan.Address = sameAddr(config, a.Address)
+	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -23,7 +24,10 @@ var (
 // NewNodeAddressResource is the ipam_node_address resource.
 func NewNodeAddressResource() resource.Resource { return &nodeAddressResource{} }
 
-type nodeAddressResource struct{ store *ipamcore.Store }
+type nodeAddressResource struct {
+	store *ipamcore.Store
+	pd    *providerData
+}
 
 type nodeAddressResourceModel struct {
 	addressState
@@ -57,7 +61,9 @@ func (r *nodeAddressResource) Schema(_ context.Context, _ resource.SchemaRequest
 }
 
 func (r *nodeAddressResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+	if r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics); r.pd != nil {
+		r.store = r.pd.store
+	}
 }
 
 func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -69,7 +75,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryNode), "cluster_id", titleCategory(ipamcore.CategoryNode), plan.owner(), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryNode), "cluster_id", titleCategory(ipamcore.CategoryNode), plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -128,4 +134,20 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
 		return ipamcore.PoolID(c, ipamcore.CategoryNode)
 	}))
+	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
+		return // only a create (or the create half of a replacement) takes a hold
+	}
+	var plan nodeAddressResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	config := configAddress(ctx, req.Config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryNode), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	if !ok {
+		return
+	}
+	plan.Address = sameAddr(config, a.Address)
+	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }

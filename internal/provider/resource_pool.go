@@ -302,6 +302,9 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	}
 	plan.Family = types.StringValue(familyName(p.Family))
 	plan.Size = types.Int64Value(p.Size)
+	if clusterKnown {
+		plan.ID = types.StringValue(p.ID) // known at plan, so allocations can reserve against it
+	}
 	if !req.State.Raw.IsNull() {
 		var state poolResourceModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
