@@ -409,3 +409,69 @@ func testdbURLOf(t *testing.T, st *ipamcore.Store) string {
 	}
 	return testdb.WithDatabase(testdb.AdminURL(t), db)
 }
+
+// A hold that expires unused goes back to the pool without cooldown; the
+// owner's later apply of the old plan is then refused rather than handed
+// another address.
+func TestReservationExpiresWithoutCooldown(t *testing.T) {
+	st, raw := newStore(t, "")
+	// A /126 node prefix: 3 usable addresses.
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/126", "")
+	ctx := context.Background()
+	hold, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("planned")}, time.Hour)
+	if err != nil || hold.State != ipamcore.StateReserved {
+		t.Fatal(hold, err)
+	}
+	again, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("planned")}, time.Hour)
+	if err != nil || again.Address != hold.Address || again.ID != hold.ID {
+		t.Fatalf("planning again: %v %v", again.Address, err)
+	}
+	for _, id := range []string{"b", "c"} {
+		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// While the hold lasts, the pool is full (the hold counts as in use).
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("d")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+		t.Fatalf("during the hold: %v", err)
+	}
+	// Expire it (database time is the clock: move the hold into the past).
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
+		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("d")})
+	if err != nil || d.Address != hold.Address {
+		t.Fatalf("after expiry: got %v (%v), want the held %s with no cooldown", d.Address, err, hold.Address)
+	}
+	// The planned owner's apply claims its planned address and is refused.
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("planned"), Address: hold.Address})
+	if ipamcore.Code(err) != ipamcore.CodeAddressInUse || !strings.Contains(err.Error(), `"d"`) {
+		t.Fatalf("stale plan: %v", err)
+	}
+}
+
+// An owner's hold becomes its allocation at apply, keeping the address.
+func TestReservationConfirmedAtApply(t *testing.T) {
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	hold, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i1")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else allocating meanwhile does not get the held address.
+	other, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i2")})
+	if err != nil || other.Address == hold.Address {
+		t.Fatalf("other: %v %v", other.Address, err)
+	}
+	a, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i1"), Address: hold.Address})
+	if err != nil || a.Address != hold.Address || a.State != ipamcore.StateActive {
+		t.Fatalf("apply: %+v %v", a, err)
+	}
+	var n int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'instance.allocated' AND instance_id = 'i1'`).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d instance.allocated events for i1", n)
+	}
+}

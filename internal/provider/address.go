@@ -152,11 +152,19 @@ func releaseAddress(ctx context.Context, st *ipamcore.Store, req resource.Delete
 	}
 }
 
-// importOwner parses "<cluster_id>/<owner_id>" and seeds the state with it.
-func importOwner(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, ownerAttr string) {
+// importOwner parses "<cluster_id>/<owner_id>", or an address (whose active
+// allocation names the owner), and seeds the state with it.
+func importOwner(ctx context.Context, st *ipamcore.Store, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind, ownerAttr string) {
 	cluster, owner, ok := splitID(req.ID)
+	if addr, err := ipamcore.ParseAddr(req.ID); err == nil {
+		a, ok2 := importByAddress(ctx, st, addr, kind, &resp.Diagnostics)
+		if !ok2 {
+			return
+		}
+		cluster, owner, ok = a.ClusterID, a.Owner.ID, true
+	}
 	if !ok {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<"+ownerAttr+">`, got "+req.ID)
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<"+ownerAttr+">` or an address, got "+req.ID)
 		return
 	}
 	for _, x := range []struct{ what, v string }{{"cluster_id", cluster}, {ownerAttr, owner}} {
@@ -165,9 +173,30 @@ func importOwner(ctx context.Context, req resource.ImportStateRequest, resp *res
 			return
 		}
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), cluster+"/"+owner)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(ownerAttr), owner)...)
+}
+
+// importByAddress finds the active allocation of an address for an import,
+// checking that it is of the resource's kind.
+func importByAddress(ctx context.Context, st *ipamcore.Store, addr netip.Addr, kind string, diags *diag.Diagnostics) (ipamcore.Allocation, bool) {
+	if !requireStore(st, diags) {
+		return ipamcore.Allocation{}, false
+	}
+	a, err := st.FindActiveByAddress(ctx, addr)
+	switch {
+	case errors.Is(err, ipamcore.ErrNotFound):
+		diags.AddError("Cannot Import Address", addr.String()+" is not active in any cluster.")
+	case err != nil:
+		addCoreError(diags, "Cannot Import Address", err)
+	case a.Owner.Kind != kind:
+		diags.AddError("Cannot Import Address", addr.String()+" is held by "+a.Owner.Kind+" "+a.Owner.ID+
+			", not by a "+strings.ReplaceAll(kind, "_", " ")+"; import it into the matching resource type.")
+	default:
+		return a, true
+	}
+	return a, false
 }
 
 // checkClaimAtPlan rejects, at plan time, a claimed address that lies outside

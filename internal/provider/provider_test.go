@@ -53,8 +53,11 @@ func newAccDB(t *testing.T) *accDB {
 }
 
 // config prefixes HCL with a provider block pointing at this database.
-func (d *accDB) config(hcl string) string {
-	return fmt.Sprintf("provider \"ipam\" {\n  database_url = %q\n}\n\n%s", d.URL, hcl)
+func (d *accDB) config(hcl string) string { return d.configWith("", hcl) }
+
+// configWith adds provider options to the provider block.
+func (d *accDB) configWith(options, hcl string) string {
+	return fmt.Sprintf("provider \"ipam\" {\n  database_url = %q\n%s\n}\n\n%s", d.URL, options, hcl)
 }
 
 func (d *accDB) exec(sql string, args ...any) {

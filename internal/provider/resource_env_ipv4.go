@@ -208,11 +208,21 @@ func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest
 	releaseAddress(ctx, r.store, req, clusterOf(state.PoolID.ValueString()), state.owner(), &resp.Diagnostics)
 }
 
-// ImportState takes "<cluster_id>/<pool name>/<env_id>".
+// ImportState takes "<cluster_id>/<pool name>/<env_id>", or the address.
 func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if addr, err := ipamcore.ParseAddr(req.ID); err == nil {
+		a, ok := importByAddress(ctx, r.store, addr, ipamcore.OwnerEnvIPv4, &resp.Diagnostics)
+		if !ok {
+			return
+		}
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), a.PoolID+"/"+a.Owner.ID)...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), a.PoolID)...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), a.Owner.ID)...)
+		return
+	}
 	i := strings.LastIndexByte(req.ID, '/')
 	if i <= 0 || validPoolIDString(req.ID[:i]) != nil || ipamcore.ValidateID("env_id", req.ID[i+1:]) != nil {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>`, got "+req.ID)
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>` or an address, got "+req.ID)
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)

@@ -205,7 +205,7 @@ func (r *instanceAddressResource) Delete(ctx context.Context, req resource.Delet
 }
 
 func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importOwner(ctx, req, resp, "instance_id")
+	importOwner(ctx, r.store, req, resp, ipamcore.OwnerInstance, "instance_id")
 }
 
 // ModifyPlan checks a claimed address against the cluster at plan time.

@@ -126,7 +126,7 @@ func (r *nodeAddressResource) Delete(ctx context.Context, req resource.DeleteReq
 }
 
 func (r *nodeAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importOwner(ctx, req, resp, "node_id")
+	importOwner(ctx, r.store, req, resp, ipamcore.OwnerNode, "node_id")
 }
 
 // ModifyPlan checks a claimed address against the cluster at plan time.
