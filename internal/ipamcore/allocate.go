@@ -16,6 +16,7 @@ const (
 	OwnerNode     = "node"
 	OwnerInstance = "instance"
 	OwnerEnvIPv4  = "env_ipv4"
+	OwnerSet      = "set"
 )
 
 // Allocation states.
@@ -35,6 +36,9 @@ type Owner struct {
 	EnvID      string
 	NodeID     string
 	InstanceID string
+	// SetID names the address set a member belongs to (kind "set", whose ID
+	// is "<SetID>#<key>").
+	SetID string
 }
 
 // Allocation is one address and its current (or last) holder.
@@ -86,7 +90,7 @@ type AllocateResult struct {
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
-	coalesce(reusable_at <= now(), false)`
+	coalesce(reusable_at <= now(), false), coalesce(set_owner, '')`
 
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
@@ -94,7 +98,7 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 	var allocated, released, reusable *time.Time
 	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
-		&allocated, &released, &reusable, &a.Reusable)
+		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -125,6 +129,9 @@ func ValidateOwner(o Owner) error {
 	if o.Kind == "" {
 		return invalid("owner_kind", "must not be empty")
 	}
+	if o.Kind == OwnerSet {
+		return validateSetMember(o)
+	}
 	if err := ValidateID("owner id", o.ID); err != nil {
 		return &InvalidError{Field: o.Kind + "_id", Msg: err.Error()}
 	}
@@ -149,7 +156,6 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		res = AllocateResult{}
 		var err error
 		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
 			if errors.Is(err, ErrNotFound) {
@@ -157,23 +163,7 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 			}
 			return err
 		}
-		held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
-		if err != nil {
-			return err
-		}
-		if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
-			return err
-		}
-		switch {
-		case held != nil && held.State == StateReserved:
-			// The owner's plan-time hold becomes the allocation.
-			res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0)
-		case held != nil:
-			res.Allocation, err = s.adopt(ctx, tx, *held, req.Owner)
-			res.Adopted = true
-		default:
-			res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
-		}
+		res, err = s.allocateTx(ctx, tx, pool, req)
 		return err
 	})
 	if err != nil {
@@ -187,6 +177,32 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	}
 	res.Block, _ = pool.layout.BlockOf(res.Address)
 	return res, nil
+}
+
+// allocateTx is Allocate inside the caller's transaction.
+func (s *Store) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
+	var res AllocateResult
+	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	if err != nil {
+		return res, err
+	}
+	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+		return res, err
+	}
+	switch {
+	case held != nil && held.State == StateReserved:
+		// The owner's plan-time hold becomes the allocation.
+		res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0)
+	case held != nil:
+		res.Allocation, err = s.adopt(ctx, tx, *held, req.Owner)
+		res.Adopted = true
+	default:
+		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
+	}
+	if err == nil {
+		res.Block, _ = pool.layout.BlockOf(res.Address)
+	}
+	return res, err
 }
 
 // settleHold decides what the owner's current row means for this request. An
@@ -230,9 +246,10 @@ func (s *Store) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateReq
 // resource's destroy) is a no-op, and brings the labels up to date.
 func (s *Store) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
 	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET generation = generation + 1,
-			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, last_seen_at = now()
+			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = now()
 		WHERE id = $1 AND generation = $2 AND state = 'active'
-		RETURNING `+allocColumns, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
+		RETURNING `+allocColumns, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID),
+		nullable(o.InstanceID), nullable(o.SetID)))
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
 	}
@@ -241,6 +258,31 @@ func (s *Store) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) 
 	}
 	return a, insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
 		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+}
+
+// reserveTx is Reserve inside the caller's transaction.
+func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ttl time.Duration) (Allocation, error) {
+	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	if err != nil {
+		return Allocation{}, err
+	}
+	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+		return Allocation{}, err
+	}
+	switch {
+	case held != nil && held.State == StateReserved:
+		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
+			SET reserved_until = now() + $3::interval, reusable_at = now() + $3::interval
+			WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
+			held.ID, held.Generation, durationInterval(ttl)))
+		if errors.Is(err, ErrNotFound) {
+			err = errRetry
+		}
+		return a, err
+	case held != nil:
+		return *held, nil
+	}
+	return s.take(ctx, tx, pool, req, cooling, ttl)
 }
 
 // dropHold returns a hold to the pool at once, without cooldown: its address
@@ -278,27 +320,7 @@ func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Durat
 		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
 			return err
 		}
-		held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
-		if err != nil {
-			return err
-		}
-		if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
-			return err
-		}
-		switch {
-		case held != nil && held.State == StateReserved:
-			a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
-				SET reserved_until = now() + $3::interval, reusable_at = now() + $3::interval
-				WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
-				held.ID, held.Generation, durationInterval(ttl)))
-			if errors.Is(err, ErrNotFound) {
-				err = errRetry
-			}
-		case held != nil:
-			a = *held
-		default:
-			a, err = s.take(ctx, tx, pool, req, cooling, ttl)
-		}
+		a, err = s.reserveTx(ctx, tx, pool, req, ttl)
 		return err
 	})
 	if err != nil {
@@ -360,13 +382,13 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64
 			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-			allocated_at = now(), released_at = NULL, last_seen_at = now(),
+			allocated_at = now(), released_at = NULL, last_seen_at = now(), set_owner = $11,
 			reusable_at = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END,
 			reserved_until = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END
 		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
 		RETURNING `+allocColumns,
 		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		durationInterval(hold)))
+		durationInterval(hold), nullable(o.SetID)))
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
 	}
@@ -395,11 +417,11 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 	}
 	a, err := scanAllocation(tx.QueryRow(ctx, `WITH a AS (
 			INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
-				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, reusable_at, reserved_until)
+				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, reusable_at, reserved_until, set_owner)
 			VALUES ($1, $2, $3, $4, $5, CASE WHEN $15::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 				1, $6, $7, $8, $9, $10, $11, $12, now(), now(),
 				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END,
-				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END)
+				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END, $16)
 			ON CONFLICT (cluster_id, address) DO NOTHING
 			RETURNING *
 		), e AS (
@@ -411,7 +433,7 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 		SELECT `+allocColumns+` FROM a`,
 		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
 		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		newID(), typ, durationInterval(hold)))
+		newID(), typ, durationInterval(hold), nullable(o.SetID)))
 	return a, err
 }
 
@@ -653,28 +675,35 @@ func (s *Store) fillBlock(ctx context.Context, a *Allocation) error {
 func (s *Store) Release(ctx context.Context, clusterID string, o Owner, generation int64) (bool, error) {
 	released := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
-				released_at = now(), reusable_at = now() + p.cooldown
-			FROM ipam_pools p
-			WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
-				AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
-			RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
-				coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
-				coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-				a.allocated_at, a.released_at, a.reusable_at, false`, clusterID, o.Kind, o.ID, generation))
+		err := s.releaseTx(ctx, tx, clusterID, o, generation)
 		if errors.Is(err, ErrNotFound) {
 			released = false
 			return nil
 		}
-		if err != nil {
-			return err
-		}
-		released = true
-		return insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
-			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
-			Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
+		released = err == nil
+		return err
 	})
 	return released, err
+}
+
+// releaseTx is Release inside the caller's transaction; ErrNotFound when
+// there was nothing (of that generation) to release.
+func (s *Store) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
+	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
+			released_at = now(), reusable_at = now() + p.cooldown
+		FROM ipam_pools p
+		WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
+			AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
+		RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
+			coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
+			coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
+			a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, '')`, clusterID, o.Kind, o.ID, generation))
+	if err != nil {
+		return err
+	}
+	return insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+		Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
 }
 
 // UpdateLabels changes the lookup labels (org, env, node, instance) of the

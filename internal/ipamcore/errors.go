@@ -3,6 +3,7 @@ package ipamcore
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -46,6 +47,8 @@ type ExhaustedError struct {
 	// NextReusable is when the earliest cooling address becomes reusable; zero
 	// when nothing is cooling.
 	NextReusable time.Time
+	// Tried holds the errors of each pool when several were tried in turn.
+	Tried []string
 }
 
 func (e *ExhaustedError) Code() string { return CodeExhausted }
@@ -54,6 +57,9 @@ func (e *ExhaustedError) Error() string {
 	next := "no address is cooling, so none will free up until one is released"
 	if !e.NextReusable.IsZero() {
 		next = "the next becomes reusable at " + e.NextReusable.UTC().Format(time.RFC3339)
+	}
+	if len(e.Tried) > 1 {
+		return fmt.Sprintf("%s: every pool tried is full (%s): %s", CodeExhausted, e.PoolID, strings.Join(e.Tried, "; "))
 	}
 	return fmt.Sprintf("%s: pool %q has no free address: size %d, %d active, %d cooling; %s",
 		CodeExhausted, e.PoolID, e.Size, e.Active, e.Cooling, next)

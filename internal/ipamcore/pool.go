@@ -26,6 +26,9 @@ type Pool struct {
 	MTU       int
 	Gateway   netip.Addr
 	Size      int64
+	// Default marks the pool a "family = ipv4/ipv6" request of an address set
+	// draws from (at most one per family in a cluster).
+	Default   bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 
@@ -61,11 +64,15 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
 		gw = &g
 	}
+	var mtu *int
+	if p.MTU != 0 {
+		mtu = &p.MTU
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
-			cooldown, size, stripes, mtu, gateway)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			cooldown, size, stripes, mtu, gateway, is_default)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, p.Exclude,
-		durationInterval(p.Cooldown), p.Size, p.Stripes, p.MTU, gw); err != nil {
+		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default); err != nil {
 		return err
 	}
 	if p.Kind != "counter" {
@@ -80,7 +87,7 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 }
 
 const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
-	created_at, updated_at`
+	created_at, updated_at, is_default`
 
 func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	var p Pool
@@ -89,7 +96,7 @@ func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	var gw *netip.Prefix
 	err := q.QueryRow(ctx, `SELECT `+poolColumns+` FROM ipam_pools WHERE id = $1`, id).Scan(
 		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw,
-		&p.CreatedAt, &p.UpdatedAt)
+		&p.CreatedAt, &p.UpdatedAt, &p.Default)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -176,6 +176,9 @@ func (s *Store) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 		if err := checkPlacement(ctx, tx, &p); err != nil {
 			return err
 		}
+		if err := checkDefault(ctx, tx, &p); err != nil {
+			return err
+		}
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
 			return err
@@ -274,6 +277,9 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if err := checkPlacement(ctx, tx, &p); err != nil {
 			return err
 		}
+		if err := checkDefault(ctx, tx, &p); err != nil {
+			return err
+		}
 		lo, hi := runBounds(p.layout)
 		rows, err := tx.Query(ctx, `SELECT host(address) || ' (' || state || ' by ' || coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') || ')'
 			FROM ipam_allocations a
@@ -305,8 +311,8 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			mtu = &p.MTU
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
-				gateway = $7, updated_at = now() WHERE id = $1`,
-			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw); err != nil {
+				gateway = $7, is_default = $8, updated_at = now() WHERE id = $1`,
+			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default); err != nil {
 			return err
 		}
 		if cur.Kind == "counter" {
@@ -359,4 +365,21 @@ func (s *Store) DeletePool(ctx context.Context, id string, force bool) error {
 		return insertEvent(ctx, tx, Event{Type: "pool.deleted", ClusterID: cluster, PoolID: id, Actor: s.actor,
 			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})
 	})
+}
+
+// checkDefault: at most one default pool per family in a cluster.
+func checkDefault(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if !p.Default {
+		return nil
+	}
+	var other string
+	err := tx.QueryRow(ctx, `SELECT id FROM ipam_pools WHERE cluster_id = $1 AND family = $2 AND is_default AND id <> $3`,
+		p.ClusterID, p.Family, p.ID).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return invalid("default", "pool %q is already the default IPv%d pool of cluster %q; unset it there first", other, p.Family, p.ClusterID)
 }
