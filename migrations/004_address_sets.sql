@@ -5,6 +5,9 @@
 -- default for their family (the target of a "family = ipv4" request).
 
 ALTER TABLE ipam_allocations ADD COLUMN set_owner text;
+-- What the member's key asked for ({"pools": [...], "family": 4, "address": true}),
+-- so an imported set reads back exactly the configuration that made it.
+ALTER TABLE ipam_allocations ADD COLUMN request jsonb;
 CREATE INDEX ipam_allocations_set ON ipam_allocations (cluster_id, set_owner)
     WHERE set_owner IS NOT NULL AND state IN ('active', 'reserved');
 
@@ -16,4 +19,5 @@ CREATE UNIQUE INDEX ipam_pools_default ON ipam_pools (cluster_id, family) WHERE 
 DROP INDEX IF EXISTS ipam_pools_default;
 ALTER TABLE ipam_pools DROP COLUMN IF EXISTS is_default;
 DROP INDEX IF EXISTS ipam_allocations_set;
+ALTER TABLE ipam_allocations DROP COLUMN IF EXISTS request;
 ALTER TABLE ipam_allocations DROP COLUMN IF EXISTS set_owner;

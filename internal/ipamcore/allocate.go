@@ -114,6 +114,15 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 	return a, err
 }
 
+// extraRow scans further columns after those its caller asks for, so that
+// scanAllocation can read allocColumns followed by more.
+type extraRow struct {
+	pgx.Row
+	extra []any
+}
+
+func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+
 // ValidateOwner checks the owner's key and labels.
 func ValidateOwner(o Owner) error {
 	for _, f := range []struct{ field, v string }{
@@ -615,7 +624,7 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < now() - interval '1 hour', true)
 		FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID)
-	a, err := scanAllocation(seenRow{row, &stale})
+	a, err := scanAllocation(extraRow{row, []any{&stale}})
 	if err != nil {
 		return a, s.mapErr(err)
 	}
@@ -625,14 +634,6 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 	}
 	return a, s.fillBlock(ctx, &a)
 }
-
-// seenRow scans one extra trailing column into stale.
-type seenRow struct {
-	pgx.Row
-	stale *bool
-}
-
-func (r seenRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.stale)...) }
 
 // FindActiveByAddress returns the active allocation of an address, in
 // whichever cluster holds it; ambiguous when two clusters (private IPv4 pools)

@@ -139,7 +139,16 @@ func (e *AddressCoolingError) Error() string {
 type InvalidError struct {
 	Field string
 	Msg   string
+	// Err, when set, classifies the problem (e.g. ErrPoolNotFound).
+	Err error
 }
+
+// ErrPoolNotFound classifies an InvalidError about a pool (or a pool holding
+// an address) that does not exist, which at plan time may simply not be
+// created yet.
+var ErrPoolNotFound = errors.New("pool not found")
+
+func (e *InvalidError) Unwrap() error { return e.Err }
 
 func (e *InvalidError) Code() string { return CodeInvalid }
 

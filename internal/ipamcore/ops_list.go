@@ -47,7 +47,7 @@ var Categories = []string{CategoryNode, CategoryInstance, CategoryIPv4, Category
 // are free, so they are not listed.
 var statePredicates = map[string]string{
 	StateActive:   `a.state = 'active'`,
-	StateReserved: `(a.state = 'reserved' AND coalesce(a.reusable_at, a.reserved_until, 'infinity') > now())`,
+	StateReserved: `(a.state = 'reserved' AND a.reusable_at > now())`,
 	StateCooling:  `(a.state = 'cooling' AND a.reusable_at > now())`,
 }
 
@@ -73,8 +73,8 @@ func (f ListFilter) Validate() error {
 	if f.Category != "" && !slices.Contains(Categories, f.Category) {
 		return invalid("category", "%q is not a category: expected one of %s", truncate(f.Category, 40), strings.Join(Categories, ", "))
 	}
-	if f.OwnerKind != "" && !slices.Contains([]string{OwnerNode, OwnerInstance, OwnerEnvIPv4}, f.OwnerKind) {
-		return invalid("owner_kind", "%q is not an owner kind: expected node, instance or env_ipv4", truncate(f.OwnerKind, 40))
+	if f.OwnerKind != "" && !slices.Contains(OwnerKinds, f.OwnerKind) {
+		return invalid("owner_kind", "%q is not an owner kind: expected %s", truncate(f.OwnerKind, 40), strings.Join(OwnerKinds, ", "))
 	}
 	if f.State != "" && statePredicates[f.State] == "" {
 		return invalid("state", "%q is not a state to list: expected active, reserved or cooling", truncate(f.State, 40))
@@ -146,11 +146,4 @@ func scanView(row pgx.Row) (AllocationView, error) {
 	return v, err
 }
 
-// extraRow scans further columns after those its caller asks for, so that
-// scanAllocation can read allocColumns followed by more.
-type extraRow struct {
-	pgx.Row
-	extra []any
-}
-
-func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+// extraRow (allocate.go) scans the columns after allocColumns.

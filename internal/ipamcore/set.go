@@ -57,13 +57,24 @@ type SetEntry struct {
 	Pools   []string
 	Family  int
 	Address netip.Addr
+	// Requested records that Address was asked for by the user (rather than
+	// planned from a hold), for the stored request.
+	Requested bool
 }
 
-// SetMember is one key of a set and its allocation.
+// SetMember is one key of a set, its allocation, and what the key asked for.
 type SetMember struct {
 	Key string
 	Allocation
-	Family int
+	Family  int
+	Request SetRequest
+}
+
+// SetRequest is a member's request as stored with it.
+type SetRequest struct {
+	Pools   []string `json:"pools,omitempty"`
+	Family  int      `json:"family,omitempty"`
+	Address bool     `json:"address,omitempty"` // the address was asked for exactly
 }
 
 // SetChange adds and removes members of one owner's set in a cluster.
@@ -96,7 +107,8 @@ func (s *Store) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error)
 	var failedPool string
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		for _, key := range ch.Remove {
-			if err := s.releaseTx(ctx, tx, ch.ClusterID, SetMemberOwner(ch.Owner, setID, key), 0); err != nil {
+			err := s.releaseTx(ctx, tx, ch.ClusterID, SetMemberOwner(ch.Owner, setID, key), 0)
+			if err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}
@@ -106,12 +118,17 @@ func (s *Store) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error)
 				return err
 			}
 			req := AllocateRequest{Owner: SetMemberOwner(ch.Owner, setID, e.Key), Address: e.Address}
-			if _, err := s.allocateFirst(ctx, tx, pools, req, 0); err != nil {
+			a, err := s.allocateFirst(ctx, tx, pools, req, 0)
+			if err != nil {
 				var ex *ExhaustedError
 				if errors.As(err, &ex) {
 					failedPool = ex.PoolID
 				}
 				return fmt.Errorf("addresses[%q]: %w", e.Key, err)
+			}
+			r := SetRequest{Pools: e.Pools, Family: e.Family, Address: e.Requested}
+			if _, err := tx.Exec(ctx, `UPDATE ipam_allocations SET request = $2 WHERE id = $1`, a.ID, r); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -173,7 +190,7 @@ func (s *Store) entryPools(ctx context.Context, tx pgx.Tx, clusterID string, e S
 	for _, id := range e.Pools {
 		p, err := loadPool(ctx, tx, id)
 		if errors.Is(err, ErrNotFound) {
-			return nil, invalid("addresses", "key %q: pool %q does not exist", e.Key, id)
+			return nil, &InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: pool %q does not exist", e.Key, id), Err: ErrPoolNotFound}
 		}
 		if err != nil {
 			return nil, err
@@ -188,13 +205,13 @@ func (s *Store) entryPools(ctx context.Context, tx pgx.Tx, clusterID string, e S
 	case e.Address.IsValid():
 		p, err := poolOfAddress(ctx, tx, clusterID, e.Address)
 		if err != nil {
-			return nil, invalid("addresses", "key %q: %v", e.Key, err)
+			return nil, &InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: %v", e.Key, err), Err: ErrPoolNotFound}
 		}
 		pools = []*Pool{p}
 	case e.Family != 0:
 		p, err := defaultPool(ctx, tx, clusterID, e.Family)
 		if err != nil {
-			return nil, invalid("addresses", "key %q: %v", e.Key, err)
+			return nil, &InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: %v", e.Key, err), Err: ErrPoolNotFound}
 		}
 		pools = []*Pool{p}
 	default:
@@ -282,14 +299,14 @@ func defaultPool(ctx context.Context, tx pgx.Tx, clusterID string, family int) (
 
 // GetSet lists the active members of a set, by key.
 func (s *Store) GetSet(ctx context.Context, clusterID, setID string) ([]SetMember, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+`, family(address) FROM ipam_allocations
+	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+`, family(address), coalesce(request, '{}') FROM ipam_allocations
 		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`, clusterID, setID)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
 	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
 		var m SetMember
-		a, err := scanAllocation(familyRow{r, &m.Family})
+		a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request}})
 		m.Allocation = a
 		_, m.Key, _ = strings.Cut(a.Owner.ID, "#")
 		return m, err
@@ -317,13 +334,6 @@ func (s *Store) GetSet(ctx context.Context, clusterID, setID string) ([]SetMembe
 	return members, nil
 }
 
-type familyRow struct {
-	pgx.Row
-	family *int
-}
-
-func (r familyRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.family)...) }
-
 // UpdateSetLabels changes the labels of every member of a set in place.
 func (s *Store) UpdateSetLabels(ctx context.Context, clusterID string, labels Owner) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
@@ -342,7 +352,8 @@ func (s *Store) ReleaseSet(ctx context.Context, clusterID, setID string) error {
 	}
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		for _, m := range members {
-			if err := s.releaseTx(ctx, tx, clusterID, m.Owner, 0); err != nil {
+			// A member released meanwhile (out of band) is simply gone.
+			if err := s.releaseTx(ctx, tx, clusterID, m.Owner, 0); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}

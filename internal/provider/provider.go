@@ -158,6 +158,7 @@ func (p *ipamProvider) Resources(context.Context) []func() resource.Resource {
 		NewInstanceAddressResource,
 		NewPoolResource,
 		NewEnvIPv4Resource,
+		NewAddressSetResource,
 	}
 }
 

@@ -47,6 +47,7 @@ type poolResourceModel struct {
 	MTU          types.Int64  `tfsdk:"mtu"`
 	Gateway      types.String `tfsdk:"gateway"`
 	ForceDestroy types.Bool   `tfsdk:"force_destroy"`
+	Default      types.Bool   `tfsdk:"default"`
 	Family       types.String `tfsdk:"family"`
 	Size         types.Int64  `tfsdk:"size"`
 }
@@ -121,6 +122,13 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Computed:            true,
 				Default:             booldefault.StaticBool(false),
 			},
+			"default": schema.BoolAttribute{
+				MarkdownDescription: "Make this the cluster's default pool of its family (default `false`): the pool an " +
+					"`ipam_address_set` key asking for `family = \"ipv4\"` (or `ipv6`) draws from. At most one per family and cluster.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+			},
 			"family": schema.StringAttribute{
 				MarkdownDescription: "`ipv4` or `ipv6`, from the blocks.",
 				Computed:            true,
@@ -152,7 +160,7 @@ func parseAddrOrPrefix(s string) (netip.Prefix, error) {
 // toCore converts the model to a core pool; ok is false while a value is unknown.
 func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok bool, err error) {
 	if m.ClusterID.IsUnknown() || m.Name.IsUnknown() || m.CIDRs.IsUnknown() || m.Exclude.IsUnknown() ||
-		m.Cooldown.IsUnknown() || m.Gateway.IsUnknown() || m.MTU.IsUnknown() {
+		m.Cooldown.IsUnknown() || m.Gateway.IsUnknown() || m.MTU.IsUnknown() || m.Default.IsUnknown() {
 		return p, false, nil
 	}
 	p.ClusterID, p.Name = m.ClusterID.ValueString(), m.Name.ValueString()
@@ -191,6 +199,7 @@ func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok boo
 		}
 	}
 	p.MTU = int(m.MTU.ValueInt64())
+	p.Default = m.Default.ValueBool()
 	return p, true, nil
 }
 
@@ -217,6 +226,7 @@ func (m *poolResourceModel) fromCore(p ipamcore.Pool) {
 	}
 	m.Family = types.StringValue(familyName(p.Family))
 	m.Size = types.Int64Value(p.Size)
+	m.Default = types.BoolValue(p.Default)
 }
 
 // prefixList renders prefixes, keeping prior spellings; with hostsAsAddrs a

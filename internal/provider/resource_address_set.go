@@ -1,0 +1,559 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var (
+	_ resource.Resource                   = &addressSetResource{}
+	_ resource.ResourceWithConfigure      = &addressSetResource{}
+	_ resource.ResourceWithImportState    = &addressSetResource{}
+	_ resource.ResourceWithModifyPlan     = &addressSetResource{}
+	_ resource.ResourceWithValidateConfig = &addressSetResource{}
+)
+
+// NewAddressSetResource is the ipam_address_set resource.
+func NewAddressSetResource() resource.Resource { return &addressSetResource{} }
+
+type addressSetResource struct {
+	store *ipamcore.Store
+	pd    *providerData
+}
+
+type addressSetModel struct {
+	ID         types.String `tfsdk:"id"`
+	ClusterID  types.String `tfsdk:"cluster_id"`
+	OwnerID    types.String `tfsdk:"owner_id"`
+	OrgID      types.String `tfsdk:"org_id"`
+	EnvID      types.String `tfsdk:"env_id"`
+	NodeID     types.String `tfsdk:"node_id"`
+	InstanceID types.String `tfsdk:"instance_id"`
+	Addresses  types.Map    `tfsdk:"addresses"`
+}
+
+type setEntryModel struct {
+	Pools   types.List   `tfsdk:"pools"`
+	Family  types.String `tfsdk:"family"`
+	Address types.String `tfsdk:"address"`
+	CIDR    types.String `tfsdk:"cidr"`
+	PoolID  types.String `tfsdk:"pool_id"`
+}
+
+var setEntryType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"pools":   types.ListType{ElemType: types.StringType},
+	"family":  types.StringType,
+	"address": types.StringType,
+	"cidr":    types.StringType,
+	"pool_id": types.StringType,
+}}
+
+func (r *addressSetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_address_set"
+}
+
+func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	label := func(name, desc string) schema.StringAttribute {
+		return schema.StringAttribute{MarkdownDescription: desc + " A label for lookups; changes update in place.",
+			Optional: true, Validators: []validator.String{validID(name)}}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Several addresses held by one owner, across pools and address families: a microVM with its IPv6 " +
+			"overlay address and IPv4 addresses from several pools, say. Each address has a key of your choosing. " +
+			"Adding a key allocates only that address, removing a key releases only that address into cooling, and " +
+			"changing one key's request replaces only that key; no edit ever moves another key's address. All keys of " +
+			"one apply are allocated in one transaction: all or nothing.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "`<cluster_id>/<owner_id>`; also the import ID.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"cluster_id": schema.StringAttribute{
+				MarkdownDescription: "The cluster whose pools the addresses come from. Changing it replaces the set.",
+				Required:            true,
+				Validators:          []validator.String{validID("cluster_id")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"owner_id": schema.StringAttribute{
+				MarkdownDescription: "Who holds the addresses (an instance, a NIC, a load balancer...). Changing it replaces the set.",
+				Required:            true,
+				Validators:          []validator.String{validID("owner_id")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"org_id":      label("org_id", "The organization."),
+			"env_id":      label("env_id", "The environment."),
+			"node_id":     label("node_id", "The node."),
+			"instance_id": label("instance_id", "The instance."),
+			"addresses": schema.MapNestedAttribute{
+				MarkdownDescription: "The addresses, by key (1 to 63 letters, digits, `_`, `.`, `-`). Each asks for `pools` " +
+					"(tried in order when one is full), or `family` (any address from the cluster's default pool of that family: " +
+					"the pool marked `default`, else for IPv6 the instance pool, else the only pool of the family), or `address` " +
+					"(exactly this one). Pools listed together must agree on their network properties (MTU, gateway).",
+				Required: true,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"pools": schema.ListAttribute{
+						MarkdownDescription: "Pool ids to try in order, e.g. `[ipam_pool.a.id, ipam_pool.b.id]`.",
+						ElementType:         types.StringType,
+						Optional:            true,
+						Validators:          []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(validPoolID()), listvalidator.UniqueValues()},
+					},
+					"family": schema.StringAttribute{
+						MarkdownDescription: "`ipv4` or `ipv6`. Set it to ask for any address of that family; otherwise it reports the family of the address.",
+						Optional:            true,
+						Computed:            true,
+						Validators:          []validator.String{stringvalidator.OneOf("ipv4", "ipv6")},
+					},
+					"address": schema.StringAttribute{
+						MarkdownDescription: "Set it to claim exactly this address; otherwise it reports the address allocated.",
+						Optional:            true,
+						Computed:            true,
+						Validators:          []validator.String{validAddr()},
+					},
+					"cidr": schema.StringAttribute{
+						MarkdownDescription: "The address with its pool block's prefix length.",
+						Computed:            true,
+					},
+					"pool_id": schema.StringAttribute{
+						MarkdownDescription: "The pool the address came from.",
+						Computed:            true,
+					},
+				}},
+			},
+		},
+	}
+}
+
+func (r *addressSetResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics); r.pd != nil {
+		r.store = r.pd.store
+	}
+}
+
+func (m *addressSetModel) labels() ipamcore.Owner {
+	return ipamcore.Owner{ID: m.OwnerID.ValueString(), OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(),
+		NodeID: m.NodeID.ValueString(), InstanceID: m.InstanceID.ValueString()}
+}
+
+func entries(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[string]setEntryModel {
+	out := map[string]setEntryModel{}
+	if m.IsNull() || m.IsUnknown() {
+		return out
+	}
+	diags.Append(m.ElementsAs(ctx, &out, false)...)
+	return out
+}
+
+func entriesValue(ctx context.Context, es map[string]setEntryModel, diags *diag.Diagnostics) types.Map {
+	v, d := types.MapValueFrom(ctx, setEntryType, es)
+	diags.Append(d...)
+	return v
+}
+
+func familyNumber(s string) int {
+	switch s {
+	case "ipv4":
+		return 4
+	case "ipv6":
+		return 6
+	}
+	return 0
+}
+
+func (e setEntryModel) pools(ctx context.Context) []string {
+	var ps []string
+	if !e.Pools.IsNull() && !e.Pools.IsUnknown() {
+		e.Pools.ElementsAs(ctx, &ps, false)
+	}
+	return ps
+}
+
+// core converts a key's request; planned is the address the plan holds for it.
+func (e setEntryModel) core(ctx context.Context, key string, config setEntryModel) (ipamcore.SetEntry, error) {
+	se := ipamcore.SetEntry{Key: key, Pools: e.pools(ctx), Family: familyNumber(config.Family.ValueString())}
+	if !e.Address.IsNull() && !e.Address.IsUnknown() {
+		a, err := ipamcore.ParseAddr(e.Address.ValueString())
+		if err != nil {
+			return se, &ipamcore.InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: %v", key, err)}
+		}
+		se.Address = a
+		se.Requested = !config.Address.IsNull()
+	}
+	return se, nil
+}
+
+// unchanged reports whether a key's configuration is still satisfied by what
+// the key holds, so its address stays: the claimed address is the held one,
+// the family is the held one's, and the held pool is still listed.
+func unchanged(ctx context.Context, config, held setEntryModel) bool {
+	switch {
+	case held.Address.IsNull() || held.Address.IsUnknown():
+		return false
+	case !config.Address.IsNull() && (config.Address.IsUnknown() || !sameAddrString(config.Address.ValueString(), held.Address.ValueString())):
+		return false
+	case !config.Family.IsNull() && config.Family.ValueString() != held.Family.ValueString():
+		return false
+	case config.Pools.IsUnknown():
+		return false
+	}
+	if ps := config.pools(ctx); len(ps) > 0 && !slices.Contains(ps, held.PoolID.ValueString()) {
+		return false
+	}
+	if config.Pools.IsNull() && config.Address.IsNull() && config.Family.IsNull() {
+		return false
+	}
+	return true
+}
+
+func sameAddrString(a, b string) bool {
+	x, err1 := ipamcore.ParseAddr(a)
+	y, err2 := ipamcore.ParseAddr(b)
+	return err1 == nil && err2 == nil && x == y
+}
+
+func (r *addressSetResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m addressSetModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for key, e := range entries(ctx, m.Addresses, &resp.Diagnostics) {
+		at := path.Root("addresses").AtMapKey(key)
+		if err := ipamcore.ValidateSetKey(key); err != nil {
+			resp.Diagnostics.AddAttributeError(at, "Invalid Address Key", err.Error())
+		}
+		if e.Pools.IsNull() && e.Family.IsNull() && e.Address.IsNull() {
+			resp.Diagnostics.AddAttributeError(at, "Empty Address Request", "Key "+key+" asks for nothing: set pools, family or address.")
+		}
+	}
+}
+
+// ModifyPlan keeps the computed values of unchanged keys, reserves addresses
+// for new or changed keys, and checks that pools listed together agree on
+// their network properties.
+func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, config addressSetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() || plan.Addresses.IsUnknown() {
+		return
+	}
+	held := map[string]setEntryModel{}
+	if !req.State.Raw.IsNull() {
+		var state addressSetModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if state.ClusterID.Equal(plan.ClusterID) && state.OwnerID.Equal(plan.OwnerID) {
+			held = entries(ctx, state.Addresses, &resp.Diagnostics)
+		}
+	}
+	cfg := entries(ctx, config.Addresses, &resp.Diagnostics)
+	planned := entries(ctx, plan.Addresses, &resp.Diagnostics)
+	keysKnown := !plan.ClusterID.IsUnknown() && !plan.OwnerID.IsUnknown()
+	keys := make([]string, 0, len(planned))
+	for k := range planned {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		c, e := cfg[key], planned[key]
+		r.checkPoolsAgree(ctx, key, c, &resp.Diagnostics)
+		if h, ok := held[key]; ok && unchanged(ctx, c, h) {
+			e.Address, e.CIDR, e.PoolID, e.Family = h.Address, h.CIDR, h.PoolID, h.Family
+			planned[key] = e
+			continue
+		}
+		e.CIDR, e.PoolID = types.StringUnknown(), types.StringUnknown()
+		if c.Family.IsNull() {
+			e.Family = types.StringUnknown()
+		}
+		if c.Address.IsNull() {
+			e.Address = types.StringUnknown()
+		}
+		if r.store != nil && keysKnown && !c.Pools.IsUnknown() && !resp.Diagnostics.HasError() {
+			if m, ok := r.reserve(ctx, plan, key, c, &resp.Diagnostics); ok {
+				e.Address = sameAddr(c.Address, m.Address)
+				e.CIDR = types.StringValue(m.CIDR().String())
+				e.PoolID = types.StringValue(m.PoolID)
+				e.Family = types.StringValue(familyName(m.Family))
+			}
+		} else if r.pd != nil && !keysKnown {
+			r.pd.warnOnce(&resp.Diagnostics, reasonUnknownID, "Some Addresses Known After Apply",
+				"A new address's owner or pool depends on values known only after apply, so it shows as \"(known after apply)\".")
+		}
+		planned[key] = e
+	}
+	plan.Addresses = entriesValue(ctx, planned, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// reserve takes the plan-time hold of one new or changed key.
+func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, diags *diag.Diagnostics) (ipamcore.SetMember, bool) {
+	pd := r.pd
+	if !pd.reservations {
+		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
+			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
+		return ipamcore.SetMember{}, false
+	}
+	se, err := c.core(ctx, key, c)
+	if err != nil {
+		return ipamcore.SetMember{}, false
+	}
+	m, err := r.store.ReserveSetEntry(ctx, plan.ClusterID.ValueString(), plan.labels(), se, pd.reservationTTL)
+	var oc *ipamcore.OwnerConflictError
+	switch {
+	case err == nil:
+		return m, true
+	case errors.As(err, &oc) && oc.Actor == r.store.Actor():
+		// The key still holds its old address: a changed key released at apply.
+	case ipamcore.Code(err) == ipamcore.CodeReadOnly:
+		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
+			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
+	case ipamcore.Code(err) == ipamcore.CodeExhausted || errors.Is(err, ipamcore.ErrNotFound):
+		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
+			"No address could be reserved at plan time ("+err.Error()+"); the apply tries again after the other changes of this plan.")
+	case ipamcore.Code(err) == ipamcore.CodeInvalid && isMissingPool(err):
+		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
+			"A pool of this set is created by this same apply, so its addresses show as \"(known after apply)\".")
+	default:
+		addCoreError(diags, "Unable to Reserve Address "+key, err)
+	}
+	return ipamcore.SetMember{}, false
+}
+
+func isMissingPool(err error) bool { return errors.Is(err, ipamcore.ErrPoolNotFound) }
+
+// checkPoolsAgree: pools listed for one key must agree on MTU and gateway.
+func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c setEntryModel, diags *diag.Diagnostics) {
+	ids := c.pools(ctx)
+	if r.store == nil || len(ids) < 2 || c.Pools.IsUnknown() {
+		return
+	}
+	var first ipamcore.Pool
+	for i, id := range ids {
+		p, err := r.store.GetPool(ctx, id)
+		if err != nil {
+			return // created in this apply: checked when it exists
+		}
+		if i == 0 {
+			first = p
+			continue
+		}
+		if first.MTU != p.MTU || first.Gateway != p.Gateway {
+			diags.AddAttributeError(path.Root("addresses").AtMapKey(key).AtName("pools"), "Pools Disagree on Network Properties",
+				fmt.Sprintf("Pools %s (mtu %s, gateway %s) and %s (mtu %s, gateway %s) are listed together but differ; an address "+
+					"from either must fit the same interface. List pools with the same mtu and gateway.",
+					first.ID, mtuText(first.MTU), gwText(first), p.ID, mtuText(p.MTU), gwText(p)))
+			return
+		}
+	}
+}
+
+func mtuText(m int) string {
+	if m == 0 {
+		return "unset"
+	}
+	return fmt.Sprint(m)
+}
+
+func gwText(p ipamcore.Pool) string {
+	if !p.Gateway.IsValid() {
+		return "unset"
+	}
+	return p.Gateway.String()
+}
+
+// fill writes the members held in the database into the model: every key
+// that is still held, with its request as stored (so an import reads back
+// the configuration) and its address.
+func fill(ctx context.Context, m *addressSetModel, members []ipamcore.SetMember, diags *diag.Diagnostics) {
+	prior := entries(ctx, m.Addresses, diags)
+	out := map[string]setEntryModel{}
+	for _, mem := range members {
+		e := setEntryModel{Pools: types.ListNull(types.StringType), Family: types.StringValue(familyName(mem.Family))}
+		if p, ok := prior[mem.Key]; ok {
+			e.Address = p.Address
+		}
+		if len(mem.Request.Pools) > 0 {
+			e.Pools, _ = types.ListValueFrom(ctx, types.StringType, mem.Request.Pools)
+		}
+		e.Address = sameAddr(e.Address, mem.Address)
+		e.CIDR = types.StringValue(mem.CIDR().String())
+		e.PoolID = types.StringValue(mem.PoolID)
+		out[mem.Key] = e
+	}
+	m.Addresses = entriesValue(ctx, out, diags)
+	if len(members) > 0 {
+		l := members[0].Owner
+		m.OrgID, m.EnvID, m.NodeID, m.InstanceID = optString(l.OrgID), optString(l.EnvID), optString(l.NodeID), optString(l.InstanceID)
+	}
+}
+
+// apply runs one set change: keys to release and keys to allocate, the
+// planned addresses claimed exactly.
+func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, diags *diag.Diagnostics) bool {
+	planned := entries(ctx, plan.Addresses, diags)
+	cfg := entries(ctx, configMap, diags)
+	ch := ipamcore.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove}
+	fromHold := false
+	for _, key := range add {
+		se, err := planned[key].core(ctx, key, cfg[key])
+		if err != nil {
+			addCoreError(diags, "Invalid Address Set", err)
+			return false
+		}
+		fromHold = fromHold || (se.Address.IsValid() && !se.Requested)
+		ch.Add = append(ch.Add, se)
+	}
+	members, err := r.store.ApplySet(ctx, ch)
+	if err != nil {
+		if fromHold && isTaken(err) {
+			diags.AddAttributeError(path.Root("addresses"), "Planned Address No Longer Available",
+				"A plan-time hold of this set expired and its address was taken before apply ("+err.Error()+"). "+
+					"Nothing was changed: run terraform plan again.")
+			return false
+		}
+		addCoreError(diags, "Unable to Apply Address Set", err)
+		return false
+	}
+	fill(ctx, plan, members, diags)
+	return true
+}
+
+func (r *addressSetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan, config addressSetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var add []string
+	for k := range entries(ctx, plan.Addresses, &resp.Diagnostics) {
+		add = append(add, k)
+	}
+	sort.Strings(add)
+	if !r.apply(ctx, &plan, config.Addresses, nil, add, &resp.Diagnostics) {
+		return
+	}
+	plan.ID = types.StringValue(plan.ClusterID.ValueString() + "/" + plan.OwnerID.ValueString())
+	resp.Diagnostics.Append(resp.State.Set(ctx, keepLabels(plan, config))...)
+}
+
+// keepLabels keeps the configured labels (fill reads them from the database).
+func keepLabels(m, config addressSetModel) addressSetModel {
+	m.OrgID, m.EnvID, m.NodeID, m.InstanceID = config.OrgID, config.EnvID, config.NodeID, config.InstanceID
+	return m
+}
+
+func (r *addressSetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state addressSetModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	members, err := r.store.GetSet(ctx, state.ClusterID.ValueString(), state.OwnerID.ValueString())
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Read Address Set", err)
+		return
+	}
+	had := len(entries(ctx, state.Addresses, &resp.Diagnostics))
+	if len(members) == 0 && (had > 0 || state.Addresses.IsNull()) {
+		resp.State.RemoveResource(ctx) // every address was released out of band (or nothing to import)
+		return
+	}
+	fill(ctx, &state, members, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan, state, config addressSetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	held := entries(ctx, state.Addresses, &resp.Diagnostics)
+	want := entries(ctx, plan.Addresses, &resp.Diagnostics)
+	var remove, add []string
+	for k, h := range held {
+		w, ok := want[k]
+		switch {
+		case !ok:
+			remove = append(remove, k)
+		case !w.Address.Equal(h.Address) || !w.PoolID.Equal(h.PoolID):
+			remove, add = append(remove, k), append(add, k) // this key's request changed: replace only it
+		}
+	}
+	for k := range want {
+		if _, ok := held[k]; !ok {
+			add = append(add, k)
+		}
+	}
+	sort.Strings(remove)
+	sort.Strings(add)
+	if !plan.OrgID.Equal(state.OrgID) || !plan.EnvID.Equal(state.EnvID) || !plan.NodeID.Equal(state.NodeID) || !plan.InstanceID.Equal(state.InstanceID) {
+		if err := r.store.UpdateSetLabels(ctx, plan.ClusterID.ValueString(), plan.labels()); err != nil {
+			addCoreError(&resp.Diagnostics, "Unable to Update Address Set", err)
+			return
+		}
+	}
+	if !r.apply(ctx, &plan, config.Addresses, remove, add, &resp.Diagnostics) {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, keepLabels(plan, config))...)
+}
+
+func (r *addressSetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state addressSetModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := r.store.ReleaseSet(ctx, state.ClusterID.ValueString(), state.OwnerID.ValueString()); err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Release Address Set", err)
+	}
+}
+
+// ImportState takes "<cluster_id>/<owner_id>": the whole set of that owner.
+func (r *addressSetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	cluster, owner, ok := splitID(req.ID)
+	if !ok || ipamcore.ValidateID("cluster_id", cluster) != nil || ipamcore.ValidateID("owner_id", owner) != nil {
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<owner_id>`, got "+req.ID)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("owner_id"), owner)...)
+}

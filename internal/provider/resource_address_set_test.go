@@ -1,0 +1,195 @@
+package provider
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+const setPools = testCluster + `resource "ipam_pool" "small" {
+  cluster_id    = ipam_cluster.c.id
+  name          = "small"
+  cidrs         = ["198.51.100.0/30"]
+  mtu           = 1500
+  force_destroy = true
+}
+resource "ipam_pool" "big" {
+  cluster_id    = ipam_cluster.c.id
+  name          = "big"
+  cidrs         = ["203.0.113.0/24"]
+  mtu           = 1500
+  default       = true
+  force_destroy = true
+}
+resource "ipam_pool" "jumbo" {
+  cluster_id    = ipam_cluster.c.id
+  name          = "jumbo"
+  cidrs         = ["192.0.2.0/24"]
+  mtu           = 9000
+  force_destroy = true
+}
+`
+
+// set renders an ipam_address_set "vm" with the given keys (key = HCL body).
+func set(keys ...string) string {
+	var b strings.Builder
+	b.WriteString("resource \"ipam_address_set\" \"vm\" {\n  cluster_id = ipam_cluster.c.id\n  owner_id = \"vm-1\"\n  instance_id = \"vm-1\"\n  addresses = {\n")
+	for _, k := range keys {
+		name, body, _ := strings.Cut(k, "=")
+		fmt.Fprintf(&b, "    %s = { %s }\n", name, body)
+	}
+	b.WriteString("  }\n}\n")
+	return b.String()
+}
+
+const (
+	keyOverlay = `overlay=family = "ipv6"`
+	keyA       = `a=pools = [ipam_pool.small.id, ipam_pool.big.id]`
+	keyB       = `b=pools = [ipam_pool.small.id, ipam_pool.big.id]`
+	keyC       = `c=pools = [ipam_pool.small.id, ipam_pool.big.id]`
+	keyPinned  = `pinned=address = "203.0.113.77"`
+)
+
+func addr(key string) tfjsonpath.Path {
+	return tfjsonpath.New("addresses").AtMapKey(key).AtMapKey("address")
+}
+
+func TestAccAddressSet_editsMoveOnlyTheirKeys(t *testing.T) {
+	db := newAccDB(t)
+	res := "ipam_address_set.vm"
+	stays := func(key, a string) plancheck.PlanCheck {
+		return plancheck.ExpectKnownValue(res, addr(key), knownvalue.StringExact(a))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: db.config(setPools)},
+			{
+				// Mixed families, ordered fallback (small holds 2 addresses: c falls back to big), an exact claim.
+				Config: db.config(setPools + set(keyOverlay, keyA, keyB, keyC, keyPinned)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					stays("overlay", "2001:db8:0:1::1"), stays("a", "198.51.100.1"), stays("b", "198.51.100.2"),
+					stays("c", "203.0.113.1"), stays("pinned", "203.0.113.77"),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("c").AtMapKey("pool_id"), knownvalue.StringExact("c1/big")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("c").AtMapKey("cidr"), knownvalue.StringExact("203.0.113.1/24")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("overlay").AtMapKey("family"), knownvalue.StringExact("ipv6")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("a").AtMapKey("family"), knownvalue.StringExact("ipv4")),
+				},
+			},
+			{
+				// Add a key: only it is new; every other key keeps its address.
+				Config: db.config(setPools + set(keyOverlay, keyA, keyB, keyC, keyPinned, `d=family = "ipv4"`)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					stays("overlay", "2001:db8:0:1::1"), stays("a", "198.51.100.1"), stays("b", "198.51.100.2"),
+					stays("c", "203.0.113.1"), stays("pinned", "203.0.113.77"), stays("d", "203.0.113.2"),
+				}},
+			},
+			{
+				// Remove a key and change another: b is released, a moves to big; the rest stay.
+				Config: db.config(setPools + set(keyOverlay, `a=pools = [ipam_pool.big.id]`, keyC, keyPinned, `d=family = "ipv4"`)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					stays("overlay", "2001:db8:0:1::1"), stays("c", "203.0.113.1"), stays("pinned", "203.0.113.77"), stays("d", "203.0.113.2"),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, addr("a"), knownvalue.StringExact("203.0.113.3")),
+				},
+				Check: func(*terraform.State) error {
+					return db.expectRows(2, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND state = 'cooling'
+						AND host(address) IN ('198.51.100.1', '198.51.100.2')`)()
+				},
+			},
+			// Import of the whole set by owner, then an empty plan.
+			{ResourceName: res, ImportState: true, ImportStateVerify: true, ImportStateId: "c1/vm-1"},
+			{
+				Config:           db.config(setPools + set(keyOverlay, `a=pools = [ipam_pool.big.id]`, keyC, keyPinned, `d=family = "ipv4"`)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+		},
+	})
+}
+
+func TestAccAddressSet_refusals(t *testing.T) {
+	db := newAccDB(t)
+	other := `resource "ipam_address_set" "other" {
+  cluster_id = ipam_cluster.c.id
+  owner_id   = "vm-2"
+  addresses = {
+    x = { address = "203.0.113.10" }
+  }
+}
+`
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			// The claim names no pool, so the set does not depend on one: create the pools first.
+			{Config: db.config(setPools)},
+			{Config: db.config(setPools + other)},
+			{
+				Config:      db.config(setPools + other + set(`x=address = "203.0.113.10"`)),
+				ExpectError: regexp.MustCompile(`(?s)address_in_use:\s+203\.0\.113\.10\s+is\s+held\s+by\s+set\s+"vm-2#x"`),
+			},
+			{Config: db.config(setPools)}, // vm-2 gives its address up: it cools down
+			{
+				Config:      db.config(setPools + set(`x=address = "203.0.113.10"`)),
+				ExpectError: regexp.MustCompile(`(?s)address_cooling:\s+203\.0\.113\.10\s+was\s+released`),
+			},
+			{
+				Config:      db.config(setPools + set(`x=pools = [ipam_pool.small.id]` + "\n address = \"203.0.113.12\"")),
+				ExpectError: regexp.MustCompile(`(?s)outside\s+every\s+listed\s+pool`),
+			},
+			{
+				Config:      db.config(setPools + set(`x=pools = [ipam_pool.small.id, ipam_pool.jumbo.id]`)),
+				ExpectError: regexp.MustCompile(`(?s)Pools Disagree on Network Properties.*mtu 1500.*mtu 9000`),
+			},
+			{
+				Config:      db.config(setPools + set(`x=`)),
+				ExpectError: regexp.MustCompile(`(?s)asks for nothing`),
+			},
+			{
+				Config: db.config(setPools),
+				Check: func(*terraform.State) error {
+					return db.expectRows(0, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1'`)()
+				},
+			},
+		},
+	})
+}
+
+// A set of 1,000 keys applies in one transaction.
+func TestAccAddressSet_thousandKeys(t *testing.T) {
+	db := newAccDB(t)
+	hcl := setPools + `resource "ipam_address_set" "big" {
+  cluster_id = ipam_cluster.c.id
+  owner_id   = "lb-1"
+  addresses  = { for i in range(1000) : "k${i}" => { family = "ipv6" } }
+}
+`
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: db.config(setPools)},
+			{
+				Config: db.configWith("  plan_reservations = false", hcl),
+				Check: func(*terraform.State) error {
+					if err := db.expectRows(1000, `SELECT count(DISTINCT address) FROM ipam_allocations WHERE set_owner = 'lb-1' AND state = 'active'`)(); err != nil {
+						return err
+					}
+					// One transaction: every member's event carries the same transaction time.
+					return db.expectRows(1, `SELECT count(DISTINCT at) FROM ipam_events WHERE owner_id LIKE 'lb-1#%'`)()
+				},
+			},
+		},
+	})
+}
