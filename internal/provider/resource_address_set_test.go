@@ -146,7 +146,7 @@ func TestAccAddressSet_refusals(t *testing.T) {
 				ExpectError: regexp.MustCompile(`(?s)address_cooling:\s+203\.0\.113\.10\s+was\s+released`),
 			},
 			{
-				Config:      db.config(setPools + set(`x=pools = [ipam_pool.small.id]` + "\n address = \"203.0.113.12\"")),
+				Config:      db.config(setPools + set(`x=pools = [ipam_pool.small.id]`+"\n address = \"203.0.113.12\"")),
 				ExpectError: regexp.MustCompile(`(?s)outside\s+every\s+listed\s+pool`),
 			},
 			{
