@@ -478,7 +478,7 @@ const maxSkips = 1024
 // and the stripe stays locked until commit, so its ordinal is never handed out
 // twice. Excluded ordinals are skipped in Go, in one jump per excluded range.
 func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
-	if pool.Kind != "counter" {
+	if pool.Kind != kindCounter {
 		return Allocation{}, errNoFresh
 	}
 	stride := int64(pool.Stripes)

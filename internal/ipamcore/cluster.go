@@ -138,7 +138,7 @@ func (c *Cluster) Validate() error {
 
 func (c *Cluster) pools() []Pool {
 	mk := func(cat string, p netip.Prefix, cool time.Duration) Pool {
-		return Pool{ID: PoolID(c.ID, cat), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: "counter",
+		return Pool{ID: PoolID(c.ID, cat), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: kindCounter,
 			CIDRs: []netip.Prefix{p}, Cooldown: cool, Stripes: DefaultStripes, MTU: c.MTU, Gateway: c.GatewayIPv6}
 	}
 	return []Pool{

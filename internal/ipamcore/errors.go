@@ -49,6 +49,10 @@ type ExhaustedError struct {
 	NextReusable time.Time
 	// Tried holds the errors of each pool when several were tried in turn.
 	Tried []string
+	// Node and MaxBlocks are set when a node's instance blocks are full and
+	// the node may not grow any more.
+	Node      string
+	MaxBlocks int
 }
 
 func (e *ExhaustedError) Code() string { return CodeExhausted }
@@ -57,6 +61,10 @@ func (e *ExhaustedError) Error() string {
 	next := "no address is cooling, so none will free up until one is released"
 	if !e.NextReusable.IsZero() {
 		next = "the next becomes reusable at " + e.NextReusable.UTC().Format(time.RFC3339)
+	}
+	if e.Node != "" {
+		return fmt.Sprintf("%s: node %q has no free instance address: its blocks (%d addresses, max_blocks %d reached) hold %d active and %d cooling; %s",
+			CodeExhausted, e.Node, e.Size, e.MaxBlocks, e.Active, e.Cooling, next)
 	}
 	if len(e.Tried) > 1 {
 		return fmt.Sprintf("%s: every pool tried is full (%s): %s", CodeExhausted, e.PoolID, strings.Join(e.Tried, "; "))

@@ -160,6 +160,13 @@ type span struct{ lo, hi int64 }
 // IPv4 network address) and, for IPv4, its broadcast address, except in
 // point-to-point blocks (/31, /32, /127, /128); gateway is excluded when inside.
 func NewLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr) (*Layout, error) {
+	return newLayout(cidrs, exclude, gateway, false)
+}
+
+// newLayout builds a layout; with whole, blocks keep their first and last
+// addresses (per-node instance blocks are slices of a larger routed prefix,
+// not subnets of their own).
+func newLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr, whole bool) (*Layout, error) {
 	if len(cidrs) == 0 {
 		return nil, fmt.Errorf("a pool needs at least one block")
 	}
@@ -180,7 +187,7 @@ func NewLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr)
 		n := min(blockSize(c), MaxPoolOrdinals-next)
 		l.blocks = append(l.blocks, layoutBlock{prefix: c, start: next, count: n})
 		host := c.Addr().BitLen() - c.Bits()
-		if host >= 2 {
+		if host >= 2 && !whole {
 			l.excluded = append(l.excluded, span{next, next})
 			if l.Family == 4 {
 				l.excluded = append(l.excluded, span{next + n - 1, next + n - 1})

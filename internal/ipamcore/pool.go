@@ -35,13 +35,20 @@ type Pool struct {
 	layout *Layout
 }
 
+// Pool kinds: how fresh addresses are found.
+const (
+	kindCounter = "counter" // striped counters over the ordinal space (IPv6)
+	kindTable   = "table"   // one row per usable address (IPv4, gaps absent)
+	kindBlocks  = "blocks"  // a node's instance blocks: rows per address, whole blocks
+)
+
 // querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func (p *Pool) buildLayout() error {
-	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
+	l, err := newLayout(p.CIDRs, p.Exclude, p.Gateway, p.Kind == kindBlocks)
 	if err != nil {
 		return err
 	}
@@ -75,7 +82,7 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default); err != nil {
 		return err
 	}
-	if p.Kind != "counter" {
+	if p.Kind != kindCounter {
 		return nil
 	}
 	rows := make([][]any, p.Stripes)

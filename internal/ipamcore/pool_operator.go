@@ -69,12 +69,12 @@ func PreparePool(p *Pool) error {
 	p.Size = l.Size()
 	p.Stripes = DefaultStripes
 	if l.Family == 4 {
-		p.Category, p.Kind, p.Stripes = CategoryIPv4, "table", 1
+		p.Category, p.Kind, p.Stripes = CategoryIPv4, kindTable, 1
 		if p.Size > MaxTablePoolSize {
 			return invalid("cidrs", "the pool has %d usable IPv4 addresses; at most %d are supported", p.Size, MaxTablePoolSize)
 		}
 	} else {
-		p.Category, p.Kind = CategoryIPv6, "counter"
+		p.Category, p.Kind = CategoryIPv6, kindCounter
 	}
 	if p.Size == 0 {
 		return invalid("cidrs", "the pool has no usable address left after exclusions")
@@ -215,7 +215,7 @@ func loadPoolTx(ctx context.Context, q querier, id string) (Pool, error) {
 // the layout (block order is allocation order). Runs are inserted set-wise
 // with generate_series, so a /12 takes one statement per run, not a million.
 func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
-	if p.Kind != "table" {
+	if p.Kind != kindTable && p.Kind != kindBlocks {
 		return nil
 	}
 	for _, r := range p.layout.Runs() {
@@ -271,7 +271,7 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if cur.Family != p.Family {
 			return invalid("cidrs", "the pool is IPv%d; its family cannot change (replace the pool)", cur.Family)
 		}
-		if cur.Kind == "counter" && (len(p.CIDRs) < len(cur.CIDRs) || !slices.Equal(p.CIDRs[:len(cur.CIDRs)], cur.CIDRs)) {
+		if cur.Kind == kindCounter && (len(p.CIDRs) < len(cur.CIDRs) || !slices.Equal(p.CIDRs[:len(cur.CIDRs)], cur.CIDRs)) {
 			return invalid("cidrs", "an IPv6 pool can only grow by appending blocks after %s; replace the pool to change them", prefixList(cur.CIDRs))
 		}
 		if err := checkPlacement(ctx, tx, &p); err != nil {
@@ -315,7 +315,7 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default); err != nil {
 			return err
 		}
-		if cur.Kind == "counter" {
+		if cur.Kind == kindCounter {
 			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = $2 WHERE pool_id = $1`, p.ID, p.layout.LastOrdinal()); err != nil {
 				return err
 			}

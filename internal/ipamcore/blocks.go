@@ -1,0 +1,626 @@
+package ipamcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Per-node instance blocks (the Azure CNS scaling, in one step): a node holds
+// aligned blocks of the instance prefix, sized to demand. Instances placed on
+// the node take their addresses inside its blocks, from the node's own pool,
+// so nodes never contend with each other, and WireGuard AllowedIPs can route
+// whole blocks.
+
+// Block scaling defaults.
+const (
+	DefaultBlockPrefixLength = 124 // 16 addresses: the batch size B
+	DefaultMinFreeFraction   = 0.5
+	DefaultMaxFreeFraction   = 1.5
+	DefaultMaxBlocks         = 16
+)
+
+// BlockScaling are a node's scaling settings.
+type BlockScaling struct {
+	PrefixLength int     // block length, e.g. 124
+	MinFree      float64 // mf: free addresses to keep, in batches
+	MaxFree      float64 // Mf: free addresses above which to shrink, in batches
+	MaxBlocks    int
+	// Demand, when set (>= 0), is the number of addresses expected on the
+	// node; otherwise the node's current use counts.
+	Demand *int64
+}
+
+// BatchSize is B, the addresses of one block.
+func (b BlockScaling) BatchSize() int64 { return int64(1) << (128 - b.PrefixLength) }
+
+// Validate checks the settings. Mf >= mf + 1 is needed for the scaling to
+// converge: right after growing to the target, up to mf + 1 batches are free,
+// which must not already count as surplus.
+func (b BlockScaling) Validate() error {
+	switch {
+	case b.PrefixLength < 65 || b.PrefixLength > 128:
+		return invalid("block_prefix_length", "/%d is out of range: blocks are /65 to /128", b.PrefixLength)
+	case b.MinFree < 0 || math.IsNaN(b.MinFree):
+		return invalid("min_free_fraction", "must be at least 0")
+	case b.MaxFree < b.MinFree+1 || math.IsNaN(b.MaxFree):
+		return invalid("max_free_fraction", "%g must be at least min_free_fraction + 1 (%g) for the scaling to converge", b.MaxFree, b.MinFree+1)
+	case b.MaxBlocks < 1:
+		return invalid("max_blocks", "must be at least 1")
+	case b.Demand != nil && *b.Demand < 0:
+		return invalid("demand", "must not be negative")
+	}
+	return nil
+}
+
+// TargetBlocks is the number of blocks for used addresses, computed in one
+// step: ceil(mf + used / B), capped at max_blocks, never below one.
+func (b BlockScaling) TargetBlocks(used int64) int {
+	t := math.Ceil(b.MinFree + float64(used)/float64(b.BatchSize()))
+	switch {
+	case t < 1:
+		return 1
+	case t > float64(b.MaxBlocks):
+		return b.MaxBlocks
+	}
+	return int(t)
+}
+
+// Surplus reports whether the free addresses exceed Mf x B, the point where
+// shrinking starts.
+func (b BlockScaling) Surplus(capacity, used int64) bool {
+	return float64(capacity-used) > b.MaxFree*float64(b.BatchSize())
+}
+
+// NodeBlocks is a node's blocks and their use.
+type NodeBlocks struct {
+	ClusterID    string
+	NodeID       string
+	Scaling      BlockScaling
+	Blocks       []netip.Prefix
+	Capacity     int64
+	Used         int64 // active and reserved addresses on the node
+	TargetBlocks int
+	// Added and Released are what the last Scale changed.
+	Added    []netip.Prefix
+	Released []netip.Prefix
+}
+
+// Free is capacity minus use.
+func (n NodeBlocks) Free() int64 { return n.Capacity - n.Used }
+
+// NodeBlocksPoolID is the pool of a node's blocks.
+func NodeBlocksPoolID(clusterID, nodeID string) string { return clusterID + "/blocks/" + nodeID }
+
+// ScaleNodeBlocks stores a node's scaling settings and scales its blocks to
+// the target in one step: growth adds every missing block at once; surplus
+// blocks are released only when the node has more than Mf x B free, and then
+// only blocks that are empty (no active, reserved or cooling address) on two
+// consecutive scalings, never the node's last block.
+func (s *Store) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) (NodeBlocks, error) {
+	if err := ValidateID("node_id", nodeID); err != nil {
+		return NodeBlocks{}, &InvalidError{Field: "node_id", Msg: err.Error()}
+	}
+	if err := sc.Validate(); err != nil {
+		return NodeBlocks{}, err
+	}
+	var nb NodeBlocks
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := saveScaling(ctx, tx, clusterID, nodeID, sc); err != nil {
+			return err
+		}
+		var err error
+		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
+		return err
+	})
+	return nb, err
+}
+
+// RescaleNodeBlocks runs the scaling again with the stored settings (for
+// ipamctl scale); ErrNotFound when the node has no blocks.
+func (s *Store) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
+	var nb NodeBlocks
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
+		return err
+	})
+	return nb, err
+}
+
+// NodesWithBlocks lists the nodes of a cluster (all clusters when empty) that have blocks.
+func (s *Store) NodesWithBlocks(ctx context.Context, clusterID string) ([][2]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT cluster_id, node_id FROM ipam_node_block_settings
+		WHERE $1 = '' OR cluster_id = $1 ORDER BY cluster_id, node_id`, clusterID)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var x [2]string
+		return x, r.Scan(&x[0], &x[1])
+	})
+	return out, s.mapErr(err)
+}
+
+func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc BlockScaling) error {
+	var cur int
+	err := tx.QueryRow(ctx, `SELECT block_prefix_length FROM ipam_block_counters WHERE cluster_id = $1`, clusterID).Scan(&cur)
+	if err == nil && cur != sc.PrefixLength {
+		return invalid("block_prefix_length", "cluster %q carves /%d blocks; every node of a cluster uses the same block length", clusterID, cur)
+	} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_clusters WHERE id = $1)`, clusterID).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return invalid("cluster_id", "cluster %q does not exist", clusterID)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO ipam_node_block_settings (cluster_id, node_id, block_prefix_length, min_free_fraction,
+			max_free_fraction, max_blocks, demand)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
+			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
+			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = now()`,
+		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand)
+	return err
+}
+
+// loadScaling locks and reads a node's settings: the lock serializes the
+// scaling of one node (other nodes go on).
+func loadScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (BlockScaling, error) {
+	var sc BlockScaling
+	err := tx.QueryRow(ctx, `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
+		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2 FOR UPDATE`, clusterID, nodeID).Scan(
+		&sc.PrefixLength, &sc.MinFree, &sc.MaxFree, &sc.MaxBlocks, &sc.Demand)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sc, ErrNotFound
+	}
+	return sc, err
+}
+
+type nodeBlock struct {
+	prefix     netip.Prefix
+	emptyScans int
+}
+
+func activeBlocks(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) ([]nodeBlock, error) {
+	rows, err := tx.Query(ctx, `SELECT block, empty_scans FROM ipam_node_blocks
+		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' ORDER BY allocated_at, block_index`, clusterID, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (nodeBlock, error) {
+		var b nodeBlock
+		return b, r.Scan(&b.prefix, &b.emptyScans)
+	})
+}
+
+// nodeUse counts the addresses in use on a node: active, and reserved holds not yet expired.
+func nodeUse(ctx context.Context, q querier, poolID string) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1
+		AND (state = 'active' OR (state = 'reserved' AND reusable_at > now()))`, poolID).Scan(&n)
+	return n, err
+}
+
+// scaleTx scales one node in the caller's transaction. minUsed raises the use
+// the target is computed from, and minBlocks the target itself: an allocation
+// that found the node full asks for room for one more, and for one more block
+// at least (its blocks may be full of cooling addresses), up to max_blocks.
+func (s *Store) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, minUsed int64, minBlocks int) (NodeBlocks, error) {
+	nb := NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
+	sc, err := loadScaling(ctx, tx, clusterID, nodeID)
+	if err != nil {
+		return nb, err
+	}
+	nb.Scaling = sc
+	cluster, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID))
+	if err != nil {
+		return nb, err
+	}
+	poolID := NodeBlocksPoolID(clusterID, nodeID)
+	blocks, err := activeBlocks(ctx, tx, clusterID, nodeID)
+	if err != nil {
+		return nb, err
+	}
+	used, err := nodeUse(ctx, tx, poolID)
+	if err != nil {
+		return nb, err
+	}
+	nb.Used = used
+	demand := max(used, minUsed)
+	if sc.Demand != nil {
+		demand = max(*sc.Demand, minUsed)
+	}
+	nb.TargetBlocks = min(max(sc.TargetBlocks(demand), minBlocks), sc.MaxBlocks)
+	B := sc.BatchSize()
+
+	// Grow: every missing block at once.
+	for len(blocks) < nb.TargetBlocks {
+		b, err := s.takeBlock(ctx, tx, cluster, nodeID, sc.PrefixLength)
+		if err != nil {
+			return nb, err
+		}
+		blocks = append(blocks, nodeBlock{prefix: b})
+		nb.Added = append(nb.Added, b)
+	}
+
+	// Shrink: only past Mf x B free, only empty blocks seen empty twice, never the last.
+	capacity := int64(len(blocks)) * B
+	if len(blocks) > nb.TargetBlocks && sc.Surplus(capacity, used) {
+		keep := blocks[:0:0]
+		surplus := len(blocks) - nb.TargetBlocks
+		for i := len(blocks) - 1; i >= 0; i-- { // newest first
+			b := blocks[i]
+			if surplus == 0 || len(blocks)-len(nb.Released) <= 1 {
+				keep = append([]nodeBlock{b}, keep...)
+				continue
+			}
+			empty, err := blockEmpty(ctx, tx, poolID, b.prefix)
+			if err != nil {
+				return nb, err
+			}
+			scans := 0
+			if empty {
+				scans = b.emptyScans + 1
+			}
+			if scans >= 2 {
+				if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix); err != nil {
+					return nb, err
+				}
+				nb.Released = append(nb.Released, b.prefix)
+				surplus--
+				continue
+			}
+			if _, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET empty_scans = $3 WHERE cluster_id = $1 AND block = $2`,
+				clusterID, b.prefix, scans); err != nil {
+				return nb, err
+			}
+			keep = append([]nodeBlock{b}, keep...)
+		}
+		blocks = keep
+	} else if _, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET empty_scans = 0
+		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' AND empty_scans <> 0`, clusterID, nodeID); err != nil {
+		return nb, err
+	}
+
+	for _, b := range blocks {
+		nb.Blocks = append(nb.Blocks, b.prefix)
+	}
+	nb.Capacity = int64(len(blocks)) * B
+	if len(nb.Added) > 0 || len(nb.Released) > 0 {
+		if err := syncNodePool(ctx, tx, cluster, nodeID, nb.Blocks); err != nil {
+			return nb, err
+		}
+		if err := insertEvent(ctx, tx, Event{Type: "node.blocks_scaled", ClusterID: clusterID, PoolID: poolID,
+			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID}, Actor: s.actor,
+			Data: map[string]any{"added": prefixList(nb.Added), "released": prefixList(nb.Released),
+				"target_blocks": nb.TargetBlocks, "used": used}}); err != nil {
+			return nb, err
+		}
+	}
+	return nb, nil
+}
+
+// blockEmpty locks the rows of a block (waiting for allocators in flight) and
+// reports whether none is active, reserved or inside its cooldown. The locks
+// keep any allocator out of the block until the scaling commits.
+func blockEmpty(ctx context.Context, tx pgx.Tx, poolID string, b netip.Prefix) (bool, error) {
+	lo, hi := blockBounds(b)
+	rows, err := tx.Query(ctx, `SELECT state, coalesce(reusable_at > now(), false) FROM ipam_allocations
+		WHERE pool_id = $1 AND address BETWEEN $2 AND $3 FOR UPDATE`, poolID, lo, hi)
+	if err != nil {
+		return false, err
+	}
+	empty := true
+	for rows.Next() {
+		var state string
+		var waiting bool
+		if err := rows.Scan(&state, &waiting); err != nil {
+			rows.Close()
+			return false, err
+		}
+		if state == StateActive || ((state == StateReserved || state == StateCooling) && waiting) {
+			empty = false
+		}
+	}
+	return empty, rows.Err()
+}
+
+func blockBounds(b netip.Prefix) (netip.Prefix, netip.Prefix) {
+	lo := b.Addr()
+	hi := add128(lo, 0, uint64(blockSize(b)-1))
+	return netip.PrefixFrom(lo, 128), netip.PrefixFrom(hi, 128)
+}
+
+// releaseBlock returns a block to the cluster: it cools down for the
+// cluster's instance cooldown before another node may get it.
+func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b netip.Prefix) error {
+	lo, hi := blockBounds(b)
+	if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = now(),
+		reusable_at = now() + $3::interval WHERE cluster_id = $1 AND block = $2`, c.ID, b, durationInterval(c.InstanceCooldown))
+	return err
+}
+
+// takeBlock gives a node a block: the longest-cooled reusable one, else the
+// next fresh one, carved from the end of the instance prefix and skipped if
+// the cluster-wide instance pool already handed out any address inside it.
+func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, length int) (netip.Prefix, error) {
+	var b netip.Prefix
+	err := tx.QueryRow(ctx, `UPDATE ipam_node_blocks nb SET state = 'active', node_id = $2, empty_scans = 0,
+			allocated_at = now(), released_at = NULL, reusable_at = NULL
+		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= now()
+			AND masklen(block) = $3 ORDER BY reusable_at LIMIT 1 FOR UPDATE SKIP LOCKED) pick
+		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`, c.ID, nodeID, length).Scan(&b)
+	if err == nil {
+		return b, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return b, err
+	}
+	if length < c.InstancePrefix.Bits() {
+		return b, invalid("block_prefix_length", "/%d blocks do not fit in the instance prefix %s", length, c.InstancePrefix)
+	}
+	n := length - c.InstancePrefix.Bits()
+	if n > 62 {
+		return b, invalid("block_prefix_length", "/%d blocks are too fine for the instance prefix %s (at most 2^62 blocks); use longer blocks or a smaller instance prefix", length, c.InstancePrefix)
+	}
+	count := uint64(1) << n
+	var next int64
+	err = tx.QueryRow(ctx, `INSERT INTO ipam_block_counters (cluster_id, block_prefix_length, next_index) VALUES ($1, $2, 0)
+		ON CONFLICT (cluster_id) DO UPDATE SET next_index = ipam_block_counters.next_index
+		RETURNING next_index`, c.ID, length).Scan(&next)
+	if err != nil {
+		return b, err
+	}
+	for tries := 0; tries < 1024; tries++ {
+		if uint64(next) >= max(count/2, 1) {
+			// Blocks never take more than the upper half of the instance prefix.
+			return b, &ExhaustedError{PoolID: PoolID(c.ID, CategoryInstance) + " (node blocks)", Size: int64(max(count/2, 1))}
+		}
+		cand, err := SubPrefix(c.InstancePrefix, length, count-1-uint64(next))
+		if err != nil {
+			return b, err
+		}
+		next++
+		lo, hi := blockBounds(cand)
+		var taken bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE cluster_id = $1 AND address BETWEEN $2 AND $3)`,
+			c.ID, lo, hi).Scan(&taken); err != nil {
+			return b, err
+		}
+		if taken {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ipam_block_counters SET next_index = $2 WHERE cluster_id = $1`, c.ID, next); err != nil {
+			return b, err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
+			VALUES ($1, $2, $3, $4, 'active')`, c.ID, cand, next-1, nodeID)
+		return cand, err
+	}
+	return b, errRetry
+}
+
+// syncNodePool makes the node's pool hold exactly its active blocks: created
+// with the first block, its rows kept per address (free rows for new blocks).
+func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, blocks []netip.Prefix) error {
+	p := Pool{ID: NodeBlocksPoolID(c.ID, nodeID), ClusterID: c.ID, Name: "blocks/" + nodeID, Category: CategoryInstance,
+		Family: 6, Kind: kindBlocks, CIDRs: blocks, Cooldown: c.InstanceCooldown, Stripes: 1, MTU: c.MTU, Gateway: c.GatewayIPv6}
+	if err := p.buildLayout(); err != nil {
+		return err
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if err := insertPool(ctx, tx, p); err != nil {
+			return err
+		}
+	} else if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, size = $3, updated_at = now() WHERE id = $1`,
+		p.ID, p.CIDRs, p.Size); err != nil {
+		return err
+	}
+	return syncTableRows(ctx, tx, &p)
+}
+
+// GetNodeBlocks reads a node's blocks and use without changing anything; the
+// target is what a scaling would aim for now.
+func (s *Store) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
+	var nb NodeBlocks
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		nb = NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
+		var err error
+		err = tx.QueryRow(ctx, `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
+			FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`, clusterID, nodeID).Scan(
+			&nb.Scaling.PrefixLength, &nb.Scaling.MinFree, &nb.Scaling.MaxFree, &nb.Scaling.MaxBlocks, &nb.Scaling.Demand)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		blocks, err := activeBlocks(ctx, tx, clusterID, nodeID)
+		if err != nil {
+			return err
+		}
+		for _, b := range blocks {
+			nb.Blocks = append(nb.Blocks, b.prefix)
+		}
+		nb.Capacity = int64(len(blocks)) * nb.Scaling.BatchSize()
+		if nb.Used, err = nodeUse(ctx, tx, NodeBlocksPoolID(clusterID, nodeID)); err != nil {
+			return err
+		}
+		demand := nb.Used
+		if nb.Scaling.Demand != nil {
+			demand = *nb.Scaling.Demand
+		}
+		nb.TargetBlocks = nb.Scaling.TargetBlocks(demand)
+		return nil
+	})
+	return nb, err
+}
+
+// ReleaseNodeBlocks gives all of a node's blocks back (cooling for the
+// instance cooldown). Refused while any instance address on the node is
+// active or reserved.
+func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
+	return s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+			return err
+		}
+		poolID := NodeBlocksPoolID(clusterID, nodeID)
+		used, err := nodeUse(ctx, tx, poolID)
+		if err != nil {
+			return err
+		}
+		if used > 0 {
+			return &ConflictError{Msg: fmt.Sprintf("node %q still has %d instance addresses in its blocks; release them first", nodeID, used)}
+		}
+		cluster, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID))
+		if err != nil {
+			return err
+		}
+		blocks, err := activeBlocks(ctx, tx, clusterID, nodeID)
+		if err != nil {
+			return err
+		}
+		var released []netip.Prefix
+		for _, b := range blocks {
+			if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix); err != nil {
+				return err
+			}
+			released = append(released, b.prefix)
+		}
+		// Cooling addresses of the node's instances stay in history (events);
+		// their rows go with the pool, since the blocks themselves now cool down.
+		if _, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, poolID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`, clusterID, nodeID); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: "node.blocks_released", ClusterID: clusterID, PoolID: poolID,
+			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID}, Actor: s.actor,
+			Data: map[string]any{"released": prefixList(released)}})
+	})
+}
+
+// withReadTx runs fn in a read-only transaction (one consistent snapshot).
+func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return s.mapErr(err)
+	}
+	return s.mapErr(tx.Commit(ctx))
+}
+
+// instancePool is the pool an instance draws from: its node's blocks when the
+// node has any, else the cluster's instance pool.
+func instancePool(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (*Pool, error) {
+	if nodeID != "" {
+		p, err := loadPool(ctx, tx, NodeBlocksPoolID(clusterID, nodeID))
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	p, err := loadPool(ctx, tx, PoolID(clusterID, CategoryInstance))
+	if errors.Is(err, ErrNotFound) {
+		return nil, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist", clusterID), Err: ErrPoolNotFound}
+	}
+	return p, err
+}
+
+// AllocateInstance allocates an instance address: inside its node's blocks
+// when the node has some (growing the node by its computed target, in the
+// same transaction, when its blocks are full, up to max_blocks), else from the
+// cluster's instance pool.
+func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner, addr netip.Addr) (AllocateResult, error) {
+	var res AllocateResult
+	if err := ValidateOwner(o); err != nil {
+		return res, err
+	}
+	var pool *Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if pool, err = instancePool(ctx, tx, clusterID, o.NodeID); err != nil {
+			return err
+		}
+		req := AllocateRequest{PoolID: pool.ID, Owner: o, Address: addr}
+		res, err = s.allocateTx(ctx, tx, pool, req)
+		var ex *ExhaustedError
+		if !errors.As(err, &ex) || pool.Kind != kindBlocks || addr.IsValid() {
+			return err
+		}
+		// The node is full. Take its scaling lock (a scaling in flight may be
+		// adding blocks right now), look again, and grow if still full.
+		if _, err := loadScaling(ctx, tx, clusterID, o.NodeID); err != nil {
+			return err
+		}
+		for grow := false; ; grow = true {
+			if pool, err = loadPool(ctx, tx, pool.ID); err != nil {
+				return err
+			}
+			res, err = s.allocateTx(ctx, tx, pool, req)
+			if !errors.As(err, &ex) || grow {
+				break
+			}
+			used, uerr := nodeUse(ctx, tx, pool.ID)
+			if uerr != nil {
+				return uerr
+			}
+			nb, serr := s.scaleTx(ctx, tx, clusterID, o.NodeID, used+1, len(pool.CIDRs)+1)
+			if serr != nil {
+				return serr
+			}
+			if len(nb.Added) == 0 {
+				return &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Cooling: ex.Cooling,
+					NextReusable: ex.NextReusable, Node: o.NodeID, MaxBlocks: nb.Scaling.MaxBlocks}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		var ex *ExhaustedError
+		if errors.As(err, &ex) && pool != nil {
+			s.recordFailure(ctx, clusterID, pool.ID, CodeExhausted, o, err.Error())
+		}
+	}
+	return res, err
+}
+
+// ReserveInstance is the plan-time hold of an instance address, from the
+// same pool AllocateInstance would use (it does not grow the node).
+func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, addr netip.Addr, ttl time.Duration) (Allocation, error) {
+	var a Allocation
+	if err := ValidateOwner(o); err != nil {
+		return a, err
+	}
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		pool, err := instancePool(ctx, tx, clusterID, o.NodeID)
+		if err != nil {
+			return err
+		}
+		a, err = s.reserveTx(ctx, tx, pool, AllocateRequest{PoolID: pool.ID, Owner: o, Address: addr}, ttl)
+		return err
+	})
+	return a, err
+}
