@@ -624,3 +624,56 @@ func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, 
 	})
 	return a, err
 }
+
+// InstancePoolID names the pool an instance on nodeID draws from now.
+func (s *Store) InstancePoolID(ctx context.Context, clusterID, nodeID string) (string, error) {
+	var id string
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		p, err := instancePool(ctx, tx, clusterID, nodeID)
+		if err == nil {
+			id = p.ID
+		}
+		return err
+	})
+	return id, err
+}
+
+// PreviewNodeBlocks tells, without writing, what a scaling with settings sc
+// would aim for, and whether it would change anything now: add blocks, or
+// look at (and eventually release) empty surplus blocks.
+func (s *Store) PreviewNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) (NodeBlocks, bool, error) {
+	nb, err := s.GetNodeBlocks(ctx, clusterID, nodeID)
+	if err != nil {
+		return nb, false, err
+	}
+	nb.Scaling = sc
+	demand := nb.Used
+	if sc.Demand != nil {
+		demand = *sc.Demand
+	}
+	nb.TargetBlocks = sc.TargetBlocks(demand)
+	switch {
+	case len(nb.Blocks) < nb.TargetBlocks:
+		return nb, true, nil
+	case len(nb.Blocks) == nb.TargetBlocks || !sc.Surplus(nb.Capacity, nb.Used):
+		return nb, false, nil
+	}
+	change := false
+	err = s.withReadTx(ctx, func(tx pgx.Tx) error {
+		poolID := NodeBlocksPoolID(clusterID, nodeID)
+		for i := len(nb.Blocks) - 1; i >= 1 && i >= nb.TargetBlocks; i-- {
+			lo, hi := blockBounds(nb.Blocks[i])
+			var busy bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
+				AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > now())))`, poolID, lo, hi).Scan(&busy); err != nil {
+				return err
+			}
+			if !busy {
+				change = true
+				return nil
+			}
+		}
+		return nil
+	})
+	return nb, change, err
+}

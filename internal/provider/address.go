@@ -92,21 +92,29 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 // allocateAddress runs the core allocation for a create. poolAttr names the
 // attribute that chose the pool ("cluster_id" or "pool_id"), for diagnostics.
 func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, title string, owner ipamcore.Owner, config, planned types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
+	if _, err := st.GetPool(ctx, poolID); errors.Is(err, ipamcore.ErrNotFound) {
+		diags.AddAttributeError(path.Root(poolAttr), "Unknown "+poolAttr, "pool "+poolID+" does not exist; create it (or its cluster) first")
+		return ipamcore.AllocateResult{}, false
+	}
+	return allocateWith(title, config, planned, diags, func(addr netip.Addr) (ipamcore.AllocateResult, error) {
+		return st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: owner, Address: addr})
+	})
+}
+
+// allocateWith runs a create's allocation: the configured or planned address
+// is claimed exactly, and a planned one that was taken meanwhile says to plan again.
+func allocateWith(title string, config, planned types.String, diags *diag.Diagnostics, alloc func(netip.Addr) (ipamcore.AllocateResult, error)) (ipamcore.AllocateResult, bool) {
 	claim, fromHold := planClaim(config, planned)
-	req := ipamcore.AllocateRequest{PoolID: poolID, Owner: owner}
+	var addr netip.Addr
 	if !claim.IsNull() && !claim.IsUnknown() {
 		a, err := ipamcore.ParseAddr(claim.ValueString())
 		if err != nil {
 			diags.AddAttributeError(path.Root("address"), "Invalid Address", err.Error())
 			return ipamcore.AllocateResult{}, false
 		}
-		req.Address = a
+		addr = a
 	}
-	if _, err := st.GetPool(ctx, poolID); errors.Is(err, ipamcore.ErrNotFound) {
-		diags.AddAttributeError(path.Root(poolAttr), "Unknown "+poolAttr, "pool "+poolID+" does not exist; create it (or its cluster) first")
-		return ipamcore.AllocateResult{}, false
-	}
-	res, err := st.Allocate(ctx, req)
+	res, err := alloc(addr)
 	switch {
 	case err != nil && fromHold && isTaken(err):
 		holdLost(diags, title, claim, err)
@@ -186,7 +194,7 @@ func importByAddress(ctx context.Context, st *ipamcore.Store, addr netip.Addr, k
 	}
 	a, err := st.FindActiveByAddress(ctx, addr)
 	switch {
-	case errors.Is(err, ipamcore.ErrNotFound):
+	case errors.Is(err, ipamcore.ErrNotFound) || errors.Is(err, ipamcore.ErrPoolNotFound):
 		diags.AddError("Cannot Import Address", addr.String()+" is not active in any cluster.")
 	case err != nil:
 		addCoreError(diags, "Cannot Import Address", err)
@@ -253,6 +261,16 @@ const (
 // write. Errors that would fail the apply anyway (owner_conflict,
 // ipam_exhausted, a claim in use) fail the plan instead.
 func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, poolID string, owner ipamcore.Owner, keysKnown bool, claim types.String) (ipamcore.Allocation, bool) {
+	if pd == nil {
+		return ipamcore.Allocation{}, false
+	}
+	return reserveWith(pd, diags, poolID, owner, keysKnown, claim, func(addr netip.Addr) (ipamcore.Allocation, error) {
+		return pd.store.Reserve(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: owner, Address: addr}, pd.reservationTTL)
+	})
+}
+
+// reserveWith is reserveForPlan with the core call given.
+func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner ipamcore.Owner, keysKnown bool, claim types.String, reserve func(netip.Addr) (ipamcore.Allocation, error)) (ipamcore.Allocation, bool) {
 	switch {
 	case pd == nil:
 		return ipamcore.Allocation{}, false
@@ -266,15 +284,15 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				"reserved at plan time and shows as \"(known after apply)\". Addresses of owners known at plan time are shown.")
 		return ipamcore.Allocation{}, false
 	}
-	req := ipamcore.AllocateRequest{PoolID: poolID, Owner: owner}
+	var addr netip.Addr
 	if !claim.IsNull() {
 		a, err := ipamcore.ParseAddr(claim.ValueString())
 		if err != nil {
 			return ipamcore.Allocation{}, false
 		}
-		req.Address = a
+		addr = a
 	}
-	a, err := pd.store.Reserve(ctx, req, pd.reservationTTL)
+	a, err := reserve(addr)
 	var oc *ipamcore.OwnerConflictError
 	switch {
 	case err == nil:
@@ -291,7 +309,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
 				"Planning with a read-only role works; applying needs a role that may write.")
-	case errors.Is(err, ipamcore.ErrNotFound):
+	case errors.Is(err, ipamcore.ErrNotFound) || errors.Is(err, ipamcore.ErrPoolNotFound):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
 			"Pool "+poolID+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
 				"as \"(known after apply)\". Later plans show them.")

@@ -159,6 +159,7 @@ func (p *ipamProvider) Resources(context.Context) []func() resource.Resource {
 		NewPoolResource,
 		NewEnvIPv4Resource,
 		NewAddressSetResource,
+		NewNodeInstanceBlocksResource,
 	}
 }
 

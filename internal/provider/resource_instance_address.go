@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
@@ -80,7 +82,9 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 	attrs["org_id"] = replaceID("org_id", "The organization owning the instance; any instance address maps back to (org, env, instance).")
 	attrs["env_id"] = replaceID("env_id", "The environment the instance runs in.")
 	attrs["node_id"] = schema.StringAttribute{
-		MarkdownDescription: "The node the instance runs on, recorded for lookups. Changing it updates the record in place; the address stays.",
+		MarkdownDescription: "The node the instance runs on. When the node has instance blocks (`ipam_node_instance_blocks`), the address " +
+			"comes from them. Changing it updates the record in place and the address stays, unless the old or the new node " +
+			"has instance blocks: then the instance is replaced, with an address from the new node's blocks.",
 		Optional:            true,
 		Validators:          []validator.String{validID("node_id")},
 	}
@@ -137,7 +141,15 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryInstance), "cluster_id", titleCategory(ipamcore.CategoryInstance), plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
+	owner, clusterID := plan.owner(), plan.ClusterID.ValueString()
+	if _, err := r.store.GetCluster(ctx, clusterID); errors.Is(err, ipamcore.ErrNotFound) {
+		resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Unknown cluster_id", "cluster "+clusterID+" does not exist; create it first")
+		return
+	}
+	res, ok := allocateWith(titleCategory(ipamcore.CategoryInstance), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics,
+		func(addr netip.Addr) (ipamcore.AllocateResult, error) {
+			return r.store.AllocateInstance(ctx, clusterID, owner, addr)
+		})
 	if !ok {
 		return
 	}
@@ -210,9 +222,8 @@ func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.
 
 // ModifyPlan checks a claimed address against the cluster at plan time.
 func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
-		return ipamcore.PoolID(c, ipamcore.CategoryInstance)
-	}))
+	checkClaimAtPlan(ctx, r.store, req, resp, r.plannedPool(ctx, req))
+	r.replaceOnNodeMove(ctx, req, resp)
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}
@@ -222,11 +233,60 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryInstance), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	if r.pd == nil {
+		return
+	}
+	owner, clusterID := plan.owner(), plan.ClusterID.ValueString()
+	a, ok := reserveWith(r.pd, &resp.Diagnostics, ipamcore.PoolID(clusterID, ipamcore.CategoryInstance), owner, !plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config,
+		func(addr netip.Addr) (ipamcore.Allocation, error) {
+			return r.store.ReserveInstance(ctx, clusterID, owner, addr, r.pd.reservationTTL)
+		})
 	if !ok {
 		return
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// plannedPool resolves the pool a planned instance draws from: its node's
+// blocks when the node has some, else the cluster's instance pool.
+func (r *instanceAddressResource) plannedPool(ctx context.Context, req resource.ModifyPlanRequest) func() (string, bool) {
+	return func() (string, bool) {
+		var cluster, node types.String
+		req.Plan.GetAttribute(ctx, path.Root("cluster_id"), &cluster)
+		req.Plan.GetAttribute(ctx, path.Root("node_id"), &node)
+		if cluster.IsNull() || cluster.IsUnknown() || node.IsUnknown() {
+			return "", false
+		}
+		id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), node.ValueString())
+		return id, err == nil
+	}
+}
+
+// replaceOnNodeMove: moving an instance between nodes keeps its address (a
+// label change) unless either node has instance blocks, where the address
+// must come from the new node's blocks: then it is a replacement.
+func (r *instanceAddressResource) replaceOnNodeMove(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.store == nil || req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, state instanceAddressResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || plan.NodeID.Equal(state.NodeID) {
+		return
+	}
+	if plan.NodeID.IsUnknown() {
+		resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
+		return
+	}
+	cluster := state.ClusterID.ValueString()
+	for _, n := range []types.String{state.NodeID, plan.NodeID} {
+		id, err := r.store.InstancePoolID(ctx, cluster, n.ValueString())
+		if err == nil && id != ipamcore.PoolID(cluster, ipamcore.CategoryInstance) {
+			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
+			return
+		}
+	}
 }

@@ -1,0 +1,23 @@
+# Each node holds aligned /124 blocks (16 addresses) of the instance prefix,
+# sized to demand: with mf = 0.5, 25 expected instances give
+# ceil(0.5 + 25/16) = 3 blocks, 48 addresses. Instances placed on the node
+# take addresses inside its blocks, so WireGuard can route whole blocks.
+resource "ipam_node_instance_blocks" "node" {
+  for_each = toset(["fra1-node-01", "fra1-node-02"])
+
+  cluster_id          = ipam_cluster.example.id
+  node_id             = each.key
+  block_prefix_length = 124
+  min_free_fraction   = 0.5
+  max_free_fraction   = 1.5
+  max_blocks          = 32
+  demand              = 25 # leave unset to follow the node's current use
+}
+
+output "allowed_ips" {
+  # The WireGuard AllowedIPs of each node's peer entry: its /128 and its blocks.
+  value = {
+    for id, b in ipam_node_instance_blocks.node :
+    id => concat([ipam_node_address.node[id].cidr], b.blocks)
+  }
+}

@@ -1,0 +1,312 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+var (
+	_ resource.Resource                   = &nodeBlocksResource{}
+	_ resource.ResourceWithConfigure      = &nodeBlocksResource{}
+	_ resource.ResourceWithImportState    = &nodeBlocksResource{}
+	_ resource.ResourceWithModifyPlan     = &nodeBlocksResource{}
+	_ resource.ResourceWithValidateConfig = &nodeBlocksResource{}
+)
+
+// NewNodeInstanceBlocksResource is the ipam_node_instance_blocks resource.
+func NewNodeInstanceBlocksResource() resource.Resource { return &nodeBlocksResource{} }
+
+type nodeBlocksResource struct{ store *ipamcore.Store }
+
+type nodeBlocksModel struct {
+	ID                types.String  `tfsdk:"id"`
+	ClusterID         types.String  `tfsdk:"cluster_id"`
+	NodeID            types.String  `tfsdk:"node_id"`
+	BlockPrefixLength types.Int64   `tfsdk:"block_prefix_length"`
+	MinFreeFraction   types.Float64 `tfsdk:"min_free_fraction"`
+	MaxFreeFraction   types.Float64 `tfsdk:"max_free_fraction"`
+	MaxBlocks         types.Int64   `tfsdk:"max_blocks"`
+	Demand            types.Int64   `tfsdk:"demand"`
+	Blocks            types.List    `tfsdk:"blocks"`
+	Capacity          types.Int64   `tfsdk:"capacity"`
+	Used              types.Int64   `tfsdk:"used"`
+	Free              types.Int64   `tfsdk:"free"`
+	TargetBlocks      types.Int64   `tfsdk:"target_blocks"`
+}
+
+func (r *nodeBlocksResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_node_instance_blocks"
+}
+
+func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	computedInt := func(desc string) schema.Int64Attribute {
+		return schema.Int64Attribute{MarkdownDescription: desc, Computed: true}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Per-node blocks of the cluster's instance prefix, sized to demand in one step. With blocks of B " +
+			"addresses (a `/124` is 16), the node holds target = ceil(mf + used / B) blocks, capped at `max_blocks`, never " +
+			"fewer than one: with B = 16 and mf = 0.5, 25 addresses in use give 3 blocks (48 addresses). Growth adds every " +
+			"missing block at once. Shrinking starts only when more than Mf x B addresses are free, and then releases a surplus " +
+			"block (into cooling, for the instance cooldown) only when it is empty on two consecutive scalings and is not the " +
+			"node's last block. Instances placed on the node (`ipam_instance_address` with this `node_id`) take their " +
+			"addresses inside its blocks; when the blocks are full, the allocation grows the node in the same transaction, up " +
+			"to `max_blocks`. `blocks` is ready for the node's WireGuard `AllowedIPs`.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "`<cluster_id>/<node_id>`; also the import ID.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"cluster_id": schema.StringAttribute{
+				MarkdownDescription: "The cluster. Changing it replaces the resource.",
+				Required:            true,
+				Validators:          []validator.String{validID("cluster_id")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"node_id": schema.StringAttribute{
+				MarkdownDescription: "The node. Changing it replaces the resource.",
+				Required:            true,
+				Validators:          []validator.String{validID("node_id")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"block_prefix_length": schema.Int64Attribute{
+				MarkdownDescription: "Length of each block (default `124`: 16 addresses, the batch size B). Every node of a cluster uses the same length. Changing it replaces the resource.",
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(ipamcore.DefaultBlockPrefixLength),
+				Validators:          []validator.Int64{int64validator.Between(65, 128)},
+				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+			},
+			"min_free_fraction": schema.Float64Attribute{
+				MarkdownDescription: "mf: free addresses to keep, in batches (default `0.5`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             float64default.StaticFloat64(ipamcore.DefaultMinFreeFraction),
+				Validators:          []validator.Float64{float64validator.AtLeast(0)},
+			},
+			"max_free_fraction": schema.Float64Attribute{
+				MarkdownDescription: "Mf: free addresses, in batches, above which surplus blocks are released (default `1.5`; at least `min_free_fraction + 1`, which the scaling needs to converge).",
+				Optional:            true,
+				Computed:            true,
+				Default:             float64default.StaticFloat64(ipamcore.DefaultMaxFreeFraction),
+			},
+			"max_blocks": schema.Int64Attribute{
+				MarkdownDescription: "Most blocks the node may hold (default `16`).",
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(ipamcore.DefaultMaxBlocks),
+				Validators:          []validator.Int64{int64validator.AtLeast(1)},
+			},
+			"demand": schema.Int64Attribute{
+				MarkdownDescription: "Instance addresses expected on the node. When unset, the node's current use counts, and a plan scales the node whenever its use calls for it.",
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"blocks": schema.ListAttribute{
+				MarkdownDescription: "The node's blocks (CIDRs), oldest first: its WireGuard AllowedIPs for instances.",
+				ElementType:         types.StringType,
+				Computed:            true,
+			},
+			"capacity":      computedInt("Addresses in the node's blocks."),
+			"used":          computedInt("Instance addresses in use on the node (active and held)."),
+			"free":          computedInt("`capacity` minus `used`."),
+			"target_blocks": computedInt("The number of blocks the scaling aims for: ceil(mf + used / B), capped at `max_blocks`, at least 1."),
+		},
+	}
+}
+
+func (r *nodeBlocksResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (m *nodeBlocksModel) scaling() ipamcore.BlockScaling {
+	sc := ipamcore.BlockScaling{PrefixLength: int(m.BlockPrefixLength.ValueInt64()), MinFree: m.MinFreeFraction.ValueFloat64(),
+		MaxFree: m.MaxFreeFraction.ValueFloat64(), MaxBlocks: int(m.MaxBlocks.ValueInt64())}
+	if !m.Demand.IsNull() && !m.Demand.IsUnknown() {
+		d := m.Demand.ValueInt64()
+		sc.Demand = &d
+	}
+	return sc
+}
+
+func (m *nodeBlocksModel) fill(nb ipamcore.NodeBlocks) {
+	m.ID = types.StringValue(nb.ClusterID + "/" + nb.NodeID)
+	m.ClusterID, m.NodeID = types.StringValue(nb.ClusterID), types.StringValue(nb.NodeID)
+	m.BlockPrefixLength = types.Int64Value(int64(nb.Scaling.PrefixLength))
+	m.MinFreeFraction = types.Float64Value(nb.Scaling.MinFree)
+	m.MaxFreeFraction = types.Float64Value(nb.Scaling.MaxFree)
+	m.MaxBlocks = types.Int64Value(int64(nb.Scaling.MaxBlocks))
+	m.Demand = types.Int64Null()
+	if nb.Scaling.Demand != nil {
+		m.Demand = types.Int64Value(*nb.Scaling.Demand)
+	}
+	m.Blocks = cidrList(nb.Blocks)
+	m.Capacity = types.Int64Value(nb.Capacity)
+	m.Used = types.Int64Value(nb.Used)
+	m.Free = types.Int64Value(nb.Free())
+	m.TargetBlocks = types.Int64Value(int64(nb.TargetBlocks))
+}
+
+func cidrList(ps []netip.Prefix) types.List {
+	vals := make([]attr.Value, len(ps))
+	for i, p := range ps {
+		vals[i] = types.StringValue(p.String())
+	}
+	return types.ListValueMust(types.StringType, vals)
+}
+
+func (r *nodeBlocksResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m nodeBlocksModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	// Unset values take their defaults; unknown ones are checked at apply.
+	if m.BlockPrefixLength.IsNull() {
+		m.BlockPrefixLength = types.Int64Value(ipamcore.DefaultBlockPrefixLength)
+	}
+	if m.MinFreeFraction.IsNull() {
+		m.MinFreeFraction = types.Float64Value(ipamcore.DefaultMinFreeFraction)
+	}
+	if m.MaxFreeFraction.IsNull() {
+		m.MaxFreeFraction = types.Float64Value(ipamcore.DefaultMaxFreeFraction)
+	}
+	if m.MaxBlocks.IsNull() {
+		m.MaxBlocks = types.Int64Value(ipamcore.DefaultMaxBlocks)
+	}
+	if m.BlockPrefixLength.IsUnknown() || m.MinFreeFraction.IsUnknown() || m.MaxFreeFraction.IsUnknown() || m.MaxBlocks.IsUnknown() || m.Demand.IsUnknown() {
+		return
+	}
+	if err := m.scaling().Validate(); err != nil {
+		addCoreError(&resp.Diagnostics, "Invalid Block Scaling", err)
+	}
+}
+
+// ModifyPlan previews the scaling: the plan shows the target, and an update
+// whenever a scaling would change the blocks now (growth needed, or empty
+// surplus to look at), so use alone (demand unset) drives the node's size.
+func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() || r.store == nil {
+		return
+	}
+	var plan, state nodeBlocksModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || plan.Demand.IsUnknown() || !plan.ClusterID.Equal(state.ClusterID) || !plan.NodeID.Equal(state.NodeID) {
+		return
+	}
+	nb, change, err := r.store.PreviewNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	if err != nil {
+		return // a node without blocks yet, or the database away: apply decides
+	}
+	settingsChanged := !plan.MinFreeFraction.Equal(state.MinFreeFraction) || !plan.MaxFreeFraction.Equal(state.MaxFreeFraction) ||
+		!plan.MaxBlocks.Equal(state.MaxBlocks) || !plan.Demand.Equal(state.Demand)
+	if !change && !settingsChanged {
+		return
+	}
+	plan.TargetBlocks = types.Int64Value(int64(nb.TargetBlocks))
+	plan.Blocks = types.ListUnknown(types.StringType)
+	plan.Capacity, plan.Used, plan.Free = types.Int64Unknown(), types.Int64Unknown(), types.Int64Unknown()
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan nodeBlocksModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	nb, err := r.store.ScaleNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Create Node Instance Blocks", err)
+		return
+	}
+	plan.fill(nb)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state nodeBlocksModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	nb, err := r.store.GetNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
+	if errors.Is(err, ipamcore.ErrNotFound) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Read Node Instance Blocks", err)
+		return
+	}
+	state.fill(nb)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *nodeBlocksResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var plan nodeBlocksModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	nb, err := r.store.ScaleNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	if err != nil {
+		addCoreError(&resp.Diagnostics, "Unable to Scale Node Instance Blocks", err)
+		return
+	}
+	plan.fill(nb)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *nodeBlocksResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireStore(r.store, &resp.Diagnostics) {
+		return
+	}
+	var state nodeBlocksModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	err := r.store.ReleaseNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
+	if err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
+		addCoreError(&resp.Diagnostics, "Unable to Release Node Instance Blocks", err)
+	}
+}
+
+func (r *nodeBlocksResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	cluster, node, ok := splitID(req.ID)
+	if !ok || ipamcore.ValidateID("cluster_id", cluster) != nil || ipamcore.ValidateID("node_id", node) != nil {
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<node_id>`, got "+req.ID)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node_id"), node)...)
+}

@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+func blocksConfig(db *accDB, demandA, demandB int, instance bool) string {
+	hcl := testCluster + fmt.Sprintf(`resource "ipam_node_instance_blocks" "a" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-a"
+  demand     = %d
+}
+resource "ipam_node_instance_blocks" "b" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-b"
+  demand     = %d
+}
+`, demandA, demandB)
+	if instance {
+		hcl += `resource "ipam_instance_address" "web" {
+  cluster_id  = ipam_cluster.c.id
+  instance_id = "web-1"
+  org_id      = "acme"
+  env_id      = "prod"
+  node_id     = ipam_node_instance_blocks.a.node_id
+}
+`
+	}
+	return db.config(hcl)
+}
+
+// checkBlocksSound: blocks never overlap across nodes, stay inside the
+// instance prefix, are aligned /124s, and instances on a node sit in its blocks.
+func checkBlocksSound(db *accDB) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		if err := db.expectRows(0, `SELECT count(*) FROM ipam_node_blocks x JOIN ipam_node_blocks y
+			ON x.block && y.block AND x.block <> y.block WHERE x.state = 'active' AND y.state = 'active'`)(); err != nil {
+			return err
+		}
+		if err := db.expectRows(0, `SELECT count(*) FROM ipam_node_blocks b JOIN ipam_clusters c ON c.id = b.cluster_id
+			WHERE NOT (b.block <<= c.instance_prefix) OR masklen(b.block) <> 124 OR b.block <> network(b.block)`)(); err != nil {
+			return err
+		}
+		return db.expectRows(0, `SELECT count(*) FROM ipam_allocations a WHERE a.owner_kind = 'instance' AND a.state = 'active'
+			AND a.node_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ipam_node_blocks b WHERE b.node_id = a.node_id
+			AND b.state = 'active' AND a.address <<= b.block)`)()
+	}
+}
+
+func TestAccNodeInstanceBlocks_lifecycle(t *testing.T) {
+	db := newAccDB(t)
+	a := "ipam_node_instance_blocks.a"
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// The seed's example: B = 16, mf = 0.5, 25 expected gives 3 blocks, 48 addresses.
+				Config: blocksConfig(db, 25, 5, false),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("target_blocks"), knownvalue.Int64Exact(3)),
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("capacity"), knownvalue.Int64Exact(48)),
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("blocks"), knownvalue.ListSizeExact(3)),
+					statecheck.ExpectKnownValue("ipam_node_instance_blocks.b", tfjsonpath.New("blocks"), knownvalue.ListSizeExact(1)),
+				},
+				Check: checkBlocksSound(db),
+			},
+			{ResourceName: a, ImportState: true, ImportStateVerify: true, ImportStateId: "c1/node-a"},
+			{
+				// Growth by demand, many batches in one step; an instance lands in node-a's blocks.
+				Config: blocksConfig(db, 100, 5, true),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(a, plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("blocks"), knownvalue.ListSizeExact(7)),
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("target_blocks"), knownvalue.Int64Exact(7)),
+				},
+				Check: checkBlocksSound(db),
+			},
+			{
+				// Shrink: the first scaling only sees the surplus empty; the plan stays non-empty.
+				Config:             blocksConfig(db, 0, 5, true),
+				ExpectNonEmptyPlan: true,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("blocks"), knownvalue.ListSizeExact(7)),
+				},
+			},
+			{
+				// The second releases the empty surplus, but never the block holding web-1.
+				Config: blocksConfig(db, 0, 5, true),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("blocks"), knownvalue.ListSizeExact(1)),
+					statecheck.ExpectKnownValue(a, tfjsonpath.New("used"), knownvalue.Int64Exact(1)),
+				},
+				Check: resource.ComposeTestCheckFunc(checkBlocksSound(db), func(*terraform.State) error {
+					return db.expectRows(6, `SELECT count(*) FROM ipam_node_blocks WHERE state = 'cooling' AND node_id = 'node-a'`)()
+				}),
+			},
+		},
+	})
+}
+
+func TestAccNodeInstanceBlocks_badInput(t *testing.T) {
+	db := newAccDB(t)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: db.config(testCluster + `resource "ipam_node_instance_blocks" "a" {
+  cluster_id        = ipam_cluster.c.id
+  node_id           = "node-a"
+  min_free_fraction = 0.5
+  max_free_fraction = 1.2
+}`),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)max_free_fraction.*at least min_free_fraction \+ 1`),
+		}},
+	})
+}
