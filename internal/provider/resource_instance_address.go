@@ -85,8 +85,8 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 		MarkdownDescription: "The node the instance runs on. When the node has instance blocks (`ipam_node_instance_blocks`), the address " +
 			"comes from them. Changing it updates the record in place and the address stays, unless the old or the new node " +
 			"has instance blocks: then the instance is replaced, with an address from the new node's blocks.",
-		Optional:            true,
-		Validators:          []validator.String{validID("node_id")},
+		Optional:   true,
+		Validators: []validator.String{validID("node_id")},
 	}
 	attrs["gateway_ipv6"] = schema.StringAttribute{
 		MarkdownDescription: "WorkloadSpec `network.gateway_ipv6`, from the cluster.",
