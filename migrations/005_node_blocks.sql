@@ -43,7 +43,13 @@ CREATE TABLE ipam_block_counters (
     next_index          bigint NOT NULL
 );
 
+-- Operators list allocations by org and environment (ipamctl list, ipam_allocations).
+CREATE INDEX ipam_allocations_labels ON ipam_allocations (cluster_id, org_id, env_id)
+    WHERE state IN ('active', 'reserved', 'cooling');
+
 ---- create above / drop below ----
+
+DROP INDEX IF EXISTS ipam_allocations_labels;
 
 DROP TABLE IF EXISTS ipam_block_counters;
 DROP TABLE IF EXISTS ipam_node_blocks;

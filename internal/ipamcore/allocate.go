@@ -201,7 +201,7 @@ func (s *Store) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	switch {
 	case held != nil && held.State == StateReserved:
 		// The owner's plan-time hold becomes the allocation.
-		res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0)
+		res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0, false)
 	case held != nil:
 		res.Allocation, err = s.adopt(ctx, tx, *held, req.Owner)
 		res.Adopted = true
@@ -240,7 +240,7 @@ func (s *Store) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateReq
 	case req.Address.IsValid():
 		return s.claimExact(ctx, tx, pool, req, hold)
 	case ownCooling != nil && ownCooling.PoolID == pool.ID:
-		return s.activate(ctx, tx, ownCooling.ID, ownCooling.Generation, req.Owner, hold)
+		return s.activate(ctx, tx, ownCooling.ID, ownCooling.Generation, req.Owner, hold, false)
 	}
 	a, err := s.takeFresh(ctx, tx, pool, req.Owner, hold)
 	if errors.Is(err, errNoFresh) {
@@ -281,7 +281,7 @@ func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 	switch {
 	case held != nil && held.State == StateReserved:
 		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
-			SET reserved_until = now() + $3::interval, reusable_at = now() + $3::interval
+			SET reserved_until = now() + $3::interval, reusable_at = greatest(reusable_at, now() + $3::interval)
 			WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
 			held.ID, held.Generation, durationInterval(ttl)))
 		if errors.Is(err, ErrNotFound) {
@@ -297,8 +297,9 @@ func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 // dropHold returns a hold to the pool at once, without cooldown: its address
 // was never routed.
 func (s *Store) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
-	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(), reusable_at = now(),
-			reserved_until = NULL
+	// reusable_at beyond the hold's own expiry is a cooldown the hold kept: it stays.
+	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(),
+			reusable_at = CASE WHEN reusable_at > reserved_until THEN reusable_at ELSE now() END, reserved_until = NULL
 		WHERE id = $1 AND generation = $2 AND state = 'reserved'`, h.ID, h.Generation)
 	if err != nil {
 		return err
@@ -386,13 +387,16 @@ func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 // activate hands an existing row (free, cooling, or a hold) to the owner, as
 // an allocation or, with hold > 0, as a plan-time hold: a conditional write on
 // its generation, so a concurrent taker makes this attempt retry.
-func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration) (Allocation, error) {
+func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
 	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET
 			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
 			allocated_at = now(), released_at = NULL, last_seen_at = now(), set_owner = $11,
-			reusable_at = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END,
+			-- A hold on a cooling address keeps its cooldown: it is reusable by
+			-- others only once both the hold and the cooldown are over.
+			reusable_at = CASE WHEN $10::interval > interval '0' THEN
+				greatest(now() + $10::interval, CASE WHEN state = 'cooling' THEN reusable_at END) END,
 			reserved_until = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END
 		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
 		RETURNING `+allocColumns,
@@ -404,22 +408,39 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64
 	if err != nil {
 		return a, err
 	}
-	return a, s.allocatedEvent(ctx, tx, a)
+	return a, s.allocatedEvent(ctx, tx, a, exact)
 }
 
-func (s *Store) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation) error {
+func (s *Store) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation, exact bool) error {
 	typ := eventType(a.Owner.Kind, true)
 	if a.State == StateReserved {
 		typ = "allocation.reserved"
 	}
 	return insertEvent(ctx, tx, Event{Type: typ, ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: exactData(exact)})
+}
+
+// jsonData is an event's data for a jsonb parameter: never NULL.
+func jsonData(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// exactData marks the events of exact claims: their ordinals sit outside the
+// stripe counters' sequence by design (ipamctl check knows).
+func exactData(exact bool) map[string]any {
+	if exact {
+		return map[string]any{"exact": true}
+	}
+	return nil
 }
 
 // insertFresh inserts a new active row for an address never handed out
 // before. It returns ErrNotFound when the address already has a row (an exact
 // claim got there first).
-func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner, hold time.Duration) (Allocation, error) {
+func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
 	typ := eventType(o.Kind, true)
 	if hold > 0 {
 		typ = "allocation.reserved"
@@ -435,14 +456,14 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 			RETURNING *
 		), e AS (
 			INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
-				org_id, env_id, node_id, instance_id, actor)
+				org_id, env_id, node_id, instance_id, actor, data)
 			SELECT $13, $14, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-				node_id, instance_id, actor FROM a
+				node_id, instance_id, actor, $17 FROM a
 		)
 		SELECT `+allocColumns+` FROM a`,
 		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
 		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		newID(), typ, durationInterval(hold), nullable(o.SetID)))
+		newID(), typ, durationInterval(hold), nullable(o.SetID), jsonData(exactData(exact))))
 	return a, err
 }
 
@@ -519,7 +540,7 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, h
 		if !ok {
 			continue
 		}
-		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold)
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold, false)
 		if errors.Is(err, ErrNotFound) {
 			continue // claimed exactly by someone earlier: step over it
 		}
@@ -549,7 +570,7 @@ func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 	if err != nil {
 		return Allocation{}, err
 	}
-	return s.activate(ctx, tx, id, gen, o, hold)
+	return s.activate(ctx, tx, id, gen, o, hold, false)
 }
 
 // exhausted builds the ipam_exhausted error with the pool's figures. It runs
@@ -582,7 +603,7 @@ func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	cur, err := scanAllocation(tx.QueryRow(ctx, `SELECT `+allocColumns+` FROM ipam_allocations
 		WHERE cluster_id = $1 AND address = $2 FOR UPDATE`, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
 	if errors.Is(err, ErrNotFound) {
-		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold)
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold, true)
 		if errors.Is(err, ErrNotFound) {
 			return a, errRetry
 		}
@@ -600,7 +621,7 @@ func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	case cur.State == StateCooling && !cur.Reusable && !sameOwner:
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
-	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold)
+	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
 }
 
 func prefixList(ps []netip.Prefix) string {

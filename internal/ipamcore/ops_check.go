@@ -22,7 +22,8 @@ const (
 	// InvariantCooldown: according to the event history, no address was
 	// handed to another owner before the cooldown of its release had passed.
 	InvariantCooldown = "no_reuse_inside_cooldown"
-	// InvariantIPv4PerEnv: at most one active IPv4 per environment in a cluster.
+	// InvariantIPv4PerEnv: at most one active add-on IPv4 (owner kind
+	// env_ipv4) per environment in a cluster.
 	InvariantIPv4PerEnv = "one_ipv4_per_environment"
 	// InvariantCounters: the striped counters of counter pools are complete
 	// and in their residue class, and no handed-out ordinal is at or beyond
@@ -213,30 +214,31 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 	return err
 }
 
-// checkCooldown walks each address's allocation and release events in order:
-// an allocation to another owner before the reusable time recorded by the
-// previous release is a reuse inside the cooldown. The same owner may take its
-// own cooling address back. Releases that recorded no reusable time are not
-// judged.
+// checkCooldown judges every hand-out of an address (an allocation or a
+// plan-time hold) against the releases before it: handing it to another owner
+// before the reusable time recorded by a release of a different owner is a
+// reuse inside that cooldown, whatever happened in between (the releasing
+// owner taking it back for a while, a hold of its that expired, ...). The same
+// owner may take its own cooling address back. Releases that recorded no
+// reusable time (a dropped hold) are not judged. Each hand-out is one probe
+// of the (cluster_id, address, at) index.
 func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
 	alloc, release := allocationEventTypes()
-	rows, err := tx.Query(ctx, `WITH ev AS (
-			SELECT e.id, e.at, e.type, e.cluster_id, e.pool_id, e.address, e.owner_kind, e.owner_id,
-				(e.type = ANY ($2) OR e.type LIKE '%.allocated') AS is_alloc,
-				lag(e.type = ANY ($3) OR e.type LIKE '%.released') OVER w AS prev_release,
-				lag(e.owner_kind) OVER w AS prev_kind, lag(e.owner_id) OVER w AS prev_id,
-				lag(e.at) OVER w AS prev_at, lag(e.data->>'reusable_at') OVER w AS prev_reusable
-			FROM ipam_events e
-			WHERE e.address IS NOT NULL AND ($1 = '' OR e.cluster_id = $1)
-				AND (e.type = ANY ($2) OR e.type = ANY ($3) OR e.type LIKE '%.allocated' OR e.type LIKE '%.released')
-			WINDOW w AS (PARTITION BY e.cluster_id, e.address ORDER BY e.at, e.id))
-		SELECT id::text, at, type, cluster_id, coalesce(pool_id, ''), address, coalesce(owner_kind, ''), coalesce(owner_id, ''),
-			coalesce(prev_kind, ''), coalesce(prev_id, ''), prev_at, prev_reusable::timestamptz
-		FROM ev
-		WHERE is_alloc AND prev_release AND prev_reusable IS NOT NULL
-			AND (owner_kind, owner_id) IS DISTINCT FROM (prev_kind, prev_id)
-			AND at < prev_reusable::timestamptz
-		ORDER BY at LIMIT $4`, clusterID, alloc, release, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, `SELECT h.id::text, h.at, h.type, h.cluster_id, coalesce(h.pool_id, ''), h.address,
+			coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''), r.kind, r.owner, r.at, r.reusable
+		FROM ipam_events h
+		CROSS JOIN LATERAL (
+			SELECT coalesce(r.owner_kind, '') AS kind, coalesce(r.owner_id, '') AS owner, r.at,
+				(r.data->>'reusable_at')::timestamptz AS reusable
+			FROM ipam_events r
+			WHERE r.cluster_id = h.cluster_id AND r.address = h.address AND r.at <= h.at AND (r.at, r.id) < (h.at, h.id)
+				AND (r.type = ANY ($3) OR r.type LIKE '%.released') AND r.data ? 'reusable_at'
+				AND (r.data->>'reusable_at')::timestamptz > h.at
+				AND (r.owner_kind, r.owner_id) IS DISTINCT FROM (h.owner_kind, h.owner_id)
+			ORDER BY r.at DESC, r.id DESC LIMIT 1) r
+		WHERE h.address IS NOT NULL AND ($1 = '' OR h.cluster_id = $1)
+			AND (h.type = ANY ($2) OR h.type LIKE '%.allocated')
+		ORDER BY h.at, h.id LIMIT $4`, clusterID, alloc, release, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -257,7 +259,7 @@ func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[str
 	rows, err := tx.Query(ctx, `SELECT a.cluster_id, coalesce(a.env_id, a.owner_id, ''), count(*),
 			string_agg(host(a.address) || ' (' || a.pool_id || ', ' || coalesce(a.owner_kind, '') || ' ' || coalesce(a.owner_id, '') || ')', ', ' ORDER BY a.address)
 		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
-		WHERE p.family = 4 AND a.state IN ('active', 'reserved') AND ($1 = '' OR a.cluster_id = $1)
+		WHERE p.family = 4 AND a.owner_kind = 'env_ipv4' AND a.state IN ('active', 'reserved') AND ($1 = '' OR a.cluster_id = $1)
 		GROUP BY 1, 2 HAVING count(*) > 1
 		ORDER BY 1, 2 LIMIT $2`, clusterID, maxViolationsListed+1)
 	if err != nil {

@@ -92,7 +92,10 @@ func allocationEventTypes() (alloc, release []string) {
 		alloc = append(alloc, t.allocated)
 		release = append(release, t.released)
 	}
-	release = append(release, EventReclaimed)
+	// A plan-time hold hands the address to an owner too; a dropped hold
+	// gives it back (at once: it records no reusable time, so it is not judged).
+	alloc = append(alloc, "allocation.reserved")
+	release = append(release, EventReclaimed, "allocation.hold_dropped")
 	slices.Sort(alloc)
 	slices.Sort(release)
 	return alloc, release

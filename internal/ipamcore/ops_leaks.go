@@ -29,8 +29,13 @@ const (
 // LeakReportVersion is the format version of LeakReport.
 const LeakReportVersion = 1
 
-// OwnerKinds are the kinds of owner an address can have.
-var OwnerKinds = []string{OwnerNode, OwnerInstance, OwnerEnvIPv4}
+// OwnerKinds are the kinds of owner an address can have. An inventory of
+// kind set lists address set ids: a member is judged by the set it belongs to.
+var OwnerKinds = []string{OwnerNode, OwnerInstance, OwnerEnvIPv4, OwnerSet}
+
+func notAKind(field, kind string) error {
+	return invalid(field, "%q is not an owner kind: expected %s", truncate(kind, 40), strings.Join(OwnerKinds, ", "))
+}
 
 // Inventory is the set of owners that still exist, per owner kind.
 type Inventory map[string]map[string]bool
@@ -65,12 +70,12 @@ func ParseInventory(r io.Reader, defaultKind string, allowEmpty bool) (Inventory
 		return nil, invalid("inventory", "cannot be read: %v", err)
 	}
 	if defaultKind != "" && !slices.Contains(OwnerKinds, defaultKind) {
-		return nil, invalid("kind", "%q is not an owner kind: expected node, instance or env_ipv4", truncate(defaultKind, 40))
+		return nil, notAKind("kind", defaultKind)
 	}
 	inv := Inventory{}
 	needKind := func() error {
 		if defaultKind == "" {
-			return invalid("kind", "the inventory is a plain list of ids: say which owner kind it lists (node, instance or env_ipv4)")
+			return invalid("kind", "the inventory is a plain list of ids: say which owner kind it lists (%s)", strings.Join(OwnerKinds, ", "))
 		}
 		return nil
 	}
@@ -91,7 +96,7 @@ func ParseInventory(r io.Reader, defaultKind string, allowEmpty bool) (Inventory
 		}
 		for kind, ids := range obj {
 			if !slices.Contains(OwnerKinds, kind) {
-				return nil, invalid("inventory", "%q is not an owner kind: expected node, instance or env_ipv4", truncate(kind, 40))
+				return nil, notAKind("inventory", kind)
 			}
 			if defaultKind != "" && kind != defaultKind {
 				continue
@@ -166,6 +171,7 @@ type Leak struct {
 	EnvID        string     `json:"env_id,omitempty"`
 	NodeID       string     `json:"node_id,omitempty"`
 	InstanceID   string     `json:"instance_id,omitempty"`
+	SetID        string     `json:"set_id,omitempty"`
 	Actor        string     `json:"actor"`
 	AllocatedAt  time.Time  `json:"allocated_at"`
 	LastSeenAt   *time.Time `json:"last_seen_at"`
@@ -215,12 +221,24 @@ func ReadLeakReport(r io.Reader) (LeakReport, error) {
 
 const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
 	coalesce(a.org_id, ''), coalesce(a.env_id, ''), coalesce(a.node_id, ''), coalesce(a.instance_id, ''),
-	coalesce(a.actor, ''), a.allocated_at, a.last_seen_at`
+	coalesce(a.set_owner, ''), coalesce(a.actor, ''), a.allocated_at, a.last_seen_at`
+
+// inventoryID is the id an inventory lists for an allocation's owner: the
+// set for a member of an address set, the owner id otherwise.
+const inventoryID = `coalesce(a.set_owner, a.owner_id)`
+
+// InventoryID returns the id an inventory lists for the leak's owner.
+func (l Leak) InventoryID() string {
+	if l.SetID != "" {
+		return l.SetID
+	}
+	return l.OwnerID
+}
 
 func scanLeak(r pgx.CollectableRow) (Leak, error) {
 	var l Leak
 	err := r.Scan(&l.AllocationID, &l.Generation, &l.ClusterID, &l.PoolID, &l.Category, &l.Address, &l.OwnerKind, &l.OwnerID,
-		&l.OrgID, &l.EnvID, &l.NodeID, &l.InstanceID, &l.Actor, &l.AllocatedAt, &l.LastSeenAt)
+		&l.OrgID, &l.EnvID, &l.NodeID, &l.InstanceID, &l.SetID, &l.Actor, &l.AllocatedAt, &l.LastSeenAt)
 	l.AllocatedAt = l.AllocatedAt.UTC()
 	l.LastSeenAt = utcPtr(l.LastSeenAt)
 	return l, err
@@ -251,7 +269,7 @@ func (s *Store) FindInventoryLeaks(ctx context.Context, clusterID string, inv In
 			rows, err := tx.Query(ctx, `SELECT `+leakColumns+`
 				FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
 				WHERE a.state = 'active' AND a.owner_kind = $1 AND ($2 = '' OR a.cluster_id = $2)
-					AND NOT EXISTS (SELECT 1 FROM unnest($3::text[]) AS i(id) WHERE i.id = a.owner_id)
+					AND NOT EXISTS (SELECT 1 FROM unnest($3::text[]) AS i(id) WHERE i.id = `+inventoryID+`)
 				ORDER BY a.cluster_id, a.pool_id, a.ordinal`, kind, clusterID, ids)
 			if err != nil {
 				return err
@@ -261,7 +279,7 @@ func (s *Store) FindInventoryLeaks(ctx context.Context, clusterID string, inv In
 				return err
 			}
 			for i := range leaks {
-				leaks[i].Reason = fmt.Sprintf("%s %q is not in the inventory", kind, leaks[i].OwnerID)
+				leaks[i].Reason = fmt.Sprintf("%s %q is not in the inventory", kind, leaks[i].InventoryID())
 			}
 			rep.Leaks = append(rep.Leaks, leaks...)
 		}
@@ -286,7 +304,7 @@ func (s *Store) FindStaleLeaks(ctx context.Context, clusterID string, kinds []st
 	}
 	for _, k := range kinds {
 		if !slices.Contains(OwnerKinds, k) {
-			return rep, invalid("kind", "%q is not an owner kind: expected node, instance or env_ipv4", truncate(k, 40))
+			return rep, notAKind("kind", k)
 		}
 	}
 	if kinds == nil {
@@ -376,13 +394,11 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 		if opt.Apply {
 			lock = " FOR UPDATE"
 		}
-		var state, kind, id string
-		var gen int64
-		var seen *time.Time
-		var stale bool
-		err := tx.QueryRow(ctx, `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''), last_seen_at,
-				coalesce(last_seen_at, allocated_at) < now() - make_interval(days => $2)
-			FROM ipam_allocations WHERE id = $1`+lock, l.AllocationID, max(rep.StaleDays, 1)).Scan(&state, &gen, &kind, &id, &seen, &stale)
+		var cur current
+		err := tx.QueryRow(ctx, `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''),
+				coalesce(`+inventoryID+`, ''), last_seen_at, coalesce(last_seen_at, allocated_at) < now() - make_interval(days => $2)
+			FROM ipam_allocations a WHERE id = $1`+lock, l.AllocationID, max(rep.StaleDays, 1)).Scan(
+			&cur.state, &cur.gen, &cur.kind, &cur.id, &cur.invID, &cur.seen, &cur.stale)
 		if errors.Is(err, pgx.ErrNoRows) {
 			res.Outcome, res.Reason = OutcomeRefused, "the allocation no longer exists"
 			return nil
@@ -390,7 +406,7 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 		if err != nil {
 			return err
 		}
-		if reason := refusal(rep, l, opt, state, gen, kind, id, seen, stale); reason != "" {
+		if reason := refusal(rep, l, opt, cur); reason != "" {
 			res.Outcome, res.Reason = OutcomeRefused, reason
 			return nil
 		}
@@ -402,14 +418,10 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 			return nil
 		}
 		var a Allocation
-		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
-				released_at = now(), reusable_at = now() + p.cooldown
-			FROM ipam_pools p
-			WHERE p.id = a.pool_id AND a.id = $1 AND a.generation = $2 AND a.state = 'active'
-			RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
-				coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
-				coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-				a.allocated_at, a.released_at, a.reusable_at`, l.AllocationID, l.Generation))
+		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(),
+				reusable_at = now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
+			WHERE id = $1 AND generation = $2 AND state = 'active'
+			RETURNING `+allocColumns, l.AllocationID, l.Generation))
 		if errors.Is(err, ErrNotFound) {
 			return errRetry // changed under the lock: cannot happen, but check again
 		}
@@ -431,31 +443,40 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 	return res, err
 }
 
+// current is an allocation row as reclaim finds it, locked.
+type current struct {
+	state, kind, id string
+	invID           string // the id an inventory lists for its owner
+	gen             int64
+	seen            *time.Time
+	stale           bool
+}
+
 // refusal says why a leak must not be reclaimed now, or "".
-func refusal(rep LeakReport, l Leak, opt ReclaimOptions, state string, gen int64, kind, id string, seen *time.Time, stale bool) string {
+func refusal(rep LeakReport, l Leak, opt ReclaimOptions, cur current) string {
 	switch {
-	case state != StateActive:
-		return fmt.Sprintf("the allocation is no longer active (it is %s)", state)
-	case gen != l.Generation:
-		return fmt.Sprintf("the allocation was handed out again since the report (generation %d, reported %d)", gen, l.Generation)
-	case kind != l.OwnerKind || id != l.OwnerID:
-		return fmt.Sprintf("the allocation is now held by %s %q, not %s %q", kind, id, l.OwnerKind, l.OwnerID)
-	case seen != nil && seen.After(rep.GeneratedAt):
-		return "Terraform has seen the allocation since the report (last seen " + seen.UTC().Format(time.RFC3339) + ")"
+	case cur.state != StateActive:
+		return fmt.Sprintf("the allocation is no longer active (it is %s)", cur.state)
+	case cur.gen != l.Generation:
+		return fmt.Sprintf("the allocation was handed out again since the report (generation %d, reported %d)", cur.gen, l.Generation)
+	case cur.kind != l.OwnerKind || cur.id != l.OwnerID:
+		return fmt.Sprintf("the allocation is now held by %s %q, not %s %q", cur.kind, cur.id, l.OwnerKind, l.OwnerID)
+	case cur.seen != nil && cur.seen.After(rep.GeneratedAt):
+		return "Terraform has seen the allocation since the report (last seen " + cur.seen.UTC().Format(time.RFC3339) + ")"
 	}
 	switch rep.Kind {
 	case LeakInventory:
 		if opt.Inventory == nil {
 			return ""
 		}
-		if _, ok := opt.Inventory[kind]; !ok {
-			return fmt.Sprintf("the current inventory lists no owners of kind %s, so it cannot tell whether %q still exists", kind, id)
+		if _, ok := opt.Inventory[cur.kind]; !ok {
+			return fmt.Sprintf("the current inventory lists no owners of kind %s, so it cannot tell whether %q still exists", cur.kind, cur.invID)
 		}
-		if opt.Inventory.Has(kind, id) {
-			return fmt.Sprintf("its owner %s %q is in the current inventory: it is live", kind, id)
+		if opt.Inventory.Has(cur.kind, cur.invID) {
+			return fmt.Sprintf("its owner %s %q is in the current inventory: it is live", cur.kind, cur.invID)
 		}
 	case LeakStale:
-		if !stale {
+		if !cur.stale {
 			return fmt.Sprintf("it is no longer stale: seen or allocated within the last %d days", rep.StaleDays)
 		}
 	}

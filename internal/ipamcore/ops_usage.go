@@ -78,25 +78,39 @@ type ClusterUsage struct {
 	Pools      []PoolUsage     `json:"pools"`
 }
 
-// usagePoolsSQL counts, per pool, its active, reserved and cooling rows with
-// one index probe each on the pool's own rows: (pool_id, state) for active and
-// reserved, and the reuse index (pool_id, reusable_at) WHERE state IN
-// ('free', 'cooling') for the cooldown queue, so only the rows still cooling
-// are read, never the free rows of a table pool or the long-cooled ones. The
-// LATERAL subqueries are parameterized by the pool, so the planner runs them
-// as index scans per pool rather than scanning the table.
-const usagePoolsSQL = `SELECT p.id, p.cluster_id, p.name, p.category, p.family, p.kind, p.size::bigint,
-		act.n, res.n, cool.n, cool.next, now()
+// usagePoolsSQL counts, per pool, what it holds, each figure with its own
+// probe of one index on the pool's own rows, never the whole table:
+//
+//   - active rows: an index-only count on (pool_id, state);
+//   - live holds: (pool_id, state = 'reserved') and their expiry (holds are
+//     few and short-lived);
+//   - everything held back (live holds and the cooldown queue): an index-only
+//     count of the range reusable_at > now() of the reuse index (pool_id,
+//     reusable_at) WHERE state IN ('free', 'cooling', 'reserved'). Free rows
+//     always have reusable_at = -infinity and long-cooled rows a past one, so
+//     neither is read. Cooling is that count less the live holds;
+//   - the next address to leave the cooldown queue: the first cooling row of
+//     that same range, in index order.
+const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
+		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active'),
+		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > now()),
+		(SELECT count(*) FROM ipam_allocations a
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > now()),
+		(SELECT a.reusable_at FROM ipam_allocations a
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > now()
+				AND a.state = 'cooling'
+			ORDER BY a.reusable_at LIMIT 1),
+		now()
 	FROM ipam_pools p
-	CROSS JOIN LATERAL (SELECT count(*) AS n FROM ipam_allocations a
-		WHERE a.pool_id = p.id AND a.state = 'active') act
-	CROSS JOIN LATERAL (SELECT count(*) AS n FROM ipam_allocations a
-		WHERE a.pool_id = p.id AND a.state = 'reserved'
-			AND coalesce(a.reusable_at, a.reserved_until, 'infinity') > now()) res
-	CROSS JOIN LATERAL (SELECT count(*) AS n, min(a.reusable_at) AS next FROM ipam_allocations a
-		WHERE a.pool_id = p.id AND a.state = 'cooling' AND a.reusable_at > now()) cool
 	WHERE ($1 = '' OR p.cluster_id = $1)
 	ORDER BY p.cluster_id, p.category, p.name`
+
+// usagePlannerSetting keeps the planner on those indexes. Each probe is
+// planned once for every pool, with a generic row estimate; when one pool
+// holds most of the table and autovacuum has not yet marked freshly written
+// pages all-visible (just after a bulk load), the planner would rather scan
+// the whole table, once per pool. The per-pool index path is never worse.
+const usagePlannerSetting = `SET LOCAL enable_seqscan = off`
 
 // usageFailuresSQL counts recent failures per pool and reason on the
 // (pool_id, at) index.
@@ -129,6 +143,9 @@ func (s *Store) usage(ctx context.Context, clusterID string) ([]ClusterUsage, er
 	var pools []PoolUsage
 	var at time.Time
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, usagePlannerSetting); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, usagePoolsSQL, clusterID)
 		if err != nil {
 			return err
@@ -136,8 +153,10 @@ func (s *Store) usage(ctx context.Context, clusterID string) ([]ClusterUsage, er
 		pools, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (PoolUsage, error) {
 			var p PoolUsage
 			var next *time.Time
+			var heldBack int64
 			err := r.Scan(&p.ClusterID, &p.PoolID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.Size,
-				&p.Active, &p.Reserved, &p.Cooling, &next, &at)
+				&p.Active, &p.Reserved, &heldBack, &next, &at)
+			p.Cooling = max(0, heldBack-p.Reserved)
 			p.CooldownQueue = CooldownQueue{Count: p.Cooling, NextReusableAt: utcPtr(next)}
 			p.Failures = map[string]int64{}
 			return p, err

@@ -52,8 +52,7 @@ type Store struct {
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
-		// pgconn already redacts passwords in parse errors; scrub again in case.
-		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + scrub(err.Error(), "")}
+		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 4
@@ -99,6 +98,24 @@ func (s *Store) Addr() string { return s.addr }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return s.mapErr(s.pool.Ping(ctx))
+}
+
+var quoted = regexp.MustCompile("\"[^\"]*\"|'[^']*'|`[^`]*`")
+
+// parseReason says why a connection string could not be parsed without
+// quoting any of it: pgconn's redaction of a malformed string is best effort
+// (an unescaped '@' or a space after "password=" defeats it), so the string
+// itself, and anything quoted from it, is left out.
+func parseReason(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	msg = quoted.ReplaceAllString(msg, "(...)")
+	if strings.ContainsAny(msg, "@=") {
+		return "malformed; check its syntax (the string itself is not shown, as it may hold a password)"
+	}
+	return msg
 }
 
 var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)

@@ -166,6 +166,9 @@ func (p *ipamProvider) Resources(context.Context) []func() resource.Resource {
 func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{
 		NewClusterDataSource,
+		NewPoolUsageDataSource,
+		NewAllocationsDataSource,
+		NewAddressDataSource,
 	}
 }
 

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+func (a *app) checkCmd() *cobra.Command {
+	var cluster string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Verify the IPAM's invariants on the live database",
+		Long: `Verifies, in one read-only snapshot:
+
+  ` + ipamcore.InvariantUniqueAddress + `     no address is active twice (in a cluster; IPv6 and public IPv4 across clusters)
+  ` + ipamcore.InvariantInPool + `           every address lies in its pool, is not an excluded one, and has its ordinal
+  ` + ipamcore.InvariantCooldown + `  no address went to another owner inside a cooldown, by the event history
+  ` + ipamcore.InvariantIPv4PerEnv + `  at most one active IPv4 per environment
+  ` + ipamcore.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
+                            ordinal they handed out
+
+Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).`,
+		Example: `  ipamctl check
+  ipamctl check --cluster prod-eu1 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.open(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			rep, err := st.Check(cmd.Context(), cluster)
+			if err != nil {
+				return flagError(err)
+			}
+			if asJSON {
+				if err := a.writeJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, v := range rep.Violations {
+					fmt.Fprintf(a.out, "VIOLATION %s\n", v)
+				}
+			}
+			if !rep.OK() {
+				seen := map[string]bool{}
+				var broken []string
+				for _, v := range rep.Violations {
+					if !seen[v.Invariant] {
+						seen[v.Invariant] = true
+						broken = append(broken, v.Invariant)
+					}
+				}
+				return &codedError{code: exitViolations, err: fmt.Errorf("%d violation(s) of %s", len(rep.Violations), strings.Join(broken, ", "))}
+			}
+			if !asJSON {
+				fmt.Fprintf(a.out, "ok: %d invariants hold over %d allocation rows\n", len(rep.Invariants), rep.Rows)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) migrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply or inspect the database schema migrations",
+		Long: `The schema migrations are embedded in ipamctl, as in the provider. Run 'migrate up' as the
+schema owner when the provider runs with auto_migrate = false.`,
+		Example: `  ipamctl migrate status
+  ipamctl migrate up`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("migrate needs a subcommand: up or status")
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "up",
+		Short:   "Apply the pending migrations",
+		Long:    "Applies every pending migration, each in its own transaction. Several runs at once are serialized; a database newer than this binary is refused.",
+		Example: "  ipamctl migrate up --database-url 'postgres://owner@db.example/ipam'",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			before, err := st.SchemaStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			after, err := st.Migrate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if after.Current == before.Current {
+				fmt.Fprintf(a.out, "schema is up to date at version %d (%s)\n", after.Current, st.Addr())
+				return nil
+			}
+			fmt.Fprintf(a.out, "schema migrated from version %d to %d (%s)\n", before.Current, after.Current, st.Addr())
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:     "status",
+		Short:   "Show the schema version of the database and the one this ipamctl needs",
+		Long:    "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary.",
+		Example: "  ipamctl migrate status",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.open(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			s, err := st.SchemaStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "database %s: schema version %d; this ipamctl needs version %d\n", st.Addr(), s.Current, s.Latest)
+			switch {
+			case s.Current == s.Latest:
+				fmt.Fprintln(a.out, "up to date")
+			case s.Current < s.Latest:
+				fmt.Fprintf(a.out, "%d migration(s) pending: run 'ipamctl migrate up'\n", s.Latest-s.Current)
+			default:
+				return fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
+			}
+			return nil
+		},
+	})
+	return cmd
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version of ipamctl",
+		Example: "  ipamctl version",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintf(a.out, "ipamctl %s\n", version)
+			return nil
+		},
+	}
+}

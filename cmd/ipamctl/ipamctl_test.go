@@ -1,0 +1,584 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+)
+
+// world is one test's database with a cluster c1 (2001:db8::/48) and an IPv4
+// pool c1/v4 (198.51.100.0/29, six addresses), a store acting as Terraform
+// would, and a raw connection for checks and corruption.
+type world struct {
+	t   *testing.T
+	ctx context.Context
+	url string
+	st  *ipamcore.Store
+	raw *pgx.Conn
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, ctx: context.Background(), url: testdb.New(t)}
+	var err error
+	if w.st, err = ipamcore.Open(w.ctx, ipamcore.Config{DatabaseURL: w.url, Actor: "terraform"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.st.Close)
+	if w.raw, err = pgx.Connect(w.ctx, w.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.raw.Close(context.Background()) })
+	if _, err := w.st.CreateCluster(w.ctx, ipamcore.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
+		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.CreatePool(w.ctx, ipamcore.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/29")}}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func instance(id, org, env string) ipamcore.Owner {
+	return ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: org, EnvID: env}
+}
+
+func (w *world) alloc(pool string, o ipamcore.Owner) ipamcore.Allocation {
+	w.t.Helper()
+	r, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{PoolID: pool, Owner: o})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r.Allocation
+}
+
+func (w *world) release(o ipamcore.Owner) {
+	w.t.Helper()
+	if ok, err := w.st.Release(w.ctx, "c1", o, 0); err != nil || !ok {
+		w.t.Fatalf("release %s: %v %v", o.ID, ok, err)
+	}
+}
+
+func (w *world) exec(sql string, args ...any) {
+	w.t.Helper()
+	if _, err := w.raw.Exec(w.ctx, sql, args...); err != nil {
+		w.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (w *world) query(sql string) string {
+	w.t.Helper()
+	rows, err := w.raw.Query(w.ctx, sql)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	vals, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return strings.Join(vals, ",")
+}
+
+// result is what one ipamctl run printed and returned.
+type result struct {
+	out, err string
+	code     int
+}
+
+// ipamctl runs the CLI in-process against this world's database.
+func (w *world) ipamctl(stdin string, args ...string) result {
+	w.t.Helper()
+	return runCLI(w.ctx, stdin, append([]string{"--database-url", w.url}, args...)...)
+}
+
+func runCLI(ctx context.Context, stdin string, args ...string) result {
+	var out, errb bytes.Buffer
+	code := run(ctx, args, strings.NewReader(stdin), &out, &errb)
+	return result{out.String(), errb.String(), code}
+}
+
+func (r result) must(t *testing.T, code int, contains ...string) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.out, r.err)
+	}
+	for _, c := range contains {
+		if !strings.Contains(r.out+r.err, c) {
+			t.Fatalf("output lacks %q\nstdout:\n%s\nstderr:\n%s", c, r.out, r.err)
+		}
+	}
+	return r
+}
+
+func TestHelpOfEveryCommandHasAnExample(t *testing.T) {
+	var paths [][]string
+	root := (&app{}).rootCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			continue
+		}
+		paths = append(paths, []string{c.Name()})
+		for _, sub := range c.Commands() {
+			paths = append(paths, []string{c.Name(), sub.Name()})
+		}
+	}
+	paths = append(paths, nil)
+	if len(paths) < 12 {
+		t.Fatalf("only %d commands", len(paths))
+	}
+	for _, p := range paths {
+		r := runCLI(context.Background(), "", append(p, "--help")...)
+		if r.code != 0 || !strings.Contains(r.out, "Examples:") || !strings.Contains(r.out, "ipamctl") {
+			t.Errorf("ipamctl %s --help: exit %d, output:\n%s%s", strings.Join(p, " "), r.code, r.out, r.err)
+		}
+	}
+}
+
+func TestBadCommandLines(t *testing.T) {
+	ctx := context.Background()
+	runCLI(ctx, "", "nope").must(t, exitUsage, `unknown command "nope"`)
+	runCLI(ctx, "", "list", "--bogus").must(t, exitUsage, "unknown flag: --bogus")
+	runCLI(ctx, "", "lookup").must(t, exitUsage, "accepts 1 arg(s), received 0")
+	runCLI(ctx, "", "migrate").must(t, exitError, "migrate needs a subcommand")
+	runCLI(ctx, "", "lookup", "2001:db8::1/64").must(t, exitError, "prefix lengths")
+	runCLI(ctx, "", "list", "--state", "free").must(t, exitError, "--state: \"free\" is not a state to list")
+	runCLI(ctx, "", "metrics").must(t, exitError, "--listen ADDR is required")
+	runCLI(ctx, "", "reclaim").must(t, exitError, "--from-report FILE is required")
+	runCLI(ctx, "", "leaks").must(t, exitError, "exactly one of --inventory FILE and --stale-days N")
+	runCLI(ctx, "", "--actor", "bad actor", "list").must(t, exitError, "--actor: actor")
+}
+
+func TestVersion(t *testing.T) {
+	runCLI(context.Background(), "", "version").must(t, 0, "ipamctl dev\n")
+	old := version
+	version = "v1.2.3"
+	defer func() { version = old }()
+	runCLI(context.Background(), "", "version").must(t, 0, "ipamctl v1.2.3\n")
+}
+
+// The database is unreachable: the error names host and port, never the password.
+func TestUnreachableDatabase(t *testing.T) {
+	r := runCLI(context.Background(), "", "--database-url", "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?connect_timeout=2", "usage")
+	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1")
+	if strings.Contains(r.out+r.err, "s3cretPassw0rd") {
+		t.Fatalf("the password leaked: %s", r.err)
+	}
+	t.Setenv(EnvDatabaseURL, "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?connect_timeout=2")
+	r = runCLI(context.Background(), "", "check")
+	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1")
+	if strings.Contains(r.out+r.err, "s3cretPassw0rd") {
+		t.Fatalf("the password leaked: %s", r.err)
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	admin := testdb.AdminURL(t)
+	ctx := context.Background()
+	name := fmt.Sprintf("ipamctl_migrate_%d", time.Now().UnixNano()%1e9)
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	url := testdb.WithDatabase(admin, name)
+	latest, err := ipamcore.LatestSchemaVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, 0,
+		fmt.Sprintf("schema version 0; this ipamctl needs version %d", latest), fmt.Sprintf("%d migration(s) pending", latest))
+	runCLI(ctx, "", "--database-url", url, "list").must(t, exitError, "schema_mismatch", "ipamctl migrate up")
+	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, fmt.Sprintf("schema migrated from version 0 to %d", latest))
+	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, "schema is up to date")
+	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, 0, "up to date")
+	r := runCLI(ctx, "", "--database-url", url, "migrate", "status")
+	if strings.Contains(r.out, "postgres://") {
+		t.Fatalf("status prints the URL: %s", r.out)
+	}
+}
+
+func TestListUsageLookup(t *testing.T) {
+	w := newWorld(t)
+	i1 := w.alloc("c1/instance", instance("i1", "acme", "prod"))
+	w.alloc("c1/instance", instance("i2", "acme", "dev"))
+	w.alloc("c1/instance", instance("i3", "umbrella", "prod"))
+	w.release(instance("i3", "", ""))
+	n1 := w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n1", NodeID: "n1"})
+	for _, e := range []string{"e1", "e2", "e3", "e4", "e5"} {
+		w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: e, EnvID: e, OrgID: "acme"})
+	}
+
+	// usage: a table with bars, the IPv4 pool at 5/6 flagged.
+	r := w.ipamctl("", "usage", "--cluster", "c1").must(t, 0, "cluster c1", "CATEGORY", "ipv4", "c1/v4", "83.3%", "ALERT",
+		"[#################...]", "<0.1%", "4.6e18")
+	t.Logf("ipamctl usage:\n%s", r.out)
+	r = w.ipamctl("", "usage", "--json").must(t, 0)
+	var usage []ipamcore.ClusterUsage
+	if err := json.Unmarshal([]byte(r.out), &usage); err != nil || len(usage) != 1 {
+		t.Fatalf("usage --json: %v\n%s", err, r.out)
+	}
+	if c := usage[0].Categories[1]; c.Category != "instance" || c.Active != 2 || c.Cooling != 1 || c.CooldownQueue.NextReusableAt == nil {
+		t.Fatalf("instance usage %+v", c)
+	}
+	if !strings.Contains(r.out, `"allocation_failures": {}`) || !strings.Contains(r.out, `"cooldown_queue": {`) {
+		t.Fatalf("usage --json keys:\n%s", r.out)
+	}
+	w.ipamctl("", "usage", "--cluster", "nope").must(t, exitError, "not_found")
+
+	// list, with filters.
+	r = w.ipamctl("", "list", "--org", "acme", "--category", "instance").must(t, 0, "ADDRESS", i1.Address.String(), "instance i1", "instance i2")
+	if strings.Contains(r.out, "i3") || strings.Contains(r.out, "e1") {
+		t.Fatalf("list --org acme --category instance:\n%s", r.out)
+	}
+	r = w.ipamctl("", "list", "--state", "cooling", "--json").must(t, 0)
+	var listed []allocationJSON
+	if err := json.Unmarshal([]byte(r.out), &listed); err != nil || len(listed) != 1 || listed[0].OwnerID != "i3" ||
+		listed[0].OrgID != "umbrella" || listed[0].ReusableAt == nil || listed[0].State != "cooling" {
+		t.Fatalf("list --state cooling: %v %+v", err, listed)
+	}
+	w.ipamctl("", "list", "--env", "nope").must(t, 0, "no allocation matches")
+	w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "2").must(t, 0, "2 allocation(s)")
+
+	// lookup: active, cooling (last holder), never used, nowhere.
+	w.ipamctl("", "lookup", i1.Address.String()).must(t, 0, "cluster:", "c1/instance", "state:", "active", "org:", "acme", "env:", "prod", "instance i1")
+	w.ipamctl("", "lookup", "2001:db8:0:1::3").must(t, 0, "cooling", "instance i3 (last holder)", "umbrella", "reusable at:")
+	r = w.ipamctl("", "lookup", n1.Address.String(), "--json").must(t, 0)
+	var found []allocationJSON
+	if err := json.Unmarshal([]byte(r.out), &found); err != nil || len(found) != 1 || found[0].NodeID != "n1" || found[0].Category != "node" {
+		t.Fatalf("lookup --json: %v %s", err, r.out)
+	}
+	w.ipamctl("", "lookup", "2001:db8::ff").must(t, 0, "free")
+	w.ipamctl("", "lookup", "2001:db9::1").must(t, exitError, "not_found: 2001:db9::1 is in no pool of any cluster")
+}
+
+// syncBuffer is a buffer a running command writes to while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls until cond holds, for at most 15 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// background starts ipamctl in a goroutine; stop cancels it and returns its exit code.
+func (w *world) background(args ...string) (out, errb *syncBuffer, stop func() int) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	out, errb = &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--database-url", w.url}, args...), strings.NewReader(""), out, errb)
+	}()
+	stopped := false
+	var code int
+	stop = func() int {
+		if !stopped {
+			cancel()
+			code = <-done
+			stopped = true
+		}
+		return code
+	}
+	w.t.Cleanup(func() { stop() })
+	return out, errb, stop
+}
+
+func TestEvents(t *testing.T) {
+	w := newWorld(t)
+	w.alloc("c1/instance", instance("i1", "acme", "prod"))
+	w.release(instance("i1", "", ""))
+	w.ipamctl("", "events", "--since", "1h").must(t, 0, "cluster.created", "pool.created", "instance.allocated", "instance=i1", "org=acme")
+	r := w.ipamctl("", "events", "--type", "instance.*", "--json").must(t, 0)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("events --type instance.*:\n%s", r.out)
+	}
+	var e eventJSON
+	if err := json.Unmarshal([]byte(lines[1]), &e); err != nil || e.Type != "instance.released" || e.Data["reusable_at"] == nil || e.Address == "" {
+		t.Fatalf("event %v %+v", err, e)
+	}
+	w.ipamctl("", "events", "--since", "soon").must(t, exitError, "--since \"soon\"")
+	w.ipamctl("", "events", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)).must(t, 0)
+	if r := w.ipamctl("", "events", "--limit", "1"); !strings.Contains(r.out, "instance.released") || strings.Count(r.out, "\n") != 1 {
+		t.Fatalf("events --limit 1:\n%s", r.out)
+	}
+
+	// Follow: events written after the start show up, once each.
+	out, _, stop := w.background("events", "--follow", "--interval", "50ms", "--type", "node.*")
+	w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n1", NodeID: "n1"})
+	waitFor(t, "node.enrolled n1", func() bool { return strings.Contains(out.String(), "node=n1") })
+	w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n2", NodeID: "n2"})
+	waitFor(t, "node.enrolled n2", func() bool { return strings.Contains(out.String(), "node=n2") })
+	time.Sleep(200 * time.Millisecond) // a few more polls: nothing is printed twice
+	if code := stop(); code != 0 {
+		t.Fatalf("follow exited %d", code)
+	}
+	if got := out.String(); strings.Count(got, "node.enrolled") != 2 || strings.Contains(got, "instance.") {
+		t.Fatalf("follow printed:\n%s", got)
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func readReport(t *testing.T, path string) ipamcore.LeakReport {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := ipamcore.ReadLeakReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// A leak report is advice: reclaim checks every allocation again, with the
+// current inventory, right before releasing it, and refuses the live ones.
+func TestLeaksAndReclaim(t *testing.T) {
+	w := newWorld(t)
+	for _, i := range []string{"i1", "i2", "i3", "i4", "i5"} {
+		w.alloc("c1/instance", instance(i, "acme", "prod"))
+	}
+	w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n1", NodeID: "n1"})
+	report := filepath.Join(t.TempDir(), "leaks.json")
+	w.ipamctl("", "leaks", "--inventory", writeFile(t, "inv.txt", "i1\ni2\n"), "--kind", "instance", "-o", report).
+		must(t, 0, "3 suspected leak(s) in a inventory report")
+	rep := readReport(t, report)
+	var owners []string
+	for _, l := range rep.Leaks {
+		owners = append(owners, l.OwnerID)
+	}
+	if strings.Join(owners, ",") != "i3,i4,i5" || rep.ClusterID != "" {
+		t.Fatalf("report: %v", owners)
+	}
+	// The JSON object form on standard input gives the same leaks.
+	r := w.ipamctl(`{"instance": ["i1", "i2"]}`, "leaks", "--inventory", "-").must(t, 0)
+	if !strings.Contains(r.out, `"owner_id": "i3"`) || strings.Contains(r.out, `"owner_id": "n1"`) {
+		t.Fatalf("leaks from stdin:\n%s", r.out)
+	}
+
+	// Since the report: i3 came back into the inventory (it exists after
+	// all) and i4 was released and handed out again.
+	w.release(instance("i4", "", ""))
+	w.alloc("c1/instance", instance("i4", "acme", "prod"))
+
+	before := w.query(`SELECT owner_id || ':' || state FROM ipam_allocations WHERE owner_kind = 'instance' ORDER BY owner_id`)
+	r = w.ipamctl("", "reclaim", "--from-report", report).must(t, 0, "dry run: nothing was released", "would_reclaim", "i3", "i5")
+	if after := w.query(`SELECT owner_id || ':' || state FROM ipam_allocations WHERE owner_kind = 'instance' ORDER BY owner_id`); after != before {
+		t.Fatalf("the dry run changed %s into %s", before, after)
+	}
+	w.ipamctl("", "reclaim", "--from-report", report, "--apply").must(t, exitError, "--inventory is required to apply")
+
+	r = w.ipamctl("i1\ni2\ni3\n", "reclaim", "--from-report", report, "--apply", "--inventory", "-", "--kind", "instance", "--json").
+		must(t, 0, "reclaimed 1, refused 2 of 3")
+	var res []ipamcore.ReclaimResult
+	if err := json.Unmarshal([]byte(r.out), &res); err != nil || len(res) != 3 {
+		t.Fatalf("reclaim --json: %v\n%s", err, r.out)
+	}
+	for i, want := range []struct{ owner, outcome, reason string }{
+		{"i3", "refused", `"i3" is in the current inventory: it is live`},
+		{"i4", "refused", "handed out again since the report"},
+		{"i5", "reclaimed", ""},
+	} {
+		if res[i].Leak.OwnerID != want.owner || res[i].Outcome != want.outcome || !strings.Contains(res[i].Reason, want.reason) {
+			t.Errorf("outcome %d: %+v, want %+v", i, res[i], want)
+		}
+	}
+	if got := w.query(`SELECT owner_id || ':' || state FROM ipam_allocations WHERE owner_kind = 'instance' ORDER BY owner_id`); got != "i1:active,i2:active,i3:active,i4:active,i5:cooling" {
+		t.Fatalf("after reclaim: %s", got)
+	}
+	if got := w.query(`SELECT owner_id || ' ' || actor FROM ipam_events WHERE type = 'allocation.reclaimed'`); got != "i5 ipamctl" {
+		t.Fatalf("reclaimed events: %s", got)
+	}
+
+	// Stale: n1 has not been seen by Terraform for 40 days.
+	w.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days' WHERE owner_id = 'n1'`)
+	stale := filepath.Join(t.TempDir(), "stale.json")
+	w.ipamctl("", "leaks", "--stale-days", "30", "-o", stale).must(t, 0, "1 suspected leak(s) in a stale report")
+	w.ipamctl("", "reclaim", "--from-report", stale, "--apply").must(t, 0, "reclaimed 1, refused 0 of 1", "reclaimed", "node n1")
+	if got := w.query(`SELECT state FROM ipam_allocations WHERE owner_id = 'n1'`); got != "cooling" {
+		t.Fatalf("n1 is %s", got)
+	}
+
+	// Bad input says what is wrong.
+	w.ipamctl("i1\n", "leaks", "--inventory", "-").must(t, exitError, "say which owner kind")
+	w.ipamctl("", "leaks", "--inventory", writeFile(t, "empty.txt", ""), "--kind", "instance").must(t, exitError, "lists no instance at all")
+	w.ipamctl("", "leaks", "--inventory", "/nonexistent/inv.txt", "--kind", "node").must(t, exitError, "--inventory: open /nonexistent/inv.txt")
+	w.ipamctl("", "leaks", "--stale-days", "-3").must(t, exitError, "--stale-days: must be at least 1")
+	w.ipamctl("", "reclaim", "--from-report", writeFile(t, "bad.json", `{"leaks": []}`)).must(t, exitError, "has format version 0; this ipamctl reads version 1")
+}
+
+func TestCheck(t *testing.T) {
+	w := newWorld(t)
+	w.alloc("c1/instance", instance("i1", "acme", "prod"))
+	w.alloc("c1/instance", instance("i2", "acme", "prod"))
+	w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e1", EnvID: "e1"})
+	w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e2", EnvID: "e2"})
+	w.ipamctl("", "check").must(t, 0, "ok: 5 invariants hold over 8 allocation rows")
+	w.ipamctl("", "check", "--cluster", "nope").must(t, exitError, "not_found")
+
+	// Corrupt rows behind the allocator's back.
+	w.exec(`UPDATE ipam_allocations SET address = '2001:db8:0:9::1' WHERE owner_id = 'i2'`)
+	w.exec(`UPDATE ipam_allocations SET env_id = 'e1' WHERE owner_id = 'e2'`)
+	r := w.ipamctl("", "check").must(t, exitViolations,
+		"VIOLATION address_in_pool: cluster c1, pool c1/instance, address 2001:db8:0:9::1",
+		"VIOLATION one_ipv4_per_environment: cluster c1: environment \"e1\" holds 2 active IPv4 addresses",
+		"violation(s) of address_in_pool, one_ipv4_per_environment")
+	t.Logf("ipamctl check:\n%s%s", r.out, r.err)
+	r = w.ipamctl("", "check", "--json").must(t, exitViolations)
+	var rep ipamcore.CheckReport
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.OK() || len(rep.Violations) != 3 {
+		t.Fatalf("check --json: %v %+v", err, rep)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	w := newWorld(t)
+	for _, e := range []string{"e1", "e2", "e3", "e4", "e5", "e6"} {
+		w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: e, EnvID: e})
+	}
+	if _, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e7"}}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+		t.Fatalf("e7: %v", err)
+	}
+	w.alloc("c1/instance", instance("i1", "acme", "prod"))
+	w.release(instance("i1", "", ""))
+
+	_, errb, stop := w.background("metrics", "--listen", "127.0.0.1:0")
+	addr := regexp.MustCompile(`http://(\S+)/metrics`)
+	waitFor(t, "the exporter to listen", func() bool { return addr.MatchString(errb.String()) })
+	url := "http://" + addr.FindStringSubmatch(errb.String())[1] + "/metrics"
+	body := scrape(t, url)
+	for _, want := range []string{
+		"ipam_database_up 1",
+		`ipam_pool_utilization{category="ipv4",cluster="c1",pool="c1/v4"} 1`,
+		`ipam_pool_alert{category="ipv4",cluster="c1",pool="c1/v4"} 1`,
+		`ipam_pool_size{category="ipv4",cluster="c1",pool="c1/v4"} 6`,
+		`ipam_pool_active{category="ipv4",cluster="c1",pool="c1/v4"} 6`,
+		`ipam_allocation_failures_total{category="ipv4",cluster="c1",pool="c1/v4",reason="ipam_exhausted"} 1`,
+		`ipam_allocation_failures_total{category="node",cluster="c1",pool="c1/node",reason="ipam_exhausted"} 0`,
+		`ipam_cooldown_queue_size{category="instance",cluster="c1",pool="c1/instance"} 1`,
+		`ipam_cooldown_next_reusable_timestamp_seconds{category="instance",cluster="c1",pool="c1/instance"}`,
+		`ipam_category_utilization{category="ipv4",cluster="c1"} 1`,
+		`ipam_exporter_build_info{version="dev"} 1`,
+		"# TYPE ipam_allocation_failures_total counter",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", body)
+	}
+	// Every metric the alert rules and the dashboard use is exported.
+	exported := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) `).FindAllStringSubmatch(body, -1) {
+		exported[m[1]] = true
+	}
+	for _, file := range []string{"../../deploy/prometheus/ipam-alerts.yml", "../../deploy/grafana/ipam-dashboard.json"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := map[string]bool{}
+		for _, m := range regexp.MustCompile(`\bipam_[a-z_]+`).FindAllString(string(b), -1) {
+			// Error codes (reasons, in annotations) and file names are not metrics.
+			if m == ipamcore.CodeExhausted || m == ipamcore.CodeUnavailable || strings.HasPrefix(m, "ipam_alerts") || m == "ipam_dashboard" {
+				continue
+			}
+			used[m] = true
+		}
+		var missing []string
+		for m := range used {
+			if !exported[m] {
+				missing = append(missing, m)
+			}
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 || len(used) == 0 {
+			t.Errorf("%s uses metrics ipamctl does not export: %v (uses %d)", file, missing, len(used))
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("metrics exited %d: %s", code, errb.String())
+	}
+
+	// A database that cannot be reached is reported, not fatal.
+	ctx, cancel := context.WithCancel(context.Background())
+	errb2 := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--database-url", "postgres://ipam:pw@127.0.0.1:1/ipam?connect_timeout=1", "metrics",
+			"--listen", "127.0.0.1:0", "--scrape-timeout", "2s"}, strings.NewReader(""), io.Discard, errb2)
+	}()
+	waitFor(t, "the second exporter to listen", func() bool { return addr.MatchString(errb2.String()) })
+	body = scrape(t, "http://"+addr.FindStringSubmatch(errb2.String())[1]+"/metrics")
+	cancel()
+	if code := <-done; code != 0 || !strings.Contains(body, "ipam_database_up 0") || strings.Contains(body, "ipam_pool_size") {
+		t.Fatalf("unreachable database: exit %d, metrics:\n%s", code, body)
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
+}

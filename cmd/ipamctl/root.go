@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// EnvDatabaseURL is read when --database-url is not given (the provider reads it too).
+const EnvDatabaseURL = "IPAM_DATABASE_URL"
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitError      = 1 // the command failed: bad input, database unreachable, ...
+	exitUsage      = 2 // unknown command or flag
+	exitViolations = 3 // check found broken invariants
+)
+
+// exitError carries a specific exit code through cobra.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// app holds what every command shares: the streams, the global flags and
+// the store, opened on first use.
+type app struct {
+	in          io.Reader
+	out, errOut io.Writer
+
+	databaseURL    string
+	actor          string
+	connectTimeout time.Duration
+
+	store *ipamcore.Store
+}
+
+// run executes ipamctl with args and returns the exit code.
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	a := &app{in: in, out: out, errOut: errOut}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	err := root.ExecuteContext(ctx)
+	if a.store != nil {
+		a.store.Close()
+	}
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(errOut, "ipamctl: %v\n", err)
+	var ce *codedError
+	switch {
+	case errors.As(err, &ce):
+		return ce.code
+	case isUsageError(err):
+		fmt.Fprintln(errOut, "Run 'ipamctl --help' for usage.")
+		return exitUsage
+	}
+	return exitError
+}
+
+// isUsageError recognizes cobra's and pflag's complaints about the command line.
+func isUsageError(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
+		"invalid argument", "accepts ", "requires at least", "requires exactly", "if any flags in the group"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ipamctl",
+		Short: "Operate the IPAM: migrations, usage, lookups, events, leaks, reclaim, checks and metrics",
+		Long: `ipamctl is the operator CLI of the IPAM behind the Terraform provider. It runs the same core
+against the same PostgreSQL database, for what Terraform is not made for.
+
+The database comes from --database-url, else the IPAM_DATABASE_URL environment variable,
+else the standard PG* variables (PGHOST, PGUSER, ...). Passwords are never printed.
+
+Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check).`,
+		Example: `  export IPAM_DATABASE_URL='postgres://ipam@db.example:5432/ipam'
+  ipamctl migrate up
+  ipamctl usage --cluster prod-eu1
+  ipamctl lookup 2001:db8:0:1::2a`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection string (default: $"+EnvDatabaseURL+", then the PG* variables)")
+	pf.StringVar(&a.actor, "actor", "ipamctl", "actor recorded with every change and event")
+	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "how long one connection attempt may take")
+	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
+		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.versionCmd())
+	return root
+}
+
+// open connects to the database. With checkSchema, the schema must be the
+// one this binary was built for (a clear schema_mismatch otherwise); it also
+// tells at once when the database cannot be reached.
+func (a *app) open(ctx context.Context, checkSchema bool) (*ipamcore.Store, error) {
+	if a.store != nil {
+		return a.store, nil
+	}
+	if err := ipamcore.ValidateID("actor", a.actor); err != nil {
+		return nil, fmt.Errorf("--actor: %w", err)
+	}
+	url := a.databaseURL
+	if url == "" {
+		url = os.Getenv(EnvDatabaseURL)
+	}
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout})
+	if err != nil {
+		return nil, err
+	}
+	a.store = st
+	if checkSchema {
+		if err := st.CheckSchema(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (a *app) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
+}
+
+func (a *app) writeJSON(v any) error {
+	enc := json.NewEncoder(a.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ts formats a time for tables: RFC 3339 in UTC, "-" when unset.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func tsp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return ts(*t)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// openInput opens a file argument; "-" is standard input.
+func (a *app) openInput(name string) (io.ReadCloser, error) {
+	if name == "-" {
+		return io.NopCloser(a.in), nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parseSince reads --since: a duration back from now ("24h", "7d") or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := ipamcore.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q is neither a duration (24h, 7d) nor an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+	}
+	return now.Add(-d), nil
+}
