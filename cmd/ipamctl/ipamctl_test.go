@@ -582,3 +582,24 @@ func scrape(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+func TestScale(t *testing.T) {
+	w := newWorld(t)
+	demand := int64(25)
+	if _, err := w.st.ScaleNodeBlocks(w.ctx, "c1", "n1", ipamcore.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}); err != nil {
+		t.Fatal(err)
+	}
+	w.ipamctl("", "scale", "--cluster", "c1", "--node", "n1").must(t, 0, "c1/n1: 0 used, 3 blocks (48 addresses), target 3: no change")
+	// Out of band, demand goes up: the next scaling adds the missing blocks in one step.
+	w.exec(`UPDATE ipam_node_block_settings SET demand = 100 WHERE node_id = 'n1'`)
+	r := w.ipamctl("", "scale", "--json").must(t, 0)
+	var res scaleResult
+	if err := json.Unmarshal([]byte(r.out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Added) != 4 || len(res.Blocks) != 7 || res.TargetBlocks != 7 {
+		t.Fatalf("scale --json: %+v", res)
+	}
+	w.ipamctl("", "scale", "--cluster", "c1", "--node", "nope").must(t, 1, "has no instance blocks")
+	w.ipamctl("", "scale", "--node", "n1").must(t, 1, "--node needs --cluster")
+}

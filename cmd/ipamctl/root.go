@@ -91,7 +91,7 @@ func isUsageError(err error) bool {
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ipamctl",
-		Short: "Operate the IPAM: migrations, usage, lookups, events, leaks, reclaim, checks and metrics",
+		Short: "Operate the IPAM: migrations, usage, lookups, events, leaks, reclaim, checks, metrics and block scaling",
 		Long: `ipamctl is the operator CLI of the IPAM behind the Terraform provider. It runs the same core
 against the same PostgreSQL database, for what Terraform is not made for.
 
@@ -112,7 +112,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.StringVar(&a.actor, "actor", "ipamctl", "actor recorded with every change and event")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "how long one connection attempt may take")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
-		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.versionCmd())
+		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
 }
 
