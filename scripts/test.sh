@@ -2,7 +2,7 @@
 # The project's test command (`make test`, also what CI runs via .ci/run).
 #
 #  1. gofmt check (fails listing unformatted files)
-#  2. go vet ./...
+#  2. go vet ./... and golangci-lint (make lint)
 #  3. docs staleness check (only when tools/go.mod and docs/ exist)
 #  4. go test -count=1 -timeout 30m $TESTFLAGS ./... with TF_ACC=1, against a
 #     throwaway PostgreSQL (scripts/with-postgres.sh; set IPAM_TEST_DATABASE_URL
@@ -30,6 +30,11 @@ fi
 
 step "go vet ./..."
 go vet ./...
+
+# golangci-lint (installed into .tools/bin on first use), including the rule
+# that keeps terraform-plugin-* out of internal/ipamcore.
+step "make lint"
+make --no-print-directory lint
 
 if [[ -f tools/go.mod && -d docs ]]; then
 	step "docs staleness check (make docs)"
@@ -59,6 +64,9 @@ if [[ -n "${TF_CLI_CONFIG_FILE:-}" && ! -f "$TF_CLI_CONFIG_FILE" ]]; then
 	unset TF_CLI_CONFIG_FILE
 fi
 step "terraform: $TF_ACC_TERRAFORM_PATH ($("$TF_ACC_TERRAFORM_PATH" version | head -n 1))"
+
+step "fuzz: every target for 2s (make fuzz runs 60s)"
+bash scripts/fuzz.sh 2s
 
 # TESTFLAGS is split on whitespace (e.g. TESTFLAGS="-v -run TestAcc").
 read -r -a testflags <<<"${TESTFLAGS:-}"

@@ -233,11 +233,14 @@ func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 			FROM ipam_events r
 			WHERE r.cluster_id = h.cluster_id AND r.address = h.address AND r.at <= h.at AND (r.at, r.id) < (h.at, h.id)
 				AND (r.type = ANY ($3) OR r.type LIKE '%.released') AND r.data ? 'reusable_at'
-				AND (r.data->>'reusable_at')::timestamptz > h.at
-				AND (r.owner_kind, r.owner_id) IS DISTINCT FROM (h.owner_kind, h.owner_id)
 			ORDER BY r.at DESC, r.id DESC LIMIT 1) r
+		-- Judged against the address's latest release before the hand-out: its
+		-- reusable_at was fixed then (an earlier, longer cooldown was cut short
+		-- by the same owner taking the address back and releasing it again).
 		WHERE h.address IS NOT NULL AND ($1 = '' OR h.cluster_id = $1)
 			AND (h.type = ANY ($2) OR h.type LIKE '%.allocated')
+			AND r.reusable > h.at
+			AND (r.kind, r.owner) IS DISTINCT FROM (coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''))
 		ORDER BY h.at, h.id LIMIT $4`, clusterID, alloc, release, maxViolationsListed+1)
 	if err != nil {
 		return err

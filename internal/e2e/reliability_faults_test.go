@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// The database stops in the middle of an apply: every resource that fails
+// says ipam_unavailable with the database's host and port (and never the
+// password), nothing half-written is left behind, and once the database is
+// back one more apply converges: states and database agree exactly, no hold
+// is left over, the next plan is empty.
+//
+// The killed-apply fault (SIGKILL of terraform and its provider) is covered by
+// TestKilledApplyIsAdopted in e2e_test.go.
+func TestFaultDatabaseStoppedMidApply(t *testing.T) {
+	srv := startServer(t, "pg.sh")
+	url := createDatabase(t, srv.url("postgres"), "ipam")
+	seed(t, url)
+	n := pick(90, 300)
+	w := newWorkdir(t, url, mixed("d", n))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := w.command(ctx, "apply", "-input=false", "-auto-approve", "-parallelism=2", "-no-color")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(activeAddresses(t, url)) < 10 {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("the apply made no progress:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.stop()
+	stoppedAt := time.Now()
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the apply succeeded although the database stopped under it; the test proves nothing:\n%s", out.String())
+	}
+	text := out.String()
+	blocks := errorBlocks(text)
+	if len(blocks) == 0 {
+		t.Fatalf("the failed apply printed no error:\n%s", text)
+	}
+	where := "127.0.0.1:" + srv.port()
+	for _, b := range blocks {
+		if !strings.Contains(b, "ipam_unavailable") || !strings.Contains(b, where) {
+			t.Errorf("an error does not say ipam_unavailable with %s:\nError: %s", where, b)
+		}
+	}
+	if strings.Contains(text, srv.password()) {
+		t.Errorf("the apply's output contains the database password")
+	}
+	t.Logf("stopped the database after the 10th of %d allocations; the apply ended %s later with %d errors, all ipam_unavailable at %s",
+		n, time.Since(stoppedAt).Round(time.Millisecond), len(blocks), where)
+
+	srv.restart()
+	// Nothing half-written: every state resource is active with its address,
+	// and every allocation row has the event of its last change.
+	inState := stateMatchesDB(t, url, w)
+	active := len(activeAddresses(t, url))
+	checkInvariants(t, url)
+	t.Logf("after the restart: %d resources in the state, %d active allocations (%d committed but unanswered, to be adopted)",
+		inState, active, active-inState)
+
+	w.run("apply", "-input=false", "-auto-approve")
+	if got := stateMatchesDB(t, url, w); got != n {
+		t.Errorf("%d resources in the state after the second apply, want %d", got, n)
+	}
+	if got := len(activeAddresses(t, url)); got != n {
+		t.Errorf("%d active allocations after the second apply, want %d: something leaked", got, n)
+	}
+	if held := countRows(t, url, `SELECT count(*) FROM ipam_allocations WHERE state = 'reserved'`); held != 0 {
+		t.Errorf("%d plan-time holds left over", held)
+	}
+	checkInvariants(t, url)
+	if out := w.run("plan", "-input=false", "-detailed-exitcode"); !bytes.Contains(out, []byte("No changes")) {
+		t.Errorf("the plan after recovery is not empty:\n%s", out)
+	}
+}
+
+// ack is an operation the client saw succeed.
+type ack struct {
+	owner   ipamcore.Owner
+	addr    string
+	active  bool // false once its release was acknowledged
+	afterAt bool // acknowledged after the promotion
+}
+
+// Failover: a primary and a synchronous streaming standby on loopback, the
+// core and the provider given both hosts with target_session_attrs=read-write.
+// While four clients allocate and release, the primary crashes (immediate
+// stop) and the standby is promoted. Allocations continue on the new primary;
+// every allocation and release a client saw acknowledged is there; nothing is
+// active twice; and terraform, with the same two-host URL, keeps working on
+// its old state.
+//
+// No acknowledged commit is lost because of synchronous replication
+// (synchronous_commit = on, synchronous_standby_names = '*', see
+// scripts/pg-replica.sh): the primary answers a COMMIT only after the standby
+// has flushed it. With asynchronous replication the last commits before a
+// crash may be lost, and a lost allocation may be handed out again.
+func TestFaultFailoverToStandby(t *testing.T) {
+	primary := &server{t: t, dir: serverDir(t, "primary")}
+	standby := &server{t: t, dir: serverDir(t, "standby")}
+	script(t, "pg-replica.sh", "start", primary.dir, standby.dir)
+	t.Cleanup(func() { scriptQuiet(t, "pg-replica.sh", "stop", primary.dir, standby.dir) })
+	url := createDatabase(t, primary.url("postgres"), "ipam")
+	seed(t, url)
+	ha := withDatabase(t, primary.read("url-ha"), "ipam")
+
+	w := newWorkdir(t, ha, mixed("f", 12))
+	w.run("apply", "-input=false", "-auto-approve")
+
+	ctx := context.Background()
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: ha, Actor: "terraform", MaxConnections: 8, ConnectTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const clients = 4
+	before, after := pick(80, 400), pick(25, 250) // acknowledged operations before the crash, per client after it
+	var (
+		mu        sync.Mutex
+		acks      = map[string]*ack{}
+		total     atomic.Int64
+		promoted  atomic.Bool
+		unavail   atomic.Int64
+		firstBack atomic.Int64 // unix nanos of the first acknowledgement after the promotion
+		wg        sync.WaitGroup
+	)
+	// retry repeats an operation while the database is unavailable. A commit
+	// whose answer was lost is then found: an allocation is adopted (same
+	// owner and actor), a release finds nothing left to release.
+	retry := func(op func() error) error {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			err := op()
+			if ipamcore.Code(err) != ipamcore.CodeUnavailable || time.Now().After(deadline) {
+				return err
+			}
+			unavail.Add(1)
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	for g := 0; g < clients; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			var mine []*ack
+			for seq, afterN := 0, 0; afterN < after; {
+				if len(mine) > 3 && r.IntN(4) == 0 {
+					a := mine[0]
+					if err := retry(func() error { _, err := st.Release(ctx, "c1", a.owner, 0); return err }); err != nil {
+						t.Errorf("client %d: release %s: %v", g, a.owner.ID, err)
+						return
+					}
+					mu.Lock()
+					a.active = false
+					mu.Unlock()
+					mine = mine[1:]
+				} else {
+					id := fmt.Sprintf("fo%d-%d", g, seq)
+					seq++
+					o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "fo"}
+					var res ipamcore.AllocateResult
+					if err := retry(func() error {
+						var err error
+						res, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: o})
+						return err
+					}); err != nil {
+						t.Errorf("client %d: allocate %s: %v", g, id, err)
+						return
+					}
+					a := &ack{owner: o, addr: res.Address.String(), active: true, afterAt: promoted.Load()}
+					mu.Lock()
+					acks[id] = a
+					mu.Unlock()
+					mine = append(mine, a)
+				}
+				total.Add(1)
+				if promoted.Load() {
+					afterN++
+					firstBack.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}
+		}()
+	}
+	for total.Load() < int64(before) && !t.Failed() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	crashAt := time.Now()
+	script(t, "pg-replica.sh", "crash", primary.dir)
+	script(t, "pg-replica.sh", "promote", standby.dir)
+	promoted.Store(true)
+	promotedAt := time.Now()
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	newURL := standby.url("ipam")
+	db := activeByOwner(t, newURL)
+	nActive, nReleased, nAfter := 0, 0, 0
+	for id, a := range acks {
+		owner := ipamcore.OwnerInstance + "/" + id
+		got, ok := db[owner]
+		switch {
+		case a.active && !ok:
+			t.Errorf("lost commit: %s was acknowledged with %s, but it is not active after the failover", id, a.addr)
+		case a.active && canon(got) != canon(a.addr):
+			t.Errorf("%s was acknowledged with %s, the new primary says %s", id, a.addr, got)
+		case !a.active && ok:
+			t.Errorf("lost commit: the release of %s (%s) was acknowledged, but it is active after the failover", id, a.addr)
+		}
+		if a.active {
+			nActive++
+		} else {
+			nReleased++
+		}
+		if a.afterAt {
+			nAfter++
+		}
+	}
+	checkInvariants(t, newURL)
+
+	// terraform with the same two-host URL: the first host is gone, the state still matches.
+	w.setHCL("", mixed("f", 24))
+	w.run("apply", "-input=false", "-auto-approve")
+	if got := stateMatchesDB(t, newURL, w); got != 24 {
+		t.Errorf("%d resources in the state after the failover apply, want 24", got)
+	}
+	if got := len(activeByOwner(t, newURL)); got != nActive+24 {
+		t.Errorf("%d active allocations on the new primary, want %d acknowledged + 24 of terraform", got, nActive)
+	}
+	back := time.Duration(firstBack.Load() - crashAt.UnixNano())
+	t.Logf("failover: %d clients, %d operations acknowledged (%d allocations still active, %d releases), %d of them after the promotion; "+
+		"crash to promoted %s, crash to first acknowledged allocation %s; %d ipam_unavailable answers retried; 0 lost, 0 duplicates",
+		clients, total.Load(), nActive, nReleased, nAfter, promotedAt.Sub(crashAt).Round(time.Millisecond), back.Round(time.Millisecond), unavail.Load())
+}
+
+// More parallel resources than the provider's max_connections: 30 resources,
+// -parallelism=30, max_connections = 2. Their plan-time holds and their
+// creates queue for a connection, none fails, and the provider never holds
+// more than 2 sessions (pg_stat_activity, sampled every 5 ms).
+func TestFaultConnectionLimitQueues(t *testing.T) {
+	url := setup(t)
+	const n = 30
+	w := newWorkdirWith(t, url, "  max_connections = 2", mixed("q", n))
+	ctx, cancel := context.WithCancel(context.Background())
+	var peak, samples, full atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		for ctx.Err() == nil {
+			var k int64
+			if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = 'terraform-provider-ipam'`).Scan(&k); err != nil {
+				t.Error(err)
+				return
+			}
+			samples.Add(1)
+			if k >= 2 {
+				full.Add(1)
+			}
+			if k > peak.Load() {
+				peak.Store(k)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	// Plan and apply apart, so that one provider process at a time holds
+	// sessions: the plan's 30 plan-time holds queue as the apply's 30 creates do.
+	out, err := w.try("plan", "-input=false", "-parallelism=30", "-out=tfplan")
+	if err == nil {
+		out, err = w.try("apply", "-input=false", "-parallelism=30", "tfplan")
+	}
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatalf("plan and apply with %d resources in parallel and max_connections = 2 failed: %v\n%s", n, err, out)
+	}
+	if got := stateMatchesDB(t, url, w); got != n {
+		t.Errorf("%d resources in the state, want %d", got, n)
+	}
+	if p := peak.Load(); p > 2 {
+		t.Errorf("the provider held %d sessions at once; max_connections is 2", p)
+	}
+	checkInvariants(t, url)
+	t.Logf("connection limit: %d resources, -parallelism=30, max_connections = 2: all planned and created; peak %d provider sessions, "+
+		"both in use in %d of %d samples", n, peak.Load(), full.Load(), samples.Load())
+}
