@@ -1,0 +1,485 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The hot statements are read from the allocator's source at run time, not
+// copied: internal/ipamcore changes, and an EXPLAIN of a stale copy proves
+// nothing. Each statement is named by the function that issues it; a
+// function that disappears (renamed, moved into another) fails the run, so
+// this list is kept in step with the allocator.
+
+// hotStatement is one statement of the allocation path.
+type hotStatement struct {
+	name string
+	fn   string   // the function that issues it (first of these found)
+	alt  []string // other functions that may hold it now
+	has  string   // a fragment that picks the statement among fn's
+	// transform derives a variant of the statement (e.g. without SKIP LOCKED).
+	transform func(string) string
+	db        string // "growth" (the 1M instance pool) or "reuse" (the full pool with 1M cooled rows)
+	params    func(f *planFixture) []any
+}
+
+// planFixture holds realistic parameter values from the preloaded databases.
+type planFixture struct {
+	clusterID, poolID   string // the instance pool with the most rows
+	qClusterID, qPoolID string // the full node pool with the cooled queue
+	cooledID            uuid.UUID
+	addr                netip.Prefix
+}
+
+var hotStatements = []hotStatement{
+	{name: "pool lookup", fn: "loadPool", has: "FROM ipam_pools", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.poolID} }},
+	{name: "owner probe", fn: "ownerRows", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
+	{name: "stripe pick (SKIP LOCKED)", fn: "takeStripeSQL", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.poolID, 32} }},
+	{name: "stripe pick (waiting, no SKIP LOCKED)", fn: "takeStripeSQL", db: "growth",
+		transform: func(s string) string { return strings.Replace(s, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1) },
+		params:    func(f *planFixture) []any { return []any{f.poolID, 32} }},
+	{name: "fresh space left? (after a waiting pick found none)", fn: "takeFresh", has: "EXISTS", db: "reuse",
+		params: func(f *planFixture) []any { return []any{f.qPoolID} }},
+	{name: "insert allocation + event (CTE)", fn: "insertFresh", db: "growth",
+		params: func(f *planFixture) []any {
+			return []any{uuid.New(), f.clusterID, f.poolID, f.addr, int64(2_000_001), "instance", "x-1", "acme", "prod", nil, "x-1",
+				"bench", uuid.New(), "instance.allocated", time.Duration(0), nil, "{}"}
+		}},
+	{name: "event insert", fn: "insertEvent", db: "growth",
+		params: func(f *planFixture) []any {
+			return []any{uuid.New(), "instance.released", f.clusterID, f.poolID, uuid.New(), int64(2), f.addr, "instance", "pre-2",
+				"acme", "env-2", nil, "pre-2", "bench", "{}"}
+		}},
+	{name: "reuse pick (cooled queue, SKIP LOCKED)", fn: "takeCooled", db: "reuse",
+		params: func(f *planFixture) []any { return []any{f.qPoolID} }},
+	{name: "reuse take (conditional write)", fn: "activate", db: "reuse",
+		params: func(f *planFixture) []any {
+			return []any{f.cooledID, int64(1), "node", "x-1", nil, nil, "x-1", nil, "bench", time.Duration(0), nil}
+		}},
+	{name: "exact claim probe", fn: "claimExact", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
+	{name: "release", fn: "releaseTx", alt: []string{"Release"}, has: "state = 'cooling'", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0)} }},
+	{name: "refresh read", fn: "GetActive", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
+}
+
+// watchedTables may never be read by a sequential scan on the hot path.
+var watchedTables = map[string]bool{"ipam_allocations": true, "ipam_pool_stripes": true}
+
+// PlanResult is the EXPLAIN of one hot statement.
+type PlanResult struct {
+	Name     string
+	Source   string // file:line of the statement
+	DB       string
+	Mode     string // "custom" (the parameters' values) or "generic" (what a prepared statement may switch to)
+	SQL      string
+	Plan     string
+	Problems []string
+}
+
+// source is the parsed internal/ipamcore package.
+type source struct {
+	fset   *token.FileSet
+	consts map[string]ast.Expr
+	funcs  map[string]*ast.FuncDecl
+}
+
+func loadSource(dir string) (*source, error) {
+	s := &source{fset: token.NewFileSet(), consts: map[string]ast.Expr{}, funcs: map[string]*ast.FuncDecl{}}
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	for _, fn := range files {
+		if strings.HasSuffix(fn, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(s.fset, fn, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				s.funcs[d.Name.Name] = d
+			case *ast.GenDecl:
+				if d.Tok != token.CONST {
+					continue
+				}
+				for _, sp := range d.Specs {
+					vs := sp.(*ast.ValueSpec)
+					for i, n := range vs.Names {
+						if i < len(vs.Values) {
+							s.consts[n.Name] = vs.Values[i]
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(s.funcs) == 0 {
+		return nil, fmt.Errorf("no Go source in %s", dir)
+	}
+	return s, nil
+}
+
+// eval evaluates a string expression of literals, constants and +.
+func (s *source) eval(e ast.Expr, env map[string]ast.Expr, depth int) (string, bool) {
+	if depth > 20 {
+		return "", false
+	}
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return "", false
+		}
+		v, err := strconv.Unquote(e.Value)
+		return v, err == nil
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return "", false
+		}
+		a, ok := s.eval(e.X, env, depth+1)
+		if !ok {
+			return "", false
+		}
+		b, ok := s.eval(e.Y, env, depth+1)
+		return a + b, ok
+	case *ast.ParenExpr:
+		return s.eval(e.X, env, depth+1)
+	case *ast.Ident:
+		if x, ok := env[e.Name]; ok {
+			return s.eval(x, env, depth+1)
+		}
+		if x, ok := s.consts[e.Name]; ok {
+			return s.eval(x, env, depth+1)
+		}
+	}
+	return "", false
+}
+
+type foundSQL struct {
+	sql string
+	pos token.Position
+}
+
+// statementsOf lists the SQL a function sends (the string argument of its
+// QueryRow/Query/Exec calls) or returns, in source order. Local constants
+// and variables take their first value.
+func (s *source) statementsOf(name string) ([]foundSQL, bool) {
+	fd, ok := s.funcs[name]
+	if !ok || fd.Body == nil {
+		return nil, false
+	}
+	env := map[string]ast.Expr{}
+	var out []foundSQL
+	add := func(e ast.Expr) {
+		if v, ok := s.eval(e, env, 0); ok && looksLikeSQL(v) {
+			out = append(out, foundSQL{v, s.fset.Position(e.Pos())})
+		}
+	}
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for i, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok && i < len(n.Rhs) {
+					if _, seen := env[id.Name]; !seen {
+						env[id.Name] = n.Rhs[i]
+					}
+				}
+			}
+		case *ast.ValueSpec:
+			for i, id := range n.Names {
+				if i < len(n.Values) {
+					if _, seen := env[id.Name]; !seen {
+						env[id.Name] = n.Values[i]
+					}
+				}
+			}
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && len(n.Args) >= 2 {
+				switch sel.Sel.Name {
+				case "QueryRow", "Query", "Exec":
+					add(n.Args[1])
+				}
+			}
+		case *ast.ReturnStmt:
+			for _, r := range n.Results {
+				add(r)
+			}
+		}
+		return true
+	})
+	return out, true
+}
+
+func looksLikeSQL(s string) bool {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	for _, k := range []string{"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "(SELECT"} {
+		if strings.HasPrefix(u, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// find returns the statement's SQL and where it is.
+func (h hotStatement) find(s *source) (string, string, error) {
+	for _, fn := range append([]string{h.fn}, h.alt...) {
+		stmts, ok := s.statementsOf(fn)
+		if !ok {
+			continue
+		}
+		for _, st := range stmts {
+			if h.has == "" || strings.Contains(st.sql, h.has) {
+				sql := st.sql
+				if h.transform != nil {
+					sql = h.transform(sql)
+				}
+				return sql, fmt.Sprintf("%s:%d (%s)", filepath.Base(st.pos.Filename), st.pos.Line, fn), nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("no statement of %s found in internal/ipamcore (renamed or moved?): update hotStatements in bench/explain.go",
+		strings.Join(append([]string{h.fn}, h.alt...), " or "))
+}
+
+// sqlLiteral renders a parameter value for EXECUTE.
+func sqlLiteral(v any) string {
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	switch v := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return q(v)
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case time.Duration:
+		return q(fmt.Sprintf("%d microseconds", v.Microseconds()))
+	case uuid.UUID:
+		return q(v.String())
+	case netip.Prefix:
+		return q(v.String())
+	default:
+		return q(fmt.Sprint(v))
+	}
+}
+
+// explainSection EXPLAINs every hot statement on the biggest preloaded
+// databases, with a custom plan (the parameters' values) and a generic plan
+// (what a prepared statement may switch to after five executions), and fails
+// the run on a sequential scan of the watched tables or a sort.
+func (r *runner) explainSection(ctx context.Context) error {
+	if r.cfg.RepoRoot == "" {
+		return fmt.Errorf("cannot find the module source (internal/ipamcore): run from the repository")
+	}
+	src, err := loadSource(filepath.Join(r.cfg.RepoRoot, "internal", "ipamcore"))
+	if err != nil {
+		return err
+	}
+	dbs := map[string]string{}
+	f := &planFixture{}
+	if r.growth != nil && len(r.growth.levels) > 0 {
+		g := r.growth.levels[len(r.growth.levels)-1]
+		dbs["growth"] = g.dbURL
+		f.clusterID, f.poolID = g.clusterID, g.pool.ID
+		f.addr = netip.PrefixFrom(g.pool.CIDRs[0].Addr().Next().Next(), 128)
+	}
+	if r.reuse != nil {
+		dbs["reuse"] = r.reuse.dbURL
+		f.qClusterID, f.qPoolID = r.reuse.clusterID, r.reuse.pool.ID
+		c, err := pgx.Connect(ctx, r.reuse.dbURL)
+		if err != nil {
+			return err
+		}
+		err = c.QueryRow(ctx, `SELECT id FROM ipam_allocations WHERE pool_id = $1 AND state = 'cooling' ORDER BY reusable_at DESC LIMIT 1`,
+			f.qPoolID).Scan(&f.cooledID)
+		c.Close(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	if dbs["growth"] == "" {
+		dbs["growth"] = dbs["reuse"]
+		f.clusterID, f.poolID = f.qClusterID, f.qPoolID
+	}
+	if dbs["reuse"] == "" {
+		dbs["reuse"] = dbs["growth"]
+		f.qClusterID, f.qPoolID = f.clusterID, f.poolID
+	}
+	if dbs["growth"] == "" {
+		return fmt.Errorf("no preloaded database to EXPLAIN on (run the growth or reuse section)")
+	}
+	conns := map[string]*pgx.Conn{}
+	defer func() {
+		for _, c := range conns {
+			c.Close(context.Background())
+		}
+	}()
+	for _, h := range hotStatements {
+		sql, where, err := h.find(src)
+		if err != nil {
+			r.rep.fail("EXPLAIN %s: %v", h.name, err)
+			continue
+		}
+		c := conns[h.db]
+		if c == nil {
+			cc, err := pgx.ParseConfig(dbs[h.db])
+			if err != nil {
+				return err
+			}
+			// Plain text statements only: PREPARE/EXECUTE by name, no
+			// statement cache of pgx's own in the way.
+			cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+			if c, err = pgx.ConnectConfig(ctx, cc); err != nil {
+				return err
+			}
+			conns[h.db] = c
+		}
+		for _, mode := range []string{"custom", "generic"} {
+			pr, err := explainOne(ctx, c, h, sql, mode, f)
+			pr.Source, pr.DB = where, h.db
+			if err != nil {
+				pr.Problems = append(pr.Problems, "EXPLAIN failed: "+err.Error())
+			}
+			for _, p := range pr.Problems {
+				switch {
+				case strings.HasPrefix(p, "note:"):
+					r.rep.warn("EXPLAIN %s (%s): %s", h.name, mode, p)
+				case r.cfg.Smoke:
+					// Plans on the smoke sizes' small tables are not the
+					// plans of a big database: report, do not fail.
+					r.rep.warn("EXPLAIN %s (%s plan, smoke sizes): %s", h.name, mode, p)
+				default:
+					r.rep.fail("EXPLAIN %s (%s plan): %s", h.name, mode, p)
+				}
+			}
+			r.rep.Plans = append(r.rep.Plans, pr)
+			fmt.Fprintf(r.log, "\n-- %s [%s plan, %s, on %s]\n%s\n", h.name, mode, where, h.db, pr.Plan)
+		}
+	}
+	bad := 0
+	for _, p := range r.rep.Plans {
+		for _, pb := range p.Problems {
+			if !strings.HasPrefix(pb, "note:") {
+				bad++
+			}
+		}
+	}
+	st := "met"
+	val := fmt.Sprintf("%d plans of %d statements: no Seq Scan on ipam_allocations/ipam_pool_stripes, no Sort", len(r.rep.Plans), len(hotStatements))
+	if bad > 0 {
+		st, val = "FAIL", fmt.Sprintf("%d problems in %d plans (see the plans)", bad, len(r.rep.Plans))
+		if r.cfg.Smoke {
+			st = "warn"
+		}
+	}
+	r.rep.add(Row{Section: "2 growth", Name: "EXPLAIN of every hot statement (custom and generic plans, at the largest sizes)",
+		Value: val, Target: "no seq scan, no sort", Status: st})
+	return nil
+}
+
+func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, sql, mode string, f *planFixture) (PlanResult, error) {
+	pr := PlanResult{Name: h.name, Mode: mode, SQL: sql}
+	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_"+mode+"_plan"); err != nil {
+		return pr, err
+	}
+	if _, err := c.Exec(ctx, "PREPARE ipambench_q AS "+sql); err != nil {
+		return pr, err
+	}
+	defer func() { _, _ = c.Exec(context.Background(), "DEALLOCATE ipambench_q") }()
+	var nparams int
+	if err := c.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'ipambench_q'`).Scan(&nparams); err != nil {
+		return pr, err
+	}
+	vals := h.params(f)
+	if len(vals) != nparams {
+		pr.Problems = append(pr.Problems, fmt.Sprintf("note: the statement now has %d parameters, the bench knows %d: update its values in bench/explain.go (missing ones are NULL)", nparams, len(vals)))
+		for len(vals) < nparams {
+			vals = append(vals, nil)
+		}
+		vals = vals[:nparams]
+	}
+	lits := make([]string, len(vals))
+	for i, v := range vals {
+		lits[i] = sqlLiteral(v)
+	}
+	exec := "EXECUTE ipambench_q"
+	if len(lits) > 0 {
+		exec += "(" + strings.Join(lits, ", ") + ")"
+	}
+	rows, err := c.Query(ctx, "EXPLAIN (COSTS OFF) "+exec)
+	if err != nil {
+		return pr, err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return pr, err
+	}
+	pr.Plan = strings.Join(lines, "\n")
+	var js string
+	if err := c.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+exec).Scan(&js); err != nil {
+		return pr, err
+	}
+	var doc []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		return pr, err
+	}
+	for _, d := range doc {
+		for _, p := range d.Plan.problems() {
+			if rel, ok := strings.CutPrefix(p, "Seq Scan on "); ok {
+				// Say how big the table is: the planner scans a table of a
+				// page or two rather than use an index.
+				var pages, tuples, dead int64
+				if c.QueryRow(ctx, `SELECT c.relpages, c.reltuples::bigint, coalesce(s.n_dead_tup, 0)
+					FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = $1::regclass`, rel).Scan(&pages, &tuples, &dead) == nil {
+					p += fmt.Sprintf(" (the table has %d pages, ~%d rows, %d dead)", pages, tuples, dead)
+				}
+			}
+			pr.Problems = append(pr.Problems, p)
+		}
+	}
+	return pr, nil
+}
+
+type planNode struct {
+	NodeType string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Plans    []planNode `json:"Plans"`
+}
+
+func (n planNode) problems() []string {
+	var out []string
+	switch {
+	case n.NodeType == "Seq Scan" && watchedTables[n.Relation]:
+		out = append(out, "Seq Scan on "+n.Relation)
+	case n.NodeType == "Sort" || n.NodeType == "Incremental Sort":
+		out = append(out, n.NodeType)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.problems()...)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,858 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// cell is one timed measurement: ops completed in dur by n clients.
+type cell struct {
+	label      string
+	clients    int
+	ops        int
+	dur        time.Duration
+	lat        []time.Duration
+	cpu0, cpu1 cpuTimes
+	wal        int64
+	extCPU     time.Duration // CPU of an external client process (pgbench)
+	err        error
+}
+
+func (c cell) rate() float64 {
+	if c.dur <= 0 {
+		return 0
+	}
+	return float64(c.ops) / c.dur.Seconds()
+}
+
+// perOp returns server and client CPU per operation, and WAL bytes per op.
+func (c cell) perOp() (server, client time.Duration, wal int64, ok bool) {
+	if c.ops == 0 || !c.cpu0.ok || !c.cpu1.ok {
+		return 0, 0, 0, false
+	}
+	server = (c.cpu1.server - c.cpu0.server) / time.Duration(c.ops)
+	client = (c.cpu1.client - c.cpu0.client) / time.Duration(c.ops)
+	if c.extCPU > 0 {
+		client = c.extCPU / time.Duration(c.ops)
+	}
+	return server, client, c.wal / int64(c.ops), true
+}
+
+// opFunc performs one operation of worker w (its i-th).
+type opFunc func(ctx context.Context, w, i int) error
+
+// timed runs n workers: each does warm operations, then all start together
+// and run op until dur has passed. Only the timed operations count.
+func (r *runner) timed(ctx context.Context, label string, n, warm int, dur time.Duration, op opFunc) cell {
+	c := cell{label: label, clients: n}
+	var wg sync.WaitGroup
+	ready := make(chan struct{})
+	var warmed sync.WaitGroup
+	var firstErr atomic.Value
+	lats := make([][]time.Duration, n)
+	counts := make([]int, n)
+	var deadline time.Time
+	warmed.Add(n)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			i := 0
+			for ; i < warm; i++ {
+				if err := op(ctx, w, i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					break
+				}
+			}
+			warmed.Done()
+			<-ready
+			if firstErr.Load() != nil {
+				return
+			}
+			for ; time.Now().Before(deadline); i++ {
+				t0 := time.Now()
+				if err := op(ctx, w, i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				lats[w] = append(lats[w], time.Since(t0))
+				counts[w]++
+			}
+		}(w)
+	}
+	warmed.Wait()
+	if r.profile != nil {
+		if err := pprof.StartCPUProfile(r.profile); err == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
+	wal0 := r.srv.walLSN(ctx)
+	c.cpu0 = r.srv.cpuStart()
+	start := time.Now()
+	deadline = start.Add(dur)
+	close(ready)
+	wg.Wait()
+	c.dur = time.Since(start)
+	c.cpu1 = r.srv.cpuEnd()
+	c.wal = r.srv.walLSN(ctx) - wal0
+	for w := range lats {
+		c.ops += counts[w]
+		c.lat = append(c.lat, lats[w]...)
+	}
+	if e, ok := firstErr.Load().(error); ok {
+		c.err = e
+	}
+	return c
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)) * p)
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i]
+}
+
+var clusterSeq atomic.Int64
+
+// newCluster creates a cluster with a prefix of its own.
+func newCluster(ctx context.Context, st *ipamcore.Store, prefix string) (ipamcore.Cluster, error) {
+	n := clusterSeq.Add(1)
+	id := fmt.Sprintf("%s%d", prefix, n)
+	p := netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/48", 0x100+n))
+	return st.CreateCluster(ctx, ipamcore.Cluster{ID: id, Prefix: p,
+		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+}
+
+func instanceOwner(id string) ipamcore.Owner {
+	return ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "prod"}
+}
+
+// The allocator kinds measured for throughput.
+var allocKinds = []string{"node", "instance", "ipv4"}
+
+// allocCell measures Store.Allocate of one kind with n clients, on a fresh
+// cluster (and, for ipv4, a fresh IPv4 table pool).
+func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell {
+	label := kind + " addresses"
+	setup, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	if err != nil {
+		return cell{label: label, clients: n, err: err}
+	}
+	cl, err := newCluster(ctx, setup, "tp")
+	var poolID string
+	switch {
+	case err != nil:
+	case kind == "node":
+		poolID = ipamcore.PoolID(cl.ID, ipamcore.CategoryNode)
+	case kind == "instance":
+		poolID = ipamcore.PoolID(cl.ID, ipamcore.CategoryInstance)
+	default:
+		var p ipamcore.Pool
+		p, err = setup.CreatePool(ctx, ipamcore.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.0.0.0"), r.sz.IPv4Block)}})
+		poolID = p.ID
+		if err == nil {
+			// What autovacuum would do after a bulk insert of the free rows.
+			_, err = r.execDB(ctx, dbURL, "VACUUM ANALYZE ipam_allocations")
+		}
+	}
+	setup.Close()
+	if err != nil {
+		return cell{label: label, clients: n, err: err}
+	}
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: int32(n), Actor: "bench"})
+	if err != nil {
+		return cell{label: label, clients: n, err: err}
+	}
+	defer st.Close()
+	r.srv.checkpoint(ctx)
+	return r.timed(ctx, label, n, 5, r.sz.CellDuration, func(ctx context.Context, w, i int) error {
+		id := fmt.Sprintf("w%d-%d", w, i)
+		var o ipamcore.Owner
+		switch kind {
+		case "node":
+			o = ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}
+		case "instance":
+			o = instanceOwner(id)
+		default:
+			o = ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}
+		}
+		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: o})
+		return err
+	})
+}
+
+func (r *runner) execDB(ctx context.Context, dbURL, sql string, args ...any) (int64, error) {
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(context.Background())
+	tag, err := c.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+// pgbenchScript is the reference transaction: one single-row INSERT, one
+// durable commit (pgbench -n -f).
+const pgbenchScript = "INSERT INTO bench_insert (client, note) VALUES (:client_id, 'pgbench reference row');\n"
+
+const pgbenchTable = `CREATE TABLE IF NOT EXISTS bench_insert (
+	id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+	client integer NOT NULL,
+	note text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now())`
+
+var tpsRe = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+var txRe = regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`)
+
+// pgbenchArgs is the pgbench command line (without the database URL).
+func (r *runner) pgbenchArgs(script string, n int) []string {
+	return []string{"-n", "-f", script, "-c", strconv.Itoa(n), "-j", strconv.Itoa(min(n, 2)), "-T", strconv.Itoa(r.sz.PgbenchSeconds)}
+}
+
+func (r *runner) pgbenchCell(ctx context.Context, dbURL, script string, n int) cell {
+	c := cell{label: "pgbench INSERT", clients: n}
+	pb := r.pgbenchPath()
+	if pb == "" {
+		c.err = errors.New("pgbench not found")
+		return c
+	}
+	r.srv.checkpoint(ctx)
+	cmd := exec.CommandContext(ctx, pb, append(r.pgbenchArgs(script, n), dbURL)...)
+	wal0 := r.srv.walLSN(ctx)
+	c.cpu0 = r.srv.cpuStart()
+	out, err := cmd.CombinedOutput()
+	c.cpu1 = r.srv.cpuEnd()
+	c.wal = r.srv.walLSN(ctx) - wal0
+	if err != nil {
+		c.err = fmt.Errorf("pgbench: %v: %s", err, lastLines(string(out), 5))
+		return c
+	}
+	m, m2 := tpsRe.FindStringSubmatch(string(out)), txRe.FindStringSubmatch(string(out))
+	if m == nil || m2 == nil {
+		c.err = fmt.Errorf("pgbench output not understood: %s", lastLines(string(out), 5))
+		return c
+	}
+	tps, _ := strconv.ParseFloat(m[1], 64)
+	c.ops, _ = strconv.Atoi(m2[1])
+	if tps > 0 {
+		c.dur = time.Duration(float64(c.ops) / tps * float64(time.Second))
+	}
+	if cmd.ProcessState != nil {
+		c.extCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		// The client CPU of this process is not pgbench's.
+		c.cpu1.client = c.cpu0.client
+	}
+	return c
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, " | ")
+}
+
+// throughput is section 1.
+func (r *runner) throughput(ctx context.Context) error {
+	dbURL, err := r.createDB(ctx, "throughput")
+	if err != nil {
+		return err
+	}
+	if _, err := r.execDB(ctx, dbURL, pgbenchTable); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "ipambench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "insert.sql")
+	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
+		return err
+	}
+	r.rep.Commands = append(r.rep.Commands,
+		"pgbench script (insert.sql): "+strings.TrimSpace(pgbenchScript),
+		"pgbench table: "+strings.Join(strings.Fields(pgbenchTable), " "))
+	for _, n := range r.sz.Clients {
+		r.rep.Commands = append(r.rep.Commands, "pgbench "+strings.Join(r.pgbenchArgs("insert.sql", n), " ")+" $DATABASE_URL")
+	}
+
+	rounds := max(1, r.sz.Rounds)
+	labels := []string{}
+	for _, k := range allocKinds {
+		labels = append(labels, k+" addresses")
+	}
+	for _, v := range variants {
+		labels = append(labels, v.name)
+	}
+	var where []string
+	where = append(where, "| clients | what | ops/s | p50 | p99 | server CPU/op | client CPU/op | total CPU/op | WAL/op |", "|---|---|---|---|---|---|---|---|---|")
+	for _, n := range r.sz.Clients {
+		// refs[i] and refs[i+1] bracket round i.
+		var refs []cell
+		cells := map[string][]cell{}
+		r.logf("throughput: %d clients: pgbench", n)
+		refs = append(refs, r.pgbenchCell(ctx, dbURL, script, n))
+		for round := 0; round < rounds; round++ {
+			for _, k := range allocKinds {
+				r.logf("throughput: %d clients, round %d: %s", n, round+1, k)
+				c := r.allocCell(ctx, dbURL, k, n)
+				cells[c.label] = append(cells[c.label], c)
+			}
+			for _, v := range variants {
+				r.logf("throughput: %d clients, round %d: %s", n, round+1, v.name)
+				c := r.variantCell(ctx, dbURL, v, n)
+				cells[c.label] = append(cells[c.label], c)
+			}
+			r.logf("throughput: %d clients: pgbench", n)
+			refs = append(refs, r.pgbenchCell(ctx, dbURL, script, n))
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		refOK := true
+		for _, c := range refs {
+			if c.err != nil {
+				r.rep.fail("pgbench, %d clients: %v", n, c.err)
+				refOK = false
+			}
+		}
+		var refRates []float64
+		for _, c := range refs {
+			refRates = append(refRates, c.rate())
+		}
+		refText := "pgbench INSERT: n/a"
+		if refOK {
+			refText = fmt.Sprintf("pgbench INSERT %s tx/s", num(medianF(refRates)))
+			where = append(where, cpuLine(merge(refs)))
+		}
+		for _, label := range labels {
+			cs := cells[label]
+			name := fmt.Sprintf("%s, %d client%s", label, n, plural(n))
+			row := Row{Section: "1 throughput", Name: name, Reference: refText, Status: "info"}
+			if strings.HasPrefix(label, "experiment") {
+				row.Section = "1 throughput (experiment)"
+			}
+			var rates, ratios []float64
+			failed := false
+			for i, c := range cs {
+				if c.err != nil {
+					r.rep.fail("throughput %s, round %d: %v", name, i+1, c.err)
+					failed = true
+					continue
+				}
+				rates = append(rates, c.rate())
+				if refOK {
+					ratios = append(ratios, c.rate()/((refs[i].rate()+refs[i+1].rate())/2))
+				}
+			}
+			if failed {
+				row.Value, row.Status = "error", "FAIL"
+				r.rep.add(row)
+				continue
+			}
+			row.Value = num(medianF(rates)) + " alloc/s"
+			where = append(where, cpuLine(merge(cs)))
+			if refOK {
+				ratio := medianF(ratios)
+				row.Ratio = fmt.Sprintf("%.2f", ratio)
+				if label == "instance addresses" && n == 16 {
+					row.Target = ">= 0.50"
+					row.Status = metOr(ratio >= 0.5)
+				}
+			}
+			r.rep.add(row)
+		}
+	}
+	r.rep.note("Throughput: where the time goes (CPU per operation from /proc: the PostgreSQL server's processes vs the client process; "+
+		"WAL bytes per operation from pg_current_wal_lsn; all rounds together)", where)
+	var pages, live, dead, hot, upd int64
+	c, err := pgx.Connect(ctx, dbURL)
+	if err == nil {
+		_, _ = c.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
+		if c.QueryRow(ctx, `SELECT pg_relation_size('ipam_pool_stripes') / current_setting('block_size')::bigint,
+				n_live_tup, n_dead_tup, n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'ipam_pool_stripes'`).Scan(&pages, &live, &dead, &hot, &upd) == nil {
+			r.rep.note("Throughput: the stripes table after the runs", []string{fmt.Sprintf(
+				"ipam_pool_stripes: %d pages for %d live rows (%d dead); %d updates, %d of them HOT. Every allocation updates its stripe's next_ordinal, "+
+					"which the partial index ipam_pool_stripes_fresh covers, so no update can be HOT: each leaves a dead row version and a new index entry "+
+					"until pruning or autovacuum.", pages, live, dead, upd, hot)})
+		}
+		c.Close(ctx)
+	}
+	if err := r.decompose(ctx, dbURL); err != nil {
+		r.rep.warn("cost decomposition: %v", err)
+	}
+	if err := r.profileClient(ctx, dbURL, r.sz.Clients[len(r.sz.Clients)-1]); err != nil {
+		r.rep.warn("client CPU profile: %v", err)
+	}
+	return r.roundTrips(ctx, dbURL)
+}
+
+// decompose measures the cost of an allocation's writes built up one piece
+// at a time, each piece one autocommit statement (one round trip, one
+// commit), 4 clients: what the rows and their indexes cost the server,
+// apart from round trips.
+func (r *runner) decompose(ctx context.Context, dbURL string) error {
+	vp, err := r.variantSetup(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	pc, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	const n = 4
+	pc.MaxConns = n
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var ord atomic.Int64
+	ord.Store(1 << 40) // far above what the stripes hand out
+	addr := func() (netip.Prefix, int64) {
+		o := ord.Add(1)
+		a, _ := vp.layout.Addr(o)
+		return netip.PrefixFrom(a, 128), o
+	}
+	steps := []struct {
+		name string
+		op   func(ctx context.Context, c *pgx.Conn, w, i int) error
+	}{
+		{"INSERT of the pgbench row (1 index)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
+			_, err := c.Exec(ctx, `INSERT INTO bench_insert (client, note) VALUES ($1, 'pgbench reference row')`, w)
+			return err
+		}},
+		{"INSERT of an allocation row alone (the table's indexes)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
+			a, o := addr()
+			_, err := c.Exec(ctx, `INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation,
+					owner_kind, owner_id, org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
+				VALUES ($1, $2, $3, $4, $5, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now())`,
+				newUUID(), vp.clusterID, vp.poolID, a, o, fmt.Sprintf("d1-%d-%d", w, i))
+			return err
+		}},
+		{"the same row into a copy of the table with only its unique indexes (pkey, cluster+address, owner)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
+			a, o := addr()
+			_, err := c.Exec(ctx, `INSERT INTO bench_alloc_lean (id, cluster_id, pool_id, address, ordinal, state, generation,
+					owner_kind, owner_id, org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
+				VALUES ($1, $2, $3, $4, $5, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now())`,
+				newUUID(), vp.clusterID, vp.poolID, a, o, fmt.Sprintf("d1-%d-%d", w, i))
+			return err
+		}},
+		{"allocation row + its event (one statement, data-modifying CTE)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
+			a, o := addr()
+			return c.QueryRow(ctx, twoRTInsertSQL, newUUID(), vp.clusterID, vp.poolID, a, o, fmt.Sprintf("d2-%d-%d", w, i), newUUID()).Scan(new(int64))
+		}},
+		{"allocation row + event + the stripe pick and advance (= experiment: 1 statement)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
+			return oneStatement(ctx, c, vp, fmt.Sprintf("d3-%d-%d", w, i))
+		}},
+	}
+	if _, err := r.execDB(ctx, dbURL, `CREATE TABLE IF NOT EXISTS bench_alloc_lean (LIKE ipam_allocations INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+		ALTER TABLE bench_alloc_lean ADD PRIMARY KEY (id);
+		CREATE UNIQUE INDEX ON bench_alloc_lean (cluster_id, address);
+		CREATE UNIQUE INDEX ON bench_alloc_lean (cluster_id, owner_kind, owner_id) WHERE state IN ('active', 'reserved')`); err != nil {
+		return err
+	}
+	dur := r.sz.CellDuration / 2
+	lines := []string{"| writes, one autocommit statement each, 4 clients | ops/s | server CPU/op | client CPU/op | WAL/op |", "|---|---|---|---|---|"}
+	for _, st := range steps {
+		conns := make([]*pgxpool.Conn, n)
+		for w := range conns {
+			if conns[w], err = pool.Acquire(ctx); err != nil {
+				return err
+			}
+		}
+		c := r.timed(ctx, st.name, n, 5, dur, func(ctx context.Context, w, i int) error { return st.op(ctx, conns[w].Conn(), w, i) })
+		for _, cn := range conns {
+			cn.Release()
+		}
+		if c.err != nil {
+			return fmt.Errorf("%s: %w", st.name, c.err)
+		}
+		srv, cli, wal, ok := c.perOp()
+		if !ok {
+			return fmt.Errorf("no CPU figures (server not on this machine)")
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s | %d B |", st.name, num(c.rate()), us(srv), us(cli), wal))
+	}
+	r.rep.note("Throughput: the cost of an allocation's writes, built up (server CPU per operation)", lines)
+	return nil
+}
+
+// merge adds up the cells of several rounds.
+func merge(cs []cell) cell {
+	if len(cs) == 0 {
+		return cell{}
+	}
+	m := cell{label: cs[0].label, clients: cs[0].clients, cpu0: cpuTimes{ok: true}, cpu1: cpuTimes{ok: true}}
+	for _, c := range cs {
+		m.ops += c.ops
+		m.dur += c.dur
+		m.lat = append(m.lat, c.lat...)
+		m.wal += c.wal
+		m.extCPU += c.extCPU
+		m.cpu1.server += c.cpu1.server - c.cpu0.server
+		m.cpu1.client += c.cpu1.client - c.cpu0.client
+		m.cpu0.ok = m.cpu0.ok && c.cpu0.ok && c.cpu1.ok
+		m.cpu1.ok = m.cpu0.ok
+	}
+	return m
+}
+
+func medianF(f []float64) float64 {
+	if len(f) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), f...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func cpuLine(c cell) string {
+	srv, cli, wal, ok := c.perOp()
+	s, k, t, w := "n/a", "n/a", "n/a", "n/a"
+	if ok {
+		s, k, t, w = us(srv), us(cli), us(srv+cli), fmt.Sprintf("%d B", wal)
+	}
+	p50, p99 := "n/a", "n/a"
+	if len(c.lat) > 0 {
+		p50, p99 = ms(percentile(c.lat, 0.5)), ms(percentile(c.lat, 0.99))
+	}
+	return fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", c.clients, c.label, num(c.rate()), p50, p99, s, k, t, w)
+}
+
+func metOr(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// num formats a rate with thousands separators.
+func num(f float64) string {
+	n := int64(f + 0.5)
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+func us(d time.Duration) string {
+	if d >= 10*time.Millisecond {
+		return ms(d)
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
+
+// A variant is a hand-written allocation path, measured next to the core to
+// show what the allocator could reach with fewer round trips. Variants write
+// exactly what Store.Allocate writes on its fresh path (the allocation row,
+// its event, the stripe advance, in one durable commit), so the figures
+// compare; they skip only the slow paths (an owner that already holds or
+// cooled an address, exact claims, exclusions that need layout math).
+type variant struct {
+	name string
+	desc string
+	op   func(ctx context.Context, conn *pgx.Conn, p *variantPool, owner string) error
+}
+
+type variantPool struct {
+	poolID, clusterID string
+	stride            int64
+	base              netip.Prefix // first address of the pool's block, as /128
+	layout            *ipamcore.Layout
+}
+
+var variants = []variant{
+	{
+		name: "experiment: 1 statement",
+		desc: "stripe pick, stripe advance, allocation insert and event insert as one statement (data-modifying CTEs) in an implicit transaction: 1 round trip, 1 commit",
+		op:   oneStatement,
+	},
+	{
+		name: "experiment: 2 round trips",
+		desc: "pipelined: [BEGIN; owner probe; stripe pick] then [insert allocation+event; COMMIT] (pool definition cached in the client, address math in Go as now): 2 round trips, 1 commit",
+		op:   twoRoundTrips,
+	},
+}
+
+const oneStatementSQL = `WITH pick AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED),
+	s AS (
+		UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+		FROM pick
+		WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
+		RETURNING s.next_ordinal - $2 AS ord),
+	a AS (
+		INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
+			org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
+		SELECT $3, $4, $1, $5::inet + s.ord, s.ord, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now()
+		FROM s
+		ON CONFLICT (cluster_id, address) DO NOTHING
+		RETURNING *),
+	e AS (
+		INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
+			org_id, env_id, node_id, instance_id, actor)
+		SELECT $7, 'instance.allocated', cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+			node_id, instance_id, actor FROM a)
+	SELECT ordinal FROM a`
+
+var errNoStripe = errors.New("no stripe (all locked or spent)")
+
+func oneStatement(ctx context.Context, conn *pgx.Conn, p *variantPool, owner string) error {
+	for attempt := 0; attempt < 100; attempt++ {
+		var ord int64
+		err := conn.QueryRow(ctx, oneStatementSQL, p.poolID, p.stride, newUUID(), p.clusterID, p.base, owner, newUUID()).Scan(&ord)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // every stripe locked (or an exact claim took the ordinal): try again
+		}
+		return err
+	}
+	return errNoStripe
+}
+
+const twoRTOwnerSQL = `SELECT (SELECT count(*) FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))
+	+ (SELECT count(*) FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'cooling')`
+
+const twoRTStripeSQL = `WITH pick AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED)
+	UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+	FROM pick
+	WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
+	RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`
+
+const twoRTInsertSQL = `WITH a AS (
+		INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
+			org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
+		VALUES ($1, $2, $3, $4, $5, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now())
+		ON CONFLICT (cluster_id, address) DO NOTHING
+		RETURNING *),
+	e AS (
+		INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
+			org_id, env_id, node_id, instance_id, actor)
+		SELECT $7, 'instance.allocated', cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+			node_id, instance_id, actor FROM a)
+	SELECT ordinal FROM a`
+
+func twoRoundTrips(ctx context.Context, conn *pgx.Conn, p *variantPool, owner string) error {
+	for attempt := 0; attempt < 100; attempt++ {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+		b.Queue(twoRTOwnerSQL, p.clusterID, ipamcore.OwnerInstance, owner)
+		b.Queue(twoRTStripeSQL, p.poolID, p.stride)
+		br := conn.SendBatch(ctx, b)
+		var held int
+		var stripe int
+		var next, last int64
+		_, err := br.Exec()
+		if err == nil {
+			err = br.QueryRow().Scan(&held)
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&stripe, &next, &last)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		retry := errors.Is(err, pgx.ErrNoRows)
+		if err == nil && held > 0 {
+			err = fmt.Errorf("owner %s already holds an address (the core's slow path would adopt it)", owner)
+		}
+		var addr netip.Addr
+		var ord int64
+		if err == nil {
+			ord = p.layout.NextAllowed(next, p.stride)
+			a, ok := p.layout.Addr(ord)
+			if ord != next || ord > last || !ok {
+				err = fmt.Errorf("ordinal %d needs the core's exclusion handling", next)
+			}
+			addr = a
+		}
+		if err != nil {
+			_, _ = conn.Exec(ctx, "ROLLBACK")
+			if retry {
+				continue
+			}
+			return err
+		}
+		b = &pgx.Batch{}
+		b.Queue(twoRTInsertSQL, newUUID(), p.clusterID, p.poolID, netip.PrefixFrom(addr, 128), ord, owner, newUUID())
+		b.Queue("COMMIT")
+		br = conn.SendBatch(ctx, b)
+		var got int64
+		err = br.QueryRow().Scan(&got)
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			_, _ = conn.Exec(ctx, "ROLLBACK")
+			continue
+		}
+		return err
+	}
+	return errNoStripe
+}
+
+func newUUID() uuid.UUID {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.New()
+	}
+	return id
+}
+
+// variantSetup creates a cluster and returns its instance pool for a variant.
+func (r *runner) variantSetup(ctx context.Context, dbURL string) (*variantPool, error) {
+	setup, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	defer setup.Close()
+	cl, err := newCluster(ctx, setup, "vx")
+	if err != nil {
+		return nil, err
+	}
+	p, err := setup.GetPool(ctx, ipamcore.PoolID(cl.ID, ipamcore.CategoryInstance))
+	if err != nil {
+		return nil, err
+	}
+	l, err := ipamcore.NewLayout(p.CIDRs, p.Exclude, p.Gateway)
+	if err != nil {
+		return nil, err
+	}
+	return &variantPool{poolID: p.ID, clusterID: cl.ID, stride: int64(p.Stripes),
+		base: netip.PrefixFrom(p.CIDRs[0].Addr(), 128), layout: l}, nil
+}
+
+func (r *runner) variantCell(ctx context.Context, dbURL string, v variant, n int) cell {
+	p, err := r.variantSetup(ctx, dbURL)
+	if err != nil {
+		return cell{label: v.name, clients: n, err: err}
+	}
+	pc, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return cell{label: v.name, clients: n, err: err}
+	}
+	pc.MaxConns = int32(n)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return cell{label: v.name, clients: n, err: err}
+	}
+	defer pool.Close()
+	conns := make([]*pgxpool.Conn, n)
+	for w := range conns {
+		if conns[w], err = pool.Acquire(ctx); err != nil {
+			return cell{label: v.name, clients: n, err: err}
+		}
+		defer conns[w].Release()
+	}
+	r.srv.checkpoint(ctx)
+	return r.timed(ctx, v.name, n, 5, r.sz.CellDuration, func(ctx context.Context, w, i int) error {
+		return v.op(ctx, conns[w].Conn(), p, fmt.Sprintf("w%d-%d", w, i))
+	})
+}
+
+// profileClient records a CPU profile of this process during one more
+// instance cell (not counted in the table) and keeps the top functions: where
+// the client's share of the CPU goes.
+func (r *runner) profileClient(ctx context.Context, dbURL string, n int) error {
+	dir, err := os.MkdirTemp("", "ipambench-prof-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	prof := filepath.Join(dir, "cpu.pprof")
+	f, err := os.Create(prof)
+	if err != nil {
+		return err
+	}
+	// timed profiles its timed phase only (not the setup, the warm-up or
+	// the connections' authentication).
+	r.profile = f
+	c := r.allocCell(ctx, dbURL, "instance", n)
+	r.profile = nil
+	f.Close()
+	if c.err != nil {
+		return c.err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	top := func(args ...string) ([]string, error) {
+		out, err := exec.CommandContext(ctx, "go", append([]string{"tool", "pprof"}, append(args, exe, prof)...)...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("go tool pprof: %v", err)
+		}
+		var keep []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "File:") && !strings.HasPrefix(l, "Build ID:") && !strings.HasPrefix(l, "Type:") && !strings.HasPrefix(l, "Time:") {
+				keep = append(keep, l)
+			}
+		}
+		return keep, nil
+	}
+	flat, err := top("-top", "-nodecount=25")
+	if err != nil {
+		return err
+	}
+	cum, err := top("-top", "-cum", "-nodecount=40", "-focus=ipamcore|pgx|pgconn|pgtype")
+	if err != nil {
+		return err
+	}
+	r.rep.note(fmt.Sprintf("Client CPU profile of Store.Allocate, instance addresses, %d clients (%s alloc/s during the profile; go tool pprof)", n, num(c.rate())),
+		[]string{"By own time:", "```\n" + strings.Join(flat, "\n") + "\n```", "By cumulative time (ipamcore and pgx frames):", "```\n" + strings.Join(cum, "\n") + "\n```"})
+	return nil
+}
