@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 )
 
 // The hot statements are read from the allocator's source at run time, not
@@ -401,6 +403,11 @@ func (r *runner) explainSection(ctx context.Context) error {
 func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, sql, mode string, f *planFixture) (PlanResult, error) {
 	pr := PlanResult{Name: h.name, Mode: mode, SQL: sql}
 	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_"+mode+"_plan"); err != nil {
+		return pr, err
+	}
+	// The planner settings every transaction of the core starts with
+	// (ipamcore.TxSettings, sent with BEGIN), here for the session.
+	if _, err := c.Exec(ctx, strings.Replace(ipamcore.TxSettings, "SET LOCAL", "SET", 1)); err != nil {
 		return pr, err
 	}
 	if _, err := c.Exec(ctx, "PREPARE ipambench_q AS "+sql); err != nil {

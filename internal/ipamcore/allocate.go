@@ -163,12 +163,17 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	if err := ValidateOwner(req.Owner); err != nil {
 		return res, err
 	}
+	if !req.Address.IsValid() {
+		if a, ok := s.fastAllocate(ctx, req); ok {
+			return AllocateResult{Allocation: a}, nil
+		}
+	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
 			if errors.Is(err, ErrNotFound) {
-				return invalid("cluster_id", "pool %q does not exist; create the cluster first", req.PoolID)
+				return &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("pool %q does not exist; create the cluster first", req.PoolID), Err: ErrPoolNotFound}
 			}
 			return err
 		}
@@ -642,10 +647,12 @@ func prefixList(ps []netip.Prefix) string {
 func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID string) (Allocation, error) {
 	var a Allocation
 	var stale bool
-	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < now() - interval '1 hour', true)
-		FROM ipam_allocations
+	var cidrs []netip.Prefix
+	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < now() - interval '1 hour', true),
+			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
+		FROM ipam_allocations a
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID)
-	a, err := scanAllocation(extraRow{row, []any{&stale}})
+	a, err := scanAllocation(extraRow{row, []any{&stale, &cidrs}})
 	if err != nil {
 		return a, s.mapErr(err)
 	}
@@ -653,7 +660,12 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = now()
 			WHERE id = $1 AND generation = $2 AND state = 'active'`, a.ID, a.Generation)
 	}
-	return a, s.fillBlock(ctx, &a)
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return a, nil
 }
 
 // FindActiveByAddress returns the active allocation of an address, in

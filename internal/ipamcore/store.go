@@ -161,8 +161,19 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.mapErr(err)
 }
 
+// TxSettings are set at the start of every transaction of the core, sent
+// with BEGIN in the same round trip. The allocator's statements probe tiny
+// tables (a pool's stripe rows), where the planner would rather scan a page
+// than use the index, and where a bloated page or two of dead stripe versions
+// then costs more than the probe; with sequential scans off every hot
+// statement is an index probe whatever the statistics say. (PostgreSQL only;
+// a distributed SQL engine plans these by index anyway.)
+const TxSettings = "SET LOCAL enable_seqscan = off"
+
+const beginQuery = "BEGIN ISOLATION LEVEL READ COMMITTED; " + TxSettings
+
 func (s *Store) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery})
 	if err != nil {
 		return err
 	}

@@ -92,12 +92,12 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 // allocateAddress runs the core allocation for a create. poolAttr names the
 // attribute that chose the pool ("cluster_id" or "pool_id"), for diagnostics.
 func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, title string, owner ipamcore.Owner, config, planned types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
-	if _, err := st.GetPool(ctx, poolID); errors.Is(err, ipamcore.ErrNotFound) {
-		diags.AddAttributeError(path.Root(poolAttr), "Unknown "+poolAttr, "pool "+poolID+" does not exist; create it (or its cluster) first")
-		return ipamcore.AllocateResult{}, false
-	}
 	return allocateWith(title, config, planned, diags, func(addr netip.Addr) (ipamcore.AllocateResult, error) {
-		return st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: owner, Address: addr})
+		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: owner, Address: addr})
+		if errors.Is(err, ipamcore.ErrPoolNotFound) {
+			err = &ipamcore.InvalidError{Field: poolAttr, Msg: "pool " + poolID + " does not exist; create it (or its cluster) first"}
+		}
+		return res, err
 	})
 }
 

@@ -150,7 +150,7 @@ var badInputs = []badInput{
 	{name: "IPv4 the network address", hcl: ipv4Res(`pool_id = "c1/v4"` + "\n" + `env_id = "prod"` + "\n" + `address = "198.51.100.0"`), attr: "address", expect: `(?s)Address Cannot Be Claimed.*address.*never\s+handed\s+out`},
 	{name: "IPv4 outside the pool", hcl: ipv4Res(`pool_id = "c1/v4"` + "\n" + `env_id = "prod"` + "\n" + `address = "192.0.2.1"`), attr: "address", expect: `(?s)Address Cannot Be Claimed.*address.*outside\s+pool`},
 	{name: "env id of 10,000 characters", hcl: ipv4Res(`pool_id = "c1/v4"` + "\n" + `env_id = "` + long10k + `"`), attr: "env_id", expect: `Invalid env_id.*10000\s+characters`},
-	{name: "IPv4 from a pool that does not exist", atApply: true, hcl: ipv4Res(`pool_id = "c1/nope"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `(?s)Unknown pool_id.*pool_id.*does\s+not\s+exist`},
+	{name: "IPv4 from a pool that does not exist", atApply: true, hcl: ipv4Res(`pool_id = "c1/nope"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `(?s)pool_id.*pool\s+c1/nope\s+does\s+not\s+exist`},
 
 	// data source ipam_cluster.
 	{name: "data source name with SQL", hcl: "data \"ipam_cluster\" \"bad\" {\n  name = \"x'; --\"\n}\n", attr: "name", expect: `Invalid name.*may only\s+contain`},

@@ -26,6 +26,23 @@ type providerData struct {
 	// warned remembers the warnings already given, so each reason for an
 	// unknown planned address is said once per run, not once per resource.
 	warned sync.Map
+	// clusters caches clusters for the life of this provider process (one
+	// terraform command): instances read their WorkloadSpec network settings
+	// from their cluster, and a refresh of hundreds of instances need not
+	// read the same cluster hundreds of times.
+	clusters sync.Map
+}
+
+// cluster reads a cluster, once per provider process.
+func (pd *providerData) cluster(ctx context.Context, id string) (ipamcore.Cluster, error) {
+	if c, ok := pd.clusters.Load(id); ok {
+		return c.(ipamcore.Cluster), nil
+	}
+	c, err := pd.store.GetCluster(ctx, id)
+	if err == nil {
+		pd.clusters.Store(id, c)
+	}
+	return c, err
 }
 
 // warnOnce adds a warning the first time a reason comes up.

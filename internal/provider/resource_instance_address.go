@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -121,7 +120,7 @@ func (r *instanceAddressResource) Configure(_ context.Context, req resource.Conf
 // load reads the allocation and its cluster into the model; false when the
 // allocation is gone.
 func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressResourceModel, a ipamcore.Allocation, diagsAdd func(string, error)) bool {
-	c, err := r.store.GetCluster(ctx, a.ClusterID)
+	c, err := r.pd.cluster(ctx, a.ClusterID)
 	if err != nil {
 		diagsAdd("Unable to Read Cluster", err)
 		return false
@@ -142,10 +141,6 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 		return
 	}
 	owner, clusterID := plan.owner(), plan.ClusterID.ValueString()
-	if _, err := r.store.GetCluster(ctx, clusterID); errors.Is(err, ipamcore.ErrNotFound) {
-		resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Unknown cluster_id", "cluster "+clusterID+" does not exist; create it first")
-		return
-	}
 	res, ok := allocateWith(titleCategory(ipamcore.CategoryInstance), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics,
 		func(addr netip.Addr) (ipamcore.AllocateResult, error) {
 			return r.store.AllocateInstance(ctx, clusterID, owner, addr)
