@@ -86,7 +86,8 @@ CREATE TABLE ipam_allocations (
     reusable_at    timestamptz,
     reserved_until timestamptz,
     last_seen_at   timestamptz,
-    UNIQUE (cluster_id, address),
+    -- Address first: the same index serves reverse lookups by address alone.
+    UNIQUE (address, cluster_id),
     CHECK (state = 'free' OR (owner_kind IS NOT NULL AND owner_id IS NOT NULL)),
     CHECK (state NOT IN ('free', 'cooling') OR reusable_at IS NOT NULL)
 );

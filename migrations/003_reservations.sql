@@ -11,12 +11,8 @@ ALTER TABLE ipam_allocations DROP CONSTRAINT IF EXISTS ipam_allocations_check1;
 ALTER TABLE ipam_allocations ADD CONSTRAINT ipam_allocations_reusable_known
     CHECK (state = 'active' OR reusable_at IS NOT NULL);
 
--- Reverse lookups and import by address probe the address alone.
-CREATE INDEX ipam_allocations_address ON ipam_allocations (address);
-
 ---- create above / drop below ----
 
-DROP INDEX IF EXISTS ipam_allocations_address;
 ALTER TABLE ipam_allocations DROP CONSTRAINT IF EXISTS ipam_allocations_reusable_known;
 ALTER TABLE ipam_allocations ADD CONSTRAINT ipam_allocations_check1
     CHECK (state NOT IN ('free', 'cooling') OR reusable_at IS NOT NULL);

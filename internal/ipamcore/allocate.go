@@ -167,6 +167,11 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 		if a, ok := s.fastAllocate(ctx, req); ok {
 			return AllocateResult{Allocation: a}, nil
 		}
+	} else if a, ok := s.fastConfirm(ctx, req); ok {
+		if !a.Block.IsValid() {
+			_ = s.fillBlock(ctx, &a)
+		}
+		return AllocateResult{Allocation: a}, nil
 	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -328,6 +333,14 @@ func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Durat
 	}
 	if ttl <= 0 {
 		return a, invalid("reservation_ttl", "must be positive")
+	}
+	if held, ok := s.findHold(ctx, req, ttl); ok {
+		return held, nil
+	}
+	if !req.Address.IsValid() {
+		if held, ok := s.fastTake(ctx, req, ttl); ok {
+			return held, nil
+		}
 	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {

@@ -2,17 +2,14 @@ package ipamcore
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
+	"time"
 )
 
 // The fast path: the common allocation (an owner that holds nothing yet, from
-// a counter pool of one block with no exclusions) done in one statement,
-// pipelined with BEGIN and COMMIT, so it costs one network round trip instead
-// of six. It keeps every guarantee of the full path: the same stripe pick (so
+// a counter pool of one block with no exclusions) done in one statement that
+// commits on its own, so it costs one network round trip instead of six. It keeps every guarantee of the full path: the same stripe pick (so
 // addresses are unique and in order), the same unique constraints, one durable
 // commit, and the event in the same transaction. Whenever it cannot be sure,
 // it hands over to the full path: the owner holds or held something (its
@@ -20,9 +17,11 @@ import (
 // exclusions or the gateway inside, no stripe is free right now, the address
 // was claimed exactly meanwhile (the ordinal is skipped), or anything fails.
 const fastAllocateSQL = `WITH owner AS (
-		SELECT 1 FROM ipam_allocations
-		WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state IN ('active', 'reserved', 'cooling')
-		LIMIT 1
+		-- two probes, one per partial owner index (one IN over three states would match neither)
+		SELECT 1 WHERE EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state IN ('active', 'reserved'))
+			OR EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state = 'cooling')
 	), pool AS (
 		SELECT cidrs[1] AS block, stripes FROM ipam_pools
 		WHERE id = $2 AND kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
@@ -39,9 +38,12 @@ const fastAllocateSQL = `WITH owner AS (
 		RETURNING st.next_ordinal - (SELECT stripes FROM pool) AS ord
 	), a AS (
 		INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
-			org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, set_owner)
-		SELECT $5, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord, 'active', 1, $3, $4,
-			$6, $7, $8, $9, $10, now(), now(), $11
+			org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, set_owner, reusable_at, reserved_until)
+		SELECT $5, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
+			CASE WHEN $14::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
+			$6, $7, $8, $9, $10, now(), now(), $11,
+			CASE WHEN $14::interval > interval '0' THEN now() + $14::interval END,
+			CASE WHEN $14::interval > interval '0' THEN now() + $14::interval END
 		FROM s, pool
 		ON CONFLICT (cluster_id, address) DO NOTHING
 		RETURNING *
@@ -55,37 +57,97 @@ const fastAllocateSQL = `WITH owner AS (
 
 // fastAllocate tries the fast path; false means "use the full path".
 func (s *Store) fastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
+	return s.fastTake(ctx, req, 0)
+}
+
+// fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
+// the row becomes a plan-time hold).
+func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (Allocation, bool) {
 	clusterID, _, ok := strings.Cut(req.PoolID, "/")
 	if !ok {
 		return Allocation{}, false
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return Allocation{}, false
-	}
-	defer conn.Release()
 	o := req.Owner
-	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	b.Queue(TxSettings)
-	b.Queue(fastAllocateSQL, clusterID, req.PoolID, o.Kind, o.ID, newID(), nullable(o.OrgID), nullable(o.EnvID),
-		nullable(o.NodeID), nullable(o.InstanceID), s.actor, nullable(o.SetID), newID(), eventType(o.Kind, true))
-	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
+	typ := eventType(o.Kind, true)
+	if hold > 0 {
+		typ = "allocation.reserved"
+	}
+	return s.runOne(ctx, fastAllocateSQL, clusterID, req.PoolID, o.Kind, o.ID, newID(), nullable(o.OrgID), nullable(o.EnvID),
+		nullable(o.NodeID), nullable(o.InstanceID), s.actor, nullable(o.SetID), newID(), typ, durationInterval(hold))
+}
+
+// runOne runs one self-committing statement returning an allocation (plus its
+// pool's block). Anything but one row means "use the full path": an error
+// commits nothing, and no row means there was nothing to take here.
+func (s *Store) runOne(ctx context.Context, sql string, args ...any) (Allocation, bool) {
 	var block *netip.Prefix
-	_, err1 := br.Exec()
-	_, err2 := br.Exec()
-	a, err3 := scanAllocation(extraRow{br.QueryRow(), []any{&block}})
-	_, err4 := br.Exec()
-	errClose := br.Close()
-	if err := errors.Join(err1, err2, err3, err4, errClose); err != nil || block == nil {
-		// Nothing was committed (no row, or an error): leave the connection
-		// clean and let the full path decide.
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
+	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, args...), []any{&block}})
+	if err != nil || block == nil {
 		return Allocation{}, false
 	}
 	a.Block = *block
+	return a, true
+}
+
+// confirmHoldSQL turns the owner's plan-time hold on exactly the planned
+// address into the allocation, with its event: the usual apply of a planned
+// address, in one statement.
+const confirmHoldSQL = `WITH a AS (
+		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
+			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
+			allocated_at = now(), last_seen_at = now(), released_at = NULL,
+			reusable_at = NULL, reserved_until = NULL
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
+			AND address = $4 AND actor = $10 AND pool_id = $11
+		RETURNING *
+	), e AS (
+		INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
+			org_id, env_id, node_id, instance_id, actor)
+		SELECT $12, $13, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+			node_id, instance_id, actor FROM a
+	)
+	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = $11) FROM a`
+
+// fastConfirm tries to confirm the owner's hold on the planned address in
+// one round trip; false means "use the full path".
+func (s *Store) fastConfirm(ctx context.Context, req AllocateRequest) (Allocation, bool) {
+	clusterID, _, ok := strings.Cut(req.PoolID, "/")
+	if !ok || !req.Address.IsValid() {
+		return Allocation{}, false
+	}
+	o := req.Owner
+	a, ok := s.runOne(ctx, confirmHoldSQL, clusterID, o.Kind, o.ID, netip.PrefixFrom(req.Address, req.Address.BitLen()),
+		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), nullable(o.SetID), s.actor,
+		req.PoolID, newID(), eventType(o.Kind, true))
+	if ok && !a.Block.Contains(a.Address) {
+		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
+	}
+	return a, ok
+}
+
+// findHold is the read-only first look of Reserve: the owner's hold (or
+// allocation) that already answers the request, with more than half of its
+// time left, costs one query and no commit.
+func (s *Store) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, bool) {
+	clusterID, _, ok := strings.Cut(req.PoolID, "/")
+	if !ok {
+		return Allocation{}, false
+	}
+	var fresh bool
+	var cidrs []netip.Prefix
+	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, `SELECT `+allocColumns+`,
+			state = 'active' OR reusable_at > now() + $5::interval,
+			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
+		FROM ipam_allocations a
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`,
+		clusterID, req.Owner.Kind, req.Owner.ID, s.actor, durationInterval(ttl/2)), []any{&fresh, &cidrs}})
+	if err != nil || !fresh || a.PoolID != req.PoolID || (req.Address.IsValid() && req.Address != a.Address) {
+		return Allocation{}, false
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
 	return a, true
 }

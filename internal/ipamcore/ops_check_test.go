@@ -120,7 +120,7 @@ func TestCheckFindsCorruption(t *testing.T) {
 	f.exec(`UPDATE ipam_pool_stripes SET next_ordinal = 7 WHERE pool_id = 'c1/node' AND stripe = 5`)
 	f.exec(`DELETE FROM ipam_pool_stripes WHERE pool_id = 'c1/node' AND stripe = 31`)
 	// The same address active twice in a cluster, once the unique constraint is gone.
-	f.exec(`ALTER TABLE ipam_allocations DROP CONSTRAINT ipam_allocations_cluster_id_address_key`)
+	f.exec(`ALTER TABLE ipam_allocations DROP CONSTRAINT ipam_allocations_address_cluster_id_key`)
 	f.exec(`UPDATE ipam_allocations SET address = (SELECT address FROM ipam_allocations WHERE owner_id = 'i2') WHERE owner_id = 'i3'`)
 	vs = violations(t, f, "c1")
 	for _, want := range []struct{ invariant, text string }{

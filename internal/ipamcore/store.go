@@ -72,6 +72,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
 	}
+	for k, v := range SessionSettings {
+		pc.ConnConfig.RuntimeParams[k] = v
+	}
 	// Fallbacks repeat each host once per TLS mode tried (sslmode=prefer): list each once.
 	addrs := []string{net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))}
 	for _, f := range pc.ConnConfig.Fallbacks {
@@ -161,19 +164,21 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.mapErr(err)
 }
 
-// TxSettings are set at the start of every transaction of the core, sent
-// with BEGIN in the same round trip. The allocator's statements probe tiny
-// tables (a pool's stripe rows), where the planner would rather scan a page
-// than use the index, and where a bloated page or two of dead stripe versions
-// then costs more than the probe; with sequential scans off every hot
-// statement is an index probe whatever the statistics say. (PostgreSQL only;
-// a distributed SQL engine plans these by index anyway.)
+// SessionSettings are the planner settings of every connection of the core.
+// The allocator's statements probe tiny tables (a pool's stripe rows), where
+// the planner would rather scan a page than use the index, and where a page or
+// two of dead stripe versions then costs more than the probe; with sequential
+// scans off, every hot statement is an index probe whatever the statistics
+// say. Queries with no index to use still scan. (PostgreSQL only; a
+// distributed SQL engine plans these by index anyway.)
+var SessionSettings = map[string]string{"enable_seqscan": "off"}
+
+// TxSettings is SessionSettings as a statement, for tools that explain the
+// hot statements under the same settings (bench).
 const TxSettings = "SET LOCAL enable_seqscan = off"
 
-const beginQuery = "BEGIN ISOLATION LEVEL READ COMMITTED; " + TxSettings
-
 func (s *Store) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery})
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return err
 	}
