@@ -41,7 +41,6 @@ data "ipam_address" "excluded" {
 `
 
 func TestAccAddressDataSource(t *testing.T) {
-	requireDataSource(t, "ipam_address")
 	db := newAccDB(t)
 	inst := "data.ipam_address.instance"
 	resource.ParallelTest(t, resource.TestCase{

@@ -71,7 +71,6 @@ func ownerIDs(ids ...string) knownvalue.Check {
 }
 
 func TestAccAllocationsDataSource(t *testing.T) {
-	requireDataSource(t, "ipam_allocations")
 	db := newAccDB(t)
 	allocs := tfjsonpath.New("allocations")
 	resource.ParallelTest(t, resource.TestCase{

@@ -1,38 +1,16 @@
 package provider
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
-
-// requireDataSource skips (and in CI fails) a test of a data source that the
-// provider does not register.
-func requireDataSource(t *testing.T, typeName string) {
-	t.Helper()
-	ctx := context.Background()
-	for _, f := range New("test")().DataSources(ctx) {
-		var resp datasource.MetadataResponse
-		f().Metadata(ctx, datasource.MetadataRequest{ProviderTypeName: "ipam"}, &resp)
-		if resp.TypeName == typeName {
-			return
-		}
-	}
-	msg := typeName + " is not registered in the provider's DataSources (internal/provider/provider.go)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
 
 // usageConfig: cluster c1, a node, an IPv4 pool of six addresses and n
 // environments taking one each, and the usage data source read after them.
@@ -67,7 +45,6 @@ resource "ipam_pool" "v4" {
 }
 
 func TestAccPoolUsageDataSource(t *testing.T) {
-	requireDataSource(t, "ipam_pool_usage")
 	db := newAccDB(t)
 	ds := "data.ipam_pool_usage.u"
 	cat := func(i int, attr string) tfjsonpath.Path {
@@ -144,7 +121,6 @@ func TestAccPoolUsageDataSource(t *testing.T) {
 }
 
 func TestAccPoolUsageDataSource_unknownCluster(t *testing.T) {
-	requireDataSource(t, "ipam_pool_usage")
 	db := newAccDB(t)
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
