@@ -83,32 +83,6 @@ func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
 	return err
 }
 
-// Events lists the events of a cluster (all clusters when clusterID is empty),
-// oldest first, optionally of one type.
-func (s *Store) Events(ctx context.Context, clusterID, typ string, since time.Time) ([]Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, at, type, coalesce(cluster_id, ''), coalesce(pool_id, ''),
-			coalesce(allocation_id, '00000000-0000-0000-0000-000000000000'), coalesce(generation, 0), address,
-			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
-			coalesce(node_id, ''), coalesce(instance_id, ''), actor, data
-		FROM ipam_events
-		WHERE at >= $1 AND ($2 = '' OR cluster_id = $2) AND ($3 = '' OR type = $3)
-		ORDER BY at, id`, since, clusterID, typ)
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		var addr *netip.Prefix
-		err := r.Scan(&e.ID, &e.At, &e.Type, &e.ClusterID, &e.PoolID, &e.AllocationID, &e.Generation, &addr,
-			&e.Owner.Kind, &e.Owner.ID, &e.Owner.OrgID, &e.Owner.EnvID, &e.Owner.NodeID, &e.Owner.InstanceID, &e.Actor, &e.Data)
-		if addr != nil {
-			e.Address = addr.Addr()
-		}
-		return e, err
-	})
-	return out, s.mapErr(err)
-}
-
 // recordFailure notes a failed allocation outside the failed transaction, so
 // usage and metrics see it. Best effort: a failure to record is not reported
 // over the allocation error itself.

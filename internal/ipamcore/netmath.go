@@ -314,15 +314,6 @@ func (l *Layout) NextAllowed(o, stride int64) int64 {
 	return o
 }
 
-// Blocks returns the blocks of the layout, in order.
-func (l *Layout) Blocks() []netip.Prefix {
-	out := make([]netip.Prefix, len(l.blocks))
-	for i, b := range l.blocks {
-		out[i] = b.prefix
-	}
-	return out
-}
-
 // BlockOf returns the block that holds a.
 func (l *Layout) BlockOf(a netip.Addr) (netip.Prefix, bool) {
 	for _, b := range l.blocks {
