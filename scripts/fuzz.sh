@@ -49,7 +49,19 @@ for dir in $(printf '%s\n' "${!targets[@]}" | sort); do
 		printf '==> fuzz %s %s (%s)\n' "$dir" "$name" "$fuzztime" >&2
 		ran=$((ran + 1))
 		if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -parallel="$parallel" "$dir" >&2; then
-			failed+=("$dir $name")
+			after=$(find "$dir/testdata/fuzz/$name" -type f 2>/dev/null | sort || true)
+			if [[ "$after" == "$before" ]]; then
+				# No failing input was written: the fuzzing engine itself gave up
+				# (with a short -fuzztime it may report "context deadline
+				# exceeded"). Run the target once more; a real finding repeats
+				# from its saved input, an engine hiccup does not.
+				printf 'fuzz.sh: %s %s failed without a failing input; running it again\n' "$dir" "$name" >&2
+				if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -parallel="$parallel" "$dir" >&2; then
+					failed+=("$dir $name")
+				fi
+			else
+				failed+=("$dir $name")
+			fi
 		fi
 		after=$(find "$dir/testdata/fuzz/$name" -type f 2>/dev/null | sort || true)
 		new=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | sed '/^$/d')
