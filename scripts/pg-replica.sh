@@ -57,9 +57,14 @@ port_in_use() {
 }
 
 pick_port() {
-	local port i
+	local port i lo=10000 hi=32767 eph
+	# Stay below the kernel's ephemeral range: a port used as the local end of
+	# a client connection (tests open many) cannot be bound by a server.
+	if read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((eph > lo + 1000)); then
+		hi=$((eph - 1))
+	fi
 	for ((i = 0; i < 200; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+		port=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1)))
 		if ! port_in_use "$port"; then
 			echo "$port"
 			return 0
@@ -123,10 +128,21 @@ cmd_start() {
 	if ((${#sockdirs} + 20 > 100)); then
 		sockdirs=""
 	fi
-	sport=$(pick_port)
-	printf "port = %s\nunix_socket_directories = '%s'\n" "$sport" "$sockdirs" |
-		as_user "$user" tee "$s/data/pgsh_port.conf" >/dev/null
-	if ! as_user "$user" "$bindir/pg_ctl" -D "$s/data" -l "$s/log" -w -t 60 start >/dev/null 2>&1; then
+	# A port free when picked may be taken before the standby binds it (other
+	# servers start in parallel tests): then try another port.
+	local attempt started=0
+	for attempt in 1 2 3 4 5; do
+		sport=$(pick_port)
+		printf "port = %s\nunix_socket_directories = '%s'\n" "$sport" "$sockdirs" |
+			as_user "$user" tee "$s/data/pgsh_port.conf" >/dev/null
+		if as_user "$user" "$bindir/pg_ctl" -D "$s/data" -l "$s/log" -w -t 60 start >/dev/null 2>&1; then
+			started=1
+			break
+		fi
+		grep -q "could not create any TCP/IP sockets\|Address already in use" "$s/log" 2>/dev/null || break
+		log "port $sport was taken before the standby could bind it (attempt $attempt); trying another"
+	done
+	if ((!started)); then
 		tail -n 30 "$s/log" >&2 || true
 		die "the standby failed to start (log: $s/log)"
 	fi

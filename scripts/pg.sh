@@ -175,9 +175,14 @@ port_in_use() {
 }
 
 pick_port() {
-	local port i
+	local port i lo=10000 hi=32767 eph
+	# Stay below the kernel's ephemeral range: a port used as the local end of
+	# a client connection (tests open many) cannot be bound by a server.
+	if read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((eph > lo + 1000)); then
+		hi=$((eph - 1))
+	fi
 	for ((i = 0; i < 200; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+		port=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1)))
 		if ! port_in_use "$port"; then
 			echo "$port"
 			return 0
