@@ -163,27 +163,34 @@ func releaseAddress(ctx context.Context, st *ipamcore.Store, req resource.Delete
 // importOwner parses "<cluster_id>/<owner_id>", or an address (whose active
 // allocation names the owner), and seeds the state with it.
 func importOwner(ctx context.Context, st *ipamcore.Store, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind, ownerAttr string) {
-	cluster, owner, ok := splitID(req.ID)
+	id := req.ID
 	if addr, err := ipamcore.ParseAddr(req.ID); err == nil {
-		a, ok2 := importByAddress(ctx, st, addr, kind, &resp.Diagnostics)
-		if !ok2 {
+		a, ok := importByAddress(ctx, st, addr, kind, &resp.Diagnostics)
+		if !ok {
 			return
 		}
-		cluster, owner, ok = a.ClusterID, a.Owner.ID, true
+		id = a.ClusterID + "/" + a.Owner.ID
 	}
+	importPair(ctx, id, resp, ownerAttr, " or an address")
+}
+
+// importPair seeds the state of a resource imported by "<cluster_id>/<attr>":
+// id, cluster_id and attr. hint extends the expected form in the error.
+func importPair(ctx context.Context, id string, resp *resource.ImportStateResponse, attr, hint string) {
+	cluster, second, ok := splitID(id)
 	if !ok {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<"+ownerAttr+">` or an address, got "+req.ID)
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<"+attr+">`"+hint+", got "+id)
 		return
 	}
-	for _, x := range []struct{ what, v string }{{"cluster_id", cluster}, {ownerAttr, owner}} {
+	for _, x := range []struct{ what, v string }{{"cluster_id", cluster}, {attr, second}} {
 		if err := ipamcore.ValidateID(x.what, x.v); err != nil {
 			resp.Diagnostics.AddError("Invalid Import ID", err.Error())
 			return
 		}
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), cluster+"/"+owner)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(ownerAttr), owner)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(attr), second)...)
 }
 
 // importByAddress finds the active allocation of an address for an import,

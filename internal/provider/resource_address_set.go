@@ -548,12 +548,5 @@ func (r *addressSetResource) Delete(ctx context.Context, req resource.DeleteRequ
 
 // ImportState takes "<cluster_id>/<owner_id>": the whole set of that owner.
 func (r *addressSetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	cluster, owner, ok := splitID(req.ID)
-	if !ok || ipamcore.ValidateID("cluster_id", cluster) != nil || ipamcore.ValidateID("owner_id", owner) != nil {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<owner_id>`, got "+req.ID)
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("owner_id"), owner)...)
+	importPair(ctx, req.ID, resp, "owner_id", "")
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
@@ -301,12 +300,5 @@ func (r *nodeBlocksResource) Delete(ctx context.Context, req resource.DeleteRequ
 }
 
 func (r *nodeBlocksResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	cluster, node, ok := splitID(req.ID)
-	if !ok || ipamcore.ValidateID("cluster_id", cluster) != nil || ipamcore.ValidateID("node_id", node) != nil {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<node_id>`, got "+req.ID)
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node_id"), node)...)
+	importPair(ctx, req.ID, resp, "node_id", "")
 }

@@ -411,13 +411,9 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 }
 
 func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	cluster, name, ok := splitID(req.ID)
-	if !ok {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<name>`, got "+req.ID)
+	importPair(ctx, req.ID, resp, "name", "")
+	if resp.Diagnostics.HasError() {
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), cluster)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_destroy"), false)...)
 }
