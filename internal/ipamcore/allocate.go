@@ -90,7 +90,7 @@ type AllocateResult struct {
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
-	coalesce(reusable_at <= now(), false), coalesce(set_owner, '')`
+	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, '')`
 
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
@@ -265,7 +265,7 @@ func (s *Store) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateReq
 // resource's destroy) is a no-op, and brings the labels up to date.
 func (s *Store) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
 	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET generation = generation + 1,
-			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = now()
+			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
 		WHERE id = $1 AND generation = $2 AND state = 'active'
 		RETURNING `+allocColumns, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID),
 		nullable(o.InstanceID), nullable(o.SetID)))
@@ -291,7 +291,7 @@ func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 	switch {
 	case held != nil && held.State == StateReserved:
 		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
-			SET reserved_until = now() + $3::interval, reusable_at = greatest(reusable_at, now() + $3::interval)
+			SET reserved_until = ipam_now() + $3::interval, reusable_at = greatest(reusable_at, ipam_now() + $3::interval)
 			WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
 			held.ID, held.Generation, durationInterval(ttl)))
 		if errors.Is(err, ErrNotFound) {
@@ -308,8 +308,8 @@ func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 // was never routed.
 func (s *Store) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
 	// reusable_at beyond the hold's own expiry is a cooldown the hold kept: it stays.
-	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(),
-			reusable_at = CASE WHEN reusable_at > reserved_until THEN reusable_at ELSE now() END, reserved_until = NULL
+	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+			reusable_at = CASE WHEN reusable_at > reserved_until THEN reusable_at ELSE ipam_now() END, reserved_until = NULL
 		WHERE id = $1 AND generation = $2 AND state = 'reserved'`, h.ID, h.Generation)
 	if err != nil {
 		return err
@@ -410,12 +410,12 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64
 			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-			allocated_at = now(), released_at = NULL, last_seen_at = now(), set_owner = $11,
+			allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11,
 			-- A hold on a cooling address keeps its cooldown: it is reusable by
 			-- others only once both the hold and the cooldown are over.
 			reusable_at = CASE WHEN $10::interval > interval '0' THEN
-				greatest(now() + $10::interval, CASE WHEN state = 'cooling' THEN reusable_at END) END,
-			reserved_until = CASE WHEN $10::interval > interval '0' THEN now() + $10::interval END
+				greatest(ipam_now() + $10::interval, CASE WHEN state = 'cooling' THEN reusable_at END) END,
+			reserved_until = CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
 		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
 		RETURNING `+allocColumns,
 		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
@@ -467,9 +467,9 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 			INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
 				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, reusable_at, reserved_until, set_owner)
 			VALUES ($1, $2, $3, $4, $5, CASE WHEN $15::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-				1, $6, $7, $8, $9, $10, $11, $12, now(), now(),
-				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END,
-				CASE WHEN $15::interval > interval '0' THEN now() + $15::interval END, $16)
+				1, $6, $7, $8, $9, $10, $11, $12, ipam_now(), ipam_now(),
+				CASE WHEN $15::interval > interval '0' THEN ipam_now() + $15::interval END,
+				CASE WHEN $15::interval > interval '0' THEN ipam_now() + $15::interval END, $16)
 			ON CONFLICT (cluster_id, address) DO NOTHING
 			RETURNING *
 		), e AS (
@@ -574,7 +574,7 @@ func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 	var id uuid.UUID
 	var gen int64
 	const pick = `SELECT id, generation FROM ipam_allocations
-		WHERE pool_id = $1 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= now()
+		WHERE pool_id = $1 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
 		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
 	err := tx.QueryRow(ctx, pick+` SKIP LOCKED`, pool.ID).Scan(&id, &gen)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -596,9 +596,9 @@ func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 func (s *Store) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
 	var next *time.Time
-	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > now())),
-			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > now()),
-			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > now())
+	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now())),
+			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > ipam_now()),
+			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
 		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`, pool.ID).Scan(&e.Active, &e.Cooling, &next)
 	if err != nil {
 		return err
@@ -661,7 +661,7 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 	var a Allocation
 	var stale bool
 	var cidrs []netip.Prefix
-	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < now() - interval '1 hour', true),
+	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < ipam_now() - interval '1 hour', true),
 			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 		FROM ipam_allocations a
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID)
@@ -670,7 +670,7 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 		return a, s.mapErr(err)
 	}
 	if stale {
-		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = now()
+		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now()
 			WHERE id = $1 AND generation = $2 AND state = 'active'`, a.ID, a.Generation)
 	}
 	for _, c := range cidrs {
@@ -737,7 +737,7 @@ func (s *Store) Release(ctx context.Context, clusterID string, o Owner, generati
 // there was nothing (of that generation) to release.
 func (s *Store) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
 	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
-			released_at = now(), reusable_at = now() + p.cooldown
+			released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown
 		FROM ipam_pools p
 		WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
 			AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)

@@ -167,7 +167,7 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
 			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
-			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = now()`,
+			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`,
 		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand)
 	return err
 }
@@ -206,7 +206,7 @@ func activeBlocks(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) ([]n
 func nodeUse(ctx context.Context, q querier, poolID string) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1
-		AND (state = 'active' OR (state = 'reserved' AND reusable_at > now()))`, poolID).Scan(&n)
+		AND (state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now()))`, poolID).Scan(&n)
 	return n, err
 }
 
@@ -314,7 +314,7 @@ func (s *Store) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 // keep any allocator out of the block until the scaling commits.
 func blockEmpty(ctx context.Context, tx pgx.Tx, poolID string, b netip.Prefix) (bool, error) {
 	lo, hi := blockBounds(b)
-	rows, err := tx.Query(ctx, `SELECT state, coalesce(reusable_at > now(), false) FROM ipam_allocations
+	rows, err := tx.Query(ctx, `SELECT state, coalesce(reusable_at > ipam_now(), false) FROM ipam_allocations
 		WHERE pool_id = $1 AND address BETWEEN $2 AND $3 FOR UPDATE`, poolID, lo, hi)
 	if err != nil {
 		return false, err
@@ -347,8 +347,8 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 	if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = now(),
-		reusable_at = now() + $3::interval WHERE cluster_id = $1 AND block = $2`, c.ID, b, durationInterval(c.InstanceCooldown))
+	_, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = ipam_now(),
+		reusable_at = ipam_now() + $3::interval WHERE cluster_id = $1 AND block = $2`, c.ID, b, durationInterval(c.InstanceCooldown))
 	return err
 }
 
@@ -358,8 +358,8 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, length int) (netip.Prefix, error) {
 	var b netip.Prefix
 	err := tx.QueryRow(ctx, `UPDATE ipam_node_blocks nb SET state = 'active', node_id = $2, empty_scans = 0,
-			allocated_at = now(), released_at = NULL, reusable_at = NULL
-		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= now()
+			allocated_at = ipam_now(), released_at = NULL, reusable_at = NULL
+		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= ipam_now()
 			AND masklen(block) = $3 ORDER BY reusable_at LIMIT 1 FOR UPDATE SKIP LOCKED) pick
 		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`, c.ID, nodeID, length).Scan(&b)
 	if err == nil {
@@ -428,7 +428,7 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err
 		}
-	} else if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, size = $3, updated_at = now() WHERE id = $1`,
+	} else if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, size = $3, updated_at = ipam_now() WHERE id = $1`,
 		p.ID, p.CIDRs, p.Size); err != nil {
 		return err
 	}
@@ -665,7 +665,7 @@ func (s *Store) PreviewNodeBlocks(ctx context.Context, clusterID, nodeID string,
 			lo, hi := blockBounds(nb.Blocks[i])
 			var busy bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
-				AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > now())))`, poolID, lo, hi).Scan(&busy); err != nil {
+				AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now())))`, poolID, lo, hi).Scan(&busy); err != nil {
 				return err
 			}
 			if !busy {

@@ -270,7 +270,7 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			}
 		}
 		out, err = scanCluster(tx.QueryRow(ctx, `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
-				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, updated_at = now()
+				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, updated_at = ipam_now()
 			WHERE id = $1 RETURNING `+clusterColumns,
 			c.ID, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
 			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers)))
@@ -278,7 +278,7 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			return err
 		}
 		for _, p := range c.pools() {
-			if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = now() WHERE id = $1`,
+			if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now() WHERE id = $1`,
 				p.ID, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
 				return err
 			}
@@ -300,7 +300,7 @@ func (s *Store) DeleteCluster(ctx context.Context, id string, force bool) error 
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		var h ClusterHoldings
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE a.state = 'active'),
-				count(*) FILTER (WHERE a.state = 'reserved'), count(*) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > now())
+				count(*) FILTER (WHERE a.state = 'reserved'), count(*) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > ipam_now())
 			FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
 			WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
 		if err != nil {

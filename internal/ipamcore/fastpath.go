@@ -41,9 +41,9 @@ const fastAllocateSQL = `WITH owner AS (
 			org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, set_owner, reusable_at, reserved_until)
 		SELECT $5, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
 			CASE WHEN $14::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
-			$6, $7, $8, $9, $10, now(), now(), $11,
-			CASE WHEN $14::interval > interval '0' THEN now() + $14::interval END,
-			CASE WHEN $14::interval > interval '0' THEN now() + $14::interval END
+			$6, $7, $8, $9, $10, ipam_now(), ipam_now(), $11,
+			CASE WHEN $14::interval > interval '0' THEN ipam_now() + $14::interval END,
+			CASE WHEN $14::interval > interval '0' THEN ipam_now() + $14::interval END
 		FROM s, pool
 		ON CONFLICT (cluster_id, address) DO NOTHING
 		RETURNING *
@@ -95,7 +95,7 @@ func (s *Store) runOne(ctx context.Context, sql string, args ...any) (Allocation
 const confirmHoldSQL = `WITH a AS (
 		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
 			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
-			allocated_at = now(), last_seen_at = now(), released_at = NULL,
+			allocated_at = ipam_now(), last_seen_at = ipam_now(), released_at = NULL,
 			reusable_at = NULL, reserved_until = NULL
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
 			AND address = $4 AND actor = $10 AND pool_id = $11
@@ -136,7 +136,7 @@ func (s *Store) findHold(ctx context.Context, req AllocateRequest, ttl time.Dura
 	var fresh bool
 	var cidrs []netip.Prefix
 	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, `SELECT `+allocColumns+`,
-			state = 'active' OR reusable_at > now() + $5::interval,
+			state = 'active' OR reusable_at > ipam_now() + $5::interval,
 			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 		FROM ipam_allocations a
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`,

@@ -89,7 +89,7 @@ func (s *Store) Check(ctx context.Context, clusterID string) (CheckReport, error
 		return rep, s.mapErr(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&rep.At); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.At); err != nil {
 		return rep, s.mapErr(err)
 	}
 	rep.At = rep.At.UTC()

@@ -258,7 +258,7 @@ func (s *Store) FindInventoryLeaks(ctx context.Context, clusterID string, inv In
 		return rep, invalid("inventory", "names no owner kind")
 	}
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&rep.GeneratedAt); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.GeneratedAt); err != nil {
 			return err
 		}
 		for _, kind := range rep.OwnerKinds {
@@ -311,14 +311,14 @@ func (s *Store) FindStaleLeaks(ctx context.Context, clusterID string, kinds []st
 		kinds = []string{}
 	}
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&rep.GeneratedAt); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.GeneratedAt); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT `+leakColumns+`
 			FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
 			WHERE a.state = 'active' AND ($1 = '' OR a.cluster_id = $1)
 				AND (cardinality($2::text[]) = 0 OR a.owner_kind = ANY ($2))
-				AND coalesce(a.last_seen_at, a.allocated_at) < now() - make_interval(days => $3)
+				AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)
 			ORDER BY a.cluster_id, a.pool_id, a.ordinal`, clusterID, kinds, days)
 		if err != nil {
 			return err
@@ -396,7 +396,7 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 		}
 		var cur current
 		err := tx.QueryRow(ctx, `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''),
-				coalesce(`+inventoryID+`, ''), last_seen_at, coalesce(last_seen_at, allocated_at) < now() - make_interval(days => $2)
+				coalesce(`+inventoryID+`, ''), last_seen_at, coalesce(last_seen_at, allocated_at) < ipam_now() - make_interval(days => $2)
 			FROM ipam_allocations a WHERE id = $1`+lock, l.AllocationID, max(rep.StaleDays, 1)).Scan(
 			&cur.state, &cur.gen, &cur.kind, &cur.id, &cur.invID, &cur.seen, &cur.stale)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -418,8 +418,8 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 			return nil
 		}
 		var a Allocation
-		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(),
-				reusable_at = now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
+		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+				reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
 			WHERE id = $1 AND generation = $2 AND state = 'active'
 			RETURNING `+allocColumns, l.AllocationID, l.Generation))
 		if errors.Is(err, ErrNotFound) {

@@ -47,8 +47,8 @@ var Categories = []string{CategoryNode, CategoryInstance, CategoryIPv4, Category
 // are free, so they are not listed.
 var statePredicates = map[string]string{
 	StateActive:   `a.state = 'active'`,
-	StateReserved: `(a.state = 'reserved' AND a.reusable_at > now())`,
-	StateCooling:  `(a.state = 'cooling' AND a.reusable_at > now())`,
+	StateReserved: `(a.state = 'reserved' AND a.reusable_at > ipam_now())`,
+	StateCooling:  `(a.state = 'cooling' AND a.reusable_at > ipam_now())`,
 }
 
 // Validate checks the filter's fields, naming the one at fault.

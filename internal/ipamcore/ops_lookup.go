@@ -97,7 +97,7 @@ func lookupIn(ctx context.Context, tx pgx.Tx, p *Pool, addr netip.Addr) (Address
 	var status string
 	var seen *time.Time
 	a, err := scanAllocation(extraRow{tx.QueryRow(ctx, `SELECT `+allocColumns+`, last_seen_at,
-			CASE WHEN state IN ('reserved', 'cooling') AND reusable_at <= now() THEN 'free' ELSE state END
+			CASE WHEN state IN ('reserved', 'cooling') AND reusable_at <= ipam_now() THEN 'free' ELSE state END
 		FROM ipam_allocations WHERE cluster_id = $1 AND address = $2`,
 		p.ClusterID, netip.PrefixFrom(addr, addr.BitLen())), []any{&seen, &status}})
 	switch {

@@ -85,7 +85,7 @@ type ClusterUsage struct {
 //   - live holds: (pool_id, state = 'reserved') and their expiry (holds are
 //     few and short-lived);
 //   - everything held back (live holds and the cooldown queue): an index-only
-//     count of the range reusable_at > now() of the reuse index (pool_id,
+//     count of the range reusable_at > ipam_now() of the reuse index (pool_id,
 //     reusable_at) WHERE state IN ('free', 'cooling', 'reserved'). Free rows
 //     always have reusable_at = -infinity and long-cooled rows a past one, so
 //     neither is read. Cooling is that count less the live holds;
@@ -93,14 +93,14 @@ type ClusterUsage struct {
 //     that same range, in index order.
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active'),
-		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > now()),
+		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
 		(SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > now()),
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()),
 		(SELECT a.reusable_at FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > now()
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()
 				AND a.state = 'cooling'
 			ORDER BY a.reusable_at LIMIT 1),
-		now()
+		ipam_now()
 	FROM ipam_pools p
 	WHERE ($1 = '' OR p.cluster_id = $1)
 	ORDER BY p.cluster_id, p.category, p.name`
@@ -115,7 +115,7 @@ const usagePlannerSetting = `SET LOCAL enable_seqscan = off`
 // usageFailuresSQL counts recent failures per pool and reason on the
 // (pool_id, at) index.
 const usageFailuresSQL = `SELECT f.pool_id, f.reason, count(*) FROM ipam_allocation_failures f
-	WHERE f.pool_id = ANY($1) AND f.at > now() - $2::interval
+	WHERE f.pool_id = ANY($1) AND f.at > ipam_now() - $2::interval
 	GROUP BY f.pool_id, f.reason`
 
 // PoolUsage reports the usage of one cluster. It fails with ErrNotFound when
@@ -299,6 +299,6 @@ func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // DatabaseNow is the database's clock, the only clock of cooldowns.
 func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 	var t time.Time
-	err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&t)
+	err := s.pool.QueryRow(ctx, `SELECT ipam_now()`).Scan(&t)
 	return t.UTC(), s.mapErr(err)
 }

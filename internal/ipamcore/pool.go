@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -82,6 +83,9 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default); err != nil {
 		return err
 	}
+	if err := syncPoolBlocks(ctx, tx, &p); err != nil {
+		return err
+	}
 	if p.Kind != kindCounter {
 		return nil
 	}
@@ -118,4 +122,64 @@ func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 		p.Gateway = gw.Addr()
 	}
 	return &p, p.buildLayout()
+}
+
+// globalBlock reports whether a pool block must be unique across every
+// cluster: all IPv6 blocks, and IPv4 blocks that are not wholly inside
+// private, shared (CGNAT), loopback or link-local space.
+func globalBlock(b netip.Prefix) bool {
+	if b.Addr().Is6() {
+		return true
+	}
+	for _, special := range privateIPv4 {
+		if PrefixContains(special, b) {
+			return false
+		}
+	}
+	return true
+}
+
+var privateIPv4 = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("169.254.0.0/16"),
+}
+
+// syncPoolBlocks makes ipam_pool_blocks hold the pool's global blocks. Its
+// exclusion constraint refuses a block that overlaps any other cluster's or
+// pool's, and its check refuses an IPv6 block outside the cluster's prefix:
+// whatever code path writes a pool, two clusters can never hand out the same
+// address. (Node block pools lie inside the instance prefix, which is itself
+// such a block, and are kept apart by ipam_node_blocks.)
+func syncPoolBlocks(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if p.Kind != kindCounter && p.Kind != kindTable {
+		return nil
+	}
+	var global []netip.Prefix
+	for _, b := range p.CIDRs {
+		if globalBlock(b) {
+			global = append(global, b)
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM ipam_pool_blocks WHERE pool_id = $1 AND NOT (block = ANY ($2::cidr[]))`, p.ID, global); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block)
+		SELECT $1, c.id, c.prefix, b FROM ipam_clusters c, unnest($3::cidr[]) b WHERE c.id = $2
+		ON CONFLICT (pool_id, block) DO NOTHING`, p.ID, p.ClusterID, global)
+	return placementErr(err)
+}
+
+// placementErr names a violated placement constraint for the user.
+func placementErr(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.ConstraintName {
+	case "ipam_pool_blocks_no_overlap":
+		return invalid("cidrs", "a block overlaps a block of another pool or cluster (%s); IPv6 and public IPv4 blocks belong to one pool in one cluster", pe.Detail)
+	case "ipam_pool_blocks_in_cluster":
+		return invalid("cidrs", "an IPv6 block lies outside the cluster's prefix; IPv6 pools must lie inside their own cluster's prefix")
+	}
+	return err
 }

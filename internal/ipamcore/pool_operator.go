@@ -82,16 +82,9 @@ func PreparePool(p *Pool) error {
 	return nil
 }
 
-// isPublic4 reports whether an IPv4 block is publicly routable (so it must be
-// unique across clusters, not just inside one).
-func isPublic4(p netip.Prefix) bool {
-	for _, special := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16"} {
-		if netip.MustParsePrefix(special).Overlaps(p) {
-			return false
-		}
-	}
-	return true
-}
+// isPublic4 reports whether an IPv4 block must be unique across clusters: it
+// is not wholly inside private, shared, loopback or link-local space.
+func isPublic4(p netip.Prefix) bool { return globalBlock(p) }
 
 // checkPlacement: the pool's blocks overlap neither the cluster's node and
 // instance prefixes nor its other pools, and a public IPv4 block overlaps no
@@ -105,6 +98,9 @@ func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
 		return err
 	}
 	for _, b := range p.CIDRs {
+		if b.Addr().Is6() && !PrefixContains(c.Prefix, b) {
+			return invalid("cidrs", "%s is outside the prefix %s of cluster %q; an IPv6 pool lies inside its own cluster's prefix", b, c.Prefix, c.ID)
+		}
 		for _, sys := range []struct {
 			what string
 			p    netip.Prefix
@@ -311,8 +307,11 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			mtu = &p.MTU
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
-				gateway = $7, is_default = $8, updated_at = now() WHERE id = $1`,
+				gateway = $7, is_default = $8, updated_at = ipam_now() WHERE id = $1`,
 			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default); err != nil {
+			return err
+		}
+		if err := syncPoolBlocks(ctx, tx, &p); err != nil {
 			return err
 		}
 		if cur.Kind == kindCounter {
@@ -347,7 +346,7 @@ func (s *Store) DeletePool(ctx context.Context, id string, force bool) error {
 		var cluster string
 		err := tx.QueryRow(ctx, `SELECT p.cluster_id,
 				count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved'),
-				count(a.id) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > now())
+				count(a.id) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > ipam_now())
 			FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
 			WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
 		if errors.Is(err, pgx.ErrNoRows) {
