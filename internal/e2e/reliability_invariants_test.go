@@ -149,7 +149,7 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 		`INSERT INTO ipam_events (id, at, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id, actor)
 			SELECT gen_random_uuid(), clock_timestamp(), 'allocation.reserved', cluster_id, pool_id, id, generation + 1, address, 'instance', 'pa', 'x'
 			FROM ipam_allocations WHERE owner_id = 'pa'`,
-		`UPDATE ipam_allocations SET state = 'active', owner_id = 'pb', instance_id = 'pb', generation = generation + 2, released_at = NULL, reusable_at = NULL
+		`UPDATE ipam_allocations SET state = 'active', owner_id = 'pb', instance_id = 'pb', generation = generation + 2, released_at = NULL, reusable_at = NULL, cooling_until = NULL
 			WHERE owner_id = 'pa'`,
 		`INSERT INTO ipam_events (id, at, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id, actor)
 			SELECT gen_random_uuid(), clock_timestamp() + interval '1 millisecond', 'instance.allocated', cluster_id, pool_id, id, generation, address, 'instance', 'pb', 'x'

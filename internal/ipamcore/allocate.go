@@ -60,6 +60,9 @@ type Allocation struct {
 	ReusableAt time.Time
 	// Reusable is true once ReusableAt has passed, by database time.
 	Reusable bool
+	// HoldExpired is true when a plan-time hold's own time is over (its
+	// address may still be inside a cooldown the hold kept).
+	HoldExpired bool
 }
 
 // CIDR is the address with its pool block's prefix length ("/128" for a
@@ -90,7 +93,7 @@ type AllocateResult struct {
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
-	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, '')`
+	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true)`
 
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
@@ -98,7 +101,7 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 	var allocated, released, reusable *time.Time
 	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
-		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID)
+		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -233,7 +236,10 @@ func (s *Store) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 		return nil, nil
 	}
 	if held.State == StateReserved {
-		stale := held.Actor != s.actor && held.Reusable
+		// Another actor's hold is judged by its own expiry, not by the
+		// cooldown it may keep: an abandoned plan never blocks an owner for
+		// longer than reservation_ttl.
+		stale := held.Actor != s.actor && held.HoldExpired
 		moved := held.Actor == s.actor && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
 		if stale || moved {
 			return nil, s.dropHold(ctx, tx, *held)
@@ -291,7 +297,8 @@ func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 	switch {
 	case held != nil && held.State == StateReserved:
 		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
-			SET reserved_until = ipam_now() + $3::interval, reusable_at = greatest(reusable_at, ipam_now() + $3::interval)
+			SET reserved_until = ipam_now() + $3::interval,
+				reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
 			WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
 			held.ID, held.Generation, durationInterval(ttl)))
 		if errors.Is(err, ErrNotFound) {
@@ -307,9 +314,10 @@ func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 // dropHold returns a hold to the pool at once, without cooldown: its address
 // was never routed.
 func (s *Store) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
-	// reusable_at beyond the hold's own expiry is a cooldown the hold kept: it stays.
+	// A cooldown the hold kept (cooling_until, fixed at the address's last
+	// release) stays; the hold's own time does not.
 	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-			reusable_at = CASE WHEN reusable_at > reserved_until THEN reusable_at ELSE ipam_now() END, reserved_until = NULL
+			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
 		WHERE id = $1 AND generation = $2 AND state = 'reserved'`, h.ID, h.Generation)
 	if err != nil {
 		return err
@@ -411,12 +419,17 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64
 			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
 			allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11,
-			-- A hold on a cooling address keeps its cooldown: it is reusable by
-			-- others only once both the hold and the cooldown are over.
+			-- A hold on a cooling address keeps its cooldown (cooling_until):
+			-- it is reusable by others only once both the hold and the
+			-- cooldown are over. A hand-out ends the cooldown.
 			reusable_at = CASE WHEN $10::interval > interval '0' THEN
-				greatest(ipam_now() + $10::interval, CASE WHEN state = 'cooling' THEN reusable_at END) END,
+				greatest(ipam_now() + $10::interval, cooling_until) END,
+			cooling_until = CASE WHEN $10::interval > interval '0' THEN cooling_until END,
 			reserved_until = CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
 		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
+			-- The one place that decides reuse: another owner only once the
+			-- row is reusable; the same owner takes its own address back.
+			AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))
 		RETURNING `+allocColumns,
 		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
 		durationInterval(hold), nullable(o.SetID)))
@@ -737,14 +750,14 @@ func (s *Store) Release(ctx context.Context, clusterID string, o Owner, generati
 // there was nothing (of that generation) to release.
 func (s *Store) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
 	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
-			released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown
+			released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
 		FROM ipam_pools p
 		WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
 			AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
 		RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 			coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 			coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-			a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, '')`, clusterID, o.Kind, o.ID, generation))
+			a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true`, clusterID, o.Kind, o.ID, generation))
 	if err != nil {
 		return err
 	}

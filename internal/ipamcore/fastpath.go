@@ -96,7 +96,7 @@ const confirmHoldSQL = `WITH a AS (
 		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
 			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
 			allocated_at = ipam_now(), last_seen_at = ipam_now(), released_at = NULL,
-			reusable_at = NULL, reserved_until = NULL
+			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
 			AND address = $4 AND actor = $10 AND pool_id = $11
 		RETURNING *

@@ -52,14 +52,14 @@ func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
 		t.Fatalf("after the claim: %v %v", r.Address, err)
 	}
 	// A pool with exclusions never takes the fast path.
-	if _, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: "c1", Name: "v6", CIDRs: []netip.Prefix{netip.MustParsePrefix("2001:db9::/64")},
-		Exclude: []netip.Prefix{netip.MustParsePrefix("2001:db9::1/128")}}); err != nil {
+	if _, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: "c1", Name: "v6", CIDRs: []netip.Prefix{netip.MustParsePrefix("2001:db8:0:9::/64")},
+		Exclude: []netip.Prefix{netip.MustParsePrefix("2001:db8:0:9::1/128")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: n("c")}); ok {
 		t.Fatal("the fast path served a pool with exclusions")
 	}
-	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: n("c")}); err != nil || r.Address != netip.MustParseAddr("2001:db9::2") {
+	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: n("c")}); err != nil || r.Address != netip.MustParseAddr("2001:db8:0:9::2") {
 		t.Fatalf("pool with exclusions: %v %v", r.Address, err)
 	}
 }

@@ -93,7 +93,7 @@ func TestCheckFindsCorruption(t *testing.T) {
 	f.exec(`UPDATE ipam_allocations SET env_id = 'e1' WHERE owner_id = 'e2'`)
 	// i4's cooling address handed to i5 at once, behind the allocator's back.
 	f.exec(`UPDATE ipam_allocations SET state = 'active', owner_id = 'i5', instance_id = 'i5', generation = generation + 1,
-		released_at = NULL, reusable_at = NULL WHERE owner_id = 'i4'`)
+		released_at = NULL, reusable_at = NULL, cooling_until = NULL WHERE owner_id = 'i4'`)
 	f.exec(`INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, address, owner_kind, owner_id, actor)
 		SELECT gen_random_uuid(), 'instance.allocated', cluster_id, pool_id, id, address, 'instance', 'i5', 'rogue'
 		FROM ipam_allocations WHERE owner_id = 'i5'`)
@@ -173,7 +173,7 @@ func TestCheckCooldownLooksPastTheLastEvent(t *testing.T) {
 		VALUES (gen_random_uuid(), 'allocation.hold_dropped', 'c1', 'c1/instance', $1, $2, 'instance', 'a', 'terraform')`,
 		a.ID, netip.PrefixFrom(a.Address, 128))
 	// b gets it, still inside a's 24 h cooldown.
-	f.exec(`UPDATE ipam_allocations SET state = 'active', owner_id = 'b', instance_id = 'b', released_at = NULL, reusable_at = NULL WHERE owner_id = 'a'`)
+	f.exec(`UPDATE ipam_allocations SET state = 'active', owner_id = 'b', instance_id = 'b', released_at = NULL, reusable_at = NULL, cooling_until = NULL WHERE owner_id = 'a'`)
 	f.exec(`INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, address, owner_kind, owner_id, actor)
 		VALUES (gen_random_uuid(), 'instance.allocated', 'c1', 'c1/instance', $1, $2, 'instance', 'b', 'terraform')`,
 		a.ID, netip.PrefixFrom(a.Address, 128))

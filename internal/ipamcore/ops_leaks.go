@@ -419,7 +419,8 @@ func (s *Store) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Recl
 		}
 		var a Allocation
 		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-				reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
+				reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id),
+				cooling_until = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
 			WHERE id = $1 AND generation = $2 AND state = 'active'
 			RETURNING `+allocColumns, l.AllocationID, l.Generation))
 		if errors.Is(err, ErrNotFound) {

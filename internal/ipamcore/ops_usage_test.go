@@ -43,7 +43,7 @@ func TestPoolUsage(t *testing.T) {
 	}
 	// A failure older than the window is not counted.
 	f.exec(`INSERT INTO ipam_allocation_failures (id, at, cluster_id, pool_id, reason) VALUES (gen_random_uuid(), now() - interval '25 hours', 'c1', 'c1/v4', 'ipam_exhausted')`)
-	if _, err := f.st.CreatePool(f.ctx, ipamcore.Pool{ClusterID: "c1", Name: "v6", Cooldown: time.Hour, CIDRs: prefixes("2001:db8:ff::/120")}); err != nil {
+	if _, err := f.st.CreatePool(f.ctx, ipamcore.Pool{ClusterID: "c1", Name: "v6", Cooldown: time.Hour, CIDRs: prefixes("2001:db8:0:ff::/120")}); err != nil {
 		t.Fatal(err)
 	}
 	f.alloc("c1/v6", instance("i9"))

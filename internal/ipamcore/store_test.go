@@ -63,7 +63,8 @@ func instance(id string) ipamcore.Owner {
 func age(t *testing.T, raw *pgx.Conn, poolID string, d time.Duration) {
 	t.Helper()
 	_, err := raw.Exec(context.Background(), `UPDATE ipam_allocations SET released_at = released_at - $2::interval,
-		reusable_at = reusable_at - $2::interval WHERE pool_id = $1 AND state = 'cooling'`, poolID, fmt.Sprintf("%d seconds", int(d.Seconds())))
+		reusable_at = reusable_at - $2::interval, cooling_until = cooling_until - $2::interval
+		WHERE pool_id = $1 AND state = 'cooling'`, poolID, fmt.Sprintf("%d seconds", int(d.Seconds())))
 	if err != nil {
 		t.Fatal(err)
 	}
