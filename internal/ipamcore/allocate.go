@@ -204,6 +204,9 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 // allocateTx is Allocate inside the caller's transaction.
 func (s *Store) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
 	var res AllocateResult
+	if err := lockPoolShared(ctx, tx, pool); err != nil {
+		return res, err
+	}
 	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
 	if err != nil {
 		return res, err
@@ -287,6 +290,9 @@ func (s *Store) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) 
 
 // reserveTx is Reserve inside the caller's transaction.
 func (s *Store) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ttl time.Duration) (Allocation, error) {
+	if err := lockPoolShared(ctx, tx, pool); err != nil {
+		return Allocation{}, err
+	}
 	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
 	if err != nil {
 		return Allocation{}, err
@@ -520,9 +526,9 @@ func takeStripeSQL(skipLocked bool) string {
 		RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`
 }
 
-// maxSkips bounds how many already-claimed addresses one allocation steps over
-// before it gives up and retries the transaction.
-const maxSkips = 1024
+// skipBatch is how many ordinals of a stripe one look-up checks for exact
+// claims ahead of the counter (one round trip).
+const skipBatch = 256
 
 // takeFresh takes the next ordinal of the unlocked stripe with the lowest one.
 // A lone client therefore allocates strictly in order; concurrent clients lock
@@ -534,7 +540,7 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, h
 		return Allocation{}, errNoFresh
 	}
 	stride := int64(pool.Stripes)
-	for skips := 0; skips < maxSkips; skips++ {
+	for {
 		var stripe int
 		var next, last int64
 		err := tx.QueryRow(ctx, takeStripeSQL(true), pool.ID, stride).Scan(&stripe, &next, &last)
@@ -572,12 +578,57 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, h
 			continue
 		}
 		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold, false)
-		if errors.Is(err, ErrNotFound) {
-			continue // claimed exactly by someone earlier: step over it
+		if !errors.Is(err, ErrNotFound) {
+			return a, err
 		}
-		return a, err
+		// Claimed exactly by someone earlier. Step this stripe over every
+		// claimed ordinal ahead of it, up to skipBatch at a time in one look-up,
+		// so that claims ahead of the counter cost one round trip per batch,
+		// once, and never fail an allocation.
+		if err := skipClaimed(ctx, tx, pool, stripe, ord, last, stride); err != nil {
+			return Allocation{}, err
+		}
 	}
-	return Allocation{}, errRetry
+}
+
+// skipClaimed moves a locked stripe from ord (found claimed) to its next
+// ordinal that has no row, or past the batch when all of it is claimed.
+func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, last, stride int64) error {
+	var ords []int64
+	var addrs []netip.Prefix
+	for o := pool.layout.NextAllowed(ord+stride, stride); o <= last && len(ords) < skipBatch; o = pool.layout.NextAllowed(o+stride, stride) {
+		a, ok := pool.layout.Addr(o)
+		if !ok {
+			break
+		}
+		ords = append(ords, o)
+		addrs = append(addrs, netip.PrefixFrom(a, a.BitLen()))
+	}
+	next := last + 1
+	if len(ords) > 0 {
+		rows, err := tx.Query(ctx, `SELECT address FROM ipam_allocations WHERE cluster_id = $1 AND address = ANY ($2::inet[])`,
+			pool.ClusterID, addrs)
+		if err != nil {
+			return err
+		}
+		taken, err := pgx.CollectRows(rows, pgx.RowTo[netip.Prefix])
+		if err != nil {
+			return err
+		}
+		seen := make(map[netip.Prefix]bool, len(taken))
+		for _, t := range taken {
+			seen[t] = true
+		}
+		next = ords[len(ords)-1] + stride
+		for i, a := range addrs {
+			if !seen[a] {
+				next = ords[i]
+				break
+			}
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`, pool.ID, stripe, next)
+	return err
 }
 
 // takeCooled reuses the longest-cooled address whose cooldown has passed (or,
@@ -631,6 +682,17 @@ func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 		return Allocation{}, err
 	}
 	ord, _ := pool.layout.Ordinal(addr)
+	if pool.Kind == kindCounter {
+		// The cluster's instance counter stops below the node blocks carved
+		// from the prefix's end; so do exact claims from it.
+		var top int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(last_ordinal), -1) FROM ipam_pool_stripes WHERE pool_id = $1`, pool.ID).Scan(&top); err != nil {
+			return Allocation{}, err
+		}
+		if ord > top {
+			return Allocation{}, invalid("address", "%s lies in the part of pool %q given to per-node instance blocks; claim it on its node instead", addr, pool.ID)
+		}
+	}
 	cur, err := scanAllocation(tx.QueryRow(ctx, `SELECT `+allocColumns+` FROM ipam_allocations
 		WHERE cluster_id = $1 AND address = $2 FOR UPDATE`, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
 	if errors.Is(err, ErrNotFound) {

@@ -46,6 +46,8 @@ func (b BlockScaling) Validate() error {
 	switch {
 	case b.PrefixLength < 65 || b.PrefixLength > 128:
 		return invalid("block_prefix_length", "/%d is out of range: blocks are /65 to /128", b.PrefixLength)
+	case b.MaxBlocks < 1:
+		return invalid("max_blocks", "must be at least 1")
 	case b.MinFree < 0 || math.IsNaN(b.MinFree):
 		return invalid("min_free_fraction", "must be at least 0")
 	case b.MaxFree < b.MinFree+1 || math.IsNaN(b.MaxFree):
@@ -54,8 +56,25 @@ func (b BlockScaling) Validate() error {
 		return invalid("max_blocks", "must be at least 1")
 	case b.Demand != nil && *b.Demand < 0:
 		return invalid("demand", "must not be negative")
+	case b.BatchSize()*int64(b.MaxBlocks) > MaxNodeBlockAddresses:
+		return invalid("block_prefix_length", "/%d blocks of %d addresses x max_blocks %d = %d addresses; a node's blocks keep a row per address and may hold at most %d (use /%d or longer blocks, or fewer max_blocks)",
+			b.PrefixLength, b.BatchSize(), b.MaxBlocks, b.BatchSize()*int64(b.MaxBlocks), MaxNodeBlockAddresses, 128-bitsFor(MaxNodeBlockAddresses/int64(b.MaxBlocks)))
 	}
 	return nil
+}
+
+// MaxNodeBlockAddresses caps what one node's blocks may materialize: a row
+// per address, like an IPv4 pool (MaxTablePoolSize).
+const MaxNodeBlockAddresses = MaxTablePoolSize
+
+// bitsFor is the number of host bits of the largest power of two <= n (n >= 1).
+func bitsFor(n int64) int {
+	b := 0
+	for n > 1 {
+		n >>= 1
+		b++
+	}
+	return b
 }
 
 // TargetBlocks is the number of blocks for used addresses, computed in one
@@ -111,6 +130,9 @@ func (s *Store) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, s
 	}
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPoolID(clusterID, nodeID)); err != nil {
+			return err
+		}
 		if err := saveScaling(ctx, tx, clusterID, nodeID, sc); err != nil {
 			return err
 		}
@@ -126,6 +148,9 @@ func (s *Store) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, s
 func (s *Store) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPoolID(clusterID, nodeID)); err != nil {
+			return err
+		}
 		var err error
 		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
 		return err
@@ -272,7 +297,7 @@ func (s *Store) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 				scans = b.emptyScans + 1
 			}
 			if scans >= 2 {
-				if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix); err != nil {
+				if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix, false); err != nil {
 					return nb, err
 				}
 				nb.Released = append(nb.Released, b.prefix)
@@ -341,16 +366,49 @@ func blockBounds(b netip.Prefix) (netip.Prefix, netip.Prefix) {
 }
 
 // releaseBlock returns a block to the cluster: it cools down for the
-// cluster's instance cooldown before another node may get it.
-func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b netip.Prefix) error {
+// cluster's instance cooldown, and at least until every address in it has
+// finished its own cooldown, before another node may get it. Free rows, and
+// rows whose cooldown has passed, are deleted. A row still inside its cooldown
+// is never deleted: with park it moves, with its cooldown, to the block's
+// parked pool (from which nothing allocates) until the block is taken again;
+// without park such a block is not released (the caller saw it empty).
+// The caller holds the node pool's lock (FOR UPDATE).
+func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b netip.Prefix, park bool) error {
 	lo, hi := blockBounds(b)
-	if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
+		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`, poolID, lo, hi); err != nil {
 		return err
 	}
+	var left, active int64
+	var until *time.Time
+	if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'active'), max(reusable_at)
+		FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi).Scan(&left, &active, &until); err != nil {
+		return err
+	}
+	switch {
+	case active > 0:
+		return &ConflictError{Msg: fmt.Sprintf("block %s still holds %d active instance addresses; release them first", b, active)}
+	case left > 0 && !park:
+		return errRetry // it was seen empty under the same lock: cannot happen
+	case left > 0:
+		pp := Pool{ID: parkedPoolID(c.ID, b), ClusterID: c.ID, Name: "parked/" + b.String(), Category: CategoryInstance,
+			Family: 6, Kind: kindParked, CIDRs: []netip.Prefix{b}, Cooldown: c.InstanceCooldown, Stripes: 1, MTU: c.MTU, Gateway: c.GatewayIPv6}
+		if err := insertPool(ctx, tx, pp); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ipam_allocations SET pool_id = $4, ordinal = address - $2::inet
+			WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi, pp.ID); err != nil {
+			return err
+		}
+	}
 	_, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = ipam_now(),
-		reusable_at = ipam_now() + $3::interval WHERE cluster_id = $1 AND block = $2`, c.ID, b, durationInterval(c.InstanceCooldown))
+		reusable_at = greatest(ipam_now() + $3::interval, $4::timestamptz) WHERE cluster_id = $1 AND block = $2`,
+		c.ID, b, durationInterval(c.InstanceCooldown), until)
 	return err
 }
+
+// parkedPoolID names the pool that keeps a released block's cooling rows.
+func parkedPoolID(clusterID string, b netip.Prefix) string { return clusterID + "/parked/" + b.String() }
 
 // takeBlock gives a node a block: the longest-cooled reusable one, else the
 // next fresh one, carved from the end of the instance prefix and skipped if
@@ -363,7 +421,17 @@ func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID stri
 			AND masklen(block) = $3 ORDER BY reusable_at LIMIT 1 FOR UPDATE SKIP LOCKED) pick
 		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`, c.ID, nodeID, length).Scan(&b)
 	if err == nil {
-		return b, nil
+		// The block's reusable time is past every parked row's cooldown.
+		var cooling int64
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND reusable_at > ipam_now()`,
+			parkedPoolID(c.ID, b)).Scan(&cooling); err != nil {
+			return b, err
+		}
+		if cooling > 0 {
+			return b, errRetry
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, parkedPoolID(c.ID, b))
+		return b, err
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return b, err
@@ -376,6 +444,17 @@ func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID stri
 		return b, invalid("block_prefix_length", "/%d blocks are too fine for the instance prefix %s (at most 2^62 blocks); use longer blocks or a smaller instance prefix", length, c.InstancePrefix)
 	}
 	count := uint64(1) << n
+	// The cluster's instance counter never enters a block: lock its pool (the
+	// allocations in flight commit first), and below, lower its counters'
+	// last ordinal under the block. Carving is rare; this lock is brief.
+	instPoolID := PoolID(c.ID, CategoryInstance)
+	if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, instPoolID); err != nil {
+		return b, err
+	}
+	instPool, err := loadPool(ctx, tx, instPoolID)
+	if err != nil {
+		return b, err
+	}
 	var next int64
 	err = tx.QueryRow(ctx, `INSERT INTO ipam_block_counters (cluster_id, block_prefix_length, next_index) VALUES ($1, $2, 0)
 		ON CONFLICT (cluster_id) DO UPDATE SET next_index = ipam_block_counters.next_index
@@ -405,6 +484,12 @@ func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID stri
 		if _, err := tx.Exec(ctx, `UPDATE ipam_block_counters SET next_index = $2 WHERE cluster_id = $1`, c.ID, next); err != nil {
 			return b, err
 		}
+		if ord, ok := instPool.layout.Ordinal(cand.Addr()); ok {
+			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = least(last_ordinal, $2) WHERE pool_id = $1`,
+				instPoolID, ord-1); err != nil {
+				return b, err
+			}
+		}
 		_, err = tx.Exec(ctx, `INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
 			VALUES ($1, $2, $3, $4, 'active')`, c.ID, cand, next-1, nodeID)
 		return cand, err
@@ -428,8 +513,9 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err
 		}
-	} else if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, size = $3, updated_at = ipam_now() WHERE id = $1`,
-		p.ID, p.CIDRs, p.Size); err != nil {
+	} else if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, size = $3, cooldown = $4, mtu = $5, gateway = $6,
+			updated_at = ipam_now() WHERE id = $1`,
+		p.ID, p.CIDRs, p.Size, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
 		return err
 	}
 	return syncTableRows(ctx, tx, &p)
@@ -477,10 +563,15 @@ func (s *Store) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (No
 // active or reserved.
 func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
+		poolID := NodeBlocksPoolID(clusterID, nodeID)
+		// The node pool's lock first: instance allocations on the node in
+		// flight commit before the use below is counted.
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, poolID); err != nil {
+			return err
+		}
 		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
 			return err
 		}
-		poolID := NodeBlocksPoolID(clusterID, nodeID)
 		used, err := nodeUse(ctx, tx, poolID)
 		if err != nil {
 			return err
@@ -498,13 +589,13 @@ func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string)
 		}
 		var released []netip.Prefix
 		for _, b := range blocks {
-			if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix); err != nil {
+			if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix, true); err != nil {
 				return err
 			}
 			released = append(released, b.prefix)
 		}
-		// Cooling addresses of the node's instances stay in history (events);
-		// their rows go with the pool, since the blocks themselves now cool down.
+		// Every row still inside its cooldown was parked with its block; what
+		// is left of the pool has none.
 		if _, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, poolID); err != nil {
 			return err
 		}

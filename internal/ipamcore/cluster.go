@@ -248,7 +248,7 @@ func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
 func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 	var out Cluster
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		cur, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1 FOR UPDATE`, c.ID))
+		cur, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, c.ID))
 		if err != nil {
 			return err
 		}
@@ -259,6 +259,10 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			return err
 		}
 		if c.GatewayIPv6 != cur.GatewayIPv6 {
+			// A new gateway changes what the cluster's pools may hand out.
+			if _, err := lockPoolsExclusive(ctx, tx, `cluster_id = $1 AND category IN ('node', 'instance')`, c.ID); err != nil {
+				return err
+			}
 			var held string
 			err := tx.QueryRow(ctx, `SELECT owner_kind || ' ' || owner_id FROM ipam_allocations
 				WHERE cluster_id = $1 AND address = $2 AND state IN ('active', 'reserved', 'cooling')`,
@@ -266,6 +270,12 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			if err == nil {
 				return invalid("gateway_ipv6", "%s is held by %s; the gateway is never handed out, so pick another", c.GatewayIPv6, held)
 			} else if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			// Node block pools keep a row per address: the gateway's goes.
+			if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE cluster_id = $1 AND address = $2
+				AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`,
+				c.ID, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
 				return err
 			}
 		}
@@ -283,6 +293,12 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 				return err
 			}
 		}
+		// Node block pools hand out instance addresses: the same settings.
+		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now()
+			WHERE cluster_id = $1 AND kind IN ('blocks', 'parked')`,
+			c.ID, durationInterval(c.InstanceCooldown), c.MTU, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
+			return err
+		}
 		return insertEvent(ctx, tx, Event{Type: "cluster.updated", ClusterID: c.ID, Actor: s.actor,
 			Data: map[string]any{"node_cooldown": FormatDuration(c.NodeCooldown), "instance_cooldown": FormatDuration(c.InstanceCooldown),
 				"gateway_ipv6": c.GatewayIPv6.String(), "mtu": c.MTU}})
@@ -298,6 +314,14 @@ type ClusterHoldings struct{ Active, Reserved, Cooling int64 }
 // or cooling addresses is refused, naming how many.
 func (s *Store) DeleteCluster(ctx context.Context, id string, force bool) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
+		// Pools first, then the cluster row (the locking order): allocations in
+		// flight commit before the counts below are taken.
+		if _, err := lockPoolsExclusive(ctx, tx, `cluster_id = $1`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR UPDATE`, id); err != nil {
+			return err
+		}
 		var h ClusterHoldings
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE a.state = 'active'),
 				count(*) FILTER (WHERE a.state = 'reserved'), count(*) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > ipam_now())

@@ -26,6 +26,7 @@ const fastAllocateSQL = `WITH owner AS (
 		SELECT cidrs[1] AS block, stripes FROM ipam_pools
 		WHERE id = $2 AND kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
 			AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))
+		FOR KEY SHARE -- the allocator's pool lock (see lockPoolShared)
 	), pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
 		WHERE pool_id = $2 AND next_ordinal <= last_ordinal

@@ -2,6 +2,7 @@ package ipamcore
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -62,6 +63,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	rest, err := time.ParseDuration(s)
 	if err != nil || rest < 0 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
 		return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
+	}
+	if rest > math.MaxInt64-d {
+		return 0, fmt.Errorf("%q is too long a duration (at most about 292 years)", truncate(orig, 40))
 	}
 	return d + rest, nil
 }

@@ -182,7 +182,7 @@ func newLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr,
 			}
 		}
 		if next >= MaxPoolOrdinals {
-			break
+			return nil, fmt.Errorf("block %s lies past the pool's ordinal space: the blocks before it already fill the 2^62 addresses one pool can hand out; put it in a pool of its own", c)
 		}
 		n := min(blockSize(c), MaxPoolOrdinals-next)
 		l.blocks = append(l.blocks, layoutBlock{prefix: c, start: next, count: n})

@@ -41,6 +41,7 @@ const (
 	kindCounter = "counter" // striped counters over the ordinal space (IPv6)
 	kindTable   = "table"   // one row per usable address (IPv4, gaps absent)
 	kindBlocks  = "blocks"  // a node's instance blocks: rows per address, whole blocks
+	kindParked  = "parked"  // a released block's rows still cooling: nothing allocates here
 )
 
 // querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
@@ -49,7 +50,7 @@ type querier interface {
 }
 
 func (p *Pool) buildLayout() error {
-	l, err := newLayout(p.CIDRs, p.Exclude, p.Gateway, p.Kind == kindBlocks)
+	l, err := newLayout(p.CIDRs, p.Exclude, p.Gateway, p.Kind == kindBlocks || p.Kind == kindParked)
 	if err != nil {
 		return err
 	}
@@ -182,4 +183,39 @@ func placementErr(err error) error {
 		return invalid("cidrs", "an IPv6 block lies outside the cluster's prefix; IPv6 pools must lie inside their own cluster's prefix")
 	}
 	return err
+}
+
+// The locking order (DESIGN.md, "Locks"): cluster row, then pool rows, then a
+// node's scaling settings, then stripes, then allocation rows. Allocators hold
+// their pool's row FOR KEY SHARE until they commit; writers that change what a
+// pool may hand out (shrink, exclusions, gateway, block release, pool or
+// cluster destroy) take it FOR UPDATE first, so they wait for every allocation
+// in flight and none starts until they commit. KEY SHARE does not conflict with
+// KEY SHARE or with plain updates, so allocators never queue behind each other.
+
+// lockPoolShared takes the allocator's lock on the pool row and reports
+// errRetry when the pool changed since p was read (the transaction runs again
+// with the new shape), ErrNotFound when it is gone.
+func lockPoolShared(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	var updated time.Time
+	err := tx.QueryRow(ctx, `SELECT updated_at FROM ipam_pools WHERE id = $1 FOR KEY SHARE`, p.ID).Scan(&updated)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	case !updated.Equal(p.UpdatedAt):
+		return errRetry
+	}
+	return nil
+}
+
+// lockPoolsExclusive takes the shape writer's lock on pool rows, in id order.
+// It returns the ids it locked (absent pools are skipped).
+func lockPoolsExclusive(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools WHERE `+where+` ORDER BY id FOR UPDATE`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

@@ -165,8 +165,9 @@ func (s *Store) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 	}
 	var out Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		// Pool changes of one cluster are serialized on the cluster row (rare, not a hot path).
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR UPDATE`, p.ClusterID); err != nil {
+		// Pool changes of one cluster are serialized on the cluster row (rare,
+		// not a hot path), in a mode that lets allocations insert meanwhile.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, p.ClusterID); err != nil {
 			return err
 		}
 		if err := checkPlacement(ctx, tx, &p); err != nil {
@@ -257,7 +258,12 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 	}
 	var out Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR UPDATE`, p.ClusterID); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, p.ClusterID); err != nil {
+			return err
+		}
+		// The shape writer's lock: every allocation in flight finishes first,
+		// and what follows reads what they committed.
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, p.ID); err != nil {
 			return err
 		}
 		cur, err := loadPool(ctx, tx, p.ID)
@@ -279,7 +285,7 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		lo, hi := runBounds(p.layout)
 		rows, err := tx.Query(ctx, `SELECT host(address) || ' (' || state || ' by ' || coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') || ')'
 			FROM ipam_allocations a
-			WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')
+			WHERE pool_id = $1 AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now()))
 				AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)
 			ORDER BY address LIMIT 20`, p.ID, lo, hi)
 		if err != nil {
@@ -292,7 +298,10 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if len(lost) > 0 {
 			return invalid("cidrs", "the change would remove addresses that are in use or cooling: %s; release them (and let them cool down) first", strings.Join(lost, ", "))
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations a WHERE pool_id = $1 AND state = 'free'
+		// Rows that leave the pool: free ones, and released ones whose cooldown
+		// has passed. A row inside its cooldown is never deleted (refused above).
+		if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations a WHERE pool_id = $1
+				AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))
 				AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)`,
 			p.ID, lo, hi); err != nil {
 			return err
@@ -342,6 +351,9 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 // holds active, reserved or cooling addresses is refused, naming how many.
 func (s *Store) DeletePool(ctx context.Context, id string, force bool) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, id); err != nil {
+			return err
+		}
 		var h ClusterHoldings
 		var cluster string
 		err := tx.QueryRow(ctx, `SELECT p.cluster_id,

@@ -233,6 +233,9 @@ func (s *Store) mapErr(err error) error {
 	if errors.As(err, &coded) || errors.Is(err, ErrNotFound) {
 		return err
 	}
+	if errors.Is(err, errRetry) {
+		return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing in %d attempts; try again", maxTxAttempts)}
+	}
 	if isConnError(err) || (errors.Is(err, context.DeadlineExceeded) && !s.connected()) {
 		return &UnavailableError{Addr: s.addr, Err: errors.New(scrub(rootCause(err), s.secret))}
 	}
