@@ -316,6 +316,27 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	if err != nil {
 		return err
 	}
+	// A cluster's instance counter ends below the lowest node block carved
+	// from its prefix (blocks are carved downward from the end).
+	floors := map[string]netip.Prefix{}
+	frows, err := tx.Query(ctx, `SELECT cluster_id, min(block) FROM ipam_node_blocks GROUP BY cluster_id`)
+	if err != nil {
+		return err
+	}
+	if err := func() error {
+		defer frows.Close()
+		for frows.Next() {
+			var c string
+			var b netip.Prefix
+			if err := frows.Scan(&c, &b); err != nil {
+				return err
+			}
+			floors[PoolID(c, CategoryInstance)] = b
+		}
+		return frows.Err()
+	}(); err != nil {
+		return err
+	}
 	byPool := map[string][]stripe{}
 	for _, s := range stripes {
 		byPool[s.pool] = append(byPool[s.pool], s)
@@ -337,12 +358,18 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 			rep.add(v)
 		}
 		stride := int64(p.Stripes)
+		lastOrd := p.layout.LastOrdinal()
+		if b, ok := floors[p.ID]; ok {
+			if o, ok := p.layout.Ordinal(b.Addr()); ok {
+				lastOrd = min(lastOrd, o-1)
+			}
+		}
 		for i, s := range ss {
 			switch {
 			case s.k != i:
 				v.Detail = fmt.Sprintf("counter #%d is numbered %d; stripes are numbered 0 to %d", i, s.k, p.Stripes-1)
-			case s.last != p.layout.LastOrdinal():
-				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is %d", s.k, s.last, p.layout.LastOrdinal())
+			case s.last != lastOrd:
+				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is %d", s.k, s.last, lastOrd)
 			case s.next <= s.last && (s.next < 0 || s.next%stride != int64(s.k)):
 				v.Detail = fmt.Sprintf("stripe %d is at ordinal %d, outside its residue class (%d mod %d)", s.k, s.next, s.k, stride)
 			default:
