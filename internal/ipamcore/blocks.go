@@ -408,7 +408,9 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 }
 
 // parkedPoolID names the pool that keeps a released block's cooling rows.
-func parkedPoolID(clusterID string, b netip.Prefix) string { return clusterID + "/parked/" + b.String() }
+func parkedPoolID(clusterID string, b netip.Prefix) string {
+	return clusterID + "/parked/" + b.String()
+}
 
 // takeBlock gives a node a block: the longest-cooled reusable one, else the
 // next fresh one, carved from the end of the instance prefix and skipped if

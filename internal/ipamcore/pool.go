@@ -56,6 +56,9 @@ func (p *Pool) buildLayout() error {
 	}
 	p.layout = l
 	p.Size = l.Size()
+	if p.Kind == kindParked {
+		p.Size = 0 // nothing is handed out from it: it only keeps cooldowns
+	}
 	return nil
 }
 
