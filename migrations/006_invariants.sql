@@ -37,6 +37,12 @@ ALTER TABLE ipam_allocations ADD CONSTRAINT ipam_allocations_cooldown_kept
 ALTER TABLE ipam_allocations ADD CONSTRAINT ipam_allocations_active_no_cooldown
     CHECK (state <> 'active' OR cooling_until IS NULL);
 
+-- Adoption: a create that finds its owner's active allocation adopts it only
+-- while no refresh has confirmed it (a retried or killed apply finding its own
+-- work). Existing allocations count as confirmed.
+ALTER TABLE ipam_allocations ADD COLUMN confirmed_at timestamptz;
+UPDATE ipam_allocations SET confirmed_at = coalesce(last_seen_at, allocated_at) WHERE state = 'active';
+
 -- Pool kind 'parked': the rows of a released node block whose cooldown has
 -- not passed, kept (never deleted) until the block is taken again. Nothing
 -- allocates from a parked pool.
@@ -75,6 +81,7 @@ ALTER TABLE ipam_pools ADD CONSTRAINT ipam_pools_kind_check CHECK (kind IN ('cou
 ALTER TABLE ipam_allocations DROP CONSTRAINT IF EXISTS ipam_allocations_active_no_cooldown;
 ALTER TABLE ipam_allocations DROP CONSTRAINT IF EXISTS ipam_allocations_cooldown_kept;
 ALTER TABLE ipam_allocations DROP COLUMN IF EXISTS cooling_until;
+ALTER TABLE ipam_allocations DROP COLUMN IF EXISTS confirmed_at;
 ALTER TABLE ipam_allocation_failures ALTER COLUMN at SET DEFAULT now();
 ALTER TABLE ipam_events ALTER COLUMN at SET DEFAULT now();
 DROP FUNCTION IF EXISTS ipam_now();

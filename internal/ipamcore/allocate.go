@@ -63,7 +63,19 @@ type Allocation struct {
 	// HoldExpired is true when a plan-time hold's own time is over (its
 	// address may still be inside a cooldown the hold kept).
 	HoldExpired bool
+	// Confirmed is true once a refresh or an import has read the allocation,
+	// or the adoption window has passed since it was made: from then on only
+	// its own configuration manages it, and a create elsewhere is refused.
+	Confirmed bool
 }
+
+// AdoptionWindow is how long after it was made an allocation that no refresh
+// has confirmed may be adopted by a create of the same actor: the time in
+// which a killed or failed apply is retried.
+const AdoptionWindow = time.Hour
+
+const adoptionWindowSQL = "1 hour"
+
 
 // CIDR is the address with its pool block's prefix length ("/128" for a
 // single-address pool block is still the block's length).
@@ -93,7 +105,8 @@ type AllocateResult struct {
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
-	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true)`
+	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
+	coalesce(confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `', false)`
 
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
@@ -101,7 +114,7 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 	var allocated, released, reusable *time.Time
 	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
-		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired)
+		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -380,6 +393,12 @@ func (s *Store) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation)
 		conflict.Detail = fmt.Sprintf("import it into this configuration (`terraform import ... %s/%s`) or release it with ipamctl before allocating it as actor %q",
 			held.ClusterID, held.Owner.ID, s.actor)
 		return conflict
+	case held.State == StateActive && held.Confirmed:
+		// Adoption is for a retried or killed apply finding its own work, not
+		// for a second configuration declaring the same owner.
+		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); import it (`terraform import ... %s/%s`) instead of declaring it again, or give each configuration its own actor",
+			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow), held.ClusterID, held.Owner.ID)
+		return conflict
 	case held.PoolID != pool.ID:
 		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)
 		return conflict
@@ -424,7 +443,7 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64
 			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-			allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11,
+			allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11, confirmed_at = NULL,
 			-- A hold on a cooling address keeps its cooldown (cooling_until):
 			-- it is reusable by others only once both the hold and the
 			-- cooldown are over. A hand-out ends the cooldown.
@@ -736,7 +755,7 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 	var a Allocation
 	var stale bool
 	var cidrs []netip.Prefix
-	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < ipam_now() - interval '1 hour', true),
+	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < ipam_now() - interval '1 hour', true) OR confirmed_at IS NULL,
 			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 		FROM ipam_allocations a
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID)
@@ -745,7 +764,7 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 		return a, s.mapErr(err)
 	}
 	if stale {
-		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now()
+		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
 			WHERE id = $1 AND generation = $2 AND state = 'active'`, a.ID, a.Generation)
 	}
 	for _, c := range cidrs {
@@ -819,7 +838,7 @@ func (s *Store) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 		RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 			coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 			coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-			a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true`, clusterID, o.Kind, o.ID, generation))
+			a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true`, clusterID, o.Kind, o.ID, generation))
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func (s *Store) runOne(ctx context.Context, sql string, args ...any) (Allocation
 const confirmHoldSQL = `WITH a AS (
 		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
 			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
-			allocated_at = ipam_now(), last_seen_at = ipam_now(), released_at = NULL,
+			allocated_at = ipam_now(), last_seen_at = ipam_now(), released_at = NULL, confirmed_at = NULL,
 			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
 			AND address = $4 AND actor = $10 AND pool_id = $11
@@ -137,7 +137,8 @@ func (s *Store) findHold(ctx context.Context, req AllocateRequest, ttl time.Dura
 	var fresh bool
 	var cidrs []netip.Prefix
 	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, `SELECT `+allocColumns+`,
-			state = 'active' OR reusable_at > ipam_now() + $5::interval,
+			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '`+adoptionWindowSQL+`')
+				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
 			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 		FROM ipam_allocations a
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`,

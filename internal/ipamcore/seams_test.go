@@ -468,3 +468,40 @@ func TestSeamInputLimits(t *testing.T) {
 		t.Fatal("a second /64 past the ordinal space was silently ignored")
 	}
 }
+
+// Two configurations (two states) declaring one owner with the default
+// actor: the second one adopted the first one's allocation. Adoption is only
+// for a retried or killed apply finding its own, not yet confirmed work.
+func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
+	sts, raw := seamStores(t, "terraform", "terraform")
+	first, second, ctx := sts[0], sts[1], context.Background()
+	seamCluster(t, first, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	n1, n2 := node("n1"), node("n2")
+	a, err := first.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retried apply (nothing has refreshed it yet) adopts its own work.
+	if r, err := second.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); err != nil || !r.Adopted || r.Address != a.Address {
+		t.Fatalf("retried apply: %+v %v", r, err)
+	}
+	// Once the first configuration's refresh has read it, a second one is refused, at plan and at apply.
+	if _, err := first.GetActive(ctx, "c1", ipamcore.OwnerNode, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = second.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}, time.Hour)
+	if ipamcore.Code(err) != ipamcore.CodeOwnerConflict || !strings.Contains(err.Error(), "import") {
+		t.Fatalf("second configuration's plan: %v, want owner_conflict naming import", err)
+	}
+	if _, err = second.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
+		t.Fatalf("second configuration's apply: %v, want owner_conflict", err)
+	}
+	// Never refreshed, but made longer ago than the adoption window: refused too.
+	if _, err := first.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n2}); err != nil {
+		t.Fatal(err)
+	}
+	seamClock(t, raw, ipamcore.AdoptionWindow+time.Minute)
+	if _, err = second.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n2}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
+		t.Fatalf("after the adoption window: %v, want owner_conflict", err)
+	}
+}
