@@ -76,7 +76,6 @@ const AdoptionWindow = time.Hour
 
 const adoptionWindowSQL = "1 hour"
 
-
 // CIDR is the address with its pool block's prefix length ("/128" for a
 // single-address pool block is still the block's length).
 func (a Allocation) CIDR() netip.Prefix {
