@@ -31,10 +31,19 @@ const (
 	// address claimed exactly is exempt when its allocation event says so
 	// (data.exact = true).
 	InvariantCounters = "stripe_counters"
+	// InvariantSettings: the pools that hand out a cluster's node and
+	// instance addresses (its own two, and every node block pool) carry the
+	// cluster's cooldowns and gateway, so releases use the rules in force.
+	InvariantSettings = "pool_settings_in_force"
+	// InvariantNodeBlocks: a node block pool's rows lie in that node's active
+	// blocks, a parked pool's rows in a cooling block, and no other pool's
+	// row lies in a block (the cluster counter never enters one).
+	InvariantNodeBlocks = "node_blocks"
 )
 
 // Invariants lists what Check verifies, in the order it checks.
-var Invariants = []string{InvariantUniqueAddress, InvariantInPool, InvariantCooldown, InvariantIPv4PerEnv, InvariantCounters}
+var Invariants = []string{InvariantUniqueAddress, InvariantInPool, InvariantCooldown, InvariantIPv4PerEnv, InvariantCounters,
+	InvariantSettings, InvariantNodeBlocks}
 
 // maxViolationsListed bounds how many violations of one invariant are listed.
 const maxViolationsListed = 100
@@ -103,7 +112,7 @@ func (s *Store) Check(ctx context.Context, clusterID string) (CheckReport, error
 		return rep, s.mapErr(err)
 	}
 	for _, check := range []func(context.Context, pgx.Tx, string, map[string]*Pool, *CheckReport) error{
-		checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters,
+		checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkSettings, checkNodeBlocks,
 	} {
 		if err := check(ctx, tx, clusterID, pools, &rep); err != nil {
 			return rep, s.mapErr(err)
@@ -399,6 +408,64 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &ord, &state, &k, &next}, func() error {
 		rep.add(Violation{Invariant: InvariantCounters, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id,
 			Detail: fmt.Sprintf("%s ordinal %d is at or beyond stripe %d's next ordinal %d: the counter would hand it out again", state, ord, k, next)})
+		return nil
+	})
+	return err
+}
+
+func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT p.cluster_id, p.id,
+			CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END::text, p.cooldown::text,
+			host(c.gateway_ipv6), coalesce(host(p.gateway), '')
+		FROM ipam_pools p JOIN ipam_clusters c ON c.id = p.cluster_id
+		WHERE (p.kind IN ('blocks', 'parked') OR p.id IN (c.id || '/node', c.id || '/instance'))
+			AND (p.cooldown <> CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END
+				OR p.gateway IS DISTINCT FROM c.gateway_ipv6)
+			AND ($1 = '' OR p.cluster_id = $1)
+		ORDER BY 1, 2 LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var cluster, pool, want, got, wantGW, gotGW string
+	_, err = pgx.ForEachRow(rows, []any{&cluster, &pool, &want, &got, &wantGW, &gotGW}, func() error {
+		rep.add(Violation{Invariant: InvariantSettings, ClusterID: cluster, PoolID: pool,
+			Detail: fmt.Sprintf("cooldown %s and gateway %s, but the cluster's are %s and %s", got, gotGW, want, wantGW)})
+		return nil
+	})
+	return err
+}
+
+func checkNodeBlocks(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.state, p.kind,
+			coalesce(b.node_id, ''), coalesce(b.state, ''), coalesce(s.node_id, '')
+		FROM ipam_allocations a
+		JOIN ipam_pools p ON p.id = a.pool_id
+		LEFT JOIN ipam_node_blocks b ON b.cluster_id = a.cluster_id AND a.address <<= b.block
+		LEFT JOIN LATERAL (SELECT substr(p.id, length(p.cluster_id) + 9) AS node_id) s ON p.kind = 'blocks'
+		WHERE (p.kind IN ('blocks', 'parked') OR b.block IS NOT NULL)
+			AND (a.state <> 'free' OR p.kind <> 'blocks')
+			AND ($1 = '' OR a.cluster_id = $1)
+			AND NOT ((p.kind = 'blocks' AND b.state = 'active' AND b.node_id = s.node_id)
+				OR (p.kind = 'parked' AND b.state = 'cooling' AND a.state <> 'active'))
+		ORDER BY a.cluster_id, a.address LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var id, cluster, pool, state, kind, blockNode, blockState, poolNode string
+	var addr netip.Prefix
+	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &state, &kind, &blockNode, &blockState, &poolNode}, func() error {
+		v := Violation{Invariant: InvariantNodeBlocks, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id}
+		switch {
+		case kind == kindBlocks && blockState == "":
+			v.Detail = fmt.Sprintf("%s address of node %q lies in none of its blocks", state, poolNode)
+		case kind == kindBlocks:
+			v.Detail = fmt.Sprintf("%s address of node %q lies in a %s block of node %q", state, poolNode, blockState, blockNode)
+		case kind == kindParked:
+			v.Detail = fmt.Sprintf("%s parked address lies in a %s block (parked rows keep a cooling block's cooldowns)", state, blockState)
+		default:
+			v.Detail = fmt.Sprintf("%s address of a %s pool lies in a %s node block of node %q", state, kind, blockState, blockNode)
+		}
+		rep.add(v)
 		return nil
 	})
 	return err

@@ -67,7 +67,7 @@ func TestCheckHealthyDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK() || rep.Rows < 10 || len(rep.Invariants) != 5 {
+	if !rep.OK() || rep.Rows < 10 || len(rep.Invariants) != len(ipamcore.Invariants) {
 		t.Fatalf("healthy database: %d rows, violations %v", rep.Rows, rep.Violations)
 	}
 	if rep, err := f.st.Check(f.ctx, "c2"); err != nil || !rep.OK() || rep.ClusterID != "c2" {
