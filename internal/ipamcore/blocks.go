@@ -654,7 +654,7 @@ func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner,
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if pool, err = instancePool(ctx, tx, clusterID, o.NodeID); err != nil {
+		if pool, err = s.plannedInstancePool(ctx, tx, clusterID, o, addr); err != nil {
 			return err
 		}
 		req := AllocateRequest{PoolID: pool.ID, Owner: o, Address: addr}
@@ -708,7 +708,7 @@ func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, 
 		return a, err
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		pool, err := instancePool(ctx, tx, clusterID, o.NodeID)
+		pool, err := s.plannedInstancePool(ctx, tx, clusterID, o, addr)
 		if err != nil {
 			return err
 		}
@@ -716,6 +716,28 @@ func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, 
 		return err
 	})
 	return a, err
+}
+
+// plannedInstancePool is the pool an instance allocation or hold uses: the
+// pool of the owner's live plan-time hold of this actor (for the address
+// asked for, if any), so that what a plan showed is what its apply gets even
+// when the node's blocks were created in between (by the same apply); else
+// the pool the node resolves to now (instancePool). An instance left outside
+// its node's blocks that way is moved into them by the next plan.
+func (s *Store) plannedInstancePool(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, addr netip.Addr) (*Pool, error) {
+	held, _, err := s.ownerRows(ctx, tx, clusterID, o)
+	if err != nil {
+		return nil, err
+	}
+	if held != nil && held.State == StateReserved && held.Actor == s.actor && !held.HoldExpired &&
+		(!addr.IsValid() || addr == held.Address) {
+		if p, err := loadPool(ctx, tx, held.PoolID); err == nil {
+			return p, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	return instancePool(ctx, tx, clusterID, o.NodeID)
 }
 
 // InstancePoolID names the pool an instance on nodeID draws from now.

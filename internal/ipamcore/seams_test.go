@@ -505,3 +505,38 @@ func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
 		t.Fatalf("after the adoption window: %v, want owner_conflict", err)
 	}
 }
+
+// Defect 12 (core half): node blocks and an instance on that node in one
+// apply. The plan held an address from the cluster pool; the blocks were
+// created before the instance's apply; the apply must get the planned
+// address (not "outside pool", not another one), and the next plan's pool
+// for the instance is the node's blocks.
+func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
+	sts, _ := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	i1 := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	h, err := st.ReserveInstance(ctx, "c1", i1, netip.Addr{}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", ipamcore.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// Terraform's final plan at apply asks again: the same address.
+	if again, err := st.ReserveInstance(ctx, "c1", i1, netip.Addr{}, time.Hour); err != nil || again.Address != h.Address {
+		t.Fatalf("final plan: %v %v, want %s", again.Address, err, h.Address)
+	}
+	r, err := st.AllocateInstance(ctx, "c1", i1, h.Address)
+	if err != nil || r.Address != h.Address {
+		t.Fatalf("apply: %v %v, want the planned %s", r.Address, err, h.Address)
+	}
+	// A new instance on the node now draws from its blocks.
+	if id, err := st.InstancePoolID(ctx, "c1", "n1"); err != nil || id != ipamcore.NodeBlocksPoolID("c1", "n1") {
+		t.Fatalf("pool of n1: %s %v", id, err)
+	}
+	rep, err := st.Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
