@@ -465,7 +465,7 @@ func TestCheck(t *testing.T) {
 	w.alloc("c1/instance", instance("i2", "acme", "prod"))
 	w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e1", EnvID: "e1"})
 	w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e2", EnvID: "e2"})
-	w.ipamctl("", "check").must(t, 0, "ok: 5 invariants hold over 8 allocation rows")
+	w.ipamctl("", "check").must(t, 0, "ok: 7 invariants hold over 8 allocation rows")
 	w.ipamctl("", "check", "--cluster", "nope").must(t, exitError, "not_found")
 
 	// Corrupt rows behind the allocator's back.
