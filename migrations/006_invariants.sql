@@ -43,6 +43,12 @@ ALTER TABLE ipam_allocations ADD CONSTRAINT ipam_allocations_active_no_cooldown
 ALTER TABLE ipam_allocations ADD COLUMN confirmed_at timestamptz;
 UPDATE ipam_allocations SET confirmed_at = coalesce(last_seen_at, allocated_at) WHERE state = 'active';
 
+-- A plan-time hold taken over by another owner after it expired: the owner's
+-- next plan says so (a saved plan showing the old address cannot apply). Only
+-- these rare events enter the index.
+CREATE INDEX ipam_events_hold_lost ON ipam_events (cluster_id, owner_kind, owner_id, at)
+    WHERE type = 'allocation.hold_lost';
+
 -- Pool kind 'parked': the rows of a released node block whose cooldown has
 -- not passed, kept (never deleted) until the block is taken again. Nothing
 -- allocates from a parked pool.
@@ -75,6 +81,7 @@ SELECT p.id, p.cluster_id, c.prefix, b
 ---- create above / drop below ----
 
 DROP TABLE IF EXISTS ipam_pool_blocks;
+DROP INDEX IF EXISTS ipam_events_hold_lost;
 ALTER TABLE ipam_clusters DROP CONSTRAINT IF EXISTS ipam_clusters_id_prefix;
 ALTER TABLE ipam_pools DROP CONSTRAINT ipam_pools_kind_check;
 ALTER TABLE ipam_pools ADD CONSTRAINT ipam_pools_kind_check CHECK (kind IN ('counter', 'table', 'blocks'));

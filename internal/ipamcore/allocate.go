@@ -438,7 +438,9 @@ func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 // an allocation or, with hold > 0, as a plan-time hold: a conditional write on
 // its generation, so a concurrent taker makes this attempt retry.
 func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
-	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET
+	var prevState, prevKind, prevID, prevActor string
+	row := tx.QueryRow(ctx, `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1)
+		UPDATE ipam_allocations SET
 			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 			generation = generation + 1,
 			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
@@ -454,16 +456,49 @@ func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64
 			-- The one place that decides reuse: another owner only once the
 			-- row is reusable; the same owner takes its own address back.
 			AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))
-		RETURNING `+allocColumns,
+		RETURNING `+allocColumns+`, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
+			coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '')`,
 		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		durationInterval(hold), nullable(o.SetID)))
+		durationInterval(hold), nullable(o.SetID))
+	a, err := scanAllocation(extraRow{row, []any{&prevState, &prevKind, &prevID, &prevActor}})
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
 	}
 	if err != nil {
 		return a, err
 	}
+	if prevState == StateReserved && (prevKind != o.Kind || prevID != o.ID) {
+		// Another owner's expired plan-time hold was taken: a saved plan that
+		// showed this address for that owner can no longer be applied.
+		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: a.ClusterID, PoolID: a.PoolID, AllocationID: a.ID,
+			Generation: a.Generation, Address: a.Address, Owner: Owner{Kind: prevKind, ID: prevID}, Actor: s.actor,
+			Data: map[string]any{"holder_actor": prevActor, "taken_by": o.Kind + " " + o.ID}}); err != nil {
+			return a, err
+		}
+	}
 	return a, s.allocatedEvent(ctx, tx, a, exact)
+}
+
+// EventHoldLost records that an owner's expired plan-time hold went to another owner.
+const EventHoldLost = "allocation.hold_lost"
+
+// LostHold reports the address of the owner's plan-time hold that another
+// owner took within the last `within`, if any: a plan saved with that address
+// cannot be applied any more. It reads a partial index that only these rare
+// events enter.
+func (s *Store) LostHold(ctx context.Context, clusterID string, o Owner, within time.Duration) (addr netip.Addr, takenBy string, at time.Time, ok bool, err error) {
+	var p netip.Prefix
+	err = s.pool.QueryRow(ctx, `SELECT address, coalesce(data->>'taken_by', ''), at FROM ipam_events
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND type = '`+EventHoldLost+`'
+			AND at > ipam_now() - $4::interval
+		ORDER BY at DESC LIMIT 1`, clusterID, o.Kind, o.ID, durationInterval(within)).Scan(&p, &takenBy, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return addr, "", at, false, nil
+	}
+	if err != nil {
+		return addr, "", at, false, s.mapErr(err)
+	}
+	return p.Addr(), takenBy, at, true, nil
 }
 
 func (s *Store) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation, exact bool) error {

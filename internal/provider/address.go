@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -303,6 +304,7 @@ func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner
 	var oc *ipamcore.OwnerConflictError
 	switch {
 	case err == nil:
+		warnLostHold(pd, diags, owner, a)
 		return a, true
 	case errors.As(err, &oc) && oc.Actor == pd.store.Actor():
 		// The owner still holds its old address under this actor: a replacement
@@ -324,6 +326,27 @@ func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner
 		addCoreError(diags, "Unable to Reserve "+titleCategory(owner.Kind), err)
 	}
 	return ipamcore.Allocation{}, false
+}
+
+// warnLostHold says, in the plan, that an earlier plan's hold of this owner
+// expired and went to another owner. Terraform re-plans each resource right
+// before applying it and compares with the saved plan, so a saved plan that
+// showed the lost address fails there with "Provider produced inconsistent
+// final plan" before anything is allocated: this warning, shown with that
+// error, says why and what to do. (The plan call carries no context of its
+// own here; the look-up is one probe of a partial index, bounded by a timeout.)
+func warnLostHold(pd *providerData, diags *diag.Diagnostics, owner ipamcore.Owner, a ipamcore.Allocation) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lost, takenBy, at, ok, err := pd.store.LostHold(ctx, a.ClusterID, owner, 24*time.Hour)
+	if err != nil || !ok || lost == a.Address {
+		return
+	}
+	diags.AddWarning("Earlier Planned Address Was Taken",
+		"An earlier plan held "+lost.String()+" for "+owner.Kind+" "+owner.ID+", but that hold expired and "+takenBy+
+			" took the address at "+at.UTC().Format(time.RFC3339)+"; this plan shows "+a.Address.String()+" instead. "+
+			"If you are applying a saved plan that showed "+lost.String()+", Terraform reports \"Provider produced inconsistent "+
+			"final plan\" for this resource: nothing was allocated for it, so run terraform plan again and apply the new plan.")
 }
 
 // planClaim turns a create's planned address into the request: an address
