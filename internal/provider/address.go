@@ -266,8 +266,11 @@ const (
 // created and returns its address for the plan. It returns false, with a
 // warning said once per run, where the address must stay unknown: holds
 // switched off, owner keys not known yet, or a database role that may not
-// write. Errors that would fail the apply anyway (owner_conflict,
-// ipam_exhausted, a claim in use) fail the plan instead.
+// write. A refusal that would fail the apply (owner_conflict, a claim in use
+// or cooling) is a warning naming it, and the address stays unknown: the
+// apply fails with the same error. It does not fail the plan, because
+// `terraform destroy` plans the whole configuration first (a normal-mode
+// refresh plan), and one new resource's conflict must not stop a destroy.
 func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, poolID string, owner ipamcore.Owner, keysKnown bool, claim types.String) (ipamcore.Allocation, bool) {
 	if pd == nil {
 		return ipamcore.Allocation{}, false
@@ -318,6 +321,10 @@ func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
 				"Planning with a read-only role works; applying needs a role that may write.")
+	case isRefusal(err):
+		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Cannot Be Reserved",
+			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
+				". Its address shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first.")
 	case errors.Is(err, ipamcore.ErrNotFound) || errors.Is(err, ipamcore.ErrPoolNotFound):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
 			"Pool "+poolID+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
@@ -364,6 +371,12 @@ func holdLost(diags *diag.Diagnostics, title string, planned types.String, err e
 	diags.AddAttributeError(path.Root("address"), "Planned Address No Longer Available",
 		"The plan showed "+planned.ValueString()+" for this "+strings.ToLower(title)+", but its plan-time hold expired and "+
 			"the address was taken before apply ("+err.Error()+"). Nothing was allocated: run terraform plan again.")
+}
+
+// isRefusal reports whether the core refused a request because an owner or
+// address is someone else's: the apply would fail the same way.
+func isRefusal(err error) bool {
+	return isTaken(err) || ipamcore.Code(err) == ipamcore.CodeOwnerConflict
 }
 
 // isTaken reports whether an exact claim failed because the address is held by someone else.
