@@ -219,6 +219,7 @@ func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.
 func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	checkClaimAtPlan(ctx, r.store, req, resp, r.plannedPool(ctx, req))
 	r.replaceOnNodeMove(ctx, req, resp)
+	r.moveIntoNodeBlocks(ctx, req, resp)
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}
@@ -257,6 +258,39 @@ func (r *instanceAddressResource) plannedPool(ctx context.Context, req resource.
 		id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), node.ValueString())
 		return id, err == nil
 	}
+}
+
+// moveIntoNodeBlocks replaces an instance whose address lies outside its
+// node's blocks while the node has some: placed before the node's blocks
+// existed (the same apply created both, and the plan had fixed the address),
+// it moves into them with the next apply instead of staying outside for good.
+func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.store == nil || req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || resp.Diagnostics.HasError() {
+		return
+	}
+	var plan, state instanceAddressResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !plan.NodeID.Equal(state.NodeID) || state.NodeID.IsNull() || state.Address.IsNull() {
+		return
+	}
+	addr, err := ipamcore.ParseAddr(state.Address.ValueString())
+	if err != nil {
+		return
+	}
+	cluster, node := state.ClusterID.ValueString(), state.NodeID.ValueString()
+	id, err := r.store.InstancePoolID(ctx, cluster, node)
+	if err != nil || id != ipamcore.NodeBlocksPoolID(cluster, node) || r.store.CheckClaim(ctx, id, addr) == nil {
+		return
+	}
+	// Terraform replaces only for a path whose planned value differs.
+	for _, attr := range []string{"address", "cidr", "allocated_at"} {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attr), types.StringUnknown())...)
+	}
+	resp.RequiresReplace = append(resp.RequiresReplace, path.Root("address"))
+	resp.Diagnostics.AddAttributeWarning(path.Root("address"), "Instance Moves Into Its Node's Blocks",
+		"Instance "+state.InstanceID.ValueString()+" holds "+addr.String()+", outside the instance blocks node "+node+
+			" has now (it was placed before they existed), so it is replaced by an address inside them.")
 }
 
 // replaceOnNodeMove: moving an instance between nodes keeps its address (a

@@ -1,0 +1,52 @@
+package provider
+
+import (
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+)
+
+// Node blocks and an instance on that node in one apply. The plan fixes the
+// instance's address before the blocks exist (from the cluster's pool); the
+// blocks apply first; the instance must still get its planned address (no
+// "inconsistent final plan", no "outside pool"), and the next plan moves it
+// into the node's blocks, after which the plan is empty.
+func TestAccNodeInstanceBlocks_sameApplyAsInstance(t *testing.T) {
+	db := newAccDB(t)
+	config := db.config(testCluster + `resource "ipam_node_instance_blocks" "x" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-x"
+}
+resource "ipam_instance_address" "web" {
+  cluster_id  = ipam_cluster.c.id
+  instance_id = "web-2"
+  org_id      = "acme"
+  env_id      = "prod"
+  node_id     = "node-x"
+  depends_on  = [ipam_node_instance_blocks.x]
+}
+`)
+	web := "ipam_instance_address.web"
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			// The cluster exists before the plan that adds both (else nothing is reserved at plan).
+			{Config: db.config(testCluster)},
+			{Config: config, ExpectNonEmptyPlan: true, Check: func(*terraform.State) error {
+				// The planned address came from the cluster's pool: outside the new blocks.
+				return db.expectRows(1, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-2' AND state = 'active'
+					AND pool_id = 'c1/instance'`)()
+			}},
+			{
+				Config: config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(web, plancheck.ResourceActionReplace),
+				}},
+				Check: checkBlocksSound(db),
+			},
+			{Config: config, PlanOnly: true},
+		},
+	})
+}
