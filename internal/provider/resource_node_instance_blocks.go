@@ -86,7 +86,7 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"block_prefix_length": schema.Int64Attribute{
-				MarkdownDescription: "Length of each block (default `124`: 16 addresses, the batch size B). Every node of a cluster uses the same length. Changing it replaces the resource.",
+				MarkdownDescription: "Length of each block (default `124`: 16 addresses, the batch size B). Every node of a cluster uses the same length. A node's blocks keep a row per address, so block size x `max_blocks` may be at most 1,048,576 addresses (a `/108` with `max_blocks = 1`). Changing it replaces the resource.",
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(ipamcore.DefaultBlockPrefixLength),

@@ -122,6 +122,15 @@ func TestAccNodeInstanceBlocks_badInput(t *testing.T) {
 }`),
 			PlanOnly:    true,
 			ExpectError: regexp.MustCompile(`(?s)max_free_fraction.*at least min_free_fraction \+ 1`),
+		}, {
+			// /80 blocks would keep 2^48 rows per block: refused at plan, naming the limit.
+			Config: db.config(testCluster + `resource "ipam_node_instance_blocks" "a" {
+  cluster_id          = ipam_cluster.c.id
+  node_id             = "node-a"
+  block_prefix_length = 80
+}`),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)block_prefix_length.*at most\s+1048576`),
 		}},
 	})
 }
