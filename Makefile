@@ -70,9 +70,9 @@ clean: ## Remove build output (bin/) and demo state (.demo/)
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s; make test runs 2s each)
 	bash scripts/fuzz.sh $(or $(FUZZTIME),60s)
 
-soak: ## Long reliability runs (IPAM_SOAK=1): 16 concurrent applies x 3 rounds, 300-resource outage, long failover
+soak: ## Long reliability runs (IPAM_SOAK=1): the core's randomized model test for 30 minutes, 12 rounds of the Terraform-level one, 16 concurrent applies x 3 rounds, 300-resource outage, long failover
 	IPAM_SOAK=1 TF_ACC=1 CHECKPOINT_DISABLE=1 TF_ACC_TERRAFORM_PATH=$$(bash scripts/ensure-terraform.sh) \
-		bash scripts/with-postgres.sh go test -count=1 -timeout 60m -v -run '^(TestLoadStorm|TestFault.*)$$' ./internal/e2e/
+		bash scripts/with-postgres.sh go test -count=1 -timeout 120m -v -run '^(TestModelCore|TestModelTerraform|TestLoadStorm|TestFault.*)$$' ./internal/ipamcore/ ./internal/e2e/
 
 bench: ## Run the performance suite on a throwaway durable PostgreSQL and write BENCHMARKS.md (many minutes)
 	bash scripts/bench.sh

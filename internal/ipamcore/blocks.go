@@ -130,7 +130,7 @@ func (s *Store) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, s
 	}
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPoolID(clusterID, nodeID)); err != nil {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
 			return err
 		}
 		if err := saveScaling(ctx, tx, clusterID, nodeID, sc); err != nil {
@@ -148,7 +148,7 @@ func (s *Store) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, s
 func (s *Store) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPoolID(clusterID, nodeID)); err != nil {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
 			return err
 		}
 		var err error
@@ -180,8 +180,10 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 	} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
+	// KEY SHARE: a cluster destroy in flight commits first (and then the
+	// cluster is gone), and none starts until the settings are written.
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_clusters WHERE id = $1)`, clusterID).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_clusters WHERE id = $1 FOR KEY SHARE)`, clusterID).Scan(&exists); err != nil {
 		return err
 	}
 	if !exists {
@@ -194,6 +196,19 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
 			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`,
 		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand)
+	return err
+}
+
+// lockNodeForScaling takes, in the locking order, what a scaling or block
+// release needs: the cluster row FOR SHARE (a cluster update, which takes it
+// FOR NO KEY UPDATE, cannot run meanwhile, so the node pool is written with
+// the settings in force), then the node pool FOR UPDATE (allocations on the
+// node in flight commit first).
+func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR SHARE`, clusterID); err != nil {
+		return err
+	}
+	_, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPoolID(clusterID, nodeID))
 	return err
 }
 
@@ -246,7 +261,9 @@ func (s *Store) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 		return nb, err
 	}
 	nb.Scaling = sc
-	cluster, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID))
+	// FOR SHARE: the node pool is written with the cluster settings in force
+	// (a cluster update waits, or has committed and is read here).
+	cluster, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1 FOR SHARE`, clusterID))
 	if err != nil {
 		return nb, err
 	}
@@ -566,9 +583,9 @@ func (s *Store) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (No
 func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		poolID := NodeBlocksPoolID(clusterID, nodeID)
-		// The node pool's lock first: instance allocations on the node in
-		// flight commit before the use below is counted.
-		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, poolID); err != nil {
+		// Instance allocations on the node in flight commit before the use
+		// below is counted.
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
 			return err
 		}
 		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {

@@ -324,7 +324,10 @@ func (s *Store) DeleteCluster(ctx context.Context, id string, force bool) error 
 		}
 		var h ClusterHoldings
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE a.state = 'active'),
-				count(*) FILTER (WHERE a.state = 'reserved'), count(*) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > ipam_now())
+				count(*) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
+				-- cooling, and expired holds that kept a cooldown
+				count(*) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
+					AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
 			FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
 			WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
 		if err != nil {

@@ -357,8 +357,9 @@ func (s *Store) DeletePool(ctx context.Context, id string, force bool) error {
 		var h ClusterHoldings
 		var cluster string
 		err := tx.QueryRow(ctx, `SELECT p.cluster_id,
-				count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved'),
-				count(a.id) FILTER (WHERE a.state = 'cooling' AND a.reusable_at > ipam_now())
+				count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
+				count(a.id) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
+					AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
 			FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
 			WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -244,6 +244,8 @@ func (s *Store) mapErr(err error) error {
 		switch pe.Code {
 		case pgerrcode.InsufficientPrivilege:
 			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
+		case pgerrcode.ForeignKeyViolation:
+			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}
 		case pgerrcode.ReadOnlySQLTransaction:
 			return &ReadOnlyError{Msg: "the database is read-only here (" + scrub(pe.Message, s.secret) + "); a writable primary is needed"}
 		}
