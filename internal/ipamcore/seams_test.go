@@ -540,3 +540,50 @@ func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
 		t.Fatalf("check: %v %v", err, rep.Violations)
 	}
 }
+
+// Defect 10: address set refreshes never recorded last_seen_at, so the
+// stale-leak report (and reclaim --apply) took live set members for leaks.
+func TestSeamSetRefreshIsSeen(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	if _, err := st.ApplySet(ctx, ipamcore.SetChange{ClusterID: "c1", Owner: ipamcore.Owner{ID: "vm-1"},
+		Add: []ipamcore.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	seamClock(t, raw, 40*24*time.Hour)
+	if _, err := st.GetSet(ctx, "c1", "vm-1"); err != nil { // a refresh
+		t.Fatal(err)
+	}
+	rep, err := st.FindStaleLeaks(ctx, "c1", nil, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Leaks) != 0 {
+		t.Fatalf("a set refreshed just now is reported stale: %+v", rep.Leaks)
+	}
+}
+
+// Defect 15: an address set update committed its label change before its
+// member changes, which could then fail: not all-or-nothing.
+func TestSeamSetUpdateIsAllOrNothing(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	taken, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySet(ctx, ipamcore.SetChange{ClusterID: "c1", Owner: ipamcore.Owner{ID: "vm-1", OrgID: "old"},
+		Add: []ipamcore.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.ApplySet(ctx, ipamcore.SetChange{ClusterID: "c1", Owner: ipamcore.Owner{ID: "vm-1", OrgID: "new"}, Relabel: true,
+		Add: []ipamcore.SetEntry{{Key: "b", Address: taken.Address, Requested: true}}})
+	if ipamcore.Code(err) != ipamcore.CodeAddressInUse {
+		t.Fatalf("claiming an address in use: %v", err)
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND org_id = 'old' AND state = 'active'`); n != 1 {
+		t.Fatal("the failed update changed the set's labels")
+	}
+}

@@ -84,6 +84,9 @@ type SetChange struct {
 	Owner  Owner
 	Add    []SetEntry
 	Remove []string
+	// Relabel sets the labels of Owner on every member the set keeps, in the
+	// same transaction as the other changes.
+	Relabel bool
 }
 
 // ApplySet releases the removed keys into cooling and allocates the added
@@ -106,6 +109,11 @@ func (s *Store) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error)
 	}
 	var failedPool string
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if ch.Relabel {
+			if err := relabelSet(ctx, tx, ch.ClusterID, ch.Owner); err != nil {
+				return err
+			}
+		}
 		for _, key := range ch.Remove {
 			err := s.releaseTx(ctx, tx, ch.ClusterID, SetMemberOwner(ch.Owner, setID, key), 0)
 			if err != nil && !errors.Is(err, ErrNotFound) {
@@ -139,7 +147,7 @@ func (s *Store) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error)
 		}
 		return nil, err
 	}
-	return s.GetSet(ctx, ch.ClusterID, setID)
+	return s.getSet(ctx, ch.ClusterID, setID, false)
 }
 
 // allocateFirst allocates from the first pool of the list that has room
@@ -297,8 +305,20 @@ func defaultPool(ctx context.Context, tx pgx.Tx, clusterID string, family int) (
 	return loadPool(ctx, tx, pick)
 }
 
-// GetSet lists the active members of a set, by key.
+// GetSet lists the active members of a set, by key. It is what a Terraform
+// refresh (or import) reads, so, like GetActive, it records that the members
+// were seen (at most once an hour each, and confirming them: see Allocation.
+// Confirmed), never failing the read for it.
 func (s *Store) GetSet(ctx context.Context, clusterID, setID string) ([]SetMember, error) {
+	return s.getSet(ctx, clusterID, setID, true)
+}
+
+func (s *Store) getSet(ctx context.Context, clusterID, setID string, seen bool) ([]SetMember, error) {
+	if seen {
+		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
+			WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'
+				AND (confirmed_at IS NULL OR last_seen_at IS NULL OR last_seen_at < ipam_now() - interval '1 hour')`, clusterID, setID)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+`, family(address), coalesce(request, '{}') FROM ipam_allocations
 		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`, clusterID, setID)
 	if err != nil {
@@ -336,17 +356,19 @@ func (s *Store) GetSet(ctx context.Context, clusterID, setID string) ([]SetMembe
 
 // UpdateSetLabels changes the labels of every member of a set in place.
 func (s *Store) UpdateSetLabels(ctx context.Context, clusterID string, labels Owner) error {
-	return s.withTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE ipam_allocations SET org_id = $3, env_id = $4, node_id = $5, instance_id = $6
-			WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`,
-			clusterID, labels.ID, nullable(labels.OrgID), nullable(labels.EnvID), nullable(labels.NodeID), nullable(labels.InstanceID))
-		return err
-	})
+	return s.withTx(ctx, func(tx pgx.Tx) error { return relabelSet(ctx, tx, clusterID, labels) })
+}
+
+func relabelSet(ctx context.Context, tx pgx.Tx, clusterID string, labels Owner) error {
+	_, err := tx.Exec(ctx, `UPDATE ipam_allocations SET org_id = $3, env_id = $4, node_id = $5, instance_id = $6
+		WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`,
+		clusterID, labels.ID, nullable(labels.OrgID), nullable(labels.EnvID), nullable(labels.NodeID), nullable(labels.InstanceID))
+	return err
 }
 
 // ReleaseSet releases every member of a set into cooling, in one transaction.
 func (s *Store) ReleaseSet(ctx context.Context, clusterID, setID string) error {
-	members, err := s.GetSet(ctx, clusterID, setID)
+	members, err := s.getSet(ctx, clusterID, setID, false)
 	if err != nil {
 		return err
 	}

@@ -410,10 +410,10 @@ func fill(ctx context.Context, m *addressSetModel, members []ipamcore.SetMember,
 
 // apply runs one set change: keys to release and keys to allocate, the
 // planned addresses claimed exactly.
-func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, diags *diag.Diagnostics) bool {
+func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, relabel bool, diags *diag.Diagnostics) bool {
 	planned := entries(ctx, plan.Addresses, diags)
 	cfg := entries(ctx, configMap, diags)
-	ch := ipamcore.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove}
+	ch := ipamcore.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove, Relabel: relabel}
 	fromHold := false
 	for _, key := range add {
 		se, err := planned[key].core(ctx, key, cfg[key])
@@ -454,7 +454,7 @@ func (r *addressSetResource) Create(ctx context.Context, req resource.CreateRequ
 		add = append(add, k)
 	}
 	sort.Strings(add)
-	if !r.apply(ctx, &plan, config.Addresses, nil, add, &resp.Diagnostics) {
+	if !r.apply(ctx, &plan, config.Addresses, nil, add, false, &resp.Diagnostics) {
 		return
 	}
 	plan.ID = types.StringValue(plan.ClusterID.ValueString() + "/" + plan.OwnerID.ValueString())
@@ -520,13 +520,9 @@ func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequ
 	}
 	sort.Strings(remove)
 	sort.Strings(add)
-	if !plan.OrgID.Equal(state.OrgID) || !plan.EnvID.Equal(state.EnvID) || !plan.NodeID.Equal(state.NodeID) || !plan.InstanceID.Equal(state.InstanceID) {
-		if err := r.store.UpdateSetLabels(ctx, plan.ClusterID.ValueString(), plan.labels()); err != nil {
-			addCoreError(&resp.Diagnostics, "Unable to Update Address Set", err)
-			return
-		}
-	}
-	if !r.apply(ctx, &plan, config.Addresses, remove, add, &resp.Diagnostics) {
+	// Labels and members change in one transaction: all or nothing.
+	relabel := !plan.OrgID.Equal(state.OrgID) || !plan.EnvID.Equal(state.EnvID) || !plan.NodeID.Equal(state.NodeID) || !plan.InstanceID.Equal(state.InstanceID)
+	if !r.apply(ctx, &plan, config.Addresses, remove, add, relabel, &resp.Diagnostics) {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, keepLabels(plan, config))...)
