@@ -33,9 +33,11 @@ type providerData struct {
 	clusters sync.Map
 }
 
-// cluster reads a cluster, once per provider process.
-func (pd *providerData) cluster(ctx context.Context, id string) (ipamcore.Cluster, error) {
-	if c, ok := pd.clusters.Load(id); ok {
+// cluster reads a cluster, once per provider process; fresh reads it from the
+// database whatever the cache holds (an apply writes what the cluster's
+// settings are now, which an earlier step of the same apply may have changed).
+func (pd *providerData) cluster(ctx context.Context, id string, fresh bool) (ipamcore.Cluster, error) {
+	if c, ok := pd.clusters.Load(id); ok && !fresh {
 		return c.(ipamcore.Cluster), nil
 	}
 	c, err := pd.store.GetCluster(ctx, id)
@@ -43,6 +45,13 @@ func (pd *providerData) cluster(ctx context.Context, id string) (ipamcore.Cluste
 		pd.clusters.Store(id, c)
 	}
 	return c, err
+}
+
+// forgetCluster drops a cluster from the cache after a write to it.
+func (pd *providerData) forgetCluster(id string) {
+	if pd != nil {
+		pd.clusters.Delete(id)
+	}
 }
 
 // warnOnce adds a warning the first time a reason comes up.

@@ -34,7 +34,10 @@ var (
 // NewClusterResource is the ipam_cluster resource.
 func NewClusterResource() resource.Resource { return &clusterResource{} }
 
-type clusterResource struct{ store *ipamcore.Store }
+type clusterResource struct {
+	store *ipamcore.Store
+	pd    *providerData
+}
 
 type clusterResourceModel struct {
 	ID               types.String `tfsdk:"id"`
@@ -140,7 +143,9 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 }
 
 func (r *clusterResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+	if r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics); r.pd != nil {
+		r.store = r.pd.store
+	}
 }
 
 // ValidateConfig checks the sub-prefixes against the cluster prefix as soon as
@@ -298,6 +303,7 @@ func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest
 	if err == nil {
 		c, err = r.store.CreateCluster(ctx, c)
 	}
+	r.pd.forgetCluster(c.ID)
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Create Cluster", err)
 		return
@@ -341,6 +347,7 @@ func (r *clusterResource) Update(ctx context.Context, req resource.UpdateRequest
 	if err == nil {
 		c, err = r.store.UpdateCluster(ctx, c)
 	}
+	r.pd.forgetCluster(plan.Name.ValueString())
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Update Cluster", err)
 		return
@@ -359,6 +366,7 @@ func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest
 		return
 	}
 	err := r.store.DeleteCluster(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool())
+	r.pd.forgetCluster(state.ID.ValueString())
 	if err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Delete Cluster", err)
 	}

@@ -118,9 +118,10 @@ func (r *instanceAddressResource) Configure(_ context.Context, req resource.Conf
 }
 
 // load reads the allocation and its cluster into the model; false when the
-// allocation is gone.
-func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressResourceModel, a ipamcore.Allocation, diagsAdd func(string, error)) bool {
-	c, err := r.pd.cluster(ctx, a.ClusterID)
+// allocation is gone. fresh reads the cluster from the database (Create and
+// Update: a change to the cluster earlier in the same apply must show).
+func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressResourceModel, a ipamcore.Allocation, fresh bool, diagsAdd func(string, error)) bool {
+	c, err := r.pd.cluster(ctx, a.ClusterID, fresh)
 	if err != nil {
 		diagsAdd("Unable to Read Cluster", err)
 		return false
@@ -148,7 +149,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if !ok {
 		return
 	}
-	if !r.load(ctx, &plan, res.Allocation, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
+	if !r.load(ctx, &plan, res.Allocation, true, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
@@ -171,7 +172,7 @@ func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadReq
 		}
 		return
 	}
-	if !r.load(ctx, &state, a, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
+	if !r.load(ctx, &state, a, false, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
@@ -193,7 +194,7 @@ func (r *instanceAddressResource) Update(ctx context.Context, req resource.Updat
 		addCoreError(&resp.Diagnostics, "Unable to Update Instance Address", err)
 		return
 	}
-	if !r.load(ctx, &plan, a, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
+	if !r.load(ctx, &plan, a, true, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
@@ -220,6 +221,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	checkClaimAtPlan(ctx, r.store, req, resp, r.plannedPool(ctx, req))
 	r.replaceOnNodeMove(ctx, req, resp)
 	r.moveIntoNodeBlocks(ctx, req, resp)
+	networkUnknownOnUpdate(ctx, req, resp)
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}
@@ -243,6 +245,19 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// networkUnknownOnUpdate: an in-place update writes the network block as the
+// cluster has it when it applies, and a change to the cluster in the same
+// apply (an mtu, say) is not visible to this plan: the block is unknown
+// rather than a promise the apply would break.
+func networkUnknownOnUpdate(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || req.Plan.Raw.Equal(req.State.Raw) || resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("gateway_ipv6"), types.StringUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("mtu"), types.Int64Unknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("dns_servers"), types.ListUnknown(types.StringType))...)
 }
 
 // plannedPool resolves the pool a planned instance draws from: its node's
