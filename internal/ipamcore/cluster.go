@@ -44,8 +44,11 @@ type Cluster struct {
 	GatewayIPv6      netip.Addr
 	MTU              int
 	DNSServers       []netip.Addr
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// DurationsAsWritten keeps the cooldowns as their writer spelled them
+	// ("720h", "30d"), by attribute name; a read gives the spelling back.
+	DurationsAsWritten map[string]string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // PoolID returns the id of one of the cluster's system pools.
@@ -148,14 +151,14 @@ func (c *Cluster) pools() []Pool {
 }
 
 const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown, instance_cooldown,
-	gateway_ipv6, mtu, dns_servers, created_at, updated_at`
+	gateway_ipv6, mtu, dns_servers, durations_as_written, created_at, updated_at`
 
 func scanCluster(row pgx.Row) (Cluster, error) {
 	var c Cluster
 	var nc, ic pgtype.Interval
 	var gw netip.Prefix
 	var dns []netip.Prefix
-	err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.CreatedAt, &c.UpdatedAt)
+	err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.DurationsAsWritten, &c.CreatedAt, &c.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, ErrNotFound
 	}
@@ -169,6 +172,18 @@ func scanCluster(row pgx.Row) (Cluster, error) {
 		c.DNSServers[i] = d.Addr()
 	}
 	return c, nil
+}
+
+// asWritten keeps the spellings that say the duration stored (any other is
+// dropped: the canonical form is read back instead).
+func asWritten(written map[string]string, values map[string]time.Duration) map[string]string {
+	out := map[string]string{}
+	for k, v := range values {
+		if d, err := ParseDuration(written[k]); err == nil && d == v {
+			out[k] = written[k]
+		}
+	}
+	return out
 }
 
 func intervalDuration(i pgtype.Interval) time.Duration {
@@ -210,12 +225,13 @@ func (s *Store) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			return err
 		}
 		row := tx.QueryRow(ctx, `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
-				instance_cooldown, gateway_ipv6, mtu, dns_servers, actor)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, durations_as_written)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+clusterColumns,
 			c.ID, c.Prefix, c.NodePrefix, c.InstancePrefix, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
-			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor)
+			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor,
+			asWritten(c.DurationsAsWritten, map[string]time.Duration{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown}))
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
 		} else if err != nil {
@@ -280,10 +296,11 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			}
 		}
 		out, err = scanCluster(tx.QueryRow(ctx, `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
-				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, updated_at = ipam_now()
+				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, durations_as_written = $7, updated_at = ipam_now()
 			WHERE id = $1 RETURNING `+clusterColumns,
 			c.ID, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
-			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers)))
+			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers),
+			asWritten(c.DurationsAsWritten, map[string]time.Duration{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown})))
 		if err != nil {
 			return err
 		}

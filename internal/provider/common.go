@@ -160,11 +160,16 @@ func samePrefix(prior types.String, canonical netip.Prefix) types.String {
 	return types.StringValue(canonical.String())
 }
 
-func sameDuration(prior types.String, canonical time.Duration) types.String {
+func sameDuration(prior types.String, canonical time.Duration, written string) types.String {
 	if !prior.IsNull() && !prior.IsUnknown() {
 		if d, err := ipamcore.ParseDuration(prior.ValueString()); err == nil && d == canonical {
 			return prior
 		}
+	}
+	// No prior value (an import): the spelling the writer used, so that the
+	// configuration that wrote it plans no change.
+	if d, err := ipamcore.ParseDuration(written); err == nil && d == canonical {
+		return types.StringValue(written)
 	}
 	return types.StringValue(ipamcore.FormatDuration(canonical))
 }

@@ -334,6 +334,12 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	case ipamcore.Code(err) == ipamcore.CodeInvalid && isMissingPool(err):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
 			"A pool of this set is created by this same apply, so its addresses show as \"(known after apply)\".")
+	case isRefusal(err):
+		// As for a single address: a warning, so that a conflict of one new
+		// member never fails the plan terraform destroy runs first.
+		diags.AddAttributeWarning(path.Root("addresses").AtMapKey(key), "Address Cannot Be Reserved",
+			"No address can be reserved for key "+key+" at plan time: "+err.Error()+
+				". It shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first.")
 	default:
 		addCoreError(diags, "Unable to Reserve Address "+key, err)
 	}

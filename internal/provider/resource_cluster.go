@@ -255,6 +255,7 @@ func (m *clusterResourceModel) toCore(ctx context.Context) (ipamcore.Cluster, er
 	if c.InstanceCooldown, err = ipamcore.ParseDuration(m.InstanceCooldown.ValueString()); err != nil {
 		return c, &ipamcore.InvalidError{Field: "instance_cooldown", Msg: err.Error()}
 	}
+	c.DurationsAsWritten = map[string]string{"node_cooldown": m.NodeCooldown.ValueString(), "instance_cooldown": m.InstanceCooldown.ValueString()}
 	if c.GatewayIPv6, err = ipamcore.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
 		return c, &ipamcore.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
 	}
@@ -280,8 +281,8 @@ func (m *clusterResourceModel) fromCore(c ipamcore.Cluster) {
 	m.Prefix = samePrefix(m.Prefix, c.Prefix)
 	m.NodePrefix = samePrefix(m.NodePrefix, c.NodePrefix)
 	m.InstancePrefix = samePrefix(m.InstancePrefix, c.InstancePrefix)
-	m.NodeCooldown = sameDuration(m.NodeCooldown, c.NodeCooldown)
-	m.InstanceCooldown = sameDuration(m.InstanceCooldown, c.InstanceCooldown)
+	m.NodeCooldown = sameDuration(m.NodeCooldown, c.NodeCooldown, c.DurationsAsWritten["node_cooldown"])
+	m.InstanceCooldown = sameDuration(m.InstanceCooldown, c.InstanceCooldown, c.DurationsAsWritten["instance_cooldown"])
 	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(m.DNSServers, c.DNSServers)

@@ -46,3 +46,33 @@ resource "ipam_instance_address" "web" {
 		},
 	})
 }
+
+// A cluster and a pool whose durations are spelled otherwise than the
+// canonical form ("720h" for "30d", "90m" for "1h30m"): imported into a new
+// state with an import block, the configuration that wrote them plans no
+// change. (force_destroy lives only in Terraform's state, so an import reads
+// it as false: these resources leave it unset.)
+func TestAccImport_durationSpellingPlansNoChange(t *testing.T) {
+	db := newAccDB(t)
+	config := db.config(`resource "ipam_cluster" "c" {
+  name              = "c1"
+  prefix            = "2001:db8::/48"
+  node_cooldown     = "720h"
+  instance_cooldown = "1440m"
+}
+resource "ipam_pool" "v4" {
+  cluster_id    = ipam_cluster.c.id
+  name          = "public-v4"
+  cidrs         = ["198.51.100.0/29"]
+  cooldown      = "90m"
+}
+`)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config},
+			{Config: config, ResourceName: "ipam_cluster.c", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "c1"},
+			{Config: config, ResourceName: "ipam_pool.v4", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "c1/public-v4"},
+		},
+	})
+}
