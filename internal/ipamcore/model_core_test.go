@@ -24,7 +24,7 @@ import (
 // operator pools with gaps and exclusions, node, instance and IPv4
 // allocation, exact claims, plan-time holds of two actors, releases, address
 // sets, node block scaling and release, cluster and pool updates, shrinks and
-// destroys) on a clock the test moves (ipam_clock, no sleeps). After every
+// destroys, stale-leak reclaim) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: ipamcore.Check (no address active
 // twice anywhere, none outside its pool or its node's blocks, no reuse inside
 // the cooldown fixed at release, one IPv4 per environment, counters, settings
@@ -232,7 +232,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 	var what string
 	var err error
 	var notes []string
-	switch op := rng.IntN(22); op {
+	switch op := rng.IntN(23); op {
 	case 0:
 		what = "create cluster " + cid
 		_, err = st.CreateCluster(ctx, m.cluster(ci))
@@ -397,6 +397,27 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
 		what = fmt.Sprintf("hold node %s in %s for %s", o.ID, cid, ttl)
 		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: cid + "/node", Owner: o}, ttl)
+	case 22:
+		// Stale-leak reclaim: addresses no refresh has seen for some days
+		// go back to cooling. Applied only by worker 0 in its own cluster
+		// (so that no other worker's allocation races the model's record of
+		// what was reclaimed); the others run it dry.
+		apply := w == 0 && ci == modelClusters-1
+		days := 1 + rng.IntN(4)
+		what = fmt.Sprintf("reclaim addresses unseen for %dd in %s (apply %v)", days, cid, apply)
+		var rep ipamcore.LeakReport
+		if rep, err = st.FindStaleLeaks(ctx, cid, nil, days); err == nil {
+			var res []ipamcore.ReclaimResult
+			res, err = st.Reclaim(ctx, rep, ipamcore.ReclaimOptions{Apply: apply})
+			for _, r := range res {
+				if r.Outcome == ipamcore.OutcomeReclaimed {
+					m.forget(cid + "/" + r.Leak.OwnerKind + "/" + r.Leak.OwnerID)
+				}
+				m.mu.Lock()
+				m.outcomes["reclaim addresses: "+r.Outcome]++
+				m.mu.Unlock()
+			}
+		}
 	default:
 		// An exact claim of an instance address somewhere in the instance
 		// prefix: below the counter, in a node block, or above the counter.
