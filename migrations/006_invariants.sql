@@ -78,15 +78,16 @@ SELECT p.id, p.cluster_id, c.prefix, b
    AND (family(b) = 6 OR NOT (b <<= ANY (ARRAY['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10',
                                              '127.0.0.0/8', '169.254.0.0/16']::cidr[])));
 
--- Durations as their writer spelled them ("720h" or "30d"), by attribute: a
--- read (an import) gives back the spelling the configuration uses.
-ALTER TABLE ipam_clusters ADD COLUMN durations_as_written jsonb NOT NULL DEFAULT '{}';
-ALTER TABLE ipam_pools ADD COLUMN durations_as_written jsonb NOT NULL DEFAULT '{}';
+-- Values as their writer spelled them ("720h" for 30 days, "2001:DB8::/48"),
+-- by attribute: a read (an import) gives back the spelling the configuration
+-- uses, so that it plans no change.
+ALTER TABLE ipam_clusters ADD COLUMN as_written jsonb NOT NULL DEFAULT '{}';
+ALTER TABLE ipam_pools ADD COLUMN as_written jsonb NOT NULL DEFAULT '{}';
 
 ---- create above / drop below ----
 
-ALTER TABLE ipam_clusters DROP COLUMN IF EXISTS durations_as_written;
-ALTER TABLE ipam_pools DROP COLUMN IF EXISTS durations_as_written;
+ALTER TABLE ipam_clusters DROP COLUMN IF EXISTS as_written;
+ALTER TABLE ipam_pools DROP COLUMN IF EXISTS as_written;
 DROP TABLE IF EXISTS ipam_pool_blocks;
 DROP INDEX IF EXISTS ipam_events_hold_lost;
 ALTER TABLE ipam_clusters DROP CONSTRAINT IF EXISTS ipam_clusters_id_prefix;

@@ -44,9 +44,9 @@ type Cluster struct {
 	GatewayIPv6      netip.Addr
 	MTU              int
 	DNSServers       []netip.Addr
-	// DurationsAsWritten keeps the cooldowns as their writer spelled them
-	// ("720h", "30d"), by attribute name; a read gives the spelling back.
-	DurationsAsWritten map[string]string
+	// AsWritten keeps the cooldowns and prefixes as their writer spelled
+	// them ("720h" for 30 days), by attribute name; a read gives them back.
+	AsWritten map[string]string
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 }
@@ -151,14 +151,14 @@ func (c *Cluster) pools() []Pool {
 }
 
 const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown, instance_cooldown,
-	gateway_ipv6, mtu, dns_servers, durations_as_written, created_at, updated_at`
+	gateway_ipv6, mtu, dns_servers, as_written, created_at, updated_at`
 
 func scanCluster(row pgx.Row) (Cluster, error) {
 	var c Cluster
 	var nc, ic pgtype.Interval
 	var gw netip.Prefix
 	var dns []netip.Prefix
-	err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.DurationsAsWritten, &c.CreatedAt, &c.UpdatedAt)
+	err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.AsWritten, &c.CreatedAt, &c.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, ErrNotFound
 	}
@@ -174,12 +174,25 @@ func scanCluster(row pgx.Row) (Cluster, error) {
 	return c, nil
 }
 
-// asWritten keeps the spellings that say the duration stored (any other is
+// asWritten keeps the spellings that say the values stored (any other is
 // dropped: the canonical form is read back instead).
-func asWritten(written map[string]string, values map[string]time.Duration) map[string]string {
+func (c Cluster) asWritten() map[string]string {
+	return asWritten(c.AsWritten, map[string]any{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown,
+		"prefix": c.Prefix, "node_prefix": c.NodePrefix, "instance_prefix": c.InstancePrefix})
+}
+
+func asWritten(written map[string]string, values map[string]any) map[string]string {
 	out := map[string]string{}
 	for k, v := range values {
-		if d, err := ParseDuration(written[k]); err == nil && d == v {
+		var parsed any
+		var err error
+		switch v.(type) {
+		case time.Duration:
+			parsed, err = ParseDuration(written[k])
+		case netip.Prefix:
+			parsed, err = ParsePrefix(written[k])
+		}
+		if err == nil && parsed == v {
 			out[k] = written[k]
 		}
 	}
@@ -225,13 +238,13 @@ func (s *Store) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			return err
 		}
 		row := tx.QueryRow(ctx, `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
-				instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, durations_as_written)
+				instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+clusterColumns,
 			c.ID, c.Prefix, c.NodePrefix, c.InstancePrefix, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
 			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor,
-			asWritten(c.DurationsAsWritten, map[string]time.Duration{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown}))
+			c.asWritten())
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
 		} else if err != nil {
@@ -296,11 +309,11 @@ func (s *Store) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 			}
 		}
 		out, err = scanCluster(tx.QueryRow(ctx, `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
-				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, durations_as_written = $7, updated_at = ipam_now()
+				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, as_written = $7, updated_at = ipam_now()
 			WHERE id = $1 RETURNING `+clusterColumns,
 			c.ID, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
 			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers),
-			asWritten(c.DurationsAsWritten, map[string]time.Duration{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown})))
+			c.asWritten()))
 		if err != nil {
 			return err
 		}

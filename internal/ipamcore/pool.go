@@ -30,9 +30,9 @@ type Pool struct {
 	// Default marks the pool a "family = ipv4/ipv6" request of an address set
 	// draws from (at most one per family in a cluster).
 	Default bool
-	// DurationsAsWritten keeps the cooldown as its writer spelled it, by
-	// attribute name ("cooldown"); a read gives the spelling back.
-	DurationsAsWritten map[string]string
+	// AsWritten keeps the cooldown as its writer spelled it, by attribute
+	// name ("cooldown"); a read gives the spelling back.
+	AsWritten map[string]string
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 
@@ -84,11 +84,11 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		mtu = &p.MTU
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
-			cooldown, size, stripes, mtu, gateway, is_default, durations_as_written)
+			cooldown, size, stripes, mtu, gateway, is_default, as_written)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, p.Exclude,
 		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default,
-		asWritten(p.DurationsAsWritten, map[string]time.Duration{"cooldown": p.Cooldown})); err != nil {
+		asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
 		return err
 	}
 	if err := syncPoolBlocks(ctx, tx, &p); err != nil {
@@ -106,7 +106,7 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 }
 
 const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
-	created_at, updated_at, is_default, durations_as_written`
+	created_at, updated_at, is_default, as_written`
 
 func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	var p Pool
@@ -115,7 +115,7 @@ func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	var gw *netip.Prefix
 	err := q.QueryRow(ctx, `SELECT `+poolColumns+` FROM ipam_pools WHERE id = $1`, id).Scan(
 		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw,
-		&p.CreatedAt, &p.UpdatedAt, &p.Default, &p.DurationsAsWritten)
+		&p.CreatedAt, &p.UpdatedAt, &p.Default, &p.AsWritten)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -1,8 +1,6 @@
 package ipamcore
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
@@ -318,9 +316,9 @@ func (s *Store) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			mtu = &p.MTU
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
-				gateway = $7, is_default = $8, durations_as_written = $9, updated_at = ipam_now() WHERE id = $1`,
+				gateway = $7, is_default = $8, as_written = $9, updated_at = ipam_now() WHERE id = $1`,
 			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default,
-			asWritten(p.DurationsAsWritten, map[string]time.Duration{"cooldown": p.Cooldown})); err != nil {
+			asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
 			return err
 		}
 		if err := syncPoolBlocks(ctx, tx, &p); err != nil {

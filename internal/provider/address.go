@@ -393,3 +393,14 @@ func configAddress(ctx context.Context, config tfsdk.Config) types.String {
 	}
 	return v
 }
+
+// requiresReplaceIfPrefixChanges replaces the resource when the configured
+// prefix means another prefix than the state's, not when it is only spelled
+// otherwise ("2001:DB8::/48"): that is an in-place update of the spelling.
+func requiresReplaceIfPrefixChanges() planmodifier.String {
+	return stringplanmodifier.RequiresReplaceIf(func(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+		want, err1 := ipamcore.ParsePrefix(req.ConfigValue.ValueString())
+		held, err2 := ipamcore.ParsePrefix(req.StateValue.ValueString())
+		resp.RequiresReplace = err1 != nil || err2 != nil || want != held
+	}, "Changing the prefix replaces the resource.", "Changing the `prefix` replaces the resource.")
+}

@@ -151,23 +151,29 @@ func sameAddr(prior types.String, canonical netip.Addr) types.String {
 	return types.StringValue(canonical.String())
 }
 
-func samePrefix(prior types.String, canonical netip.Prefix) types.String {
+func samePrefix(prior types.String, canonical netip.Prefix, written ...string) types.String {
 	if !prior.IsNull() && !prior.IsUnknown() {
 		if p, err := ipamcore.ParsePrefix(prior.ValueString()); err == nil && p == canonical {
 			return prior
 		}
 	}
+	for _, w := range written { // as for sameDuration
+		if p, err := ipamcore.ParsePrefix(w); err == nil && p == canonical {
+			return types.StringValue(w)
+		}
+	}
 	return types.StringValue(canonical.String())
 }
 
+// sameDuration keeps the prior spelling of a duration that means the same;
+// without one (an import), the spelling its writer used, so that the
+// configuration that wrote it plans no change.
 func sameDuration(prior types.String, canonical time.Duration, written string) types.String {
 	if !prior.IsNull() && !prior.IsUnknown() {
 		if d, err := ipamcore.ParseDuration(prior.ValueString()); err == nil && d == canonical {
 			return prior
 		}
 	}
-	// No prior value (an import): the spelling the writer used, so that the
-	// configuration that wrote it plans no change.
 	if d, err := ipamcore.ParseDuration(written); err == nil && d == canonical {
 		return types.StringValue(written)
 	}

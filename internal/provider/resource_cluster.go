@@ -78,7 +78,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				MarkdownDescription: "The cluster's IPv6 prefix: at least a `/64`, ideally a `/56` or `/48`. Prefixes of two clusters never overlap. Changing it replaces the cluster.",
 				Required:            true,
 				Validators:          []validator.String{validClusterPrefix()},
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				PlanModifiers:       []planmodifier.String{requiresReplaceIfPrefixChanges()},
 			},
 			"node_prefix": schema.StringAttribute{
 				MarkdownDescription: "Sub-prefix the node overlay addresses come from. Defaults to sub-prefix #0 of length " +
@@ -214,27 +214,24 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
 	}
 	for _, x := range []struct {
-		name  string
-		value netip.Prefix
-		dst   *types.String
-		prior types.String
+		name     string
+		value    netip.Prefix
+		dst      *types.String
+		config   types.String
+		selectSt func(*clusterResourceModel) types.String
 	}{
-		{"node_prefix", c.NodePrefix, &plan.NodePrefix, func() types.String {
-			if state != nil {
-				return state.NodePrefix
-			}
-			return types.StringNull()
-		}()},
-		{"instance_prefix", c.InstancePrefix, &plan.InstancePrefix, func() types.String {
-			if state != nil {
-				return state.InstancePrefix
-			}
-			return types.StringNull()
-		}()},
+		{"node_prefix", c.NodePrefix, &plan.NodePrefix, config.NodePrefix, func(m *clusterResourceModel) types.String { return m.NodePrefix }},
+		{"instance_prefix", c.InstancePrefix, &plan.InstancePrefix, config.InstancePrefix, func(m *clusterResourceModel) types.String { return m.InstancePrefix }},
 	} {
-		*x.dst = samePrefix(x.prior, x.value)
+		// The configured spelling if there is one (the plan must match it),
+		// else the state's when it means the same.
+		prior := x.config
+		if prior.IsNull() && state != nil {
+			prior = x.selectSt(state)
+		}
+		*x.dst = samePrefix(prior, x.value)
 		if state != nil {
-			if p, err := ipamcore.ParsePrefix(x.prior.ValueString()); err != nil || p != x.value {
+			if p, err := ipamcore.ParsePrefix(x.selectSt(state).ValueString()); err != nil || p != x.value {
 				resp.RequiresReplace = append(resp.RequiresReplace, path.Root(x.name))
 			}
 		}
@@ -255,7 +252,8 @@ func (m *clusterResourceModel) toCore(ctx context.Context) (ipamcore.Cluster, er
 	if c.InstanceCooldown, err = ipamcore.ParseDuration(m.InstanceCooldown.ValueString()); err != nil {
 		return c, &ipamcore.InvalidError{Field: "instance_cooldown", Msg: err.Error()}
 	}
-	c.DurationsAsWritten = map[string]string{"node_cooldown": m.NodeCooldown.ValueString(), "instance_cooldown": m.InstanceCooldown.ValueString()}
+	c.AsWritten = map[string]string{"node_cooldown": m.NodeCooldown.ValueString(), "instance_cooldown": m.InstanceCooldown.ValueString(),
+		"prefix": m.Prefix.ValueString(), "node_prefix": m.NodePrefix.ValueString(), "instance_prefix": m.InstancePrefix.ValueString()}
 	if c.GatewayIPv6, err = ipamcore.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
 		return c, &ipamcore.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
 	}
@@ -278,11 +276,11 @@ func (m *clusterResourceModel) toCore(ctx context.Context) (ipamcore.Cluster, er
 func (m *clusterResourceModel) fromCore(c ipamcore.Cluster) {
 	m.ID = types.StringValue(c.ID)
 	m.Name = types.StringValue(c.ID)
-	m.Prefix = samePrefix(m.Prefix, c.Prefix)
-	m.NodePrefix = samePrefix(m.NodePrefix, c.NodePrefix)
-	m.InstancePrefix = samePrefix(m.InstancePrefix, c.InstancePrefix)
-	m.NodeCooldown = sameDuration(m.NodeCooldown, c.NodeCooldown, c.DurationsAsWritten["node_cooldown"])
-	m.InstanceCooldown = sameDuration(m.InstanceCooldown, c.InstanceCooldown, c.DurationsAsWritten["instance_cooldown"])
+	m.Prefix = samePrefix(m.Prefix, c.Prefix, c.AsWritten["prefix"])
+	m.NodePrefix = samePrefix(m.NodePrefix, c.NodePrefix, c.AsWritten["node_prefix"])
+	m.InstancePrefix = samePrefix(m.InstancePrefix, c.InstancePrefix, c.AsWritten["instance_prefix"])
+	m.NodeCooldown = sameDuration(m.NodeCooldown, c.NodeCooldown, c.AsWritten["node_cooldown"])
+	m.InstanceCooldown = sameDuration(m.InstanceCooldown, c.InstanceCooldown, c.AsWritten["instance_cooldown"])
 	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(m.DNSServers, c.DNSServers)

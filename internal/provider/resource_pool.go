@@ -192,7 +192,7 @@ func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok boo
 		if p.Cooldown, err = ipamcore.ParseDuration(m.Cooldown.ValueString()); err != nil {
 			return p, true, &ipamcore.InvalidError{Field: "cooldown", Msg: err.Error()}
 		}
-		p.DurationsAsWritten = map[string]string{"cooldown": m.Cooldown.ValueString()}
+		p.AsWritten = map[string]string{"cooldown": m.Cooldown.ValueString()}
 	}
 	if !m.Gateway.IsNull() {
 		if p.Gateway, err = ipamcore.ParseAddr(m.Gateway.ValueString()); err != nil {
@@ -213,7 +213,7 @@ func (m *poolResourceModel) fromCore(p ipamcore.Pool) {
 	m.Name = types.StringValue(p.Name)
 	m.CIDRs = prefixList(m.CIDRs, p.CIDRs, false)
 	m.Exclude = prefixList(m.Exclude, p.Exclude, true)
-	m.Cooldown = sameDuration(m.Cooldown, p.Cooldown, p.DurationsAsWritten["cooldown"])
+	m.Cooldown = sameDuration(m.Cooldown, p.Cooldown, p.AsWritten["cooldown"])
 	m.MTU = types.Int64Null()
 	if p.MTU != 0 {
 		m.MTU = types.Int64Value(int64(p.MTU))

@@ -47,16 +47,18 @@ resource "ipam_instance_address" "web" {
 	})
 }
 
-// A cluster and a pool whose durations are spelled otherwise than the
-// canonical form ("720h" for "30d", "90m" for "1h30m"): imported into a new
+// A cluster and a pool whose durations and prefixes are spelled otherwise
+// than the canonical form ("720h" for "30d", "90m" for "1h30m",
+// "2001:DB8::/48"): imported into a new
 // state with an import block, the configuration that wrote them plans no
 // change. (force_destroy lives only in Terraform's state, so an import reads
 // it as false: these resources leave it unset.)
-func TestAccImport_durationSpellingPlansNoChange(t *testing.T) {
+func TestAccImport_spellingPlansNoChange(t *testing.T) {
 	db := newAccDB(t)
 	config := db.config(`resource "ipam_cluster" "c" {
   name              = "c1"
-  prefix            = "2001:db8::/48"
+  prefix            = "2001:DB8::/48"
+  node_prefix       = "2001:0db8::/64"
   node_cooldown     = "720h"
   instance_cooldown = "1440m"
 }
