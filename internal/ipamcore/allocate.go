@@ -178,7 +178,10 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 	if err := ValidateOwner(req.Owner); err != nil {
 		return res, err
 	}
-	if !req.Address.IsValid() {
+	if s.outer != nil {
+		// In the caller's transaction: the full path (the fast path is one
+		// statement that commits on its own).
+	} else if !req.Address.IsValid() {
 		if a, ok := s.fastAllocate(ctx, req); ok {
 			return AllocateResult{Allocation: a}, nil
 		}

@@ -267,7 +267,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 
 // GetCluster reads one cluster.
 func (s *Store) GetCluster(ctx context.Context, id string) (Cluster, error) {
-	c, err := scanCluster(s.pool.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, id))
+	c, err := scanCluster(s.querier().QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, id))
 	return c, s.mapErr(err)
 }
 

@@ -83,12 +83,29 @@ func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
 	return err
 }
 
-// recordFailure notes a failed allocation outside the failed transaction, so
-// usage and metrics see it. Best effort: a failure to record is not reported
-// over the allocation error itself.
+// failureRecordTimeout bounds recording a failure.
+const failureRecordTimeout = 5 * time.Second
+
+// recordFailure notes a failed allocation outside the failed transaction (a
+// caller's transaction included: it outlives the rollback), so usage and
+// metrics see it, with a "<kind>.allocation_failed" event (the spec's
+// instance.allocation_failed) carrying the reason. Best effort: a failure to
+// record is not reported over the allocation error itself.
 func (s *Store) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
-	_, _ = s.pool.Exec(context.WithoutCancel(ctx), `INSERT INTO ipam_allocation_failures
-			(id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret))
+	kind := o.Kind
+	if kind == OwnerEnvIPv4 {
+		kind = "env.ipv4_addon" // env.ipv4_addon_allocation_failed, beside env.ipv4_addon_enabled
+	}
+	// Its own connection, bounded: a caller whose transaction holds the last
+	// connection of a shared pool must not wait on this forever.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
+	defer cancel()
+	_, _ = s.pool.Exec(rctx, `WITH f AS (
+			INSERT INTO ipam_allocation_failures (id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
+		INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
+			instance_id, actor, data)
+		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`,
+		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
+		newID(), kind+".allocation_failed", nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
 }

@@ -45,6 +45,34 @@ type Store struct {
 	addr   string
 	secret string
 	actor  string
+	// outer, when set, is the caller's transaction: writes run inside it
+	// (see InTx) and commit or roll back with it.
+	outer pgx.Tx
+}
+
+// NewStore is a store over a pool the caller made (and closes). Its
+// connections should carry SessionSettings; the store works without them.
+func NewStore(pool *pgxpool.Pool, actor string) *Store {
+	if actor == "" {
+		actor = DefaultActor
+	}
+	cc := pool.Config().ConnConfig
+	return &Store{pool: pool, addr: net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), secret: cc.Password, actor: actor}
+}
+
+// InTx is a view of the store whose writes (allocations, releases, their
+// events) run inside the caller's transaction tx, each in a savepoint, and so
+// commit or roll back with the caller's own rows. The transaction must be READ
+// COMMITTED, the allocator's isolation. A nil tx gives the store itself.
+// Failures are recorded outside tx (they outlive its rollback); reads that
+// need no lock read committed data outside it.
+func (s *Store) InTx(tx pgx.Tx) *Store {
+	if tx == nil {
+		return s
+	}
+	c := *s
+	c.outer = tx
+	return &c
 }
 
 // Open parses the configuration and creates the pool. It does not connect:
@@ -142,6 +170,9 @@ const maxTxAttempts = 10
 // unique violations on keys chosen after reading, zero-row conditional writes
 // and lost connections. Every write of the core goes through here.
 func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	if s.outer != nil {
+		return s.inOuterTx(ctx, fn)
+	}
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
 		if attempt > 0 {
@@ -176,6 +207,51 @@ var SessionSettings = map[string]string{"enable_seqscan": "off"}
 // TxSettings is SessionSettings as a statement, for tools that explain the
 // hot statements under the same settings (bench).
 const TxSettings = "SET LOCAL enable_seqscan = off"
+
+// querier is the caller's transaction in an InTx view (a read there needs
+// no second connection, and sees the caller's own writes), else the pool.
+func (s *Store) querier() querier {
+	if s.outer != nil {
+		return s.outer
+	}
+	return s.pool
+}
+
+// inOuterTx runs fn in a savepoint of the caller's transaction, retrying
+// what the allocator retries (a deadlock, a lost race) by rolling back to the
+// savepoint. A broken connection ends the caller's transaction: no retry.
+func (s *Store) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	var iso string
+	if err := s.outer.QueryRow(ctx, `SELECT current_setting('transaction_isolation')`).Scan(&iso); err != nil {
+		return s.mapErr(err)
+	}
+	if iso != "read committed" {
+		return &InvalidError{Field: "tx", Msg: fmt.Sprintf("the transaction is %s; the allocator needs READ COMMITTED (begin it with pgx.TxOptions{IsoLevel: pgx.ReadCommitted})", iso)}
+	}
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		if attempt > 0 {
+			base := time.Millisecond << min(attempt, 8)
+			select {
+			case <-ctx.Done():
+				return s.mapErr(errors.Join(ctx.Err(), err))
+			case <-time.After(base/2 + rand.N(base)):
+			}
+		}
+		var sp pgx.Tx
+		if sp, err = s.outer.Begin(ctx); err != nil {
+			break
+		}
+		if err = fn(sp); err == nil {
+			err = sp.Commit(ctx)
+			break
+		}
+		if rerr := sp.Rollback(context.WithoutCancel(ctx)); rerr != nil || !retryable(err) || isConnError(err) {
+			break
+		}
+	}
+	return s.mapErr(err)
+}
 
 func (s *Store) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})

@@ -52,26 +52,40 @@ var counter atomic.Int64
 func New(t testing.TB) string {
 	t.Helper()
 	admin := AdminURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tpl, err := ensureTemplate(ctx, admin)
+	u, name, drop, err := Create(admin)
 	if err != nil {
-		t.Fatalf("testdb: template: %v", err)
-	}
-	name := fmt.Sprintf("ipam_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, counter.Add(1))
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("testdb: connect: %v", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tpl)); err != nil {
-		t.Fatalf("testdb: create %s: %v", name, err)
+		t.Fatalf("testdb: %v", err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("testdb: keeping database %s for debugging", name)
 			return
 		}
+		drop()
+	})
+	return u
+}
+
+// Create makes a fresh, migrated database on the server at admin, for code
+// that has no testing.TB (a TestMain for examples): its URL, its name, and
+// a function that drops it.
+func Create(admin string) (u, name string, drop func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tpl, err := ensureTemplate(ctx, admin)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("template: %w", err)
+	}
+	name = fmt.Sprintf("ipam_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, counter.Add(1))
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tpl)); err != nil {
+		return "", "", nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	drop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, err := pgx.Connect(ctx, admin)
@@ -80,8 +94,8 @@ func New(t testing.TB) string {
 		}
 		defer c.Close(ctx)
 		_, _ = c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
-	})
-	return WithDatabase(admin, name)
+	}
+	return WithDatabase(admin, name), name, drop, nil
 }
 
 // WithDatabase returns the URL u pointing at another database.

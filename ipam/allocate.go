@@ -1,0 +1,145 @@
+package ipam
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// InstanceRequest asks for an instance's (one microVM's) address.
+type InstanceRequest struct {
+	ClusterID  string
+	InstanceID string
+	OrgID      string
+	EnvID      string
+	// NodeID is the node the instance is placed on: when the node has
+	// instance blocks, the address comes from them (the node grows when they
+	// are full and its scaling allows).
+	NodeID string
+	// Address claims this exact address; zero lets the allocator pick.
+	Address netip.Addr
+}
+
+// InstanceAddress is an instance's address with the WorkloadSpec network
+// block.
+type InstanceAddress struct {
+	Address netip.Addr
+	// Prefix is the address as a /128 (WorkloadSpec network.overlay_ipv6).
+	Prefix      netip.Prefix
+	GatewayIPv6 netip.Addr
+	MTU         int
+	DNSServers  []netip.Addr
+	// Generation advances each time the owner is given an address.
+	Generation  int64
+	AllocatedAt time.Time
+	// Adopted is true when the instance already held this address, made by
+	// the same actor and not yet confirmed: a retried placement.
+	Adopted bool
+}
+
+// AllocateInstance hands an instance its address inside tx (nil: a
+// transaction of its own), with its instance.allocated event: both commit or
+// roll back with the caller's rows. On ipam_exhausted the failure and an
+// instance.allocation_failed event are recorded outside tx.
+func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRequest) (InstanceAddress, error) {
+	st := c.st.InTx(tx)
+	o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: req.InstanceID, InstanceID: req.InstanceID,
+		OrgID: req.OrgID, EnvID: req.EnvID, NodeID: req.NodeID}
+	res, err := st.AllocateInstance(ctx, req.ClusterID, o, req.Address)
+	if err != nil {
+		return InstanceAddress{}, wrap(err)
+	}
+	cl, err := st.GetCluster(ctx, req.ClusterID)
+	if err != nil {
+		return InstanceAddress{}, wrap(err)
+	}
+	return InstanceAddress{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, 128),
+		GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: append([]netip.Addr(nil), cl.DNSServers...),
+		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}, nil
+}
+
+// ReleaseInstance releases an instance's address inside tx (nil: a
+// transaction of its own) into its cooldown (the cluster's
+// instance_cooldown), with its instance.released event. Releasing what is not
+// held is a no-op.
+func (c *Client) ReleaseInstance(ctx context.Context, tx pgx.Tx, clusterID, instanceID string) error {
+	return c.release(ctx, tx, clusterID, ipamcore.OwnerInstance, instanceID)
+}
+
+// NodeRequest asks for a node's overlay address.
+type NodeRequest struct {
+	ClusterID string
+	NodeID    string
+	// Address claims this exact address; zero lets the allocator pick.
+	Address netip.Addr
+}
+
+// Address is an allocated address.
+type Address struct {
+	Address netip.Addr
+	// Prefix is the address as a host prefix (/128 or /32).
+	Prefix      netip.Prefix
+	PoolID      string
+	Generation  int64
+	AllocatedAt time.Time
+	Adopted     bool
+}
+
+func addressOf(res ipamcore.AllocateResult) Address {
+	return Address{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, res.Address.BitLen()), PoolID: res.PoolID,
+		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}
+}
+
+// AllocateNode hands a node its overlay address from the cluster's node
+// prefix inside tx (nil: a transaction of its own), with its event.
+func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (Address, error) {
+	o := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: req.NodeID, NodeID: req.NodeID}
+	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
+		PoolID: ipamcore.PoolID(req.ClusterID, ipamcore.CategoryNode), Owner: o, Address: req.Address})
+	return addressOf(res), wrap(err)
+}
+
+// ReleaseNode releases a node's address into the node cooldown; releasing
+// what is not held is a no-op.
+func (c *Client) ReleaseNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+	return c.release(ctx, tx, clusterID, ipamcore.OwnerNode, nodeID)
+}
+
+// EnvIPv4Request asks for an environment's IPv4 add-on address.
+type EnvIPv4Request struct {
+	ClusterID string
+	// Pool is the name of the cluster's IPv4 pool (ipam_pool.name).
+	Pool  string
+	OrgID string
+	EnvID string
+	// Address claims this exact address; zero takes the oldest free one.
+	Address netip.Addr
+}
+
+// AllocateEnvIPv4 hands an environment its IPv4 (at most one active per
+// environment) inside tx (nil: a transaction of its own), with its
+// env.ipv4_addon_enabled event.
+func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Request) (Address, error) {
+	o := ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
+	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
+		PoolID: req.ClusterID + "/" + req.Pool, Owner: o, Address: req.Address})
+	return addressOf(res), wrap(err)
+}
+
+// ReleaseEnvIPv4 releases an environment's IPv4 into its pool's cooldown;
+// releasing what is not held is a no-op.
+func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID string) error {
+	return c.release(ctx, tx, clusterID, ipamcore.OwnerEnvIPv4, envID)
+}
+
+func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
+	if err := ipamcore.ValidateOwner(ipamcore.Owner{Kind: kind, ID: id}); err != nil {
+		return wrap(err)
+	}
+	_, err := c.st.InTx(tx).Release(ctx, clusterID, ipamcore.Owner{Kind: kind, ID: id}, 0)
+	return wrap(err)
+}

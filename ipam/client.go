@@ -1,0 +1,85 @@
+package ipam
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// Client is the IPAM over one PostgreSQL pool. It is safe for concurrent use.
+type Client struct {
+	st    *ipamcore.Store
+	owned bool
+}
+
+// Options configure a client over a pool the caller made.
+type Options struct {
+	// Actor is recorded with every allocation and event (default
+	// "terraform"). Give each system its own: an allocation is adopted only
+	// by the actor that made it.
+	Actor string
+}
+
+// Config says how to reach the database for Open.
+type Config struct {
+	// DatabaseURL is a PostgreSQL URL or keyword/value string; empty uses the
+	// standard PG* environment variables.
+	DatabaseURL string
+	// Actor: see Options.
+	Actor string
+	// MaxConnections caps the client's pool (default 4).
+	MaxConnections int32
+	// ConnectTimeout bounds each connection attempt (default 10s).
+	ConnectTimeout time.Duration
+}
+
+// New makes a client over the caller's pool; Close does not close it. The
+// pool's connections may carry SessionSettings (the allocator's planner
+// settings); the client works without them.
+func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
+	if pool == nil {
+		return nil, &Error{code: ipamcore.CodeInvalid, err: &ipamcore.InvalidError{Field: "pool", Msg: "a pgx pool is required"}}
+	}
+	return &Client{st: ipamcore.NewStore(pool, opts.Actor)}, nil
+}
+
+// Open makes a client with a pool of its own. It does not connect: Migrate
+// or the first call does.
+func Open(ctx context.Context, cfg Config) (*Client, error) {
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: cfg.DatabaseURL, Actor: cfg.Actor,
+		MaxConnections: cfg.MaxConnections, ConnectTimeout: cfg.ConnectTimeout})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return &Client{st: st, owned: true}, nil
+}
+
+// SessionSettings are the planner settings the allocator's statements are
+// tuned for; set them as RuntimeParams of a pool given to New.
+func SessionSettings() map[string]string {
+	out := map[string]string{}
+	for k, v := range ipamcore.SessionSettings {
+		out[k] = v
+	}
+	return out
+}
+
+// Migrate brings the database schema up to this version (serialized across
+// processes); a newer schema than this version knows is refused.
+func (c *Client) Migrate(ctx context.Context) error {
+	_, err := c.st.Migrate(ctx)
+	return wrap(err)
+}
+
+// Close releases the client's own pool (Open); a pool given to New stays open.
+func (c *Client) Close() {
+	if c.owned {
+		c.st.Close()
+	}
+}
+
+// Actor is the actor the client records.
+func (c *Client) Actor() string { return c.st.Actor() }

@@ -1,0 +1,28 @@
+// Package ipam is the IP address manager of the platform as a Go library: the
+// same transactional allocator with cooldown that the Terraform provider and
+// ipamctl run, for the platform's own code.
+//
+// The scheduler allocates an instance's address at placement time, inside
+// its own placement transaction: the address, its instance.allocated event
+// and the scheduler's rows commit together, or none of them does.
+//
+//	tx, _ := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+//	defer tx.Rollback(ctx)
+//	// ... the scheduler's own rows ...
+//	addr, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{...})
+//	if errors.Is(err, ipam.ErrExhausted) {
+//		// the placement is aborted; the failure is already recorded
+//	}
+//	tx.Commit(ctx)
+//
+// Every call that takes a pgx.Tx runs inside it (in a savepoint, so the
+// allocator's retries never abort the caller's transaction); a nil tx runs in
+// a transaction of the client's own. The transaction must be READ COMMITTED.
+// A failed allocation is recorded (ipam_allocation_failures and an
+// "<kind>.allocation_failed" event) outside the caller's transaction, so the
+// record outlives its rollback; it takes a connection of its own from the
+// pool, waiting at most 5 seconds for one.
+//
+// Errors carry the spec's codes: test them with errors.Is against ErrExhausted,
+// ErrUnavailable, ErrOwnerConflict, ErrInvalid, ... or read Code(err).
+package ipam

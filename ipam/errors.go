@@ -1,0 +1,80 @@
+package ipam
+
+import (
+	"errors"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// The errors callers test with errors.Is. Each carries the spec's code
+// (Code returns it).
+var (
+	// ErrExhausted: no address can be handed out from the pool right now
+	// (ipam_exhausted). The failure is recorded.
+	ErrExhausted = errors.New(ipamcore.CodeExhausted)
+	// ErrUnavailable: the database cannot be reached (ipam_unavailable).
+	ErrUnavailable = errors.New(ipamcore.CodeUnavailable)
+	// ErrOwnerConflict: the owner holds an address another actor (or another
+	// configuration) manages (owner_conflict).
+	ErrOwnerConflict = errors.New(ipamcore.CodeOwnerConflict)
+	// ErrAddressTaken: an exact address asked for is in use or inside its
+	// cooldown (address_in_use, address_cooling).
+	ErrAddressTaken = errors.New("address_taken")
+	// ErrInvalid: an input is not valid; the message names it (invalid_input).
+	ErrInvalid = errors.New(ipamcore.CodeInvalid)
+	// ErrNotFound: the cluster, pool or allocation does not exist (not_found).
+	ErrNotFound = errors.New(ipamcore.CodeNotFound)
+	// ErrConflict: a concurrent change kept the call from completing, or
+	// something still depends on what was to be changed (conflict).
+	ErrConflict = errors.New(ipamcore.CodeConflict)
+	// ErrReadOnly: the role or the server may not write (read_only).
+	ErrReadOnly = errors.New(ipamcore.CodeReadOnly)
+)
+
+var sentinels = map[string]error{
+	ipamcore.CodeExhausted:      ErrExhausted,
+	ipamcore.CodeUnavailable:    ErrUnavailable,
+	ipamcore.CodeOwnerConflict:  ErrOwnerConflict,
+	ipamcore.CodeAddressInUse:   ErrAddressTaken,
+	ipamcore.CodeAddressCooling: ErrAddressTaken,
+	ipamcore.CodeInvalid:        ErrInvalid,
+	ipamcore.CodeNotFound:       ErrNotFound,
+	ipamcore.CodeConflict:       ErrConflict,
+	ipamcore.CodeReadOnly:       ErrReadOnly,
+}
+
+// Error is every error the package returns for a coded failure: its message
+// is the core's (what was wrong and what would be valid), errors.Is matches
+// the sentinel of its code.
+type Error struct {
+	code string
+	err  error
+}
+
+func (e *Error) Error() string { return e.err.Error() }
+
+func (e *Error) Unwrap() error { return e.err }
+
+// Code is the spec's code: ipam_exhausted, ipam_unavailable, owner_conflict,
+// address_in_use, address_cooling, invalid_input, not_found, conflict,
+// read_only, schema_mismatch.
+func (e *Error) Code() string { return e.code }
+
+// Is matches the sentinel of the error's code.
+func (e *Error) Is(target error) bool {
+	s, ok := sentinels[e.code]
+	return ok && s == target
+}
+
+// Code returns the code of err ("" when it has none).
+func Code(err error) string { return ipamcore.Code(err) }
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if c := ipamcore.Code(err); c != "" {
+		return &Error{code: c, err: err}
+	}
+	return err
+}
