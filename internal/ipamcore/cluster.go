@@ -47,8 +47,8 @@ type Cluster struct {
 	// AsWritten keeps the cooldowns and prefixes as their writer spelled
 	// them ("720h" for 30 days), by attribute name; a read gives them back.
 	AsWritten map[string]string
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // PoolID returns the id of one of the cluster's system pools.

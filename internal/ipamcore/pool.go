@@ -33,8 +33,8 @@ type Pool struct {
 	// AsWritten keeps the cooldown as its writer spelled it, by attribute
 	// name ("cooldown"); a read gives the spelling back.
 	AsWritten map[string]string
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 
 	layout *Layout
 }
