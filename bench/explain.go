@@ -74,10 +74,20 @@ var hotStatements = []hotStatement{
 		params: func(f *planFixture) []any {
 			return []any{f.cooledID, int64(1), "node", "x-1", nil, nil, "x-1", nil, "bench", time.Duration(0), nil}
 		}},
-	{name: "exact claim probe", fn: "claimExact", db: "growth",
+	{name: "exact claim probe", fn: "claimExact", has: "FROM ipam_allocations", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
 	{name: "release", fn: "releaseTx", alt: []string{"Release"}, has: "state = 'cooling'", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0)} }},
+	{name: "fast path: fresh allocation in one statement (node, instance, IPv4 counter pools)", fn: "fastTake", db: "growth",
+		params: func(f *planFixture) []any {
+			return []any{f.clusterID, f.poolID, "instance", "x-2", uuid.New(), "acme", "prod", "n1", "x-2", "bench", nil,
+				uuid.New(), "instance.allocated", time.Duration(0), f.clusterID + "/blocks/n1"}
+		}},
+	{name: "fast path: apply of a planned hold in one statement", fn: "fastConfirm", db: "growth",
+		params: func(f *planFixture) []any {
+			return []any{f.clusterID, "instance", "pre-2", f.addr, "acme", "prod", "n1", "pre-2", nil, "bench", nil,
+				uuid.New(), "instance.allocated"}
+		}},
 	{name: "refresh read", fn: "GetActive", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
 }
@@ -218,7 +228,7 @@ func (s *source) statementsOf(name string) ([]foundSQL, bool) {
 		case *ast.CallExpr:
 			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && len(n.Args) >= 2 {
 				switch sel.Sel.Name {
-				case "QueryRow", "Query", "Exec":
+				case "QueryRow", "Query", "Exec", "runOne": // runOne: the fast path's one-statement runner
 					add(n.Args[1])
 				}
 			}

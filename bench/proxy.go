@@ -196,7 +196,6 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 	if err != nil {
 		return err
 	}
-	inst := ipamcore.PoolID(cl.ID, ipamcore.CategoryInstance)
 	v4, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.64.0.0/20")}})
 	if err != nil {
@@ -222,13 +221,14 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 	}
 	defer conn.Release()
 	owner := func(prefix string, i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
+	var planned sync.Map // i -> the address the plan-time hold showed
 	ops := []rtOp{
 		{"pgbench-like INSERT (autocommit)", func(ctx context.Context, i int) error {
 			_, err := conn.Exec(ctx, `INSERT INTO bench_insert (client, note) VALUES ($1, 'pgbench reference row')`, i)
 			return err
 		}},
-		{"Store.Allocate instance (fresh)", func(ctx context.Context, i int) error {
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: inst, Owner: instanceOwner(owner("a", i))})
+		{"Store.AllocateInstance (fresh; ipam_instance_address, ipam.AllocateInstance)", func(ctx context.Context, i int) error {
+			_, err := st.AllocateInstance(ctx, cl.ID, instanceOwner(owner("a", i)), netip.Addr{})
 			return err
 		}},
 		{"Store.Allocate ipv4 (table pool)", func(ctx context.Context, i int) error {
@@ -237,12 +237,15 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 				Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}})
 			return err
 		}},
-		{"Store.Reserve instance (plan-time hold)", func(ctx context.Context, i int) error {
-			_, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: inst, Owner: instanceOwner(owner("h", i))}, time.Hour)
+		{"Store.ReserveInstance (plan-time hold)", func(ctx context.Context, i int) error {
+			a, err := st.ReserveInstance(ctx, cl.ID, instanceOwner(owner("h", i)), netip.Addr{}, time.Hour)
+			planned.Store(i, a.Address)
 			return err
 		}},
-		{"Store.Allocate instance (apply of a held plan)", func(ctx context.Context, i int) error {
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: inst, Owner: instanceOwner(owner("h", i))})
+		{"Store.AllocateInstance (apply of a held plan)", func(ctx context.Context, i int) error {
+			addr, _ := planned.Load(i)
+			a, _ := addr.(netip.Addr)
+			_, err := st.AllocateInstance(ctx, cl.ID, instanceOwner(owner("h", i)), a)
 			return err
 		}},
 		{"Store.GetActive (refresh)", func(ctx context.Context, i int) error {

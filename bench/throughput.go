@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // cell is one timed measurement: ops completed in dur by n clients.
@@ -155,7 +156,7 @@ func instanceOwner(id string) ipamcore.Owner {
 // The allocator kinds measured for throughput.
 var allocKinds = []string{"node", "instance", "ipv4"}
 
-// allocCell measures Store.Allocate of one kind with n clients, on a fresh
+// allocCell measures the public API's allocation of one kind with n clients, on a fresh
 // cluster (and, for ipv4, a fresh IPv4 table pool).
 func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell {
 	label := kind + " addresses"
@@ -185,24 +186,28 @@ func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell 
 	if err != nil {
 		return cell{label: label, clients: n, err: err}
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: int32(n), Actor: "bench"})
+	// The calls the platform makes through the public API, which are the
+	// calls the Terraform resources make (an instance through
+	// AllocateInstance, which resolves the node's pool itself).
+	client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: int32(n), Actor: "bench"})
 	if err != nil {
 		return cell{label: label, clients: n, err: err}
 	}
-	defer st.Close()
+	defer client.Close()
 	r.srv.checkpoint(ctx)
 	return r.timed(ctx, label, n, 5, r.sz.CellDuration, func(ctx context.Context, w, i int) error {
 		id := fmt.Sprintf("w%d-%d", w, i)
-		var o ipamcore.Owner
+		var err error
 		switch kind {
 		case "node":
-			o = ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}
+			_, err = client.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: cl.ID, NodeID: id})
 		case "instance":
-			o = instanceOwner(id)
+			_, err = client.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: cl.ID, InstanceID: id,
+				OrgID: "acme", EnvID: "prod", NodeID: "node-" + strconv.Itoa(w)})
 		default:
-			o = ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}
+			_, err = client.AllocateEnvIPv4(ctx, nil, ipam.EnvIPv4Request{ClusterID: cl.ID, Pool: strings.TrimPrefix(poolID, cl.ID+"/"),
+				OrgID: "acme", EnvID: id})
 		}
-		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: o})
 		return err
 	})
 }
@@ -852,7 +857,7 @@ func (r *runner) profileClient(ctx context.Context, dbURL string, n int) error {
 	if err != nil {
 		return err
 	}
-	r.rep.note(fmt.Sprintf("Client CPU profile of Store.Allocate, instance addresses, %d clients (%s alloc/s during the profile; go tool pprof)", n, num(c.rate())),
+	r.rep.note(fmt.Sprintf("Client CPU profile of ipam.Client.AllocateInstance, instance addresses, %d clients (%s alloc/s during the profile; go tool pprof)", n, num(c.rate())),
 		[]string{"By own time:", "```\n" + strings.Join(flat, "\n") + "\n```", "By cumulative time (ipamcore and pgx frames):", "```\n" + strings.Join(cum, "\n") + "\n```"})
 	return nil
 }

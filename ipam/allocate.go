@@ -53,12 +53,8 @@ func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRe
 	if err != nil {
 		return InstanceAddress{}, wrap(err)
 	}
-	cl, err := st.GetCluster(ctx, req.ClusterID)
-	if err != nil {
-		return InstanceAddress{}, wrap(err)
-	}
 	return InstanceAddress{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, 128),
-		GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: append([]netip.Addr(nil), cl.DNSServers...),
+		GatewayIPv6: res.Network.GatewayIPv6, MTU: res.Network.MTU, DNSServers: res.Network.DNSServers,
 		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}, nil
 }
 

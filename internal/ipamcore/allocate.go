@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,6 +100,17 @@ type AllocateResult struct {
 	// Adopted is true when the owner already held this address (allocated by
 	// the same actor): a retried or crashed apply adopting its own work.
 	Adopted bool
+	// Network is the cluster's WorkloadSpec network block, read with the
+	// allocation (set by AllocateInstance and the fast path).
+	Network Network
+}
+
+// Network is the WorkloadSpec network block an instance gets from its
+// cluster.
+type Network struct {
+	GatewayIPv6 netip.Addr
+	MTU         int
+	DNSServers  []netip.Addr
 }
 
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
@@ -182,14 +194,16 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 		// In the caller's transaction: the full path (the fast path is one
 		// statement that commits on its own).
 	} else if !req.Address.IsValid() {
-		if a, ok := s.fastAllocate(ctx, req); ok {
-			return AllocateResult{Allocation: a}, nil
+		if r, ok := s.fastAllocate(ctx, req); ok {
+			return r, nil
 		}
-	} else if a, ok := s.fastConfirm(ctx, req); ok {
-		if !a.Block.IsValid() {
-			_ = s.fillBlock(ctx, &a)
+	} else if clusterID, _, ok := strings.Cut(req.PoolID, "/"); ok {
+		if r, ok := s.fastConfirm(ctx, clusterID, req); ok {
+			if !r.Block.IsValid() {
+				_ = s.fillBlock(ctx, &r.Allocation)
+			}
+			return r, nil
 		}
-		return AllocateResult{Allocation: a}, nil
 	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -367,8 +381,8 @@ func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Durat
 		return held, nil
 	}
 	if !req.Address.IsValid() {
-		if held, ok := s.fastTake(ctx, req, ttl); ok {
-			return held, nil
+		if held, ok := s.fastTake(ctx, req, ttl, ""); ok {
+			return held.Allocation, nil
 		}
 	}
 	var pool *Pool

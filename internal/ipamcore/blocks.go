@@ -668,6 +668,19 @@ func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner,
 	if err := ValidateOwner(o); err != nil {
 		return res, err
 	}
+	// The fast paths, as for Allocate: a fresh address from the cluster's
+	// instance pool when the node has no blocks (the statement checks), or
+	// the confirmation of the plan's hold in the pool the plan took it from.
+	if !addr.IsValid() {
+		if r, ok := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, 0, nodeBlocksOf(clusterID, o)); ok {
+			return r, nil
+		}
+	} else if r, ok := s.fastConfirm(ctx, clusterID, AllocateRequest{Owner: o, Address: addr}); ok {
+		if !r.Block.IsValid() {
+			_ = s.fillBlock(ctx, &r.Allocation)
+		}
+		return r, nil
+	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -713,7 +726,10 @@ func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner,
 		if errors.As(err, &ex) && pool != nil {
 			s.recordFailure(ctx, clusterID, pool.ID, CodeExhausted, o, err.Error())
 		}
+		return res, err
 	}
+	cl, err := s.GetCluster(ctx, clusterID)
+	res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
 	return res, err
 }
 
@@ -723,6 +739,11 @@ func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, 
 	var a Allocation
 	if err := ValidateOwner(o); err != nil {
 		return a, err
+	}
+	if !addr.IsValid() && ttl > 0 {
+		if r, ok := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, ttl, nodeBlocksOf(clusterID, o)); ok {
+			return r.Allocation, nil
+		}
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		pool, err := s.plannedInstancePool(ctx, tx, clusterID, o, addr)
@@ -755,6 +776,15 @@ func (s *Store) plannedInstancePool(ctx context.Context, tx pgx.Tx, clusterID st
 		}
 	}
 	return instancePool(ctx, tx, clusterID, o.NodeID)
+}
+
+// nodeBlocksOf names the pool of the instance's node blocks ("" without a
+// node): the fast path hands over when it exists.
+func nodeBlocksOf(clusterID string, o Owner) string {
+	if o.NodeID == "" {
+		return ""
+	}
+	return NodeBlocksPoolID(clusterID, o.NodeID)
 }
 
 // InstancePoolID names the pool an instance on nodeID draws from now.

@@ -167,11 +167,17 @@ func scanCluster(row pgx.Row) (Cluster, error) {
 	}
 	c.NodeCooldown, c.InstanceCooldown = intervalDuration(nc), intervalDuration(ic)
 	c.GatewayIPv6 = gw.Addr()
-	c.DNSServers = make([]netip.Addr, len(dns))
-	for i, d := range dns {
-		c.DNSServers[i] = d.Addr()
-	}
+	c.DNSServers = prefixAddrs(dns)
 	return c, nil
+}
+
+// prefixAddrs is the addresses of host prefixes (inet values).
+func prefixAddrs(ps []netip.Prefix) []netip.Addr {
+	out := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		out[i] = p.Addr()
+	}
+	return out
 }
 
 // asWritten keeps the spellings that say the values stored (any other is

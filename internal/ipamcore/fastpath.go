@@ -26,6 +26,8 @@ const fastAllocateSQL = `WITH owner AS (
 		SELECT cidrs[1] AS block, stripes FROM ipam_pools
 		WHERE id = $2 AND kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
 			AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))
+			-- an instance whose node has blocks draws from them ($15 names them; NULL otherwise)
+			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $15)
 		FOR KEY SHARE -- the allocator's pool lock (see lockPoolShared)
 	), pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
@@ -54,19 +56,25 @@ const fastAllocateSQL = `WITH owner AS (
 		SELECT $12, $13, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
 			node_id, instance_id, actor FROM a
 	)
-	SELECT ` + allocColumns + `, (SELECT block FROM pool) FROM a`
+	SELECT ` + allocColumns + `, (SELECT block FROM pool), ` + networkColumns + ` FROM a`
+
+// networkColumns are the cluster's WorkloadSpec network settings, read in
+// the fast statements (an instance's allocation returns them).
+const networkColumns = `(SELECT gateway_ipv6 FROM ipam_clusters WHERE id = $1), (SELECT mtu FROM ipam_clusters WHERE id = $1),
+	(SELECT dns_servers FROM ipam_clusters WHERE id = $1)`
 
 // fastAllocate tries the fast path; false means "use the full path".
-func (s *Store) fastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
-	return s.fastTake(ctx, req, 0)
+func (s *Store) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool) {
+	return s.fastTake(ctx, req, 0, "")
 }
 
 // fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
-// the row becomes a plan-time hold).
-func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (Allocation, bool) {
+// the row becomes a plan-time hold). It hands over when a pool named avoid
+// exists (an instance's node blocks: the instance draws from them).
+func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration, avoid string) (AllocateResult, bool) {
 	clusterID, _, ok := strings.Cut(req.PoolID, "/")
-	if !ok {
-		return Allocation{}, false
+	if !ok || s.outer != nil {
+		return AllocateResult{}, false
 	}
 	o := req.Owner
 	typ := eventType(o.Kind, true)
@@ -74,20 +82,27 @@ func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Dur
 		typ = "allocation.reserved"
 	}
 	return s.runOne(ctx, fastAllocateSQL, clusterID, req.PoolID, o.Kind, o.ID, newID(), nullable(o.OrgID), nullable(o.EnvID),
-		nullable(o.NodeID), nullable(o.InstanceID), s.actor, nullable(o.SetID), newID(), typ, durationInterval(hold))
+		nullable(o.NodeID), nullable(o.InstanceID), s.actor, nullable(o.SetID), newID(), typ, durationInterval(hold), nullable(avoid))
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its
-// pool's block). Anything but one row means "use the full path": an error
-// commits nothing, and no row means there was nothing to take here.
-func (s *Store) runOne(ctx context.Context, sql string, args ...any) (Allocation, bool) {
+// pool's block and its cluster's network settings). Anything but one row
+// means "use the full path": an error commits nothing, and no row means there
+// was nothing to take here.
+func (s *Store) runOne(ctx context.Context, sql string, args ...any) (AllocateResult, bool) {
 	var block *netip.Prefix
-	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, args...), []any{&block}})
+	var gw netip.Prefix
+	var dns []netip.Prefix
+	var res AllocateResult
+	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, args...), []any{&block, &gw, &res.Network.MTU, &dns}})
 	if err != nil || block == nil {
-		return Allocation{}, false
+		return AllocateResult{}, false
 	}
 	a.Block = *block
-	return a, true
+	res.Allocation = a
+	res.Network.GatewayIPv6 = gw.Addr()
+	res.Network.DNSServers = prefixAddrs(dns)
+	return res, true
 }
 
 // confirmHoldSQL turns the owner's plan-time hold on exactly the planned
@@ -99,7 +114,10 @@ const confirmHoldSQL = `WITH a AS (
 			allocated_at = ipam_now(), last_seen_at = ipam_now(), released_at = NULL, confirmed_at = NULL,
 			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
-			AND address = $4 AND actor = $10 AND pool_id = $11
+			AND address = $4 AND actor = $10
+			-- the pool asked for; NULL (an instance): the pool its plan took it from
+			AND pool_id = coalesce($11, pool_id)
+			AND pool_id IN (SELECT id FROM ipam_pools WHERE cluster_id = $1 AND kind <> 'parked')
 		RETURNING *
 	), e AS (
 		INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
@@ -107,19 +125,19 @@ const confirmHoldSQL = `WITH a AS (
 		SELECT $12, $13, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
 			node_id, instance_id, actor FROM a
 	)
-	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = $11) FROM a`
+	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a`
 
 // fastConfirm tries to confirm the owner's hold on the planned address in
-// one round trip; false means "use the full path".
-func (s *Store) fastConfirm(ctx context.Context, req AllocateRequest) (Allocation, bool) {
-	clusterID, _, ok := strings.Cut(req.PoolID, "/")
-	if !ok || !req.Address.IsValid() {
-		return Allocation{}, false
+// one round trip; false means "use the full path". An empty req.PoolID (an instance) confirms the hold in whichever pool its
+// plan took it from, as plannedInstancePool does.
+func (s *Store) fastConfirm(ctx context.Context, clusterID string, req AllocateRequest) (AllocateResult, bool) {
+	if s.outer != nil || !req.Address.IsValid() {
+		return AllocateResult{}, false
 	}
 	o := req.Owner
 	a, ok := s.runOne(ctx, confirmHoldSQL, clusterID, o.Kind, o.ID, netip.PrefixFrom(req.Address, req.Address.BitLen()),
 		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), nullable(o.SetID), s.actor,
-		req.PoolID, newID(), eventType(o.Kind, true))
+		nullable(req.PoolID), newID(), eventType(o.Kind, true))
 	if ok && !a.Block.Contains(a.Address) {
 		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
 	}
@@ -131,7 +149,7 @@ func (s *Store) fastConfirm(ctx context.Context, req AllocateRequest) (Allocatio
 // time left, costs one query and no commit.
 func (s *Store) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, bool) {
 	clusterID, _, ok := strings.Cut(req.PoolID, "/")
-	if !ok {
+	if !ok || s.outer != nil {
 		return Allocation{}, false
 	}
 	var fresh bool

@@ -10,5 +10,6 @@ const UsagePlannerSetting = usagePlannerSetting
 
 // FastAllocate exposes the fast path to the external tests.
 func (s *Store) FastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
-	return s.fastAllocate(ctx, req)
+	r, ok := s.fastAllocate(ctx, req)
+	return r.Allocation, ok
 }

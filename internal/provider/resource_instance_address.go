@@ -50,10 +50,10 @@ func (m *instanceAddressResourceModel) owner() ipamcore.Owner {
 }
 
 // fillNetwork copies the WorkloadSpec network block from the cluster.
-func (m *instanceAddressResourceModel) fillNetwork(c ipamcore.Cluster) {
-	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
-	m.MTU = types.Int64Value(int64(c.MTU))
-	m.DNSServers = addrList(m.DNSServers, c.DNSServers)
+func (m *instanceAddressResourceModel) fillNetwork(n ipamcore.Network) {
+	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, n.GatewayIPv6)
+	m.MTU = types.Int64Value(int64(n.MTU))
+	m.DNSServers = addrList(m.DNSServers, n.DNSServers)
 }
 
 func (m *instanceAddressResourceModel) fillLabels(a ipamcore.Allocation) {
@@ -128,7 +128,7 @@ func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressRe
 	}
 	m.fill(a, a.Owner.ID)
 	m.fillLabels(a)
-	m.fillNetwork(c)
+	m.fillNetwork(ipamcore.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers})
 	return true
 }
 
@@ -149,9 +149,10 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if !ok {
 		return
 	}
-	if !r.load(ctx, &plan, res.Allocation, true, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
-		return
-	}
+	// The allocation read the cluster's network block as it is now.
+	plan.fill(res.Allocation, res.Owner.ID)
+	plan.fillLabels(res.Allocation)
+	plan.fillNetwork(res.Network)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
