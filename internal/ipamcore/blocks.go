@@ -725,6 +725,8 @@ func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner,
 		var ex *ExhaustedError
 		if errors.As(err, &ex) && pool != nil {
 			s.recordFailure(ctx, clusterID, pool.ID, CodeExhausted, o, err.Error())
+		} else if Code(err) == CodeUnavailable {
+			s.recordFailure(ctx, clusterID, PoolID(clusterID, CategoryInstance), CodeUnavailable, o, err.Error())
 		}
 		return res, err
 	}
