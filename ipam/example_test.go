@@ -42,7 +42,7 @@ func ExampleClient_AllocateInstance() {
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback(ctx) // a no-op after Commit
+		defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 		// IPAM allocation is the last step before instance.allocated.
 		addr, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{
 			ClusterID: "example", InstanceID: instance, OrgID: "acme", EnvID: "prod", NodeID: node})
