@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 )
@@ -22,7 +23,8 @@ import (
 // TestModelCore is the randomized, model-based invariant test of the core.
 // Concurrent workers draw random operations across every feature (clusters,
 // operator pools with gaps and exclusions, node, instance and IPv4
-// allocation, exact claims, plan-time holds of two actors, releases, address
+// allocation (also inside a caller's transaction that commits or rolls
+// back), exact claims, plan-time holds of two actors, releases, address
 // sets, node block scaling and release, cluster and pool updates, shrinks and
 // destroys, stale-leak reclaim) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: ipamcore.Check (no address active
@@ -55,7 +57,15 @@ func TestModelCore(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with IPAM_MODEL_SEED=%d), for %s", seed, seed, duration)
 	sts, raw := seamStores(t, "terraform", "other")
-	m := &model{t: t, sts: sts, raw: raw, held: map[string]heldAddr{}, outcomes: map[string]int{}}
+	db, err := pgxpool.New(context.Background(), raw.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Exec(context.Background(), `CREATE TABLE model_placements (instance_id text PRIMARY KEY, address inet NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	m := &model{t: t, sts: sts, raw: raw, db: db, held: map[string]heldAddr{}, outcomes: map[string]int{}}
 	const workers = 4
 	deadline := time.Now().Add(duration)
 	skew := time.Duration(0)
@@ -110,6 +120,7 @@ type model struct {
 	t    *testing.T
 	sts  []*ipamcore.Store
 	raw  *pgx.Conn
+	db   *pgxpool.Pool // the callers' own transactions (package ipam's way)
 	mu   sync.Mutex
 	held map[string]heldAddr // owner key -> what the caller was told it holds
 	// outcomes counts each operation's results, for the closing log line.
@@ -232,7 +243,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 	var what string
 	var err error
 	var notes []string
-	switch op := rng.IntN(23); op {
+	switch op := rng.IntN(24); op {
 	case 0:
 		what = "create cluster " + cid
 		_, err = st.CreateCluster(ctx, m.cluster(ci))
@@ -397,6 +408,39 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
 		what = fmt.Sprintf("hold node %s in %s for %s", o.ID, cid, ttl)
 		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: cid + "/node", Owner: o}, ttl)
+	case 23:
+		// The scheduler's way (package ipam): an instance allocated inside a
+		// caller's transaction, with a row of the caller's own, committed or
+		// rolled back. A rollback must leave nothing the owner holds.
+		node := fmt.Sprintf("w%d-n%d", w, rng.IntN(3))
+		id := m.pick(rng, cid+"/instance/", fmt.Sprintf("w%d-i", w), false)
+		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, NodeID: node}
+		commit := rng.IntN(2) == 0
+		what = fmt.Sprintf("place instance %s on %s in %s in a caller transaction (commit %v)", id, node, cid, commit)
+		key := cid + "/instance/" + id
+		m.mu.Lock()
+		_, heldBefore := m.held[key]
+		m.mu.Unlock()
+		var tx pgx.Tx
+		if tx, err = m.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}); err != nil {
+			break
+		}
+		var r ipamcore.AllocateResult
+		r, err = st.InTx(tx).AllocateInstance(ctx, cid, o, netip.Addr{})
+		if err == nil {
+			_, err = tx.Exec(ctx, `INSERT INTO model_placements (instance_id, address) VALUES ($1, $2)
+				ON CONFLICT (instance_id) DO UPDATE SET address = EXCLUDED.address`, cid+"/"+id, netip.PrefixFrom(r.Address, 128))
+		}
+		if err == nil && commit {
+			if err = tx.Commit(ctx); err == nil {
+				notes = m.remember(key, heldAddr{cid, o.Kind, o.ID, r.Address})
+			}
+			break
+		}
+		_ = tx.Rollback(ctx)
+		if a, gerr := st.GetActive(ctx, cid, ipamcore.OwnerInstance, id); gerr == nil && !heldBefore {
+			notes = append(notes, fmt.Sprintf("a rolled-back placement left %s active for instance %s", a.Address, key))
+		}
 	case 22:
 		// Stale-leak reclaim: addresses no refresh has seen for some days
 		// go back to cooling. Applied only by worker 0 in its own cluster
