@@ -11,7 +11,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 # v2.17.0+ depend on go.digitalxero.dev/go-msix, which the Go module proxy refuses here (403).
 GORELEASER_VERSION := v2.16.0
 
-.PHONY: help build install fmt vet lint test testacc docs demo demo-down release-check clean
+.PHONY: help build install fmt vet lint test check unit acc e2e testacc docs demo demo-down release-check clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET"
@@ -44,11 +44,22 @@ vet: ## Run go vet
 lint: ## Run golangci-lint (.golangci.yml; installs the pinned version into .tools/bin)
 	GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) bash scripts/lint.sh
 
-test: ## Run all checks and tests (gofmt, vet, docs, unit + acceptance tests against a throwaway PostgreSQL)
-	bash scripts/test.sh
+test: ## The test command CI runs: check, then the unit, acc and e2e tiers in one go test run (names the tiers that fail)
+	bash scripts/test.sh all
 
-testacc: ## Same as test (acceptance tests always run)
-	bash scripts/test.sh
+check: ## Tier check: gofmt, go vet, golangci-lint, docs/ fresh
+	bash scripts/test.sh check
+
+unit: ## Tier unit: core, public Go API, ipamctl, benchmark harness, migrations (throwaway PostgreSQL)
+	bash scripts/test.sh unit
+
+acc: ## Tier acc: the provider's acceptance tests with the real terraform (throwaway PostgreSQL)
+	bash scripts/test.sh acc
+
+e2e: ## Tier e2e: end-to-end and reliability tests (terraform, ipamctl, faults)
+	bash scripts/test.sh e2e
+
+testacc: acc ## Same as acc
 
 docs: ## Generate docs/ with tfplugindocs (needs the tools/ module)
 	bash scripts/docs.sh
@@ -67,7 +78,7 @@ clean: ## Remove build output (bin/) and demo state (.demo/)
 	rm -rf bin/ .demo/
 
 .PHONY: bench bench-smoke fuzz soak
-fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s; make test runs 2s each)
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s; make test runs their seed corpora only)
 	bash scripts/fuzz.sh $(or $(FUZZTIME),60s)
 
 soak: ## Long reliability runs (IPAM_SOAK=1): the core's randomized model test for 30 minutes, 12 rounds of the Terraform-level one, 16 concurrent applies x 3 rounds, 300-resource outage, long failover

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The project's test command (`make test`, also what CI runs via .ci/run).
+# The project's test command (`make test`, also what CI runs via .ci/run), in
+# named tiers, so that a failure says which tier broke:
 #
-#  1. gofmt check (fails listing unformatted files)
-#  2. go vet ./... and golangci-lint (make lint)
-#  3. docs staleness check (only when tools/go.mod and docs/ exist)
-#  4. go test -count=1 -timeout 30m $TESTFLAGS ./... with TF_ACC=1, against a
-#     throwaway PostgreSQL (scripts/with-postgres.sh; set IPAM_TEST_DATABASE_URL
-#     to use an existing server instead) and the terraform binary from
-#     scripts/ensure-terraform.sh.
+#   check  gofmt, go vet, golangci-lint (make lint), docs/ fresh (make docs)
+#   unit   the core, the public Go API, ipamctl, the benchmark harness, the
+#          migrations: Go tests against a throwaway PostgreSQL
+#   acc    the provider's acceptance tests (TF_ACC=1, the real terraform)
+#   e2e    end-to-end and reliability tests (terraform, ipamctl, faults)
 #
-# go test runs last so its closing lines are the last output.
+# scripts/test.sh TIER...   runs those tiers (make check|unit|acc|e2e)
+# scripts/test.sh all       (make test) runs check, then unit, acc and e2e in
+#                           one go test run (its packages in parallel) and
+#                           names the tiers of the packages that failed.
+#
+# Go tests run against a throwaway PostgreSQL (scripts/with-postgres.sh; set
+# IPAM_TEST_DATABASE_URL to use an existing server instead) with the
+# terraform binary from scripts/ensure-terraform.sh. Fuzz targets run their
+# seed corpus as tests; timed fuzzing is `make fuzz`. TESTFLAGS is passed to
+# go test (split on whitespace, e.g. TESTFLAGS="-v -run TestAcc").
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -17,58 +25,110 @@ cd "$root"
 
 step() { printf '==> %s\n' "$*" >&2; }
 
-step "gofmt"
-mapfile -t gofiles < <(find . -name '*.go' -not -path './.tools/*' -not -path './vendor/*' -not -path './.demo/*' | sort)
-if ((${#gofiles[@]} > 0)); then
-	unformatted=$(gofmt -l "${gofiles[@]}")
-	if [[ -n "$unformatted" ]]; then
-		echo "These files are not gofmt-formatted (run make fmt):" >&2
-		while IFS= read -r f; do printf '  %s\n' "$f"; done <<<"$unformatted" >&2
-		exit 1
+check() {
+	step "gofmt"
+	mapfile -t gofiles < <(find . -name '*.go' -not -path './.tools/*' -not -path './vendor/*' -not -path './.demo/*' | sort)
+	if ((${#gofiles[@]} > 0)); then
+		unformatted=$(gofmt -l "${gofiles[@]}")
+		if [[ -n "$unformatted" ]]; then
+			echo "These files are not gofmt-formatted (run make fmt):" >&2
+			while IFS= read -r f; do printf '  %s\n' "$f"; done <<<"$unformatted" >&2
+			exit 1
+		fi
 	fi
+
+	step "go vet ./..."
+	go vet ./...
+
+	# golangci-lint (installed into .tools/bin on first use), including the rule
+	# that keeps terraform-plugin-* out of internal/ipamcore.
+	step "make lint"
+	make --no-print-directory lint
+
+	if [[ -f tools/go.mod && -d docs ]]; then
+		step "docs staleness check (make docs)"
+		make --no-print-directory docs
+		stale=0
+		if ! git diff --exit-code --stat -- docs/ >&2; then
+			stale=1
+		fi
+		untracked=$(git status --porcelain --untracked-files=all -- docs/ | grep '^??' || true)
+		if [[ -n "$untracked" ]]; then
+			printf '%s\n' "$untracked" >&2
+			stale=1
+		fi
+		if ((stale)); then
+			echo "docs/ is stale: run make docs and commit" >&2
+			exit 1
+		fi
+	fi
+}
+
+declare -A tier_packages=(
+	[unit]="./ ./bench/... ./cmd/... ./deploy/... ./internal/ipamcore/... ./internal/testdb/... ./ipam/... ./migrations/..."
+	[acc]="./internal/provider/..."
+	[e2e]="./internal/e2e/..."
+)
+
+# tier_of names the tier of a package import path.
+tier_of() {
+	case "$1" in
+	*/internal/provider*) echo acc ;;
+	*/internal/e2e*) echo e2e ;;
+	*) echo unit ;;
+	esac
+}
+
+gotest() { # tiers...
+	step "locating terraform"
+	TF_ACC_TERRAFORM_PATH=$(bash scripts/ensure-terraform.sh)
+	export TF_ACC_TERRAFORM_PATH
+	export TF_ACC=1
+	export CHECKPOINT_DISABLE=1
+	# A TF_CLI_CONFIG_FILE naming a missing file only makes terraform print warnings.
+	if [[ -n "${TF_CLI_CONFIG_FILE:-}" && ! -f "$TF_CLI_CONFIG_FILE" ]]; then
+		unset TF_CLI_CONFIG_FILE
+	fi
+	step "terraform: $TF_ACC_TERRAFORM_PATH ($("$TF_ACC_TERRAFORM_PATH" version | head -n 1))"
+
+	local testflags=() pkgs=() more=() t log rc failed
+	read -r -a testflags <<<"${TESTFLAGS:-}"
+	for t in "$@"; do
+		read -r -a more <<<"${tier_packages[$t]}"
+		pkgs+=("${more[@]}")
+	done
+	step "go test -count=1 -timeout 30m ${testflags[*]} (tiers: $*)"
+	log=$(mktemp)
+	set +e
+	bash scripts/with-postgres.sh go test -count=1 -timeout 30m "${testflags[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	if ((rc != 0)); then
+		failed=$(grep -E '^FAIL[[:space:]]+github.com/' "$log" | awk '{print $2}' | sort -u |
+			while read -r p; do echo "$(tier_of "$p") (${p#github.com/overlayipam/terraform-provider-ipam/})"; done | sort -u | tr '\n' ' ')
+		step "FAILED tiers: ${failed:-none named (a build or setup failure: see above)}"
+	fi
+	rm -f "$log"
+	return "$rc"
+}
+
+tiers=("$@")
+((${#tiers[@]} > 0)) || tiers=(all)
+go_tiers=()
+for t in "${tiers[@]}"; do
+	case "$t" in
+	all)
+		check
+		go_tiers+=(unit acc e2e)
+		;;
+	check) check ;;
+	unit | acc | e2e) go_tiers+=("$t") ;;
+	*)
+		echo "unknown tier $t (check, unit, acc, e2e, all)" >&2
+		exit 2
+		;;
+	esac
+done
+if ((${#go_tiers[@]} > 0)); then
+	gotest "${go_tiers[@]}"
 fi
-
-step "go vet ./..."
-go vet ./...
-
-# golangci-lint (installed into .tools/bin on first use), including the rule
-# that keeps terraform-plugin-* out of internal/ipamcore.
-step "make lint"
-make --no-print-directory lint
-
-if [[ -f tools/go.mod && -d docs ]]; then
-	step "docs staleness check (make docs)"
-	make --no-print-directory docs
-	stale=0
-	if ! git diff --exit-code --stat -- docs/ >&2; then
-		stale=1
-	fi
-	untracked=$(git status --porcelain --untracked-files=all -- docs/ | grep '^??' || true)
-	if [[ -n "$untracked" ]]; then
-		printf '%s\n' "$untracked" >&2
-		stale=1
-	fi
-	if ((stale)); then
-		echo "docs/ is stale: run make docs and commit" >&2
-		exit 1
-	fi
-fi
-
-step "locating terraform"
-TF_ACC_TERRAFORM_PATH=$(bash scripts/ensure-terraform.sh)
-export TF_ACC_TERRAFORM_PATH
-export TF_ACC=1
-export CHECKPOINT_DISABLE=1
-# A TF_CLI_CONFIG_FILE naming a missing file only makes terraform print warnings.
-if [[ -n "${TF_CLI_CONFIG_FILE:-}" && ! -f "$TF_CLI_CONFIG_FILE" ]]; then
-	unset TF_CLI_CONFIG_FILE
-fi
-step "terraform: $TF_ACC_TERRAFORM_PATH ($("$TF_ACC_TERRAFORM_PATH" version | head -n 1))"
-
-step "fuzz: every target for 2s (make fuzz runs 60s)"
-bash scripts/fuzz.sh 2s
-
-# TESTFLAGS is split on whitespace (e.g. TESTFLAGS="-v -run TestAcc").
-read -r -a testflags <<<"${TESTFLAGS:-}"
-step "go test -count=1 -timeout 30m ${testflags[*]} ./..."
-exec bash scripts/with-postgres.sh go test -count=1 -timeout 30m "${testflags[@]}" ./...
