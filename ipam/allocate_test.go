@@ -69,6 +69,21 @@ func (s *scheduler) count(sql string, args ...any) int {
 	return n
 }
 
+// place allocates an instance's address in tx and writes the caller's
+// placement row beside it.
+func (s *scheduler) place(tx pgx.Tx, id string) ipam.InstanceAddress {
+	s.t.Helper()
+	ctx := context.Background()
+	a, err := s.client.AllocateInstance(ctx, tx, instance(id))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ($1, $2)`, id, a.Prefix); err != nil {
+		s.t.Fatal(err)
+	}
+	return a
+}
+
 func instance(id string) ipam.InstanceRequest {
 	return ipam.InstanceRequest{ClusterID: "c1", InstanceID: id, OrgID: "acme", EnvID: "prod", NodeID: "n1"}
 }
@@ -83,13 +98,7 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 		t.Parallel()
 		s := newScheduler(t, "")
 		tx := s.begin()
-		a, err := s.client.AllocateInstance(ctx, tx, instance("web-1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ($1, $2)`, "web-1", a.Prefix); err != nil {
-			t.Fatal(err)
-		}
+		a := s.place(tx, "web-1")
 		// Nothing is visible outside the transaction before it commits.
 		if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-1'`); n != 0 {
 			t.Fatalf("allocation visible before commit: %d rows", n)
@@ -115,13 +124,7 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 		t.Parallel()
 		s := newScheduler(t, "")
 		tx := s.begin()
-		a, err := s.client.AllocateInstance(ctx, tx, instance("web-1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ($1, $2)`, "web-1", a.Prefix); err != nil {
-			t.Fatal(err)
-		}
+		a := s.place(tx, "web-1")
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,9 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
 
 // TestModelTerraform is the Terraform-level variant of the core's randomized
@@ -29,14 +29,7 @@ import (
 // IPAM_MODEL_SEED replays a seed; IPAM_MODEL_TF_ROUNDS sets the rounds
 // (default 3; 12 under IPAM_SOAK=1).
 func TestModelTerraform(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("IPAM_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("IPAM_MODEL_SEED: %v", err)
-		}
-		seed = v
-	}
+	seed := testdb.ModelSeed(t)
 	rounds := 3
 	if os.Getenv("IPAM_SOAK") != "" {
 		rounds = 12
@@ -173,55 +166,24 @@ func expectedRefusal(out []byte) bool {
 // active allocation of its owner, with the state's address.
 func checkStateMatchesDatabase(t *testing.T, w *workdir, url, where string) {
 	t.Helper()
-	out, err := w.try("show", "-json")
-	if err != nil {
-		t.Fatalf("%s: terraform show: %v\n%s", where, err, out)
-	}
-	var doc struct {
-		Values *struct {
-			RootModule struct {
-				Resources []struct {
-					Address string         `json:"address"`
-					Type    string         `json:"type"`
-					Values  map[string]any `json:"values"`
-				} `json:"resources"`
-			} `json:"root_module"`
-		} `json:"values"`
-	}
-	if err := json.Unmarshal(out, &doc); err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
-	if doc.Values == nil {
-		return
-	}
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	for _, r := range doc.Values.RootModule.Resources {
-		var kind, owner string
-		switch r.Type {
-		case "ipam_node_address":
-			kind, owner = "node", fmt.Sprint(r.Values["node_id"])
-		case "ipam_instance_address":
-			kind, owner = "instance", fmt.Sprint(r.Values["instance_id"])
-		case "ipam_env_ipv4":
-			kind, owner = "env_ipv4", fmt.Sprint(r.Values["env_id"])
-		default:
-			continue
-		}
+	for _, r := range w.ownedResources() {
+		kind, owner, _ := strings.Cut(r.Owner, "/")
 		var addr string
 		err := c.QueryRow(ctx, `SELECT host(address) FROM ipam_allocations WHERE cluster_id = 'c1' AND owner_kind = $1
 			AND owner_id = $2 AND state = 'active'`, kind, owner).Scan(&addr)
 		if err != nil {
 			t.Errorf("%s: %s (%s %s) is in the state with %v, but the database holds no active address for it: %v",
-				where, r.Address, kind, owner, r.Values["address"], err)
+				where, r.Resource, kind, owner, r.Address, err)
 			continue
 		}
-		if got := fmt.Sprint(r.Values["address"]); got != addr {
-			t.Errorf("%s: %s has %s in the state, but the database gives %s %s %s", where, r.Address, got, kind, owner, addr)
+		if r.Address != addr {
+			t.Errorf("%s: %s has %s in the state, but the database gives %s %s %s", where, r.Resource, r.Address, kind, owner, addr)
 		}
 	}
 }

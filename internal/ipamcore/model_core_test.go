@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
 
 // TestModelCore is the randomized, model-based invariant test of the core.
@@ -36,14 +36,7 @@ import (
 // The seed is logged; IPAM_MODEL_SEED replays it. IPAM_MODEL_DURATION
 // (default 40s; 30m under IPAM_SOAK=1) bounds the run.
 func TestModelCore(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("IPAM_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("IPAM_MODEL_SEED: %v", err)
-		}
-		seed = v
-	}
+	seed := testdb.ModelSeed(t)
 	duration := 40 * time.Second
 	if os.Getenv("IPAM_SOAK") != "" {
 		duration = 30 * time.Minute

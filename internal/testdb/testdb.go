@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,4 +179,19 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 		return "", err
 	}
 	return tpl, nil
+}
+
+// ModelSeed is the seed of a randomized model test: IPAM_MODEL_SEED when set
+// (to replay a run), else the clock.
+func ModelSeed(t testing.TB) uint64 {
+	t.Helper()
+	s := os.Getenv("IPAM_MODEL_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("IPAM_MODEL_SEED: %v", err)
+	}
+	return v
 }
