@@ -21,6 +21,15 @@ type Options struct {
 	// "terraform"). Give each system its own: an allocation is adopted only
 	// by the actor that made it.
 	Actor string
+	// LockTimeout bounds each wait for a lock another session holds in the
+	// client's own transactions (default 30s; negative: no bound): past it a
+	// call fails with ErrBusy. In a caller's transaction the caller's own
+	// settings apply.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement of the client's own
+	// transactions (default 120s; negative: no bound): past it a call fails
+	// with ErrTimeout.
+	StatementTimeout time.Duration
 }
 
 // Config says how to reach the database for Open.
@@ -34,37 +43,28 @@ type Config struct {
 	MaxConnections int32
 	// ConnectTimeout bounds each connection attempt (default 10s).
 	ConnectTimeout time.Duration
+	// LockTimeout and StatementTimeout: see Options.
+	LockTimeout, StatementTimeout time.Duration
 }
 
-// New makes a client over the caller's pool; Close does not close it. The
-// pool's connections may carry SessionSettings (the allocator's planner
-// settings); the client works without them.
+// New makes a client over the caller's pool; Close does not close it.
 func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if pool == nil {
 		return nil, &Error{code: ipamcore.CodeInvalid, err: &ipamcore.InvalidError{Field: "pool", Msg: "a pgx pool is required"}}
 	}
-	return &Client{st: ipamcore.NewStore(pool, opts.Actor)}, nil
+	return &Client{st: ipamcore.NewStore(pool, opts.Actor, opts.LockTimeout, opts.StatementTimeout)}, nil
 }
 
 // Open makes a client with a pool of its own. It does not connect: Migrate
 // or the first call does.
 func Open(ctx context.Context, cfg Config) (*Client, error) {
 	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: cfg.DatabaseURL, Actor: cfg.Actor,
-		MaxConnections: cfg.MaxConnections, ConnectTimeout: cfg.ConnectTimeout})
+		MaxConnections: cfg.MaxConnections, ConnectTimeout: cfg.ConnectTimeout,
+		LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout})
 	if err != nil {
 		return nil, wrap(err)
 	}
 	return &Client{st: st, owned: true}, nil
-}
-
-// SessionSettings are the planner settings the allocator's statements are
-// tuned for; set them as RuntimeParams of a pool given to New.
-func SessionSettings() map[string]string {
-	out := map[string]string{}
-	for k, v := range ipamcore.SessionSettings {
-		out[k] = v
-	}
-	return out
 }
 
 // Migrate brings the database schema up to this version (serialized across

@@ -29,6 +29,12 @@ var (
 	ErrConflict = errors.New(ipamcore.CodeConflict)
 	// ErrReadOnly: the role or the server may not write (read_only).
 	ErrReadOnly = errors.New(ipamcore.CodeReadOnly)
+	// ErrBusy: a lock another session holds was not released within the
+	// lock timeout; nothing was written (ipam_busy).
+	ErrBusy = errors.New(ipamcore.CodeBusy)
+	// ErrTimeout: a statement ran past the statement timeout; nothing was
+	// written (ipam_timeout).
+	ErrTimeout = errors.New(ipamcore.CodeTimeout)
 )
 
 var sentinels = map[string]error{
@@ -41,6 +47,8 @@ var sentinels = map[string]error{
 	ipamcore.CodeNotFound:       ErrNotFound,
 	ipamcore.CodeConflict:       ErrConflict,
 	ipamcore.CodeReadOnly:       ErrReadOnly,
+	ipamcore.CodeBusy:           ErrBusy,
+	ipamcore.CodeTimeout:        ErrTimeout,
 }
 
 // Error is every error the package returns for a coded failure: its message
@@ -57,7 +65,7 @@ func (e *Error) Unwrap() error { return e.err }
 
 // Code is the spec's code: ipam_exhausted, ipam_unavailable, owner_conflict,
 // address_in_use, address_cooling, invalid_input, not_found, conflict,
-// read_only, schema_mismatch.
+// read_only, ipam_busy, ipam_timeout, schema_mismatch.
 func (e *Error) Code() string { return e.code }
 
 // Is matches the sentinel of the error's code.

@@ -45,6 +45,9 @@ type app struct {
 	databaseURL    string
 	actor          string
 	connectTimeout time.Duration
+	lockTimeout    time.Duration
+	// statementTimeout bounds each statement.
+	statementTimeout time.Duration
 
 	store *ipamcore.Store
 }
@@ -111,6 +114,8 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection string (default: $"+EnvDatabaseURL+", then the PG* variables)")
 	pf.StringVar(&a.actor, "actor", "ipamctl", "actor recorded with every change and event")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "how long one connection attempt may take")
+	pf.DurationVar(&a.lockTimeout, "lock-timeout", ipamcore.DefaultLockTimeout, "how long one operation may wait for a lock another session holds (0: no bound); past it: ipam_busy")
+	pf.DurationVar(&a.statementTimeout, "statement-timeout", ipamcore.DefaultStatementTimeout, "how long one statement may run (0: no bound); past it: ipam_timeout")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
 		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
@@ -130,7 +135,8 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipamcore.Store, erro
 	if url == "" {
 		url = os.Getenv(EnvDatabaseURL)
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout})
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
+		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout)})
 	if err != nil {
 		return nil, err
 	}
@@ -197,4 +203,12 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("--since %q is neither a duration (24h, 7d) nor an RFC 3339 time (2026-01-02T15:04:05Z)", s)
 	}
 	return now.Add(-d), nil
+}
+
+// noBoundIfZero maps a flag's 0 ("no bound") to the core's negative.
+func noBoundIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -194,11 +194,13 @@ func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResu
 		// In the caller's transaction: the full path (the fast path is one
 		// statement that commits on its own).
 	} else if !req.Address.IsValid() {
-		if r, ok := s.fastAllocate(ctx, req); ok {
-			return r, nil
+		if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
+			return r, err
 		}
 	} else if clusterID, _, ok := strings.Cut(req.PoolID, "/"); ok {
-		if r, ok := s.fastConfirm(ctx, clusterID, req); ok {
+		if r, ok, err := s.fastConfirm(ctx, clusterID, req); err != nil {
+			return r, err
+		} else if ok {
 			if !r.Block.IsValid() {
 				_ = s.fillBlock(ctx, &r.Allocation)
 			}
@@ -381,8 +383,8 @@ func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Durat
 		return held, nil
 	}
 	if !req.Address.IsValid() {
-		if held, ok := s.fastTake(ctx, req, ttl, ""); ok {
-			return held.Allocation, nil
+		if held, ok, err := s.fastTake(ctx, req, ttl, ""); err != nil || ok {
+			return held.Allocation, err
 		}
 	}
 	var pool *Pool

@@ -629,7 +629,7 @@ func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string)
 
 // withReadTx runs fn in a read-only transaction (one consistent snapshot).
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.begin(ctx, pgx.RepeatableRead, true)
 	if err != nil {
 		return s.mapErr(err)
 	}
@@ -672,10 +672,12 @@ func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner,
 	// instance pool when the node has no blocks (the statement checks), or
 	// the confirmation of the plan's hold in the pool the plan took it from.
 	if !addr.IsValid() {
-		if r, ok := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, 0, nodeBlocksOf(clusterID, o)); ok {
-			return r, nil
+		if r, ok, err := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, 0, nodeBlocksOf(clusterID, o)); err != nil || ok {
+			return r, err
 		}
-	} else if r, ok := s.fastConfirm(ctx, clusterID, AllocateRequest{Owner: o, Address: addr}); ok {
+	} else if r, ok, err := s.fastConfirm(ctx, clusterID, AllocateRequest{Owner: o, Address: addr}); err != nil {
+		return r, err
+	} else if ok {
 		if !r.Block.IsValid() {
 			_ = s.fillBlock(ctx, &r.Allocation)
 		}
@@ -743,8 +745,8 @@ func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, 
 		return a, err
 	}
 	if !addr.IsValid() && ttl > 0 {
-		if r, ok := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, ttl, nodeBlocksOf(clusterID, o)); ok {
-			return r.Allocation, nil
+		if r, ok, err := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, ttl, nodeBlocksOf(clusterID, o)); err != nil || ok {
+			return r.Allocation, err
 		}
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {

@@ -20,6 +20,8 @@ const (
 	CodeConflict       = "conflict"
 	CodeSchema         = "schema_mismatch"
 	CodeReadOnly       = "read_only"
+	CodeBusy           = "ipam_busy"
+	CodeTimeout        = "ipam_timeout"
 )
 
 // ErrNotFound is returned when a cluster, pool or allocation does not exist.
@@ -177,6 +179,32 @@ type SchemaError struct{ Msg string }
 
 func (e *SchemaError) Code() string  { return CodeSchema }
 func (e *SchemaError) Error() string { return CodeSchema + ": " + e.Msg }
+
+// BusyError: a lock another session holds was not released within the lock
+// timeout; nothing was written. What names the lock as PostgreSQL reported it.
+type BusyError struct {
+	What    string
+	Timeout time.Duration
+}
+
+func (e *BusyError) Code() string { return CodeBusy }
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s: waited %s (lock_timeout) for a lock another session holds (%s); nothing was written. "+
+		"Find the holder in pg_stat_activity / pg_locks, or try again once it is done", CodeBusy, FormatDuration(e.Timeout), e.What)
+}
+
+// TimeoutError: a statement ran past the statement timeout; nothing was
+// written.
+type TimeoutError struct {
+	What    string
+	Timeout time.Duration
+}
+
+func (e *TimeoutError) Code() string { return CodeTimeout }
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
+		"The server is overloaded, or the bound is too short for this operation", CodeTimeout, FormatDuration(e.Timeout), e.What)
+}
 
 // ReadOnlyError: the database refused a write, because the role may not write
 // or the server (or session) is read-only.

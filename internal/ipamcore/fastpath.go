@@ -3,8 +3,11 @@ package ipamcore
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The fast path: the common allocation (an owner that holds nothing yet, from
@@ -64,17 +67,17 @@ const networkColumns = `(SELECT gateway_ipv6 FROM ipam_clusters WHERE id = $1), 
 	(SELECT dns_servers FROM ipam_clusters WHERE id = $1)`
 
 // fastAllocate tries the fast path; false means "use the full path".
-func (s *Store) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool) {
+func (s *Store) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
 	return s.fastTake(ctx, req, 0, "")
 }
 
 // fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
 // the row becomes a plan-time hold). It hands over when a pool named avoid
 // exists (an instance's node blocks: the instance draws from them).
-func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration, avoid string) (AllocateResult, bool) {
+func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration, avoid string) (AllocateResult, bool, error) {
 	clusterID, _, ok := strings.Cut(req.PoolID, "/")
 	if !ok || s.outer != nil {
-		return AllocateResult{}, false
+		return AllocateResult{}, false, nil
 	}
 	o := req.Owner
 	typ := eventType(o.Kind, true)
@@ -89,20 +92,56 @@ func (s *Store) fastTake(ctx context.Context, req AllocateRequest, hold time.Dur
 // pool's block and its cluster's network settings). Anything but one row
 // means "use the full path": an error commits nothing, and no row means there
 // was nothing to take here.
-func (s *Store) runOne(ctx context.Context, sql string, args ...any) (AllocateResult, bool) {
+//
+// The statement goes in one batch after the store's bounds on waits and its
+// planner settings (set_config(..., true)): a batch up to its Sync is one implicit
+// transaction, so the bounds hold for the statement and end with it, in the
+// same round trip. A wait that runs into them is an error of its own (busy,
+// timeout), not a reason to wait again on the full path. The first use of a
+// statement on a connection prepares it in a round trip of its own, before
+// the bounds are set, and preparing takes the tables' locks: a deadline a
+// little past the lock bound covers that wait.
+func (s *Store) runOne(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	if s.bounds.lock > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
+		defer cancel() // pgx closes a connection its deadline interrupted
+	}
 	var block *netip.Prefix
 	var gw netip.Prefix
 	var dns []netip.Prefix
 	var res AllocateResult
-	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, args...), []any{&block, &gw, &res.Network.MTU, &dns}})
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
+			set_config('enable_seqscan', 'off', true)`, // TxSettings
+		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10))
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var a Allocation
+	if err == nil {
+		a, err = scanAllocation(extraRow{br.QueryRow(), []any{&block, &gw, &res.Network.MTU, &dns}})
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
+		if h := s.lockHolders(); h != "" {
+			return AllocateResult{}, false, &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
+		}
+		return AllocateResult{}, false, &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
+	}
+	if c := Code(s.mapErr(err)); c == CodeBusy || c == CodeTimeout {
+		return AllocateResult{}, false, s.mapErr(err)
+	}
 	if err != nil || block == nil {
-		return AllocateResult{}, false
+		return AllocateResult{}, false, nil
 	}
 	a.Block = *block
 	res.Allocation = a
 	res.Network.GatewayIPv6 = gw.Addr()
 	res.Network.DNSServers = prefixAddrs(dns)
-	return res, true
+	return res, true, nil
 }
 
 // confirmHoldSQL turns the owner's plan-time hold on exactly the planned
@@ -130,18 +169,18 @@ const confirmHoldSQL = `WITH a AS (
 // fastConfirm tries to confirm the owner's hold on the planned address in
 // one round trip; false means "use the full path". An empty req.PoolID (an instance) confirms the hold in whichever pool its
 // plan took it from, as plannedInstancePool does.
-func (s *Store) fastConfirm(ctx context.Context, clusterID string, req AllocateRequest) (AllocateResult, bool) {
+func (s *Store) fastConfirm(ctx context.Context, clusterID string, req AllocateRequest) (AllocateResult, bool, error) {
 	if s.outer != nil || !req.Address.IsValid() {
-		return AllocateResult{}, false
+		return AllocateResult{}, false, nil
 	}
 	o := req.Owner
-	a, ok := s.runOne(ctx, confirmHoldSQL, clusterID, o.Kind, o.ID, netip.PrefixFrom(req.Address, req.Address.BitLen()),
+	a, ok, err := s.runOne(ctx, confirmHoldSQL, clusterID, o.Kind, o.ID, netip.PrefixFrom(req.Address, req.Address.BitLen()),
 		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), nullable(o.SetID), s.actor,
 		nullable(req.PoolID), newID(), eventType(o.Kind, true))
 	if ok && !a.Block.Contains(a.Address) {
 		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
 	}
-	return a, ok
+	return a, ok, err
 }
 
 // findHold is the read-only first look of Reserve: the owner's hold (or

@@ -93,7 +93,7 @@ func (s *Store) Check(ctx context.Context, clusterID string) (CheckReport, error
 			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
 		}
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.begin(ctx, pgx.RepeatableRead, true)
 	if err != nil {
 		return rep, s.mapErr(err)
 	}

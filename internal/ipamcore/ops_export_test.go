@@ -1,6 +1,11 @@
 package ipamcore
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // UsagePoolsSQL is the usage query, for the EXPLAIN test.
 const UsagePoolsSQL = usagePoolsSQL
@@ -10,6 +15,14 @@ const UsagePlannerSetting = usagePlannerSetting
 
 // FastAllocate exposes the fast path to the external tests.
 func (s *Store) FastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
-	r, ok := s.fastAllocate(ctx, req)
+	r, ok, _ := s.fastAllocate(ctx, req)
 	return r.Allocation, ok
 }
+
+// BeginForTest opens a transaction the way every core transaction is opened.
+func (s *Store) BeginForTest(ctx context.Context) (pgx.Tx, error) {
+	return s.begin(ctx, pgx.ReadCommitted, false)
+}
+
+// RawPool is the store's pool, for tests that look at its sessions.
+func (s *Store) RawPool() *pgxpool.Pool { return s.pool }

@@ -285,7 +285,7 @@ func utcPtr(t *time.Time) *time.Time {
 // statements come from one connection and fn can never write. Reads are not
 // retried: a caller may simply ask again.
 func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	tx, err := s.begin(ctx, "", true)
 	if err != nil {
 		return s.mapErr(err)
 	}

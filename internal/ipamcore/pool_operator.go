@@ -149,7 +149,7 @@ func (s *Store) CheckPool(ctx context.Context, p Pool) error {
 	if err := PreparePool(&p); err != nil {
 		return err
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	tx, err := s.begin(ctx, "", true)
 	if err != nil {
 		return s.mapErr(err)
 	}

@@ -37,6 +37,37 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Actor is recorded with every allocation and event (default "terraform").
 	Actor string
+	// LockTimeout bounds each wait for a lock another session holds (default
+	// DefaultLockTimeout; negative: no bound). Past it the call fails with
+	// ipam_busy, naming what was locked, and writes nothing.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement (default DefaultStatementTimeout;
+	// negative: no bound). Past it the call fails with ipam_timeout.
+	StatementTimeout time.Duration
+}
+
+// The default bounds on waits: seconds, never forever.
+const (
+	DefaultLockTimeout      = 30 * time.Second
+	DefaultStatementTimeout = 120 * time.Second
+)
+
+// bounds are the per-transaction settings of a store's waits.
+type bounds struct{ lock, statement time.Duration }
+
+func newBounds(lock, statement time.Duration) bounds {
+	if lock == 0 {
+		lock = DefaultLockTimeout
+	}
+	if statement == 0 {
+		statement = DefaultStatementTimeout
+	}
+	return bounds{max(lock, 0), max(statement, 0)}
+}
+
+// setLocal is the bounds as SET LOCAL statements (0: no bound).
+func (b bounds) setLocal() string {
+	return fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; %s", b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
 }
 
 // Store is the IPAM over one pgx pool. It is safe for concurrent use.
@@ -45,19 +76,34 @@ type Store struct {
 	addr   string
 	secret string
 	actor  string
+	bounds bounds
 	// outer, when set, is the caller's transaction: writes run inside it
 	// (see InTx) and commit or roll back with it.
 	outer pgx.Tx
 }
 
-// NewStore is a store over a pool the caller made (and closes). Its
-// connections should carry SessionSettings; the store works without them.
-func NewStore(pool *pgxpool.Pool, actor string) *Store {
+// NewStore is a store over a pool the caller made (and closes).
+func NewStore(pool *pgxpool.Pool, actor string, lockTimeout, statementTimeout time.Duration) *Store {
 	if actor == "" {
 		actor = DefaultActor
 	}
 	cc := pool.Config().ConnConfig
-	return &Store{pool: pool, addr: net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), secret: cc.Password, actor: actor}
+	return &Store{pool: pool, addr: net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), secret: cc.Password, actor: actor,
+		bounds: newBounds(lockTimeout, statementTimeout)}
+}
+
+// begin opens a transaction of the store's own: the one place that does, so
+// that every transaction carries the bounds on its waits (SET LOCAL, sent
+// with the BEGIN in one round trip). iso "" is the server's default.
+func (s *Store) begin(ctx context.Context, iso pgx.TxIsoLevel, readOnly bool) (pgx.Tx, error) {
+	q := "BEGIN"
+	if iso != "" {
+		q += " ISOLATION LEVEL " + strings.ToUpper(string(iso))
+	}
+	if readOnly {
+		q += " READ ONLY"
+	}
+	return s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q + "; " + s.bounds.setLocal()})
 }
 
 // InTx is a view of the store whose writes (allocations, releases, their
@@ -100,9 +146,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
 	}
-	for k, v := range SessionSettings {
-		pc.ConnConfig.RuntimeParams[k] = v
-	}
 	// Fallbacks repeat each host once per TLS mode tried (sslmode=prefer): list each once.
 	addrs := []string{net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))}
 	for _, f := range pc.ConnConfig.Fallbacks {
@@ -114,7 +157,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, &InvalidError{Field: "database_url", Msg: scrub(err.Error(), pc.ConnConfig.Password)}
 	}
-	return &Store{pool: pool, addr: strings.Join(addrs, ","), secret: pc.ConnConfig.Password, actor: cfg.Actor}, nil
+	return &Store{pool: pool, addr: strings.Join(addrs, ","), secret: pc.ConnConfig.Password, actor: cfg.Actor,
+		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout)}, nil
 }
 
 // Close releases the pool.
@@ -195,17 +239,15 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.mapErr(err)
 }
 
-// SessionSettings are the planner settings of every connection of the core.
-// The allocator's statements probe tiny tables (a pool's stripe rows), where
-// the planner would rather scan a page than use the index, and where a page or
-// two of dead stripe versions then costs more than the probe; with sequential
-// scans off, every hot statement is an index probe whatever the statistics
-// say. Queries with no index to use still scan. (PostgreSQL only; a
-// distributed SQL engine plans these by index anyway.)
-var SessionSettings = map[string]string{"enable_seqscan": "off"}
-
-// TxSettings is SessionSettings as a statement, for tools that explain the
-// hot statements under the same settings (bench).
+// TxSettings are the planner settings every transaction of the core starts
+// with (and the fast statements run under). The allocator's statements probe
+// tiny tables (a pool's stripe rows), where the planner would rather scan a
+// page than use the index, and where a page or two of dead stripe versions
+// then costs more than the probe; with sequential scans off, every hot
+// statement is an index probe whatever the statistics say. Queries with no
+// index to use still scan. They are set per transaction, never per session
+// or as startup parameters, which a connection pooler (PgBouncer) refuses or
+// shares between clients. Bench explains the hot statements under them.
 const TxSettings = "SET LOCAL enable_seqscan = off"
 
 // querier is the caller's transaction in an InTx view (a read there needs
@@ -254,7 +296,7 @@ func (s *Store) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.begin(ctx, pgx.ReadCommitted, false)
 	if err != nil {
 		return err
 	}
@@ -322,11 +364,37 @@ func (s *Store) mapErr(err error) error {
 			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
 		case pgerrcode.ForeignKeyViolation:
 			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}
+		case pgerrcode.LockNotAvailable:
+			what := pe.Message
+			if h := s.lockHolders(); h != "" {
+				what += "; held: " + h
+			}
+			return &BusyError{What: scrub(what, s.secret), Timeout: s.bounds.lock}
+		case pgerrcode.QueryCanceled:
+			if strings.Contains(pe.Message, "statement timeout") {
+				return &TimeoutError{What: scrub(pe.Message, s.secret), Timeout: s.bounds.statement}
+			}
 		case pgerrcode.ReadOnlySQLTransaction:
 			return &ReadOnlyError{Msg: "the database is read-only here (" + scrub(pe.Message, s.secret) + "); a writable primary is needed"}
 		}
 	}
 	return errors.New(scrub(err.Error(), s.secret))
+}
+
+// lockHolders names the sessions holding strong locks on the IPAM's tables
+// (what an operator's LOCK TABLE or a long migration takes), for a busy
+// error: best effort, bounded, "" when nothing is found or visible.
+func (s *Store) lockHolders() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out string
+	_ = s.pool.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s %s by pid %s (%s)', l.relation::regclass, l.mode, l.pid,
+			coalesce(nullif(a.application_name, ''), 'no application_name')), '; ' ORDER BY l.pid), '')
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.granted AND l.pid <> pg_backend_pid() AND l.locktype = 'relation'
+			AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+			AND l.relation IN (SELECT oid FROM pg_class WHERE relname LIKE 'ipam\_%')`).Scan(&out)
+	return out
 }
 
 func (s *Store) connected() bool { return s.pool.Stat().TotalConns() > 0 }

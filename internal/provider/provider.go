@@ -35,6 +35,8 @@ type ipamProviderModel struct {
 	MaxConnections types.Int64  `tfsdk:"max_connections"`
 	AutoMigrate    types.Bool   `tfsdk:"auto_migrate"`
 	ConnectTimeout types.String `tfsdk:"connect_timeout"`
+	LockTimeout    types.String `tfsdk:"lock_timeout"`
+	StmtTimeout    types.String `tfsdk:"statement_timeout"`
 	Actor          types.String `tfsdk:"actor"`
 	Reservations   types.Bool   `tfsdk:"plan_reservations"`
 	ReservationTTL types.String `tfsdk:"reservation_ttl"`
@@ -78,6 +80,19 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 				MarkdownDescription: "How long one connection attempt may take, e.g. `\"10s\"` (default).",
 				Optional:            true,
 				Validators:          []validator.String{validDuration(time.Second)},
+			},
+			"lock_timeout": schema.StringAttribute{
+				MarkdownDescription: "How long one operation may wait for a lock another database session holds (default `\"30s\"`; " +
+					"`\"0s\"`: no bound). Past it the operation fails with `ipam_busy`, names the lock and its holder when PostgreSQL " +
+					"shows them, and writes nothing.",
+				Optional:   true,
+				Validators: []validator.String{validDuration(0)},
+			},
+			"statement_timeout": schema.StringAttribute{
+				MarkdownDescription: "How long one statement may run (default `\"120s\"`; `\"0s\"`: no bound). Past it the statement is " +
+					"canceled and the operation fails with `ipam_timeout`, writing nothing.",
+				Optional:   true,
+				Validators: []validator.String{validDuration(0)},
 			},
 			"actor": schema.StringAttribute{
 				MarkdownDescription: "Who allocates: recorded with every allocation and event (default `terraform`). An owner's " +
@@ -124,6 +139,8 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	if !m.ConnectTimeout.IsNull() {
 		cfg.ConnectTimeout, _ = ipamcore.ParseDuration(m.ConnectTimeout.ValueString())
 	}
+	cfg.LockTimeout = waitBound(m.LockTimeout)
+	cfg.StatementTimeout = waitBound(m.StmtTimeout)
 	st, err := ipamcore.Open(ctx, cfg)
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Configure the IPAM Provider", err)
@@ -173,3 +190,16 @@ func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSour
 }
 
 func (p *ipamProvider) Functions(context.Context) []func() function.Function { return nil }
+
+// waitBound reads a lock or statement timeout: unset is the core's default
+// (0), "0s" is no bound (negative for the core).
+func waitBound(v types.String) time.Duration {
+	if v.IsNull() || v.IsUnknown() {
+		return 0
+	}
+	d, _ := ipamcore.ParseDuration(v.ValueString())
+	if d == 0 {
+		return -1
+	}
+	return d
+}
