@@ -1,4 +1,4 @@
-// Package bench is the performance suite of the IPAM (issue 8): allocation
+// Package bench is the performance suite of the IPAM: allocation
 // throughput next to pgbench, latency as pools grow, reuse from a deep cooled
 // queue, Terraform overhead next to terraform_data, usage reads, and the
 // EXPLAIN of every hot statement of the allocator.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The performance suite (issue 8): `make bench`, `make bench-smoke`.
+# The performance suite: `make bench`, `make bench-smoke`.
 #
 #   scripts/bench.sh [--smoke] [IPAMBENCH FLAGS...]
 #

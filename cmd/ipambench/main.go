@@ -1,4 +1,4 @@
-// Command ipambench runs the IPAM performance suite (issue 8) against a
+// Command ipambench runs the IPAM performance suite against a
 // PostgreSQL server and prints one table; with -out it writes BENCHMARKS.md.
 //
 //	make bench         # full suite on a throwaway durable server (scripts/bench.sh)

@@ -78,7 +78,7 @@ func seamCluster(t *testing.T, st *ipamcore.Store, c ipamcore.Cluster) ipamcore.
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-// Defect 1: a pool of cluster A inside cluster B's prefix handed out B's addresses.
+// Seam: a pool of cluster A inside cluster B's prefix handed out B's addresses.
 func TestSeamPoolsNeverCrossClusters(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
@@ -112,7 +112,7 @@ func TestSeamPoolsNeverCrossClusters(t *testing.T) {
 	}
 }
 
-// Defects 2 and 4: releasing a node's blocks deleted its cooling rows; the
+// Seam: releasing a node's blocks deleted its cooling rows; the
 // cluster counter (small instance prefix) then handed such an address out a
 // second after its release, and another node got it inside its cooldown.
 func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
@@ -179,7 +179,7 @@ func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
 	}
 }
 
-// Defect 3: /65../100 blocks would materialize billions of rows.
+// Seam: /65../100 blocks would materialize billions of rows.
 func TestSeamNodeBlocksAreCapped(t *testing.T) {
 	for _, tc := range []struct {
 		length, max int
@@ -195,7 +195,7 @@ func TestSeamNodeBlocksAreCapped(t *testing.T) {
 	}
 }
 
-// Defect 5: a node's block pool ignored cluster updates (cooldown, gateway).
+// Seam: a node's block pool ignored cluster updates (cooldown, gateway).
 func TestSeamBlockPoolsFollowTheCluster(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
@@ -240,7 +240,7 @@ func TestSeamBlockPoolsFollowTheCluster(t *testing.T) {
 	}
 }
 
-// Defect 6: releasing a node's blocks while an instance allocation on that
+// Seam: releasing a node's blocks while an instance allocation on that
 // node was in flight deleted the row the allocation had just reported.
 func TestSeamBlockReleaseRacingAllocation(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
@@ -274,7 +274,7 @@ func TestSeamBlockReleaseRacingAllocation(t *testing.T) {
 	}
 }
 
-// Defect 7: shrinking an IPv4 pool while an allocation was in flight left an
+// Seam: shrinking an IPv4 pool while an allocation was in flight left an
 // active address outside the pool.
 func TestSeamShrinkRacingAllocation(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
@@ -322,7 +322,7 @@ func TestSeamShrinkRacingAllocation(t *testing.T) {
 	}
 }
 
-// Defect 8: dropping a hold on the owner's own cooling address lost the
+// Seam: dropping a hold on the owner's own cooling address lost the
 // cooldown when it ended inside the hold's TTL.
 func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
@@ -357,7 +357,7 @@ func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
 	}
 }
 
-// Defect 9: more than 1,024 claims ahead of the counter made every fresh
+// Seam: more than 1,024 claims ahead of the counter made every fresh
 // allocation fail with an uncoded "concurrent change, retry".
 func TestSeamClaimsAheadOfTheCounter(t *testing.T) {
 	sts, _ := seamStores(t, "terraform")
@@ -387,7 +387,7 @@ func TestSeamClaimsAheadOfTheCounter(t *testing.T) {
 	}
 }
 
-// Defect 11: a non-forced cluster or pool destroy racing an allocation
+// Seam: a non-forced cluster or pool destroy racing an allocation
 // cascaded over the address handed out a moment earlier.
 func TestSeamDestroyRacingAllocation(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
@@ -429,7 +429,7 @@ func TestSeamDestroyRacingAllocation(t *testing.T) {
 	}
 }
 
-// Defect 13: a hold on an owner's own cooling address lasted until the
+// Seam: a hold on an owner's own cooling address lasted until the
 // cooldown ended: an abandoned plan of one actor blocked every other actor
 // from that owner for up to 30 days.
 func TestSeamAbandonedHoldExpiresWithItsTTL(t *testing.T) {
@@ -459,7 +459,7 @@ func TestSeamAbandonedHoldExpiresWithItsTTL(t *testing.T) {
 	}
 }
 
-// Defect 18: durations that overflow, and blocks past a pool's ordinal space.
+// Seam: durations that overflow, and blocks past a pool's ordinal space.
 func TestSeamInputLimits(t *testing.T) {
 	if d, err := ipamcore.ParseDuration("36500d2562047h"); err == nil {
 		t.Fatalf("overflowing duration parsed as %v", d)
@@ -506,7 +506,7 @@ func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
 	}
 }
 
-// Defect 12 (core half): node blocks and an instance on that node in one
+// Seam: node blocks and an instance on that node in one
 // apply. The plan held an address from the cluster pool; the blocks were
 // created before the instance's apply; the apply must get the planned
 // address (not "outside pool", not another one), and the next plan's pool
@@ -541,7 +541,7 @@ func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
 	}
 }
 
-// Defect 10: address set refreshes never recorded last_seen_at, so the
+// Seam: address set refreshes never recorded last_seen_at, so the
 // stale-leak report (and reclaim --apply) took live set members for leaks.
 func TestSeamSetRefreshIsSeen(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
@@ -564,7 +564,7 @@ func TestSeamSetRefreshIsSeen(t *testing.T) {
 	}
 }
 
-// Defect 15: an address set update committed its label change before its
+// Seam: an address set update committed its label change before its
 // member changes, which could then fail: not all-or-nothing.
 func TestSeamSetUpdateIsAllOrNothing(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
