@@ -30,6 +30,14 @@ type Options struct {
 	// transactions (default 120s; negative: no bound): past it a call fails
 	// with ErrTimeout.
 	StatementTimeout time.Duration
+	// FailoverTimeout bounds how long a call of the client's own rides out
+	// a database with no usable server (a switchover or failover:
+	// connections refused or lost, a read-only server, terminated sessions)
+	// before it fails with ErrUnavailable (default 30s; negative: fail at
+	// once). In a caller's transaction a lost connection ends the
+	// transaction: the call fails at once and the caller retries the whole
+	// transaction.
+	FailoverTimeout time.Duration
 }
 
 // Config says how to reach the database for Open.
@@ -43,8 +51,8 @@ type Config struct {
 	MaxConnections int32
 	// ConnectTimeout bounds each connection attempt (default 10s).
 	ConnectTimeout time.Duration
-	// LockTimeout and StatementTimeout: see Options.
-	LockTimeout, StatementTimeout time.Duration
+	// LockTimeout, StatementTimeout and FailoverTimeout: see Options.
+	LockTimeout, StatementTimeout, FailoverTimeout time.Duration
 }
 
 // New makes a client over the caller's pool; Close does not close it.
@@ -52,7 +60,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if pool == nil {
 		return nil, &Error{code: ipamcore.CodeInvalid, err: &ipamcore.InvalidError{Field: "pool", Msg: "a pgx pool is required"}}
 	}
-	return &Client{st: ipamcore.NewStore(pool, opts.Actor, opts.LockTimeout, opts.StatementTimeout)}, nil
+	return &Client{st: ipamcore.NewStore(pool, ipamcore.Config{Actor: opts.Actor,
+		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout})}, nil
 }
 
 // Open makes a client with a pool of its own. It does not connect: Migrate
@@ -60,7 +69,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 func Open(ctx context.Context, cfg Config) (*Client, error) {
 	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: cfg.DatabaseURL, Actor: cfg.Actor,
 		MaxConnections: cfg.MaxConnections, ConnectTimeout: cfg.ConnectTimeout,
-		LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout})
+		LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout, FailoverTimeout: cfg.FailoverTimeout})
 	if err != nil {
 		return nil, wrap(err)
 	}

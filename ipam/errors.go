@@ -12,8 +12,15 @@ var (
 	// ErrExhausted: no address can be handed out from the pool right now
 	// (ipam_exhausted). The failure is recorded.
 	ErrExhausted = errors.New(ipamcore.CodeExhausted)
-	// ErrUnavailable: the database cannot be reached (ipam_unavailable).
+	// ErrUnavailable: no usable database server answered within the
+	// failover bound: none could be reached, or those that answered were
+	// read-only or shutting down (ipam_unavailable). The message names each
+	// host and its answer.
 	ErrUnavailable = errors.New(ipamcore.CodeUnavailable)
+	// ErrRefused: a server answered and refused the connection for good:
+	// credentials, a missing database, a startup parameter a pooler rejects
+	// (ipam_refused). The message carries the server's answer.
+	ErrRefused = errors.New(ipamcore.CodeRefused)
 	// ErrOwnerConflict: the owner holds an address another actor (or another
 	// configuration) manages (owner_conflict).
 	ErrOwnerConflict = errors.New(ipamcore.CodeOwnerConflict)
@@ -49,6 +56,7 @@ var sentinels = map[string]error{
 	ipamcore.CodeReadOnly:       ErrReadOnly,
 	ipamcore.CodeBusy:           ErrBusy,
 	ipamcore.CodeTimeout:        ErrTimeout,
+	ipamcore.CodeRefused:        ErrRefused,
 }
 
 // Error is every error the package returns for a coded failure: its message
@@ -65,7 +73,7 @@ func (e *Error) Unwrap() error { return e.err }
 
 // Code is the spec's code: ipam_exhausted, ipam_unavailable, owner_conflict,
 // address_in_use, address_cooling, invalid_input, not_found, conflict,
-// read_only, ipam_busy, ipam_timeout, schema_mismatch.
+// read_only, ipam_busy, ipam_timeout, ipam_refused, schema_mismatch.
 func (e *Error) Code() string { return e.code }
 
 // Is matches the sentinel of the error's code.

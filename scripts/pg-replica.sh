@@ -32,6 +32,9 @@ die() {
 	exit 1
 }
 
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+
 usage() {
 	cat >&2 <<'EOF'
 usage: scripts/pg-replica.sh start PRIMARY_DIR STANDBY_DIR
@@ -40,37 +43,6 @@ usage: scripts/pg-replica.sh start PRIMARY_DIR STANDBY_DIR
        scripts/pg-replica.sh stop DIR...
 EOF
 	exit 2
-}
-
-as_user() {
-	local user=$1
-	shift
-	if [[ $(id -un) == "$user" ]]; then
-		(cd / && "$@")
-	else
-		(cd / && runuser -u "$user" -- "$@")
-	fi
-}
-
-port_in_use() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-pick_port() {
-	local port i lo=10000 hi=32767 eph
-	# Stay below the kernel's ephemeral range: a port used as the local end of
-	# a client connection (tests open many) cannot be bound by a server.
-	if read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((eph > lo + 1000)); then
-		hi=$((eph - 1))
-	fi
-	for ((i = 0; i < 200; i++)); do
-		port=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1)))
-		if ! port_in_use "$port"; then
-			echo "$port"
-			return 0
-		fi
-	done
-	die "could not find a free TCP port"
 }
 
 # psql_on DIR SQL: run SQL as the superuser on the server of DIR (password from DIR/pwfile, via the environment).

@@ -27,20 +27,12 @@ die() {
 	exit 1
 }
 
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+
 usage() {
 	echo "usage: scripts/pg-tls.sh start|stop DIR" >&2
 	exit 2
-}
-
-# as_user USER CMD...: run CMD as USER (directly when that is us), from /.
-as_user() {
-	local user=$1
-	shift
-	if [[ $(id -un) == "$user" ]]; then
-		(cd / && "$@")
-	else
-		(cd / && runuser -u "$user" -- "$@")
-	fi
 }
 
 # newkey FILE: an EC P-256 private key.

@@ -176,14 +176,14 @@ func TestVersion(t *testing.T) {
 
 // The database is unreachable: the error names host and port, never the password.
 func TestUnreachableDatabase(t *testing.T) {
-	r := runCLI(context.Background(), "", "--database-url", "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?connect_timeout=2", "usage")
+	r := runCLI(context.Background(), "", "--failover-timeout", "1s", "--database-url", "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?connect_timeout=2", "usage")
 	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1")
 	if strings.Contains(r.out+r.err, "s3cretPassw0rd") {
 		t.Fatalf("the password leaked: %s", r.err)
 	}
 	t.Setenv(EnvDatabaseURL, "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?connect_timeout=2")
-	r = runCLI(context.Background(), "", "check")
-	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1")
+	r = runCLI(context.Background(), "", "--failover-timeout", "1s", "check")
+	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1", "refused the connection", "after waiting 1s")
 	if strings.Contains(r.out+r.err, "s3cretPassw0rd") {
 		t.Fatalf("the password leaked: %s", r.err)
 	}
@@ -558,7 +558,7 @@ func TestMetrics(t *testing.T) {
 	errb2 := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--database-url", "postgres://ipam:pw@127.0.0.1:1/ipam?connect_timeout=1", "metrics",
+		done <- run(ctx, []string{"--database-url", "postgres://ipam:pw@127.0.0.1:1/ipam?connect_timeout=1", "--failover-timeout", "0", "metrics",
 			"--listen", "127.0.0.1:0", "--scrape-timeout", "2s"}, strings.NewReader(""), io.Discard, errb2)
 	}()
 	waitFor(t, "the second exporter to listen", func() bool { return addr.MatchString(errb2.String()) })

@@ -48,6 +48,8 @@ type app struct {
 	lockTimeout    time.Duration
 	// statementTimeout bounds each statement.
 	statementTimeout time.Duration
+	// failoverTimeout bounds how long a call rides out a failover.
+	failoverTimeout time.Duration
 
 	store *ipamcore.Store
 }
@@ -116,6 +118,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "how long one connection attempt may take")
 	pf.DurationVar(&a.lockTimeout, "lock-timeout", ipamcore.DefaultLockTimeout, "how long one operation may wait for a lock another session holds (0: no bound); past it: ipam_busy")
 	pf.DurationVar(&a.statementTimeout, "statement-timeout", ipamcore.DefaultStatementTimeout, "how long one statement may run (0: no bound); past it: ipam_timeout")
+	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipamcore.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
 		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
@@ -136,7 +139,8 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipamcore.Store, erro
 		url = os.Getenv(EnvDatabaseURL)
 	}
 	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
-		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout)})
+		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout),
+		FailoverTimeout: noBoundIfZero(a.failoverTimeout)})
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func TestSecretNeverLogged(t *testing.T) {
 	keyValue := fmt.Sprintf("host=%s port=%s dbname=%s user=%s password=%s sslmode=disable",
 		pu.Hostname(), pu.Port(), strings.TrimPrefix(pu.Path, "/"), role, quoteLiteral(password))
 
-	const providerBlock = "  database_url = var.db\n  auto_migrate = false"
+	const providerBlock = "  database_url = var.db\n  auto_migrate = false\n  failover_timeout = \"1s\""
 	hcl := "variable \"db\" {\n  type      = string\n  sensitive = true\n}\n\n" + mixed("sec", 6)
 	tiny := ""
 	for i := 0; i < 3; i++ {

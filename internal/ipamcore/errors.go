@@ -22,6 +22,7 @@ const (
 	CodeReadOnly       = "read_only"
 	CodeBusy           = "ipam_busy"
 	CodeTimeout        = "ipam_timeout"
+	CodeRefused        = "ipam_refused"
 )
 
 // ErrNotFound is returned when a cluster, pool or allocation does not exist.
@@ -75,18 +76,38 @@ func (e *ExhaustedError) Error() string {
 		CodeExhausted, e.PoolID, e.Size, e.Active, e.Cooling, next)
 }
 
-// UnavailableError: the database cannot be reached. It names host and port,
-// never the password.
+// UnavailableError: no usable database server answered: none could be
+// reached, those that answered were read-only or shutting down, or the
+// connection was lost. It names each host and what it answered, never the
+// password. Retrying later may succeed.
 type UnavailableError struct {
 	// Addr lists the database's host:port pairs, comma separated.
 	Addr string
-	Err  error
+	// Answers says what each host tried answered ("127.0.0.1:5432 refused
+	// the connection (nothing listens there)", "... is read-only ...").
+	Answers []string
+	// Waited is how long the call rode it out (the failover bound) before
+	// giving up; zero when it did not wait.
+	Waited time.Duration
+	Err    error
 }
 
 func (e *UnavailableError) Code() string { return CodeUnavailable }
 
 func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("%s: the IPAM database at %s cannot be reached: %v", CodeUnavailable, e.Addr, e.Err)
+	what := "cannot be reached"
+	for _, a := range e.Answers {
+		if !strings.Contains(a, "refused the connection") && !strings.Contains(a, "did not answer") &&
+			!strings.Contains(a, "cannot be resolved") && !strings.Contains(a, "dial") {
+			what = "has no usable server"
+			break
+		}
+	}
+	msg := fmt.Sprintf("%s: the IPAM database at %s %s: %v", CodeUnavailable, e.Addr, what, e.Err)
+	if e.Waited > 0 {
+		msg += fmt.Sprintf(" (still so after waiting %s, the failover_timeout)", FormatDuration(e.Waited.Round(time.Second)))
+	}
+	return msg
 }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }

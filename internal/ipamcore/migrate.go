@@ -34,33 +34,78 @@ func LatestSchemaVersion() (int32, error) {
 	return int32(len(m.Migrations)), nil
 }
 
-// Migrate applies the embedded migrations, each in its own transaction. Several
-// processes may call it at once: tern serializes them with an advisory lock (on
-// this rare, non-hot path). A database newer than this binary is refused.
+// migrationLock is the key of the advisory lock that serializes migrations:
+// tern's, so that an older binary migrating with tern's session lock and
+// this one exclude each other.
+const migrationLock = int64(9628173550095224)
+
+// Migrate applies the embedded migrations, each in its own transaction.
+// Several processes may call it at once, also through a transaction-pooling
+// PgBouncer: each transaction takes a transaction-level advisory lock
+// (released with its commit, so never left behind on a pooled server
+// connection, unlike a session lock), reads the version under it and applies
+// the next migration, or nothing when another process already did. The wait
+// for that lock is bounded like any other (lock_timeout: ipam_busy). A
+// database newer than this binary is refused.
 func (s *Store) Migrate(ctx context.Context) (SchemaStatus, error) {
 	var st SchemaStatus
-	err := s.withConn(ctx, func(conn *pgx.Conn) error {
-		m, err := migrate.NewMigrator(ctx, conn, VersionTable)
-		if err != nil {
-			return err
+	m, err := migrate.NewMigrator(ctx, nil, VersionTable)
+	if err != nil {
+		return st, err
+	}
+	if err := m.LoadMigrations(migrations.FS); err != nil {
+		return st, err
+	}
+	st.Latest = int32(len(m.Migrations))
+	for {
+		done := false
+		err := s.retryConn(ctx, func() error {
+			tx, err := s.begin(ctx, pgx.ReadCommitted, false)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+				return err
+			}
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, VersionTable).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, `CREATE TABLE `+VersionTable+`(version int4 NOT NULL); INSERT INTO `+VersionTable+`(version) VALUES (0)`); err != nil {
+					return err
+				}
+			}
+			if err := tx.QueryRow(ctx, `SELECT version FROM `+VersionTable).Scan(&st.Current); err != nil {
+				return err
+			}
+			if err := checkNotNewer(st); err != nil {
+				return err
+			}
+			if st.Current == st.Latest {
+				done = true
+				return tx.Commit(ctx)
+			}
+			next := m.Migrations[st.Current]
+			// A migration file holds several statements: sent without
+			// arguments, they go in one simple-protocol message.
+			if _, err := tx.Exec(ctx, next.UpSQL); err != nil {
+				return fmt.Errorf("migration %s: %w", next.Name, err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE `+VersionTable+` SET version = $1`, next.Sequence); err != nil {
+				return err
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+			st.Current = next.Sequence
+			return nil
+		})
+		if err != nil || done {
+			return st, s.mapErr(err)
 		}
-		if err := m.LoadMigrations(migrations.FS); err != nil {
-			return err
-		}
-		st.Latest = int32(len(m.Migrations))
-		if st.Current, err = m.GetCurrentVersion(ctx); err != nil {
-			return err
-		}
-		if err := checkNotNewer(st); err != nil {
-			return err
-		}
-		if err := m.Migrate(ctx); err != nil {
-			return err
-		}
-		st.Current, err = m.GetCurrentVersion(ctx)
-		return err
-	})
-	return st, err
+	}
 }
 
 // SchemaStatus reads the schema version without changing anything.
@@ -99,13 +144,4 @@ func checkNotNewer(st SchemaStatus) error {
 		return &SchemaError{Msg: fmt.Sprintf("the database schema is at version %d, newer than this binary knows (%d): upgrade the provider and ipamctl", st.Current, st.Latest)}
 	}
 	return nil
-}
-
-func (s *Store) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	defer c.Release()
-	return s.mapErr(fn(c.Conn()))
 }

@@ -44,6 +44,12 @@ type Config struct {
 	// StatementTimeout bounds each statement (default DefaultStatementTimeout;
 	// negative: no bound). Past it the call fails with ipam_timeout.
 	StatementTimeout time.Duration
+	// FailoverTimeout bounds how long a call rides out a database with no
+	// usable server (a switchover, a failover, a restart: connections
+	// refused or lost, a read-only server, a session terminated) before it
+	// fails with ipam_unavailable (default DefaultFailoverTimeout; negative:
+	// fail at once).
+	FailoverTimeout time.Duration
 }
 
 // The default bounds on waits: seconds, never forever.
@@ -72,24 +78,38 @@ func (b bounds) setLocal() string {
 
 // Store is the IPAM over one pgx pool. It is safe for concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   dbPool
 	addr   string
 	secret string
 	actor  string
 	bounds bounds
+	// failover bounds how long a call retries while no usable server
+	// answers (see retryConn).
+	failover time.Duration
 	// outer, when set, is the caller's transaction: writes run inside it
 	// (see InTx) and commit or roll back with it.
 	outer pgx.Tx
 }
 
-// NewStore is a store over a pool the caller made (and closes).
-func NewStore(pool *pgxpool.Pool, actor string, lockTimeout, statementTimeout time.Duration) *Store {
-	if actor == "" {
-		actor = DefaultActor
-	}
+// NewStore is a store over a pool the caller made (and closes); cfg gives
+// the actor and the bounds (its connection fields are not used).
+func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	cc := pool.Config().ConnConfig
-	return &Store{pool: pool, addr: net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), secret: cc.Password, actor: actor,
-		bounds: newBounds(lockTimeout, statementTimeout)}
+	return newStore(pool, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, cfg)
+}
+
+func newStore(pool *pgxpool.Pool, addr, secret string, cfg Config) *Store {
+	if cfg.Actor == "" {
+		cfg.Actor = DefaultActor
+	}
+	failover := cfg.FailoverTimeout
+	if failover == 0 {
+		failover = DefaultFailoverTimeout
+	}
+	s := &Store{addr: addr, secret: secret, actor: cfg.Actor,
+		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0)}
+	s.pool = dbPool{Pool: pool, s: s}
+	return s
 }
 
 // begin opens a transaction of the store's own: the one place that does, so
@@ -124,9 +144,9 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 // Open parses the configuration and creates the pool. It does not connect:
 // call Ping or Migrate to find out whether the database answers.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	pc, err := ParsePoolConfig(cfg.DatabaseURL)
 	if err != nil {
-		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
+		return nil, err
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 4
@@ -134,18 +154,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
-	if cfg.Actor == "" {
-		cfg.Actor = DefaultActor
-	}
 	pc.MaxConns = cfg.MaxConnections
 	pc.MinConns = 0
 	pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
-	if pc.ConnConfig.RuntimeParams == nil {
-		pc.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
-		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
-	}
 	// Fallbacks repeat each host once per TLS mode tried (sslmode=prefer): list each once.
 	addrs := []string{net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))}
 	for _, f := range pc.ConnConfig.Fallbacks {
@@ -157,8 +168,36 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, &InvalidError{Field: "database_url", Msg: scrub(err.Error(), pc.ConnConfig.Password)}
 	}
-	return &Store{pool: pool, addr: strings.Join(addrs, ","), secret: pc.ConnConfig.Password, actor: cfg.Actor,
-		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout)}, nil
+	return newStore(pool, strings.Join(addrs, ","), pc.ConnConfig.Password, cfg), nil
+}
+
+// DefaultQueryExecMode is how statements are sent unless the connection
+// string says otherwise (its default_query_exec_mode parameter): unnamed
+// statements whose result descriptions are cached per connection. Unlike
+// pgx's own default (named prepared statements, cache_statement), it works
+// through a transaction-pooling PgBouncer, which hands each transaction a
+// server connection that may not hold the statements another prepared.
+const DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+
+// ParsePoolConfig parses a connection string into a pool configuration with
+// the IPAM's connection defaults: application_name terraform-provider-ipam
+// (the one startup parameter sent besides user and database, which every
+// pooler accepts) and DefaultQueryExecMode. Parameters the string sets win.
+func ParsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
+	}
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
+	}
+	if !strings.Contains(databaseURL, "default_query_exec_mode") {
+		pc.ConnConfig.DefaultQueryExecMode = DefaultQueryExecMode
+	}
+	return pc, nil
 }
 
 // Close releases the pool.
@@ -210,33 +249,36 @@ var errRetry = errors.New("concurrent change, retry")
 const maxTxAttempts = 10
 
 // withTx runs fn in a READ COMMITTED transaction and retries it, a bounded
-// number of times with jittered backoff, on serialization failures, deadlocks,
-// unique violations on keys chosen after reading, zero-row conditional writes
-// and lost connections. Every write of the core goes through here.
+// number of times with jittered backoff, on serialization failures,
+// deadlocks, unique violations on keys chosen after reading and zero-row
+// conditional writes; while no usable server answers (a lost connection, a
+// read-only or restarting server) it runs it again up to the failover bound
+// (retryConn). Every write of the core goes through here, and each is safe
+// to repeat after a commit whose answer was lost: an allocation is
+// idempotent per owner, a release is guarded by the generation.
 func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	if s.outer != nil {
 		return s.inOuterTx(ctx, fn)
 	}
-	var err error
-	for attempt := 0; attempt < maxTxAttempts; attempt++ {
-		if attempt > 0 {
-			base := time.Millisecond << min(attempt, 8)
-			d := base/2 + rand.N(base)
-			select {
-			case <-ctx.Done():
-				return s.mapErr(errors.Join(ctx.Err(), err))
-			case <-time.After(d):
+	return s.mapErr(s.retryConn(ctx, func() error {
+		var err error
+		for attempt := 0; attempt < maxTxAttempts; attempt++ {
+			if attempt > 0 {
+				base := time.Millisecond << min(attempt, 8)
+				d := base/2 + rand.N(base)
+				select {
+				case <-ctx.Done():
+					return errors.Join(ctx.Err(), err)
+				case <-time.After(d):
+				}
+			}
+			err = s.tryTx(ctx, fn)
+			if err == nil || !retryable(err) || failoverError(err) {
+				break
 			}
 		}
-		err = s.tryTx(ctx, fn)
-		if err == nil || !retryable(err) {
-			break
-		}
-		if isConnError(err) && attempt >= 3 {
-			break
-		}
-	}
-	return s.mapErr(err)
+		return err
+	}))
 }
 
 // TxSettings are the planner settings every transaction of the core starts
@@ -301,10 +343,16 @@ func (s *Store) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
+	err = fn(tx)
+	if err == nil {
+		err = tx.Commit(ctx)
 	}
-	return tx.Commit(ctx)
+	if failoverError(err) {
+		// A server that is read-only now (demoted) or going away: drop the
+		// connection, so that the pool does not hand it out again.
+		_ = tx.Conn().Close(context.WithoutCancel(ctx))
+	}
+	return err
 }
 
 func retryable(err error) bool {
@@ -354,8 +402,8 @@ func (s *Store) mapErr(err error) error {
 	if errors.Is(err, errRetry) {
 		return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing in %d attempts; try again", maxTxAttempts)}
 	}
-	if isConnError(err) || (errors.Is(err, context.DeadlineExceeded) && !s.connected()) {
-		return &UnavailableError{Addr: s.addr, Err: errors.New(scrub(rootCause(err), s.secret))}
+	if cf, ok := s.connFailure(err); ok {
+		return cf
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -353,13 +353,15 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 
 func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?sslmode=disable", ConnectTimeout: 2 * time.Second})
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?sslmode=disable", ConnectTimeout: 2 * time.Second,
+		FailoverTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
-	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "s3cret") {
+	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1 refused the connection") ||
+		!strings.Contains(err.Error(), "after waiting 1s") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,13 +101,27 @@ func addCoreError(diags *diag.Diagnostics, summary string, err error) {
 	}
 	detail := err.Error()
 	switch ipamcore.Code(err) {
-	case ipamcore.CodeUnavailable:
-		detail += "\n\nNo allocation was made. Check that the database is running and reachable, then apply again."
+	case ipamcore.CodeUnavailable, ipamcore.CodeRefused:
+		detail += "\n\n" + unavailableHint(summary)
 	case ipamcore.CodeExhausted:
 		detail += "\n\nNothing was allocated. Add blocks to the pool (a cluster's node and instance prefixes are fixed: " +
 			"use a larger prefix for a new cluster), release unused addresses, or wait for cooling addresses to become reusable."
 	}
 	diags.AddError(summary, detail)
+}
+
+// unavailableHint says what a failure to reach the database left behind,
+// for the operation the summary names.
+func unavailableHint(summary string) string {
+	switch {
+	case strings.HasPrefix(summary, "Unable to Allocate"), strings.HasPrefix(summary, "Unable to Reserve"),
+		strings.HasPrefix(summary, "Unable to Create"):
+		return "No allocation was made. Check that the database is running and reachable, then apply again."
+	case strings.HasPrefix(summary, "Unable to Release"), strings.HasPrefix(summary, "Unable to Delete"):
+		return "Nothing was released: the address is still held and the resource stays in the state. " +
+			"Check that the database is running and reachable, then destroy again."
+	}
+	return "Check that the database is running and reachable, then try again."
 }
 
 const privateGeneration = "generation"

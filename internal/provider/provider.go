@@ -37,6 +37,7 @@ type ipamProviderModel struct {
 	ConnectTimeout types.String `tfsdk:"connect_timeout"`
 	LockTimeout    types.String `tfsdk:"lock_timeout"`
 	StmtTimeout    types.String `tfsdk:"statement_timeout"`
+	FailoverTime   types.String `tfsdk:"failover_timeout"`
 	Actor          types.String `tfsdk:"actor"`
 	Reservations   types.Bool   `tfsdk:"plan_reservations"`
 	ReservationTTL types.String `tfsdk:"reservation_ttl"`
@@ -94,6 +95,15 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 				Optional:   true,
 				Validators: []validator.String{validDuration(0)},
 			},
+			"failover_timeout": schema.StringAttribute{
+				MarkdownDescription: "How long an operation rides out a database with no usable server, as during a switchover " +
+					"or failover (connections refused or lost, a read-only server, sessions terminated), retrying with backoff " +
+					"(default `\"30s\"`; `\"0s\"`: fail at once). Past it the operation fails with `ipam_unavailable`, naming " +
+					"each host tried and what it answered. Give `database_url` every member with " +
+					"`target_session_attrs=read-write` so that a retry finds the new primary.",
+				Optional:   true,
+				Validators: []validator.String{validDuration(0)},
+			},
 			"actor": schema.StringAttribute{
 				MarkdownDescription: "Who allocates: recorded with every allocation and event (default `terraform`). An owner's " +
 					"address allocated by one actor is adopted by the same actor on a retried apply and refused to another with `owner_conflict`.",
@@ -141,6 +151,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	}
 	cfg.LockTimeout = waitBound(m.LockTimeout)
 	cfg.StatementTimeout = waitBound(m.StmtTimeout)
+	cfg.FailoverTimeout = waitBound(m.FailoverTime)
 	st, err := ipamcore.Open(ctx, cfg)
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Configure the IPAM Provider", err)
@@ -191,7 +202,7 @@ func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSour
 
 func (p *ipamProvider) Functions(context.Context) []func() function.Function { return nil }
 
-// waitBound reads a lock or statement timeout: unset is the core's default
+// waitBound reads a lock, statement or failover timeout: unset is the core's default
 // (0), "0s" is no bound (negative for the core).
 func waitBound(v types.String) time.Duration {
 	if v.IsNull() || v.IsUnknown() {

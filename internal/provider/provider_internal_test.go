@@ -23,6 +23,7 @@ func configureWith(ctx context.Context, t *testing.T, url string) diag.Diagnosti
 	}
 	vals["database_url"] = tftypes.NewValue(tftypes.String, url)
 	vals["connect_timeout"] = tftypes.NewValue(tftypes.String, "2s")
+	vals["failover_timeout"] = tftypes.NewValue(tftypes.String, "1s")
 	var resp provider.ConfigureResponse
 	p.Configure(ctx, provider.ConfigureRequest{Config: tfsdk.Config{Schema: sresp.Schema, Raw: tftypes.NewValue(typ, vals)}}, &resp)
 	return resp.Diagnostics

@@ -183,8 +183,9 @@ func TestAccProvider_unavailable(t *testing.T) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: `provider "ipam" {
-  database_url    = "postgres://ipam:Sup3rSecretPw@127.0.0.1:1/ipam?sslmode=disable"
-  connect_timeout = "2s"
+  database_url     = "postgres://ipam:Sup3rSecretPw@127.0.0.1:1/ipam?sslmode=disable"
+  connect_timeout  = "2s"
+  failover_timeout = "1s"
 }
 resource "ipam_cluster" "c" {
   name   = "c1"

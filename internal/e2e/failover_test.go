@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// A call rides out a database with no usable server up to the failover
+// bound, and past it names each host and what it answered: a restart (the
+// server refuses connections, then answers again), a server that turned
+// read-only under open connections (a demoted primary: 25006 on the pool's
+// sessions), and target_session_attrs=read-write finding only a read-only
+// server. Nothing is allocated twice, and the calls that fail say what each
+// host answered, never "cannot be reached" for a server that answered.
+func TestFailoverBound(t *testing.T) {
+	srv := startServer(t, "pg.sh")
+	url := createDatabase(t, srv.url("postgres"), "ipam")
+	seed(t, url)
+	ctx := context.Background()
+	open := func(u string, bound time.Duration) *ipamcore.Store {
+		st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	alloc := func(st *ipamcore.Store, id string) (ipamcore.AllocateResult, error) {
+		return st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
+	}
+	// outage runs alloc while the database is out for about d, ended by end.
+	outage := func(st *ipamcore.Store, id string, d time.Duration, end func()) (time.Duration, error) {
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { _, err := alloc(st, id); done <- err }()
+		time.Sleep(d)
+		end()
+		err := <-done
+		return time.Since(start), err
+	}
+	st := open(url, 30*time.Second)
+	if _, err := alloc(st, "warm"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart shorter than the bound: the call in flight succeeds.
+	srv.stop()
+	took, err := outage(st, "restart", 2*time.Second, srv.restart)
+	if err != nil {
+		t.Fatalf("an allocation across a 2s restart failed: %v", err)
+	}
+	if took < 2*time.Second {
+		t.Errorf("the allocation answered after %s, before the server was back", took)
+	}
+
+	// The server turns read-only under the pool's open sessions, then
+	// writable again: the call in flight succeeds.
+	readOnly := func(on bool) {
+		v := "off"
+		if on {
+			v = "on"
+		}
+		sqlExec(t, srv.url("postgres"), "ALTER SYSTEM SET default_transaction_read_only = "+v)
+		sqlExec(t, srv.url("postgres"), "SELECT pg_reload_conf()")
+	}
+	readOnly(true)
+	if _, err := outage(st, "readonly", 2*time.Second, func() { readOnly(false) }); err != nil {
+		t.Fatalf("an allocation across 2s of a read-only server failed: %v", err)
+	}
+
+	// Past the bound: ipam_unavailable, saying what the server answered.
+	readOnly(true)
+	_, err = alloc(open(url, time.Second), "past-bound")
+	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "is read-only") ||
+		strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "after waiting 1s") {
+		t.Errorf("a read-only server past the bound: got %v, want ipam_unavailable saying it is read-only", err)
+	}
+	_, err = alloc(open(url+"&target_session_attrs=read-write", time.Second), "past-bound-tsa")
+	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:"+srv.port()+" is read-only") ||
+		strings.Contains(err.Error(), "cannot be reached") {
+		t.Errorf("target_session_attrs=read-write finding only a read-only server: got %v", err)
+	}
+	readOnly(false)
+
+	// Refused for good: no waiting, the server's words.
+	start := time.Now()
+	_, err = alloc(open(strings.Replace(url, "/ipam?", "/no_such_db?", 1), 30*time.Second), "refused")
+	if ipamcore.Code(err) != ipamcore.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) > 10*time.Second {
+		t.Errorf("a database that does not exist: got %v after %s, want ipam_refused at once", err, time.Since(start))
+	}
+	if n := checkInvariants(t, url); n == 0 {
+		t.Error("no allocations checked")
+	}
+	got := activeByOwner(t, url)
+	for _, id := range []string{"warm", "restart", "readonly"} {
+		if got[ipamcore.OwnerNode+"/"+id] == "" {
+			t.Errorf("node %s holds no address", id)
+		}
+	}
+	if got[ipamcore.OwnerNode+"/past-bound"] != "" {
+		t.Errorf("the allocation that failed past the bound holds %s", got[ipamcore.OwnerNode+"/past-bound"])
+	}
+}

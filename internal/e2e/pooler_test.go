@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// startPgBouncer starts a PgBouncer (scripts/pgbouncer.sh, default settings)
+// in front of the test server, in the given pool mode, stopped at the end of
+// the test. It returns its URL for database db.
+func startPgBouncer(t *testing.T, mode, db string) string {
+	t.Helper()
+	dir := serverDir(t, "pgbouncer")
+	script(t, "pgbouncer.sh", "start", dir, "--upstream", testdb.AdminURL(t), "--mode", mode)
+	t.Cleanup(func() { scriptQuiet(t, "pgbouncer.sh", "stop", dir) })
+	b, err := os.ReadFile(filepath.Join(dir, "url"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withDatabase(t, strings.TrimSpace(string(b)), db)
+}
+
+// createEmptyDatabase creates a database with no schema on the test server.
+func createEmptyDatabase(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
+		if err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+}
+
+// The provider, ipamctl's core and the Go API through PgBouncer with its
+// default settings (no ignore_startup_parameters), in transaction and in
+// session pooling: several processes migrating an empty database at once,
+// create, an empty re-plan, import, 8 concurrent applies of 25 resources
+// each, a placement in the caller's transaction, destroy; and a startup
+// parameter PgBouncer rejects is named as a refusal, not as a network fault.
+func TestPgBouncer(t *testing.T) {
+	for _, mode := range []string{"transaction", "session"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			db := fmt.Sprintf("pgbouncer_%s_%d", mode, os.Getpid())
+			createEmptyDatabase(t, db)
+			url := startPgBouncer(t, mode, db)
+			direct := testdb.WithDatabase(testdb.AdminURL(t), db) // what the checks read, bypassing the pooler
+			ctx := context.Background()
+
+			// Several processes start at once on an empty database: one
+			// migrates, the others wait for it and find nothing to do.
+			var wg sync.WaitGroup
+			errs := make([]error, 6)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 2})
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					defer st.Close()
+					_, errs[i] = st.Migrate(ctx)
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("migration %d through PgBouncer (%s pooling): %v", i, mode, err)
+				}
+			}
+			seed(t, url)
+
+			// One user: create, re-plan, import, destroy.
+			w := newWorkdir(t, url, mixed("solo", 6))
+			w.run("apply", "-input=false", "-auto-approve")
+			if out, err := w.try("plan", "-input=false", "-detailed-exitcode"); err != nil {
+				t.Fatalf("re-plan after create is not empty: %v\n%s", err, out)
+			}
+			before := w.addresses("")
+			for res, id := range map[string]string{
+				"ipam_node_address.rsolo-0":     "c1/solo-0",
+				"ipam_instance_address.rsolo-1": "c1/solo-1",
+				"ipam_env_ipv4.rsolo-2":         "c1/v4/solo-2",
+			} {
+				w.run("state", "rm", res)
+				w.run("import", "-input=false", res, id)
+			}
+			if out, err := w.try("plan", "-input=false", "-detailed-exitcode"); err != nil {
+				t.Fatalf("re-plan after import is not empty: %v\n%s", err, out)
+			}
+			for res, addr := range w.addresses("") {
+				if before[res] != addr {
+					t.Errorf("%s: %s before the import, %s after", res, before[res], addr)
+				}
+			}
+
+			// Eight users apply 25 resources each at once.
+			const users, each = 8, 25
+			ws := make([]*workdir, users)
+			for u := range ws {
+				ws[u] = newWorkdir(t, url, mixed(fmt.Sprintf("u%d", u), each))
+			}
+			for _, uw := range ws {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if out, err := uw.try("apply", "-input=false", "-auto-approve"); err != nil {
+						t.Errorf("concurrent apply through PgBouncer (%s pooling): %v\n%s", mode, err, out)
+					}
+				}()
+			}
+			wg.Wait()
+			if n := stateMatchesDB(t, direct, append(ws, w)...); n != users*each+6 {
+				t.Errorf("%d resources in the states, want %d", n, users*each+6)
+			}
+
+			// The scheduler's placement: its own row and the address in one
+			// transaction through the pooler.
+			client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			conn, err := pgx.Connect(ctx, url+"&default_query_exec_mode=cache_describe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "sched-1", OrgID: "acme", EnvID: "prod"})
+			if err != nil {
+				t.Fatalf("AllocateInstance through PgBouncer (%s pooling): %v", mode, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if owner := activeAddresses(t, direct)[got.Address.String()]; owner != ipamcore.OwnerInstance+"/sched-1" {
+				t.Errorf("the placement's address %s is held by %q after commit", got.Address, owner)
+			}
+			checkInvariants(t, direct)
+
+			for _, uw := range append(ws, w) {
+				uw.run("destroy", "-input=false", "-auto-approve")
+			}
+			if n := countRows(t, direct, `SELECT count(*) FROM ipam_allocations WHERE state = 'active' AND owner_kind <> 'instance'`); n != 0 {
+				t.Errorf("%d addresses still active after every destroy", n)
+			}
+			checkInvariants(t, direct)
+
+			// A startup parameter PgBouncer does not know is refused: the
+			// error names the refusal and PgBouncer's words.
+			st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url + "&search_path=public"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = st.Ping(ctx)
+			st.Close()
+			if ipamcore.Code(err) != ipamcore.CodeRefused || !regexp.MustCompile(`unsupported startup parameter`).MatchString(err.Error()) {
+				t.Errorf("a startup parameter PgBouncer rejects: got %v, want %s with PgBouncer's message", err, ipamcore.CodeRefused)
+			}
+		})
+	}
+}
