@@ -183,7 +183,7 @@ func TestUnreachableDatabase(t *testing.T) {
 	}
 	t.Setenv(EnvDatabaseURL, "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?connect_timeout=2")
 	r = runCLI(context.Background(), "", "--failover-timeout", "1s", "check")
-	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1", "refused the connection", "after waiting 1s")
+	r.must(t, exitError, "ipam_unavailable", "127.0.0.1:1", "refused the connection", "failover_timeout is 1s")
 	if strings.Contains(r.out+r.err, "s3cretPassw0rd") {
 		t.Fatalf("the password leaked: %s", r.err)
 	}

@@ -76,7 +76,7 @@ func TestFailoverBound(t *testing.T) {
 	readOnly(true)
 	_, err = alloc(open(url, time.Second), "past-bound")
 	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "is read-only") ||
-		strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "after waiting 1s") {
+		strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "failover_timeout is 1s") {
 		t.Errorf("a read-only server past the bound: got %v, want ipam_unavailable saying it is read-only", err)
 	}
 	_, err = alloc(open(url+"&target_session_attrs=read-write", time.Second), "past-bound-tsa")

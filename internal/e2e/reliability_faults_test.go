@@ -30,7 +30,9 @@ func TestFaultDatabaseStoppedMidApply(t *testing.T) {
 	url := createDatabase(t, srv.url("postgres"), "ipam")
 	seed(t, url)
 	n := pick(90, 300)
-	w := newWorkdir(t, url, mixed("d", n))
+	// The outage outlasts the failover bound: the first calls wait it out,
+	// the others then fail at once, so the apply ends soon after one bound.
+	w := newWorkdirWith(t, url, `  failover_timeout = "5s"`, mixed("d", n))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := w.command(ctx, "apply", "-input=false", "-auto-approve", "-parallelism=2", "-no-color")
@@ -51,6 +53,9 @@ func TestFaultDatabaseStoppedMidApply(t *testing.T) {
 	stoppedAt := time.Now()
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("the apply succeeded although the database stopped under it; the test proves nothing:\n%s", out.String())
+	}
+	if took := time.Since(stoppedAt); took > 2*time.Minute {
+		t.Errorf("the apply ended %s after the database stopped: each resource waited out the failover bound again", took.Round(time.Second))
 	}
 	text := out.String()
 	blocks := errorBlocks(text)

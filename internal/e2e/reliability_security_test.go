@@ -272,8 +272,9 @@ func TestTLSVerifyFull(t *testing.T) {
 			t.Fatalf("%s: the connection was accepted", name)
 		}
 		msg := err.Error()
-		if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(msg, where) || !strings.Contains(msg, want) {
-			t.Errorf("%s: error %q; want ipam_unavailable naming %s and saying %q", name, msg, where, want)
+		// Refused for good: said at once, without riding out the failover bound.
+		if ipamcore.Code(err) != ipamcore.CodeRefused || !strings.Contains(msg, where) || !strings.Contains(msg, want) {
+			t.Errorf("%s: error %q; want ipam_refused naming %s and saying %q", name, msg, where, want)
 		}
 		if strings.Contains(msg, srv.password()) {
 			t.Errorf("%s: the error contains the password", name)

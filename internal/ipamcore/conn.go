@@ -2,6 +2,8 @@ package ipamcore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -22,47 +24,91 @@ import (
 // ipam_unavailable.
 const DefaultFailoverTimeout = 30 * time.Second
 
-// dbPool is the store's pgx pool. Every call first makes sure the pool can
-// hand out a connection to a writable server, riding out a failover up to the
-// store's bound (see ready); the call itself then runs on that connection,
-// which the pool hands straight back.
+// dbPool is the store's pgx pool. Every call on it rides out a database
+// with no usable server up to the store's failover bound (see retryConn):
+// acquiring a connection, a read (QueryRow, Query until its first row,
+// Exec), the BEGIN of a transaction. What runs inside a transaction is
+// retried by withTx, which runs the whole transaction again.
 type dbPool struct {
 	*pgxpool.Pool
 	s *Store
 }
 
-// ready acquires a connection, retrying while no server is usable (see
-// retryConn), and puts it back for the call that follows.
-func (p dbPool) ready(ctx context.Context) error {
-	return p.s.retryConn(ctx, func() error {
-		c, err := p.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		c.Release()
-		return nil
-	})
+func (p dbPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return retryRow{p: p, ctx: ctx, sql: sql, args: args}
 }
 
-func (p dbPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := p.ready(ctx); err != nil {
-		return errRow{err}
-	}
-	return p.Pool.QueryRow(ctx, sql, args...)
+// retryRow runs its query when scanned, again while no usable server answers.
+type retryRow struct {
+	p    dbPool
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r retryRow) Scan(dest ...any) error {
+	return r.p.s.retryConn(r.ctx, func() error { return r.p.Pool.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...) })
 }
 
 func (p dbPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := p.ready(ctx); err != nil {
+	r := &retryRows{p: p, ctx: ctx, sql: sql, args: args}
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		r.Rows, err = p.Pool.Query(ctx, sql, args...)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	return p.Pool.Query(ctx, sql, args...)
+	return r, nil
+}
+
+// retryRows runs its query again when it fails for want of a usable server
+// before its first row (after a row, the failure is the caller's).
+type retryRows struct {
+	pgx.Rows
+	p       dbPool
+	ctx     context.Context
+	sql     string
+	args    []any
+	seen    bool
+	first   time.Time
+	attempt int
+}
+
+func (r *retryRows) Next() bool {
+	for {
+		if r.Rows.Next() {
+			r.seen = true
+			return true
+		}
+		err := r.Err()
+		if r.seen || r.p.s.failover <= 0 || !failoverError(err) {
+			return false
+		}
+		if r.first.IsZero() {
+			r.first = time.Now()
+		}
+		if !r.p.s.pause(r.ctx, r.attempt, r.first) {
+			return false
+		}
+		r.attempt++
+		rows, qerr := r.p.Pool.Query(r.ctx, r.sql, r.args...)
+		if qerr != nil {
+			continue // r.Rows still holds the failure; the next round waits again
+		}
+		r.Rows = rows
+	}
 }
 
 func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := p.ready(ctx); err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	return p.Pool.Exec(ctx, sql, args...)
+	var tag pgconn.CommandTag
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		tag, err = p.Pool.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
 }
 
 func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
@@ -73,17 +119,31 @@ func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 func (p dbPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	if err := p.ready(ctx); err != nil {
-		return nil, err
-	}
-	return p.Pool.BeginTx(ctx, opts)
+	var tx pgx.Tx
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		tx, err = p.Pool.BeginTx(ctx, opts)
+		return err
+	})
+	return tx, err
 }
 
 func (p dbPool) Ping(ctx context.Context) error {
-	if err := p.ready(ctx); err != nil {
-		return err
-	}
-	return p.Pool.Ping(ctx)
+	return p.s.retryConn(ctx, func() error { return p.Pool.Ping(ctx) })
+}
+
+// ready acquires a connection, retrying while no server is usable, and puts
+// it back for the call that follows (the one-statement fast path, whose
+// failure falls back to the full path in withTx).
+func (p dbPool) ready(ctx context.Context) error {
+	return p.s.retryConn(ctx, func() error {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		c.Release()
+		return nil
+	})
 }
 
 type errRow struct{ err error }
@@ -104,28 +164,55 @@ func (b errBatch) Tx() pgx.Tx                       { return nil }
 // have failed after its commit reached the server. Other failures return at
 // once. Past the bound the last failure is returned, marked with the time
 // waited.
+//
+// Once a call has waited the whole bound in vain, the store is down: later
+// calls try once and fail at once, without waiting again, until one
+// succeeds. So an apply of many resources during a long outage fails after
+// one bound, not one bound per resource.
 func (s *Store) retryConn(ctx context.Context, fn func() error) error {
 	var first time.Time
 	for attempt := 0; ; attempt++ {
 		err := fn()
-		if err == nil || s.failover <= 0 || !failoverError(err) {
+		if err == nil {
+			if attempt > 0 || s.downSince.Load() != 0 {
+				s.downSince.Store(0)
+			}
+			return nil
+		}
+		if s.failover <= 0 || !failoverError(err) {
 			return err
+		}
+		if down := s.downSince.Load(); down != 0 {
+			return &waitedError{err: err, waited: time.Since(time.Unix(0, down)), bound: s.failover}
 		}
 		if first.IsZero() {
 			first = time.Now()
 		}
-		waited := time.Since(first)
-		if waited >= s.failover {
-			return &waitedError{err: err, waited: waited}
+		if !s.pause(ctx, attempt, first) {
+			if ctx.Err() != nil {
+				return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first), bound: s.failover}
+			}
+			s.downSince.CompareAndSwap(0, first.UnixNano())
+			return &waitedError{err: err, waited: time.Since(first), bound: s.failover}
 		}
-		d := min(50*time.Millisecond<<min(attempt, 5), time.Second)
-		d = d/2 + rand.N(d)
-		d = min(d, s.failover-waited)
-		select {
-		case <-ctx.Done():
-			return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first)}
-		case <-time.After(d):
-		}
+	}
+}
+
+// pause waits before the next attempt of a call that found no usable server
+// (jittered backoff growing to a second); false when the failover bound,
+// counted from first, is spent or ctx is done.
+func (s *Store) pause(ctx context.Context, attempt int, first time.Time) bool {
+	left := s.failover - time.Since(first)
+	if left <= 0 {
+		return false
+	}
+	d := min(50*time.Millisecond<<min(attempt, 5), time.Second)
+	d = min(d/2+rand.N(d), left)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
 	}
 }
 
@@ -133,6 +220,7 @@ func (s *Store) retryConn(ctx context.Context, fn func() error) error {
 type waitedError struct {
 	err    error
 	waited time.Duration
+	bound  time.Duration
 }
 
 func (e *waitedError) Error() string { return e.err.Error() }
@@ -190,9 +278,24 @@ func refusedForGood(err error) bool {
 		}
 		return false
 	}
+	if badCertificate(err) {
+		return true
+	}
 	msg := err.Error()
-	return strings.Contains(msg, "tls error") || strings.Contains(msg, "server refused TLS") ||
-		strings.Contains(msg, "require_auth") || strings.Contains(msg, "channel binding")
+	return strings.Contains(msg, "server refused TLS") || strings.Contains(msg, "require_auth") ||
+		strings.Contains(msg, "channel binding")
+}
+
+// badCertificate reports whether the server's certificate failed our
+// verification (sslmode=verify-ca / verify-full): an unknown CA, a name that
+// does not match, an expired certificate.
+func badCertificate(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) ||
+		strings.Contains(err.Error(), "x509: ")
 }
 
 // hostErrors are the per-host errors of a connection attempt over several
@@ -219,6 +322,8 @@ func hostAnswer(err error, secret string) string {
 	var pe *pgconn.PgError
 	var ne net.Error
 	switch {
+	case badCertificate(err):
+		return host + "presented a certificate that does not verify (" + scrub(rootCause(err), secret) + ")"
 	case errors.Is(err, pgconn.ErrReadOnlyConnection):
 		return host + "is read-only (a standby or a demoted primary; target_session_attrs=read-write skips it)"
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -257,10 +362,10 @@ func hostAnswer(err error, secret string) string {
 // RefusedError when a server answered and refused us, else UnavailableError
 // naming what each host answered. ok is false when err is no such failure.
 func (s *Store) connFailure(err error) (error, bool) {
-	var waited time.Duration
+	var waited, bound time.Duration
 	var we *waitedError
 	if errors.As(err, &we) {
-		waited = we.waited
+		waited, bound = we.waited, we.bound
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
@@ -281,7 +386,7 @@ func (s *Store) connFailure(err error) (error, bool) {
 		if refused {
 			return &RefusedError{Addr: s.addr, Answers: answers}, true
 		}
-		return &UnavailableError{Addr: s.addr, Answers: answers, Waited: waited, Err: errors.New(strings.Join(answers, "; "))}, true
+		return &UnavailableError{Addr: s.addr, Answers: answers, Waited: waited, Bound: bound, Err: errors.New(strings.Join(answers, "; "))}, true
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && refusedForGood(pe) {
@@ -292,14 +397,15 @@ func (s *Store) connFailure(err error) (error, bool) {
 		if errors.As(err, &pe) {
 			what = hostAnswer(pe, s.secret)
 		}
-		return &UnavailableError{Addr: s.addr, Answers: []string{what}, Waited: waited, Err: errors.New(what)}, true
+		return &UnavailableError{Addr: s.addr, Answers: []string{what}, Waited: waited, Bound: bound, Err: errors.New(what)}, true
 	}
 	return nil, false
 }
 
 // RefusedError: a server answered but refused the connection or the
 // session for good (credentials, database, a startup parameter a pooler does
-// not accept, TLS): retrying cannot help. Answers carry the server's
+// not accept), or its certificate failed our verification: retrying cannot
+// help. Answers carry the server's
 // message, never the password.
 type RefusedError struct {
 	Addr    string
@@ -308,5 +414,5 @@ type RefusedError struct {
 
 func (e *RefusedError) Code() string { return CodeRefused }
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("%s: the IPAM database at %s refused us: %s", CodeRefused, e.Addr, strings.Join(e.Answers, "; "))
+	return fmt.Sprintf("%s: the connection to the IPAM database at %s was refused: %s", CodeRefused, e.Addr, strings.Join(e.Answers, "; "))
 }

@@ -86,10 +86,10 @@ type UnavailableError struct {
 	// Answers says what each host tried answered ("127.0.0.1:5432 refused
 	// the connection (nothing listens there)", "... is read-only ...").
 	Answers []string
-	// Waited is how long the call rode it out (the failover bound) before
-	// giving up; zero when it did not wait.
-	Waited time.Duration
-	Err    error
+	// Waited is how long no usable server has answered when the call gave
+	// up (at least Bound, the failover bound); zero when it did not wait.
+	Waited, Bound time.Duration
+	Err           error
 }
 
 func (e *UnavailableError) Code() string { return CodeUnavailable }
@@ -105,7 +105,7 @@ func (e *UnavailableError) Error() string {
 	}
 	msg := fmt.Sprintf("%s: the IPAM database at %s %s: %v", CodeUnavailable, e.Addr, what, e.Err)
 	if e.Waited > 0 {
-		msg += fmt.Sprintf(" (still so after waiting %s, the failover_timeout)", FormatDuration(e.Waited.Round(time.Second)))
+		msg += fmt.Sprintf(" (for %s now; failover_timeout is %s)", FormatDuration(e.Waited.Round(time.Second)), FormatDuration(e.Bound))
 	}
 	return msg
 }

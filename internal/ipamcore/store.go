@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -86,6 +87,9 @@ type Store struct {
 	// failover bounds how long a call retries while no usable server
 	// answers (see retryConn).
 	failover time.Duration
+	// downSince (unix nanos) is when the failure began that a call rode out
+	// for the whole failover bound in vain; 0 once a call succeeds.
+	downSince *atomic.Int64
 	// outer, when set, is the caller's transaction: writes run inside it
 	// (see InTx) and commit or roll back with it.
 	outer pgx.Tx
@@ -107,7 +111,8 @@ func newStore(pool *pgxpool.Pool, addr, secret string, cfg Config) *Store {
 		failover = DefaultFailoverTimeout
 	}
 	s := &Store{addr: addr, secret: secret, actor: cfg.Actor,
-		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0)}
+		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
+		downSince: new(atomic.Int64)}
 	s.pool = dbPool{Pool: pool, s: s}
 	return s
 }

@@ -361,7 +361,7 @@ func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 	defer st.Close()
 	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
 	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1 refused the connection") ||
-		!strings.Contains(err.Error(), "after waiting 1s") || strings.Contains(err.Error(), "s3cret") {
+		!strings.Contains(err.Error(), "failover_timeout is 1s") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v", err)
 	}
 }

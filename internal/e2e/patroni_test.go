@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+)
+
+// patroniCluster is a Patroni cluster of the test's own (scripts/patroni.sh).
+type patroniCluster struct {
+	t   *testing.T
+	dir string
+}
+
+func (p *patroniCluster) do(action string) { p.t.Helper(); script(p.t, "patroni.sh", action, p.dir) }
+
+func (p *patroniCluster) url(db string) string {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, "url"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return withDatabase(p.t, strings.TrimSpace(string(b)), db)
+}
+
+// A Patroni cluster of three PostgreSQL members and one etcd, synchronous
+// replication, the provider and the core given every member with
+// target_session_attrs=read-write. During a storm of core allocations and
+// releases (4 clients) and of terraform applies (3 users, each applying a
+// growing configuration in a loop): a planned switchover, then the primary
+// killed (SIGKILL) so that Patroni fails over to the synchronous standby.
+// No client and no apply retries anything itself: the calls ride it out
+// (failover_timeout). Afterwards every acknowledged allocation and release
+// is on the new primary, no address is active twice, every state matches
+// the database, and nothing is active that no client or state holds.
+//
+// Patroni, etcd and three servers take a minute to set up: the test runs in
+// `make failover` (and `make soak`), which set IPAM_PATRONI=1.
+func TestPatroniFailover(t *testing.T) {
+	if os.Getenv("IPAM_PATRONI") != "1" {
+		t.Skip("the Patroni failover test runs with IPAM_PATRONI=1: make failover (or make soak)")
+	}
+	p := &patroniCluster{t: t, dir: serverDir(t, "patroni")}
+	t.Cleanup(func() { scriptQuiet(t, "patroni.sh", "stop", p.dir) })
+	p.do("start")
+	url := createDatabase(t, p.url("postgres"), "ipam")
+	seed(t, url)
+	ctx := context.Background()
+
+	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "scheduler", MaxConnections: 8, ConnectTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	var (
+		mu       sync.Mutex
+		acks     = map[string]*ack{}
+		ops      atomic.Int64
+		inflight atomic.Int64 // errors of calls and applies: each would have failed a user
+		applies  atomic.Int64
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	const clients, users = 4, 3
+	for g := 0; g < clients; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 11))
+			var mine []*ack
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if len(mine) > 3 && r.IntN(4) == 0 {
+					a := mine[0]
+					if _, err := st.Release(ctx, "c1", a.owner, 0); err != nil {
+						inflight.Add(1)
+						t.Errorf("client %d: release %s: %v", g, a.owner.ID, err)
+						return
+					}
+					mu.Lock()
+					a.active = false
+					mu.Unlock()
+					mine = mine[1:]
+				} else {
+					id := fmt.Sprintf("pa%d-%d", g, seq)
+					o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "pa"}
+					res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: o})
+					if err != nil {
+						inflight.Add(1)
+						t.Errorf("client %d: allocate %s: %v", g, id, err)
+						return
+					}
+					a := &ack{owner: o, addr: res.Address.String(), active: true}
+					mu.Lock()
+					acks[id] = a
+					mu.Unlock()
+					mine = append(mine, a)
+				}
+				ops.Add(1)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	ws := make([]*workdir, users)
+	for u := range ws {
+		ws[u] = newWorkdirWith(t, url, `  failover_timeout = "60s"`, "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 1; ; round++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ws[u].setHCL(`  failover_timeout = "60s"`, mixed(fmt.Sprintf("pu%d", u), min(3*round, 45)))
+				if out, err := ws[u].try("apply", "-input=false", "-auto-approve", "-parallelism=4"); err != nil {
+					inflight.Add(1)
+					t.Errorf("user %d: apply %d failed during the storm: %v\n%s", u, round, err, out)
+					return
+				}
+				applies.Add(1)
+			}
+		}()
+	}
+
+	waitOps := func(n int64) {
+		for target := ops.Load() + n; ops.Load() < target && !t.Failed(); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitOps(200)
+	switchAt := time.Now()
+	p.do("switchover")
+	switchTook := time.Since(switchAt)
+	waitOps(200)
+	p.do("wait-sync") // Patroni fails over only to a synchronous standby
+	killAt := time.Now()
+	p.do("kill-leader")
+	waitOps(1) // the first acknowledged operation after the kill
+	failoverTook := time.Since(killAt)
+	waitOps(200)
+	close(stop)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	db := activeByOwner(t, url)
+	nActive, nReleased := 0, 0
+	for id, a := range acks {
+		got, ok := db[ipamcore.OwnerInstance+"/"+id]
+		switch {
+		case a.active && !ok:
+			t.Errorf("lost: %s was acknowledged with %s, but it is not active after the failover", id, a.addr)
+		case a.active && canon(got) != canon(a.addr):
+			t.Errorf("%s was acknowledged with %s, the new primary says %s", id, a.addr, got)
+		case !a.active && ok:
+			t.Errorf("lost: the release of %s (%s) was acknowledged, but it is active after the failover", id, a.addr)
+		}
+		if a.active {
+			nActive++
+		} else {
+			nReleased++
+		}
+	}
+	inState := stateMatchesDB(t, url, ws...)
+	if len(db) != nActive+inState {
+		t.Errorf("%d active allocations, but clients hold %d and states %d: %d leaked", len(db), nActive, inState, len(db)-nActive-inState)
+	}
+	checkInvariants(t, url)
+	t.Logf("patroni: %d core operations acknowledged (%d allocations active, %d released), %d terraform applies (%d resources in state) "+
+		"across 1 switchover (%s) and 1 failover (SIGKILL of the primary; first acknowledged operation after %s); "+
+		"%d in-flight errors, 0 duplicates, 0 lost, 0 leaked",
+		ops.Load(), nActive, nReleased, applies.Load(), inState, switchTook.Round(100*time.Millisecond),
+		failoverTook.Round(100*time.Millisecond), inflight.Load())
+}
