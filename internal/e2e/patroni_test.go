@@ -149,8 +149,8 @@ func TestPatroniFailover(t *testing.T) {
 	switchTook := time.Since(switchAt)
 	waitOps(200)
 	p.do("wait-sync") // Patroni fails over only to a synchronous standby
-	killAt := time.Now()
 	p.do("kill-leader")
+	killAt := time.Now()
 	waitOps(1) // the first acknowledged operation after the kill
 	failoverTook := time.Since(killAt)
 	waitOps(200)
@@ -184,7 +184,7 @@ func TestPatroniFailover(t *testing.T) {
 	}
 	checkInvariants(t, url)
 	t.Logf("patroni: %d core operations acknowledged (%d allocations active, %d released), %d terraform applies (%d resources in state) "+
-		"across 1 switchover (%s) and 1 failover (SIGKILL of the primary; first acknowledged operation after %s); "+
+		"across 1 switchover (patronictl switchover took %s) and 1 failover (SIGKILL of the primary; first acknowledged operation %s later); "+
 		"%d in-flight errors, 0 duplicates, 0 lost, 0 leaked",
 		ops.Load(), nActive, nReleased, applies.Load(), inState, switchTook.Round(100*time.Millisecond),
 		failoverTook.Round(100*time.Millisecond), inflight.Load())
