@@ -11,7 +11,7 @@ import (
 
 // A call rides out a database with no usable server up to the failover
 // bound, and past it names each host and what it answered: a restart (the
-// server refuses connections, then answers again), a server that turned
+// server refuses connections, then answers again; also behind PgBouncer), a server that turned
 // read-only under open connections (a demoted primary: 25006 on the pool's
 // sessions), and target_session_attrs=read-write finding only a read-only
 // server. Nothing is allocated twice, and the calls that fail say what each
@@ -57,6 +57,18 @@ func TestFailoverBound(t *testing.T) {
 		t.Errorf("the allocation answered after %s, before the server was back", took)
 	}
 
+	// The same restart behind a transaction-pooling PgBouncer: PgBouncer
+	// answers for the server ("server login has been failing" for its
+	// server_login_retry), and the call rides that out too.
+	pooled := open(startPgBouncer(t, srv.url("postgres"), "transaction", "ipam"), 30*time.Second)
+	if _, err := alloc(pooled, "pooled-warm"); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	if _, err := outage(pooled, "pooled-restart", 2*time.Second, srv.restart); err != nil {
+		t.Fatalf("an allocation through PgBouncer across a 2s restart failed: %v", err)
+	}
+
 	// The server turns read-only under the pool's open sessions, then
 	// writable again: the call in flight succeeds.
 	readOnly := func(on bool) {
@@ -96,7 +108,7 @@ func TestFailoverBound(t *testing.T) {
 		t.Error("no allocations checked")
 	}
 	got := activeByOwner(t, url)
-	for _, id := range []string{"warm", "restart", "readonly"} {
+	for _, id := range []string{"warm", "restart", "pooled-restart", "readonly"} {
 		if got[ipamcore.OwnerNode+"/"+id] == "" {
 			t.Errorf("node %s holds no address", id)
 		}

@@ -18,12 +18,12 @@ import (
 )
 
 // startPgBouncer starts a PgBouncer (scripts/pgbouncer.sh, default settings)
-// in front of the test server, in the given pool mode, stopped at the end of
-// the test. It returns its URL for database db.
-func startPgBouncer(t *testing.T, mode, db string) string {
+// in front of the server of upstream (a superuser URL), in the given pool
+// mode, stopped at the end of the test. It returns its URL for database db.
+func startPgBouncer(t *testing.T, upstream, mode, db string) string {
 	t.Helper()
 	dir := serverDir(t, "pgbouncer")
-	script(t, "pgbouncer.sh", "start", dir, "--upstream", testdb.AdminURL(t), "--mode", mode)
+	script(t, "pgbouncer.sh", "start", dir, "--upstream", upstream, "--mode", mode)
 	t.Cleanup(func() { scriptQuiet(t, "pgbouncer.sh", "stop", dir) })
 	b, err := os.ReadFile(filepath.Join(dir, "url"))
 	if err != nil {
@@ -65,7 +65,7 @@ func TestPgBouncer(t *testing.T) {
 			t.Parallel()
 			db := fmt.Sprintf("pgbouncer_%s_%d", mode, os.Getpid())
 			createEmptyDatabase(t, db)
-			url := startPgBouncer(t, mode, db)
+			url := startPgBouncer(t, testdb.AdminURL(t), mode, db)
 			direct := testdb.WithDatabase(testdb.AdminURL(t), db) // what the checks read, bypassing the pooler
 			ctx := context.Background()
 

@@ -255,7 +255,9 @@ func failoverError(err error) bool {
 			pe.Code == pgerrcode.CrashShutdown, pe.Code == pgerrcode.CannotConnectNow:
 			return true
 		case pe.Code == pgerrcode.ProtocolViolation:
-			return false
+			// PgBouncer answers 08P01 both for what it refuses and for a
+			// server behind it that it cannot reach now.
+			return !refusedForGood(pe)
 		case strings.HasPrefix(pe.Code, "08"):
 			return true
 		}
@@ -264,17 +266,22 @@ func failoverError(err error) bool {
 	return isConnError(err)
 }
 
-// refusal reports whether a server answered and refused us for good: bad
-// credentials, a database or role that does not exist, a protocol the front
-// end does not speak (a pooler rejecting a startup parameter), a TLS setup
-// that cannot work. Retrying cannot help.
+// refusedForGood reports whether a server answered and refused us for good:
+// bad credentials, a database or role that does not exist, a startup
+// parameter a pooler does not accept, a certificate that does not verify.
+// Retrying cannot help.
 func refusedForGood(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case strings.HasPrefix(pe.Code, "28"), pe.Code == pgerrcode.InvalidCatalogName,
-			pe.Code == pgerrcode.ProtocolViolation, pe.Code == pgerrcode.FeatureNotSupported:
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == pgerrcode.InvalidCatalogName, pe.Code == pgerrcode.FeatureNotSupported:
 			return true
+		case pe.Code == pgerrcode.ProtocolViolation:
+			// PgBouncer's refusals; its other 08P01 answers ("pgbouncer cannot
+			// connect to server", "server conn crashed?") pass with a failover.
+			m := strings.ToLower(pe.Message)
+			return strings.Contains(m, "unsupported") || strings.Contains(m, "no such") ||
+				strings.Contains(m, "authentication") || strings.Contains(m, "password")
 		}
 		return false
 	}
@@ -342,6 +349,8 @@ func hostAnswer(err error, secret string) string {
 			return host + "rejected the credentials (" + scrub(pe.Message, secret) + ")"
 		case pe.Code == pgerrcode.InvalidCatalogName:
 			return host + "has no such database (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.ProtocolViolation && !refusedForGood(pe):
+			return host + "(a pooler) cannot reach its server (" + scrub(pe.Message, secret) + ")"
 		case pe.Code == pgerrcode.ProtocolViolation, pe.Code == pgerrcode.FeatureNotSupported:
 			return host + "refused the session (" + scrub(pe.Message, secret) + ")"
 		case pe.Code == pgerrcode.TooManyConnections:
