@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net/netip"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,22 +16,16 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 )
 
-// The hot statements are read from the allocator's source at run time, not
-// copied: internal/ipamcore changes, and an EXPLAIN of a stale copy proves
-// nothing. Each statement is named by the function that issues it; a
-// function that disappears (renamed, moved into another) fails the run, so
-// this list is kept in step with the allocator.
+// The hot statements are the core's named statements (ipamcore.HotStatements),
+// not copies: each entry below names one and gives the parameters to EXPLAIN
+// it with. A statement the core no longer names fails the run, and a named
+// statement with no entry here fails it too, so the two lists stay in step.
 
 // hotStatement is one statement of the allocation path.
 type hotStatement struct {
-	name string
-	fn   string   // the function that issues it (first of these found)
-	alt  []string // other functions that may hold it now
-	has  string   // a fragment that picks the statement among fn's
-	// transform derives a variant of the statement (e.g. without SKIP LOCKED).
-	transform func(string) string
-	db        string // "growth" (the 1M instance pool) or "reuse" (the full pool with 1M cooled rows)
-	params    func(f *planFixture) []any
+	name   string // its name in ipamcore.HotStatements
+	db     string // "growth" (the 1M instance pool) or "reuse" (the full pool with 1M cooled rows)
+	params func(f *planFixture) []any
 }
 
 // planFixture holds realistic parameter values from the preloaded databases.
@@ -47,48 +37,47 @@ type planFixture struct {
 }
 
 var hotStatements = []hotStatement{
-	{name: "pool lookup", fn: "loadPool", has: "FROM ipam_pools", db: "growth",
+	{name: "pool lookup", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.poolID} }},
-	{name: "owner probe", fn: "ownerRows", db: "growth",
+	{name: "owner probe", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
-	{name: "stripe pick (SKIP LOCKED)", fn: "takeStripeSQL", db: "growth",
+	{name: "stripe pick (SKIP LOCKED)", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.poolID, 32} }},
-	{name: "stripe pick (waiting, no SKIP LOCKED)", fn: "takeStripeSQL", db: "growth",
-		transform: func(s string) string { return strings.Replace(s, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1) },
-		params:    func(f *planFixture) []any { return []any{f.poolID, 32} }},
-	{name: "fresh space left? (after a waiting pick found none)", fn: "takeFresh", has: "EXISTS", db: "reuse",
+	{name: "stripe pick (waiting, no SKIP LOCKED)", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.poolID, 32} }},
+	{name: "fresh space left? (after a waiting pick found none)", db: "reuse",
 		params: func(f *planFixture) []any { return []any{f.qPoolID} }},
-	{name: "insert allocation + event (CTE)", fn: "insertFresh", db: "growth",
+	{name: "insert allocation + event (CTE)", db: "growth",
 		params: func(f *planFixture) []any {
 			return []any{uuid.New(), f.clusterID, f.poolID, f.addr, int64(2_000_001), "instance", "x-1", "acme", "prod", nil, "x-1",
 				"bench", uuid.New(), "instance.allocated", time.Duration(0), nil, "{}"}
 		}},
-	{name: "event insert", fn: "insertEvent", db: "growth",
+	{name: "event insert", db: "growth",
 		params: func(f *planFixture) []any {
 			return []any{uuid.New(), "instance.released", f.clusterID, f.poolID, uuid.New(), int64(2), f.addr, "instance", "pre-2",
 				"acme", "env-2", nil, "pre-2", "bench", "{}"}
 		}},
-	{name: "reuse pick (cooled queue, SKIP LOCKED)", fn: "takeCooled", db: "reuse",
+	{name: "reuse pick (cooled queue, SKIP LOCKED)", db: "reuse",
 		params: func(f *planFixture) []any { return []any{f.qPoolID} }},
-	{name: "reuse take (conditional write)", fn: "activate", db: "reuse",
+	{name: "reuse take (conditional write)", db: "reuse",
 		params: func(f *planFixture) []any {
 			return []any{f.cooledID, int64(1), "node", "x-1", nil, nil, "x-1", nil, "bench", time.Duration(0), nil}
 		}},
-	{name: "exact claim probe", fn: "claimExact", has: "FROM ipam_allocations", db: "growth",
+	{name: "exact claim probe", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
-	{name: "release", fn: "releaseTx", alt: []string{"Release"}, has: "state = 'cooling'", db: "growth",
+	{name: "release", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0)} }},
-	{name: "fast path: fresh allocation in one statement (node, instance, IPv4 counter pools)", fn: "fastTake", db: "growth",
+	{name: "fast path: fresh allocation in one statement (node, instance, IPv4 counter pools)", db: "growth",
 		params: func(f *planFixture) []any {
 			return []any{f.clusterID, f.poolID, "instance", "x-2", uuid.New(), "acme", "prod", "n1", "x-2", "bench", nil,
 				uuid.New(), "instance.allocated", time.Duration(0), f.clusterID + "/blocks/n1"}
 		}},
-	{name: "fast path: apply of a planned hold in one statement", fn: "fastConfirm", db: "growth",
+	{name: "fast path: apply of a planned hold in one statement", db: "growth",
 		params: func(f *planFixture) []any {
 			return []any{f.clusterID, "instance", "pre-2", f.addr, "acme", "prod", "n1", "pre-2", nil, "bench", nil,
 				uuid.New(), "instance.allocated"}
 		}},
-	{name: "refresh read", fn: "GetActive", db: "growth",
+	{name: "refresh read", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
 }
 
@@ -106,171 +95,13 @@ type PlanResult struct {
 	Problems []string
 }
 
-// source is the parsed internal/ipamcore package.
-type source struct {
-	fset   *token.FileSet
-	consts map[string]ast.Expr
-	funcs  map[string]*ast.FuncDecl
-}
-
-func loadSource(dir string) (*source, error) {
-	s := &source{fset: token.NewFileSet(), consts: map[string]ast.Expr{}, funcs: map[string]*ast.FuncDecl{}}
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		return nil, err
+// hotSQL maps the core's named hot statements to their SQL.
+func hotSQL() map[string]string {
+	m := map[string]string{}
+	for _, st := range ipamcore.HotStatements() {
+		m[st.Name] = st.SQL
 	}
-	for _, fn := range files {
-		if strings.HasSuffix(fn, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(s.fset, fn, nil, 0)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				s.funcs[d.Name.Name] = d
-			case *ast.GenDecl:
-				if d.Tok != token.CONST {
-					continue
-				}
-				for _, sp := range d.Specs {
-					vs := sp.(*ast.ValueSpec)
-					for i, n := range vs.Names {
-						if i < len(vs.Values) {
-							s.consts[n.Name] = vs.Values[i]
-						}
-					}
-				}
-			}
-		}
-	}
-	if len(s.funcs) == 0 {
-		return nil, fmt.Errorf("no Go source in %s", dir)
-	}
-	return s, nil
-}
-
-// eval evaluates a string expression of literals, constants and +.
-func (s *source) eval(e ast.Expr, env map[string]ast.Expr, depth int) (string, bool) {
-	if depth > 20 {
-		return "", false
-	}
-	switch e := e.(type) {
-	case *ast.BasicLit:
-		if e.Kind != token.STRING {
-			return "", false
-		}
-		v, err := strconv.Unquote(e.Value)
-		return v, err == nil
-	case *ast.BinaryExpr:
-		if e.Op != token.ADD {
-			return "", false
-		}
-		a, ok := s.eval(e.X, env, depth+1)
-		if !ok {
-			return "", false
-		}
-		b, ok := s.eval(e.Y, env, depth+1)
-		return a + b, ok
-	case *ast.ParenExpr:
-		return s.eval(e.X, env, depth+1)
-	case *ast.Ident:
-		if x, ok := env[e.Name]; ok {
-			return s.eval(x, env, depth+1)
-		}
-		if x, ok := s.consts[e.Name]; ok {
-			return s.eval(x, env, depth+1)
-		}
-	}
-	return "", false
-}
-
-type foundSQL struct {
-	sql string
-	pos token.Position
-}
-
-// statementsOf lists the SQL a function sends (the string argument of its
-// QueryRow/Query/Exec calls) or returns, in source order. Local constants
-// and variables take their first value.
-func (s *source) statementsOf(name string) ([]foundSQL, bool) {
-	fd, ok := s.funcs[name]
-	if !ok || fd.Body == nil {
-		return nil, false
-	}
-	env := map[string]ast.Expr{}
-	var out []foundSQL
-	add := func(e ast.Expr) {
-		if v, ok := s.eval(e, env, 0); ok && looksLikeSQL(v) {
-			out = append(out, foundSQL{v, s.fset.Position(e.Pos())})
-		}
-	}
-	ast.Inspect(fd.Body, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.AssignStmt:
-			for i, l := range n.Lhs {
-				if id, ok := l.(*ast.Ident); ok && i < len(n.Rhs) {
-					if _, seen := env[id.Name]; !seen {
-						env[id.Name] = n.Rhs[i]
-					}
-				}
-			}
-		case *ast.ValueSpec:
-			for i, id := range n.Names {
-				if i < len(n.Values) {
-					if _, seen := env[id.Name]; !seen {
-						env[id.Name] = n.Values[i]
-					}
-				}
-			}
-		case *ast.CallExpr:
-			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && len(n.Args) >= 2 {
-				switch sel.Sel.Name {
-				case "QueryRow", "Query", "Exec", "runOne": // runOne: the fast path's one-statement runner
-					add(n.Args[1])
-				}
-			}
-		case *ast.ReturnStmt:
-			for _, r := range n.Results {
-				add(r)
-			}
-		}
-		return true
-	})
-	return out, true
-}
-
-func looksLikeSQL(s string) bool {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	for _, k := range []string{"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "(SELECT"} {
-		if strings.HasPrefix(u, k) {
-			return true
-		}
-	}
-	return false
-}
-
-// find returns the statement's SQL and where it is.
-func (h hotStatement) find(s *source) (string, string, error) {
-	for _, fn := range append([]string{h.fn}, h.alt...) {
-		stmts, ok := s.statementsOf(fn)
-		if !ok {
-			continue
-		}
-		for _, st := range stmts {
-			if h.has == "" || strings.Contains(st.sql, h.has) {
-				sql := st.sql
-				if h.transform != nil {
-					sql = h.transform(sql)
-				}
-				return sql, fmt.Sprintf("%s:%d (%s)", filepath.Base(st.pos.Filename), st.pos.Line, fn), nil
-			}
-		}
-	}
-	return "", "", fmt.Errorf("no statement of %s found in internal/ipamcore (renamed or moved?): update hotStatements in bench/explain.go",
-		strings.Join(append([]string{h.fn}, h.alt...), " or "))
+	return m
 }
 
 // sqlLiteral renders a parameter value for EXECUTE.
@@ -301,13 +132,17 @@ func sqlLiteral(v any) string {
 // (what a prepared statement may switch to after five executions), and fails
 // the run on a sequential scan of the watched tables or a sort.
 func (r *runner) explainSection(ctx context.Context) error {
-	if r.cfg.RepoRoot == "" {
-		return fmt.Errorf("cannot find the module source (internal/ipamcore): run from the repository")
+	named := hotSQL()
+	for _, h := range hotStatements {
+		if _, ok := named[h.name]; !ok {
+			r.rep.fail("EXPLAIN %s: the core names no such hot statement (renamed?): update hotStatements in bench/explain.go", h.name)
+		}
+		delete(named, h.name)
 	}
-	src, err := loadSource(filepath.Join(r.cfg.RepoRoot, "internal", "ipamcore"))
-	if err != nil {
-		return err
+	for name := range named {
+		r.rep.fail("EXPLAIN: the core's hot statement %q has no entry in bench/explain.go", name)
 	}
+	named = hotSQL()
 	dbs := map[string]string{}
 	f := &planFixture{}
 	if r.growth != nil && len(r.growth.levels) > 0 {
@@ -348,11 +183,11 @@ func (r *runner) explainSection(ctx context.Context) error {
 		}
 	}()
 	for _, h := range hotStatements {
-		sql, where, err := h.find(src)
-		if err != nil {
-			r.rep.fail("EXPLAIN %s: %v", h.name, err)
+		sql, ok := named[h.name]
+		if !ok {
 			continue
 		}
+		where := "ipamcore.HotStatements: " + h.name
 		c := conns[h.db]
 		if c == nil {
 			cc, err := pgx.ParseConfig(dbs[h.db])

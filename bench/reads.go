@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -64,21 +63,7 @@ func (r *runner) readsSection(ctx context.Context) error {
 // from internal/ipamcore (the constant usagePoolsSQL, with the planner
 // setting the core applies before it, if any), to show where the time goes.
 func (r *runner) usagePlan(ctx context.Context, p *loadedPool) error {
-	if r.cfg.RepoRoot == "" {
-		return fmt.Errorf("no source")
-	}
-	src, err := loadSource(filepath.Join(r.cfg.RepoRoot, "internal", "ipamcore"))
-	if err != nil {
-		return err
-	}
-	q, ok := src.consts["usagePoolsSQL"]
-	if !ok {
-		return fmt.Errorf("const usagePoolsSQL not found in internal/ipamcore")
-	}
-	sql, ok := src.eval(q, nil, 0)
-	if !ok {
-		return fmt.Errorf("usagePoolsSQL is not a constant string")
-	}
+	setting, sql := ipamcore.UsageStatement()
 	cc, err := pgx.ParseConfig(p.dbURL)
 	if err != nil {
 		return err
@@ -94,13 +79,8 @@ func (r *runner) usagePlan(ctx context.Context, p *loadedPool) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	var setting string
-	if e, ok := src.consts["usagePlannerSetting"]; ok {
-		if setting, ok = src.eval(e, nil, 0); ok {
-			if _, err := tx.Exec(ctx, setting); err != nil {
-				return err
-			}
-		}
+	if _, err := tx.Exec(ctx, setting); err != nil {
+		return err
 	}
 	if _, err := tx.Exec(ctx, "PREPARE ipambench_usage AS "+sql); err != nil {
 		return err

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,11 +62,11 @@ func TestPatroniFailover(t *testing.T) {
 	defer st.Close()
 
 	var (
-		mu       sync.Mutex
-		acks     = map[string]*ack{}
+		log      = &ackLog{acks: map[string]*ack{}}
 		ops      atomic.Int64
 		inflight atomic.Int64 // errors of calls and applies: each would have failed a user
 		applies  atomic.Int64
+		stopped  atomic.Bool
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
@@ -76,42 +75,11 @@ func TestPatroniFailover(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 11))
-			var mine []*ack
-			for seq := 0; ; seq++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if len(mine) > 3 && r.IntN(4) == 0 {
-					a := mine[0]
-					if _, err := st.Release(ctx, "c1", a.owner, 0); err != nil {
-						inflight.Add(1)
-						t.Errorf("client %d: release %s: %v", g, a.owner.ID, err)
-						return
-					}
-					mu.Lock()
-					a.active = false
-					mu.Unlock()
-					mine = mine[1:]
-				} else {
-					id := fmt.Sprintf("pa%d-%d", g, seq)
-					o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "pa"}
-					res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: o})
-					if err != nil {
-						inflight.Add(1)
-						t.Errorf("client %d: allocate %s: %v", g, id, err)
-						return
-					}
-					a := &ack{owner: o, addr: res.Address.String(), active: true}
-					mu.Lock()
-					acks[id] = a
-					mu.Unlock()
-					mine = append(mine, a)
-				}
+			if !ackClient(t, st, g, "pa", log, func() bool { return !stopped.Load() }, func(*ack, bool) {
 				ops.Add(1)
 				time.Sleep(5 * time.Millisecond)
+			}) {
+				inflight.Add(1)
 			}
 		}()
 	}
@@ -154,30 +122,15 @@ func TestPatroniFailover(t *testing.T) {
 	waitOps(1) // the first acknowledged operation after the kill
 	failoverTook := time.Since(killAt)
 	waitOps(200)
+	stopped.Store(true)
 	close(stop)
 	wg.Wait()
 	if t.Failed() {
 		return
 	}
 
+	nActive, nReleased := checkAcks(t, url, log.acks)
 	db := activeByOwner(t, url)
-	nActive, nReleased := 0, 0
-	for id, a := range acks {
-		got, ok := db[ipamcore.OwnerInstance+"/"+id]
-		switch {
-		case a.active && !ok:
-			t.Errorf("lost: %s was acknowledged with %s, but it is not active after the failover", id, a.addr)
-		case a.active && canon(got) != canon(a.addr):
-			t.Errorf("%s was acknowledged with %s, the new primary says %s", id, a.addr, got)
-		case !a.active && ok:
-			t.Errorf("lost: the release of %s (%s) was acknowledged, but it is active after the failover", id, a.addr)
-		}
-		if a.active {
-			nActive++
-		} else {
-			nReleased++
-		}
-	}
 	inState := stateMatchesDB(t, url, ws...)
 	if len(db) != nActive+inState {
 		t.Errorf("%d active allocations, but clients hold %d and states %d: %d leaked", len(db), nActive, inState, len(db)-nActive-inState)

@@ -99,6 +99,79 @@ func TestFaultDatabaseStoppedMidApply(t *testing.T) {
 	}
 }
 
+// checkAcks checks the database at url against what the clients were told:
+// every acknowledged allocation is active with its address, every
+// acknowledged release is not active. It returns how many are active and
+// released.
+func checkAcks(t *testing.T, url string, acks map[string]*ack) (nActive, nReleased int) {
+	t.Helper()
+	db := activeByOwner(t, url)
+	for id, a := range acks {
+		got, ok := db[ipamcore.OwnerInstance+"/"+id]
+		switch {
+		case a.active && !ok:
+			t.Errorf("lost commit: %s was acknowledged with %s, but it is not active after the failover", id, a.addr)
+		case a.active && canon(got) != canon(a.addr):
+			t.Errorf("%s was acknowledged with %s, the new primary says %s", id, a.addr, got)
+		case !a.active && ok:
+			t.Errorf("lost commit: the release of %s (%s) was acknowledged, but it is active after the failover", id, a.addr)
+		}
+		if a.active {
+			nActive++
+		} else {
+			nReleased++
+		}
+	}
+	return nActive, nReleased
+}
+
+// ackLog is what the clients of a failover test were told.
+type ackLog struct {
+	mu   sync.Mutex
+	acks map[string]*ack
+}
+
+// ackClient is client g of a failover test: it allocates instance addresses
+// (owners prefix<g>-<n>) and releases its oldest ones, never retrying
+// itself (the core rides a failover out), recording each acknowledged
+// operation in log and reporting it to acked, while more says so. It
+// returns false at its first error, which fails the test.
+func ackClient(t *testing.T, st *ipamcore.Store, g int, prefix string, log *ackLog, more func() bool, acked func(a *ack, allocated bool)) bool {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(uint64(g), 7))
+	var mine []*ack
+	for seq := 0; more(); {
+		if len(mine) > 3 && r.IntN(4) == 0 {
+			a := mine[0]
+			if _, err := st.Release(ctx, "c1", a.owner, 0); err != nil {
+				t.Errorf("client %d: release %s: %v", g, a.owner.ID, err)
+				return false
+			}
+			log.mu.Lock()
+			a.active = false
+			log.mu.Unlock()
+			mine = mine[1:]
+			acked(a, false)
+			continue
+		}
+		id := fmt.Sprintf("%s%d-%d", prefix, g, seq)
+		seq++
+		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: prefix}
+		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: o})
+		if err != nil {
+			t.Errorf("client %d: allocate %s: %v", g, id, err)
+			return false
+		}
+		a := &ack{owner: o, addr: res.Address.String(), active: true}
+		log.mu.Lock()
+		log.acks[id] = a
+		log.mu.Unlock()
+		mine = append(mine, a)
+		acked(a, true)
+	}
+	return true
+}
+
 // ack is an operation the client saw succeed.
 type ack struct {
 	owner   ipamcore.Owner
@@ -142,60 +215,27 @@ func TestFaultFailoverToStandby(t *testing.T) {
 	const clients = 4
 	before, after := pick(80, 400), pick(25, 250) // acknowledged operations before the crash, per client after it
 	var (
-		mu        sync.Mutex
-		acks      = map[string]*ack{}
+		log       = &ackLog{acks: map[string]*ack{}}
 		total     atomic.Int64
 		promoted  atomic.Bool
 		firstBack atomic.Int64 // unix nanos of the first acknowledgement after the promotion
 		wg        sync.WaitGroup
 	)
-	// The clients do not retry: the core rides the failover out. A commit
-	// whose answer was lost is found when it runs the call again: an
-	// allocation is adopted (same owner and actor), a release finds nothing
-	// left to release.
-	retry := func(op func() error) error { return op() }
 	for g := 0; g < clients; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 7))
-			var mine []*ack
-			for seq, afterN := 0, 0; afterN < after; {
-				if len(mine) > 3 && r.IntN(4) == 0 {
-					a := mine[0]
-					if err := retry(func() error { _, err := st.Release(ctx, "c1", a.owner, 0); return err }); err != nil {
-						t.Errorf("client %d: release %s: %v", g, a.owner.ID, err)
-						return
-					}
-					mu.Lock()
-					a.active = false
-					mu.Unlock()
-					mine = mine[1:]
-				} else {
-					id := fmt.Sprintf("fo%d-%d", g, seq)
-					seq++
-					o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "fo"}
-					var res ipamcore.AllocateResult
-					if err := retry(func() error {
-						var err error
-						res, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: o})
-						return err
-					}); err != nil {
-						t.Errorf("client %d: allocate %s: %v", g, id, err)
-						return
-					}
-					a := &ack{owner: o, addr: res.Address.String(), active: true, afterAt: promoted.Load()}
-					mu.Lock()
-					acks[id] = a
-					mu.Unlock()
-					mine = append(mine, a)
+			afterN := 0
+			ackClient(t, st, g, "fo", log, func() bool { return afterN < after }, func(a *ack, allocated bool) {
+				if allocated {
+					a.afterAt = promoted.Load()
 				}
 				total.Add(1)
 				if promoted.Load() {
 					afterN++
 					firstBack.CompareAndSwap(0, time.Now().UnixNano())
 				}
-			}
+			})
 		}()
 	}
 	for total.Load() < int64(before) && !t.Failed() {
@@ -229,24 +269,9 @@ func TestFaultFailoverToStandby(t *testing.T) {
 	if got := stateMatchesDB(t, newURL, inflight); got != 45 {
 		t.Errorf("%d resources in the state of the apply that ran across the failover, want 45", got)
 	}
-	db := activeByOwner(t, newURL)
-	nActive, nReleased, nAfter := 0, 0, 0
-	for id, a := range acks {
-		owner := ipamcore.OwnerInstance + "/" + id
-		got, ok := db[owner]
-		switch {
-		case a.active && !ok:
-			t.Errorf("lost commit: %s was acknowledged with %s, but it is not active after the failover", id, a.addr)
-		case a.active && canon(got) != canon(a.addr):
-			t.Errorf("%s was acknowledged with %s, the new primary says %s", id, a.addr, got)
-		case !a.active && ok:
-			t.Errorf("lost commit: the release of %s (%s) was acknowledged, but it is active after the failover", id, a.addr)
-		}
-		if a.active {
-			nActive++
-		} else {
-			nReleased++
-		}
+	nActive, nReleased := checkAcks(t, newURL, log.acks)
+	nAfter := 0
+	for _, a := range log.acks {
 		if a.afterAt {
 			nAfter++
 		}

@@ -430,12 +430,7 @@ func (s *Store) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation)
 // ownerRows finds, with two index probes in one round trip, the owner's active
 // (or reserved) allocation and its most recently released cooling one.
 func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) (held, cooling *Allocation, err error) {
-	rows, err := tx.Query(ctx, `(SELECT `+allocColumns+` FROM ipam_allocations
-			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))
-		UNION ALL
-		(SELECT `+allocColumns+` FROM ipam_allocations
-			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'cooling'
-			ORDER BY released_at DESC LIMIT 1)`, clusterID, o.Kind, o.ID)
+	rows, err := tx.Query(ctx, sqlOwnerRows, clusterID, o.Kind, o.ID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -458,25 +453,7 @@ func (s *Store) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 // its generation, so a concurrent taker makes this attempt retry.
 func (s *Store) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
 	var prevState, prevKind, prevID, prevActor string
-	row := tx.QueryRow(ctx, `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1)
-		UPDATE ipam_allocations SET
-			state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-			generation = generation + 1,
-			owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-			allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11, confirmed_at = NULL,
-			-- A hold on a cooling address keeps its cooldown (cooling_until):
-			-- it is reusable by others only once both the hold and the
-			-- cooldown are over. A hand-out ends the cooldown.
-			reusable_at = CASE WHEN $10::interval > interval '0' THEN
-				greatest(ipam_now() + $10::interval, cooling_until) END,
-			cooling_until = CASE WHEN $10::interval > interval '0' THEN cooling_until END,
-			reserved_until = CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
-		WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
-			-- The one place that decides reuse: another owner only once the
-			-- row is reusable; the same owner takes its own address back.
-			AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))
-		RETURNING `+allocColumns+`, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
-			coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '')`,
+	row := tx.QueryRow(ctx, sqlActivate,
 		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
 		durationInterval(hold), nullable(o.SetID))
 	a, err := scanAllocation(extraRow{row, []any{&prevState, &prevKind, &prevID, &prevActor}})
@@ -554,22 +531,7 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 	if hold > 0 {
 		typ = "allocation.reserved"
 	}
-	a, err := scanAllocation(tx.QueryRow(ctx, `WITH a AS (
-			INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
-				org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, reusable_at, reserved_until, set_owner)
-			VALUES ($1, $2, $3, $4, $5, CASE WHEN $15::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-				1, $6, $7, $8, $9, $10, $11, $12, ipam_now(), ipam_now(),
-				CASE WHEN $15::interval > interval '0' THEN ipam_now() + $15::interval END,
-				CASE WHEN $15::interval > interval '0' THEN ipam_now() + $15::interval END, $16)
-			ON CONFLICT (cluster_id, address) DO NOTHING
-			RETURNING *
-		), e AS (
-			INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
-				org_id, env_id, node_id, instance_id, actor, data)
-			SELECT $13, $14, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-				node_id, instance_id, actor, $17 FROM a
-		)
-		SELECT `+allocColumns+` FROM a`,
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlInsertFresh,
 		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
 		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
 		newID(), typ, durationInterval(hold), nullable(o.SetID), jsonData(exactData(exact))))
@@ -577,26 +539,6 @@ func (s *Store) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr net
 }
 
 var errNoFresh = errors.New("no fresh address left")
-
-// takeStripeSQL locks the stripe with the lowest next ordinal (skipping those
-// other allocators hold, unless skipLocked is false) and advances it by one
-// stride, returning the ordinal it had. The pick is a MATERIALIZED CTE so it
-// runs exactly once: a subquery in UPDATE ... FROM may be rescanned by the
-// join and pick a second stripe.
-func takeStripeSQL(skipLocked bool) string {
-	lock := "FOR UPDATE SKIP LOCKED"
-	if !skipLocked {
-		lock = "FOR UPDATE"
-	}
-	return `WITH pick AS MATERIALIZED (
-			SELECT stripe FROM ipam_pool_stripes
-			WHERE pool_id = $1 AND next_ordinal <= last_ordinal
-			ORDER BY next_ordinal LIMIT 1 ` + lock + `)
-		UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
-		FROM pick
-		WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
-		RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`
-}
 
 // skipBatch is how many ordinals of a stripe one look-up checks for exact
 // claims ahead of the counter (one round trip).
@@ -615,15 +557,14 @@ func (s *Store) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, h
 	for {
 		var stripe int
 		var next, last int64
-		err := tx.QueryRow(ctx, takeStripeSQL(true), pool.ID, stride).Scan(&stripe, &next, &last)
+		err := tx.QueryRow(ctx, sqlTakeStripe, pool.ID, stride).Scan(&stripe, &next, &last)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Every stripe with space left is locked by another allocator, or
 			// none has space. Wait for one (no SKIP LOCKED) to tell which.
-			err = tx.QueryRow(ctx, takeStripeSQL(false), pool.ID, stride).Scan(&stripe, &next, &last)
+			err = tx.QueryRow(ctx, sqlTakeStripeWait, pool.ID, stride).Scan(&stripe, &next, &last)
 			if errors.Is(err, pgx.ErrNoRows) {
 				var left bool
-				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
-					WHERE pool_id = $1 AND next_ordinal <= last_ordinal)`, pool.ID).Scan(&left); err != nil {
+				if err := tx.QueryRow(ctx, sqlFreshLeft, pool.ID).Scan(&left); err != nil {
 					return Allocation{}, err
 				}
 				if left {
@@ -709,14 +650,11 @@ func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, la
 func (s *Store) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
 	var id uuid.UUID
 	var gen int64
-	const pick = `SELECT id, generation FROM ipam_allocations
-		WHERE pool_id = $1 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
-		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
-	err := tx.QueryRow(ctx, pick+` SKIP LOCKED`, pool.ID).Scan(&id, &gen)
+	err := tx.QueryRow(ctx, sqlTakeCooled, pool.ID).Scan(&id, &gen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Nothing unlocked: wait for the rows other allocators hold, so that a
 		// pick they roll back is not reported as exhaustion.
-		err = tx.QueryRow(ctx, pick, pool.ID).Scan(&id, &gen)
+		err = tx.QueryRow(ctx, sqlTakeCooledWait, pool.ID).Scan(&id, &gen)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Allocation{}, s.exhausted(ctx, tx, pool)
@@ -765,8 +703,7 @@ func (s *Store) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 			return Allocation{}, invalid("address", "%s lies in the part of pool %q given to per-node instance blocks; claim it on its node instead", addr, pool.ID)
 		}
 	}
-	cur, err := scanAllocation(tx.QueryRow(ctx, `SELECT `+allocColumns+` FROM ipam_allocations
-		WHERE cluster_id = $1 AND address = $2 FOR UPDATE`, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
+	cur, err := scanAllocation(tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
 	if errors.Is(err, ErrNotFound) {
 		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold, true)
 		if errors.Is(err, ErrNotFound) {
@@ -808,10 +745,7 @@ func (s *Store) GetActive(ctx context.Context, clusterID, ownerKind, ownerID str
 	var a Allocation
 	var stale bool
 	var cidrs []netip.Prefix
-	row := s.pool.QueryRow(ctx, `SELECT `+allocColumns+`, coalesce(last_seen_at < ipam_now() - interval '1 hour', true) OR confirmed_at IS NULL,
-			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
-		FROM ipam_allocations a
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`, clusterID, ownerKind, ownerID)
+	row := s.pool.QueryRow(ctx, sqlGetActive, clusterID, ownerKind, ownerID)
 	a, err := scanAllocation(extraRow{row, []any{&stale, &cidrs}})
 	if err != nil {
 		return a, s.mapErr(err)
@@ -883,15 +817,7 @@ func (s *Store) Release(ctx context.Context, clusterID string, o Owner, generati
 // releaseTx is Release inside the caller's transaction; ErrNotFound when
 // there was nothing (of that generation) to release.
 func (s *Store) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
-	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations a SET state = 'cooling',
-			released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
-		FROM ipam_pools p
-		WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
-			AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
-		RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
-			coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
-			coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-			a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true`, clusterID, o.Kind, o.ID, generation))
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease, clusterID, o.Kind, o.ID, generation))
 	if err != nil {
 		return err
 	}

@@ -74,9 +74,7 @@ func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
 	if e.Data == nil {
 		e.Data = map[string]any{}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address,
-			owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, data)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+	_, err := tx.Exec(ctx, sqlInsertEvent,
 		newID(), e.Type, nullable(e.ClusterID), nullable(e.PoolID), alloc, e.Generation, addr,
 		nullable(e.Owner.Kind), nullable(e.Owner.ID), nullable(e.Owner.OrgID), nullable(e.Owner.EnvID),
 		nullable(e.Owner.NodeID), nullable(e.Owner.InstanceID), e.Actor, e.Data)

@@ -113,7 +113,7 @@ func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	var cool pgtype.Interval
 	var mtu *int
 	var gw *netip.Prefix
-	err := q.QueryRow(ctx, `SELECT `+poolColumns+` FROM ipam_pools WHERE id = $1`, id).Scan(
+	err := q.QueryRow(ctx, sqlLoadPool, id).Scan(
 		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw,
 		&p.CreatedAt, &p.UpdatedAt, &p.Default, &p.AsWritten)
 	if errors.Is(err, pgx.ErrNoRows) {
