@@ -94,6 +94,44 @@ func TestPgBouncer(t *testing.T) {
 			}
 			seed(t, url)
 
+			// Two clients in turn read the same allocation: through
+			// transaction pooling the second lands on the server connection
+			// where the first prepared its statements, and its own named
+			// statement collides; it switches to unnamed statements and the
+			// read succeeds. Through session pooling, and directly, named
+			// statements stay.
+			wantMode := map[string]string{"transaction": "cache_describe", "session": "cache_statement"}[mode]
+			var last *ipamcore.Store
+			for i := 0; i < 2; i++ {
+				st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				probe := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: fmt.Sprintf("probe-%d", i), NodeID: fmt.Sprintf("probe-%d", i)}
+				if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: probe}); err != nil {
+					t.Fatalf("client %d through PgBouncer (%s pooling): %v", i, mode, err)
+				}
+				if _, err := st.GetActive(ctx, "c1", ipamcore.OwnerNode, probe.ID); err != nil {
+					t.Fatalf("client %d through PgBouncer (%s pooling): %v", i, mode, err)
+				}
+				if _, err := st.Release(ctx, "c1", probe, 0); err != nil {
+					t.Fatal(err)
+				}
+				last = st
+			}
+			if got := last.StatementMode(); got != wantMode {
+				t.Errorf("through %s pooling the second client sends statements as %s, want %s", mode, got, wantMode)
+			}
+			directSt, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: direct, MaxConnections: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer directSt.Close()
+			if _, err := directSt.PoolUsage(ctx, "c1"); err != nil || directSt.StatementMode() != "cache_statement" {
+				t.Errorf("a direct connection: %v, statements as %s, want cache_statement", err, directSt.StatementMode())
+			}
+
 			// One user: create, re-plan, import, destroy.
 			w := newWorkdir(t, url, mixed("solo", 6))
 			w.run("apply", "-input=false", "-auto-approve")

@@ -10,6 +10,8 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,9 +31,79 @@ const DefaultFailoverTimeout = 30 * time.Second
 // acquiring a connection, a read (QueryRow, Query until its first row,
 // Exec), the BEGIN of a transaction. What runs inside a transaction is
 // retried by withTx, which runs the whole transaction again.
+//
+// It also picks the statement mode (see Store.StatementMode): pgx's named
+// prepared statements (cache_statement, planned once per connection) until
+// a statement fails for want of them, as it does through a transaction
+// pooler, then, for good, unnamed statements with cached descriptions
+// (cache_describe): a new pool, and the call runs again.
 type dbPool struct {
-	*pgxpool.Pool
-	s *Store
+	sw *poolSwitch
+	s  *Store
+}
+
+// poolSwitch is the pool a store's calls use now, shared by its InTx views.
+type poolSwitch struct {
+	cur atomic.Pointer[pgxpool.Pool]
+	mu  sync.Mutex
+	// cfg makes the describing pool; nil when the mode is fixed (set in
+	// the connection string, or a pool the caller made).
+	cfg *pgxpool.Config
+	// retired is the pool switched away from: closed a minute later (calls
+	// that picked it up just before the switch finish on it) or with the
+	// store.
+	retired *pgxpool.Pool
+}
+
+func newDBPool(s *Store, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
+	sw := &poolSwitch{cfg: switchable}
+	sw.cur.Store(pool)
+	return dbPool{sw: sw, s: s}
+}
+
+// get is the pool to use now.
+func (p dbPool) get() *pgxpool.Pool { return p.sw.cur.Load() }
+
+func (p dbPool) Close() {
+	p.sw.mu.Lock()
+	retired := p.sw.retired
+	p.sw.mu.Unlock()
+	if retired != nil {
+		retired.Close()
+	}
+	p.get().Close()
+}
+
+func (p dbPool) Stat() *pgxpool.Stat                                { return p.get().Stat() }
+func (p dbPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.get().Acquire(ctx) }
+
+// describeStatements switches the store from named prepared statements to
+// unnamed ones when err says a named statement failed as only a
+// transaction pooler makes it fail: one session's statement missing on the
+// server connection another transaction got (26000), or already prepared
+// there by another client (42P05). It reports whether the call should run
+// again. The old pool closes once its connections are back.
+func (p dbPool) describeStatements(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.Code != pgerrcode.DuplicatePreparedStatement && pe.Code != pgerrcode.InvalidSQLStatementName) {
+		return false
+	}
+	p.sw.mu.Lock()
+	defer p.sw.mu.Unlock()
+	if p.sw.cfg == nil {
+		return p.get().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheDescribe
+	}
+	cfg := p.sw.cfg.Copy()
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	np, nerr := pgxpool.NewWithConfig(context.Background(), cfg)
+	if nerr != nil {
+		return false
+	}
+	old := p.sw.cur.Swap(np)
+	p.sw.cfg = nil
+	p.sw.retired = old
+	time.AfterFunc(time.Minute, old.Close)
+	return true
 }
 
 func (p dbPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -47,14 +119,14 @@ type retryRow struct {
 }
 
 func (r retryRow) Scan(dest ...any) error {
-	return r.p.s.retryConn(r.ctx, func() error { return r.p.Pool.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...) })
+	return r.p.s.retryConn(r.ctx, func() error { return r.p.get().QueryRow(r.ctx, r.sql, r.args...).Scan(dest...) })
 }
 
 func (p dbPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	r := &retryRows{p: p, ctx: ctx, sql: sql, args: args}
 	err := p.s.retryConn(ctx, func() error {
 		var err error
-		r.Rows, err = p.Pool.Query(ctx, sql, args...)
+		r.Rows, err = p.get().Query(ctx, sql, args...)
 		return err
 	})
 	if err != nil {
@@ -83,6 +155,13 @@ func (r *retryRows) Next() bool {
 			return true
 		}
 		err := r.Err()
+		if !r.seen && r.p.describeStatements(err) {
+			if rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...); qerr == nil {
+				r.Rows = rows
+				continue
+			}
+			return false
+		}
 		if r.seen || r.p.s.failover <= 0 || !failoverError(err) {
 			return false
 		}
@@ -93,7 +172,7 @@ func (r *retryRows) Next() bool {
 			return false
 		}
 		r.attempt++
-		rows, qerr := r.p.Pool.Query(r.ctx, r.sql, r.args...)
+		rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...)
 		if qerr != nil {
 			continue // r.Rows still holds the failure; the next round waits again
 		}
@@ -105,7 +184,7 @@ func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	var tag pgconn.CommandTag
 	err := p.s.retryConn(ctx, func() error {
 		var err error
-		tag, err = p.Pool.Exec(ctx, sql, args...)
+		tag, err = p.get().Exec(ctx, sql, args...)
 		return err
 	})
 	return tag, err
@@ -115,21 +194,21 @@ func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err := p.ready(ctx); err != nil {
 		return errBatch{err}
 	}
-	return p.Pool.SendBatch(ctx, b)
+	return p.get().SendBatch(ctx, b)
 }
 
 func (p dbPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	var tx pgx.Tx
 	err := p.s.retryConn(ctx, func() error {
 		var err error
-		tx, err = p.Pool.BeginTx(ctx, opts)
+		tx, err = p.get().BeginTx(ctx, opts)
 		return err
 	})
 	return tx, err
 }
 
 func (p dbPool) Ping(ctx context.Context) error {
-	return p.s.retryConn(ctx, func() error { return p.Pool.Ping(ctx) })
+	return p.s.retryConn(ctx, func() error { return p.get().Ping(ctx) })
 }
 
 // ready acquires a connection, retrying while no server is usable, and puts
@@ -173,6 +252,9 @@ func (s *Store) retryConn(ctx context.Context, fn func() error) error {
 	var first time.Time
 	for attempt := 0; ; attempt++ {
 		err := fn()
+		if err != nil && s.pool.describeStatements(err) {
+			err = fn()
+		}
 		if err == nil {
 			if attempt > 0 || s.downSince.Load() != 0 {
 				s.downSince.Store(0)

@@ -25,4 +25,4 @@ func (s *Store) BeginForTest(ctx context.Context) (pgx.Tx, error) {
 }
 
 // RawPool is the store's pool, for tests that look at its sessions.
-func (s *Store) RawPool() *pgxpool.Pool { return s.pool.Pool }
+func (s *Store) RawPool() *pgxpool.Pool { return s.pool.get() }

@@ -99,10 +99,13 @@ type Store struct {
 // the actor and the bounds (its connection fields are not used).
 func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	cc := pool.Config().ConnConfig
-	return newStore(pool, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, cfg)
+	return newStore(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, cfg)
 }
 
-func newStore(pool *pgxpool.Pool, addr, secret string, cfg Config) *Store {
+// newStore makes a store over pool. switchable, when not nil, is the pool's
+// configuration, from which the store may make a pool with unnamed
+// statements (see dbPool).
+func newStore(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret string, cfg Config) *Store {
 	if cfg.Actor == "" {
 		cfg.Actor = DefaultActor
 	}
@@ -113,7 +116,7 @@ func newStore(pool *pgxpool.Pool, addr, secret string, cfg Config) *Store {
 	s := &Store{addr: addr, secret: secret, actor: cfg.Actor,
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
 		downSince: new(atomic.Int64)}
-	s.pool = dbPool{Pool: pool, s: s}
+	s.pool = newDBPool(s, pool, switchable)
 	return s
 }
 
@@ -173,21 +176,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, &InvalidError{Field: "database_url", Msg: scrub(err.Error(), pc.ConnConfig.Password)}
 	}
-	return newStore(pool, strings.Join(addrs, ","), pc.ConnConfig.Password, cfg), nil
+	var switchable *pgxpool.Config
+	if !strings.Contains(cfg.DatabaseURL, "default_query_exec_mode") {
+		switchable = pc
+	}
+	return newStore(pool, switchable, strings.Join(addrs, ","), pc.ConnConfig.Password, cfg), nil
 }
 
-// DefaultQueryExecMode is how statements are sent unless the connection
-// string says otherwise (its default_query_exec_mode parameter): unnamed
-// statements whose result descriptions are cached per connection. Unlike
-// pgx's own default (named prepared statements, cache_statement), it works
-// through a transaction-pooling PgBouncer, which hands each transaction a
-// server connection that may not hold the statements another prepared.
-const DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-
 // ParsePoolConfig parses a connection string into a pool configuration with
-// the IPAM's connection defaults: application_name terraform-provider-ipam
-// (the one startup parameter sent besides user and database, which every
-// pooler accepts) and DefaultQueryExecMode. Parameters the string sets win.
+// the IPAM's connection default: application_name terraform-provider-ipam,
+// the one startup parameter sent besides user and database, which every
+// pooler accepts. Parameters the string sets win.
 func ParsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -199,10 +198,29 @@ func ParsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
 	}
-	if !strings.Contains(databaseURL, "default_query_exec_mode") {
-		pc.ConnConfig.DefaultQueryExecMode = DefaultQueryExecMode
-	}
 	return pc, nil
+}
+
+// StatementMode is how the store sends statements now: "cache_statement"
+// (named prepared statements, planned once per connection: pgx's default),
+// or "cache_describe" (unnamed statements with cached descriptions, which
+// work through a transaction pooler), or another mode the connection string
+// chose. A store that opened its own pool starts with cache_statement and
+// moves to cache_describe for good the first time a named statement fails
+// as only a transaction pooler makes it fail; the call runs again.
+func (s *Store) StatementMode() string {
+	switch s.pool.get().Config().ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement:
+		return "cache_statement"
+	case pgx.QueryExecModeCacheDescribe:
+		return "cache_describe"
+	case pgx.QueryExecModeDescribeExec:
+		return "describe_exec"
+	case pgx.QueryExecModeExec:
+		return "exec"
+	default:
+		return "simple_protocol"
+	}
 }
 
 // Close releases the pool.
@@ -267,7 +285,8 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 	return s.mapErr(s.retryConn(ctx, func() error {
 		var err error
-		for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		start := time.Now()
+		for attempt := 0; ; attempt++ {
 			if attempt > 0 {
 				base := time.Millisecond << min(attempt, 8)
 				d := base/2 + rand.N(base)
@@ -281,9 +300,32 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 			if err == nil || !retryable(err) || failoverError(err) {
 				break
 			}
+			if attempt+1 >= maxTxAttempts && (!lockConflict(err) || time.Since(start) >= s.lockConflictBudget()) {
+				break
+			}
 		}
 		return err
 	}))
+}
+
+// lockConflict reports a deadlock or a serialization failure: PostgreSQL
+// aborted this transaction so that another could go on.
+func lockConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == pgerrcode.DeadlockDetected || pe.Code == pgerrcode.SerializationFailure)
+}
+
+// lockConflictBudget is how long withTx keeps running a transaction again
+// that PostgreSQL keeps aborting for a deadlock or a serialization failure,
+// past its usual attempts: the lock bound, as a wait for those locks would
+// be (30s when unbounded). Long transactions that meet (node blocks scaled
+// and released at once) may abort each other several times in a row before
+// their backoffs part them.
+func (s *Store) lockConflictBudget() time.Duration {
+	if s.bounds.lock > 0 {
+		return s.bounds.lock
+	}
+	return DefaultLockTimeout
 }
 
 // TxSettings are the planner settings every transaction of the core starts
