@@ -82,7 +82,7 @@ func (p dbPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.g
 // transaction pooler makes it fail: one session's statement missing on the
 // server connection another transaction got (26000), or already prepared
 // there by another client (42P05). It reports whether the call should run
-// again. The old pool closes once its connections are back.
+// again. The old pool closes a minute later (or with the store).
 func (p dbPool) describeStatements(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || (pe.Code != pgerrcode.DuplicatePreparedStatement && pe.Code != pgerrcode.InvalidSQLStatementName) {
