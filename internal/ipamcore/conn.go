@@ -33,7 +33,7 @@ const DefaultFailoverTimeout = 30 * time.Second
 // retried by withTx, which runs the whole transaction again.
 //
 // It also picks the statement mode (see Store.StatementMode): pgx's named
-// prepared statements (cache_statement, planned once per connection) until
+// prepared statements (cache_statement, prepared once per connection) until
 // a statement fails for want of them, as it does through a transaction
 // pooler, then, for good, unnamed statements with cached descriptions
 // (cache_describe): a new pool, and the call runs again.

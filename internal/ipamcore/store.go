@@ -202,7 +202,7 @@ func ParsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 }
 
 // StatementMode is how the store sends statements now: "cache_statement"
-// (named prepared statements, planned once per connection: pgx's default),
+// (named prepared statements, prepared once per connection: pgx's default),
 // or "cache_describe" (unnamed statements with cached descriptions, which
 // work through a transaction pooler), or another mode the connection string
 // chose. A store that opened its own pool starts with cache_statement and
