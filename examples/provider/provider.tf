@@ -18,8 +18,11 @@ provider "ipam" {
   # When null, the provider reads IPAM_DATABASE_URL, then the standard PG* variables.
   database_url = var.ipam_database_url
 
-  max_connections = 8                    # default 4; further requests queue
-  auto_migrate    = true                 # default; false for a role that may not change the schema
-  connect_timeout = "5s"                 # per connection attempt (default "10s")
-  actor           = "platform-terraform" # recorded with every allocation and event
+  max_connections   = 8                    # default 4; further requests queue
+  auto_migrate      = true                 # default; false for a role that may not change the schema
+  connect_timeout   = "5s"                 # per connection attempt (default "10s")
+  lock_timeout      = "30s"                # a lock another session holds: ipam_busy past it (default)
+  statement_timeout = "120s"               # one statement: ipam_timeout past it (default)
+  failover_timeout  = "60s"                # ride out a switchover or failover this long (default "30s")
+  actor             = "platform-terraform" # recorded with every allocation and event
 }
