@@ -51,7 +51,7 @@ func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRe
 		OrgID: req.OrgID, EnvID: req.EnvID, NodeID: req.NodeID}
 	res, err := st.AllocateInstance(ctx, req.ClusterID, o, req.Address)
 	if err != nil {
-		return InstanceAddress{}, wrap(err)
+		return InstanceAddress{}, wrapInput(err, instanceFields)
 	}
 	return InstanceAddress{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, 128),
 		GatewayIPv6: res.Network.GatewayIPv6, MTU: res.Network.MTU, DNSServers: res.Network.DNSServers,
@@ -96,7 +96,7 @@ func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (
 	o := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: req.NodeID, NodeID: req.NodeID}
 	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
 		PoolID: ipamcore.PoolID(req.ClusterID, ipamcore.CategoryNode), Owner: o, Address: req.Address})
-	return addressOf(res), wrap(err)
+	return addressOf(res), wrapInput(err, nodeFields)
 }
 
 // ReleaseNode releases a node's address into the node cooldown; releasing
@@ -123,7 +123,7 @@ func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Requ
 	o := ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
 	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
 		PoolID: req.ClusterID + "/" + req.Pool, Owner: o, Address: req.Address})
-	return addressOf(res), wrap(err)
+	return addressOf(res), wrapInput(err, envIPv4Fields)
 }
 
 // ReleaseEnvIPv4 releases an environment's IPv4 into its pool's cooldown;
@@ -134,8 +134,8 @@ func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID
 
 func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
 	if err := ipamcore.ValidateOwner(ipamcore.Owner{Kind: kind, ID: id}); err != nil {
-		return wrap(err)
+		return wrapInput(err, releaseFields)
 	}
 	_, err := c.st.InTx(tx).Release(ctx, clusterID, ipamcore.Owner{Kind: kind, ID: id}, 0)
-	return wrap(err)
+	return wrapInput(err, releaseFields)
 }

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 )
@@ -93,4 +94,42 @@ func wrap(err error) error {
 		return &Error{code: c, err: err}
 	}
 	return err
+}
+
+// The core names a wrong input by its own name for it (cluster_id,
+// owner_id, address, ...); a caller of this package filled in a request's
+// fields. These maps name those fields instead.
+var (
+	instanceFields = requestFields("InstanceRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
+		"instance_id": "InstanceID", "owner_id": "InstanceID", "org_id": "OrgID", "env_id": "EnvID", "node_id": "NodeID",
+		"address": "Address"})
+	nodeFields = requestFields("NodeRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
+		"node_id": "NodeID", "owner_id": "NodeID", "address": "Address"})
+	envIPv4Fields = requestFields("EnvIPv4Request", map[string]string{"cluster_id": "ClusterID", "pool_id": "Pool",
+		"env_ipv4_id": "EnvID", "env_id": "EnvID", "owner_id": "EnvID", "org_id": "OrgID", "address": "Address"})
+	releaseFields = map[string]string{"cluster_id": "clusterID", "instance_id": "instanceID", "node_id": "nodeID",
+		"env_ipv4_id": "envID", "owner_id": "the owner's id"}
+)
+
+func requestFields(typ string, m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for core, field := range m {
+		out[core] = typ + "." + field
+	}
+	return out
+}
+
+// wrapInput is wrap, with a wrong input named by the caller's field.
+func wrapInput(err error, fields map[string]string) error {
+	var ie *ipamcore.InvalidError
+	if errors.As(err, &ie) {
+		if name, ok := fields[ie.Field]; ok {
+			msg := ie.Msg
+			if rest, found := strings.CutPrefix(msg, ie.Field+" "); found {
+				msg = name + " " + rest
+			}
+			err = &ipamcore.InvalidError{Field: name, Msg: msg, Err: ie.Err}
+		}
+	}
+	return wrap(err)
 }

@@ -1,0 +1,63 @@
+package ipam_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// Bad input names the field of the request the caller filled in (Go's
+// names, not the provider's attributes), says what would be valid, and
+// writes nothing.
+func TestBadInputNamesTheRequestField(t *testing.T) {
+	s := newScheduler(t, "")
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"empty instance", func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", OrgID: "acme", EnvID: "prod"})
+			return err
+		}, "InstanceRequest.InstanceID"},
+		{"bad org", func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "i-1", OrgID: "no spaces", EnvID: "prod"})
+			return err
+		}, "InstanceRequest.OrgID"},
+		{"bad cluster", func() error {
+			_, err := s.client.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "Bad Cluster", NodeID: "n1"})
+			return err
+		}, "NodeRequest.ClusterID"},
+		{"empty node", func() error {
+			_, err := s.client.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "c1"})
+			return err
+		}, "NodeRequest.NodeID"},
+		{"address outside the cluster", func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "i-2", OrgID: "acme", EnvID: "prod",
+				Address: netip.MustParseAddr("2001:db8:99::1")})
+			return err
+		}, "InstanceRequest.Address"},
+		{"empty env", func() error {
+			_, err := s.client.AllocateEnvIPv4(ctx, nil, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "acme"})
+			return err
+		}, "EnvIPv4Request.EnvID"},
+	} {
+		err := c.call()
+		if !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want ErrInvalid naming %s", c.name, err, c.want)
+		}
+		for _, attr := range []string{"owner_id", "instance_id", "org_id", "cluster_id", "node_id", "env_id"} {
+			if strings.Contains(err.Error(), attr+":") {
+				t.Errorf("%s: %v names the provider's attribute %s", c.name, err, attr)
+			}
+		}
+	}
+	if n := s.count(`SELECT count(*) FROM ipam_allocations`); n != 0 {
+		t.Errorf("bad input wrote %d allocations", n)
+	}
+}
