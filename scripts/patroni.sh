@@ -63,15 +63,6 @@ ensure_packages() {
 	command -v patroni >/dev/null 2>&1 || die "patroni installed but not on PATH"
 }
 
-bindir() {
-	local d best=""
-	for d in /usr/lib/postgresql/*/bin; do
-		[[ -x "$d/initdb" ]] && best=$d
-	done
-	[[ -n "$best" ]] || die "PostgreSQL server binaries not found (run scripts/pg.sh once, or install postgresql)"
-	echo "$best"
-}
-
 ctl() { # DIR ARGS...
 	local dir=$1
 	shift
@@ -120,7 +111,7 @@ cmd_start() {
 	local dir=$1
 	ensure_packages
 	local bin runas pw reppw
-	bin=$(bindir)
+	bin=$(find_bindir) || die "PostgreSQL server binaries not found (run scripts/pg.sh once, or install postgresql)"
 	runas=$(server_user)
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd -P)

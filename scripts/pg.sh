@@ -40,31 +40,6 @@ EOF
 	exit 2
 }
 
-# find_bindir: print the directory holding initdb/pg_ctl (highest version), or fail.
-find_bindir() {
-	local d best=""
-	while IFS= read -r d; do
-		if [[ -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
-			best=$d
-		fi
-	done < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V)
-	if [[ -n "$best" ]]; then
-		printf '%s\n' "$best"
-		return 0
-	fi
-	if command -v pg_config >/dev/null 2>&1; then
-		d=$(pg_config --bindir 2>/dev/null || true)
-		if [[ -n "$d" && -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
-			printf '%s\n' "$d"
-			return 0
-		fi
-	fi
-	for d in initdb pg_ctl; do
-		command -v "$d" >/dev/null 2>&1 || return 1
-	done
-	dirname "$(command -v initdb)"
-}
-
 install_postgres() {
 	# Another process may have installed it while we waited for the lock.
 	if find_bindir >/dev/null; then

@@ -32,27 +32,6 @@ func startPgBouncer(t *testing.T, upstream, mode, db string) string {
 	return withDatabase(t, strings.TrimSpace(string(b)), db)
 }
 
-// createEmptyDatabase creates a database with no schema on the test server.
-func createEmptyDatabase(t *testing.T, name string) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
-		if err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-			c.Close(ctx)
-		}
-	})
-}
-
 // The provider, ipamctl's core and the Go API through PgBouncer with its
 // default settings (no ignore_startup_parameters), in transaction and in
 // session pooling: several processes migrating an empty database at once,
@@ -64,9 +43,8 @@ func TestPgBouncer(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			db := fmt.Sprintf("pgbouncer_%s_%d", mode, os.Getpid())
-			createEmptyDatabase(t, db)
+			direct := createEmptyDatabase(t, testdb.AdminURL(t), db) // what the checks read, bypassing the pooler
 			url := startPgBouncer(t, testdb.AdminURL(t), mode, db)
-			direct := testdb.WithDatabase(testdb.AdminURL(t), db) // what the checks read, bypassing the pooler
 			ctx := context.Background()
 
 			// Several processes start at once on an empty database: one

@@ -152,8 +152,9 @@ func withDatabase(t testing.TB, u, db string) string {
 	return u[:i+3+j+1] + db + q
 }
 
-// createDatabase creates db on the server behind admin and migrates it.
-func createDatabase(t *testing.T, admin, db string) string {
+// createEmptyDatabase creates db, with no schema, on the server behind admin
+// (a superuser URL), dropped at the end of the test; it returns its URL.
+func createEmptyDatabase(t *testing.T, admin, db string) string {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, admin)
@@ -164,7 +165,20 @@ func createDatabase(t *testing.T, admin, db string) string {
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	url := withDatabase(t, admin, db)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+	return withDatabase(t, admin, db)
+}
+
+// createDatabase creates db on the server behind admin and migrates it.
+func createDatabase(t *testing.T, admin, db string) string {
+	t.Helper()
+	ctx := context.Background()
+	url := createEmptyDatabase(t, admin, db)
 	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 1})
 	if err != nil {
 		t.Fatal(err)

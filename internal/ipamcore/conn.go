@@ -139,13 +139,14 @@ func (p dbPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 // before its first row (after a row, the failure is the caller's).
 type retryRows struct {
 	pgx.Rows
-	p       dbPool
-	ctx     context.Context
-	sql     string
-	args    []any
-	seen    bool
-	first   time.Time
-	attempt int
+	p        dbPool
+	ctx      context.Context
+	sql      string
+	args     []any
+	seen     bool
+	switched bool // the statement mode was switched for this query once
+	first    time.Time
+	attempt  int
 }
 
 func (r *retryRows) Next() bool {
@@ -155,28 +156,27 @@ func (r *retryRows) Next() bool {
 			return true
 		}
 		err := r.Err()
-		if !r.seen && r.p.describeStatements(err) {
-			if rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...); qerr == nil {
-				r.Rows = rows
-				continue
+		switch {
+		case r.seen:
+			return false
+		case !r.switched && r.p.describeStatements(err):
+			r.switched = true
+		case r.p.s.failover > 0 && failoverError(err):
+			if r.first.IsZero() {
+				r.first = time.Now()
 			}
+			if !r.p.s.pause(r.ctx, r.attempt, r.first) {
+				return false
+			}
+			r.attempt++
+		default:
 			return false
 		}
-		if r.seen || r.p.s.failover <= 0 || !failoverError(err) {
-			return false
+		// On a failure to query again, r.Rows keeps the failure it had, and
+		// the next round judges it again (waiting again, within the bound).
+		if rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...); qerr == nil {
+			r.Rows = rows
 		}
-		if r.first.IsZero() {
-			r.first = time.Now()
-		}
-		if !r.p.s.pause(r.ctx, r.attempt, r.first) {
-			return false
-		}
-		r.attempt++
-		rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...)
-		if qerr != nil {
-			continue // r.Rows still holds the failure; the next round waits again
-		}
-		r.Rows = rows
 	}
 }
 
@@ -461,7 +461,7 @@ func (s *Store) connFailure(err error) (error, bool) {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		var answers []string
-		refused := true
+		refused, reached := true, false
 		errs := hostErrors(ce)
 		for _, e := range errs {
 			// sslmode=prefer tries each host twice (TLS, then plain): one answer each.
@@ -469,6 +469,8 @@ func (s *Store) connFailure(err error) (error, bool) {
 				answers = append(answers, a)
 			}
 			refused = refused && refusedForGood(e)
+			var pe *pgconn.PgError
+			reached = reached || errors.As(e, &pe) || errors.Is(e, pgconn.ErrReadOnlyConnection)
 		}
 		if len(errs) == 0 {
 			answers = []string{scrub(rootCause(err), s.secret)}
@@ -477,18 +479,22 @@ func (s *Store) connFailure(err error) (error, bool) {
 		if refused {
 			return &RefusedError{Addr: s.addr, Answers: answers}, true
 		}
-		return &UnavailableError{Addr: s.addr, Answers: answers, Waited: waited, Bound: bound, Err: errors.New(strings.Join(answers, "; "))}, true
+		return &UnavailableError{Addr: s.addr, Reached: reached, Answers: answers, Waited: waited, Bound: bound,
+			Err: errors.New(strings.Join(answers, "; "))}, true
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && refusedForGood(pe) {
 		return &RefusedError{Addr: s.addr, Answers: []string{hostAnswer(pe, s.secret)}}, true
 	}
-	if failoverError(err) || (errors.Is(err, context.DeadlineExceeded) && !s.connected()) {
+	neverConnected := errors.Is(err, context.DeadlineExceeded) && !s.connected()
+	if failoverError(err) || neverConnected {
 		what := scrub(rootCause(err), s.secret)
 		if errors.As(err, &pe) {
 			what = hostAnswer(pe, s.secret)
 		}
-		return &UnavailableError{Addr: s.addr, Answers: []string{what}, Waited: waited, Bound: bound, Err: errors.New(what)}, true
+		// A session that was lost or refused mid-way had reached a server.
+		return &UnavailableError{Addr: s.addr, Reached: !neverConnected, Answers: []string{what}, Waited: waited, Bound: bound,
+			Err: errors.New(what)}, true
 	}
 	return nil, false
 }

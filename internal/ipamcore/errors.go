@@ -83,6 +83,9 @@ func (e *ExhaustedError) Error() string {
 type UnavailableError struct {
 	// Addr lists the database's host:port pairs, comma separated.
 	Addr string
+	// Reached is true when a server answered (read-only, shutting down, a
+	// session lost mid-way); false when none could be reached at all.
+	Reached bool
 	// Answers says what each host tried answered ("127.0.0.1:5432 refused
 	// the connection (nothing listens there)", "... is read-only ...").
 	Answers []string
@@ -96,12 +99,8 @@ func (e *UnavailableError) Code() string { return CodeUnavailable }
 
 func (e *UnavailableError) Error() string {
 	what := "cannot be reached"
-	for _, a := range e.Answers {
-		if !strings.Contains(a, "refused the connection") && !strings.Contains(a, "did not answer") &&
-			!strings.Contains(a, "cannot be resolved") && !strings.Contains(a, "dial") {
-			what = "has no usable server"
-			break
-		}
+	if e.Reached {
+		what = "has no usable server"
 	}
 	msg := fmt.Sprintf("%s: the IPAM database at %s %s: %v", CodeUnavailable, e.Addr, what, e.Err)
 	if e.Waited > 0 {

@@ -131,8 +131,10 @@ func (s *Store) runOne(ctx context.Context, sql string, args ...any) (AllocateRe
 		}
 		return AllocateResult{}, false, &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
 	}
-	if c := Code(s.mapErr(err)); c == CodeBusy || c == CodeTimeout {
-		return AllocateResult{}, false, s.mapErr(err)
+	if err != nil {
+		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+			return AllocateResult{}, false, me
+		}
 	}
 	if err != nil || block == nil {
 		return AllocateResult{}, false, nil

@@ -152,7 +152,7 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 // Open parses the configuration and creates the pool. It does not connect:
 // call Ping or Migrate to find out whether the database answers.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	pc, err := ParsePoolConfig(cfg.DatabaseURL)
+	pc, err := parsePoolConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -183,11 +183,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return newStore(pool, switchable, strings.Join(addrs, ","), pc.ConnConfig.Password, cfg), nil
 }
 
-// ParsePoolConfig parses a connection string into a pool configuration with
+// parsePoolConfig parses a connection string into a pool configuration with
 // the IPAM's connection default: application_name terraform-provider-ipam,
 // the one startup parameter sent besides user and database, which every
 // pooler accepts. Parameters the string sets win.
-func ParsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
+func parsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
@@ -469,8 +469,6 @@ func (s *Store) mapErr(err error) error {
 			if strings.Contains(pe.Message, "statement timeout") {
 				return &TimeoutError{What: scrub(pe.Message, s.secret), Timeout: s.bounds.statement}
 			}
-		case pgerrcode.ReadOnlySQLTransaction:
-			return &ReadOnlyError{Msg: "the database is read-only here (" + scrub(pe.Message, s.secret) + "); a writable primary is needed"}
 		}
 	}
 	return errors.New(scrub(err.Error(), s.secret))
