@@ -145,7 +145,7 @@ func (r *runner) growthDB(ctx context.Context, n int) (*loadedPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := st.GetPool(ctx, ipamcore.PoolID(cl.ID, ipamcore.CategoryInstance))
+	p, err := st.GetPool(ctx, ipamcore.InstancePool(cl.ID).ID())
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (r *runner) interleaved(ctx context.Context, pools []*loadedPool, kind stri
 				o = ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}
 			}
 			t := time.Now()
-			if _, err := stores[k].Allocate(ctx, ipamcore.AllocateRequest{PoolID: pools[k].pool.ID, Owner: o}); err != nil {
+			if _, err := stores[k].Allocate(ctx, ipamcore.AllocateRequest{Pool: pools[k].pool.Ref(), Owner: o}); err != nil {
 				return nil, fmt.Errorf("allocating from the pool with %d rows: %w", pools[k].level, err)
 			}
 			if i >= warm {
@@ -260,7 +260,7 @@ func (r *runner) queueDB(ctx context.Context, name string, cooled int) (*loadedP
 	if err != nil {
 		return nil, err
 	}
-	p, err := st.GetPool(ctx, ipamcore.PoolID(cl.ID, ipamcore.CategoryNode))
+	p, err := st.GetPool(ctx, ipamcore.NodePool(cl.ID).ID())
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func (r *runner) reuseRoundTrips(ctx context.Context, p *loadedPool) error {
 	defer st.Close()
 	lines, err := countOps(ctx, px, []rtOp{{"Store.Allocate node (fresh space spent, from the cooled queue)", func(ctx context.Context, i int) error {
 		id := fmt.Sprintf("rt-%d", i)
-		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: p.pool.ID, Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
+		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: p.pool.Ref(), Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
 		return err
 	}}}, 5, min(r.sz.RoundTripOps, 50))
 	if err != nil {

@@ -227,25 +227,25 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 			_, err := conn.Exec(ctx, `INSERT INTO bench_insert (client, note) VALUES ($1, 'pgbench reference row')`, i)
 			return err
 		}},
-		{"Store.AllocateInstance (fresh; ipam_instance_address, ipam.AllocateInstance)", func(ctx context.Context, i int) error {
-			_, err := st.AllocateInstance(ctx, cl.ID, instanceOwner(owner("a", i)), netip.Addr{})
+		{"Store.Allocate instance (fresh; ipam_instance_address, ipam.AllocateInstance)", func(ctx context.Context, i int) error {
+			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cl.ID), Owner: instanceOwner(owner("a", i))})
 			return err
 		}},
 		{"Store.Allocate ipv4 (table pool)", func(ctx context.Context, i int) error {
 			id := owner("e", i)
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: v4.ID,
+			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: v4.Ref(),
 				Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}})
 			return err
 		}},
-		{"Store.ReserveInstance (plan-time hold)", func(ctx context.Context, i int) error {
-			a, err := st.ReserveInstance(ctx, cl.ID, instanceOwner(owner("h", i)), netip.Addr{}, time.Hour)
+		{"Store.Reserve instance (plan-time hold)", func(ctx context.Context, i int) error {
+			a, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cl.ID), Owner: instanceOwner(owner("h", i))}, time.Hour)
 			planned.Store(i, a.Address)
 			return err
 		}},
-		{"Store.AllocateInstance (apply of a held plan)", func(ctx context.Context, i int) error {
+		{"Store.Allocate instance (apply of a held plan)", func(ctx context.Context, i int) error {
 			addr, _ := planned.Load(i)
 			a, _ := addr.(netip.Addr)
-			_, err := st.AllocateInstance(ctx, cl.ID, instanceOwner(owner("h", i)), a)
+			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cl.ID), Owner: instanceOwner(owner("h", i)), Address: a})
 			return err
 		}},
 		{"Store.GetActive (refresh)", func(ctx context.Context, i int) error {

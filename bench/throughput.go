@@ -169,9 +169,9 @@ func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell 
 	switch {
 	case err != nil:
 	case kind == "node":
-		poolID = ipamcore.PoolID(cl.ID, ipamcore.CategoryNode)
+		poolID = ipamcore.NodePool(cl.ID).ID()
 	case kind == "instance":
-		poolID = ipamcore.PoolID(cl.ID, ipamcore.CategoryInstance)
+		poolID = ipamcore.InstancePool(cl.ID).ID()
 	default:
 		var p ipamcore.Pool
 		p, err = setup.CreatePool(ctx, ipamcore.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
@@ -186,9 +186,9 @@ func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell 
 	if err != nil {
 		return cell{label: label, clients: n, err: err}
 	}
-	// The calls the platform makes through the public API, which are the
-	// calls the Terraform resources make (an instance through
-	// AllocateInstance, which resolves the node's pool itself).
+	// The calls the platform makes through the public API, which reach the
+	// core's one entry point the Terraform resources call (Store.Allocate;
+	// an instance's pool is resolved there).
 	client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: int32(n), Actor: "bench"})
 	if err != nil {
 		return cell{label: label, clients: n, err: err}
@@ -769,7 +769,7 @@ func (r *runner) variantSetup(ctx context.Context, dbURL string) (*variantPool, 
 	if err != nil {
 		return nil, err
 	}
-	p, err := setup.GetPool(ctx, ipamcore.PoolID(cl.ID, ipamcore.CategoryInstance))
+	p, err := setup.GetPool(ctx, ipamcore.InstancePool(cl.ID).ID())
 	if err != nil {
 		return nil, err
 	}

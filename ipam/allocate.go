@@ -46,10 +46,10 @@ type InstanceAddress struct {
 // roll back with the caller's rows. On ipam_exhausted the failure and an
 // instance.allocation_failed event are recorded outside tx.
 func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRequest) (InstanceAddress, error) {
-	st := c.st.InTx(tx)
 	o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: req.InstanceID, InstanceID: req.InstanceID,
 		OrgID: req.OrgID, EnvID: req.EnvID, NodeID: req.NodeID}
-	res, err := st.AllocateInstance(ctx, req.ClusterID, o, req.Address)
+	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
+		Pool: ipamcore.ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
 	if err != nil {
 		return InstanceAddress{}, wrapInput(err, instanceFields)
 	}
@@ -95,7 +95,7 @@ func addressOf(res ipamcore.AllocateResult) Address {
 func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (Address, error) {
 	o := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: req.NodeID, NodeID: req.NodeID}
 	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
-		PoolID: ipamcore.PoolID(req.ClusterID, ipamcore.CategoryNode), Owner: o, Address: req.Address})
+		Pool: ipamcore.ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
 	return addressOf(res), wrapInput(err, nodeFields)
 }
 
@@ -122,7 +122,7 @@ type EnvIPv4Request struct {
 func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Request) (Address, error) {
 	o := ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
 	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
-		PoolID: req.ClusterID + "/" + req.Pool, Owner: o, Address: req.Address})
+		Pool: ipamcore.OperatorPool(req.ClusterID, req.Pool), Owner: o, Address: req.Address})
 	return addressOf(res), wrapInput(err, envIPv4Fields)
 }
 

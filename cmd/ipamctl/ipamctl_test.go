@@ -63,7 +63,7 @@ func instance(id, org, env string) ipamcore.Owner {
 
 func (w *world) alloc(pool string, o ipamcore.Owner) ipamcore.Allocation {
 	w.t.Helper()
-	r, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{PoolID: pool, Owner: o})
+	r, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestMetrics(t *testing.T) {
 	for _, e := range []string{"e1", "e2", "e3", "e4", "e5", "e6"} {
 		w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: e, EnvID: e})
 	}
-	if _, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e7"}}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+	if _, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e7"}}); ipamcore.Code(err) != ipamcore.CodeExhausted {
 		t.Fatalf("e7: %v", err)
 	}
 	w.alloc("c1/instance", instance("i1", "acme", "prod"))

@@ -30,7 +30,7 @@ func TestFailoverBound(t *testing.T) {
 		return st
 	}
 	alloc := func(st *ipamcore.Store, id string) (ipamcore.AllocateResult, error) {
-		return st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
+		return st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
 	}
 	// outage runs alloc while the database is out for about d, ended by end.
 	outage := func(st *ipamcore.Store, id string, d time.Duration, end func()) (time.Duration, error) {

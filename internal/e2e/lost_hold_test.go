@@ -31,7 +31,7 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "thief", NodeID: "thief"}, Address: addr}); err != nil {
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "thief", NodeID: "thief"}, Address: addr}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := w.try("apply", "-input=false", "tfplan")

@@ -87,7 +87,7 @@ func TestPgBouncer(t *testing.T) {
 				}
 				defer st.Close()
 				probe := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: fmt.Sprintf("probe-%d", i), NodeID: fmt.Sprintf("probe-%d", i)}
-				if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: probe}); err != nil {
+				if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: probe}); err != nil {
 					t.Fatalf("client %d through PgBouncer (%s pooling): %v", i, mode, err)
 				}
 				if _, err := st.GetActive(ctx, "c1", ipamcore.OwnerNode, probe.ID); err != nil {

@@ -157,7 +157,7 @@ func ackClient(t *testing.T, st *ipamcore.Store, g int, prefix string, log *ackL
 		id := fmt.Sprintf("%s%d-%d", prefix, g, seq)
 		seq++
 		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: prefix}
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: o})
+		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: o})
 		if err != nil {
 			t.Errorf("client %d: allocate %s: %v", g, id, err)
 			return false

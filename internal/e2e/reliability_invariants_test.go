@@ -113,7 +113,7 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 		{"c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "pe1", EnvID: "pe1"}},
 		{"c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "pe2", EnvID: "pe2"}},
 	} {
-		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: r.pool, Owner: r.o}); err != nil {
+		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(r.pool), Owner: r.o}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestCheckJudgesTheLatestRelease(t *testing.T) {
 	node := func(id string) ipamcore.Owner { return ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id} }
 	alloc := func(id string) netip.Addr {
 		t.Helper()
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node(id)})
+		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node(id)})
 		if err != nil {
 			t.Fatalf("allocate %s: %v", id, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
 
 // loadFigures is what one storm did, for the log and RELIABILITY.md.
@@ -38,7 +39,7 @@ func coreWorker(t *testing.T, st *ipamcore.Store, g int, stop <-chan struct{}, m
 	ctx := context.Background()
 	allocate := func(pool string, o ipamcore.Owner, claim netip.Addr) {
 		n++
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: pool, Owner: o, Address: claim})
+		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(pool), Owner: o, Address: claim})
 		f.ops.Add(1)
 		switch code := ipamcore.Code(err); {
 		case err == nil:
@@ -91,7 +92,7 @@ func coreWorker(t *testing.T, st *ipamcore.Store, g int, stop <-chan struct{}, m
 		case a < 15 && len(mine) > 0:
 			// Idempotency: allocating again for an owner that holds an address adopts it.
 			h := mine[r.IntN(len(mine))]
-			res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: h.pool, Owner: h.owner})
+			res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(h.pool), Owner: h.owner})
 			f.ops.Add(1)
 			if err != nil || !res.Adopted || res.Address != h.addr {
 				t.Errorf("worker %d: allocate again for %s (holding %s): %s adopted=%v, %v", g, h.owner.ID, h.addr, res.Address, res.Adopted, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,61 +12,151 @@ import (
 )
 
 // Allocate hands out an address to an owner, in one transaction that also
-// writes the event. In order of preference:
+// writes the event. It is the one allocation entry point: every resource and
+// the public API call it, for every kind of owner, and it resolves the pool
+// itself (req.Pool). In order of preference:
 //
 //  1. the owner's active address, when it already has one (idempotency: the
 //     same actor adopts it, another actor gets owner_conflict);
-//  2. the exact address asked for, if any;
+//  2. the exact address asked for, if any (the plan's hold, confirmed in one
+//     statement when it is ours);
 //  3. the owner's own cooling address (replacement keeps its address);
-//  4. a fresh address from the pool's striped counters;
+//  4. a fresh address from the pool's striped counters (in one statement when
+//     the owner holds nothing and the pool is one plain block);
 //  5. the longest-cooled address whose cooldown has passed.
 //
-// When none is left it fails with ipam_exhausted and records the failure.
+// An instance on a node whose blocks are full grows the node, in the same
+// transaction, up to its max_blocks. When no address is left it fails with
+// ipam_exhausted and records the failure outside the transaction.
 func (s *Store) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
 	var res AllocateResult
-	if err := ValidateOwner(req.Owner); err != nil {
+	if err := checkRequest(req); err != nil {
 		return res, err
 	}
-	if s.outer != nil {
-		// In the caller's transaction: the full path (the fast path is one
-		// statement that commits on its own).
-	} else if !req.Address.IsValid() {
-		if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
-			return r, err
-		}
-	} else if clusterID, _, ok := strings.Cut(req.PoolID, "/"); ok {
-		if r, ok, err := s.fastConfirm(ctx, clusterID, req); err != nil {
-			return r, err
-		} else if ok {
-			if !r.Block.IsValid() {
-				_ = s.fillBlock(ctx, &r.Allocation)
-			}
-			return r, nil
-		}
+	if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
+		return r, err
 	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("pool %q does not exist; create the cluster first", req.PoolID), Err: ErrPoolNotFound}
-			}
+		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
 			return err
 		}
-		res, err = s.allocateTx(ctx, tx, pool, req)
+		res, err = s.allocateGrowing(ctx, tx, pool, req)
 		return err
 	})
 	if err != nil {
+		failed := req.Pool.ID()
+		if pool != nil {
+			failed = pool.ID
+		} else if failed == "" {
+			failed = ownPool(req).ID()
+		}
 		var ex *ExhaustedError
 		if errors.As(err, &ex) && pool != nil {
-			s.recordFailure(ctx, pool.ClusterID, pool.ID, CodeExhausted, req.Owner, err.Error())
-		} else if Code(err) == CodeUnavailable && pool != nil {
-			s.recordFailure(ctx, pool.ClusterID, pool.ID, CodeUnavailable, req.Owner, err.Error())
+			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeExhausted, req.Owner, err.Error())
+		} else if Code(err) == CodeUnavailable {
+			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeUnavailable, req.Owner, err.Error())
 		}
 		return res, err
 	}
 	res.Block, _ = pool.layout.BlockOf(res.Address)
+	if req.Owner.Kind == OwnerInstance {
+		cl, err := s.GetCluster(ctx, req.Pool.ClusterID)
+		res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
+		return res, err
+	}
 	return res, nil
+}
+
+// checkRequest validates a request on its own: its owner, and a pool named
+// where the owner's kind does not decide it.
+func checkRequest(req AllocateRequest) error {
+	if err := ValidateOwner(req.Owner); err != nil {
+		return err
+	}
+	if err := ValidateID("cluster_id", req.Pool.ClusterID); err != nil {
+		return &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	}
+	if req.Pool.Name == "" && !ownPool(req).valid() {
+		return invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
+	}
+	return nil
+}
+
+// ownPool is the pool a request with no pool named draws from without
+// looking at the database: the cluster's node or instance pool by the
+// owner's kind (an instance's node blocks are looked up: resolvePool).
+func ownPool(req AllocateRequest) PoolRef {
+	if req.Pool.Name != "" {
+		return req.Pool
+	}
+	switch req.Owner.Kind {
+	case OwnerNode:
+		return NodePool(req.Pool.ClusterID)
+	case OwnerInstance:
+		return InstancePool(req.Pool.ClusterID)
+	}
+	return PoolRef{}
+}
+
+func (r PoolRef) valid() bool { return r.ClusterID != "" && r.Name != "" }
+
+// resolvePool loads the pool a request draws from, inside its transaction:
+// the pool named; for an instance with none named, the pool of its live
+// plan-time hold, else its node's blocks, else the instance pool
+// (plannedInstancePool); for a node, the node pool.
+func (s *Store) resolvePool(ctx context.Context, tx pgx.Tx, req AllocateRequest) (*Pool, error) {
+	if req.Pool.Name == "" && req.Owner.Kind == OwnerInstance {
+		return s.plannedInstancePool(ctx, tx, req.Pool.ClusterID, req.Owner, req.Address)
+	}
+	ref := ownPool(req)
+	p, err := loadPool(ctx, tx, ref.ID())
+	if errors.Is(err, ErrNotFound) {
+		if req.Pool.Name == "" || ref.Name == CategoryNode || ref.Name == CategoryInstance {
+			return nil, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist; create the cluster first", ref.ClusterID), Err: ErrPoolNotFound}
+		}
+		return nil, &InvalidError{Field: "pool_id", Msg: fmt.Sprintf("pool %s does not exist; create it (or its cluster) first", ref.ID()), Err: ErrPoolNotFound}
+	}
+	return p, err
+}
+
+// allocateGrowing is allocateTx, and for an instance drawing from its node's
+// full blocks, the node's growth (by its computed target, up to max_blocks)
+// and a second try, all in tx.
+func (s *Store) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
+	res, err := s.allocateTx(ctx, tx, pool, req)
+	var ex *ExhaustedError
+	if !errors.As(err, &ex) || pool.Kind != kindBlocks || req.Address.IsValid() {
+		return res, err
+	}
+	// The node is full. Take its scaling lock (a scaling in flight may be
+	// adding blocks right now), look again, and grow if still full.
+	clusterID, nodeID := pool.ClusterID, req.Owner.NodeID
+	if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+		return res, err
+	}
+	for grow := false; ; grow = true {
+		if pool, err = loadPool(ctx, tx, pool.ID); err != nil {
+			return res, err
+		}
+		res, err = s.allocateTx(ctx, tx, pool, req)
+		if !errors.As(err, &ex) || grow {
+			return res, err
+		}
+		used, uerr := nodeUse(ctx, tx, pool.ID)
+		if uerr != nil {
+			return res, uerr
+		}
+		nb, serr := s.scaleTx(ctx, tx, clusterID, nodeID, used+1, len(pool.CIDRs)+1)
+		if serr != nil {
+			return res, serr
+		}
+		if len(nb.Added) == 0 {
+			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Cooling: ex.Cooling,
+				NextReusable: ex.NextReusable, Node: nodeID, MaxBlocks: nb.Scaling.MaxBlocks}
+		}
+	}
 }
 
 // allocateTx is Allocate inside the caller's transaction.

@@ -113,9 +113,6 @@ type NodeBlocks struct {
 // Free is capacity minus use.
 func (n NodeBlocks) Free() int64 { return n.Capacity - n.Used }
 
-// NodeBlocksPoolID is the pool of a node's blocks.
-func NodeBlocksPoolID(clusterID, nodeID string) string { return clusterID + "/blocks/" + nodeID }
-
 // ScaleNodeBlocks stores a node's scaling settings and scales its blocks to
 // the target in one step: growth adds every missing block at once; surplus
 // blocks are released only when the node has more than Mf x B free, and then
@@ -208,7 +205,7 @@ func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR SHARE`, clusterID); err != nil {
 		return err
 	}
-	_, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPoolID(clusterID, nodeID))
+	_, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPool(clusterID, nodeID).ID())
 	return err
 }
 
@@ -267,7 +264,7 @@ func (s *Store) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 	if err != nil {
 		return nb, err
 	}
-	poolID := NodeBlocksPoolID(clusterID, nodeID)
+	poolID := NodeBlocksPool(clusterID, nodeID).ID()
 	blocks, err := activeBlocks(ctx, tx, clusterID, nodeID)
 	if err != nil {
 		return nb, err
@@ -426,7 +423,7 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 
 // parkedPoolID names the pool that keeps a released block's cooling rows.
 func parkedPoolID(clusterID string, b netip.Prefix) string {
-	return clusterID + "/parked/" + b.String()
+	return PoolRef{clusterID, "parked/" + b.String()}.ID()
 }
 
 // takeBlock gives a node a block: the longest-cooled reusable one, else the
@@ -466,7 +463,7 @@ func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID stri
 	// The cluster's instance counter never enters a block: lock its pool (the
 	// allocations in flight commit first), and below, lower its counters'
 	// last ordinal under the block. Carving is rare; this lock is brief.
-	instPoolID := PoolID(c.ID, CategoryInstance)
+	instPoolID := InstancePool(c.ID).ID()
 	if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, instPoolID); err != nil {
 		return b, err
 	}
@@ -484,7 +481,7 @@ func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID stri
 	for tries := 0; tries < 1024; tries++ {
 		if uint64(next) >= max(count/2, 1) {
 			// Blocks never take more than the upper half of the instance prefix.
-			return b, &ExhaustedError{PoolID: PoolID(c.ID, CategoryInstance) + " (node blocks)", Size: int64(max(count/2, 1))}
+			return b, &ExhaustedError{PoolID: InstancePool(c.ID).ID() + " (node blocks)", Size: int64(max(count/2, 1))}
 		}
 		cand, err := SubPrefix(c.InstancePrefix, length, count-1-uint64(next))
 		if err != nil {
@@ -519,7 +516,7 @@ func (s *Store) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID stri
 // syncNodePool makes the node's pool hold exactly its active blocks: created
 // with the first block, its rows kept per address (free rows for new blocks).
 func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, blocks []netip.Prefix) error {
-	p := Pool{ID: NodeBlocksPoolID(c.ID, nodeID), ClusterID: c.ID, Name: "blocks/" + nodeID, Category: CategoryInstance,
+	p := Pool{ID: NodeBlocksPool(c.ID, nodeID).ID(), ClusterID: c.ID, Name: blocksPrefix + nodeID, Category: CategoryInstance,
 		Family: 6, Kind: kindBlocks, CIDRs: blocks, Cooldown: c.InstanceCooldown, Stripes: 1, MTU: c.MTU, Gateway: c.GatewayIPv6}
 	if err := p.buildLayout(); err != nil {
 		return err
@@ -544,7 +541,7 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 // target is what a scaling would aim for now.
 func (s *Store) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
-	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		nb = NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
 		var err error
 		err = tx.QueryRow(ctx, `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
@@ -564,7 +561,7 @@ func (s *Store) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (No
 			nb.Blocks = append(nb.Blocks, b.prefix)
 		}
 		nb.Capacity = int64(len(blocks)) * nb.Scaling.BatchSize()
-		if nb.Used, err = nodeUse(ctx, tx, NodeBlocksPoolID(clusterID, nodeID)); err != nil {
+		if nb.Used, err = nodeUse(ctx, tx, NodeBlocksPool(clusterID, nodeID).ID()); err != nil {
 			return err
 		}
 		demand := nb.Used
@@ -582,7 +579,7 @@ func (s *Store) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (No
 // active or reserved.
 func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
-		poolID := NodeBlocksPoolID(clusterID, nodeID)
+		poolID := NodeBlocksPool(clusterID, nodeID).ID()
 		// Instance allocations on the node in flight commit before the use
 		// below is counted.
 		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
@@ -627,24 +624,11 @@ func (s *Store) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string)
 	})
 }
 
-// withReadTx runs fn in a read-only transaction (one consistent snapshot).
-func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.begin(ctx, pgx.RepeatableRead, true)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return s.mapErr(err)
-	}
-	return s.mapErr(tx.Commit(ctx))
-}
-
 // instancePool is the pool an instance draws from: its node's blocks when the
 // node has any, else the cluster's instance pool.
 func instancePool(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (*Pool, error) {
 	if nodeID != "" {
-		p, err := loadPool(ctx, tx, NodeBlocksPoolID(clusterID, nodeID))
+		p, err := loadPool(ctx, tx, NodeBlocksPool(clusterID, nodeID).ID())
 		if err == nil {
 			return p, nil
 		}
@@ -652,112 +636,11 @@ func instancePool(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (*Po
 			return nil, err
 		}
 	}
-	p, err := loadPool(ctx, tx, PoolID(clusterID, CategoryInstance))
+	p, err := loadPool(ctx, tx, InstancePool(clusterID).ID())
 	if errors.Is(err, ErrNotFound) {
 		return nil, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist", clusterID), Err: ErrPoolNotFound}
 	}
 	return p, err
-}
-
-// AllocateInstance allocates an instance address: inside its node's blocks
-// when the node has some (growing the node by its computed target, in the
-// same transaction, when its blocks are full, up to max_blocks), else from the
-// cluster's instance pool.
-func (s *Store) AllocateInstance(ctx context.Context, clusterID string, o Owner, addr netip.Addr) (AllocateResult, error) {
-	var res AllocateResult
-	if err := ValidateOwner(o); err != nil {
-		return res, err
-	}
-	// The fast paths, as for Allocate: a fresh address from the cluster's
-	// instance pool when the node has no blocks (the statement checks), or
-	// the confirmation of the plan's hold in the pool the plan took it from.
-	if !addr.IsValid() {
-		if r, ok, err := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, 0, nodeBlocksOf(clusterID, o)); err != nil || ok {
-			return r, err
-		}
-	} else if r, ok, err := s.fastConfirm(ctx, clusterID, AllocateRequest{Owner: o, Address: addr}); err != nil {
-		return r, err
-	} else if ok {
-		if !r.Block.IsValid() {
-			_ = s.fillBlock(ctx, &r.Allocation)
-		}
-		return r, nil
-	}
-	var pool *Pool
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if pool, err = s.plannedInstancePool(ctx, tx, clusterID, o, addr); err != nil {
-			return err
-		}
-		req := AllocateRequest{PoolID: pool.ID, Owner: o, Address: addr}
-		res, err = s.allocateTx(ctx, tx, pool, req)
-		var ex *ExhaustedError
-		if !errors.As(err, &ex) || pool.Kind != kindBlocks || addr.IsValid() {
-			return err
-		}
-		// The node is full. Take its scaling lock (a scaling in flight may be
-		// adding blocks right now), look again, and grow if still full.
-		if _, err := loadScaling(ctx, tx, clusterID, o.NodeID); err != nil {
-			return err
-		}
-		for grow := false; ; grow = true {
-			if pool, err = loadPool(ctx, tx, pool.ID); err != nil {
-				return err
-			}
-			res, err = s.allocateTx(ctx, tx, pool, req)
-			if !errors.As(err, &ex) || grow {
-				break
-			}
-			used, uerr := nodeUse(ctx, tx, pool.ID)
-			if uerr != nil {
-				return uerr
-			}
-			nb, serr := s.scaleTx(ctx, tx, clusterID, o.NodeID, used+1, len(pool.CIDRs)+1)
-			if serr != nil {
-				return serr
-			}
-			if len(nb.Added) == 0 {
-				return &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Cooling: ex.Cooling,
-					NextReusable: ex.NextReusable, Node: o.NodeID, MaxBlocks: nb.Scaling.MaxBlocks}
-			}
-		}
-		return err
-	})
-	if err != nil {
-		var ex *ExhaustedError
-		if errors.As(err, &ex) && pool != nil {
-			s.recordFailure(ctx, clusterID, pool.ID, CodeExhausted, o, err.Error())
-		} else if Code(err) == CodeUnavailable {
-			s.recordFailure(ctx, clusterID, PoolID(clusterID, CategoryInstance), CodeUnavailable, o, err.Error())
-		}
-		return res, err
-	}
-	cl, err := s.GetCluster(ctx, clusterID)
-	res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
-	return res, err
-}
-
-// ReserveInstance is the plan-time hold of an instance address, from the
-// same pool AllocateInstance would use (it does not grow the node).
-func (s *Store) ReserveInstance(ctx context.Context, clusterID string, o Owner, addr netip.Addr, ttl time.Duration) (Allocation, error) {
-	var a Allocation
-	if err := ValidateOwner(o); err != nil {
-		return a, err
-	}
-	if !addr.IsValid() && ttl > 0 {
-		if r, ok, err := s.fastTake(ctx, AllocateRequest{PoolID: PoolID(clusterID, CategoryInstance), Owner: o}, ttl, nodeBlocksOf(clusterID, o)); err != nil || ok {
-			return r.Allocation, err
-		}
-	}
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		pool, err := s.plannedInstancePool(ctx, tx, clusterID, o, addr)
-		if err != nil {
-			return err
-		}
-		a, err = s.reserveTx(ctx, tx, pool, AllocateRequest{PoolID: pool.ID, Owner: o, Address: addr}, ttl)
-		return err
-	})
-	return a, err
 }
 
 // plannedInstancePool is the pool an instance allocation or hold uses: the
@@ -782,19 +665,10 @@ func (s *Store) plannedInstancePool(ctx context.Context, tx pgx.Tx, clusterID st
 	return instancePool(ctx, tx, clusterID, o.NodeID)
 }
 
-// nodeBlocksOf names the pool of the instance's node blocks ("" without a
-// node): the fast path hands over when it exists.
-func nodeBlocksOf(clusterID string, o Owner) string {
-	if o.NodeID == "" {
-		return ""
-	}
-	return NodeBlocksPoolID(clusterID, o.NodeID)
-}
-
 // InstancePoolID names the pool an instance on nodeID draws from now.
 func (s *Store) InstancePoolID(ctx context.Context, clusterID, nodeID string) (string, error) {
 	var id string
-	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		p, err := instancePool(ctx, tx, clusterID, nodeID)
 		if err == nil {
 			id = p.ID
@@ -825,8 +699,8 @@ func (s *Store) PreviewNodeBlocks(ctx context.Context, clusterID, nodeID string,
 		return nb, false, nil
 	}
 	change := false
-	err = s.withReadTx(ctx, func(tx pgx.Tx) error {
-		poolID := NodeBlocksPoolID(clusterID, nodeID)
+	err = s.readTx(ctx, true, func(tx pgx.Tx) error {
+		poolID := NodeBlocksPool(clusterID, nodeID).ID()
 		for i := len(nb.Blocks) - 1; i >= 1 && i >= nb.TargetBlocks; i-- {
 			lo, hi := blockBounds(nb.Blocks[i])
 			var busy bool

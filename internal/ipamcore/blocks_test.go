@@ -79,7 +79,7 @@ func TestNodeBlocksGrowShrinkAndAllocate(t *testing.T) {
 		}
 		return false
 	}
-	first, err := st.AllocateInstance(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "i0", InstanceID: "i0", NodeID: "n1"}, netip.Addr{})
+	first, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "i0", InstanceID: "i0", NodeID: "n1"}})
 	if err != nil || !inBlocks(first.Address, nb.Blocks) {
 		t.Fatalf("instance on n1: %v %v", first.Address, err)
 	}
@@ -101,7 +101,7 @@ func TestNodeBlocksGrowShrinkAndAllocate(t *testing.T) {
 	}
 	// Filling the last block grows the node in the same transaction.
 	for i := 1; i <= 20; i++ {
-		r, err := st.AllocateInstance(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprint("i", i), NodeID: "n1"}, netip.Addr{})
+		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprint("i", i), NodeID: "n1"}})
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)
 		}
@@ -124,16 +124,16 @@ func TestNodeBlocksMaxBlocksNamesTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 16 {
-		if _, err := st.AllocateInstance(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprint("i", i), NodeID: "n1"}, netip.Addr{}); err != nil {
+		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprint("i", i), NodeID: "n1"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := st.AllocateInstance(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "late", NodeID: "n1"}, netip.Addr{})
+	_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "late", NodeID: "n1"}})
 	if ipamcore.Code(err) != ipamcore.CodeExhausted || !strings.Contains(err.Error(), `node "n1"`) || !strings.Contains(err.Error(), "max_blocks 1") {
 		t.Fatalf("got %v", err)
 	}
 	// Nodes without blocks still use the cluster-wide instance pool.
-	r, err := st.AllocateInstance(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "elsewhere", NodeID: "n2"}, netip.Addr{})
+	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "elsewhere", NodeID: "n2"}})
 	if err != nil || r.PoolID != "c1/instance" {
 		t.Fatalf("node without blocks: %+v %v", r, err)
 	}
@@ -159,7 +159,7 @@ func TestNodeBlocksConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprintf("%s-i%d", node, i), NodeID: node}
-				r, err := st.AllocateInstance(ctx, "c1", o, netip.Addr{})
+				r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: o})
 				if err != nil {
 					t.Error(err)
 					return

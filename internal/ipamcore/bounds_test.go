@@ -27,7 +27,7 @@ func TestHeldLockIsBusyWithinTheBound(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("held")}); err != nil {
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("held")}); err != nil {
 		t.Fatal(err)
 	}
 	op, err := pgx.Connect(ctx, url) // an operator's session
@@ -45,15 +45,15 @@ func TestHeldLockIsBusyWithinTheBound(t *testing.T) {
 	}
 	for name, call := range map[string]func() error{
 		"fast path": func() error {
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
+			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")})
 			return err
 		},
 		"full path (exact claim)": func() error {
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n2"), Address: netip.MustParseAddr("2001:db8::77")})
+			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n2"), Address: netip.MustParseAddr("2001:db8::77")})
 			return err
 		},
 		"instance": func() error {
-			_, err := st.AllocateInstance(ctx, "c1", instance("i1"), netip.Addr{})
+			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: instance("i1")})
 			return err
 		},
 		"release": func() error {
@@ -78,7 +78,7 @@ func TestHeldLockIsBusyWithinTheBound(t *testing.T) {
 	if n := seamCount(t, op, `SELECT count(*) FROM ipam_allocations WHERE state <> 'free'`); n != 1 {
 		t.Fatalf("%d allocations after the busy calls, want only the one made before", n)
 	}
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")}); err != nil {
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")}); err != nil {
 		t.Fatalf("after the lock is gone: %v", err)
 	}
 }

@@ -51,9 +51,6 @@ type Cluster struct {
 	UpdatedAt time.Time
 }
 
-// PoolID returns the id of one of the cluster's system pools.
-func PoolID(clusterID, category string) string { return clusterID + "/" + category }
-
 // ApplyDefaults fills the zero fields with the spec's defaults, carving the
 // sub-prefixes out of the cluster prefix.
 func (c *Cluster) ApplyDefaults() error {
@@ -141,7 +138,7 @@ func (c *Cluster) Validate() error {
 
 func (c *Cluster) pools() []Pool {
 	mk := func(cat string, p netip.Prefix, cool time.Duration) Pool {
-		return Pool{ID: PoolID(c.ID, cat), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: kindCounter,
+		return Pool{ID: PoolRef{c.ID, cat}.ID(), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: kindCounter,
 			CIDRs: []netip.Prefix{p}, Cooldown: cool, Stripes: DefaultStripes, MTU: c.MTU, Gateway: c.GatewayIPv6}
 	}
 	return []Pool{

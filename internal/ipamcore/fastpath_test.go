@@ -23,32 +23,32 @@ func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := func(id string) ipamcore.Owner { return ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id} }
-	a, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("a")})
+	a, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("a")})
 	if !ok || a.Address != netip.MustParseAddr("2001:db8::1") || a.Block.String() != "2001:db8::/64" || a.Generation != 1 {
 		t.Fatalf("fresh owner: %+v %v", a, ok)
 	}
 	// The owner already holds an address: the full path adopts it.
-	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("a")}); ok {
+	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("a")}); ok {
 		t.Fatal("the fast path allocated a second address for an owner")
 	}
 	// A cooling address of the owner comes back through the full path.
 	if _, err := st.Release(ctx, "c1", n("a"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("a")}); ok {
+	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("a")}); ok {
 		t.Fatal("the fast path ignored the owner's cooling address")
 	}
-	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("a")}); err != nil || r.Address != a.Address {
+	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("a")}); err != nil || r.Address != a.Address {
 		t.Fatalf("full path: %v %v", r.Address, err)
 	}
 	// An exact claim ahead of the counter: the fast path steps aside, the full path steps over it.
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("x"), Address: netip.MustParseAddr("2001:db8::2")}); err != nil {
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("x"), Address: netip.MustParseAddr("2001:db8::2")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("b")}); ok {
+	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("b")}); ok {
 		t.Fatal("the fast path handed out a claimed address")
 	}
-	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n("b")}); err != nil || r.Address != netip.MustParseAddr("2001:db8::3") {
+	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n("b")}); err != nil || r.Address != netip.MustParseAddr("2001:db8::3") {
 		t.Fatalf("after the claim: %v %v", r.Address, err)
 	}
 	// A pool with exclusions never takes the fast path.
@@ -56,10 +56,10 @@ func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
 		Exclude: []netip.Prefix{netip.MustParsePrefix("2001:db8:0:9::1/128")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: n("c")}); ok {
+	if _, ok := st.FastAllocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v6"), Owner: n("c")}); ok {
 		t.Fatal("the fast path served a pool with exclusions")
 	}
-	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: n("c")}); err != nil || r.Address != netip.MustParseAddr("2001:db8:0:9::2") {
+	if r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v6"), Owner: n("c")}); err != nil || r.Address != netip.MustParseAddr("2001:db8:0:9::2") {
 		t.Fatalf("pool with exclusions: %v %v", r.Address, err)
 	}
 }

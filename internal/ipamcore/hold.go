@@ -78,13 +78,15 @@ func (s *Store) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
 }
 
 // Reserve takes, or finds again, a short-lived hold on an address for an
-// owner: what a plan shows before apply. The hold is keyed by owner, so
+// owner: what a plan shows before apply. It is the one hold entry point,
+// resolving the pool as Allocate does (an instance's hold comes from the
+// pool Allocate would use; a hold never grows a node). The hold is keyed by owner, so
 // planning again finds the same one (and extends it). An owner that already
 // holds an active address gets that address, unchanged. A hold that expires
 // unused is taken like a free address, without cooldown.
 func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
 	var a Allocation
-	if err := ValidateOwner(req.Owner); err != nil {
+	if err := checkRequest(req); err != nil {
 		return a, err
 	}
 	if ttl <= 0 {
@@ -94,14 +96,14 @@ func (s *Store) Reserve(ctx context.Context, req AllocateRequest, ttl time.Durat
 		return held, nil
 	}
 	if !req.Address.IsValid() {
-		if held, ok, err := s.fastTake(ctx, req, ttl, ""); err != nil || ok {
+		if held, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
 			return held.Allocation, err
 		}
 	}
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if pool, err = loadPool(ctx, tx, req.PoolID); err != nil {
+		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
 			return err
 		}
 		a, err = s.reserveTx(ctx, tx, pool, req, ttl)

@@ -305,7 +305,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		}
 		what = fmt.Sprintf("allocate node %s in %s (claim %v)", o.ID, cid, addr)
 		var r ipamcore.AllocateResult
-		r, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: cid + "/node", Owner: o, Address: addr})
+		r, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool(cid), Owner: o, Address: addr})
 		if err == nil {
 			notes = m.remember(cid+"/node/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
@@ -315,7 +315,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, NodeID: node}
 		what = fmt.Sprintf("allocate instance %s on %s in %s", o.ID, node, cid)
 		var r ipamcore.AllocateResult
-		r, err = st.AllocateInstance(ctx, cid, o, netip.Addr{})
+		r, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cid), Owner: o})
 		if err == nil {
 			notes = m.remember(cid+"/instance/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
@@ -325,7 +325,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		pool := cid + "/" + []string{"v4a", "v4b"}[rng.IntN(2)]
 		what = fmt.Sprintf("allocate IPv4 for %s from %s", env, pool)
 		var r ipamcore.AllocateResult
-		r, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: pool, Owner: o})
+		r, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
 		if err == nil {
 			notes = m.remember(cid+"/env_ipv4/"+env, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
@@ -346,12 +346,12 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		o := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
 		what = fmt.Sprintf("hold node %s in %s for %s", o.ID, cid, ttl)
-		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: cid + "/node", Owner: o}, ttl)
+		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool(cid), Owner: o}, ttl)
 	case 14:
 		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprintf("w%d-i%d", w, k), InstanceID: fmt.Sprintf("w%d-i%d", w, k),
 			NodeID: fmt.Sprintf("w%d-n%d", w, rng.IntN(3))}
 		what = fmt.Sprintf("hold instance %s on %s in %s", o.ID, o.NodeID, cid)
-		_, err = st.ReserveInstance(ctx, cid, o, netip.Addr{}, time.Duration(10+rng.IntN(120))*time.Minute)
+		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cid), Owner: o}, time.Duration(10+rng.IntN(120))*time.Minute)
 	case 15:
 		node := fmt.Sprintf("w%d-n%d", w, rng.IntN(3))
 		demand := int64(rng.IntN(40))
@@ -400,7 +400,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		o := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
 		what = fmt.Sprintf("hold node %s in %s for %s", o.ID, cid, ttl)
-		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: cid + "/node", Owner: o}, ttl)
+		_, err = st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool(cid), Owner: o}, ttl)
 	case 23:
 		// The scheduler's way (package ipam): an instance allocated inside a
 		// caller's transaction, with a row of the caller's own, committed or
@@ -419,7 +419,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 			break
 		}
 		var r ipamcore.AllocateResult
-		r, err = st.InTx(tx).AllocateInstance(ctx, cid, o, netip.Addr{})
+		r, err = st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cid), Owner: o})
 		if err == nil {
 			_, err = tx.Exec(ctx, `INSERT INTO model_placements (instance_id, address) VALUES ($1, $2)
 				ON CONFLICT (instance_id) DO UPDATE SET address = EXCLUDED.address`, cid+"/"+id, netip.PrefixFrom(r.Address, 128))
@@ -462,7 +462,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		addr := netip.MustParseAddr(fmt.Sprintf("2001:db8:%x:1::%x", 0x10+ci, 1+rng.IntN(255)))
 		what = fmt.Sprintf("claim instance %s = %s in %s", o.ID, addr, cid)
 		var r ipamcore.AllocateResult
-		r, err = st.AllocateInstance(ctx, cid, o, addr)
+		r, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cid), Owner: o, Address: addr})
 		if err == nil {
 			notes = m.remember(cid+"/instance/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}

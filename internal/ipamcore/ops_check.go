@@ -93,32 +93,30 @@ func (s *Store) Check(ctx context.Context, clusterID string) (CheckReport, error
 			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
 		}
 	}
-	tx, err := s.begin(ctx, pgx.RepeatableRead, true)
-	if err != nil {
-		return rep, s.mapErr(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.At); err != nil {
-		return rep, s.mapErr(err)
-	}
-	rep.At = rep.At.UTC()
-	if clusterID != "" {
-		if _, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID)); err != nil {
-			return rep, s.mapErr(err)
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.At); err != nil {
+			return err
 		}
-	}
-	pools, err := checkPools(ctx, tx, clusterID)
-	if err != nil {
-		return rep, s.mapErr(err)
-	}
-	for _, check := range []func(context.Context, pgx.Tx, string, map[string]*Pool, *CheckReport) error{
-		checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkSettings, checkNodeBlocks,
-	} {
-		if err := check(ctx, tx, clusterID, pools, &rep); err != nil {
-			return rep, s.mapErr(err)
+		rep.At = rep.At.UTC()
+		if clusterID != "" {
+			if _, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID)); err != nil {
+				return err
+			}
 		}
-	}
-	return rep, nil
+		pools, err := checkPools(ctx, tx, clusterID)
+		if err != nil {
+			return err
+		}
+		for _, check := range []func(context.Context, pgx.Tx, string, map[string]*Pool, *CheckReport) error{
+			checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkSettings, checkNodeBlocks,
+		} {
+			if err := check(ctx, tx, clusterID, pools, &rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return rep, err
 }
 
 func checkPools(ctx context.Context, tx pgx.Tx, clusterID string) (map[string]*Pool, error) {
@@ -340,7 +338,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 			if err := frows.Scan(&c, &b); err != nil {
 				return err
 			}
-			floors[PoolID(c, CategoryInstance)] = b
+			floors[InstancePool(c).ID()] = b
 		}
 		return frows.Err()
 	}(); err != nil {

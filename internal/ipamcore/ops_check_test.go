@@ -40,7 +40,7 @@ func TestCheckHealthyDatabase(t *testing.T) {
 	f.release(instance("i2"))
 	age(t, f.raw, "c1/instance", 25*time.Hour)
 	f.alloc("c1/v4", env("e1"))
-	if _, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("e2"), Address: netip.MustParseAddr("198.51.100.5")}); err != nil {
+	if _, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("e2"), Address: netip.MustParseAddr("198.51.100.5")}); err != nil {
 		t.Fatal(err)
 	}
 	f.release(env("e1"))
@@ -60,7 +60,7 @@ func TestCheckHealthyDatabase(t *testing.T) {
 	if c := f.alloc("c2/node", node("c")); c.Address != first.Address {
 		t.Fatalf("c got %s, want a's cooled-down %s", c.Address, first.Address)
 	}
-	if _, err := f.st.Reserve(f.ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("planned")}, time.Hour); err != nil {
+	if _, err := f.st.Reserve(f.ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("planned")}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := f.st.Check(f.ctx, "")
@@ -139,7 +139,7 @@ func TestCheckFindsCorruption(t *testing.T) {
 func TestCheckExemptsMarkedExactClaims(t *testing.T) {
 	f := newOpsFixture(t)
 	f.alloc("c1/instance", instance("i1"))
-	if _, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i2"),
+	if _, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i2"),
 		Address: netip.MustParseAddr("2001:db8:0:1::1000")}); err != nil {
 		t.Fatal(err)
 	}

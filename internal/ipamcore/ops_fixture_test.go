@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
 
 // opsFixture is a cluster c1 (2001:db8::/48) with an IPv4 pool c1/v4 of six
@@ -33,7 +34,7 @@ func newOpsFixture(t *testing.T) *opsFixture {
 
 func (f *opsFixture) alloc(pool string, o ipamcore.Owner) ipamcore.Allocation {
 	f.t.Helper()
-	r, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{PoolID: pool, Owner: o})
+	r, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
 	if err != nil {
 		f.t.Fatal(err)
 	}

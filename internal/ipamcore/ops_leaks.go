@@ -257,7 +257,7 @@ func (s *Store) FindInventoryLeaks(ctx context.Context, clusterID string, inv In
 	if len(inv) == 0 {
 		return rep, invalid("inventory", "names no owner kind")
 	}
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.GeneratedAt); err != nil {
 			return err
 		}
@@ -310,7 +310,7 @@ func (s *Store) FindStaleLeaks(ctx context.Context, clusterID string, kinds []st
 	if kinds == nil {
 		kinds = []string{}
 	}
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.GeneratedAt); err != nil {
 			return err
 		}

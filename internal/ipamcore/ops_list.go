@@ -65,9 +65,8 @@ func (f ListFilter) Validate() error {
 		}
 	}
 	if f.PoolID != "" {
-		c, n, ok := strings.Cut(f.PoolID, "/")
-		if !ok || ValidateID("cluster", c) != nil || ValidateID("pool", n) != nil {
-			return invalid("pool_id", "%q is not a pool id: expected <cluster_id>/<name>", truncate(f.PoolID, 40))
+		if _, err := ParsePoolRef("pool_id", f.PoolID); err != nil {
+			return err
 		}
 	}
 	if f.Category != "" && !slices.Contains(Categories, f.Category) {

@@ -51,7 +51,7 @@ func (s *Store) LookupAddress(ctx context.Context, addr netip.Addr, clusterID st
 	}
 	host := netip.PrefixFrom(addr, addr.BitLen())
 	var out []AddressInfo
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools
 			WHERE $1::inet <<= ANY (cidrs) AND ($2 = '' OR cluster_id = $2)

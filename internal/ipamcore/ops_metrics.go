@@ -43,7 +43,7 @@ func (s *Store) CollectMetrics(ctx context.Context) (MetricsSnapshot, error) {
 			}
 		}
 	}
-	err = s.readTx(ctx, func(tx pgx.Tx) error {
+	err = s.readTx(ctx, false, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT coalesce(f.cluster_id, ''), coalesce(f.pool_id, ''), coalesce(p.category, ''), f.reason, count(*)
 			FROM ipam_allocation_failures f LEFT JOIN ipam_pools p ON p.id = f.pool_id
 			GROUP BY 1, 2, 3, 4`)

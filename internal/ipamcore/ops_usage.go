@@ -142,7 +142,7 @@ func (s *Store) AllUsage(ctx context.Context) ([]ClusterUsage, error) {
 func (s *Store) usage(ctx context.Context, clusterID string) ([]ClusterUsage, error) {
 	var pools []PoolUsage
 	var at time.Time
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, usagePlannerSetting); err != nil {
 			return err
 		}
@@ -279,21 +279,6 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-// readTx runs fn in a read-only transaction, so that the figures of several
-// statements come from one connection and fn can never write. Reads are not
-// retried: a caller may simply ask again.
-func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.begin(ctx, "", true)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return s.mapErr(err)
-	}
-	return s.mapErr(tx.Commit(ctx))
 }
 
 // DatabaseNow is the database's clock, the only clock of cooldowns.

@@ -19,11 +19,11 @@ import (
 func TestPoolUsage(t *testing.T) {
 	f := newOpsFixture(t)
 	for _, n := range []string{"n1", "n2", "n3"} {
-		f.alloc(ipamcore.PoolID("c1", "node"), node(n))
+		f.alloc("c1/node", node(n))
 	}
 	f.release(node("n3"))
 	for _, i := range []string{"i1", "i2", "i3", "i4"} {
-		f.alloc(ipamcore.PoolID("c1", "instance"), instance(i))
+		f.alloc("c1/instance", instance(i))
 	}
 	f.release(instance("i3"))
 	age(t, f.raw, "c1/instance", 25*time.Hour) // i3 has cooled down: free again
@@ -38,7 +38,7 @@ func TestPoolUsage(t *testing.T) {
 		WHERE id = (SELECT id FROM ipam_allocations WHERE pool_id = 'c1/v4' AND state = 'free' ORDER BY ordinal LIMIT 1)`)
 	// The expired hold is free: e5 takes it; then the pool is full.
 	f.alloc("c1/v4", env("e5"))
-	if _, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("e6")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+	if _, err := f.st.Allocate(f.ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("e6")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
 		t.Fatalf("e6: %v, want ipam_exhausted", err)
 	}
 	// A failure older than the window is not counted.

@@ -52,6 +52,9 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Ref is the pool's typed reference.
+func (p *Pool) Ref() PoolRef { return PoolRef{p.ClusterID, p.Name} }
+
 func (p *Pool) buildLayout() error {
 	l, err := newLayout(p.CIDRs, p.Exclude, p.Gateway, p.Kind == kindBlocks || p.Kind == kindParked)
 	if err != nil {

@@ -23,9 +23,6 @@ const MaxTablePoolSize = 1 << 20
 // DefaultPoolCooldown applies to operator pools without an explicit cooldown.
 const DefaultPoolCooldown = DefaultInstanceCooldown
 
-// OperatorPoolID is the id of an operator pool: "<cluster_id>/<name>".
-func OperatorPoolID(clusterID, name string) string { return clusterID + "/" + name }
-
 var reservedPoolNames = []string{CategoryNode, CategoryInstance}
 
 // PreparePool validates an operator pool on its own (no database): name,
@@ -63,7 +60,7 @@ func PreparePool(p *Pool) error {
 	if p.Gateway.IsValid() && familyOf(p.Gateway) != l.Family {
 		return invalid("gateway", "%s is not of the pool's address family", p.Gateway)
 	}
-	p.ID = OperatorPoolID(p.ClusterID, p.Name)
+	p.ID = OperatorPool(p.ClusterID, p.Name).ID()
 	p.Family = l.Family
 	p.layout = l
 	p.Size = l.Size()
@@ -149,12 +146,7 @@ func (s *Store) CheckPool(ctx context.Context, p Pool) error {
 	if err := PreparePool(&p); err != nil {
 		return err
 	}
-	tx, err := s.begin(ctx, "", true)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return s.mapErr(checkPlacement(ctx, tx, &p))
+	return s.readTx(ctx, false, func(tx pgx.Tx) error { return checkPlacement(ctx, tx, &p) })
 }
 
 // CreatePool creates an operator pool. IPv4 pools get one free row per usable

@@ -41,7 +41,7 @@ func TestIPv4PoolOrderAndGaps(t *testing.T) {
 	}
 	var got []string
 	for i := range want {
-		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env(fmt.Sprint("e", i))})
+		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env(fmt.Sprint("e", i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestIPv4PoolOrderAndGaps(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("order %v\nwant  %v", got, want)
 	}
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("late")})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("late")})
 	var ex *ipamcore.ExhaustedError
 	if !errors.As(err, &ex) || ex.Size != 7 || ex.Active != 7 {
 		t.Fatalf("exhausted: %v", err)
@@ -59,7 +59,7 @@ func TestIPv4PoolOrderAndGaps(t *testing.T) {
 	if _, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: "c1", Name: "v4b", CIDRs: prefixes("192.0.2.64/28")}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4b", Owner: env("e0")})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4b"), Owner: env("e0")})
 	if ipamcore.Code(err) != ipamcore.CodeOwnerConflict || !strings.Contains(err.Error(), "c1/v4") {
 		t.Fatalf("second IPv4 for an environment: %v", err)
 	}
@@ -85,7 +85,7 @@ func TestIPv4ExactClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := func(owner, addr string) error {
-		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env(owner), Address: netip.MustParseAddr(addr)})
+		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env(owner), Address: netip.MustParseAddr(addr)})
 		return err
 	}
 	if err := claim("a", "198.51.100.5"); err != nil {
@@ -156,10 +156,10 @@ func TestPoolGrowAndRefusedShrink(t *testing.T) {
 	if _, err := st.CreatePool(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("a")})
-	b, _ := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("b")})
+	a, _ := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("a")})
+	b, _ := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("b")})
 	_, _ = st.Release(ctx, "c1", env("b"), 0)
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("c")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("c")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
 		t.Fatalf("want exhausted, got %v", err)
 	}
 	// Grow in place: a block in front is preferred from now on.
@@ -168,7 +168,7 @@ func TestPoolGrowAndRefusedShrink(t *testing.T) {
 	if err != nil || got.Size != 4 {
 		t.Fatalf("grow: %+v %v", got, err)
 	}
-	c, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: env("c")})
+	c, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: env("c")})
 	if err != nil || c.Address.String() != "192.0.2.1" {
 		t.Fatalf("after growth: %v %v", c.Address, err)
 	}
@@ -208,7 +208,7 @@ func TestIPv4ConcurrentChurn(t *testing.T) {
 			defer wg.Done()
 			for i := range 30 {
 				o := env(fmt.Sprintf("w%d-%d", w, i%3))
-				r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: p.ID, Owner: o})
+				r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: p.Ref(), Owner: o})
 				if ipamcore.Code(err) == ipamcore.CodeExhausted {
 					time.Sleep(20 * time.Millisecond)
 					continue

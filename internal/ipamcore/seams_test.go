@@ -124,7 +124,7 @@ func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	i1 := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
-	r, err := st.AllocateInstance(ctx, "c1", i1, netip.Addr{})
+	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: i1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
 	}
 	// The cluster counter fills the whole instance prefix: it never enters the block.
 	for i := 0; ; i++ {
-		_, err := st.AllocateInstance(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprintf("x%d", i)}, netip.Addr{})
+		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprintf("x%d", i)}})
 		if ipamcore.Code(err) == ipamcore.CodeExhausted {
 			break
 		}
@@ -213,7 +213,7 @@ func TestSeamBlockPoolsFollowTheCluster(t *testing.T) {
 	var got []netip.Addr
 	for i := 0; ; i++ {
 		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: fmt.Sprintf("i%d", i), InstanceID: fmt.Sprintf("i%d", i), NodeID: "n1"}
-		r, err := st.AllocateInstance(ctx, "c1", o, netip.Addr{})
+		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: o})
 		if ipamcore.Code(err) == ipamcore.CodeExhausted {
 			break
 		}
@@ -257,7 +257,10 @@ func TestSeamBlockReleaseRacingAllocation(t *testing.T) {
 		var allocErr, relErr error
 		var got ipamcore.AllocateResult
 		wg.Add(2)
-		go func() { defer wg.Done(); got, allocErr = st.AllocateInstance(ctx, "c1", o, netip.Addr{}) }()
+		go func() {
+			defer wg.Done()
+			got, allocErr = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: o})
+		}()
 		go func() { defer wg.Done(); relErr = st.ReleaseNodeBlocks(ctx, "c1", nodeID) }()
 		wg.Wait()
 		if allocErr != nil {
@@ -289,7 +292,7 @@ func TestSeamShrinkRacingAllocation(t *testing.T) {
 		var owners []ipamcore.Owner
 		for i := 0; i < 6; i++ {
 			o := env(fmt.Sprintf("r%d-%d", round, i))
-			if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: o}); err != nil {
+			if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: o}); err != nil {
 				t.Fatal(err)
 			}
 			owners = append(owners, o)
@@ -299,7 +302,7 @@ func TestSeamShrinkRacingAllocation(t *testing.T) {
 		last := env(fmt.Sprintf("r%d-x", round))
 		go func() {
 			defer wg.Done()
-			_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v4", Owner: last})
+			_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: last})
 		}()
 		go func() {
 			defer wg.Done()
@@ -329,7 +332,7 @@ func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48"), NodeCooldown: 30 * time.Minute})
 	n1 := node("n1")
-	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1})
+	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,17 +340,17 @@ func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The plan holds its own cooling address for an hour, then moves the hold elsewhere.
-	if h, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}, time.Hour); err != nil || h.Address != r.Address {
+	if h, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}, time.Hour); err != nil || h.Address != r.Address {
 		t.Fatalf("hold: %v %v", h.Address, err)
 	}
-	if _, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1, Address: netip.MustParseAddr("2001:db8::99")}, time.Hour); err != nil {
+	if _, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1, Address: netip.MustParseAddr("2001:db8::99")}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE address = $1 AND state = 'cooling'
 		AND reusable_at > now() + interval '29 minutes'`, netip.PrefixFrom(r.Address, 128)); n != 1 {
 		t.Fatal("the dropped hold lost the address's cooldown")
 	}
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n2"), Address: r.Address})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n2"), Address: r.Address})
 	if ipamcore.Code(err) != ipamcore.CodeAddressCooling {
 		t.Fatalf("another owner claimed it inside its cooldown: %v", err)
 	}
@@ -372,12 +375,12 @@ func TestSeamClaimsAheadOfTheCounter(t *testing.T) {
 	addr := base
 	for i := 1; i <= 1500; i++ {
 		addr = addr.Next()
-		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: node(fmt.Sprintf("m%d", i)), Address: addr}); err != nil {
+		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v6"), Owner: node(fmt.Sprintf("m%d", i)), Address: addr}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 40; i++ {
-		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/v6", Owner: node(fmt.Sprintf("f%d", i))})
+		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v6"), Owner: node(fmt.Sprintf("f%d", i))})
 		if err != nil {
 			t.Fatalf("fresh allocation %d after 1,500 claims: %v", i, err)
 		}
@@ -410,7 +413,7 @@ func TestSeamDestroyRacingAllocation(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				_, allocErr = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: tc.pool, Owner: env("e" + id)})
+				_, allocErr = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(tc.pool), Owner: env("e" + id)})
 			}()
 			go func() { defer wg.Done(); delErr = tc.destroy() }()
 			wg.Wait()
@@ -437,20 +440,20 @@ func TestSeamAbandonedHoldExpiresWithItsTTL(t *testing.T) {
 	alice, bob, ctx := sts[0], sts[1], context.Background()
 	seamCluster(t, alice, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
 	n1 := node("n1")
-	if _, err := alice.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); err != nil {
+	if _, err := alice.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := alice.Release(ctx, "c1", n1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}, time.Hour); err != nil {
+	if _, err := alice.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
+	if _, err := bob.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
 		t.Fatalf("inside alice's hold: %v, want owner_conflict", err)
 	}
 	seamClock(t, raw, 2*time.Hour)
-	if _, err := bob.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); err != nil {
+	if _, err := bob.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}); err != nil {
 		t.Fatalf("after alice's hold expired: %v", err)
 	}
 	rep, err := bob.Check(ctx, "")
@@ -477,31 +480,31 @@ func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
 	first, second, ctx := sts[0], sts[1], context.Background()
 	seamCluster(t, first, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
 	n1, n2 := node("n1"), node("n2")
-	a, err := first.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1})
+	a, err := first.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A retried apply (nothing has refreshed it yet) adopts its own work.
-	if r, err := second.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); err != nil || !r.Adopted || r.Address != a.Address {
+	if r, err := second.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}); err != nil || !r.Adopted || r.Address != a.Address {
 		t.Fatalf("retried apply: %+v %v", r, err)
 	}
 	// Once the first configuration's refresh has read it, a second one is refused, at plan and at apply.
 	if _, err := first.GetActive(ctx, "c1", ipamcore.OwnerNode, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = second.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}, time.Hour)
+	_, err = second.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}, time.Hour)
 	if ipamcore.Code(err) != ipamcore.CodeOwnerConflict || !strings.Contains(err.Error(), "import") {
 		t.Fatalf("second configuration's plan: %v, want owner_conflict naming import", err)
 	}
-	if _, err = second.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n1}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
+	if _, err = second.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n1}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
 		t.Fatalf("second configuration's apply: %v, want owner_conflict", err)
 	}
 	// Never refreshed, but made longer ago than the adoption window: refused too.
-	if _, err := first.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n2}); err != nil {
+	if _, err := first.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n2}); err != nil {
 		t.Fatal(err)
 	}
 	seamClock(t, raw, ipamcore.AdoptionWindow+time.Minute)
-	if _, err = second.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: n2}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
+	if _, err = second.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: n2}); ipamcore.Code(err) != ipamcore.CodeOwnerConflict {
 		t.Fatalf("after the adoption window: %v, want owner_conflict", err)
 	}
 }
@@ -516,7 +519,7 @@ func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
 	i1 := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
-	h, err := st.ReserveInstance(ctx, "c1", i1, netip.Addr{}, time.Hour)
+	h, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: i1}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,15 +527,15 @@ func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Terraform's final plan at apply asks again: the same address.
-	if again, err := st.ReserveInstance(ctx, "c1", i1, netip.Addr{}, time.Hour); err != nil || again.Address != h.Address {
+	if again, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: i1}, time.Hour); err != nil || again.Address != h.Address {
 		t.Fatalf("final plan: %v %v, want %s", again.Address, err, h.Address)
 	}
-	r, err := st.AllocateInstance(ctx, "c1", i1, h.Address)
+	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools("c1"), Owner: i1, Address: h.Address})
 	if err != nil || r.Address != h.Address {
 		t.Fatalf("apply: %v %v, want the planned %s", r.Address, err, h.Address)
 	}
 	// A new instance on the node now draws from its blocks.
-	if id, err := st.InstancePoolID(ctx, "c1", "n1"); err != nil || id != ipamcore.NodeBlocksPoolID("c1", "n1") {
+	if id, err := st.InstancePoolID(ctx, "c1", "n1"); err != nil || id != ipamcore.NodeBlocksPool("c1", "n1").ID() {
 		t.Fatalf("pool of n1: %s %v", id, err)
 	}
 	rep, err := st.Check(ctx, "")
@@ -570,7 +573,7 @@ func TestSeamSetUpdateIsAllOrNothing(t *testing.T) {
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipamcore.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
-	taken, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("other")})
+	taken, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("other")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func (s *Store) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, req
 	var full []string
 	var last *ExhaustedError
 	for _, p := range pools {
-		req.PoolID = p.ID
+		req.Pool = p.Ref()
 		var a Allocation
 		var err error
 		if hold > 0 {
@@ -294,7 +294,7 @@ func defaultPool(ctx context.Context, tx pgx.Tx, clusterID string, family int) (
 	case len(cands) > 0 && cands[0].def:
 		pick = cands[0].id
 	case family == 6:
-		pick = PoolID(clusterID, CategoryInstance)
+		pick = InstancePool(clusterID).ID()
 	case len(cands) == 1:
 		pick = cands[0].id
 	case len(cands) == 0:

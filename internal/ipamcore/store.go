@@ -308,6 +308,32 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}))
 }
 
+// readTx runs fn in a read-only transaction, so that the figures of several
+// statements come from one connection and fn can never write; snapshot asks
+// for REPEATABLE READ, one snapshot for every statement. It is withTx's
+// counterpart for reads, and with withTx the only way the core opens a
+// transaction (beside the migration lock's). BEGIN rides out a failover like
+// every call; a read that fails later is not run again: a caller may simply
+// ask again. In the caller's transaction (InTx) fn runs there.
+func (s *Store) readTx(ctx context.Context, snapshot bool, fn func(pgx.Tx) error) error {
+	if s.outer != nil {
+		return s.mapErr(fn(s.outer))
+	}
+	iso := pgx.TxIsoLevel("")
+	if snapshot {
+		iso = pgx.RepeatableRead
+	}
+	tx, err := s.begin(ctx, iso, true)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return s.mapErr(err)
+	}
+	return s.mapErr(tx.Commit(ctx))
+}
+
 // lockConflict reports a deadlock or a serialization failure: PostgreSQL
 // aborted this transaction so that another could go on.
 func lockConflict(err error) bool {

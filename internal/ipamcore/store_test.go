@@ -130,7 +130,7 @@ func TestConcurrentAllocationIsUnique(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				r, err := st.Allocate(context.Background(), ipamcore.AllocateRequest{PoolID: ipamcore.PoolID("c1", ipamcore.CategoryInstance), Owner: instance(fmt.Sprintf("i-%d-%d", w, i))})
+				r, err := st.Allocate(context.Background(), ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance(fmt.Sprintf("i-%d-%d", w, i))})
 				if err != nil {
 					errs <- err
 					return
@@ -179,7 +179,7 @@ func TestSequentialAllocationStartsAtOne(t *testing.T) {
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	for i := 1; i <= 40; i++ {
-		r, err := st.Allocate(context.Background(), ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node(fmt.Sprintf("n%d", i))})
+		r, err := st.Allocate(context.Background(), ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node(fmt.Sprintf("n%d", i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,11 +193,11 @@ func TestIdempotentPerOwnerAndActor(t *testing.T) {
 	st, _ := newStore(t, "team-a")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	a, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
+	a, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")})
 	if err != nil || a.Adopted {
 		t.Fatal(a, err)
 	}
-	b, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
+	b, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")})
 	if err != nil || !b.Adopted || b.Address != a.Address {
 		t.Fatalf("retry: %+v %v", b, err)
 	}
@@ -206,7 +206,7 @@ func TestIdempotentPerOwnerAndActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	_, err = other.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
+	_, err = other.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")})
 	if ipamcore.Code(err) != ipamcore.CodeOwnerConflict || !strings.Contains(err.Error(), `"team-a"`) || !strings.Contains(err.Error(), "import") {
 		t.Fatalf("other actor: %v", err)
 	}
@@ -220,7 +220,7 @@ func TestCooldownReuse(t *testing.T) {
 	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/125", "")
 	ctx := context.Background()
 	alloc := func(id string) (ipamcore.AllocateResult, error) {
-		return st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node(id)})
+		return st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node(id)})
 	}
 	var addrs []netip.Addr
 	for i := 1; i <= 7; i++ {
@@ -275,12 +275,12 @@ func TestOwnerGetsItsCoolingAddressBack(t *testing.T) {
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	a, _ := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i1")})
-	_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i2")})
+	a, _ := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i1")})
+	_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i2")})
 	if ok, err := st.Release(ctx, "c1", instance("i1"), a.Generation); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	b, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i1")})
+	b, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i1")})
 	if err != nil || b.Address != a.Address || b.Generation != a.Generation+1 {
 		t.Fatalf("replacement got %v gen %d (%v), want %s", b.Address, b.Generation, err, a.Address)
 	}
@@ -298,14 +298,14 @@ func TestExactClaims(t *testing.T) {
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
 	want := netip.MustParseAddr("2001:db8::2")
-	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("exact"), Address: want})
+	r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("exact"), Address: want})
 	if err != nil || r.Address != want {
 		t.Fatal(r, err)
 	}
 	// The counter steps over the claimed address.
 	var got []string
 	for i := range 3 {
-		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node(fmt.Sprint("n", i))})
+		r, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node(fmt.Sprint("n", i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,17 +314,17 @@ func TestExactClaims(t *testing.T) {
 	if strings.Join(got, " ") != "2001:db8::1 2001:db8::3 2001:db8::4" {
 		t.Fatalf("counter after an exact claim: %v", got)
 	}
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("other"), Address: want})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("other"), Address: want})
 	if ipamcore.Code(err) != ipamcore.CodeAddressInUse || !strings.Contains(err.Error(), `"exact"`) {
 		t.Fatalf("in use: %v", err)
 	}
 	_, _ = st.Release(ctx, "c1", node("exact"), 0)
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("other"), Address: want})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("other"), Address: want})
 	if ipamcore.Code(err) != ipamcore.CodeAddressCooling || !strings.Contains(err.Error(), "until") {
 		t.Fatalf("cooling: %v", err)
 	}
 	for _, bad := range []string{"2001:db8:1::5", "2001:db8::"} {
-		_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("x"), Address: netip.MustParseAddr(bad)})
+		_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("x"), Address: netip.MustParseAddr(bad)})
 		var ie *ipamcore.InvalidError
 		if !errors.As(err, &ie) || ie.Field != "address" {
 			t.Fatalf("%s: %v", bad, err)
@@ -336,8 +336,8 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
-	_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n2")})
+	_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")})
+	_, _ = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n2")})
 	_, _ = st.Release(ctx, "c1", node("n2"), 0)
 	err := st.DeleteCluster(ctx, "c1", false)
 	if err == nil || !strings.Contains(err.Error(), "1 active, 0 reserved and 1 cooling") {
@@ -359,7 +359,7 @@ func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("n1")})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("n1")})
 	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1 refused the connection") ||
 		!strings.Contains(err.Error(), "failover_timeout is 1s") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v", err)
@@ -421,21 +421,21 @@ func TestReservationExpiresWithoutCooldown(t *testing.T) {
 	// A /126 node prefix: 3 usable addresses.
 	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/126", "")
 	ctx := context.Background()
-	hold, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("planned")}, time.Hour)
+	hold, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("planned")}, time.Hour)
 	if err != nil || hold.State != ipamcore.StateReserved {
 		t.Fatal(hold, err)
 	}
-	again, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("planned")}, time.Hour)
+	again, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("planned")}, time.Hour)
 	if err != nil || again.Address != hold.Address || again.ID != hold.ID {
 		t.Fatalf("planning again: %v %v", again.Address, err)
 	}
 	for _, id := range []string{"b", "c"} {
-		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node(id)}); err != nil {
+		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// While the hold lasts, the pool is full (the hold counts as in use).
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("d")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("d")}); ipamcore.Code(err) != ipamcore.CodeExhausted {
 		t.Fatalf("during the hold: %v", err)
 	}
 	// Expire it (database time is the clock: move the hold into the past).
@@ -443,12 +443,12 @@ func TestReservationExpiresWithoutCooldown(t *testing.T) {
 		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
 		t.Fatal(err)
 	}
-	d, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("d")})
+	d, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("d")})
 	if err != nil || d.Address != hold.Address {
 		t.Fatalf("after expiry: got %v (%v), want the held %s with no cooldown", d.Address, err, hold.Address)
 	}
 	// The planned owner's apply claims its planned address and is refused.
-	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/node", Owner: node("planned"), Address: hold.Address})
+	_, err = st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node("planned"), Address: hold.Address})
 	if ipamcore.Code(err) != ipamcore.CodeAddressInUse || !strings.Contains(err.Error(), `"d"`) {
 		t.Fatalf("stale plan: %v", err)
 	}
@@ -459,16 +459,16 @@ func TestReservationConfirmedAtApply(t *testing.T) {
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	hold, err := st.Reserve(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i1")}, time.Hour)
+	hold, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i1")}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Someone else allocating meanwhile does not get the held address.
-	other, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i2")})
+	other, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i2")})
 	if err != nil || other.Address == hold.Address {
 		t.Fatalf("other: %v %v", other.Address, err)
 	}
-	a, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: "c1/instance", Owner: instance("i1"), Address: hold.Address})
+	a, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: instance("i1"), Address: hold.Address})
 	if err != nil || a.Address != hold.Address || a.State != ipamcore.StateActive {
 		t.Fatalf("apply: %+v %v", a, err)
 	}

@@ -3,6 +3,7 @@ package ipamcore
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,10 +84,72 @@ func (a Allocation) CIDR() netip.Prefix {
 	return netip.PrefixFrom(a.Address, a.Address.BitLen())
 }
 
-// AllocateRequest asks for an address for an owner from a pool.
+// PoolRef names a pool: one of a cluster's own pools (node, instance), a
+// node's instance blocks, or an operator pool. Its ID is the pool's key; no
+// one builds or splits that key by hand.
+type PoolRef struct {
+	ClusterID string
+	// Name is the pool's name in its cluster: CategoryNode,
+	// CategoryInstance, "blocks/<node_id>" or an operator pool's name. Empty
+	// in a request: the pool the owner's kind takes its address from (see
+	// AllocateRequest).
+	Name string
+}
+
+// ClusterPools is the cluster with no pool named: a request resolves the pool
+// from its owner's kind.
+func ClusterPools(clusterID string) PoolRef { return PoolRef{ClusterID: clusterID} }
+
+// NodePool is the cluster's node pool (its node prefix).
+func NodePool(clusterID string) PoolRef { return PoolRef{clusterID, CategoryNode} }
+
+// InstancePool is the cluster's instance pool (its instance prefix).
+func InstancePool(clusterID string) PoolRef { return PoolRef{clusterID, CategoryInstance} }
+
+// NodeBlocksPool is the pool of a node's instance blocks.
+func NodeBlocksPool(clusterID, nodeID string) PoolRef {
+	return PoolRef{clusterID, blocksPrefix + nodeID}
+}
+
+// OperatorPool is an operator pool (ipam_pool) by name.
+func OperatorPool(clusterID, name string) PoolRef { return PoolRef{clusterID, name} }
+
+const blocksPrefix = "blocks/"
+
+// ID is the pool's key ("<cluster_id>/<name>"); "" for a ClusterPools ref.
+func (r PoolRef) ID() string {
+	if r.Name == "" {
+		return ""
+	}
+	return r.ClusterID + "/" + r.Name
+}
+
+func (r PoolRef) String() string {
+	if r.Name == "" {
+		return r.ClusterID
+	}
+	return r.ID()
+}
+
+// ParsePoolRef reads a pool's key back; field names the input for the error.
+func ParsePoolRef(field, id string) (PoolRef, error) {
+	c, n, ok := strings.Cut(id, "/")
+	if !ok || ValidateID("cluster", c) != nil || ValidateID("pool", n) != nil {
+		return PoolRef{}, invalid(field, "%q is not a pool id: expected <cluster_id>/<name>", truncate(id, 40))
+	}
+	return PoolRef{c, n}, nil
+}
+
+// AllocateRequest asks for an address for an owner. Allocate, Reserve and
+// their fast paths all take it, for every kind of owner.
 type AllocateRequest struct {
-	PoolID string
-	Owner  Owner
+	// Pool is where the address comes from. With no Name (ClusterPools) the
+	// owner's kind decides: a node draws from the cluster's node pool; an
+	// instance from its node's blocks when the node has some (growing them
+	// when full), else from the cluster's instance pool. An environment's
+	// IPv4 names its operator pool.
+	Pool  PoolRef
+	Owner Owner
 	// Address, when valid, claims exactly this address.
 	Address netip.Addr
 }
@@ -98,7 +161,7 @@ type AllocateResult struct {
 	// the same actor): a retried or crashed apply adopting its own work.
 	Adopted bool
 	// Network is the cluster's WorkloadSpec network block, read with the
-	// allocation (set by AllocateInstance and the fast path).
+	// allocation (set by Allocate for an instance, and by the fast path).
 	Network Network
 }
 

@@ -90,13 +90,16 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 	}, "Changing a claimed address replaces the resource.", "Changing a claimed `address` replaces the resource.")
 }
 
-// allocateAddress runs the core allocation for a create. poolAttr names the
-// attribute that chose the pool ("cluster_id" or "pool_id"), for diagnostics.
-func allocateAddress(ctx context.Context, st *ipamcore.Store, poolID, poolAttr, title string, owner ipamcore.Owner, config, planned types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
-	return allocateWith(title, config, planned, diags, func(addr netip.Addr) (ipamcore.AllocateResult, error) {
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: owner, Address: addr})
-		if errors.Is(err, ipamcore.ErrPoolNotFound) {
-			err = &ipamcore.InvalidError{Field: poolAttr, Msg: "pool " + poolID + " does not exist; create it (or its cluster) first"}
+// allocateAddress runs the core allocation for a create, through the core's
+// one allocation entry point (the one the public Go API calls). poolAttr
+// names the attribute that chose the pool ("cluster_id" or "pool_id"), for
+// diagnostics.
+func allocateAddress(ctx context.Context, st *ipamcore.Store, pool ipamcore.PoolRef, poolAttr string, owner ipamcore.Owner, config, planned types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
+	return allocateWith(titleCategory(owner.Kind), config, planned, diags, func(addr netip.Addr) (ipamcore.AllocateResult, error) {
+		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: pool, Owner: owner, Address: addr})
+		var ie *ipamcore.InvalidError
+		if errors.Is(err, ipamcore.ErrPoolNotFound) && errors.As(err, &ie) {
+			err = &ipamcore.InvalidError{Field: poolAttr, Msg: ie.Msg, Err: ie.Err}
 		}
 		return res, err
 	})
@@ -125,6 +128,14 @@ func allocateWith(title string, config, planned types.String, diags *diag.Diagno
 		return res, false
 	}
 	return res, true
+}
+
+// poolName names a request's pool in a warning.
+func poolName(p ipamcore.PoolRef) string {
+	if p.Name == "" {
+		return "Cluster " + p.ClusterID
+	}
+	return "Pool " + p.ID()
 }
 
 func titleCategory(c string) string {
@@ -271,17 +282,7 @@ const (
 // apply fails with the same error. It does not fail the plan, because
 // `terraform destroy` plans the whole configuration first (a normal-mode
 // refresh plan), and one new resource's conflict must not stop a destroy.
-func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, poolID string, owner ipamcore.Owner, keysKnown bool, claim types.String) (ipamcore.Allocation, bool) {
-	if pd == nil {
-		return ipamcore.Allocation{}, false
-	}
-	return reserveWith(pd, diags, poolID, owner, keysKnown, claim, func(addr netip.Addr) (ipamcore.Allocation, error) {
-		return pd.store.Reserve(ctx, ipamcore.AllocateRequest{PoolID: poolID, Owner: owner, Address: addr}, pd.reservationTTL)
-	})
-}
-
-// reserveWith is reserveForPlan with the core call given.
-func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner ipamcore.Owner, keysKnown bool, claim types.String, reserve func(netip.Addr) (ipamcore.Allocation, error)) (ipamcore.Allocation, bool) {
+func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, pool ipamcore.PoolRef, owner ipamcore.Owner, keysKnown bool, claim types.String) (ipamcore.Allocation, bool) {
 	switch {
 	case pd == nil:
 		return ipamcore.Allocation{}, false
@@ -303,7 +304,7 @@ func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner
 		}
 		addr = a
 	}
-	a, err := reserve(addr)
+	a, err := pd.store.Reserve(ctx, ipamcore.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
 	var oc *ipamcore.OwnerConflictError
 	switch {
 	case err == nil:
@@ -327,7 +328,7 @@ func reserveWith(pd *providerData, diags *diag.Diagnostics, poolID string, owner
 				". Its address shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first.")
 	case errors.Is(err, ipamcore.ErrNotFound) || errors.Is(err, ipamcore.ErrPoolNotFound):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
-			"Pool "+poolID+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
+			poolName(pool)+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
 				"as \"(known after apply)\". Later plans show them.")
 	default:
 		addCoreError(diags, "Unable to Reserve "+titleCategory(owner.Kind), err)

@@ -45,10 +45,11 @@ func (m *envIPv4ResourceModel) owner() ipamcore.Owner {
 	return ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: m.OrgID.ValueString()}
 }
 
-// clusterOf returns the cluster part of a pool id ("<cluster_id>/<name>").
-func clusterOf(poolID string) string {
-	c, _, _ := strings.Cut(poolID, "/")
-	return c
+// pool is the pool_id attribute as a pool reference (validated at plan time:
+// a zero reference otherwise, which the core refuses).
+func (m *envIPv4ResourceModel) pool() ipamcore.PoolRef {
+	p, _ := ipamcore.ParsePoolRef("pool_id", m.PoolID.ValueString())
+	return p
 }
 
 func (m *envIPv4ResourceModel) fill(a ipamcore.Allocation) {
@@ -136,7 +137,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, plan.PoolID.ValueString(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, plan.pool(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
 	if !ok {
 		return
 	}
@@ -159,7 +160,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddAttributeError(path.Root("pool_id"), "Not an IPv4 Pool", "pool "+poolID+" is an "+familyName(p.Family)+" pool; the IPv4 add-on needs an ipv4 pool")
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, poolID, "pool_id", titleCategory(ipamcore.OwnerEnvIPv4), plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, plan.pool(), "pool_id", plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -177,7 +178,7 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	a, ok := readAddress(ctx, r.store, clusterOf(state.PoolID.ValueString()), ipamcore.OwnerEnvIPv4, state.EnvID.ValueString(), &resp.Diagnostics)
+	a, ok := readAddress(ctx, r.store, state.pool().ClusterID, ipamcore.OwnerEnvIPv4, state.EnvID.ValueString(), &resp.Diagnostics)
 	if !ok {
 		if !resp.Diagnostics.HasError() {
 			resp.State.RemoveResource(ctx)
@@ -205,7 +206,7 @@ func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	releaseAddress(ctx, r.store, req, clusterOf(state.PoolID.ValueString()), state.owner(), &resp.Diagnostics)
+	releaseAddress(ctx, r.store, req, state.pool().ClusterID, state.owner(), &resp.Diagnostics)
 }
 
 // ImportState takes "<cluster_id>/<pool name>/<env_id>", or the address.

@@ -141,11 +141,8 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	owner, clusterID := plan.owner(), plan.ClusterID.ValueString()
-	res, ok := allocateWith(titleCategory(ipamcore.CategoryInstance), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics,
-		func(addr netip.Addr) (ipamcore.AllocateResult, error) {
-			return r.store.AllocateInstance(ctx, clusterID, owner, addr)
-		})
+	res, ok := allocateAddress(ctx, r.store, ipamcore.ClusterPools(plan.ClusterID.ValueString()), "cluster_id", plan.owner(),
+		configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -235,11 +232,8 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	if r.pd == nil {
 		return
 	}
-	owner, clusterID := plan.owner(), plan.ClusterID.ValueString()
-	a, ok := reserveWith(r.pd, &resp.Diagnostics, ipamcore.PoolID(clusterID, ipamcore.CategoryInstance), owner, !plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config,
-		func(addr netip.Addr) (ipamcore.Allocation, error) {
-			return r.store.ReserveInstance(ctx, clusterID, owner, addr, r.pd.reservationTTL)
-		})
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
+		!plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return
 	}
@@ -296,7 +290,7 @@ func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req re
 	}
 	cluster, node := state.ClusterID.ValueString(), state.NodeID.ValueString()
 	id, err := r.store.InstancePoolID(ctx, cluster, node)
-	if err != nil || id != ipamcore.NodeBlocksPoolID(cluster, node) || r.store.CheckClaim(ctx, id, addr) == nil {
+	if err != nil || id != ipamcore.NodeBlocksPool(cluster, node).ID() || r.store.CheckClaim(ctx, id, addr) == nil {
 		return
 	}
 	// Terraform replaces only for a path whose planned value differs.
@@ -329,7 +323,7 @@ func (r *instanceAddressResource) replaceOnNodeMove(ctx context.Context, req res
 	cluster := state.ClusterID.ValueString()
 	for _, n := range []types.String{state.NodeID, plan.NodeID} {
 		id, err := r.store.InstancePoolID(ctx, cluster, n.ValueString())
-		if err == nil && id != ipamcore.PoolID(cluster, ipamcore.CategoryInstance) {
+		if err == nil && id != ipamcore.InstancePool(cluster).ID() {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
 			return
 		}

@@ -75,7 +75,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryNode), "cluster_id", titleCategory(ipamcore.CategoryNode), plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, ipamcore.ClusterPools(plan.ClusterID.ValueString()), "cluster_id", plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -132,7 +132,7 @@ func (r *nodeAddressResource) ImportState(ctx context.Context, req resource.Impo
 // ModifyPlan checks a claimed address against the cluster at plan time.
 func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
-		return ipamcore.PoolID(c, ipamcore.CategoryNode)
+		return ipamcore.NodePool(c).ID()
 	}))
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
@@ -143,7 +143,7 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.PoolID(plan.ClusterID.ValueString(), ipamcore.CategoryNode), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return
 	}

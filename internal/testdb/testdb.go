@@ -195,3 +195,13 @@ func ModelSeed(t testing.TB) uint64 {
 	}
 	return v
 }
+
+// Pool is a test's pool id ("c1/node", "c1/v4") as the core's typed
+// reference; a malformed id is a bug in the test.
+func Pool(id string) ipamcore.PoolRef {
+	r, err := ipamcore.ParsePoolRef("pool", id)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
