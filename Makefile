@@ -7,9 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 TOOLS_BIN := $(CURDIR)/.tools/bin
 
-GOLANGCI_LINT_VERSION := v2.15.0
-# v2.17.0+ depend on go.digitalxero.dev/go-msix, which the Go module proxy refuses here (403).
-GORELEASER_VERSION := v2.16.0
+# golangci-lint, goreleaser and tfplugindocs are `tool` directives of tools/go.mod (the pins).
 
 .PHONY: help build install fmt vet lint test check unit acc e2e testacc docs demo demo-down release-check clean
 
@@ -41,8 +39,8 @@ fmt: ## Format Go code (gofmt -s) and the Terraform examples
 vet: ## Run go vet
 	go vet ./...
 
-lint: ## Run golangci-lint (.golangci.yml; installs the pinned version into .tools/bin)
-	GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) bash scripts/lint.sh
+lint: ## Run golangci-lint (.golangci.yml; the version tools/go.mod pins)
+	bash scripts/lint.sh
 
 test: ## The test command CI runs: check, then the unit, acc and e2e tiers in one go test run (names the tiers that fail)
 	bash scripts/test.sh all
@@ -71,7 +69,7 @@ demo-down: ## Destroy the demo resources, stop its PostgreSQL and remove .demo/
 	bash scripts/demo.sh down
 
 release-check: ## Validate .goreleaser.yml with goreleaser check (RELEASE_CHECK_BUILD=1: also a snapshot build)
-	GORELEASER_VERSION=$(GORELEASER_VERSION) bash scripts/release-check.sh
+	bash scripts/release-check.sh
 
 clean: ## Remove build output (bin/) and demo state (.demo/)
 	@if [ -d .demo/pg ]; then bash scripts/pg.sh stop .demo/pg || true; fi

@@ -76,13 +76,13 @@ if ! grep -q '"registry.terraform.io/hashicorp/ipam"' "$tmp/schema.json"; then
 	exit 1
 fi
 
-say "building tfplugindocs (tools/go.mod)"
-(cd tools && go build -o "$tmp/tfplugindocs" github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs)
+say "building tfplugindocs (tools/go.mod) unless cached"
+tfplugindocs=$(go -C tools tool -n tfplugindocs)
 
 # With --providers-schema tfplugindocs neither builds the provider nor runs (or
 # installs) terraform. CHECKPOINT_DISABLE is belt and braces.
 say "rendering docs/ with tfplugindocs"
-CHECKPOINT_DISABLE=1 "$tmp/tfplugindocs" generate \
+CHECKPOINT_DISABLE=1 "$tfplugindocs" generate \
 	--provider-dir "$root" \
 	--provider-name ipam \
 	--providers-schema "$tmp/schema.json"
@@ -90,7 +90,7 @@ CHECKPOINT_DISABLE=1 "$tmp/tfplugindocs" generate \
 # Check the result the way the registry would (frontmatter, file layout, a
 # page for every resource and data source). Quiet unless it fails.
 say "validating docs/"
-if ! CHECKPOINT_DISABLE=1 "$tmp/tfplugindocs" validate \
+if ! CHECKPOINT_DISABLE=1 "$tfplugindocs" validate \
 	--provider-dir "$root" \
 	--provider-name ipam \
 	--providers-schema "$tmp/schema.json" >"$tmp/validate.log" 2>&1; then

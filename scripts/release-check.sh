@@ -9,59 +9,27 @@
 #                                      --single-target` (provider and ipamctl
 #                                      for this machine, into dist/)
 #
-# Uses <repo>/.tools/bin/goreleaser when it is the pinned version
-# (GORELEASER_VERSION, set by the Makefile), and otherwise installs that
-# version there from the Go module proxy (GOTOOLCHAIN=auto; ~6 minutes on 2
-# cores). Why the pin is not the newest release: goreleaser v2.17.0 and later
-# depend on go.digitalxero.dev/go-msix (through nfpm), which the Go module
-# proxy used here refuses (403), and v2.18.x also needs Go >= 1.27.1.
+# goreleaser is a `tool` of the tools/ module (tools/go.mod pins v2.16.0):
+# `go tool -n` builds it on first use, from the Go module proxy into the build
+# cache (~6 minutes on 2 cores), and prints where it is. Why the pin is not
+# the newest release: goreleaser v2.17.0 and later depend on
+# go.digitalxero.dev/go-msix (through nfpm), which the Go module proxy used
+# here refuses (403), and v2.18.x also needs Go >= 1.27.1.
 set -euo pipefail
 
-GORELEASER_VERSION=${GORELEASER_VERSION:-v2.16.0}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-tools_bin=$root/.tools/bin
-gr=$tools_bin/goreleaser
 
 say() { printf 'release-check: %s\n' "$*" >&2; }
 
-is_pinned() {
-	[[ -x "$gr" ]] && "$gr" --version 2>/dev/null | grep -qE "^GitVersion:[[:space:]]+${GORELEASER_VERSION}\$"
+command -v go >/dev/null 2>&1 || {
+	say "error: go is needed to build goreleaser"
+	exit 1
 }
-
-install() {
-	is_pinned && return 0 # a parallel caller may have installed it meanwhile
-	say "installing goreleaser $GORELEASER_VERSION into .tools/bin from the Go module proxy (takes several minutes)"
-	local tmp
-	tmp=$(mktemp -d "${TMPDIR:-/tmp}/goreleaser-install.XXXXXX")
-	# Outside the repo, so the project's go.mod plays no part; into a temporary
-	# GOBIN first, so a failed build leaves no half-installed tool behind.
-	if ! (cd / && GOBIN=$tmp GOTOOLCHAIN=auto GOFLAGS='' GOWORK=off \
-		go install "github.com/goreleaser/goreleaser/v2@$GORELEASER_VERSION") >&2; then
-		rm -rf "$tmp"
-		say "error: go install github.com/goreleaser/goreleaser/v2@$GORELEASER_VERSION failed (see above)."
-		say "A '403 Forbidden' for a module means the Go module proxy refuses that dependency on this machine;"
-		say "v2.16.0 is the newest release whose dependencies it serves."
-		exit 1
-	fi
-	mv -f "$tmp/goreleaser" "$gr"
-	rm -rf "$tmp"
+say "building goreleaser (tools/go.mod) unless cached"
+gr=$(go -C "$root/tools" tool -n goreleaser) || {
+	say "error: go tool goreleaser failed to build (see above)"
+	exit 1
 }
-
-if ! is_pinned; then
-	command -v go >/dev/null 2>&1 || {
-		say "error: go is needed to install goreleaser"
-		exit 1
-	}
-	mkdir -p "$tools_bin"
-	if command -v flock >/dev/null 2>&1; then
-		(
-			flock 9
-			install
-		) 9>"$tools_bin/.goreleaser.lock"
-	else
-		install
-	fi
-fi
 
 cd "$root"
 
@@ -75,7 +43,7 @@ if ! tr -d ' \t\n' <"$manifest" | grep -q '"protocol_versions":\["6.0"\]'; then
 	exit 1
 fi
 
-say "goreleaser $GORELEASER_VERSION check"
+say "$("$gr" --version 2>/dev/null | grep -m1 GitVersion) check"
 "$gr" check
 
 if [[ "${RELEASE_CHECK_BUILD:-}" == 1 ]]; then

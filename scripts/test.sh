@@ -40,7 +40,7 @@ check() {
 	step "go vet ./..."
 	go vet ./...
 
-	# golangci-lint (installed into .tools/bin on first use), including the rule
+	# golangci-lint (a tool of tools/go.mod, built on first use), including the rule
 	# that keeps terraform-plugin-* out of internal/ipamcore.
 	step "make lint"
 	make --no-print-directory lint
