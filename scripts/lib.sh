@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Helpers shared by the scripts that start throwaway servers (pg.sh,
-# pg-replica.sh, pg-tls.sh, pgbouncer.sh). Source it after defining die().
+# pgbouncer.sh, patroni.sh). Source it after defining die().
 
 # The unprivileged user servers run as when we are root and there is no
 # `postgres` user (PostgreSQL and PgBouncer refuse to run as root).

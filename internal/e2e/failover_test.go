@@ -17,7 +17,7 @@ import (
 // server. Nothing is allocated twice, and the calls that fail say what each
 // host answered, never "cannot be reached" for a server that answered.
 func TestFailoverBound(t *testing.T) {
-	srv := startServer(t, "pg.sh")
+	srv := startServer(t)
 	url := createDatabase(t, srv.url("postgres"), "ipam")
 	seed(t, url)
 	ctx := context.Background()

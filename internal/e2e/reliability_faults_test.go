@@ -26,7 +26,7 @@ import (
 // The killed-apply fault (SIGKILL of terraform and its provider) is covered by
 // TestKilledApplyIsAdopted in e2e_test.go.
 func TestFaultDatabaseStoppedMidApply(t *testing.T) {
-	srv := startServer(t, "pg.sh")
+	srv := startServer(t)
 	url := createDatabase(t, srv.url("postgres"), "ipam")
 	seed(t, url)
 	n := pick(90, 300)
@@ -191,17 +191,14 @@ type ack struct {
 //
 // No acknowledged commit is lost because of synchronous replication
 // (synchronous_commit = on, synchronous_standby_names = '*', see
-// scripts/pg-replica.sh): the primary answers a COMMIT only after the standby
+// startReplica): the primary answers a COMMIT only after the standby
 // has flushed it. With asynchronous replication the last commits before a
 // crash may be lost, and a lost allocation may be handed out again.
 func TestFaultFailoverToStandby(t *testing.T) {
-	primary := &server{t: t, dir: serverDir(t, "primary")}
-	standby := &server{t: t, dir: serverDir(t, "standby")}
-	script(t, "pg-replica.sh", "start", primary.dir, standby.dir)
-	t.Cleanup(func() { scriptQuiet(t, "pg-replica.sh", "stop", primary.dir, standby.dir) })
+	primary, standby, haAdmin := startReplica(t)
 	url := createDatabase(t, primary.url("postgres"), "ipam")
 	seed(t, url)
-	ha := withDatabase(t, primary.read("url-ha"), "ipam")
+	ha := withDatabase(t, haAdmin, "ipam")
 
 	w := newWorkdir(t, ha, mixed("f", 12))
 	w.run("apply", "-input=false", "-auto-approve")
@@ -254,8 +251,8 @@ func TestFaultFailoverToStandby(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	crashAt := time.Now()
-	script(t, "pg-replica.sh", "crash", primary.dir)
-	script(t, "pg-replica.sh", "promote", standby.dir)
+	primary.crash()
+	standby.promote()
 	promoted.Store(true)
 	promotedAt := time.Now()
 	wg.Wait()

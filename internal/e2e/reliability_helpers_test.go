@@ -1,7 +1,7 @@
 package e2e
 
 // Helpers of the reliability and security tests (reliability_*_test.go):
-// servers of their own (scripts/pg.sh, pg-tls.sh, pg-replica.sh), the
+// servers of their own (scripts/pg.sh; TLS and replicas in servers_test.go), the
 // invariant checks run after every storm and fault, and the comparison of
 // Terraform states with the database.
 
@@ -83,12 +83,12 @@ func serverDir(t *testing.T, name string) string {
 	return dir
 }
 
-// startServer starts a throwaway server with scripts/pg.sh (or pg-tls.sh),
-// stopped at the end of the test.
-func startServer(t *testing.T, scriptName string) *server {
+// startServer starts a throwaway server with scripts/pg.sh, stopped at the
+// end of the test.
+func startServer(t *testing.T) *server {
 	t.Helper()
-	s := &server{t: t, dir: serverDir(t, strings.TrimSuffix(scriptName, ".sh"))}
-	script(t, scriptName, "start", s.dir)
+	s := &server{t: t, dir: serverDir(t, "pg")}
+	script(t, "pg.sh", "start", s.dir)
 	t.Cleanup(func() { scriptQuiet(t, "pg.sh", "stop", s.dir) })
 	return s
 }
@@ -110,20 +110,7 @@ func (s *server) password() string     { return s.read("pwfile") }
 // pgCtl runs pg_ctl on the server's data directory as the user owning it.
 func (s *server) pgCtl(args ...string) {
 	s.t.Helper()
-	data := filepath.Join(s.dir, "data")
-	fi, err := os.Stat(data)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	bin := filepath.Join(s.read("bindir"), "pg_ctl")
-	argv := append([]string{bin, "-D", data}, args...)
-	var cmd *exec.Cmd
-	if owner := fileOwner(fi); owner != "" && owner != currentUser() {
-		cmd = exec.Command("runuser", append([]string{"-u", owner, "--"}, argv...)...)
-	} else {
-		cmd = exec.Command(argv[0], argv[1:]...)
-	}
-	cmd.Dir = "/"
+	cmd := s.command("pg_ctl", append([]string{"-D", filepath.Join(s.dir, "data")}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		s.t.Fatalf("pg_ctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

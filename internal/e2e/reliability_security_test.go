@@ -232,13 +232,12 @@ func withPort(t *testing.T, u, port string) string {
 	return pu.String()
 }
 
-// TLS: a server with a certificate from a CA this test makes (openssl, in
-// scripts/pg-tls.sh) and no plain TCP. The core and terraform work with
+// TLS: a server with a certificate from a CA this test makes
+// (startTLSServer) and no plain TCP. The core and terraform work with
 // sslmode=verify-full; a wrong CA, a certificate for another host name and a
 // client without TLS are refused, each with an error that says why.
 func TestTLSVerifyFull(t *testing.T) {
-	srv := startServer(t, "pg-tls.sh")
-	tlsAdmin := srv.read("url-tls")
+	srv, tlsAdmin := startTLSServer(t)
 	u := createDatabase(t, tlsAdmin, "ipam")
 	seed(t, u)
 	ctx := context.Background()
