@@ -1,6 +1,16 @@
 # shellcheck shell=bash
 # Helpers shared by the scripts that start throwaway servers (pg.sh,
-# pgbouncer.sh, patroni.sh). Source it after defining die().
+# pgbouncer.sh, patroni.sh). It defines their log and die, which name the
+# script that sources it.
+
+# log MSG...: a line on stderr, prefixed with the script's name.
+log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
+
+# die MSG...: log an error and exit 1.
+die() {
+	log "error: $*"
+	exit 1
+}
 
 # The unprivileged user servers run as when we are root and there is no
 # `postgres` user (PostgreSQL and PgBouncer refuse to run as root).

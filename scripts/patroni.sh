@@ -29,12 +29,6 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-log() { printf 'patroni.sh: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
-
 # shellcheck source=scripts/lib.sh
 source "$here/lib.sh"
 

@@ -22,12 +22,6 @@ set -euo pipefail
 
 PG_SUPERUSER=ipam
 
-log() { printf 'pg.sh: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
-
 # shellcheck source=scripts/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/lib.sh"
 

@@ -24,12 +24,6 @@
 # never printed.
 set -euo pipefail
 
-log() { printf 'pgbouncer.sh: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
-
 # shellcheck source=scripts/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/lib.sh"
 

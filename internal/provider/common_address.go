@@ -69,11 +69,17 @@ func addressAttributes(ownerAttr, what string) map[string]schema.Attribute {
 			Computed:            true,
 			PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
-		"allocated_at": schema.StringAttribute{
-			MarkdownDescription: "When the address was allocated (RFC 3339, database time).",
-			Computed:            true,
-			PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-		},
+		"allocated_at": allocatedAtAttribute(),
+	}
+}
+
+// allocatedAtAttribute is the allocated_at attribute of every resource that
+// holds one address (ipam_env_ipv4 too).
+func allocatedAtAttribute() schema.StringAttribute {
+	return schema.StringAttribute{
+		MarkdownDescription: "When the address was allocated (RFC 3339, database time).",
+		Computed:            true,
+		PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 	}
 }
 

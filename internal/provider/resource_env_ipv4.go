@@ -111,11 +111,7 @@ func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Computed:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"allocated_at": schema.StringAttribute{
-				MarkdownDescription: "When the address was allocated (RFC 3339, database time).",
-				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
+			"allocated_at": allocatedAtAttribute(),
 		},
 	}
 }
