@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // Machine describes where the figures come from.
@@ -88,7 +88,7 @@ func (r *runner) createDB(ctx context.Context, purpose string) (string, error) {
 	}
 	r.dbs = append(r.dbs, name)
 	u := r.srv.dbURL(name)
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: u, MaxConnections: 1, Actor: "bench"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return "", err
 	}

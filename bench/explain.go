@@ -13,17 +13,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
-// The hot statements are the core's named statements (ipamcore.HotStatements),
+// The hot statements are the core's named statements (ipam.HotStatements),
 // not copies: each entry below names one and gives the parameters to EXPLAIN
 // it with. A statement the core no longer names fails the run, and a named
 // statement with no entry here fails it too, so the two lists stay in step.
 
 // hotStatement is one statement of the allocation path.
 type hotStatement struct {
-	name   string // its name in ipamcore.HotStatements
+	name   string // its name in ipam.HotStatements
 	db     string // "growth" (the 1M instance pool) or "reuse" (the full pool with 1M cooled rows)
 	params func(f *planFixture) []any
 }
@@ -98,7 +98,7 @@ type PlanResult struct {
 // hotSQL maps the core's named hot statements to their SQL.
 func hotSQL() map[string]string {
 	m := map[string]string{}
-	for _, st := range ipamcore.HotStatements() {
+	for _, st := range ipam.HotStatements() {
 		m[st.Name] = st.SQL
 	}
 	return m
@@ -187,7 +187,7 @@ func (r *runner) explainSection(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		where := "ipamcore.HotStatements: " + h.name
+		where := "ipam.HotStatements: " + h.name
 		c := conns[h.db]
 		if c == nil {
 			cc, err := pgx.ParseConfig(dbs[h.db])
@@ -251,8 +251,8 @@ func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, sql, mode stri
 		return pr, err
 	}
 	// The planner settings every transaction of the core starts with
-	// (ipamcore.TxSettings, sent with BEGIN), here for the session.
-	if _, err := c.Exec(ctx, strings.Replace(ipamcore.TxSettings, "SET LOCAL", "SET", 1)); err != nil {
+	// (ipam.TxSettings, sent with BEGIN), here for the session.
+	if _, err := c.Exec(ctx, strings.Replace(ipam.TxSettings, "SET LOCAL", "SET", 1)); err != nil {
 		return pr, err
 	}
 	if _, err := c.Exec(ctx, "PREPARE ipambench_q AS "+sql); err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // A preloaded pool: its database, and what a bench store needs to use it.
@@ -18,7 +18,7 @@ type loadedPool struct {
 	cooled    int // of which reusable from the queue
 	dbURL     string
 	clusterID string
-	pool      ipamcore.Pool
+	pool      ipam.Pool
 }
 
 type growthDBs struct {
@@ -68,14 +68,14 @@ const fillEventsSQL = `INSERT INTO ipam_events (id, at, type, cluster_id, pool_i
 	FROM ipam_allocations WHERE pool_id = $1 AND state = 'cooling'`
 
 func eventNames(kind string) (allocated, released string) {
-	if kind == ipamcore.OwnerNode {
+	if kind == ipam.OwnerNode {
 		return "node.enrolled", "node.released"
 	}
 	return kind + ".allocated", kind + ".released"
 }
 
 // fillPool preloads a counter pool as fillSpec says and advances its stripes.
-func fillPool(ctx context.Context, dbURL string, p ipamcore.Pool, f fillSpec) error {
+func fillPool(ctx context.Context, dbURL string, p ipam.Pool, f fillSpec) error {
 	if f.n == 0 {
 		return nil
 	}
@@ -87,7 +87,7 @@ func fillPool(ctx context.Context, dbURL string, p ipamcore.Pool, f fillSpec) er
 	if _, err := c.Exec(ctx, `SET synchronous_commit = off; SET maintenance_work_mem = '256MB'`); err != nil {
 		return err
 	}
-	l, err := ipamcore.NewLayout(p.CIDRs, p.Exclude, p.Gateway)
+	l, err := ipam.NewLayout(p.CIDRs, p.Exclude, p.Gateway)
 	if err != nil {
 		return err
 	}
@@ -135,22 +135,22 @@ func (r *runner) growthDB(ctx context.Context, n int) (*loadedPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	cl, err := st.CreateCluster(ctx, ipamcore.Cluster{ID: "g1", Prefix: netip.MustParsePrefix("2001:db8:1::/48"),
-		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+	cl, err := st.CreateCluster(ctx, ipam.Cluster{ID: "g1", Prefix: netip.MustParsePrefix("2001:db8:1::/48"),
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
 	if err != nil {
 		return nil, err
 	}
-	p, err := st.GetPool(ctx, ipamcore.InstancePool(cl.ID).ID())
+	p, err := st.GetPool(ctx, ipam.InstancePool(cl.ID).ID())
 	if err != nil {
 		return nil, err
 	}
 	t := time.Now()
-	if err := fillPool(ctx, dbURL, p, fillSpec{n: n, mode: "mixed", kind: ipamcore.OwnerInstance}); err != nil {
+	if err := fillPool(ctx, dbURL, p, fillSpec{n: n, mode: "mixed", kind: ipam.OwnerInstance}); err != nil {
 		return nil, err
 	}
 	if n > 0 {
@@ -163,9 +163,9 @@ func (r *runner) growthDB(ctx context.Context, n int) (*loadedPool, error) {
 // connection each), so that every level sees the same moments of the run:
 // noise from the machine falls on all alike. It returns the latencies per pool.
 func (r *runner) interleaved(ctx context.Context, pools []*loadedPool, kind string, warm, samples int) ([][]time.Duration, error) {
-	stores := make([]*ipamcore.Store, len(pools))
+	stores := make([]*ipam.Client, len(pools))
 	for i, p := range pools {
-		st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: p.dbURL, MaxConnections: 1, Actor: "bench"})
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: p.dbURL, MaxConnections: 1, Actor: "bench"})
 		if err != nil {
 			return nil, err
 		}
@@ -179,11 +179,11 @@ func (r *runner) interleaved(ctx context.Context, pools []*loadedPool, kind stri
 			k := (i + j) % len(pools)
 			id := fmt.Sprintf("new-%d", i)
 			o := instanceOwner(id)
-			if kind == ipamcore.OwnerNode {
-				o = ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}
+			if kind == ipam.OwnerNode {
+				o = ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}
 			}
 			t := time.Now()
-			if _, err := stores[k].Allocate(ctx, ipamcore.AllocateRequest{Pool: pools[k].pool.Ref(), Owner: o}); err != nil {
+			if _, err := stores[k].Allocate(ctx, ipam.AllocateRequest{Pool: pools[k].pool.Ref(), Owner: o}); err != nil {
 				return nil, fmt.Errorf("allocating from the pool with %d rows: %w", pools[k].level, err)
 			}
 			if i >= warm {
@@ -206,7 +206,7 @@ func (r *runner) growthSection(ctx context.Context) error {
 	}
 	r.growth = g
 	r.srv.checkpoint(ctx)
-	lat, err := r.interleaved(ctx, g.levels, ipamcore.OwnerInstance, 20, r.sz.GrowthSamples)
+	lat, err := r.interleaved(ctx, g.levels, ipam.OwnerInstance, 20, r.sz.GrowthSamples)
 	if err != nil {
 		return err
 	}
@@ -248,24 +248,24 @@ func (r *runner) queueDB(ctx context.Context, name string, cooled int) (*loadedP
 	if err != nil {
 		return nil, err
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	cl, err := st.CreateCluster(ctx, ipamcore.Cluster{ID: "q1", Prefix: netip.MustParsePrefix("2001:db8:2::/48"),
+	cl, err := st.CreateCluster(ctx, ipam.Cluster{ID: "q1", Prefix: netip.MustParsePrefix("2001:db8:2::/48"),
 		NodePrefix:     netip.PrefixFrom(netip.MustParseAddr("2001:db8:2::"), 128-host),
 		InstancePrefix: netip.MustParsePrefix("2001:db8:2:1::/64"),
-		NodeCooldown:   ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+		NodeCooldown:   ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
 	if err != nil {
 		return nil, err
 	}
-	p, err := st.GetPool(ctx, ipamcore.NodePool(cl.ID).ID())
+	p, err := st.GetPool(ctx, ipam.NodePool(cl.ID).ID())
 	if err != nil {
 		return nil, err
 	}
 	t := time.Now()
-	if err := fillPool(ctx, dbURL, p, fillSpec{n: int(p.Size), mode: "queue", cooled: cooled, kind: ipamcore.OwnerNode}); err != nil {
+	if err := fillPool(ctx, dbURL, p, fillSpec{n: int(p.Size), mode: "queue", cooled: cooled, kind: ipam.OwnerNode}); err != nil {
 		return nil, err
 	}
 	r.logf("reuse: preloaded a full %s node pool (%s rows, %s cooled) in %s", p.CIDRs[0], num(float64(p.Size)), num(float64(cooled)),
@@ -286,7 +286,7 @@ func (r *runner) reuseSection(ctx context.Context) error {
 	}
 	r.reuse = big
 	r.srv.checkpoint(ctx)
-	lat, err := r.interleaved(ctx, []*loadedPool{small, big}, ipamcore.OwnerNode, warm, r.sz.ReuseSamples)
+	lat, err := r.interleaved(ctx, []*loadedPool{small, big}, ipam.OwnerNode, warm, r.sz.ReuseSamples)
 	if err != nil {
 		return err
 	}
@@ -326,14 +326,14 @@ func (r *runner) reuseRoundTrips(ctx context.Context, p *loadedPool) error {
 	if err != nil {
 		return err
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: pu, MaxConnections: 1, Actor: "bench"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: pu, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	lines, err := countOps(ctx, px, []rtOp{{"Store.Allocate node (fresh space spent, from the cooled queue)", func(ctx context.Context, i int) error {
+	lines, err := countOps(ctx, px, []rtOp{{"Client.Allocate node (fresh space spent, from the cooled queue)", func(ctx context.Context, i int) error {
 		id := fmt.Sprintf("rt-%d", i)
-		_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: p.pool.Ref(), Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
+		_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: p.pool.Ref(), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}})
 		return err
 	}}}, 5, min(r.sz.RoundTripOps, 50))
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // countingProxy sits between a client and the server and counts the
@@ -187,7 +187,7 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 	if err != nil {
 		return err
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: pu, MaxConnections: 1, Actor: "bench"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: pu, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 	if err != nil {
 		return err
 	}
-	v4, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
+	v4, err := st.CreatePool(ctx, ipam.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.64.0.0/20")}})
 	if err != nil {
 		return err
@@ -227,32 +227,32 @@ func (r *runner) roundTrips(ctx context.Context, dbURL string) error {
 			_, err := conn.Exec(ctx, `INSERT INTO bench_insert (client, note) VALUES ($1, 'pgbench reference row')`, i)
 			return err
 		}},
-		{"Store.Allocate instance (fresh; ipam_instance_address, ipam.AllocateInstance)", func(ctx context.Context, i int) error {
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cl.ID), Owner: instanceOwner(owner("a", i))})
+		{"Client.Allocate instance (fresh; ipam_instance_address, ipam.AllocateInstance)", func(ctx context.Context, i int) error {
+			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cl.ID), Owner: instanceOwner(owner("a", i))})
 			return err
 		}},
-		{"Store.Allocate ipv4 (table pool)", func(ctx context.Context, i int) error {
+		{"Client.Allocate ipv4 (table pool)", func(ctx context.Context, i int) error {
 			id := owner("e", i)
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: v4.Ref(),
-				Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}})
+			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: v4.Ref(),
+				Owner: ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}})
 			return err
 		}},
-		{"Store.Reserve instance (plan-time hold)", func(ctx context.Context, i int) error {
-			a, err := st.Reserve(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cl.ID), Owner: instanceOwner(owner("h", i))}, time.Hour)
+		{"Client.Reserve instance (plan-time hold)", func(ctx context.Context, i int) error {
+			a, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cl.ID), Owner: instanceOwner(owner("h", i))}, time.Hour)
 			planned.Store(i, a.Address)
 			return err
 		}},
-		{"Store.Allocate instance (apply of a held plan)", func(ctx context.Context, i int) error {
+		{"Client.Allocate instance (apply of a held plan)", func(ctx context.Context, i int) error {
 			addr, _ := planned.Load(i)
 			a, _ := addr.(netip.Addr)
-			_, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.ClusterPools(cl.ID), Owner: instanceOwner(owner("h", i)), Address: a})
+			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cl.ID), Owner: instanceOwner(owner("h", i)), Address: a})
 			return err
 		}},
-		{"Store.GetActive (refresh)", func(ctx context.Context, i int) error {
-			_, err := st.GetActive(ctx, cl.ID, ipamcore.OwnerInstance, owner("a", i))
+		{"Client.GetActive (refresh)", func(ctx context.Context, i int) error {
+			_, err := st.GetActive(ctx, cl.ID, ipam.OwnerInstance, owner("a", i))
 			return err
 		}},
-		{"Store.Release instance", func(ctx context.Context, i int) error {
+		{"Client.Release instance", func(ctx context.Context, i int) error {
 			_, err := st.Release(ctx, cl.ID, instanceOwner(owner("a", i)), 0)
 			return err
 		}},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // readsSection is section 5: the usage read (what the usage data source and
@@ -24,13 +24,13 @@ func (r *runner) readsSection(ctx context.Context) error {
 			return err
 		}
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: p.dbURL, MaxConnections: 1, Actor: "bench"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: p.dbURL, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	var lat []time.Duration
-	var u ipamcore.ClusterUsage
+	var u ipam.ClusterUsage
 	for i := 0; i < 3+r.sz.ReadSamples; i++ {
 		t := time.Now()
 		if u, err = st.PoolUsage(ctx, p.clusterID); err != nil {
@@ -60,10 +60,10 @@ func (r *runner) readsSection(ctx context.Context) error {
 }
 
 // usagePlan records EXPLAIN (ANALYZE, BUFFERS) of the usage statement, read
-// from internal/ipamcore (the constant usagePoolsSQL, with the planner
+// from the ipam package (the constant usagePoolsSQL, with the planner
 // setting the core applies before it, if any), to show where the time goes.
 func (r *runner) usagePlan(ctx context.Context, p *loadedPool) error {
-	setting, sql := ipamcore.UsageStatement()
+	setting, sql := ipam.UsageStatement()
 	cc, err := pgx.ParseConfig(p.dbURL)
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func (r *runner) usagePlan(ctx context.Context, p *loadedPool) error {
 	if err != nil {
 		return err
 	}
-	title := "Reads: EXPLAIN (ANALYZE, BUFFERS) of usagePoolsSQL (internal/ipamcore)"
+	title := "Reads: EXPLAIN (ANALYZE, BUFFERS) of usagePoolsSQL (package ipam)"
 	if setting != "" {
 		title += ", after " + setting
 	}

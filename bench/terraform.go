@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // tfEnv is a built provider and a CLI configuration whose dev_overrides
@@ -210,7 +210,7 @@ type pairResult struct {
 // fresh cluster and working directory per round.
 func (r *runner) pair(ctx context.Context, e *tfEnv, a, b func(cluster string) string, rounds int, envA []string) (*pairResult, error) {
 	res := &pairResult{}
-	setup, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: e.dbURL, MaxConnections: 1, Actor: "terraform"})
+	setup, err := ipam.Open(ctx, ipam.Config{DatabaseURL: e.dbURL, MaxConnections: 1, Actor: "terraform"})
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +219,9 @@ func (r *runner) pair(ctx context.Context, e *tfEnv, a, b func(cluster string) s
 		var wds [2]string
 		for i, cfg := range []func(string) string{a, b} {
 			n := clusterSeq.Add(1)
-			cl, err := setup.CreateCluster(ctx, ipamcore.Cluster{ID: fmt.Sprintf("tf%d", n),
+			cl, err := setup.CreateCluster(ctx, ipam.Cluster{ID: fmt.Sprintf("tf%d", n),
 				Prefix:       netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/48", 0x100+n)),
-				NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+				NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
 			if err != nil {
 				return nil, err
 			}

@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
@@ -141,16 +140,16 @@ func percentile(d []time.Duration, p float64) time.Duration {
 var clusterSeq atomic.Int64
 
 // newCluster creates a cluster with a prefix of its own.
-func newCluster(ctx context.Context, st *ipamcore.Store, prefix string) (ipamcore.Cluster, error) {
+func newCluster(ctx context.Context, st *ipam.Client, prefix string) (ipam.Cluster, error) {
 	n := clusterSeq.Add(1)
 	id := fmt.Sprintf("%s%d", prefix, n)
 	p := netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/48", 0x100+n))
-	return st.CreateCluster(ctx, ipamcore.Cluster{ID: id, Prefix: p,
-		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+	return st.CreateCluster(ctx, ipam.Cluster{ID: id, Prefix: p,
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
 }
 
-func instanceOwner(id string) ipamcore.Owner {
-	return ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "prod"}
+func instanceOwner(id string) ipam.Owner {
+	return ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "prod"}
 }
 
 // The allocator kinds measured for throughput.
@@ -160,7 +159,7 @@ var allocKinds = []string{"node", "instance", "ipv4"}
 // cluster (and, for ipv4, a fresh IPv4 table pool).
 func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell {
 	label := kind + " addresses"
-	setup, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	setup, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return cell{label: label, clients: n, err: err}
 	}
@@ -169,12 +168,12 @@ func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell 
 	switch {
 	case err != nil:
 	case kind == "node":
-		poolID = ipamcore.NodePool(cl.ID).ID()
+		poolID = ipam.NodePool(cl.ID).ID()
 	case kind == "instance":
-		poolID = ipamcore.InstancePool(cl.ID).ID()
+		poolID = ipam.InstancePool(cl.ID).ID()
 	default:
-		var p ipamcore.Pool
-		p, err = setup.CreatePool(ctx, ipamcore.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
+		var p ipam.Pool
+		p, err = setup.CreatePool(ctx, ipam.Pool{ClusterID: cl.ID, Name: "v4", Cooldown: time.Hour,
 			CIDRs: []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.0.0.0"), r.sz.IPv4Block)}})
 		poolID = p.ID
 		if err == nil {
@@ -187,7 +186,7 @@ func (r *runner) allocCell(ctx context.Context, dbURL, kind string, n int) cell 
 		return cell{label: label, clients: n, err: err}
 	}
 	// The calls the platform makes through the public API, which reach the
-	// core's one entry point the Terraform resources call (Store.Allocate;
+	// core's one entry point the Terraform resources call (Client.Allocate;
 	// an instance's pool is resolved there).
 	client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: int32(n), Actor: "bench"})
 	if err != nil {
@@ -594,7 +593,7 @@ func us(d time.Duration) string {
 
 // A variant is a hand-written allocation path, measured next to the core to
 // show what the allocator could reach with fewer round trips. Variants write
-// exactly what Store.Allocate writes on its fresh path (the allocation row,
+// exactly what Client.Allocate writes on its fresh path (the allocation row,
 // its event, the stripe advance, in one durable commit), so the figures
 // compare; they skip only the slow paths (an owner that already holds or
 // cooled an address, exact claims, exclusions that need layout math).
@@ -608,7 +607,7 @@ type variantPool struct {
 	poolID, clusterID string
 	stride            int64
 	base              netip.Prefix // first address of the pool's block, as /128
-	layout            *ipamcore.Layout
+	layout            *ipam.Layout
 }
 
 var variants = []variant{
@@ -692,7 +691,7 @@ func twoRoundTrips(ctx context.Context, conn *pgx.Conn, p *variantPool, owner st
 	for attempt := 0; attempt < 100; attempt++ {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-		b.Queue(twoRTOwnerSQL, p.clusterID, ipamcore.OwnerInstance, owner)
+		b.Queue(twoRTOwnerSQL, p.clusterID, ipam.OwnerInstance, owner)
 		b.Queue(twoRTStripeSQL, p.poolID, p.stride)
 		br := conn.SendBatch(ctx, b)
 		var held int
@@ -760,7 +759,7 @@ func newUUID() uuid.UUID {
 
 // variantSetup creates a cluster and returns its instance pool for a variant.
 func (r *runner) variantSetup(ctx context.Context, dbURL string) (*variantPool, error) {
-	setup, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	setup, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return nil, err
 	}
@@ -769,11 +768,11 @@ func (r *runner) variantSetup(ctx context.Context, dbURL string) (*variantPool, 
 	if err != nil {
 		return nil, err
 	}
-	p, err := setup.GetPool(ctx, ipamcore.InstancePool(cl.ID).ID())
+	p, err := setup.GetPool(ctx, ipam.InstancePool(cl.ID).ID())
 	if err != nil {
 		return nil, err
 	}
-	l, err := ipamcore.NewLayout(p.CIDRs, p.Exclude, p.Gateway)
+	l, err := ipam.NewLayout(p.CIDRs, p.Exclude, p.Gateway)
 	if err != nil {
 		return nil, err
 	}
@@ -853,11 +852,11 @@ func (r *runner) profileClient(ctx context.Context, dbURL string, n int) error {
 	if err != nil {
 		return err
 	}
-	cum, err := top("-top", "-cum", "-nodecount=40", "-focus=ipamcore|pgx|pgconn|pgtype")
+	cum, err := top("-top", "-cum", "-nodecount=40", "-focus=terraform-provider-ipam/ipam\\.|pgx|pgconn|pgtype")
 	if err != nil {
 		return err
 	}
 	r.rep.note(fmt.Sprintf("Client CPU profile of ipam.Client.AllocateInstance, instance addresses, %d clients (%s alloc/s during the profile; go tool pprof)", n, num(c.rate())),
-		[]string{"By own time:", "```\n" + strings.Join(flat, "\n") + "\n```", "By cumulative time (ipamcore and pgx frames):", "```\n" + strings.Join(cum, "\n") + "\n```"})
+		[]string{"By own time:", "```\n" + strings.Join(flat, "\n") + "\n```", "By cumulative time (ipam and pgx frames):", "```\n" + strings.Join(cum, "\n") + "\n```"})
 	return nil
 }

@@ -2,140 +2,583 @@ package ipam
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 )
 
-// InstanceRequest asks for an instance's (one microVM's) address.
-type InstanceRequest struct {
-	ClusterID  string
-	InstanceID string
-	OrgID      string
-	EnvID      string
-	// NodeID is the node the instance is placed on: when the node has
-	// instance blocks, the address comes from them (the node grows when they
-	// are full and its scaling allows).
-	NodeID string
-	// Address claims this exact address; zero lets the allocator pick.
-	Address netip.Addr
-}
-
-// InstanceAddress is an instance's address with the WorkloadSpec network
-// block.
-type InstanceAddress struct {
-	Address netip.Addr
-	// Prefix is the address as a /128 (WorkloadSpec network.overlay_ipv6).
-	Prefix      netip.Prefix
-	GatewayIPv6 netip.Addr
-	MTU         int
-	DNSServers  []netip.Addr
-	// Generation advances each time the owner is given an address.
-	Generation  int64
-	AllocatedAt time.Time
-	// Adopted is true when the instance already held this address, made by
-	// the same actor and not yet confirmed: a retried placement.
-	Adopted bool
-}
-
-// AllocateInstance hands an instance its address inside tx (nil: a
-// transaction of its own), with its instance.allocated event: both commit or
-// roll back with the caller's rows. On ipam_exhausted the failure and an
-// instance.allocation_failed event are recorded outside tx.
-func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRequest) (InstanceAddress, error) {
-	o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: req.InstanceID, InstanceID: req.InstanceID,
-		OrgID: req.OrgID, EnvID: req.EnvID, NodeID: req.NodeID}
-	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
-		Pool: ipamcore.ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
+// Allocate hands out an address to an owner, in one transaction that also
+// writes the event. It is the one allocation entry point: every resource and
+// the public API call it, for every kind of owner, and it resolves the pool
+// itself (req.Pool). In order of preference:
+//
+//  1. the owner's active address, when it already has one (idempotency: the
+//     same actor adopts it, another actor gets owner_conflict);
+//  2. the exact address asked for, if any (the plan's hold, confirmed in one
+//     statement when it is ours);
+//  3. the owner's own cooling address (replacement keeps its address);
+//  4. a fresh address from the pool's striped counters (in one statement when
+//     the owner holds nothing and the pool is one plain block);
+//  5. the longest-cooled address whose cooldown has passed.
+//
+// An instance on a node whose blocks are full grows the node, in the same
+// transaction, up to its max_blocks. When no address is left it fails with
+// ipam_exhausted and records the failure outside the transaction.
+func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
+	var res AllocateResult
+	if err := checkRequest(req); err != nil {
+		return res, err
+	}
+	if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
+		return r, err
+	}
+	var pool *Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
+			return err
+		}
+		res, err = s.allocateGrowing(ctx, tx, pool, req)
+		return err
+	})
 	if err != nil {
-		return InstanceAddress{}, wrapInput(err, instanceFields)
+		failed := req.Pool.ID()
+		if pool != nil {
+			failed = pool.ID
+		} else if failed == "" {
+			failed = ownPool(req).ID()
+		}
+		var ex *ExhaustedError
+		if errors.As(err, &ex) && pool != nil {
+			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeExhausted, req.Owner, err.Error())
+		} else if Code(err) == CodeUnavailable {
+			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeUnavailable, req.Owner, err.Error())
+		}
+		return res, err
 	}
-	return InstanceAddress{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, 128),
-		GatewayIPv6: res.Network.GatewayIPv6, MTU: res.Network.MTU, DNSServers: res.Network.DNSServers,
-		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}, nil
-}
-
-// ReleaseInstance releases an instance's address inside tx (nil: a
-// transaction of its own) into its cooldown (the cluster's
-// instance_cooldown), with its instance.released event. Releasing what is not
-// held is a no-op.
-func (c *Client) ReleaseInstance(ctx context.Context, tx pgx.Tx, clusterID, instanceID string) error {
-	return c.release(ctx, tx, clusterID, ipamcore.OwnerInstance, instanceID)
-}
-
-// NodeRequest asks for a node's overlay address.
-type NodeRequest struct {
-	ClusterID string
-	NodeID    string
-	// Address claims this exact address; zero lets the allocator pick.
-	Address netip.Addr
-}
-
-// Address is an allocated address.
-type Address struct {
-	Address netip.Addr
-	// Prefix is the address as a host prefix (/128 or /32).
-	Prefix      netip.Prefix
-	PoolID      string
-	Generation  int64
-	AllocatedAt time.Time
-	Adopted     bool
-}
-
-func addressOf(res ipamcore.AllocateResult) Address {
-	return Address{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, res.Address.BitLen()), PoolID: res.PoolID,
-		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}
-}
-
-// AllocateNode hands a node its overlay address from the cluster's node
-// prefix inside tx (nil: a transaction of its own), with its event.
-func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (Address, error) {
-	o := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: req.NodeID, NodeID: req.NodeID}
-	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
-		Pool: ipamcore.ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
-	return addressOf(res), wrapInput(err, nodeFields)
-}
-
-// ReleaseNode releases a node's address into the node cooldown; releasing
-// what is not held is a no-op.
-func (c *Client) ReleaseNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
-	return c.release(ctx, tx, clusterID, ipamcore.OwnerNode, nodeID)
-}
-
-// EnvIPv4Request asks for an environment's IPv4 add-on address.
-type EnvIPv4Request struct {
-	ClusterID string
-	// Pool is the name of the cluster's IPv4 pool (ipam_pool.name).
-	Pool  string
-	OrgID string
-	EnvID string
-	// Address claims this exact address; zero takes the oldest free one.
-	Address netip.Addr
-}
-
-// AllocateEnvIPv4 hands an environment its IPv4 (at most one active per
-// environment) inside tx (nil: a transaction of its own), with its
-// env.ipv4_addon_enabled event.
-func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Request) (Address, error) {
-	o := ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
-	res, err := c.st.InTx(tx).Allocate(ctx, ipamcore.AllocateRequest{
-		Pool: ipamcore.OperatorPool(req.ClusterID, req.Pool), Owner: o, Address: req.Address})
-	return addressOf(res), wrapInput(err, envIPv4Fields)
-}
-
-// ReleaseEnvIPv4 releases an environment's IPv4 into its pool's cooldown;
-// releasing what is not held is a no-op.
-func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID string) error {
-	return c.release(ctx, tx, clusterID, ipamcore.OwnerEnvIPv4, envID)
-}
-
-func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
-	if err := ipamcore.ValidateOwner(ipamcore.Owner{Kind: kind, ID: id}); err != nil {
-		return wrapInput(err, releaseFields)
+	res.Block, _ = pool.layout.BlockOf(res.Address)
+	if req.Owner.Kind == OwnerInstance {
+		cl, err := s.GetCluster(ctx, req.Pool.ClusterID)
+		res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
+		return res, err
 	}
-	_, err := c.st.InTx(tx).Release(ctx, clusterID, ipamcore.Owner{Kind: kind, ID: id}, 0)
-	return wrapInput(err, releaseFields)
+	return res, nil
+}
+
+// checkRequest validates a request on its own: its owner, and a pool named
+// where the owner's kind does not decide it.
+func checkRequest(req AllocateRequest) error {
+	if err := ValidateOwner(req.Owner); err != nil {
+		return err
+	}
+	if err := ValidateID("cluster_id", req.Pool.ClusterID); err != nil {
+		return &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	}
+	if req.Pool.Name == "" && !ownPool(req).valid() {
+		return invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
+	}
+	return nil
+}
+
+// ownPool is the pool a request with no pool named draws from without
+// looking at the database: the cluster's node or instance pool by the
+// owner's kind (an instance's node blocks are looked up: resolvePool).
+func ownPool(req AllocateRequest) PoolRef {
+	if req.Pool.Name != "" {
+		return req.Pool
+	}
+	switch req.Owner.Kind {
+	case OwnerNode:
+		return NodePool(req.Pool.ClusterID)
+	case OwnerInstance:
+		return InstancePool(req.Pool.ClusterID)
+	}
+	return PoolRef{}
+}
+
+func (r PoolRef) valid() bool { return r.ClusterID != "" && r.Name != "" }
+
+// resolvePool loads the pool a request draws from, inside its transaction:
+// the pool named; for an instance with none named, the pool of its live
+// plan-time hold, else its node's blocks, else the instance pool
+// (plannedInstancePool); for a node, the node pool.
+func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req AllocateRequest) (*Pool, error) {
+	if req.Pool.Name == "" && req.Owner.Kind == OwnerInstance {
+		return s.plannedInstancePool(ctx, tx, req.Pool.ClusterID, req.Owner, req.Address)
+	}
+	ref := ownPool(req)
+	p, err := loadPool(ctx, tx, ref.ID())
+	if errors.Is(err, ErrNotFound) {
+		if req.Pool.Name == "" || ref.Name == CategoryNode || ref.Name == CategoryInstance {
+			return nil, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist; create the cluster first", ref.ClusterID), Err: ErrPoolNotFound}
+		}
+		return nil, &InvalidError{Field: "pool_id", Msg: fmt.Sprintf("pool %s does not exist; create it (or its cluster) first", ref.ID()), Err: ErrPoolNotFound}
+	}
+	return p, err
+}
+
+// allocateGrowing is allocateTx, and for an instance drawing from its node's
+// full blocks, the node's growth (by its computed target, up to max_blocks)
+// and a second try, all in tx.
+func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
+	res, err := s.allocateTx(ctx, tx, pool, req)
+	var ex *ExhaustedError
+	if !errors.As(err, &ex) || pool.Kind != kindBlocks || req.Address.IsValid() {
+		return res, err
+	}
+	// The node is full. Take its scaling lock (a scaling in flight may be
+	// adding blocks right now), look again, and grow if still full.
+	clusterID, nodeID := pool.ClusterID, req.Owner.NodeID
+	if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+		return res, err
+	}
+	for grow := false; ; grow = true {
+		if pool, err = loadPool(ctx, tx, pool.ID); err != nil {
+			return res, err
+		}
+		res, err = s.allocateTx(ctx, tx, pool, req)
+		if !errors.As(err, &ex) || grow {
+			return res, err
+		}
+		used, uerr := nodeUse(ctx, tx, pool.ID)
+		if uerr != nil {
+			return res, uerr
+		}
+		nb, serr := s.scaleTx(ctx, tx, clusterID, nodeID, used+1, len(pool.CIDRs)+1)
+		if serr != nil {
+			return res, serr
+		}
+		if len(nb.Added) == 0 {
+			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Cooling: ex.Cooling,
+				NextReusable: ex.NextReusable, Node: nodeID, MaxBlocks: nb.Scaling.MaxBlocks}
+		}
+	}
+}
+
+// allocateTx is Allocate inside the caller's transaction.
+func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
+	var res AllocateResult
+	if err := lockPoolShared(ctx, tx, pool); err != nil {
+		return res, err
+	}
+	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	if err != nil {
+		return res, err
+	}
+	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+		return res, err
+	}
+	switch {
+	case held != nil && held.State == StateReserved:
+		// The owner's plan-time hold becomes the allocation.
+		res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0, false)
+	case held != nil:
+		res.Allocation, err = s.adopt(ctx, tx, *held, req.Owner)
+		res.Adopted = true
+	default:
+		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
+	}
+	if err == nil {
+		res.Block, _ = pool.layout.BlockOf(res.Address)
+	}
+	return res, err
+}
+
+// take hands out an address that no one holds: the exact one asked for, the
+// owner's own cooling one, a fresh one, or the longest-cooled reusable one.
+// With hold > 0 the row becomes a plan-time hold instead of an allocation.
+func (s *Client) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ownCooling *Allocation, hold time.Duration) (Allocation, error) {
+	switch {
+	case req.Address.IsValid():
+		return s.claimExact(ctx, tx, pool, req, hold)
+	case ownCooling != nil && ownCooling.PoolID == pool.ID:
+		return s.activate(ctx, tx, ownCooling.ID, ownCooling.Generation, req.Owner, hold, false)
+	}
+	a, err := s.takeFresh(ctx, tx, pool, req.Owner, hold)
+	if errors.Is(err, errNoFresh) {
+		a, err = s.takeCooled(ctx, tx, pool, req.Owner, hold)
+	}
+	return a, err
+}
+
+// adopt hands the owner's active allocation to a create that finds it (a
+// retried or crashed apply, or a create_before_destroy replacement): it bumps
+// the generation, so a release carrying the older generation (the replaced
+// resource's destroy) is a no-op, and brings the labels up to date.
+func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
+	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET generation = generation + 1,
+			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
+		WHERE id = $1 AND generation = $2 AND state = 'active'
+		RETURNING `+allocColumns, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID),
+		nullable(o.InstanceID), nullable(o.SetID)))
+	if errors.Is(err, ErrNotFound) {
+		return a, errRetry
+	}
+	if err != nil {
+		return a, err
+	}
+	return a, insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+}
+
+func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
+	conflict := &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
+		Address: held.Address.String(), Actor: held.Actor}
+	switch {
+	case held.Actor != s.actor:
+		conflict.Detail = fmt.Sprintf("import it into this configuration (`terraform import ... %s/%s`) or release it with ipamctl before allocating it as actor %q",
+			held.ClusterID, held.Owner.ID, s.actor)
+		return conflict
+	case held.State == StateActive && held.Confirmed:
+		// Adoption is for a retried or killed apply finding its own work, not
+		// for a second configuration declaring the same owner.
+		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); import it (`terraform import ... %s/%s`) instead of declaring it again, or give each configuration its own actor",
+			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow), held.ClusterID, held.Owner.ID)
+		return conflict
+	case held.PoolID != pool.ID:
+		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)
+		return conflict
+	case req.Address.IsValid() && req.Address != held.Address:
+		conflict.Detail = fmt.Sprintf("it cannot also claim %s; release it first", req.Address)
+		return conflict
+	}
+	return nil
+}
+
+// ownerRows finds, with two index probes in one round trip, the owner's active
+// (or reserved) allocation and its most recently released cooling one.
+func (s *Client) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) (held, cooling *Allocation, err error) {
+	rows, err := tx.Query(ctx, sqlOwnerRows, clusterID, o.Kind, o.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range all {
+		if all[i].State == StateCooling {
+			cooling = &all[i]
+		} else {
+			held = &all[i]
+		}
+	}
+	return held, cooling, nil
+}
+
+// activate hands an existing row (free, cooling, or a hold) to the owner, as
+// an allocation or, with hold > 0, as a plan-time hold: a conditional write on
+// its generation, so a concurrent taker makes this attempt retry.
+func (s *Client) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
+	var prevState, prevKind, prevID, prevActor string
+	row := tx.QueryRow(ctx, sqlActivate,
+		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
+		durationInterval(hold), nullable(o.SetID))
+	a, err := scanAllocation(extraRow{row, []any{&prevState, &prevKind, &prevID, &prevActor}})
+	if errors.Is(err, ErrNotFound) {
+		return a, errRetry
+	}
+	if err != nil {
+		return a, err
+	}
+	if prevState == StateReserved && (prevKind != o.Kind || prevID != o.ID) {
+		// Another owner's expired plan-time hold was taken: a saved plan that
+		// showed this address for that owner can no longer be applied.
+		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: a.ClusterID, PoolID: a.PoolID, AllocationID: a.ID,
+			Generation: a.Generation, Address: a.Address, Owner: Owner{Kind: prevKind, ID: prevID}, Actor: s.actor,
+			Data: map[string]any{"holder_actor": prevActor, "taken_by": o.Kind + " " + o.ID}}); err != nil {
+			return a, err
+		}
+	}
+	return a, s.allocatedEvent(ctx, tx, a, exact)
+}
+
+func (s *Client) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation, exact bool) error {
+	typ := eventType(a.Owner.Kind, true)
+	if a.State == StateReserved {
+		typ = "allocation.reserved"
+	}
+	return insertEvent(ctx, tx, Event{Type: typ, ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: exactData(exact)})
+}
+
+// jsonData is an event's data for a jsonb parameter: never NULL.
+func jsonData(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// exactData marks the events of exact claims: their ordinals sit outside the
+// stripe counters' sequence by design (ipamctl check knows).
+func exactData(exact bool) map[string]any {
+	if exact {
+		return map[string]any{"exact": true}
+	}
+	return nil
+}
+
+// insertFresh inserts a new active row for an address never handed out
+// before. It returns ErrNotFound when the address already has a row (an exact
+// claim got there first).
+func (s *Client) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
+	typ := eventType(o.Kind, true)
+	if hold > 0 {
+		typ = "allocation.reserved"
+	}
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlInsertFresh,
+		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
+		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
+		newID(), typ, durationInterval(hold), nullable(o.SetID), jsonData(exactData(exact))))
+	return a, err
+}
+
+var errNoFresh = errors.New("no fresh address left")
+
+// skipBatch is how many ordinals of a stripe one look-up checks for exact
+// claims ahead of the counter (one round trip).
+const skipBatch = 256
+
+// takeFresh takes the next ordinal of the unlocked stripe with the lowest one.
+// A lone client therefore allocates strictly in order; concurrent clients lock
+// different stripes (SKIP LOCKED) instead of queueing behind one counter row,
+// and the stripe stays locked until commit, so its ordinal is never handed out
+// twice. Excluded ordinals are skipped in Go, in one jump per excluded range.
+func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
+	if pool.Kind != kindCounter {
+		return Allocation{}, errNoFresh
+	}
+	stride := int64(pool.Stripes)
+	for {
+		var stripe int
+		var next, last int64
+		err := tx.QueryRow(ctx, sqlTakeStripe, pool.ID, stride).Scan(&stripe, &next, &last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Every stripe with space left is locked by another allocator, or
+			// none has space. Wait for one (no SKIP LOCKED) to tell which.
+			err = tx.QueryRow(ctx, sqlTakeStripeWait, pool.ID, stride).Scan(&stripe, &next, &last)
+			if errors.Is(err, pgx.ErrNoRows) {
+				var left bool
+				if err := tx.QueryRow(ctx, sqlFreshLeft, pool.ID).Scan(&left); err != nil {
+					return Allocation{}, err
+				}
+				if left {
+					continue
+				}
+				return Allocation{}, errNoFresh
+			}
+		}
+		if err != nil {
+			return Allocation{}, err
+		}
+		ord := pool.layout.NextAllowed(next, stride)
+		if ord != next {
+			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`,
+				pool.ID, stripe, ord+stride); err != nil {
+				return Allocation{}, err
+			}
+		}
+		if ord > last {
+			continue
+		}
+		addr, ok := pool.layout.Addr(ord)
+		if !ok {
+			continue
+		}
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold, false)
+		if !errors.Is(err, ErrNotFound) {
+			return a, err
+		}
+		// Claimed exactly by someone earlier. Step this stripe over every
+		// claimed ordinal ahead of it, up to skipBatch at a time in one look-up,
+		// so that claims ahead of the counter cost one round trip per batch,
+		// once, and never fail an allocation.
+		if err := skipClaimed(ctx, tx, pool, stripe, ord, last, stride); err != nil {
+			return Allocation{}, err
+		}
+	}
+}
+
+// skipClaimed moves a locked stripe from ord (found claimed) to its next
+// ordinal that has no row, or past the batch when all of it is claimed.
+func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, last, stride int64) error {
+	var ords []int64
+	var addrs []netip.Prefix
+	for o := pool.layout.NextAllowed(ord+stride, stride); o <= last && len(ords) < skipBatch; o = pool.layout.NextAllowed(o+stride, stride) {
+		a, ok := pool.layout.Addr(o)
+		if !ok {
+			break
+		}
+		ords = append(ords, o)
+		addrs = append(addrs, netip.PrefixFrom(a, a.BitLen()))
+	}
+	next := last + 1
+	if len(ords) > 0 {
+		rows, err := tx.Query(ctx, `SELECT address FROM ipam_allocations WHERE cluster_id = $1 AND address = ANY ($2::inet[])`,
+			pool.ClusterID, addrs)
+		if err != nil {
+			return err
+		}
+		taken, err := pgx.CollectRows(rows, pgx.RowTo[netip.Prefix])
+		if err != nil {
+			return err
+		}
+		seen := make(map[netip.Prefix]bool, len(taken))
+		for _, t := range taken {
+			seen[t] = true
+		}
+		next = ords[len(ords)-1] + stride
+		for i, a := range addrs {
+			if !seen[a] {
+				next = ords[i]
+				break
+			}
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`, pool.ID, stripe, next)
+	return err
+}
+
+// takeCooled reuses the longest-cooled address whose cooldown has passed (or,
+// in table pools, the oldest free one). SKIP LOCKED lets concurrent allocators
+// take different rows; the conditional write in activate confirms the pick.
+func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
+	var id uuid.UUID
+	var gen int64
+	err := tx.QueryRow(ctx, sqlTakeCooled, pool.ID).Scan(&id, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Nothing unlocked: wait for the rows other allocators hold, so that a
+		// pick they roll back is not reported as exhaustion.
+		err = tx.QueryRow(ctx, sqlTakeCooledWait, pool.ID).Scan(&id, &gen)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Allocation{}, s.exhausted(ctx, tx, pool)
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	return s.activate(ctx, tx, id, gen, o, hold, false)
+}
+
+// exhausted builds the ipam_exhausted error with the pool's figures. It runs
+// only on the failure path, so its counts cost nothing to successful allocations.
+func (s *Client) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
+	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
+	var next *time.Time
+	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now())),
+			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > ipam_now()),
+			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
+		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`, pool.ID).Scan(&e.Active, &e.Cooling, &next)
+	if err != nil {
+		return err
+	}
+	if next != nil {
+		e.NextReusable = *next
+	}
+	return e
+}
+
+// claimExact takes exactly the requested address: free or never used, or
+// cooling with its cooldown passed, or an expired hold, or last held (cooling
+// or reserved) by this same owner.
+func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, hold time.Duration) (Allocation, error) {
+	addr := req.Address
+	if err := pool.checkClaimable(addr); err != nil {
+		return Allocation{}, err
+	}
+	ord, _ := pool.layout.Ordinal(addr)
+	if pool.Kind == kindCounter {
+		// The cluster's instance counter stops below the node blocks carved
+		// from the prefix's end; so do exact claims from it.
+		var top int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(last_ordinal), -1) FROM ipam_pool_stripes WHERE pool_id = $1`, pool.ID).Scan(&top); err != nil {
+			return Allocation{}, err
+		}
+		if ord > top {
+			return Allocation{}, invalid("address", "%s lies in the part of pool %q given to per-node instance blocks; claim it on its node instead", addr, pool.ID)
+		}
+	}
+	cur, err := scanAllocation(tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
+	if errors.Is(err, ErrNotFound) {
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold, true)
+		if errors.Is(err, ErrNotFound) {
+			return a, errRetry
+		}
+		return a, err
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
+	switch {
+	case cur.PoolID != pool.ID:
+		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
+	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:
+		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
+	case cur.State == StateCooling && !cur.Reusable && !sameOwner:
+		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
+	}
+	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := ""
+	for i, p := range ps {
+		if i > 0 {
+			s += ", "
+		}
+		s += p.String()
+	}
+	return s
+}
+
+// UpdateLabels changes the lookup labels (org, env, node, instance) of the
+// owner's active allocation, leaving its address alone.
+func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (Allocation, error) {
+	if err := ValidateOwner(o); err != nil {
+		return Allocation{}, err
+	}
+	var a Allocation
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET org_id = $4, env_id = $5, node_id = $6, instance_id = $7
+			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
+			RETURNING `+allocColumns, clusterID, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
+		if err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: o.Kind + ".relabeled", ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+	})
+	if err != nil {
+		return a, err
+	}
+	return a, s.fillBlock(ctx, &a)
+}
+
+// CheckClaim tells, without writing, whether addr could ever be claimed from
+// the pool: inside one of its blocks and not excluded. For plan-time checks;
+// whether it is free is only known at apply.
+func (s *Client) CheckClaim(ctx context.Context, poolID string, addr netip.Addr) error {
+	p, err := loadPool(ctx, s.pool, poolID)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	return p.checkClaimable(addr)
+}
+
+func (p *Pool) checkClaimable(addr netip.Addr) error {
+	ord, ok := p.layout.Ordinal(addr)
+	if !ok {
+		return invalid("address", "%s is outside pool %q (%s)", addr, p.ID, prefixList(p.CIDRs))
+	}
+	if p.layout.Excluded(ord) {
+		return invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, p.ID)
+	}
+	return nil
 }

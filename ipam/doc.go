@@ -1,6 +1,15 @@
-// Package ipam is the IP address manager of the platform as a Go library: the
-// same transactional allocator with cooldown that the Terraform provider and
-// ipamctl run, for the platform's own code.
+// Package ipam is the IP address manager of the platform as a Go library:
+// address math (net/netip), clusters and pools, the transactional allocator
+// with cooldown, events and typed errors, on PostgreSQL through pgx. The
+// Terraform provider, ipamctl and the platform's scheduler are its callers; it
+// never imports Terraform packages.
+//
+// A Client is the one handle: Open makes one with a pool of its own, New one
+// over the caller's pgx pool. Every allocation, whoever asks, goes through the
+// same three verbs, Allocate, Reserve (a plan-time hold) and Release, which
+// resolve the pool from a PoolRef and take the one-statement fast path where
+// it is safe. The scheduler's calls below are those verbs with a request
+// shaped for it.
 //
 // The scheduler allocates an instance's address at placement time, inside
 // its own placement transaction: the address, its instance.allocated event
@@ -24,5 +33,7 @@
 // pool, waiting at most 5 seconds for one.
 //
 // Errors carry the spec's codes: test them with errors.Is against ErrExhausted,
-// ErrUnavailable, ErrOwnerConflict, ErrInvalid, ... or read Code(err).
+// ErrUnavailable, ErrOwnerConflict, ErrInvalid, ... (every typed error matches
+// the sentinel of its code), read their fields with errors.As
+// (*ExhaustedError, *InvalidError, ...), or read Code(err).
 package ipam

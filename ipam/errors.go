@@ -2,134 +2,263 @@ package ipam
 
 import (
 	"errors"
+	"fmt"
 	"strings"
-
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"time"
 )
 
-// The errors callers test with errors.Is. Each carries the spec's code
-// (Code returns it).
-var (
-	// ErrExhausted: no address can be handed out from the pool right now
-	// (ipam_exhausted). The failure is recorded.
-	ErrExhausted = errors.New(ipamcore.CodeExhausted)
-	// ErrUnavailable: no usable database server answered within the
-	// failover bound: none could be reached, or those that answered were
-	// read-only or shutting down (ipam_unavailable). The message names each
-	// host and its answer.
-	ErrUnavailable = errors.New(ipamcore.CodeUnavailable)
-	// ErrRefused: a server answered and refused the connection for good:
-	// credentials, a missing database, a startup parameter a pooler rejects
-	// (ipam_refused). The message carries the server's answer.
-	ErrRefused = errors.New(ipamcore.CodeRefused)
-	// ErrOwnerConflict: the owner holds an address another actor (or another
-	// configuration) manages (owner_conflict).
-	ErrOwnerConflict = errors.New(ipamcore.CodeOwnerConflict)
-	// ErrAddressTaken: an exact address asked for is in use or inside its
-	// cooldown (address_in_use, address_cooling).
-	ErrAddressTaken = errors.New("address_taken")
-	// ErrInvalid: an input is not valid; the message names it (invalid_input).
-	ErrInvalid = errors.New(ipamcore.CodeInvalid)
-	// ErrNotFound: the cluster, pool or allocation does not exist (not_found).
-	ErrNotFound = errors.New(ipamcore.CodeNotFound)
-	// ErrConflict: a concurrent change kept the call from completing, or
-	// something still depends on what was to be changed (conflict).
-	ErrConflict = errors.New(ipamcore.CodeConflict)
-	// ErrReadOnly: the role or the server may not write (read_only).
-	ErrReadOnly = errors.New(ipamcore.CodeReadOnly)
-	// ErrBusy: a lock another session holds was not released within the
-	// lock timeout; nothing was written (ipam_busy).
-	ErrBusy = errors.New(ipamcore.CodeBusy)
-	// ErrTimeout: a statement ran past the statement timeout; nothing was
-	// written (ipam_timeout).
-	ErrTimeout = errors.New(ipamcore.CodeTimeout)
+// Error codes. They appear verbatim at the start of error messages, so that
+// operators and scripts can match on them.
+const (
+	CodeExhausted      = "ipam_exhausted"
+	CodeUnavailable    = "ipam_unavailable"
+	CodeOwnerConflict  = "owner_conflict"
+	CodeAddressInUse   = "address_in_use"
+	CodeAddressCooling = "address_cooling"
+	CodeInvalid        = "invalid_input"
+	CodeNotFound       = "not_found"
+	CodeConflict       = "conflict"
+	CodeSchema         = "schema_mismatch"
+	CodeReadOnly       = "read_only"
+	CodeBusy           = "ipam_busy"
+	CodeTimeout        = "ipam_timeout"
+	CodeRefused        = "ipam_refused"
 )
 
-var sentinels = map[string]error{
-	ipamcore.CodeExhausted:      ErrExhausted,
-	ipamcore.CodeUnavailable:    ErrUnavailable,
-	ipamcore.CodeOwnerConflict:  ErrOwnerConflict,
-	ipamcore.CodeAddressInUse:   ErrAddressTaken,
-	ipamcore.CodeAddressCooling: ErrAddressTaken,
-	ipamcore.CodeInvalid:        ErrInvalid,
-	ipamcore.CodeNotFound:       ErrNotFound,
-	ipamcore.CodeConflict:       ErrConflict,
-	ipamcore.CodeReadOnly:       ErrReadOnly,
-	ipamcore.CodeBusy:           ErrBusy,
-	ipamcore.CodeTimeout:        ErrTimeout,
-	ipamcore.CodeRefused:        ErrRefused,
-}
-
-// Error is every error the package returns for a coded failure: its message
-// is the core's (what was wrong and what would be valid), errors.Is matches
-// the sentinel of its code.
-type Error struct {
-	code string
-	err  error
-}
-
-func (e *Error) Error() string { return e.err.Error() }
-
-func (e *Error) Unwrap() error { return e.err }
-
-// Code is the spec's code: ipam_exhausted, ipam_unavailable, owner_conflict,
-// address_in_use, address_cooling, invalid_input, not_found, conflict,
-// read_only, ipam_busy, ipam_timeout, ipam_refused, schema_mismatch.
-func (e *Error) Code() string { return e.code }
-
-// Is matches the sentinel of the error's code.
-func (e *Error) Is(target error) bool {
-	s, ok := sentinels[e.code]
-	return ok && s == target
-}
-
-// Code returns the code of err ("" when it has none).
-func Code(err error) string { return ipamcore.Code(err) }
-
-func wrap(err error) error {
-	if err == nil {
-		return nil
+// Code returns the error code of err, or "" when it has none.
+func Code(err error) string {
+	var c interface{ Code() string }
+	if errors.As(err, &c) {
+		return c.Code()
 	}
-	if c := ipamcore.Code(err); c != "" {
-		return &Error{code: c, err: err}
+	if errors.Is(err, ErrNotFound) {
+		return CodeNotFound
 	}
-	return err
+	return ""
 }
 
-// The core names a wrong input by its own name for it (cluster_id,
-// owner_id, address, ...); a caller of this package filled in a request's
-// fields. These maps name those fields instead.
-var (
-	instanceFields = requestFields("InstanceRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
-		"instance_id": "InstanceID", "owner_id": "InstanceID", "org_id": "OrgID", "env_id": "EnvID", "node_id": "NodeID",
-		"address": "Address"})
-	nodeFields = requestFields("NodeRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
-		"node_id": "NodeID", "owner_id": "NodeID", "address": "Address"})
-	envIPv4Fields = requestFields("EnvIPv4Request", map[string]string{"cluster_id": "ClusterID", "pool_id": "Pool",
-		"env_ipv4_id": "EnvID", "env_id": "EnvID", "owner_id": "EnvID", "org_id": "OrgID", "address": "Address"})
-	releaseFields = map[string]string{"cluster_id": "clusterID", "instance_id": "instanceID", "node_id": "nodeID",
-		"env_ipv4_id": "envID", "owner_id": "the owner's id"}
-)
-
-func requestFields(typ string, m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for core, field := range m {
-		out[core] = typ + "." + field
-	}
-	return out
+// ExhaustedError: no address can be handed out from a pool right now.
+type ExhaustedError struct {
+	PoolID string
+	Size   int64
+	Active int64
+	// Cooling is the number of released addresses still inside their cooldown.
+	Cooling int64
+	// NextReusable is when the earliest cooling address becomes reusable; zero
+	// when nothing is cooling.
+	NextReusable time.Time
+	// Tried holds the errors of each pool when several were tried in turn.
+	Tried []string
+	// Node and MaxBlocks are set when a node's instance blocks are full and
+	// the node may not grow any more.
+	Node      string
+	MaxBlocks int
 }
 
-// wrapInput is wrap, with a wrong input named by the caller's field.
-func wrapInput(err error, fields map[string]string) error {
-	var ie *ipamcore.InvalidError
-	if errors.As(err, &ie) {
-		if name, ok := fields[ie.Field]; ok {
-			msg := ie.Msg
-			if rest, found := strings.CutPrefix(msg, ie.Field+" "); found {
-				msg = name + " " + rest
-			}
-			err = &ipamcore.InvalidError{Field: name, Msg: msg, Err: ie.Err}
-		}
+func (e *ExhaustedError) Code() string { return CodeExhausted }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *ExhaustedError) Is(target error) bool { return isCode(CodeExhausted, target) }
+
+func (e *ExhaustedError) Error() string {
+	next := "no address is cooling, so none will free up until one is released"
+	if !e.NextReusable.IsZero() {
+		next = "the next becomes reusable at " + e.NextReusable.UTC().Format(time.RFC3339)
 	}
-	return wrap(err)
+	if e.Node != "" {
+		return fmt.Sprintf("%s: node %q has no free instance address: its blocks (%d addresses, max_blocks %d reached) hold %d active and %d cooling; %s",
+			CodeExhausted, e.Node, e.Size, e.MaxBlocks, e.Active, e.Cooling, next)
+	}
+	if len(e.Tried) > 1 {
+		return fmt.Sprintf("%s: every pool tried is full (%s): %s", CodeExhausted, e.PoolID, strings.Join(e.Tried, "; "))
+	}
+	return fmt.Sprintf("%s: pool %q has no free address: size %d, %d active, %d cooling; %s",
+		CodeExhausted, e.PoolID, e.Size, e.Active, e.Cooling, next)
 }
+
+// UnavailableError: no usable database server answered: none could be
+// reached, those that answered were read-only or shutting down, or the
+// connection was lost. It names each host and what it answered, never the
+// password. Retrying later may succeed.
+type UnavailableError struct {
+	// Addr lists the database's host:port pairs, comma separated.
+	Addr string
+	// Reached is true when a server answered (read-only, shutting down, a
+	// session lost mid-way); false when none could be reached at all.
+	Reached bool
+	// Answers says what each host tried answered ("127.0.0.1:5432 refused
+	// the connection (nothing listens there)", "... is read-only ...").
+	Answers []string
+	// Waited is how long no usable server has answered when the call gave
+	// up (at least Bound, the failover bound); zero when it did not wait.
+	Waited, Bound time.Duration
+	Err           error
+}
+
+func (e *UnavailableError) Code() string { return CodeUnavailable }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *UnavailableError) Is(target error) bool { return isCode(CodeUnavailable, target) }
+
+func (e *UnavailableError) Error() string {
+	what := "cannot be reached"
+	if e.Reached {
+		what = "has no usable server"
+	}
+	msg := fmt.Sprintf("%s: the IPAM database at %s %s: %v", CodeUnavailable, e.Addr, what, e.Err)
+	if e.Waited > 0 {
+		msg += fmt.Sprintf(" (for %s now; failover_timeout is %s)", FormatDuration(e.Waited.Round(time.Second)), FormatDuration(e.Bound))
+	}
+	return msg
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// OwnerConflictError: the owner already holds an address, allocated by another
+// actor (or a different address than the one requested).
+type OwnerConflictError struct {
+	ClusterID string
+	OwnerKind string
+	OwnerID   string
+	Address   string
+	Actor     string
+	Detail    string
+}
+
+func (e *OwnerConflictError) Code() string { return CodeOwnerConflict }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *OwnerConflictError) Is(target error) bool { return isCode(CodeOwnerConflict, target) }
+
+func (e *OwnerConflictError) Error() string {
+	return fmt.Sprintf("%s: %s %q in cluster %q already holds %s, allocated by actor %q; %s",
+		CodeOwnerConflict, e.OwnerKind, e.OwnerID, e.ClusterID, e.Address, e.Actor, e.Detail)
+}
+
+// AddressInUseError: an exact address is active for another owner, or held
+// for one by a plan-time reservation.
+type AddressInUseError struct {
+	Address   string
+	State     string
+	OwnerKind string
+	OwnerID   string
+	Actor     string
+	Until     time.Time // end of a reservation
+}
+
+func (e *AddressInUseError) Code() string { return CodeAddressInUse }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *AddressInUseError) Is(target error) bool { return isCode(CodeAddressInUse, target) }
+
+func (e *AddressInUseError) Error() string {
+	if e.State == StateReserved {
+		return fmt.Sprintf("%s: %s is reserved for %s %q by a plan of actor %q until %s", CodeAddressInUse, e.Address,
+			e.OwnerKind, e.OwnerID, e.Actor, e.Until.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: %s is held by %s %q (actor %q)", CodeAddressInUse, e.Address, e.OwnerKind, e.OwnerID, e.Actor)
+}
+
+// AddressCoolingError: an exact address was released and its cooldown has not passed.
+type AddressCoolingError struct {
+	Address    string
+	OwnerKind  string
+	OwnerID    string
+	ReusableAt time.Time
+}
+
+func (e *AddressCoolingError) Code() string { return CodeAddressCooling }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *AddressCoolingError) Is(target error) bool { return isCode(CodeAddressCooling, target) }
+
+func (e *AddressCoolingError) Error() string {
+	return fmt.Sprintf("%s: %s was released by %s %q and is cooling down until %s; only that owner may take it back before then",
+		CodeAddressCooling, e.Address, e.OwnerKind, e.OwnerID, e.ReusableAt.UTC().Format(time.RFC3339))
+}
+
+// InvalidError: bad input, naming the field at fault.
+type InvalidError struct {
+	Field string
+	Msg   string
+	// Err, when set, classifies the problem (e.g. ErrPoolNotFound).
+	Err error
+}
+
+// ErrPoolNotFound classifies an InvalidError about a pool (or a pool holding
+// an address) that does not exist, which at plan time may simply not be
+// created yet.
+var ErrPoolNotFound = errors.New("pool not found")
+
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+func (e *InvalidError) Code() string { return CodeInvalid }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *InvalidError) Is(target error) bool { return isCode(CodeInvalid, target) }
+
+func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s: %s", CodeInvalid, e.Field, e.Msg) }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ConflictError: the change is refused because of existing data.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Code() string { return CodeConflict }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *ConflictError) Is(target error) bool { return isCode(CodeConflict, target) }
+func (e *ConflictError) Error() string        { return CodeConflict + ": " + e.Msg }
+
+// SchemaError: the database schema does not match this binary.
+type SchemaError struct{ Msg string }
+
+func (e *SchemaError) Code() string { return CodeSchema }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *SchemaError) Is(target error) bool { return isCode(CodeSchema, target) }
+func (e *SchemaError) Error() string        { return CodeSchema + ": " + e.Msg }
+
+// BusyError: a lock another session holds was not released within the lock
+// timeout; nothing was written. What names the lock as PostgreSQL reported it.
+type BusyError struct {
+	What    string
+	Timeout time.Duration
+}
+
+func (e *BusyError) Code() string { return CodeBusy }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *BusyError) Is(target error) bool { return isCode(CodeBusy, target) }
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s: waited %s (lock_timeout) for a lock another session holds (%s); nothing was written. "+
+		"Find the holder in pg_stat_activity / pg_locks, or try again once it is done", CodeBusy, FormatDuration(e.Timeout), e.What)
+}
+
+// TimeoutError: a statement ran past the statement timeout; nothing was
+// written.
+type TimeoutError struct {
+	What    string
+	Timeout time.Duration
+}
+
+func (e *TimeoutError) Code() string { return CodeTimeout }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *TimeoutError) Is(target error) bool { return isCode(CodeTimeout, target) }
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
+		"The server is overloaded, or the bound is too short for this operation", CodeTimeout, FormatDuration(e.Timeout), e.What)
+}
+
+// ReadOnlyError: the database refused a write, because the role may not write
+// or the server (or session) is read-only.
+type ReadOnlyError struct{ Msg string }
+
+func (e *ReadOnlyError) Code() string { return CodeReadOnly }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *ReadOnlyError) Is(target error) bool { return isCode(CodeReadOnly, target) }
+func (e *ReadOnlyError) Error() string        { return CodeReadOnly + ": " + e.Msg }

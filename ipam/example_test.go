@@ -26,7 +26,7 @@ func ExampleClient_AllocateInstance() {
 	if err != nil {
 		panic(err)
 	}
-	if err := client.Migrate(ctx); err != nil {
+	if _, err := client.Migrate(ctx); err != nil {
 		panic(err)
 	}
 	// The cluster comes from Terraform (ipam_cluster); created here for the example.

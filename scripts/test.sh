@@ -41,7 +41,7 @@ check() {
 	go vet ./...
 
 	# golangci-lint (a tool of tools/go.mod, built on first use), including the rule
-	# that keeps terraform-plugin-* out of internal/ipamcore.
+	# that keeps terraform-plugin-* out of the ipam package.
 	step "make lint"
 	make --no-print-directory lint
 
@@ -65,7 +65,7 @@ check() {
 }
 
 declare -A tier_packages=(
-	[unit]="./ ./bench/... ./cmd/... ./deploy/... ./internal/ipamcore/... ./internal/testdb/... ./ipam/... ./migrations/..."
+	[unit]="./ ./bench/... ./cmd/... ./deploy/... ./internal/testdb/... ./ipam/... ./migrations/..."
 	[acc]="./internal/provider/..."
 	[e2e]="./internal/e2e/..."
 )

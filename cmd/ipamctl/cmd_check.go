@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 func (a *app) checkCmd() *cobra.Command {
@@ -17,11 +17,11 @@ func (a *app) checkCmd() *cobra.Command {
 		Short: "Verify the IPAM's invariants on the live database",
 		Long: `Verifies, in one read-only snapshot:
 
-  ` + ipamcore.InvariantUniqueAddress + `     no address is active twice (in a cluster; IPv6 and public IPv4 across clusters)
-  ` + ipamcore.InvariantInPool + `           every address lies in its pool, is not an excluded one, and has its ordinal
-  ` + ipamcore.InvariantCooldown + `  no address went to another owner inside a cooldown, by the event history
-  ` + ipamcore.InvariantIPv4PerEnv + `  at most one active IPv4 per environment
-  ` + ipamcore.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
+  ` + ipam.InvariantUniqueAddress + `     no address is active twice (in a cluster; IPv6 and public IPv4 across clusters)
+  ` + ipam.InvariantInPool + `           every address lies in its pool, is not an excluded one, and has its ordinal
+  ` + ipam.InvariantCooldown + `  no address went to another owner inside a cooldown, by the event history
+  ` + ipam.InvariantIPv4PerEnv + `  at most one active IPv4 per environment
+  ` + ipam.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
                             ordinal they handed out
 
 Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).`,

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // followOverlap is how far back each poll of --follow looks again: an event's
@@ -71,14 +71,14 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if err != nil {
 				return err
 			}
-			f := ipamcore.EventFilter{ClusterID: cluster, Types: types, Since: from, Limit: limit}
+			f := ipam.EventFilter{ClusterID: cluster, Types: types, Since: from, Limit: limit}
 			evs, err := st.ListEvents(ctx, f)
 			if err != nil {
 				return flagError(err)
 			}
 			seen := map[uuid.UUID]time.Time{}
 			last := from
-			print := func(evs []ipamcore.Event) error {
+			print := func(evs []ipam.Event) error {
 				for _, e := range evs {
 					if _, ok := seen[e.ID]; ok {
 						continue
@@ -135,7 +135,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 	return cmd
 }
 
-func (a *app) printEvent(e ipamcore.Event, asJSON bool) error {
+func (a *app) printEvent(e ipam.Event, asJSON bool) error {
 	if asJSON {
 		j := eventJSON{ID: e.ID.String(), At: e.At.UTC(), Type: e.Type, ClusterID: e.ClusterID, PoolID: e.PoolID,
 			Generation: e.Generation, OwnerKind: e.Owner.Kind, OwnerID: e.Owner.ID, OrgID: e.Owner.OrgID, EnvID: e.Owner.EnvID,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 func (a *app) leaksCmd() *cobra.Command {
@@ -42,7 +42,7 @@ The report goes to --output (default: standard output); a summary goes to standa
 			if err != nil {
 				return err
 			}
-			var rep ipamcore.LeakReport
+			var rep ipam.LeakReport
 			if inventory != "" {
 				inv, err := a.readInventory(inventory, kind, allowEmpty)
 				if err != nil {
@@ -91,13 +91,13 @@ The report goes to --output (default: standard output); a summary goes to standa
 	return cmd
 }
 
-func (a *app) readInventory(name, kind string, allowEmpty bool) (ipamcore.Inventory, error) {
+func (a *app) readInventory(name, kind string, allowEmpty bool) (ipam.Inventory, error) {
 	r, err := a.openInput(name)
 	if err != nil {
 		return nil, fmt.Errorf("--inventory: %w", err)
 	}
 	defer r.Close()
-	inv, err := ipamcore.ParseInventory(r, kind, allowEmpty)
+	inv, err := ipam.ParseInventory(r, kind, allowEmpty)
 	if err != nil {
 		return nil, fmt.Errorf("--inventory %s: %w", name, err)
 	}
@@ -133,18 +133,18 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 			if err != nil {
 				return fmt.Errorf("--from-report: %w", err)
 			}
-			rep, err := ipamcore.ReadLeakReport(r)
+			rep, err := ipam.ReadLeakReport(r)
 			r.Close()
 			if err != nil {
 				return fmt.Errorf("--from-report %s: %w", from, err)
 			}
-			opt := ipamcore.ReclaimOptions{Apply: apply}
+			opt := ipam.ReclaimOptions{Apply: apply}
 			if inventory != "" {
 				if opt.Inventory, err = a.readInventory(inventory, kind, allowEmpty); err != nil {
 					return err
 				}
 			}
-			if rep.Kind == ipamcore.LeakInventory && apply && opt.Inventory == nil {
+			if rep.Kind == ipam.LeakInventory && apply && opt.Inventory == nil {
 				return fmt.Errorf("--inventory is required to apply a report made from an inventory: each owner is checked against the current inventory right before its address is released")
 			}
 			st, err := a.open(cmd.Context(), true)
@@ -175,10 +175,10 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 				}
 			}
 			if apply {
-				fmt.Fprintf(a.errOut, "reclaimed %d, refused %d of %d\n", n[ipamcore.OutcomeReclaimed], n[ipamcore.OutcomeRefused], len(res))
+				fmt.Fprintf(a.errOut, "reclaimed %d, refused %d of %d\n", n[ipam.OutcomeReclaimed], n[ipam.OutcomeRefused], len(res))
 			} else {
 				fmt.Fprintf(a.errOut, "dry run: nothing was released; %d would be reclaimed, %d refused; run again with --apply\n",
-					n[ipamcore.OutcomeWouldReclaim], n[ipamcore.OutcomeRefused])
+					n[ipam.OutcomeWouldReclaim], n[ipam.OutcomeRefused])
 			}
 			return nil
 		},

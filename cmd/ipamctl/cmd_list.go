@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // allocationJSON is an allocation as ipamctl prints it in JSON.
@@ -40,7 +40,7 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-func toJSON(a ipamcore.Allocation, category, state string, lastSeen time.Time) allocationJSON {
+func toJSON(a ipam.Allocation, category, state string, lastSeen time.Time) allocationJSON {
 	j := allocationJSON{ClusterID: a.ClusterID, PoolID: a.PoolID, Category: category, Address: a.Address.String(),
 		State: state, Generation: a.Generation, OwnerKind: a.Owner.Kind, OwnerID: a.Owner.ID, OrgID: a.Owner.OrgID,
 		EnvID: a.Owner.EnvID, NodeID: a.Owner.NodeID, InstanceID: a.Owner.InstanceID, Actor: a.Actor,
@@ -53,7 +53,7 @@ func toJSON(a ipamcore.Allocation, category, state string, lastSeen time.Time) a
 }
 
 func (a *app) listCmd() *cobra.Command {
-	var f ipamcore.ListFilter
+	var f ipam.ListFilter
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -104,7 +104,7 @@ are listed. Addresses whose cooldown has passed are free and not listed.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.ClusterID, "cluster", "", "only this cluster")
-	fl.StringVar(&f.Category, "category", "", "only this pool category: "+strings.Join(ipamcore.Categories, ", "))
+	fl.StringVar(&f.Category, "category", "", "only this pool category: "+strings.Join(ipam.Categories, ", "))
 	fl.StringVar(&f.PoolID, "pool", "", "only this pool (<cluster>/<name>)")
 	fl.StringVar(&f.OwnerKind, "kind", "", "only this owner kind: node, instance, env_ipv4 or set")
 	fl.StringVar(&f.OrgID, "org", "", "only this org_id")
@@ -119,7 +119,7 @@ are listed. Addresses whose cooldown has passed are free and not listed.`,
 
 // flagError names the flag behind an invalid_input error of the core.
 func flagError(err error) error {
-	ie, ok := err.(*ipamcore.InvalidError)
+	ie, ok := err.(*ipam.InvalidError)
 	if !ok {
 		return err
 	}

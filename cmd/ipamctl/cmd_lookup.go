@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 func (a *app) lookupCmd() *cobra.Command {
@@ -25,7 +25,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
   ipamctl lookup 10.0.0.7 --cluster prod-eu1 --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := ipamcore.ParseAddr(args[0])
+			addr, err := ipam.ParseAddr(args[0])
 			if err != nil {
 				return err
 			}
@@ -34,7 +34,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 				return err
 			}
 			infos, err := st.LookupAddress(cmd.Context(), addr, cluster)
-			if errors.Is(err, ipamcore.ErrNotFound) {
+			if errors.Is(err, ipam.ErrNotFound) {
 				return err
 			}
 			if err != nil {
@@ -55,7 +55,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 				owner := "-"
 				if in.Owner.Kind != "" {
 					owner = in.Owner.Kind + " " + in.Owner.ID
-					if in.Status != ipamcore.StateActive && in.Status != ipamcore.StateReserved {
+					if in.Status != ipam.StateActive && in.Status != ipam.StateReserved {
 						owner += " (last holder)"
 					}
 				}

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // The exported metrics. deploy/prometheus/ipam-alerts.yml and
@@ -55,7 +55,7 @@ var (
 
 // collector reads the figures from the database on every scrape.
 type collector struct {
-	st      *ipamcore.Store
+	st      *ipam.Client
 	timeout time.Duration
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 func (a *app) scaleCmd() *cobra.Command {
@@ -73,7 +73,7 @@ type scaleResult struct {
 	Released     []string `json:"released"`
 }
 
-func (a *app) scaleOnce(ctx context.Context, st *ipamcore.Store, cluster, node string, asJSON bool) error {
+func (a *app) scaleOnce(ctx context.Context, st *ipam.Client, cluster, node string, asJSON bool) error {
 	nodes := [][2]string{{cluster, node}}
 	if node == "" {
 		var err error
@@ -83,7 +83,7 @@ func (a *app) scaleOnce(ctx context.Context, st *ipamcore.Store, cluster, node s
 	}
 	for _, cn := range nodes {
 		nb, err := st.RescaleNodeBlocks(ctx, cn[0], cn[1])
-		if errors.Is(err, ipamcore.ErrNotFound) {
+		if errors.Is(err, ipam.ErrNotFound) {
 			return fmt.Errorf("node %q of cluster %q has no instance blocks (create them with ipam_node_instance_blocks)", cn[1], cn[0])
 		}
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 func (a *app) usageCmd() *cobra.Command {
@@ -32,19 +32,19 @@ above 80 %.`,
 			if err != nil {
 				return err
 			}
-			var all []ipamcore.ClusterUsage
+			var all []ipam.ClusterUsage
 			if cluster != "" {
 				u, err := st.PoolUsage(cmd.Context(), cluster)
 				if err != nil {
 					return flagError(err)
 				}
-				all = []ipamcore.ClusterUsage{u}
+				all = []ipam.ClusterUsage{u}
 			} else if all, err = st.AllUsage(cmd.Context()); err != nil {
 				return err
 			}
 			if asJSON {
 				if all == nil {
-					all = []ipamcore.ClusterUsage{}
+					all = []ipam.ClusterUsage{}
 				}
 				return a.writeJSON(all)
 			}
@@ -68,11 +68,11 @@ above 80 %.`,
 	return cmd
 }
 
-func (a *app) printUsage(u ipamcore.ClusterUsage) error {
+func (a *app) printUsage(u ipam.ClusterUsage) error {
 	fmt.Fprintf(a.out, "cluster %s (at %s)\n", u.ClusterID, ts(u.At))
 	w := a.table()
 	fmt.Fprintln(w, "CATEGORY\tPOOL\tSIZE\tACTIVE\tRESERVED\tCOOLING\tFREE\tUTILIZATION\t\tNEXT REUSABLE\tFAILURES 24H\t")
-	row := func(category, pool string, c ipamcore.UsageCounts) {
+	row := func(category, pool string, c ipam.UsageCounts) {
 		alert := ""
 		if c.Alert {
 			alert = "ALERT"

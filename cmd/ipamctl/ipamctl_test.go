@@ -19,8 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // world is one test's database with a cluster c1 (2001:db8::/48) and an IPv4
@@ -30,7 +30,7 @@ type world struct {
 	t   *testing.T
 	ctx context.Context
 	url string
-	st  *ipamcore.Store
+	st  *ipam.Client
 	raw *pgx.Conn
 }
 
@@ -38,7 +38,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, ctx: context.Background(), url: testdb.New(t)}
 	var err error
-	if w.st, err = ipamcore.Open(w.ctx, ipamcore.Config{DatabaseURL: w.url, Actor: "terraform"}); err != nil {
+	if w.st, err = ipam.Open(w.ctx, ipam.Config{DatabaseURL: w.url, Actor: "terraform"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.st.Close)
@@ -46,31 +46,31 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.raw.Close(context.Background()) })
-	if _, err := w.st.CreateCluster(w.ctx, ipamcore.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
-		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown}); err != nil {
+	if _, err := w.st.CreateCluster(w.ctx, ipam.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.st.CreatePool(w.ctx, ipamcore.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+	if _, err := w.st.CreatePool(w.ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/29")}}); err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
 
-func instance(id, org, env string) ipamcore.Owner {
-	return ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: org, EnvID: env}
+func instance(id, org, env string) ipam.Owner {
+	return ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, OrgID: org, EnvID: env}
 }
 
-func (w *world) alloc(pool string, o ipamcore.Owner) ipamcore.Allocation {
+func (w *world) alloc(pool string, o ipam.Owner) ipam.Allocation {
 	w.t.Helper()
-	r, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
+	r, err := w.st.Allocate(w.ctx, ipam.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return r.Allocation
 }
 
-func (w *world) release(o ipamcore.Owner) {
+func (w *world) release(o ipam.Owner) {
 	w.t.Helper()
 	if ok, err := w.st.Release(w.ctx, "c1", o, 0); err != nil || !ok {
 		w.t.Fatalf("release %s: %v %v", o.ID, ok, err)
@@ -203,7 +203,7 @@ func TestMigrate(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
 	url := testdb.WithDatabase(admin, name)
-	latest, err := ipamcore.LatestSchemaVersion()
+	latest, err := ipam.LatestSchemaVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +225,9 @@ func TestListUsageLookup(t *testing.T) {
 	w.alloc("c1/instance", instance("i2", "acme", "dev"))
 	w.alloc("c1/instance", instance("i3", "umbrella", "prod"))
 	w.release(instance("i3", "", ""))
-	n1 := w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n1", NodeID: "n1"})
+	n1 := w.alloc("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"})
 	for _, e := range []string{"e1", "e2", "e3", "e4", "e5"} {
-		w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: e, EnvID: e, OrgID: "acme"})
+		w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: e, EnvID: e, OrgID: "acme"})
 	}
 
 	// usage: a table with bars, the IPv4 pool at 5/6 flagged.
@@ -235,7 +235,7 @@ func TestListUsageLookup(t *testing.T) {
 		"[#################...]", "<0.1%", "4.6e18")
 	t.Logf("ipamctl usage:\n%s", r.out)
 	r = w.ipamctl("", "usage", "--json").must(t, 0)
-	var usage []ipamcore.ClusterUsage
+	var usage []ipam.ClusterUsage
 	if err := json.Unmarshal([]byte(r.out), &usage); err != nil || len(usage) != 1 {
 		t.Fatalf("usage --json: %v\n%s", err, r.out)
 	}
@@ -347,9 +347,9 @@ func TestEvents(t *testing.T) {
 
 	// Follow: events written after the start show up, once each.
 	out, _, stop := w.background("events", "--follow", "--interval", "50ms", "--type", "node.*")
-	w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n1", NodeID: "n1"})
+	w.alloc("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"})
 	waitFor(t, "node.enrolled n1", func() bool { return strings.Contains(out.String(), "node=n1") })
-	w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n2", NodeID: "n2"})
+	w.alloc("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "n2", NodeID: "n2"})
 	waitFor(t, "node.enrolled n2", func() bool { return strings.Contains(out.String(), "node=n2") })
 	time.Sleep(200 * time.Millisecond) // a few more polls: nothing is printed twice
 	if code := stop(); code != 0 {
@@ -369,14 +369,14 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-func readReport(t *testing.T, path string) ipamcore.LeakReport {
+func readReport(t *testing.T, path string) ipam.LeakReport {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := ipamcore.ReadLeakReport(f)
+	rep, err := ipam.ReadLeakReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 	for _, i := range []string{"i1", "i2", "i3", "i4", "i5"} {
 		w.alloc("c1/instance", instance(i, "acme", "prod"))
 	}
-	w.alloc("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "n1", NodeID: "n1"})
+	w.alloc("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"})
 	report := filepath.Join(t.TempDir(), "leaks.json")
 	w.ipamctl("", "leaks", "--inventory", writeFile(t, "inv.txt", "i1\ni2\n"), "--kind", "instance", "-o", report).
 		must(t, 0, "3 suspected leak(s) in a inventory report")
@@ -422,7 +422,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 
 	r = w.ipamctl("i1\ni2\ni3\n", "reclaim", "--from-report", report, "--apply", "--inventory", "-", "--kind", "instance", "--json").
 		must(t, 0, "reclaimed 1, refused 2 of 3")
-	var res []ipamcore.ReclaimResult
+	var res []ipam.ReclaimResult
 	if err := json.Unmarshal([]byte(r.out), &res); err != nil || len(res) != 3 {
 		t.Fatalf("reclaim --json: %v\n%s", err, r.out)
 	}
@@ -463,8 +463,8 @@ func TestCheck(t *testing.T) {
 	w := newWorld(t)
 	w.alloc("c1/instance", instance("i1", "acme", "prod"))
 	w.alloc("c1/instance", instance("i2", "acme", "prod"))
-	w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e1", EnvID: "e1"})
-	w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e2", EnvID: "e2"})
+	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1"})
+	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e2", EnvID: "e2"})
 	w.ipamctl("", "check").must(t, 0, "ok: 7 invariants hold over 8 allocation rows")
 	w.ipamctl("", "check", "--cluster", "nope").must(t, exitError, "not_found")
 
@@ -477,7 +477,7 @@ func TestCheck(t *testing.T) {
 		"violation(s) of address_in_pool, one_ipv4_per_environment")
 	t.Logf("ipamctl check:\n%s%s", r.out, r.err)
 	r = w.ipamctl("", "check", "--json").must(t, exitViolations)
-	var rep ipamcore.CheckReport
+	var rep ipam.CheckReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.OK() || len(rep.Violations) != 3 {
 		t.Fatalf("check --json: %v %+v", err, rep)
 	}
@@ -486,9 +486,9 @@ func TestCheck(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	w := newWorld(t)
 	for _, e := range []string{"e1", "e2", "e3", "e4", "e5", "e6"} {
-		w.alloc("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: e, EnvID: e})
+		w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: e, EnvID: e})
 	}
-	if _, err := w.st.Allocate(w.ctx, ipamcore.AllocateRequest{Pool: ipamcore.OperatorPool("c1", "v4"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "e7"}}); ipamcore.Code(err) != ipamcore.CodeExhausted {
+	if _, err := w.st.Allocate(w.ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e7"}}); ipam.Code(err) != ipam.CodeExhausted {
 		t.Fatalf("e7: %v", err)
 	}
 	w.alloc("c1/instance", instance("i1", "acme", "prod"))
@@ -533,7 +533,7 @@ func TestMetrics(t *testing.T) {
 		used := map[string]bool{}
 		for _, m := range regexp.MustCompile(`\bipam_[a-z_]+`).FindAllString(string(b), -1) {
 			// Error codes (reasons, in annotations) and file names are not metrics.
-			if m == ipamcore.CodeExhausted || m == ipamcore.CodeUnavailable || strings.HasPrefix(m, "ipam_alerts") || m == "ipam_dashboard" {
+			if m == ipam.CodeExhausted || m == ipam.CodeUnavailable || strings.HasPrefix(m, "ipam_alerts") || m == "ipam_dashboard" {
 				continue
 			}
 			used[m] = true
@@ -586,7 +586,7 @@ func scrape(t *testing.T, url string) string {
 func TestScale(t *testing.T) {
 	w := newWorld(t)
 	demand := int64(25)
-	if _, err := w.st.ScaleNodeBlocks(w.ctx, "c1", "n1", ipamcore.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}); err != nil {
+	if _, err := w.st.ScaleNodeBlocks(w.ctx, "c1", "n1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}); err != nil {
 		t.Fatal(err)
 	}
 	w.ipamctl("", "scale", "--cluster", "c1", "--node", "n1").must(t, 0, "c1/n1: 0 used, 3 blocks (48 addresses), target 3: no change")

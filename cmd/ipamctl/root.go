@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // EnvDatabaseURL is read when --database-url is not given (the provider reads it too).
@@ -51,7 +51,7 @@ type app struct {
 	// failoverTimeout bounds how long a call rides out a failover.
 	failoverTimeout time.Duration
 
-	store *ipamcore.Store
+	store *ipam.Client
 }
 
 // run executes ipamctl with args and returns the exit code.
@@ -116,9 +116,9 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection string (default: $"+EnvDatabaseURL+", then the PG* variables)")
 	pf.StringVar(&a.actor, "actor", "ipamctl", "actor recorded with every change and event")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "how long one connection attempt may take")
-	pf.DurationVar(&a.lockTimeout, "lock-timeout", ipamcore.DefaultLockTimeout, "how long one operation may wait for a lock another session holds (0: no bound); past it: ipam_busy")
-	pf.DurationVar(&a.statementTimeout, "statement-timeout", ipamcore.DefaultStatementTimeout, "how long one statement may run (0: no bound); past it: ipam_timeout")
-	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipamcore.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable")
+	pf.DurationVar(&a.lockTimeout, "lock-timeout", ipam.DefaultLockTimeout, "how long one operation may wait for a lock another session holds (0: no bound); past it: ipam_busy")
+	pf.DurationVar(&a.statementTimeout, "statement-timeout", ipam.DefaultStatementTimeout, "how long one statement may run (0: no bound); past it: ipam_timeout")
+	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipam.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
 		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
@@ -127,18 +127,18 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 // open connects to the database. With checkSchema, the schema must be the
 // one this binary was built for (a clear schema_mismatch otherwise); it also
 // tells at once when the database cannot be reached.
-func (a *app) open(ctx context.Context, checkSchema bool) (*ipamcore.Store, error) {
+func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) {
 	if a.store != nil {
 		return a.store, nil
 	}
-	if err := ipamcore.ValidateID("actor", a.actor); err != nil {
+	if err := ipam.ValidateID("actor", a.actor); err != nil {
 		return nil, fmt.Errorf("--actor: %w", err)
 	}
 	url := a.databaseURL
 	if url == "" {
 		url = os.Getenv(EnvDatabaseURL)
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
 		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout),
 		FailoverTimeout: noBoundIfZero(a.failoverTimeout)})
 	if err != nil {
@@ -202,7 +202,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	d, err := ipamcore.ParseDuration(s)
+	d, err := ipam.ParseDuration(s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("--since %q is neither a duration (24h, 7d) nor an RFC 3339 time (2026-01-02T15:04:05Z)", s)
 	}

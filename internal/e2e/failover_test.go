@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // A call rides out a database with no usable server up to the failover
@@ -21,19 +21,19 @@ func TestFailoverBound(t *testing.T) {
 	url := createDatabase(t, srv.url("postgres"), "ipam")
 	seed(t, url)
 	ctx := context.Background()
-	open := func(u string, bound time.Duration) *ipamcore.Store {
-		st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: 2 * time.Second})
+	open := func(u string, bound time.Duration) *ipam.Client {
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(st.Close)
 		return st
 	}
-	alloc := func(st *ipamcore.Store, id string) (ipamcore.AllocateResult, error) {
-		return st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}})
+	alloc := func(st *ipam.Client, id string) (ipam.AllocateResult, error) {
+		return st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}})
 	}
 	// outage runs alloc while the database is out for about d, ended by end.
-	outage := func(st *ipamcore.Store, id string, d time.Duration, end func()) (time.Duration, error) {
+	outage := func(st *ipam.Client, id string, d time.Duration, end func()) (time.Duration, error) {
 		done := make(chan error, 1)
 		start := time.Now()
 		go func() { _, err := alloc(st, id); done <- err }()
@@ -87,12 +87,12 @@ func TestFailoverBound(t *testing.T) {
 	// Past the bound: ipam_unavailable, saying what the server answered.
 	readOnly(true)
 	_, err = alloc(open(url, time.Second), "past-bound")
-	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "is read-only") ||
+	if ipam.Code(err) != ipam.CodeUnavailable || !strings.Contains(err.Error(), "is read-only") ||
 		strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "failover_timeout is 1s") {
 		t.Errorf("a read-only server past the bound: got %v, want ipam_unavailable saying it is read-only", err)
 	}
 	_, err = alloc(open(url+"&target_session_attrs=read-write", time.Second), "past-bound-tsa")
-	if ipamcore.Code(err) != ipamcore.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:"+srv.port()+" is read-only") ||
+	if ipam.Code(err) != ipam.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:"+srv.port()+" is read-only") ||
 		strings.Contains(err.Error(), "cannot be reached") {
 		t.Errorf("target_session_attrs=read-write finding only a read-only server: got %v", err)
 	}
@@ -101,7 +101,7 @@ func TestFailoverBound(t *testing.T) {
 	// Refused for good: no waiting, the server's words.
 	start := time.Now()
 	_, err = alloc(open(strings.Replace(url, "/ipam?", "/no_such_db?", 1), 30*time.Second), "refused")
-	if ipamcore.Code(err) != ipamcore.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) > 10*time.Second {
+	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) > 10*time.Second {
 		t.Errorf("a database that does not exist: got %v after %s, want ipam_refused at once", err, time.Since(start))
 	}
 	if n := checkInvariants(t, url); n == 0 {
@@ -109,11 +109,11 @@ func TestFailoverBound(t *testing.T) {
 	}
 	got := activeByOwner(t, url)
 	for _, id := range []string{"warm", "restart", "pooled-restart", "readonly"} {
-		if got[ipamcore.OwnerNode+"/"+id] == "" {
+		if got[ipam.OwnerNode+"/"+id] == "" {
 			t.Errorf("node %s holds no address", id)
 		}
 	}
-	if got[ipamcore.OwnerNode+"/past-bound"] != "" {
-		t.Errorf("the allocation that failed past the bound holds %s", got[ipamcore.OwnerNode+"/past-bound"])
+	if got[ipam.OwnerNode+"/past-bound"] != "" {
+		t.Errorf("the allocation that failed past the bound holds %s", got[ipam.OwnerNode+"/past-bound"])
 	}
 }

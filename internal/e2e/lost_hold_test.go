@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // A saved plan applied after its plan-time hold expired and another owner
@@ -26,12 +26,12 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	sqlExec(t, url, `UPDATE ipam_allocations SET reserved_until = now() - interval '1 second',
 		reusable_at = now() - interval '1 second' WHERE state = 'reserved'`)
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "someone-else"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "someone-else"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "thief", NodeID: "thief"}, Address: addr}); err != nil {
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "thief", NodeID: "thief"}, Address: addr}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := w.try("apply", "-input=false", "tfplan")
@@ -43,7 +43,7 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := st.GetActive(ctx, "c1", ipamcore.OwnerNode, "lost-1"); err == nil {
+	if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "lost-1"); err == nil {
 		t.Fatal("an address was allocated for the failed resource")
 	}
 	w.run("apply", "-input=false", "-auto-approve")

@@ -23,7 +23,7 @@ import (
 // terraform binary. Owners and exact claims overlap between users, so some
 // applies are refused (owner_conflict, address_in_use); none may fail with a
 // provider bug. After every round the database's invariants hold
-// (ipamcore.Check plus the SQL checks) and every state matches the database:
+// (ipam.Check plus the SQL checks) and every state matches the database:
 // each address in a state is the active address of that resource's owner.
 //
 // IPAM_MODEL_SEED replays a seed; IPAM_MODEL_TF_ROUNDS sets the rounds

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // patroniCluster is a Patroni cluster of the test's own (scripts/patroni.sh).
@@ -55,7 +55,7 @@ func TestPatroniFailover(t *testing.T) {
 	seed(t, url)
 	ctx := context.Background()
 
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "scheduler", MaxConnections: 8, ConnectTimeout: 2 * time.Second})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler", MaxConnections: 8, ConnectTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

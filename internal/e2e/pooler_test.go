@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -55,7 +54,7 @@ func TestPgBouncer(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 2})
+					st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 2})
 					if err != nil {
 						errs[i] = err
 						return
@@ -79,18 +78,18 @@ func TestPgBouncer(t *testing.T) {
 			// read succeeds. Through session pooling, and directly, named
 			// statements stay.
 			wantMode := map[string]string{"transaction": "cache_describe", "session": "cache_statement"}[mode]
-			var last *ipamcore.Store
+			var last *ipam.Client
 			for i := 0; i < 2; i++ {
-				st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 1})
+				st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer st.Close()
-				probe := ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: fmt.Sprintf("probe-%d", i), NodeID: fmt.Sprintf("probe-%d", i)}
-				if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: probe}); err != nil {
+				probe := ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("probe-%d", i), NodeID: fmt.Sprintf("probe-%d", i)}
+				if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: probe}); err != nil {
 					t.Fatalf("client %d through PgBouncer (%s pooling): %v", i, mode, err)
 				}
-				if _, err := st.GetActive(ctx, "c1", ipamcore.OwnerNode, probe.ID); err != nil {
+				if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, probe.ID); err != nil {
 					t.Fatalf("client %d through PgBouncer (%s pooling): %v", i, mode, err)
 				}
 				if _, err := st.Release(ctx, "c1", probe, 0); err != nil {
@@ -101,7 +100,7 @@ func TestPgBouncer(t *testing.T) {
 			if got := last.StatementMode(); got != wantMode {
 				t.Errorf("through %s pooling the second client sends statements as %s, want %s", mode, got, wantMode)
 			}
-			directSt, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: direct, MaxConnections: 1})
+			directSt, err := ipam.Open(ctx, ipam.Config{DatabaseURL: direct, MaxConnections: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +176,7 @@ func TestPgBouncer(t *testing.T) {
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if owner := activeAddresses(t, direct)[got.Address.String()]; owner != ipamcore.OwnerInstance+"/sched-1" {
+			if owner := activeAddresses(t, direct)[got.Address.String()]; owner != ipam.OwnerInstance+"/sched-1" {
 				t.Errorf("the placement's address %s is held by %q after commit", got.Address, owner)
 			}
 			checkInvariants(t, direct)
@@ -192,14 +191,14 @@ func TestPgBouncer(t *testing.T) {
 
 			// A startup parameter PgBouncer does not know is refused: the
 			// error names the refusal and PgBouncer's words.
-			st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url + "&search_path=public"})
+			st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url + "&search_path=public"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = st.Ping(ctx)
 			st.Close()
-			if ipamcore.Code(err) != ipamcore.CodeRefused || !regexp.MustCompile(`unsupported startup parameter`).MatchString(err.Error()) {
-				t.Errorf("a startup parameter PgBouncer rejects: got %v, want %s with PgBouncer's message", err, ipamcore.CodeRefused)
+			if ipam.Code(err) != ipam.CodeRefused || !regexp.MustCompile(`unsupported startup parameter`).MatchString(err.Error()) {
+				t.Errorf("a startup parameter PgBouncer rejects: got %v, want %s with PgBouncer's message", err, ipam.CodeRefused)
 			}
 		})
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // The database stops in the middle of an apply: every resource that fails
@@ -107,7 +107,7 @@ func checkAcks(t *testing.T, url string, acks map[string]*ack) (nActive, nReleas
 	t.Helper()
 	db := activeByOwner(t, url)
 	for id, a := range acks {
-		got, ok := db[ipamcore.OwnerInstance+"/"+id]
+		got, ok := db[ipam.OwnerInstance+"/"+id]
 		switch {
 		case a.active && !ok:
 			t.Errorf("lost commit: %s was acknowledged with %s, but it is not active after the failover", id, a.addr)
@@ -136,7 +136,7 @@ type ackLog struct {
 // itself (the core rides a failover out), recording each acknowledged
 // operation in log and reporting it to acked, while more says so. It
 // returns false at its first error, which fails the test.
-func ackClient(t *testing.T, st *ipamcore.Store, g int, prefix string, log *ackLog, more func() bool, acked func(a *ack, allocated bool)) bool {
+func ackClient(t *testing.T, st *ipam.Client, g int, prefix string, log *ackLog, more func() bool, acked func(a *ack, allocated bool)) bool {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(uint64(g), 7))
 	var mine []*ack
@@ -156,8 +156,8 @@ func ackClient(t *testing.T, st *ipamcore.Store, g int, prefix string, log *ackL
 		}
 		id := fmt.Sprintf("%s%d-%d", prefix, g, seq)
 		seq++
-		o := ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: prefix}
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.InstancePool("c1"), Owner: o})
+		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: prefix}
+		res, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: o})
 		if err != nil {
 			t.Errorf("client %d: allocate %s: %v", g, id, err)
 			return false
@@ -174,7 +174,7 @@ func ackClient(t *testing.T, st *ipamcore.Store, g int, prefix string, log *ackL
 
 // ack is an operation the client saw succeed.
 type ack struct {
-	owner   ipamcore.Owner
+	owner   ipam.Owner
 	addr    string
 	active  bool // false once its release was acknowledged
 	afterAt bool // acknowledged after the promotion
@@ -204,7 +204,7 @@ func TestFaultFailoverToStandby(t *testing.T) {
 	w.run("apply", "-input=false", "-auto-approve")
 
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: ha, Actor: "terraform", MaxConnections: 8, ConnectTimeout: 2 * time.Second})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: ha, Actor: "terraform", MaxConnections: 8, ConnectTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

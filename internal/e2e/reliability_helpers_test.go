@@ -25,7 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // soak reports whether the long versions run (make soak sets IPAM_SOAK=1).
@@ -166,7 +166,7 @@ func createDatabase(t *testing.T, admin, db string) string {
 	t.Helper()
 	ctx := context.Background()
 	url := createEmptyDatabase(t, admin, db)
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 1})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,16 +182,16 @@ func createDatabase(t *testing.T, admin, db string) string {
 func seed(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "terraform"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.CreateCluster(ctx, ipamcore.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
-		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown}); err != nil {
+	if _, err := st.CreateCluster(ctx, ipam.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.0/24")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,11 +248,11 @@ func (w *workdir) ownedResources() []owned {
 		var kind, key string
 		switch r.Type {
 		case "ipam_node_address":
-			kind, key = ipamcore.OwnerNode, "node_id"
+			kind, key = ipam.OwnerNode, "node_id"
 		case "ipam_instance_address":
-			kind, key = ipamcore.OwnerInstance, "instance_id"
+			kind, key = ipam.OwnerInstance, "instance_id"
 		case "ipam_env_ipv4":
-			kind, key = ipamcore.OwnerEnvIPv4, "env_id"
+			kind, key = ipam.OwnerEnvIPv4, "env_id"
 		default:
 			continue
 		}
@@ -321,7 +321,7 @@ func countRows(t *testing.T, url, sql string, args ...any) int64 {
 	return n
 }
 
-// invariantQueries are a second opinion on ipamcore.Check, in plain SQL
+// invariantQueries are a second opinion on ipam.Check, in plain SQL
 // written independently of it: each returns the rows that break a promise.
 var invariantQueries = []struct{ name, sql string }{
 	{"no address active or reserved twice in a cluster", `
@@ -369,20 +369,20 @@ var invariantQueries = []struct{ name, sql string }{
 			AND (SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id) <> p.size`},
 }
 
-// invariantViolations runs ipamcore.Check (what `ipamctl check` runs) and
+// invariantViolations runs ipam.Check (what `ipamctl check` runs) and
 // the independent SQL above. It returns Check's violations, the SQL's broken
 // promises by name, and the number of allocation rows Check read.
-func invariantViolations(t *testing.T, url string) ([]ipamcore.Violation, map[string][]string, int64) {
+func invariantViolations(t *testing.T, url string) ([]ipam.Violation, map[string][]string, int64) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, MaxConnections: 2})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	rep, err := st.Check(ctx, "")
 	if err != nil {
-		t.Fatalf("ipamcore.Check: %v", err)
+		t.Fatalf("ipam.Check: %v", err)
 	}
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -412,7 +412,7 @@ func checkInvariants(t *testing.T, url string) int64 {
 	t.Helper()
 	violations, broken, rows := invariantViolations(t, url)
 	for _, v := range violations {
-		t.Errorf("ipamcore.Check: %s", v)
+		t.Errorf("ipam.Check: %s", v)
 	}
 	for name, bad := range broken {
 		for i, b := range bad {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // instanceHCL is one ipam_instance_address per id, in cluster c1.
@@ -36,13 +36,13 @@ func instanceHCL(ids ...string) string {
 func TestCooldownSurvivesAbandonedPlanHold(t *testing.T) {
 	url := testdb.New(t)
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "terraform"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.CreateCluster(ctx, ipamcore.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
+	_, err = st.CreateCluster(ctx, ipam.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
 		NodePrefix: netip.MustParsePrefix("2001:db8::/64"), InstancePrefix: netip.MustParsePrefix("2001:db8:0:1::/126"),
-		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +70,8 @@ func TestCooldownSurvivesAbandonedPlanHold(t *testing.T) {
 		t.Errorf("BUG: instance b got %s, which instance a released less than a minute ago with a 24h cooldown: "+
 			"an expired plan-time hold of the releasing owner put it back in the reuse queue with no cooldown left",
 			b.addresses("")["ipam_instance_address.b"])
-		// The audit must see it too: `ipamctl check` runs ipamcore.Check.
-		st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url})
+		// The audit must see it too: `ipamctl check` runs ipam.Check.
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,8 +79,8 @@ func TestCooldownSurvivesAbandonedPlanHold(t *testing.T) {
 		if rep, err := st.Check(ctx, "c1"); err != nil {
 			t.Fatal(err)
 		} else if rep.OK() {
-			t.Errorf("BUG: ipamcore.Check (ipamctl check) finds no %s violation: it judges a hand-out only against the "+
-				"event just before it (here a's plan-time hold), not against the address's latest release", ipamcore.InvariantCooldown)
+			t.Errorf("BUG: ipam.Check (ipamctl check) finds no %s violation: it judges a hand-out only against the "+
+				"event just before it (here a's plan-time hold), not against the address's latest release", ipam.InvariantCooldown)
 		}
 	} else if !strings.Contains(string(out), "ipam_exhausted") {
 		t.Fatalf("apply of b failed, but not with ipam_exhausted:\n%s", out)
@@ -90,34 +90,34 @@ func TestCooldownSurvivesAbandonedPlanHold(t *testing.T) {
 
 // The checks that every reliability test ends with have teeth: one violation
 // of each kind, planted with SQL behind the allocator's back, is found by
-// ipamcore.Check (what `ipamctl check` runs) and by the independent SQL of
+// ipam.Check (what `ipamctl check` runs) and by the independent SQL of
 // checkInvariants. Among them is a reuse inside a cooldown with a hold of the
 // releasing owner in between, which a check that compares each hand-out only
 // with the event just before it would miss.
 func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 	url := setup(t)
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "terraform"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	for _, r := range []struct {
 		pool string
-		o    ipamcore.Owner
+		o    ipam.Owner
 	}{
-		{"c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "pn1", NodeID: "pn1"}},
-		{"c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "pn2", NodeID: "pn2"}},
-		{"c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: "pn3", NodeID: "pn3"}},
-		{"c1/instance", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "pa", InstanceID: "pa"}},
-		{"c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "pe1", EnvID: "pe1"}},
-		{"c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: "pe2", EnvID: "pe2"}},
+		{"c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "pn1", NodeID: "pn1"}},
+		{"c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "pn2", NodeID: "pn2"}},
+		{"c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "pn3", NodeID: "pn3"}},
+		{"c1/instance", ipam.Owner{Kind: ipam.OwnerInstance, ID: "pa", InstanceID: "pa"}},
+		{"c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "pe1", EnvID: "pe1"}},
+		{"c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "pe2", EnvID: "pe2"}},
 	} {
-		if _, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(r.pool), Owner: r.o}); err != nil {
+		if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(r.pool), Owner: r.o}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.Release(ctx, "c1", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: "pa"}, 0); err != nil {
+	if _, err := st.Release(ctx, "c1", ipam.Owner{Kind: ipam.OwnerInstance, ID: "pa"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkInvariants(t, url) // clean before the plants
@@ -169,9 +169,9 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 	for _, v := range violations {
 		found[v.Invariant]++
 	}
-	for _, inv := range ipamcore.Invariants {
+	for _, inv := range ipam.Invariants {
 		if found[inv] == 0 {
-			t.Errorf("ipamcore.Check missed the planted %s violation; it found %v", inv, violations)
+			t.Errorf("ipam.Check missed the planted %s violation; it found %v", inv, violations)
 		}
 	}
 	for _, q := range invariantQueries[:5] {
@@ -182,7 +182,7 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 	if out, code := runIpamctl(t, url, "check"); code != 3 {
 		t.Errorf("ipamctl check exited %d on a broken database, want 3:\n%s", code, out)
 	}
-	t.Logf("planted 6 violations: ipamcore.Check found %d (%v), the SQL checks %d kinds, ipamctl check exited 3", len(violations), found, len(broken))
+	t.Logf("planted 6 violations: ipam.Check found %d (%v), the SQL checks %d kinds, ipamctl check exited 3", len(violations), found, len(broken))
 }
 
 // The audit judges a hand-out by the address's latest release, as the
@@ -194,21 +194,21 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 func TestCheckJudgesTheLatestRelease(t *testing.T) {
 	url := testdb.New(t)
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "terraform"})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := st.CreateCluster(ctx, ipamcore.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
+	c, err := st.CreateCluster(ctx, ipam.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"),
 		NodePrefix: netip.MustParsePrefix("2001:db8::/126"), InstancePrefix: netip.MustParsePrefix("2001:db8:0:1::/64"),
-		NodeCooldown: ipamcore.DefaultNodeCooldown, InstanceCooldown: ipamcore.DefaultInstanceCooldown})
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := func(id string) ipamcore.Owner { return ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id} }
+	node := func(id string) ipam.Owner { return ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id} }
 	alloc := func(id string) netip.Addr {
 		t.Helper()
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: ipamcore.NodePool("c1"), Owner: node(id)})
+		res, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(id)})
 		if err != nil {
 			t.Fatalf("allocate %s: %v", id, err)
 		}
@@ -237,7 +237,7 @@ func TestCheckJudgesTheLatestRelease(t *testing.T) {
 	}
 	violations, broken, _ := invariantViolations(t, url)
 	for _, v := range violations {
-		t.Errorf("BUG: ipamcore.Check (ipamctl check) reports a legitimate reuse: %s", v)
+		t.Errorf("BUG: ipam.Check (ipamctl check) reports a legitimate reuse: %s", v)
 	}
 	for name, bad := range broken {
 		t.Errorf("the SQL check %q reports a legitimate reuse: %v", name, bad)

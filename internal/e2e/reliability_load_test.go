@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // loadFigures is what one storm did, for the log and RELIABILITY.md.
@@ -23,7 +23,7 @@ type loadFigures struct {
 // held is an allocation a core worker holds.
 type held struct {
 	cluster string
-	owner   ipamcore.Owner
+	owner   ipam.Owner
 	pool    string
 	addr    netip.Addr
 }
@@ -32,25 +32,25 @@ type held struct {
 // (and at least minOps operations are done), then releases what it holds.
 // Every result is checked as it comes: an adoption must return the owner's
 // address, and only the outcomes a concurrent world allows are accepted.
-func coreWorker(t *testing.T, st *ipamcore.Store, g int, stop <-chan struct{}, minOps int, pace time.Duration, f *loadFigures) {
+func coreWorker(t *testing.T, st *ipam.Client, g int, stop <-chan struct{}, minOps int, pace time.Duration, f *loadFigures) {
 	r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
 	var mine []held
 	n, v4 := 0, 0
 	ctx := context.Background()
-	allocate := func(pool string, o ipamcore.Owner, claim netip.Addr) {
+	allocate := func(pool string, o ipam.Owner, claim netip.Addr) {
 		n++
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(pool), Owner: o, Address: claim})
+		res, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(pool), Owner: o, Address: claim})
 		f.ops.Add(1)
-		switch code := ipamcore.Code(err); {
+		switch code := ipam.Code(err); {
 		case err == nil:
 			f.allocs.Add(1)
 			if claim.IsValid() && res.Address != claim {
 				t.Errorf("worker %d: claimed %s, got %s", g, claim, res.Address)
 			}
 			mine = append(mine, held{cluster: res.ClusterID, owner: o, pool: pool, addr: res.Address})
-		case code == ipamcore.CodeExhausted && strings.Contains(pool, "churn"):
+		case code == ipam.CodeExhausted && strings.Contains(pool, "churn"):
 			f.exhausted.Add(1)
-		case claim.IsValid() && (code == ipamcore.CodeAddressInUse || code == ipamcore.CodeAddressCooling):
+		case claim.IsValid() && (code == ipam.CodeAddressInUse || code == ipam.CodeAddressCooling):
 			f.claimsRefused.Add(1)
 		default:
 			t.Errorf("worker %d: allocate %s from %s: %v", g, o.ID, pool, err)
@@ -73,26 +73,26 @@ func coreWorker(t *testing.T, st *ipamcore.Store, g int, stop <-chan struct{}, m
 		id := fmt.Sprintf("w%d-%d", g, n)
 		switch a := r.IntN(20); {
 		case a < 5:
-			allocate("c1/instance", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "load"}, netip.Addr{})
+			allocate("c1/instance", ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, OrgID: "acme", EnvID: "load"}, netip.Addr{})
 		case a < 7:
-			allocate("c1/node", ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}, netip.Addr{})
+			allocate("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}, netip.Addr{})
 		case a < 10:
 			// The churn pools cool for 2s, so their addresses are reused during the storm.
-			allocate("c1/churn6", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id}, netip.Addr{})
+			allocate("c1/churn6", ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id}, netip.Addr{})
 		case a < 12:
-			allocate("c1/churn4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id}, netip.Addr{})
+			allocate("c1/churn4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id}, netip.Addr{})
 		case a < 13:
 			// An exact claim racing the counters: free, in use or cooling, all three happen.
 			claim := netip.MustParseAddr(fmt.Sprintf("2001:db8:0:ff::%x", 1+r.IntN(63)))
-			allocate("c1/churn6", ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id}, claim)
+			allocate("c1/churn6", ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id}, claim)
 		case a < 14 && v4 < 4:
 			// The shared IPv4 pool cools for an hour: a few each, so it is never exhausted.
 			v4++
-			allocate("c1/v4", ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}, netip.Addr{})
+			allocate("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "acme"}, netip.Addr{})
 		case a < 15 && len(mine) > 0:
 			// Idempotency: allocating again for an owner that holds an address adopts it.
 			h := mine[r.IntN(len(mine))]
-			res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: testdb.Pool(h.pool), Owner: h.owner})
+			res, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(h.pool), Owner: h.owner})
 			f.ops.Add(1)
 			if err != nil || !res.Adopted || res.Address != h.addr {
 				t.Errorf("worker %d: allocate again for %s (holding %s): %s adopted=%v, %v", g, h.owner.ID, h.addr, res.Address, res.Adopted, err)
@@ -116,7 +116,7 @@ func coreWorker(t *testing.T, st *ipamcore.Store, g int, stop <-chan struct{}, m
 // TestLoadStorm: at least 8 terraform apply processes at once, each with its
 // own working directory and state and 50 mixed resources (node, instance,
 // IPv4), plus 16 goroutines allocating, claiming, adopting and releasing
-// through the core, all against one database. Afterwards ipamcore.Check (what
+// through the core, all against one database. Afterwards ipam.Check (what
 // `ipamctl check` runs), `ipamctl check` itself and independent SQL find no
 // violation, every state matches the database exactly, no hold is left over,
 // and every user's next plan is empty. IPAM_SOAK=1 runs 16 processes over
@@ -126,12 +126,12 @@ func TestLoadStorm(t *testing.T) {
 	workers, minOps, pace := 16, pick(20, 200), time.Duration(pick(150, 40))*time.Millisecond
 	url := setup(t)
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: url, Actor: "terraform", MaxConnections: 8})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform", MaxConnections: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for _, p := range []ipamcore.Pool{
+	for _, p := range []ipam.Pool{
 		{ClusterID: "c1", Name: "churn6", Cooldown: 2 * time.Second, CIDRs: []netip.Prefix{netip.MustParsePrefix("2001:db8:0:ff::/122")}},
 		{ClusterID: "c1", Name: "churn4", Cooldown: 2 * time.Second, CIDRs: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/26")}},
 	} {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // quoteLiteral quotes s as an SQL string literal.
@@ -93,12 +93,12 @@ func TestSecretNeverLogged(t *testing.T) {
 		sqlExec(t, testdb.AdminURL(t), "DROP ROLE IF EXISTS "+role)
 	})
 	ctx := context.Background()
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: dbURL})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A pool of two addresses, so that the third allocation is refused and recorded.
-	if _, err := st.CreatePool(ctx, ipamcore.Pool{ClusterID: "c1", Name: "tiny", Cooldown: time.Hour,
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "tiny", Cooldown: time.Hour,
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/30")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestTLSVerifyFull(t *testing.T) {
 	where := "127.0.0.1:" + srv.port()
 	refused := func(name, u, want string) {
 		t.Helper()
-		st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: u, ConnectTimeout: 5 * time.Second})
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, ConnectTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +272,7 @@ func TestTLSVerifyFull(t *testing.T) {
 		}
 		msg := err.Error()
 		// Refused for good: said at once, without riding out the failover bound.
-		if ipamcore.Code(err) != ipamcore.CodeRefused || !strings.Contains(msg, where) || !strings.Contains(msg, want) {
+		if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(msg, where) || !strings.Contains(msg, want) {
 			t.Errorf("%s: error %q; want ipam_refused naming %s and saying %q", name, msg, where, want)
 		}
 		if strings.Contains(msg, srv.password()) {
@@ -301,7 +301,7 @@ func TestTLSVerifyFull(t *testing.T) {
 	srv.pgCtl("reload")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, _ := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: u, ConnectTimeout: 5 * time.Second})
+		st, _ := ipam.Open(ctx, ipam.Config{DatabaseURL: u, ConnectTimeout: 5 * time.Second})
 		err := st.Ping(ctx)
 		st.Close()
 		if err != nil && strings.Contains(err.Error(), "IP SANs") {

@@ -15,13 +15,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // providerData is what Configure hands to resources and data sources: the
 // core store and the provider-wide options.
 type providerData struct {
-	store          *ipamcore.Store
+	store          *ipam.Client
 	reservations   bool
 	reservationTTL time.Duration
 	// warned remembers the warnings already given, so each reason for an
@@ -37,9 +37,9 @@ type providerData struct {
 // cluster reads a cluster, once per provider process; fresh reads it from the
 // database whatever the cache holds (an apply writes what the cluster's
 // settings are now, which an earlier step of the same apply may have changed).
-func (pd *providerData) cluster(ctx context.Context, id string, fresh bool) (ipamcore.Cluster, error) {
+func (pd *providerData) cluster(ctx context.Context, id string, fresh bool) (ipam.Cluster, error) {
 	if c, ok := pd.clusters.Load(id); ok && !fresh {
-		return c.(ipamcore.Cluster), nil
+		return c.(ipam.Cluster), nil
 	}
 	c, err := pd.store.GetCluster(ctx, id)
 	if err == nil {
@@ -63,7 +63,7 @@ func (pd *providerData) warnOnce(diags *diag.Diagnostics, reason, summary, detai
 }
 
 // storeFrom fetches the core store handed over by Configure.
-func storeFrom(data any, diags *diag.Diagnostics) *ipamcore.Store {
+func storeFrom(data any, diags *diag.Diagnostics) *ipam.Client {
 	if pd := providerDataFrom(data, diags); pd != nil {
 		return pd.store
 	}
@@ -82,7 +82,7 @@ func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
 	return pd
 }
 
-func requireStore(st *ipamcore.Store, diags *diag.Diagnostics) bool {
+func requireStore(st *ipam.Client, diags *diag.Diagnostics) bool {
 	if st == nil {
 		diags.AddError("IPAM Provider Not Configured",
 			"The provider has no database connection yet (database_url was unknown at plan time). Apply its dependencies first.")
@@ -94,16 +94,16 @@ func requireStore(st *ipamcore.Store, diags *diag.Diagnostics) bool {
 // addCoreError turns a core error into a diagnostic: bad input is attached to
 // the attribute it names; everything else carries the error code first.
 func addCoreError(diags *diag.Diagnostics, summary string, err error) {
-	var ie *ipamcore.InvalidError
+	var ie *ipam.InvalidError
 	if errors.As(err, &ie) && ie.Field != "" {
 		diags.AddAttributeError(path.Root(ie.Field), summary, ie.Msg)
 		return
 	}
 	detail := err.Error()
-	switch ipamcore.Code(err) {
-	case ipamcore.CodeUnavailable, ipamcore.CodeRefused:
+	switch ipam.Code(err) {
+	case ipam.CodeUnavailable, ipam.CodeRefused:
 		detail += "\n\n" + unavailableHint(summary)
-	case ipamcore.CodeExhausted:
+	case ipam.CodeExhausted:
 		detail += "\n\nNothing was allocated. Add blocks to the pool (a cluster's node and instance prefixes are fixed: " +
 			"use a larger prefix for a new cluster), release unused addresses, or wait for cooling addresses to become reusable."
 	}
@@ -159,7 +159,7 @@ func getGeneration(ctx context.Context, p privateState) int64 {
 // user's "2001:DB8::1" is not reported as drift against "2001:db8::1".
 func sameAddr(prior types.String, canonical netip.Addr) types.String {
 	if !prior.IsNull() && !prior.IsUnknown() {
-		if a, err := ipamcore.ParseAddr(prior.ValueString()); err == nil && a == canonical {
+		if a, err := ipam.ParseAddr(prior.ValueString()); err == nil && a == canonical {
 			return prior
 		}
 	}
@@ -168,12 +168,12 @@ func sameAddr(prior types.String, canonical netip.Addr) types.String {
 
 func samePrefix(prior types.String, canonical netip.Prefix, written ...string) types.String {
 	if !prior.IsNull() && !prior.IsUnknown() {
-		if p, err := ipamcore.ParsePrefix(prior.ValueString()); err == nil && p == canonical {
+		if p, err := ipam.ParsePrefix(prior.ValueString()); err == nil && p == canonical {
 			return prior
 		}
 	}
 	for _, w := range written { // as for sameDuration
-		if p, err := ipamcore.ParsePrefix(w); err == nil && p == canonical {
+		if p, err := ipam.ParsePrefix(w); err == nil && p == canonical {
 			return types.StringValue(w)
 		}
 	}
@@ -185,14 +185,14 @@ func samePrefix(prior types.String, canonical netip.Prefix, written ...string) t
 // configuration that wrote it plans no change.
 func sameDuration(prior types.String, canonical time.Duration, written string) types.String {
 	if !prior.IsNull() && !prior.IsUnknown() {
-		if d, err := ipamcore.ParseDuration(prior.ValueString()); err == nil && d == canonical {
+		if d, err := ipam.ParseDuration(prior.ValueString()); err == nil && d == canonical {
 			return prior
 		}
 	}
-	if d, err := ipamcore.ParseDuration(written); err == nil && d == canonical {
+	if d, err := ipam.ParseDuration(written); err == nil && d == canonical {
 		return types.StringValue(written)
 	}
-	return types.StringValue(ipamcore.FormatDuration(canonical))
+	return types.StringValue(ipam.FormatDuration(canonical))
 }
 
 func timeString(t time.Time) types.String {

@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // The parts shared by the resources that hold one address for one owner
@@ -33,7 +33,7 @@ type addressState struct {
 	AllocatedAt types.String `tfsdk:"allocated_at"`
 }
 
-func (s *addressState) fill(a ipamcore.Allocation, ownerID string) {
+func (s *addressState) fill(a ipam.Allocation, ownerID string) {
 	s.ID = types.StringValue(a.ClusterID + "/" + ownerID)
 	s.ClusterID = types.StringValue(a.ClusterID)
 	s.Address = sameAddr(s.Address, a.Address)
@@ -90,8 +90,8 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 		if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.StateValue.IsNull() {
 			return
 		}
-		want, err1 := ipamcore.ParseAddr(req.ConfigValue.ValueString())
-		held, err2 := ipamcore.ParseAddr(req.StateValue.ValueString())
+		want, err1 := ipam.ParseAddr(req.ConfigValue.ValueString())
+		held, err2 := ipam.ParseAddr(req.StateValue.ValueString())
 		resp.RequiresReplace = err1 == nil && err2 == nil && want != held
 	}, "Changing a claimed address replaces the resource.", "Changing a claimed `address` replaces the resource.")
 }
@@ -100,12 +100,12 @@ func requiresReplaceIfClaimChanges() planmodifier.String {
 // one allocation entry point (the one the public Go API calls). poolAttr
 // names the attribute that chose the pool ("cluster_id" or "pool_id"), for
 // diagnostics.
-func allocateAddress(ctx context.Context, st *ipamcore.Store, pool ipamcore.PoolRef, poolAttr string, owner ipamcore.Owner, config, planned types.String, diags *diag.Diagnostics) (ipamcore.AllocateResult, bool) {
-	return allocateWith(titleCategory(owner.Kind), config, planned, diags, func(addr netip.Addr) (ipamcore.AllocateResult, error) {
-		res, err := st.Allocate(ctx, ipamcore.AllocateRequest{Pool: pool, Owner: owner, Address: addr})
-		var ie *ipamcore.InvalidError
-		if errors.Is(err, ipamcore.ErrPoolNotFound) && errors.As(err, &ie) {
-			err = &ipamcore.InvalidError{Field: poolAttr, Msg: ie.Msg, Err: ie.Err}
+func allocateAddress(ctx context.Context, st *ipam.Client, pool ipam.PoolRef, poolAttr string, owner ipam.Owner, config, planned types.String, diags *diag.Diagnostics) (ipam.AllocateResult, bool) {
+	return allocateWith(titleCategory(owner.Kind), config, planned, diags, func(addr netip.Addr) (ipam.AllocateResult, error) {
+		res, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr})
+		var ie *ipam.InvalidError
+		if errors.Is(err, ipam.ErrPoolNotFound) && errors.As(err, &ie) {
+			err = &ipam.InvalidError{Field: poolAttr, Msg: ie.Msg, Err: ie.Err}
 		}
 		return res, err
 	})
@@ -113,14 +113,14 @@ func allocateAddress(ctx context.Context, st *ipamcore.Store, pool ipamcore.Pool
 
 // allocateWith runs a create's allocation: the configured or planned address
 // is claimed exactly, and a planned one that was taken meanwhile says to plan again.
-func allocateWith(title string, config, planned types.String, diags *diag.Diagnostics, alloc func(netip.Addr) (ipamcore.AllocateResult, error)) (ipamcore.AllocateResult, bool) {
+func allocateWith(title string, config, planned types.String, diags *diag.Diagnostics, alloc func(netip.Addr) (ipam.AllocateResult, error)) (ipam.AllocateResult, bool) {
 	claim, fromHold := planClaim(config, planned)
 	var addr netip.Addr
 	if !claim.IsNull() && !claim.IsUnknown() {
-		a, err := ipamcore.ParseAddr(claim.ValueString())
+		a, err := ipam.ParseAddr(claim.ValueString())
 		if err != nil {
 			diags.AddAttributeError(path.Root("address"), "Invalid Address", err.Error())
-			return ipamcore.AllocateResult{}, false
+			return ipam.AllocateResult{}, false
 		}
 		addr = a
 	}
@@ -137,7 +137,7 @@ func allocateWith(title string, config, planned types.String, diags *diag.Diagno
 }
 
 // poolName names a request's pool in a warning.
-func poolName(p ipamcore.PoolRef) string {
+func poolName(p ipam.PoolRef) string {
 	if p.Name == "" {
 		return "Cluster " + p.ClusterID
 	}
@@ -146,11 +146,11 @@ func poolName(p ipamcore.PoolRef) string {
 
 func titleCategory(c string) string {
 	switch c {
-	case ipamcore.CategoryNode:
+	case ipam.CategoryNode:
 		return "Node Address"
-	case ipamcore.CategoryInstance:
+	case ipam.CategoryInstance:
 		return "Instance Address"
-	case ipamcore.OwnerEnvIPv4:
+	case ipam.OwnerEnvIPv4:
 		return "Environment IPv4"
 	}
 	return c
@@ -158,9 +158,9 @@ func titleCategory(c string) string {
 
 // readAddress loads the owner's active allocation; false with no error means
 // it is gone (released out of band) and the resource must leave state.
-func readAddress(ctx context.Context, st *ipamcore.Store, clusterID, kind, ownerID string, diags *diag.Diagnostics) (ipamcore.Allocation, bool) {
+func readAddress(ctx context.Context, st *ipam.Client, clusterID, kind, ownerID string, diags *diag.Diagnostics) (ipam.Allocation, bool) {
 	a, err := st.GetActive(ctx, clusterID, kind, ownerID)
-	if errors.Is(err, ipamcore.ErrNotFound) {
+	if errors.Is(err, ipam.ErrNotFound) {
 		return a, false
 	}
 	if err != nil {
@@ -172,7 +172,7 @@ func readAddress(ctx context.Context, st *ipamcore.Store, clusterID, kind, owner
 
 // releaseAddress moves the address to cooling, carrying the generation this
 // state last saw (a stale delete is a no-op).
-func releaseAddress(ctx context.Context, st *ipamcore.Store, req resource.DeleteRequest, clusterID string, owner ipamcore.Owner, diags *diag.Diagnostics) {
+func releaseAddress(ctx context.Context, st *ipam.Client, req resource.DeleteRequest, clusterID string, owner ipam.Owner, diags *diag.Diagnostics) {
 	if _, err := st.Release(ctx, clusterID, owner, getGeneration(ctx, req.Private)); err != nil {
 		addCoreError(diags, "Unable to Release "+titleCategory(owner.Kind), err)
 	}
@@ -180,9 +180,9 @@ func releaseAddress(ctx context.Context, st *ipamcore.Store, req resource.Delete
 
 // importOwner parses "<cluster_id>/<owner_id>", or an address (whose active
 // allocation names the owner), and seeds the state with it.
-func importOwner(ctx context.Context, st *ipamcore.Store, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind, ownerAttr string) {
+func importOwner(ctx context.Context, st *ipam.Client, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind, ownerAttr string) {
 	id := req.ID
-	if addr, err := ipamcore.ParseAddr(req.ID); err == nil {
+	if addr, err := ipam.ParseAddr(req.ID); err == nil {
 		a, ok := importByAddress(ctx, st, addr, kind, &resp.Diagnostics)
 		if !ok {
 			return
@@ -201,7 +201,7 @@ func importPair(ctx context.Context, id string, resp *resource.ImportStateRespon
 		return
 	}
 	for _, x := range []struct{ what, v string }{{"cluster_id", cluster}, {attr, second}} {
-		if err := ipamcore.ValidateID(x.what, x.v); err != nil {
+		if err := ipam.ValidateID(x.what, x.v); err != nil {
 			resp.Diagnostics.AddError("Invalid Import ID", err.Error())
 			return
 		}
@@ -213,13 +213,13 @@ func importPair(ctx context.Context, id string, resp *resource.ImportStateRespon
 
 // importByAddress finds the active allocation of an address for an import,
 // checking that it is of the resource's kind.
-func importByAddress(ctx context.Context, st *ipamcore.Store, addr netip.Addr, kind string, diags *diag.Diagnostics) (ipamcore.Allocation, bool) {
+func importByAddress(ctx context.Context, st *ipam.Client, addr netip.Addr, kind string, diags *diag.Diagnostics) (ipam.Allocation, bool) {
 	if !requireStore(st, diags) {
-		return ipamcore.Allocation{}, false
+		return ipam.Allocation{}, false
 	}
 	a, err := st.FindActiveByAddress(ctx, addr)
 	switch {
-	case errors.Is(err, ipamcore.ErrNotFound) || errors.Is(err, ipamcore.ErrPoolNotFound):
+	case errors.Is(err, ipam.ErrNotFound) || errors.Is(err, ipam.ErrPoolNotFound):
 		diags.AddError("Cannot Import Address", addr.String()+" is not active in any cluster.")
 	case err != nil:
 		addCoreError(diags, "Cannot Import Address", err)
@@ -235,7 +235,7 @@ func importByAddress(ctx context.Context, st *ipamcore.Store, addr netip.Addr, k
 // checkClaimAtPlan rejects, at plan time, a claimed address that lies outside
 // the pool (or is one it never hands out) when the pool already exists, so
 // nothing is written. poolID returns the pool once its inputs are known.
-func checkClaimAtPlan(ctx context.Context, st *ipamcore.Store, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, poolID func() (string, bool)) {
+func checkClaimAtPlan(ctx context.Context, st *ipam.Client, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, poolID func() (string, bool)) {
 	if st == nil || req.Plan.Raw.IsNull() {
 		return
 	}
@@ -244,7 +244,7 @@ func checkClaimAtPlan(ctx context.Context, st *ipamcore.Store, req resource.Modi
 	if resp.Diagnostics.HasError() || claim.IsNull() || claim.IsUnknown() {
 		return
 	}
-	addr, err := ipamcore.ParseAddr(claim.ValueString())
+	addr, err := ipam.ParseAddr(claim.ValueString())
 	if err != nil {
 		return // reported by the attribute validator
 	}
@@ -253,7 +253,7 @@ func checkClaimAtPlan(ctx context.Context, st *ipamcore.Store, req resource.Modi
 		return
 	}
 	err = st.CheckClaim(ctx, id, addr)
-	if ipamcore.Code(err) == ipamcore.CodeInvalid {
+	if ipam.Code(err) == ipam.CodeInvalid {
 		addCoreError(&resp.Diagnostics, "Address Cannot Be Claimed", err)
 	}
 	// Any other error (the pool does not exist yet, say) is left to apply.
@@ -288,30 +288,30 @@ const (
 // apply fails with the same error. It does not fail the plan, because
 // `terraform destroy` plans the whole configuration first (a normal-mode
 // refresh plan), and one new resource's conflict must not stop a destroy.
-func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, pool ipamcore.PoolRef, owner ipamcore.Owner, keysKnown bool, claim types.String) (ipamcore.Allocation, bool) {
+func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, pool ipam.PoolRef, owner ipam.Owner, keysKnown bool, claim types.String) (ipam.Allocation, bool) {
 	switch {
 	case pd == nil:
-		return ipamcore.Allocation{}, false
+		return ipam.Allocation{}, false
 	case !pd.reservations:
 		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
 			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
-		return ipamcore.Allocation{}, false
+		return ipam.Allocation{}, false
 	case !keysKnown || claim.IsUnknown():
 		pd.warnOnce(diags, reasonUnknownID, "Some Addresses Known After Apply",
 			"A new address resource's owner or pool depends on values known only after apply, so its address cannot be "+
 				"reserved at plan time and shows as \"(known after apply)\". Addresses of owners known at plan time are shown.")
-		return ipamcore.Allocation{}, false
+		return ipam.Allocation{}, false
 	}
 	var addr netip.Addr
 	if !claim.IsNull() {
-		a, err := ipamcore.ParseAddr(claim.ValueString())
+		a, err := ipam.ParseAddr(claim.ValueString())
 		if err != nil {
-			return ipamcore.Allocation{}, false
+			return ipam.Allocation{}, false
 		}
 		addr = a
 	}
-	a, err := pd.store.Reserve(ctx, ipamcore.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
-	var oc *ipamcore.OwnerConflictError
+	a, err := pd.store.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
+	var oc *ipam.OwnerConflictError
 	switch {
 	case err == nil:
 		warnLostHold(pd, diags, owner, a)
@@ -319,12 +319,12 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	case errors.As(err, &oc) && oc.Actor == pd.store.Actor():
 		// The owner still holds its old address under this actor: a replacement
 		// whose destroy runs first. Apply claims the address then.
-	case ipamcore.Code(err) == ipamcore.CodeExhausted:
+	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
 			"No address could be reserved at plan time ("+err.Error()+"); the apply will try again after the other "+
 				"changes of this plan, and fail with ipam_exhausted if none is free then.")
-	case ipamcore.Code(err) == ipamcore.CodeReadOnly:
+	case ipam.Code(err) == ipam.CodeReadOnly:
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
 				"Planning with a read-only role works; applying needs a role that may write.")
@@ -332,14 +332,14 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Cannot Be Reserved",
 			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
 				". Its address shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first.")
-	case errors.Is(err, ipamcore.ErrNotFound) || errors.Is(err, ipamcore.ErrPoolNotFound):
+	case errors.Is(err, ipam.ErrNotFound) || errors.Is(err, ipam.ErrPoolNotFound):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
 			poolName(pool)+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
 				"as \"(known after apply)\". Later plans show them.")
 	default:
 		addCoreError(diags, "Unable to Reserve "+titleCategory(owner.Kind), err)
 	}
-	return ipamcore.Allocation{}, false
+	return ipam.Allocation{}, false
 }
 
 // warnLostHold says, in the plan, that an earlier plan's hold of this owner
@@ -349,7 +349,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 // final plan" before anything is allocated: this warning, shown with that
 // error, says why and what to do. (The plan call carries no context of its
 // own here; the look-up is one probe of a partial index, bounded by a timeout.)
-func warnLostHold(pd *providerData, diags *diag.Diagnostics, owner ipamcore.Owner, a ipamcore.Allocation) {
+func warnLostHold(pd *providerData, diags *diag.Diagnostics, owner ipam.Owner, a ipam.Allocation) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	lost, takenBy, at, ok, err := pd.store.LostHold(ctx, a.ClusterID, owner, 24*time.Hour)
@@ -383,13 +383,13 @@ func holdLost(diags *diag.Diagnostics, title string, planned types.String, err e
 // isRefusal reports whether the core refused a request because an owner or
 // address is someone else's: the apply would fail the same way.
 func isRefusal(err error) bool {
-	return isTaken(err) || ipamcore.Code(err) == ipamcore.CodeOwnerConflict
+	return isTaken(err) || ipam.Code(err) == ipam.CodeOwnerConflict
 }
 
 // isTaken reports whether an exact claim failed because the address is held by someone else.
 func isTaken(err error) bool {
-	c := ipamcore.Code(err)
-	return c == ipamcore.CodeAddressInUse || c == ipamcore.CodeAddressCooling
+	c := ipam.Code(err)
+	return c == ipam.CodeAddressInUse || c == ipam.CodeAddressCooling
 }
 
 // configAddress reads the configured (claimed) address.
@@ -406,8 +406,8 @@ func configAddress(ctx context.Context, config tfsdk.Config) types.String {
 // otherwise ("2001:DB8::/48"): that is an in-place update of the spelling.
 func requiresReplaceIfPrefixChanges() planmodifier.String {
 	return stringplanmodifier.RequiresReplaceIf(func(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
-		want, err1 := ipamcore.ParsePrefix(req.ConfigValue.ValueString())
-		held, err2 := ipamcore.ParsePrefix(req.StateValue.ValueString())
+		want, err1 := ipam.ParsePrefix(req.ConfigValue.ValueString())
+		held, err2 := ipam.ParsePrefix(req.StateValue.ValueString())
 		resp.RequiresReplace = err1 != nil || err2 != nil || want != held
 	}, "Changing the prefix replaces the resource.", "Changing the `prefix` replaces the resource.")
 }

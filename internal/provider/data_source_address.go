@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -22,7 +22,7 @@ var (
 // NewAddressDataSource is the ipam_address data source.
 func NewAddressDataSource() datasource.DataSource { return &addressDataSource{} }
 
-type addressDataSource struct{ store *ipamcore.Store }
+type addressDataSource struct{ store *ipam.Client }
 
 type addressDataSourceModel struct {
 	Address     types.String `tfsdk:"address"`
@@ -112,14 +112,14 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	addr, err := ipamcore.ParseAddr(m.Address.ValueString())
+	addr, err := ipam.ParseAddr(m.Address.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("address"), "Invalid address", err.Error())
 		return
 	}
 	infos, err := d.store.LookupAddress(ctx, addr, m.ClusterID.ValueString())
 	switch {
-	case errors.Is(err, ipamcore.ErrNotFound):
+	case errors.Is(err, ipam.ErrNotFound):
 		resp.Diagnostics.AddAttributeError(path.Root("address"), "Address Not Found", err.Error())
 		return
 	case err != nil:
@@ -127,7 +127,7 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		return
 	case len(infos) > 1:
 		resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Address in Several Clusters",
-			fmt.Sprintf("%s is in pools of clusters %s (a private IPv4 block used by each). Set cluster_id to pick one.", addr, ipamcore.ClusterIDs(infos)))
+			fmt.Sprintf("%s is in pools of clusters %s (a private IPv4 block used by each). Set cluster_id to pick one.", addr, ipam.ClusterIDs(infos)))
 		return
 	}
 	in := infos[0]
@@ -140,7 +140,7 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	if in.Block.IsValid() {
 		m.CIDR = types.StringValue(in.Block.String())
 	}
-	m.LastHolder = types.BoolValue(in.Owner.Kind != "" && in.Status != ipamcore.StateActive && in.Status != ipamcore.StateReserved)
+	m.LastHolder = types.BoolValue(in.Owner.Kind != "" && in.Status != ipam.StateActive && in.Status != ipam.StateReserved)
 	m.AllocID, m.Generation = a.ID, a.Generation
 	m.OwnerKind, m.OwnerID, m.OrgID, m.EnvID, m.NodeID, m.InstanceID = a.OwnerKind, a.OwnerID, a.OrgID, a.EnvID, a.NodeID, a.InstanceID
 	m.Actor, m.AllocatedAt, m.ReleasedAt, m.ReusableAt = a.Actor, a.AllocatedAt, a.ReleasedAt, a.ReusableAt

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -22,7 +22,7 @@ var (
 // NewAllocationsDataSource is the ipam_allocations data source.
 func NewAllocationsDataSource() datasource.DataSource { return &allocationsDataSource{} }
 
-type allocationsDataSource struct{ store *ipamcore.Store }
+type allocationsDataSource struct{ store *ipam.Client }
 
 type allocationsDataSourceModel struct {
 	ID          types.String      `tfsdk:"id"`
@@ -58,7 +58,7 @@ type allocationModel struct {
 	ReusableAt  types.String `tfsdk:"reusable_at"`
 }
 
-func newAllocationModel(a ipamcore.Allocation, category, state string) allocationModel {
+func newAllocationModel(a ipam.Allocation, category, state string) allocationModel {
 	id := types.StringNull()
 	if a.ID != [16]byte{} {
 		id = types.StringValue(a.ID.String())
@@ -112,13 +112,13 @@ func (d *allocationsDataSource) Schema(_ context.Context, _ datasource.SchemaReq
 		Attributes: map[string]schema.Attribute{
 			"id":          schema.StringAttribute{MarkdownDescription: "The filters, as one string.", Computed: true},
 			"cluster_id":  filter("Only this cluster.", validID("cluster_id")),
-			"category":    filter("Only pools of this category: `node`, `instance`, `ipv4` or `ipv6`.", stringvalidator.OneOf(ipamcore.Categories...)),
+			"category":    filter("Only pools of this category: `node`, `instance`, `ipv4` or `ipv6`.", stringvalidator.OneOf(ipam.Categories...)),
 			"pool_id":     filter("Only this pool (`<cluster_id>/<name>`).", validPoolID()),
 			"org_id":      filter("Only this org.", validID("org_id")),
 			"env_id":      filter("Only this environment.", validID("env_id")),
 			"node_id":     filter("Only this node (node addresses, and instances labelled with it).", validID("node_id")),
 			"instance_id": filter("Only this instance.", validID("instance_id")),
-			"state":       filter("Only this state: `active`, `reserved` or `cooling`.", stringvalidator.OneOf(ipamcore.ListStates...)),
+			"state":       filter("Only this state: `active`, `reserved` or `cooling`.", stringvalidator.OneOf(ipam.ListStates...)),
 			"allocations": schema.ListNestedAttribute{
 				MarkdownDescription: "The matching allocations, by cluster, pool and address order.",
 				Computed:            true,
@@ -153,7 +153,7 @@ func (d *allocationsDataSource) Read(ctx context.Context, req datasource.ReadReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	f := ipamcore.ListFilter{ClusterID: m.ClusterID.ValueString(), Category: m.Category.ValueString(), PoolID: m.PoolID.ValueString(),
+	f := ipam.ListFilter{ClusterID: m.ClusterID.ValueString(), Category: m.Category.ValueString(), PoolID: m.PoolID.ValueString(),
 		OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(), NodeID: m.NodeID.ValueString(),
 		InstanceID: m.InstanceID.ValueString(), State: m.State.ValueString()}
 	views, err := d.store.ListAllocations(ctx, f)

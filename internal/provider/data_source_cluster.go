@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -21,7 +21,7 @@ var (
 // NewClusterDataSource is the ipam_cluster data source.
 func NewClusterDataSource() datasource.DataSource { return &clusterDataSource{} }
 
-type clusterDataSource struct{ store *ipamcore.Store }
+type clusterDataSource struct{ store *ipam.Client }
 
 type clusterDataSourceModel struct {
 	ID               types.String `tfsdk:"id"`
@@ -84,7 +84,7 @@ func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		return
 	}
 	c, err := d.store.GetCluster(ctx, m.Name.ValueString())
-	if errors.Is(err, ipamcore.ErrNotFound) {
+	if errors.Is(err, ipam.ErrNotFound) {
 		resp.Diagnostics.AddAttributeError(path.Root("name"), "Cluster Not Found", "No cluster is named "+m.Name.ValueString()+".")
 		return
 	}
@@ -96,8 +96,8 @@ func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.Prefix = types.StringValue(c.Prefix.String())
 	m.NodePrefix = types.StringValue(c.NodePrefix.String())
 	m.InstancePrefix = types.StringValue(c.InstancePrefix.String())
-	m.NodeCooldown = types.StringValue(ipamcore.FormatDuration(c.NodeCooldown))
-	m.InstanceCooldown = types.StringValue(ipamcore.FormatDuration(c.InstanceCooldown))
+	m.NodeCooldown = types.StringValue(ipam.FormatDuration(c.NodeCooldown))
+	m.InstanceCooldown = types.StringValue(ipam.FormatDuration(c.InstanceCooldown))
 	m.GatewayIPv6 = types.StringValue(c.GatewayIPv6.String())
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(types.ListNull(types.StringType), c.DNSServers)

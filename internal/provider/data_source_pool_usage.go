@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -23,7 +23,7 @@ var (
 // NewPoolUsageDataSource is the ipam_pool_usage data source.
 func NewPoolUsageDataSource() datasource.DataSource { return &poolUsageDataSource{} }
 
-type poolUsageDataSource struct{ store *ipamcore.Store }
+type poolUsageDataSource struct{ store *ipam.Client }
 
 type poolUsageDataSourceModel struct {
 	ClusterID  types.String         `tfsdk:"cluster_id"`
@@ -169,7 +169,7 @@ func (d *poolUsageDataSource) Read(ctx context.Context, req datasource.ReadReque
 		return
 	}
 	u, err := d.store.PoolUsage(ctx, cluster.ValueString())
-	if errors.Is(err, ipamcore.ErrNotFound) {
+	if errors.Is(err, ipam.ErrNotFound) {
 		resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Cluster Not Found", "No cluster is named "+cluster.ValueString()+".")
 		return
 	}
@@ -197,7 +197,7 @@ func (d *poolUsageDataSource) Read(ctx context.Context, req datasource.ReadReque
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }
 
-func usageFigures(c ipamcore.UsageCounts, diags *diag.Diagnostics) usageFiguresModel {
+func usageFigures(c ipam.UsageCounts, diags *diag.Diagnostics) usageFiguresModel {
 	queue := cooldownQueueModel{Count: types.Int64Value(c.CooldownQueue.Count), NextReusableAt: types.StringNull()}
 	if next := c.CooldownQueue.NextReusableAt; next != nil {
 		queue.NextReusableAt = timeString(*next)

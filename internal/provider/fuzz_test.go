@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var fuzzSeeds = []string{
@@ -81,7 +81,7 @@ func FuzzValidPoolIDString(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		err := validPoolIDString(s)
 		c, n, ok := splitID(s)
-		valid := ok && ipamcore.ValidateID("cluster_id", c) == nil && ipamcore.ValidateID("pool name", n) == nil
+		valid := ok && ipam.ValidateID("cluster_id", c) == nil && ipam.ValidateID("pool name", n) == nil
 		if (err == nil) != valid {
 			t.Fatalf("validPoolIDString(%q) = %v, want valid = %v", s, err, valid)
 		}
@@ -100,11 +100,11 @@ func FuzzValidators(f *testing.F) {
 	}
 	p := path.Root("attr")
 	isIPv6Prefix := func(s string) bool {
-		q, err := ipamcore.ParsePrefix(s)
+		q, err := ipam.ParsePrefix(s)
 		return err == nil && q.Addr().Is6()
 	}
 	isIPv6Addr := func(s string) bool {
-		a, err := ipamcore.ParseAddr(s)
+		a, err := ipam.ParseAddr(s)
 		return err == nil && a.Is6()
 	}
 	checks := []struct {
@@ -112,25 +112,25 @@ func FuzzValidators(f *testing.F) {
 		v     validator.String
 		valid func(string) bool
 	}{
-		{"validID", validID("attr"), func(s string) bool { return ipamcore.ValidateID("attr", s) == nil }},
+		{"validID", validID("attr"), func(s string) bool { return ipam.ValidateID("attr", s) == nil }},
 		{"validClusterPrefix", validClusterPrefix(), func(s string) bool {
-			q, err := ipamcore.ParsePrefix(s)
+			q, err := ipam.ParsePrefix(s)
 			return err == nil && q.Addr().Is6() && q.Bits() <= 64
 		}},
 		{"validIPv6Prefix", validIPv6Prefix(), isIPv6Prefix},
 		{"validIPv6Addr", validIPv6Addr(), isIPv6Addr},
 		{"validDuration(1h)", validDuration(time.Hour), func(s string) bool {
-			d, err := ipamcore.ParseDuration(s)
+			d, err := ipam.ParseDuration(s)
 			return err == nil && d >= time.Hour
 		}},
-		{"validPrefix", validPrefix(), func(s string) bool { _, err := ipamcore.ParsePrefix(s); return err == nil }},
-		{"validAddr", validAddr(), func(s string) bool { _, err := ipamcore.ParseAddr(s); return err == nil }},
+		{"validPrefix", validPrefix(), func(s string) bool { _, err := ipam.ParsePrefix(s); return err == nil }},
+		{"validAddr", validAddr(), func(s string) bool { _, err := ipam.ParseAddr(s); return err == nil }},
 		{"validAddrOrPrefix", validAddrOrPrefix(), func(s string) bool {
 			if strings.Contains(s, "/") {
-				_, err := ipamcore.ParsePrefix(s)
+				_, err := ipam.ParsePrefix(s)
 				return err == nil
 			}
-			_, err := ipamcore.ParseAddr(s)
+			_, err := ipam.ParseAddr(s)
 			return err == nil
 		}},
 		{"validPoolID", validPoolID(), func(s string) bool { return validPoolIDString(s) == nil }},

@@ -1,6 +1,6 @@
 // Package provider is the Terraform face of the IPAM: schemas, plan modifiers,
 // diagnostics and import. Each resource translates between a Terraform model
-// and one ipamcore call; there is no SQL here.
+// and one call of the ipam package; there is no SQL here.
 package provider
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var _ provider.Provider = &ipamProvider{}
@@ -139,7 +139,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 			"database_url depends on values known only after apply; the IPAM provider cannot plan its resources until then.")
 		return
 	}
-	cfg := ipamcore.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString()}
+	cfg := ipam.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString()}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = os.Getenv(EnvDatabaseURL)
 	}
@@ -147,12 +147,12 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 		cfg.MaxConnections = int32(m.MaxConnections.ValueInt64())
 	}
 	if !m.ConnectTimeout.IsNull() {
-		cfg.ConnectTimeout, _ = ipamcore.ParseDuration(m.ConnectTimeout.ValueString())
+		cfg.ConnectTimeout, _ = ipam.ParseDuration(m.ConnectTimeout.ValueString())
 	}
 	cfg.LockTimeout = waitBound(m.LockTimeout)
 	cfg.StatementTimeout = waitBound(m.StmtTimeout)
 	cfg.FailoverTimeout = waitBound(m.FailoverTime)
-	st, err := ipamcore.Open(ctx, cfg)
+	st, err := ipam.Open(ctx, cfg)
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Configure the IPAM Provider", err)
 		return
@@ -173,7 +173,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	}
 	pd := &providerData{store: st, reservations: m.Reservations.IsNull() || m.Reservations.ValueBool(), reservationTTL: time.Hour}
 	if !m.ReservationTTL.IsNull() {
-		pd.reservationTTL, _ = ipamcore.ParseDuration(m.ReservationTTL.ValueString())
+		pd.reservationTTL, _ = ipam.ParseDuration(m.ReservationTTL.ValueString())
 	}
 	resp.ResourceData = pd
 	resp.DataSourceData = pd
@@ -208,7 +208,7 @@ func waitBound(v types.String) time.Duration {
 	if v.IsNull() || v.IsUnknown() {
 		return 0
 	}
-	d, _ := ipamcore.ParseDuration(v.ValueString())
+	d, _ := ipam.ParseDuration(v.ValueString())
 	if d == 0 {
 		return -1
 	}

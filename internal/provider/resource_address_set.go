@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -34,7 +34,7 @@ var (
 func NewAddressSetResource() resource.Resource { return &addressSetResource{} }
 
 type addressSetResource struct {
-	store *ipamcore.Store
+	store *ipam.Client
 	pd    *providerData
 }
 
@@ -147,8 +147,8 @@ func (r *addressSetResource) Configure(_ context.Context, req resource.Configure
 	}
 }
 
-func (m *addressSetModel) labels() ipamcore.Owner {
-	return ipamcore.Owner{ID: m.OwnerID.ValueString(), OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(),
+func (m *addressSetModel) labels() ipam.Owner {
+	return ipam.Owner{ID: m.OwnerID.ValueString(), OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(),
 		NodeID: m.NodeID.ValueString(), InstanceID: m.InstanceID.ValueString()}
 }
 
@@ -186,12 +186,12 @@ func (e setEntryModel) pools(ctx context.Context) []string {
 }
 
 // core converts a key's request; planned is the address the plan holds for it.
-func (e setEntryModel) core(ctx context.Context, key string, config setEntryModel) (ipamcore.SetEntry, error) {
-	se := ipamcore.SetEntry{Key: key, Pools: e.pools(ctx), Family: familyNumber(config.Family.ValueString())}
+func (e setEntryModel) core(ctx context.Context, key string, config setEntryModel) (ipam.SetEntry, error) {
+	se := ipam.SetEntry{Key: key, Pools: e.pools(ctx), Family: familyNumber(config.Family.ValueString())}
 	if !e.Address.IsNull() && !e.Address.IsUnknown() {
-		a, err := ipamcore.ParseAddr(e.Address.ValueString())
+		a, err := ipam.ParseAddr(e.Address.ValueString())
 		if err != nil {
-			return se, &ipamcore.InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: %v", key, err)}
+			return se, &ipam.InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: %v", key, err)}
 		}
 		se.Address = a
 		se.Requested = !config.Address.IsNull()
@@ -223,8 +223,8 @@ func unchanged(ctx context.Context, config, held setEntryModel) bool {
 }
 
 func sameAddrString(a, b string) bool {
-	x, err1 := ipamcore.ParseAddr(a)
-	y, err2 := ipamcore.ParseAddr(b)
+	x, err1 := ipam.ParseAddr(a)
+	y, err2 := ipam.ParseAddr(b)
 	return err1 == nil && err2 == nil && x == y
 }
 
@@ -236,7 +236,7 @@ func (r *addressSetResource) ValidateConfig(ctx context.Context, req resource.Va
 	}
 	for key, e := range entries(ctx, m.Addresses, &resp.Diagnostics) {
 		at := path.Root("addresses").AtMapKey(key)
-		if err := ipamcore.ValidateSetKey(key); err != nil {
+		if err := ipam.ValidateSetKey(key); err != nil {
 			resp.Diagnostics.AddAttributeError(at, "Invalid Address Key", err.Error())
 		}
 		if e.Pools.IsNull() && e.Family.IsNull() && e.Address.IsNull() {
@@ -307,31 +307,31 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 }
 
 // reserve takes the plan-time hold of one new or changed key.
-func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, diags *diag.Diagnostics) (ipamcore.SetMember, bool) {
+func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, diags *diag.Diagnostics) (ipam.SetMember, bool) {
 	pd := r.pd
 	if !pd.reservations {
 		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
 			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
-		return ipamcore.SetMember{}, false
+		return ipam.SetMember{}, false
 	}
 	se, err := c.core(ctx, key, c)
 	if err != nil {
-		return ipamcore.SetMember{}, false
+		return ipam.SetMember{}, false
 	}
 	m, err := r.store.ReserveSetEntry(ctx, plan.ClusterID.ValueString(), plan.labels(), se, pd.reservationTTL)
-	var oc *ipamcore.OwnerConflictError
+	var oc *ipam.OwnerConflictError
 	switch {
 	case err == nil:
 		return m, true
 	case errors.As(err, &oc) && oc.Actor == r.store.Actor():
 		// The key still holds its old address: a changed key released at apply.
-	case ipamcore.Code(err) == ipamcore.CodeReadOnly:
+	case ipam.Code(err) == ipam.CodeReadOnly:
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
-	case ipamcore.Code(err) == ipamcore.CodeExhausted || errors.Is(err, ipamcore.ErrNotFound):
+	case ipam.Code(err) == ipam.CodeExhausted || errors.Is(err, ipam.ErrNotFound):
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
 			"No address could be reserved at plan time ("+err.Error()+"); the apply tries again after the other changes of this plan.")
-	case ipamcore.Code(err) == ipamcore.CodeInvalid && isMissingPool(err):
+	case ipam.Code(err) == ipam.CodeInvalid && isMissingPool(err):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
 			"A pool of this set is created by this same apply, so its addresses show as \"(known after apply)\".")
 	case isRefusal(err):
@@ -343,10 +343,10 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	default:
 		addCoreError(diags, "Unable to Reserve Address "+key, err)
 	}
-	return ipamcore.SetMember{}, false
+	return ipam.SetMember{}, false
 }
 
-func isMissingPool(err error) bool { return errors.Is(err, ipamcore.ErrPoolNotFound) }
+func isMissingPool(err error) bool { return errors.Is(err, ipam.ErrPoolNotFound) }
 
 // checkPoolsAgree: pools listed for one key must agree on MTU and gateway.
 func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c setEntryModel, diags *diag.Diagnostics) {
@@ -354,7 +354,7 @@ func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c 
 	if r.store == nil || len(ids) < 2 || c.Pools.IsUnknown() {
 		return
 	}
-	var first ipamcore.Pool
+	var first ipam.Pool
 	for i, id := range ids {
 		p, err := r.store.GetPool(ctx, id)
 		if err != nil {
@@ -381,7 +381,7 @@ func mtuText(m int) string {
 	return fmt.Sprint(m)
 }
 
-func gwText(p ipamcore.Pool) string {
+func gwText(p ipam.Pool) string {
 	if !p.Gateway.IsValid() {
 		return "unset"
 	}
@@ -391,7 +391,7 @@ func gwText(p ipamcore.Pool) string {
 // fill writes the members held in the database into the model: every key
 // that is still held, with its request as stored (so an import reads back
 // the configuration) and its address.
-func fill(ctx context.Context, m *addressSetModel, members []ipamcore.SetMember, diags *diag.Diagnostics) {
+func fill(ctx context.Context, m *addressSetModel, members []ipam.SetMember, diags *diag.Diagnostics) {
 	prior := entries(ctx, m.Addresses, diags)
 	out := map[string]setEntryModel{}
 	for _, mem := range members {
@@ -419,7 +419,7 @@ func fill(ctx context.Context, m *addressSetModel, members []ipamcore.SetMember,
 func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, relabel bool, diags *diag.Diagnostics) bool {
 	planned := entries(ctx, plan.Addresses, diags)
 	cfg := entries(ctx, configMap, diags)
-	ch := ipamcore.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove, Relabel: relabel}
+	ch := ipam.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove, Relabel: relabel}
 	fromHold := false
 	for _, key := range add {
 		se, err := planned[key].core(ctx, key, cfg[key])

@@ -20,7 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -35,7 +35,7 @@ var (
 func NewClusterResource() resource.Resource { return &clusterResource{} }
 
 type clusterResource struct {
-	store *ipamcore.Store
+	store *ipam.Client
 	pd    *providerData
 }
 
@@ -107,20 +107,20 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Optional:            true,
 				Computed:            true,
 				Default:             stringdefault.StaticString("24h"),
-				Validators:          []validator.String{validDuration(ipamcore.MinInstanceCooldown)},
+				Validators:          []validator.String{validDuration(ipam.MinInstanceCooldown)},
 			},
 			"gateway_ipv6": schema.StringAttribute{
 				MarkdownDescription: "Gateway handed to instances in their WorkloadSpec network block (default `fe80::1`, link-local on the host side). Never handed out as an address.",
 				Optional:            true,
 				Computed:            true,
-				Default:             stringdefault.StaticString(ipamcore.DefaultGatewayIPv6),
+				Default:             stringdefault.StaticString(ipam.DefaultGatewayIPv6),
 				Validators:          []validator.String{validIPv6Addr()},
 			},
 			"mtu": schema.Int64Attribute{
 				MarkdownDescription: "MTU handed to instances (default `1420`, the WireGuard overlay's; between 1280 and 65535).",
 				Optional:            true,
 				Computed:            true,
-				Default:             int64default.StaticInt64(ipamcore.DefaultMTU),
+				Default:             int64default.StaticInt64(ipam.DefaultMTU),
 				Validators:          []validator.Int64{int64validator.Between(1280, 65535)},
 			},
 			"dns_servers": schema.ListAttribute{
@@ -160,28 +160,28 @@ func (r *clusterResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if err != nil {
 		return // the attribute validators report malformed values
 	}
-	if err := ipamcore.ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix); err != nil {
+	if err := ipam.ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix); err != nil {
 		addCoreError(&resp.Diagnostics, "Invalid Cluster Sub-Prefix", err)
 	}
 }
 
 // plannedSubPrefixes parses the prefixes and fills the defaults of the unset ones.
-func (m *clusterResourceModel) plannedSubPrefixes() (ipamcore.Cluster, error) {
-	var c ipamcore.Cluster
+func (m *clusterResourceModel) plannedSubPrefixes() (ipam.Cluster, error) {
+	var c ipam.Cluster
 	var err error
-	if c.Prefix, err = ipamcore.ParsePrefix(m.Prefix.ValueString()); err != nil {
+	if c.Prefix, err = ipam.ParsePrefix(m.Prefix.ValueString()); err != nil {
 		return c, err
 	}
-	if err := ipamcore.ValidateClusterPrefix(c.Prefix); err != nil {
+	if err := ipam.ValidateClusterPrefix(c.Prefix); err != nil {
 		return c, err
 	}
 	if !m.NodePrefix.IsNull() && !m.NodePrefix.IsUnknown() {
-		if c.NodePrefix, err = ipamcore.ParsePrefix(m.NodePrefix.ValueString()); err != nil {
+		if c.NodePrefix, err = ipam.ParsePrefix(m.NodePrefix.ValueString()); err != nil {
 			return c, err
 		}
 	}
 	if !m.InstancePrefix.IsNull() && !m.InstancePrefix.IsUnknown() {
-		if c.InstancePrefix, err = ipamcore.ParsePrefix(m.InstancePrefix.ValueString()); err != nil {
+		if c.InstancePrefix, err = ipam.ParsePrefix(m.InstancePrefix.ValueString()); err != nil {
 			return c, err
 		}
 	}
@@ -231,7 +231,7 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 		*x.dst = samePrefix(prior, x.value)
 		if state != nil {
-			if p, err := ipamcore.ParsePrefix(x.selectSt(state).ValueString()); err != nil || p != x.value {
+			if p, err := ipam.ParsePrefix(x.selectSt(state).ValueString()); err != nil || p != x.value {
 				resp.RequiresReplace = append(resp.RequiresReplace, path.Root(x.name))
 			}
 		}
@@ -240,31 +240,31 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 }
 
 // toCore converts a fully known plan to the core's cluster.
-func (m *clusterResourceModel) toCore(ctx context.Context) (ipamcore.Cluster, error) {
+func (m *clusterResourceModel) toCore(ctx context.Context) (ipam.Cluster, error) {
 	c, err := m.plannedSubPrefixes()
 	if err != nil {
 		return c, err
 	}
 	c.ID = m.Name.ValueString()
-	if c.NodeCooldown, err = ipamcore.ParseDuration(m.NodeCooldown.ValueString()); err != nil {
-		return c, &ipamcore.InvalidError{Field: "node_cooldown", Msg: err.Error()}
+	if c.NodeCooldown, err = ipam.ParseDuration(m.NodeCooldown.ValueString()); err != nil {
+		return c, &ipam.InvalidError{Field: "node_cooldown", Msg: err.Error()}
 	}
-	if c.InstanceCooldown, err = ipamcore.ParseDuration(m.InstanceCooldown.ValueString()); err != nil {
-		return c, &ipamcore.InvalidError{Field: "instance_cooldown", Msg: err.Error()}
+	if c.InstanceCooldown, err = ipam.ParseDuration(m.InstanceCooldown.ValueString()); err != nil {
+		return c, &ipam.InvalidError{Field: "instance_cooldown", Msg: err.Error()}
 	}
 	c.AsWritten = map[string]string{"node_cooldown": m.NodeCooldown.ValueString(), "instance_cooldown": m.InstanceCooldown.ValueString(),
 		"prefix": m.Prefix.ValueString(), "node_prefix": m.NodePrefix.ValueString(), "instance_prefix": m.InstancePrefix.ValueString()}
-	if c.GatewayIPv6, err = ipamcore.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
-		return c, &ipamcore.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
+	if c.GatewayIPv6, err = ipam.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
+		return c, &ipam.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
 	}
 	c.MTU = int(m.MTU.ValueInt64())
 	var dns []string
 	m.DNSServers.ElementsAs(ctx, &dns, false)
 	c.DNSServers = []netip.Addr{}
 	for _, d := range dns {
-		a, err := ipamcore.ParseAddr(d)
+		a, err := ipam.ParseAddr(d)
 		if err != nil {
-			return c, &ipamcore.InvalidError{Field: "dns_servers", Msg: err.Error()}
+			return c, &ipam.InvalidError{Field: "dns_servers", Msg: err.Error()}
 		}
 		c.DNSServers = append(c.DNSServers, a)
 	}
@@ -273,7 +273,7 @@ func (m *clusterResourceModel) toCore(ctx context.Context) (ipamcore.Cluster, er
 
 // fromCore fills the model from the core's cluster, keeping the user's
 // spelling of values that are unchanged.
-func (m *clusterResourceModel) fromCore(c ipamcore.Cluster) {
+func (m *clusterResourceModel) fromCore(c ipam.Cluster) {
 	m.ID = types.StringValue(c.ID)
 	m.Name = types.StringValue(c.ID)
 	m.Prefix = samePrefix(m.Prefix, c.Prefix, c.AsWritten["prefix"])
@@ -321,7 +321,7 @@ func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	c, err := r.store.GetCluster(ctx, state.ID.ValueString())
-	if errors.Is(err, ipamcore.ErrNotFound) {
+	if errors.Is(err, ipam.ErrNotFound) {
 		resp.State.RemoveResource(ctx)
 		return
 	}
@@ -366,13 +366,13 @@ func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	err := r.store.DeleteCluster(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool())
 	r.pd.forgetCluster(state.ID.ValueString())
-	if err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
+	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Delete Cluster", err)
 	}
 }
 
 func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if err := ipamcore.ValidateID("cluster name", req.ID); err != nil {
+	if err := ipam.ValidateID("cluster name", req.ID); err != nil {
 		resp.Diagnostics.AddError("Invalid Import ID", "Import a cluster by its name: "+err.Error())
 		return
 	}

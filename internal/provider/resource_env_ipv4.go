@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -26,7 +26,7 @@ var (
 func NewEnvIPv4Resource() resource.Resource { return &envIPv4Resource{} }
 
 type envIPv4Resource struct {
-	store *ipamcore.Store
+	store *ipam.Client
 	pd    *providerData
 }
 
@@ -40,19 +40,19 @@ type envIPv4ResourceModel struct {
 	AllocatedAt types.String `tfsdk:"allocated_at"`
 }
 
-func (m *envIPv4ResourceModel) owner() ipamcore.Owner {
+func (m *envIPv4ResourceModel) owner() ipam.Owner {
 	id := m.EnvID.ValueString()
-	return ipamcore.Owner{Kind: ipamcore.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: m.OrgID.ValueString()}
+	return ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: m.OrgID.ValueString()}
 }
 
 // pool is the pool_id attribute as a pool reference (validated at plan time:
 // a zero reference otherwise, which the core refuses).
-func (m *envIPv4ResourceModel) pool() ipamcore.PoolRef {
-	p, _ := ipamcore.ParsePoolRef("pool_id", m.PoolID.ValueString())
+func (m *envIPv4ResourceModel) pool() ipam.PoolRef {
+	p, _ := ipam.ParsePoolRef("pool_id", m.PoolID.ValueString())
 	return p
 }
 
-func (m *envIPv4ResourceModel) fill(a ipamcore.Allocation) {
+func (m *envIPv4ResourceModel) fill(a ipam.Allocation) {
 	m.ID = types.StringValue(a.PoolID + "/" + a.Owner.ID)
 	m.PoolID = types.StringValue(a.PoolID)
 	m.OrgID = types.StringValue(a.Owner.OrgID)
@@ -174,7 +174,7 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	a, ok := readAddress(ctx, r.store, state.pool().ClusterID, ipamcore.OwnerEnvIPv4, state.EnvID.ValueString(), &resp.Diagnostics)
+	a, ok := readAddress(ctx, r.store, state.pool().ClusterID, ipam.OwnerEnvIPv4, state.EnvID.ValueString(), &resp.Diagnostics)
 	if !ok {
 		if !resp.Diagnostics.HasError() {
 			resp.State.RemoveResource(ctx)
@@ -207,8 +207,8 @@ func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest
 
 // ImportState takes "<cluster_id>/<pool name>/<env_id>", or the address.
 func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if addr, err := ipamcore.ParseAddr(req.ID); err == nil {
-		a, ok := importByAddress(ctx, r.store, addr, ipamcore.OwnerEnvIPv4, &resp.Diagnostics)
+	if addr, err := ipam.ParseAddr(req.ID); err == nil {
+		a, ok := importByAddress(ctx, r.store, addr, ipam.OwnerEnvIPv4, &resp.Diagnostics)
 		if !ok {
 			return
 		}
@@ -218,7 +218,7 @@ func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportSt
 		return
 	}
 	i := strings.LastIndexByte(req.ID, '/')
-	if i <= 0 || validPoolIDString(req.ID[:i]) != nil || ipamcore.ValidateID("env_id", req.ID[i+1:]) != nil {
+	if i <= 0 || validPoolIDString(req.ID[:i]) != nil || ipam.ValidateID("env_id", req.ID[i+1:]) != nil {
 		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>` or an address, got "+req.ID)
 		return
 	}

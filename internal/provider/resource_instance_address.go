@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -28,7 +28,7 @@ var (
 func NewInstanceAddressResource() resource.Resource { return &instanceAddressResource{} }
 
 type instanceAddressResource struct {
-	store *ipamcore.Store
+	store *ipam.Client
 	pd    *providerData
 }
 
@@ -43,20 +43,20 @@ type instanceAddressResourceModel struct {
 	DNSServers  types.List   `tfsdk:"dns_servers"`
 }
 
-func (m *instanceAddressResourceModel) owner() ipamcore.Owner {
+func (m *instanceAddressResourceModel) owner() ipam.Owner {
 	id := m.InstanceID.ValueString()
-	return ipamcore.Owner{Kind: ipamcore.OwnerInstance, ID: id, InstanceID: id,
+	return ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id,
 		OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(), NodeID: m.NodeID.ValueString()}
 }
 
 // fillNetwork copies the WorkloadSpec network block from the cluster.
-func (m *instanceAddressResourceModel) fillNetwork(n ipamcore.Network) {
+func (m *instanceAddressResourceModel) fillNetwork(n ipam.Network) {
 	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, n.GatewayIPv6)
 	m.MTU = types.Int64Value(int64(n.MTU))
 	m.DNSServers = addrList(m.DNSServers, n.DNSServers)
 }
 
-func (m *instanceAddressResourceModel) fillLabels(a ipamcore.Allocation) {
+func (m *instanceAddressResourceModel) fillLabels(a ipam.Allocation) {
 	m.InstanceID = types.StringValue(a.Owner.ID)
 	m.OrgID = types.StringValue(a.Owner.OrgID)
 	m.EnvID = types.StringValue(a.Owner.EnvID)
@@ -120,7 +120,7 @@ func (r *instanceAddressResource) Configure(_ context.Context, req resource.Conf
 // load reads the allocation and its cluster into the model; false when the
 // allocation is gone. fresh reads the cluster from the database (Create and
 // Update: a change to the cluster earlier in the same apply must show).
-func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressResourceModel, a ipamcore.Allocation, fresh bool, diagsAdd func(string, error)) bool {
+func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressResourceModel, a ipam.Allocation, fresh bool, diagsAdd func(string, error)) bool {
 	c, err := r.pd.cluster(ctx, a.ClusterID, fresh)
 	if err != nil {
 		diagsAdd("Unable to Read Cluster", err)
@@ -128,7 +128,7 @@ func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressRe
 	}
 	m.fill(a, a.Owner.ID)
 	m.fillLabels(a)
-	m.fillNetwork(ipamcore.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers})
+	m.fillNetwork(ipam.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers})
 	return true
 }
 
@@ -141,7 +141,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, ipamcore.ClusterPools(plan.ClusterID.ValueString()), "cluster_id", plan.owner(),
+	res, ok := allocateAddress(ctx, r.store, ipam.ClusterPools(plan.ClusterID.ValueString()), "cluster_id", plan.owner(),
 		configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
@@ -163,7 +163,7 @@ func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	a, ok := readAddress(ctx, r.store, state.ClusterID.ValueString(), ipamcore.OwnerInstance, state.InstanceID.ValueString(), &resp.Diagnostics)
+	a, ok := readAddress(ctx, r.store, state.ClusterID.ValueString(), ipam.OwnerInstance, state.InstanceID.ValueString(), &resp.Diagnostics)
 	if !ok {
 		if !resp.Diagnostics.HasError() {
 			resp.State.RemoveResource(ctx)
@@ -211,7 +211,7 @@ func (r *instanceAddressResource) Delete(ctx context.Context, req resource.Delet
 }
 
 func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importOwner(ctx, r.store, req, resp, ipamcore.OwnerInstance, "instance_id")
+	importOwner(ctx, r.store, req, resp, ipam.OwnerInstance, "instance_id")
 }
 
 // ModifyPlan checks a claimed address against the cluster at plan time.
@@ -232,7 +232,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	if r.pd == nil {
 		return
 	}
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
 		!plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return
@@ -284,13 +284,13 @@ func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req re
 	if resp.Diagnostics.HasError() || !plan.NodeID.Equal(state.NodeID) || state.NodeID.IsNull() || state.Address.IsNull() {
 		return
 	}
-	addr, err := ipamcore.ParseAddr(state.Address.ValueString())
+	addr, err := ipam.ParseAddr(state.Address.ValueString())
 	if err != nil {
 		return
 	}
 	cluster, node := state.ClusterID.ValueString(), state.NodeID.ValueString()
 	id, err := r.store.InstancePoolID(ctx, cluster, node)
-	if err != nil || id != ipamcore.NodeBlocksPool(cluster, node).ID() || r.store.CheckClaim(ctx, id, addr) == nil {
+	if err != nil || id != ipam.NodeBlocksPool(cluster, node).ID() || r.store.CheckClaim(ctx, id, addr) == nil {
 		return
 	}
 	// Terraform replaces only for a path whose planned value differs.
@@ -323,7 +323,7 @@ func (r *instanceAddressResource) replaceOnNodeMove(ctx context.Context, req res
 	cluster := state.ClusterID.ValueString()
 	for _, n := range []types.String{state.NodeID, plan.NodeID} {
 		id, err := r.store.InstancePoolID(ctx, cluster, n.ValueString())
-		if err == nil && id != ipamcore.InstancePool(cluster).ID() {
+		if err == nil && id != ipam.InstancePool(cluster).ID() {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
 			return
 		}

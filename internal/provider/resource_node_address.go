@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -25,7 +25,7 @@ var (
 func NewNodeAddressResource() resource.Resource { return &nodeAddressResource{} }
 
 type nodeAddressResource struct {
-	store *ipamcore.Store
+	store *ipam.Client
 	pd    *providerData
 }
 
@@ -34,9 +34,9 @@ type nodeAddressResourceModel struct {
 	NodeID types.String `tfsdk:"node_id"`
 }
 
-func (m *nodeAddressResourceModel) owner() ipamcore.Owner {
+func (m *nodeAddressResourceModel) owner() ipam.Owner {
 	id := m.NodeID.ValueString()
-	return ipamcore.Owner{Kind: ipamcore.OwnerNode, ID: id, NodeID: id}
+	return ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}
 }
 
 func (r *nodeAddressResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -75,7 +75,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	res, ok := allocateAddress(ctx, r.store, ipamcore.ClusterPools(plan.ClusterID.ValueString()), "cluster_id", plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
+	res, ok := allocateAddress(ctx, r.store, ipam.ClusterPools(plan.ClusterID.ValueString()), "cluster_id", plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -93,7 +93,7 @@ func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	a, ok := readAddress(ctx, r.store, state.ClusterID.ValueString(), ipamcore.OwnerNode, state.NodeID.ValueString(), &resp.Diagnostics)
+	a, ok := readAddress(ctx, r.store, state.ClusterID.ValueString(), ipam.OwnerNode, state.NodeID.ValueString(), &resp.Diagnostics)
 	if !ok {
 		if !resp.Diagnostics.HasError() {
 			resp.State.RemoveResource(ctx)
@@ -126,13 +126,13 @@ func (r *nodeAddressResource) Delete(ctx context.Context, req resource.DeleteReq
 }
 
 func (r *nodeAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importOwner(ctx, r.store, req, resp, ipamcore.OwnerNode, "node_id")
+	importOwner(ctx, r.store, req, resp, ipam.OwnerNode, "node_id")
 }
 
 // ModifyPlan checks a claimed address against the cluster at plan time.
 func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
-		return ipamcore.NodePool(c).ID()
+		return ipam.NodePool(c).ID()
 	}))
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
@@ -143,7 +143,7 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipamcore.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return
 	}

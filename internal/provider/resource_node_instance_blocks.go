@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -32,7 +32,7 @@ var (
 // NewNodeInstanceBlocksResource is the ipam_node_instance_blocks resource.
 func NewNodeInstanceBlocksResource() resource.Resource { return &nodeBlocksResource{} }
 
-type nodeBlocksResource struct{ store *ipamcore.Store }
+type nodeBlocksResource struct{ store *ipam.Client }
 
 type nodeBlocksModel struct {
 	ID                types.String  `tfsdk:"id"`
@@ -89,7 +89,7 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "Length of each block (default `124`: 16 addresses, the batch size B). Every node of a cluster uses the same length. A node's blocks keep a row per address, so block size x `max_blocks` may be at most 1,048,576 addresses (a `/108` with `max_blocks = 1`). Changing it replaces the resource.",
 				Optional:            true,
 				Computed:            true,
-				Default:             int64default.StaticInt64(ipamcore.DefaultBlockPrefixLength),
+				Default:             int64default.StaticInt64(ipam.DefaultBlockPrefixLength),
 				Validators:          []validator.Int64{int64validator.Between(65, 128)},
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 			},
@@ -97,20 +97,20 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "mf: free addresses to keep, in batches (default `0.5`).",
 				Optional:            true,
 				Computed:            true,
-				Default:             float64default.StaticFloat64(ipamcore.DefaultMinFreeFraction),
+				Default:             float64default.StaticFloat64(ipam.DefaultMinFreeFraction),
 				Validators:          []validator.Float64{float64validator.AtLeast(0)},
 			},
 			"max_free_fraction": schema.Float64Attribute{
 				MarkdownDescription: "Mf: free addresses, in batches, above which surplus blocks are released (default `1.5`; at least `min_free_fraction + 1`, which the scaling needs to converge).",
 				Optional:            true,
 				Computed:            true,
-				Default:             float64default.StaticFloat64(ipamcore.DefaultMaxFreeFraction),
+				Default:             float64default.StaticFloat64(ipam.DefaultMaxFreeFraction),
 			},
 			"max_blocks": schema.Int64Attribute{
 				MarkdownDescription: "Most blocks the node may hold (default `16`).",
 				Optional:            true,
 				Computed:            true,
-				Default:             int64default.StaticInt64(ipamcore.DefaultMaxBlocks),
+				Default:             int64default.StaticInt64(ipam.DefaultMaxBlocks),
 				Validators:          []validator.Int64{int64validator.AtLeast(1)},
 			},
 			"demand": schema.Int64Attribute{
@@ -135,8 +135,8 @@ func (r *nodeBlocksResource) Configure(_ context.Context, req resource.Configure
 	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
 }
 
-func (m *nodeBlocksModel) scaling() ipamcore.BlockScaling {
-	sc := ipamcore.BlockScaling{PrefixLength: int(m.BlockPrefixLength.ValueInt64()), MinFree: m.MinFreeFraction.ValueFloat64(),
+func (m *nodeBlocksModel) scaling() ipam.BlockScaling {
+	sc := ipam.BlockScaling{PrefixLength: int(m.BlockPrefixLength.ValueInt64()), MinFree: m.MinFreeFraction.ValueFloat64(),
 		MaxFree: m.MaxFreeFraction.ValueFloat64(), MaxBlocks: int(m.MaxBlocks.ValueInt64())}
 	if !m.Demand.IsNull() && !m.Demand.IsUnknown() {
 		d := m.Demand.ValueInt64()
@@ -145,7 +145,7 @@ func (m *nodeBlocksModel) scaling() ipamcore.BlockScaling {
 	return sc
 }
 
-func (m *nodeBlocksModel) fill(nb ipamcore.NodeBlocks) {
+func (m *nodeBlocksModel) fill(nb ipam.NodeBlocks) {
 	m.ID = types.StringValue(nb.ClusterID + "/" + nb.NodeID)
 	m.ClusterID, m.NodeID = types.StringValue(nb.ClusterID), types.StringValue(nb.NodeID)
 	m.BlockPrefixLength = types.Int64Value(int64(nb.Scaling.PrefixLength))
@@ -179,16 +179,16 @@ func (r *nodeBlocksResource) ValidateConfig(ctx context.Context, req resource.Va
 	}
 	// Unset values take their defaults; unknown ones are checked at apply.
 	if m.BlockPrefixLength.IsNull() {
-		m.BlockPrefixLength = types.Int64Value(ipamcore.DefaultBlockPrefixLength)
+		m.BlockPrefixLength = types.Int64Value(ipam.DefaultBlockPrefixLength)
 	}
 	if m.MinFreeFraction.IsNull() {
-		m.MinFreeFraction = types.Float64Value(ipamcore.DefaultMinFreeFraction)
+		m.MinFreeFraction = types.Float64Value(ipam.DefaultMinFreeFraction)
 	}
 	if m.MaxFreeFraction.IsNull() {
-		m.MaxFreeFraction = types.Float64Value(ipamcore.DefaultMaxFreeFraction)
+		m.MaxFreeFraction = types.Float64Value(ipam.DefaultMaxFreeFraction)
 	}
 	if m.MaxBlocks.IsNull() {
-		m.MaxBlocks = types.Int64Value(ipamcore.DefaultMaxBlocks)
+		m.MaxBlocks = types.Int64Value(ipam.DefaultMaxBlocks)
 	}
 	if m.BlockPrefixLength.IsUnknown() || m.MinFreeFraction.IsUnknown() || m.MaxFreeFraction.IsUnknown() || m.MaxBlocks.IsUnknown() || m.Demand.IsUnknown() {
 		return
@@ -254,7 +254,7 @@ func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	nb, err := r.store.GetNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
-	if errors.Is(err, ipamcore.ErrNotFound) {
+	if errors.Is(err, ipam.ErrNotFound) {
 		resp.State.RemoveResource(ctx)
 		return
 	}
@@ -294,7 +294,7 @@ func (r *nodeBlocksResource) Delete(ctx context.Context, req resource.DeleteRequ
 		return
 	}
 	err := r.store.ReleaseNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
-	if err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
+	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Release Node Instance Blocks", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 var (
@@ -35,7 +35,7 @@ var (
 // NewPoolResource is the ipam_pool resource.
 func NewPoolResource() resource.Resource { return &poolResource{} }
 
-type poolResource struct{ store *ipamcore.Store }
+type poolResource struct{ store *ipam.Client }
 
 type poolResourceModel struct {
 	ID           types.String `tfsdk:"id"`
@@ -148,9 +148,9 @@ func (r *poolResource) Configure(_ context.Context, req resource.ConfigureReques
 // parseAddrOrPrefix reads an exclusion: a CIDR, or one address as its host prefix.
 func parseAddrOrPrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
-		return ipamcore.ParsePrefix(s)
+		return ipam.ParsePrefix(s)
 	}
-	a, err := ipamcore.ParseAddr(s)
+	a, err := ipam.ParseAddr(s)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
@@ -158,7 +158,7 @@ func parseAddrOrPrefix(s string) (netip.Prefix, error) {
 }
 
 // toCore converts the model to a core pool; ok is false while a value is unknown.
-func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok bool, err error) {
+func (m *poolResourceModel) toCore(ctx context.Context) (p ipam.Pool, ok bool, err error) {
 	if m.ClusterID.IsUnknown() || m.Name.IsUnknown() || m.CIDRs.IsUnknown() || m.Exclude.IsUnknown() ||
 		m.Cooldown.IsUnknown() || m.Gateway.IsUnknown() || m.MTU.IsUnknown() || m.Default.IsUnknown() {
 		return p, false, nil
@@ -171,9 +171,9 @@ func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok boo
 		if c.IsUnknown() {
 			return p, false, nil
 		}
-		pp, err := ipamcore.ParsePrefix(c.ValueString())
+		pp, err := ipam.ParsePrefix(c.ValueString())
 		if err != nil {
-			return p, true, &ipamcore.InvalidError{Field: "cidrs", Msg: err.Error()}
+			return p, true, &ipam.InvalidError{Field: "cidrs", Msg: err.Error()}
 		}
 		p.CIDRs = append(p.CIDRs, pp)
 	}
@@ -183,20 +183,20 @@ func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok boo
 		}
 		pp, err := parseAddrOrPrefix(e.ValueString())
 		if err != nil {
-			return p, true, &ipamcore.InvalidError{Field: "exclude", Msg: err.Error()}
+			return p, true, &ipam.InvalidError{Field: "exclude", Msg: err.Error()}
 		}
 		p.Exclude = append(p.Exclude, pp)
 	}
-	p.Cooldown = ipamcore.DefaultPoolCooldown
+	p.Cooldown = ipam.DefaultPoolCooldown
 	if !m.Cooldown.IsNull() {
-		if p.Cooldown, err = ipamcore.ParseDuration(m.Cooldown.ValueString()); err != nil {
-			return p, true, &ipamcore.InvalidError{Field: "cooldown", Msg: err.Error()}
+		if p.Cooldown, err = ipam.ParseDuration(m.Cooldown.ValueString()); err != nil {
+			return p, true, &ipam.InvalidError{Field: "cooldown", Msg: err.Error()}
 		}
 		p.AsWritten = map[string]string{"cooldown": m.Cooldown.ValueString()}
 	}
 	if !m.Gateway.IsNull() {
-		if p.Gateway, err = ipamcore.ParseAddr(m.Gateway.ValueString()); err != nil {
-			return p, true, &ipamcore.InvalidError{Field: "gateway", Msg: err.Error()}
+		if p.Gateway, err = ipam.ParseAddr(m.Gateway.ValueString()); err != nil {
+			return p, true, &ipam.InvalidError{Field: "gateway", Msg: err.Error()}
 		}
 	}
 	p.MTU = int(m.MTU.ValueInt64())
@@ -207,7 +207,7 @@ func (m *poolResourceModel) toCore(ctx context.Context) (p ipamcore.Pool, ok boo
 func familyName(f int) string { return fmt.Sprintf("ipv%d", f) }
 
 // fromCore fills the model, keeping the user's spelling of unchanged values.
-func (m *poolResourceModel) fromCore(p ipamcore.Pool) {
+func (m *poolResourceModel) fromCore(p ipam.Pool) {
 	m.ID = types.StringValue(p.ID)
 	m.ClusterID = types.StringValue(p.ClusterID)
 	m.Name = types.StringValue(p.Name)
@@ -285,7 +285,7 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 	if !ok || err != nil {
 		return // unknown yet, or malformed (reported by the attribute validators)
 	}
-	if err := ipamcore.PreparePool(&p); err != nil {
+	if err := ipam.PreparePool(&p); err != nil {
 		addCoreError(&resp.Diagnostics, "Invalid Pool", err)
 	}
 }
@@ -308,7 +308,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	if !ok || err != nil {
 		return
 	}
-	if err := ipamcore.PreparePool(&p); err != nil {
+	if err := ipam.PreparePool(&p); err != nil {
 		return
 	}
 	plan.Family = types.StringValue(familyName(p.Family))
@@ -325,7 +325,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	}
 	if r.store != nil && clusterKnown {
 		if _, err := r.store.GetCluster(ctx, p.ClusterID); err == nil {
-			if err := r.store.CheckPool(ctx, p); err != nil && ipamcore.Code(err) == ipamcore.CodeInvalid {
+			if err := r.store.CheckPool(ctx, p); err != nil && ipam.Code(err) == ipam.CodeInvalid {
 				addCoreError(&resp.Diagnostics, "Invalid Pool", err)
 			}
 		}
@@ -364,7 +364,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	p, err := r.store.GetPool(ctx, state.ID.ValueString())
-	if errors.Is(err, ipamcore.ErrNotFound) || (err == nil && p.Category != ipamcore.CategoryIPv4 && p.Category != ipamcore.CategoryIPv6) {
+	if errors.Is(err, ipam.ErrNotFound) || (err == nil && p.Category != ipam.CategoryIPv4 && p.Category != ipam.CategoryIPv6) {
 		resp.State.RemoveResource(ctx)
 		return
 	}
@@ -406,7 +406,7 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if err := r.store.DeletePool(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool()); err != nil && !errors.Is(err, ipamcore.ErrNotFound) {
+	if err := r.store.DeletePool(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool()); err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Delete Pool", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // The validators below wrap the core's parsers, so Terraform rejects bad input
@@ -35,8 +35,8 @@ func (v stringCheck) ValidateString(_ context.Context, req validator.StringReque
 // validID: an identifier as the core accepts it.
 func validID(what string) validator.String {
 	return stringCheck{
-		desc:  fmt.Sprintf("1 to %d characters: letters, digits, '.', '_', ':', '@', '-', starting with a letter or digit", ipamcore.MaxIDLength),
-		check: func(s string) error { return ipamcore.ValidateID(what, s) },
+		desc:  fmt.Sprintf("1 to %d characters: letters, digits, '.', '_', ':', '@', '-', starting with a letter or digit", ipam.MaxIDLength),
+		check: func(s string) error { return ipam.ValidateID(what, s) },
 	}
 }
 
@@ -45,11 +45,11 @@ func validClusterPrefix() validator.String {
 	return stringCheck{
 		desc: "an IPv6 prefix of length /64 or shorter, without host bits",
 		check: func(s string) error {
-			p, err := ipamcore.ParsePrefix(s)
+			p, err := ipam.ParsePrefix(s)
 			if err != nil {
 				return err
 			}
-			return ipamcore.ValidateClusterPrefix(p)
+			return ipam.ValidateClusterPrefix(p)
 		},
 	}
 }
@@ -59,7 +59,7 @@ func validIPv6Prefix() validator.String {
 	return stringCheck{
 		desc: "an IPv6 prefix without host bits",
 		check: func(s string) error {
-			p, err := ipamcore.ParsePrefix(s)
+			p, err := ipam.ParsePrefix(s)
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func validIPv6Addr() validator.String {
 	return stringCheck{
 		desc: "a plain IPv6 address",
 		check: func(s string) error {
-			a, err := ipamcore.ParseAddr(s)
+			a, err := ipam.ParseAddr(s)
 			if err != nil {
 				return err
 			}
@@ -91,14 +91,14 @@ func validIPv6Addr() validator.String {
 // validDuration: Go duration syntax or days ("30d"), at least minimum.
 func validDuration(minimum time.Duration) validator.String {
 	return stringCheck{
-		desc: fmt.Sprintf("a duration such as \"30d\", \"24h\" or \"90m\", at least %s", ipamcore.FormatDuration(minimum)),
+		desc: fmt.Sprintf("a duration such as \"30d\", \"24h\" or \"90m\", at least %s", ipam.FormatDuration(minimum)),
 		check: func(s string) error {
-			d, err := ipamcore.ParseDuration(s)
+			d, err := ipam.ParseDuration(s)
 			if err != nil {
 				return err
 			}
 			if d < minimum {
-				return fmt.Errorf("%s is shorter than the minimum of %s", s, ipamcore.FormatDuration(minimum))
+				return fmt.Errorf("%s is shorter than the minimum of %s", s, ipam.FormatDuration(minimum))
 			}
 			return nil
 		},
@@ -109,7 +109,7 @@ func validDuration(minimum time.Duration) validator.String {
 func validPrefix() validator.String {
 	return stringCheck{
 		desc:  "a CIDR prefix without host bits, e.g. 192.0.2.0/24",
-		check: func(s string) error { _, err := ipamcore.ParsePrefix(s); return err },
+		check: func(s string) error { _, err := ipam.ParsePrefix(s); return err },
 	}
 }
 
@@ -117,7 +117,7 @@ func validPrefix() validator.String {
 func validAddr() validator.String {
 	return stringCheck{
 		desc:  "a plain IP address",
-		check: func(s string) error { _, err := ipamcore.ParseAddr(s); return err },
+		check: func(s string) error { _, err := ipam.ParseAddr(s); return err },
 	}
 }
 
@@ -135,10 +135,10 @@ func validPoolIDString(s string) error {
 	if !ok {
 		return fmt.Errorf("%q is not a pool id: expected <cluster_id>/<name>, e.g. ipam_pool.example.id", truncateForMsg(s))
 	}
-	if err := ipamcore.ValidateID("cluster_id", c); err != nil {
+	if err := ipam.ValidateID("cluster_id", c); err != nil {
 		return err
 	}
-	return ipamcore.ValidateID("pool name", n)
+	return ipam.ValidateID("pool name", n)
 }
 
 func truncateForMsg(s string) string {

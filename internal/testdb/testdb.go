@@ -24,7 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/internal/ipamcore"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 	"github.com/overlayipam/terraform-provider-ipam/migrations"
 )
 
@@ -163,7 +163,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
 		return "", err
 	}
-	st, err := ipamcore.Open(ctx, ipamcore.Config{DatabaseURL: WithDatabase(admin, building), MaxConnections: 1})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: WithDatabase(admin, building), MaxConnections: 1})
 	if err != nil {
 		return "", err
 	}
@@ -198,8 +198,8 @@ func ModelSeed(t testing.TB) uint64 {
 
 // Pool is a test's pool id ("c1/node", "c1/v4") as the core's typed
 // reference; a malformed id is a bug in the test.
-func Pool(id string) ipamcore.PoolRef {
-	r, err := ipamcore.ParsePoolRef("pool", id)
+func Pool(id string) ipam.PoolRef {
+	r, err := ipam.ParsePoolRef("pool", id)
 	if err != nil {
 		panic(err)
 	}

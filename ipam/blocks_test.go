@@ -1,0 +1,210 @@
+package ipam_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+func scaling(demand int64, maxBlocks int) ipam.BlockScaling {
+	sc := ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: maxBlocks}
+	if demand >= 0 {
+		sc.Demand = &demand
+	}
+	return sc
+}
+
+func TestBlockScalingMath(t *testing.T) {
+	sc := scaling(-1, 100)
+	if sc.BatchSize() != 16 {
+		t.Fatal(sc.BatchSize())
+	}
+	// The seed's numbers: B = 16, mf = 0.5: 25 used gives 3 blocks, 48 addresses.
+	for used, want := range map[int64]int{0: 1, 7: 1, 8: 1, 9: 2, 25: 3, 40: 3, 41: 4, 1000: 63} {
+		if got := sc.TargetBlocks(used); got != want {
+			t.Errorf("TargetBlocks(%d) = %d, want %d", used, got, want)
+		}
+	}
+	// A jump of many batches in one step, and the cap.
+	if got := scaling(-1, 10).TargetBlocks(1000); got != 10 {
+		t.Errorf("capped target %d", got)
+	}
+	if !sc.Surplus(64, 39) || sc.Surplus(64, 40) {
+		t.Error("shrinking must start only past Mf x B = 24 free")
+	}
+	bad := []ipam.BlockScaling{
+		{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.4, MaxBlocks: 4},
+		{PrefixLength: 124, MinFree: -1, MaxFree: 1.5, MaxBlocks: 4},
+		{PrefixLength: 64, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4},
+		{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 0},
+	}
+	for _, b := range bad {
+		if b.Validate() == nil {
+			t.Errorf("%+v accepted", b)
+		}
+	}
+}
+
+func TestNodeBlocksGrowShrinkAndAllocate(t *testing.T) {
+	st, raw := newStore(t, "")
+	c := mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	nb, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(25, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nb.Blocks) != 3 || nb.Capacity != 48 || nb.TargetBlocks != 3 {
+		t.Fatalf("demand 25: %+v", nb)
+	}
+	for _, b := range nb.Blocks {
+		if b.Bits() != 124 || !ipam.PrefixContains(c.InstancePrefix, b) || b.Masked() != b {
+			t.Fatalf("block %s is not an aligned /124 of %s", b, c.InstancePrefix)
+		}
+	}
+	// Grow many batches in one step.
+	if nb, err = st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(100, 16)); err != nil || len(nb.Blocks) != 7 || len(nb.Added) != 4 {
+		t.Fatalf("demand 100: %+v %v", nb, err)
+	}
+	// Instances on the node land in its blocks.
+	inBlocks := func(a netip.Addr, blocks []netip.Prefix) bool {
+		for _, b := range blocks {
+			if b.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	first, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: "i0", InstanceID: "i0", NodeID: "n1"}})
+	if err != nil || !inBlocks(first.Address, nb.Blocks) {
+		t.Fatalf("instance on n1: %v %v", first.Address, err)
+	}
+	// Shrink: demand 0 -> target 1. The block holding i0 is never released,
+	// the empty surplus only on the second scaling that sees it empty.
+	if nb, err = st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(0, 16)); err != nil || len(nb.Released) != 0 || len(nb.Blocks) != 7 {
+		t.Fatalf("first shrink scaling released early: %+v %v", nb, err)
+	}
+	if nb, err = st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(0, 16)); err != nil || len(nb.Released) != 6 || len(nb.Blocks) != 1 {
+		t.Fatalf("second shrink scaling: %+v %v", nb, err)
+	}
+	if !nb.Blocks[0].Contains(first.Address) {
+		t.Fatalf("the block holding %s was released", first.Address)
+	}
+	var cooling int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_node_blocks WHERE state = 'cooling' AND reusable_at > now() + interval '23 hours'`).Scan(&cooling)
+	if cooling != 6 {
+		t.Fatalf("%d released blocks cooling for the instance cooldown, want 6", cooling)
+	}
+	// Filling the last block grows the node in the same transaction.
+	for i := 1; i <= 20; i++ {
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprint("i", i), NodeID: "n1"}})
+		if err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+		got, _ := st.GetNodeBlocks(ctx, "c1", "n1")
+		if !inBlocks(r.Address, got.Blocks) {
+			t.Fatalf("%s outside n1's blocks %v", r.Address, got.Blocks)
+		}
+	}
+	got, _ := st.GetNodeBlocks(ctx, "c1", "n1")
+	if len(got.Blocks) < 2 || got.Used != 21 {
+		t.Fatalf("after filling: %+v", got)
+	}
+}
+
+func TestNodeBlocksMaxBlocksNamesTheNode(t *testing.T) {
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(-1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprint("i", i), NodeID: "n1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: "late", NodeID: "n1"}})
+	if ipam.Code(err) != ipam.CodeExhausted || !strings.Contains(err.Error(), `node "n1"`) || !strings.Contains(err.Error(), "max_blocks 1") {
+		t.Fatalf("got %v", err)
+	}
+	// Nodes without blocks still use the cluster-wide instance pool.
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: "elsewhere", NodeID: "n2"}})
+	if err != nil || r.PoolID != "c1/instance" {
+		t.Fatalf("node without blocks: %+v %v", r, err)
+	}
+}
+
+// Instances allocated on many nodes at once while scaling runs: no duplicate,
+// none outside its node's blocks, no block released while it holds an address.
+func TestNodeBlocksConcurrent(t *testing.T) {
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	const nodes, each = 6, 40
+	for n := range nodes {
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", fmt.Sprint("n", n), scaling(-1, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for n := range nodes {
+		node := fmt.Sprint("n", n)
+		wg.Add(2)
+		go func() { // allocations, some released again
+			defer wg.Done()
+			for i := range each {
+				o := ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprintf("%s-i%d", node, i), NodeID: node}
+				r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					if _, err := st.Release(ctx, "c1", o, r.Generation); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+		go func() { // scaling, with demand going down to 0 (shrink attempts)
+			defer wg.Done()
+			for i := range 12 {
+				d := int64(0)
+				if i%4 == 0 {
+					d = 64
+				}
+				if _, err := st.ScaleNodeBlocks(ctx, "c1", node, scaling(d, 8)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var dup, outside, orphan int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM (SELECT address FROM ipam_allocations WHERE state IN ('active', 'reserved')
+		GROUP BY address HAVING count(*) > 1) x`).Scan(&dup)
+	// Every active instance address on a node lies in an active block of that node.
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations a WHERE a.state = 'active' AND a.pool_id LIKE 'c1/blocks/%'
+		AND NOT EXISTS (SELECT 1 FROM ipam_node_blocks b WHERE b.cluster_id = 'c1' AND b.state = 'active'
+			AND b.node_id = a.node_id AND a.address <<= b.block)`).Scan(&outside)
+	// No cooling (released) block holds a live address.
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_node_blocks b JOIN ipam_allocations a ON a.cluster_id = b.cluster_id
+		AND a.address <<= b.block WHERE b.state = 'cooling' AND a.state IN ('active', 'reserved')`).Scan(&orphan)
+	var overlapping int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_node_blocks x JOIN ipam_node_blocks y ON x.block && y.block AND x.block <> y.block`).Scan(&overlapping)
+	if dup+outside+orphan+overlapping != 0 {
+		t.Fatalf("%d duplicates, %d outside their node's blocks, %d in released blocks, %d overlapping blocks", dup, outside, orphan, overlapping)
+	}
+	var active int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE state = 'active' AND pool_id LIKE 'c1/blocks/%'`).Scan(&active)
+	if want := nodes * (each - (each+2)/3); active != want {
+		t.Fatalf("%d active instance addresses, want %d", active, want)
+	}
+}

@@ -1,0 +1,388 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Cluster defaults, from the platform spec.
+const (
+	DefaultNodeCooldown     = 30 * 24 * time.Hour
+	DefaultInstanceCooldown = 24 * time.Hour
+	MinInstanceCooldown     = time.Hour
+	DefaultMTU              = 1420
+	DefaultGatewayIPv6      = "fe80::1"
+	// MaxClusterPrefixLen: a cluster prefix is at least a /64.
+	MaxClusterPrefixLen = 64
+	// DefaultStripes is the number of counters per pool (see DESIGN.md).
+	DefaultStripes = 32
+)
+
+// Categories of the system pools every cluster has.
+const (
+	CategoryNode     = "node"
+	CategoryInstance = "instance"
+)
+
+// Cluster is one cluster: its IPv6 prefix carved into node and instance
+// sub-prefixes, the cooldowns, and the WorkloadSpec network settings.
+type Cluster struct {
+	ID               string
+	Prefix           netip.Prefix
+	NodePrefix       netip.Prefix
+	InstancePrefix   netip.Prefix
+	NodeCooldown     time.Duration
+	InstanceCooldown time.Duration
+	GatewayIPv6      netip.Addr
+	MTU              int
+	DNSServers       []netip.Addr
+	// AsWritten keeps the cooldowns and prefixes as their writer spelled
+	// them ("720h" for 30 days), by attribute name; a read gives them back.
+	AsWritten map[string]string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ApplyDefaults fills the zero fields with the spec's defaults, carving the
+// sub-prefixes out of the cluster prefix.
+func (c *Cluster) ApplyDefaults() error {
+	if c.NodeCooldown == 0 {
+		c.NodeCooldown = DefaultNodeCooldown
+	}
+	if c.InstanceCooldown == 0 {
+		c.InstanceCooldown = DefaultInstanceCooldown
+	}
+	if !c.NodePrefix.IsValid() || !c.InstancePrefix.IsValid() {
+		n, i, err := DefaultSubPrefixes(c.Prefix)
+		if err != nil {
+			return invalid("prefix", "%v", err)
+		}
+		if !c.NodePrefix.IsValid() {
+			c.NodePrefix = n
+		}
+		if !c.InstancePrefix.IsValid() {
+			c.InstancePrefix = i
+		}
+	}
+	if !c.GatewayIPv6.IsValid() {
+		c.GatewayIPv6 = netip.MustParseAddr(DefaultGatewayIPv6)
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	return nil
+}
+
+// ValidatePrefix checks a cluster prefix: IPv6, at least a /64.
+func ValidateClusterPrefix(p netip.Prefix) error {
+	if !p.Addr().Is6() {
+		return fmt.Errorf("%s is not an IPv6 prefix; the cluster prefix must be IPv6 (e.g. 2001:db8:abcd::/48)", p)
+	}
+	if p.Bits() > MaxClusterPrefixLen {
+		return fmt.Errorf("%s is a /%d; the cluster prefix must be at least a /64 (ideally a /56 or /48)", p, p.Bits())
+	}
+	return nil
+}
+
+// ValidateSubPrefixes checks the node and instance sub-prefixes against the cluster prefix.
+func ValidateSubPrefixes(cluster, node, instance netip.Prefix) error {
+	for _, x := range []struct {
+		field string
+		p     netip.Prefix
+	}{{"node_prefix", node}, {"instance_prefix", instance}} {
+		if !PrefixContains(cluster, x.p) {
+			return invalid(x.field, "%s is not inside the cluster prefix %s", x.p, cluster)
+		}
+		if x.p.Bits() > 127 {
+			return invalid(x.field, "%s is too small: a sub-prefix needs at least two addresses (at most a /127)", x.p)
+		}
+	}
+	if node.Overlaps(instance) {
+		return invalid("instance_prefix", "%s overlaps the node prefix %s; the two must not overlap", instance, node)
+	}
+	return nil
+}
+
+// Validate checks the whole cluster after defaults are applied.
+func (c *Cluster) Validate() error {
+	if err := ValidateID("name", c.ID); err != nil {
+		return &InvalidError{Field: "name", Msg: err.Error()}
+	}
+	if err := ValidateClusterPrefix(c.Prefix); err != nil {
+		return &InvalidError{Field: "prefix", Msg: err.Error()}
+	}
+	if err := ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix); err != nil {
+		return err
+	}
+	if c.NodeCooldown < 0 {
+		return invalid("node_cooldown", "must not be negative")
+	}
+	if c.InstanceCooldown < MinInstanceCooldown {
+		return invalid("instance_cooldown", "%s is shorter than the minimum of 1h (the spec recommends 24h)", FormatDuration(c.InstanceCooldown))
+	}
+	if !c.GatewayIPv6.Is6() || c.GatewayIPv6.Is4In6() || c.GatewayIPv6.Zone() != "" {
+		return invalid("gateway_ipv6", "%s is not a plain IPv6 address", c.GatewayIPv6)
+	}
+	if c.MTU < 1280 || c.MTU > 65535 {
+		return invalid("mtu", "%d is out of range: IPv6 needs at least 1280, at most 65535", c.MTU)
+	}
+	for _, d := range c.DNSServers {
+		if !d.Is6() || d.Is4In6() || d.Zone() != "" {
+			return invalid("dns_servers", "%s is not a plain IPv6 address", d)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) pools() []Pool {
+	mk := func(cat string, p netip.Prefix, cool time.Duration) Pool {
+		return Pool{ID: PoolRef{c.ID, cat}.ID(), ClusterID: c.ID, Name: cat, Category: cat, Family: 6, Kind: kindCounter,
+			CIDRs: []netip.Prefix{p}, Cooldown: cool, Stripes: DefaultStripes, MTU: c.MTU, Gateway: c.GatewayIPv6}
+	}
+	return []Pool{
+		mk(CategoryNode, c.NodePrefix, c.NodeCooldown),
+		mk(CategoryInstance, c.InstancePrefix, c.InstanceCooldown),
+	}
+}
+
+const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown, instance_cooldown,
+	gateway_ipv6, mtu, dns_servers, as_written, created_at, updated_at`
+
+func scanCluster(row pgx.Row) (Cluster, error) {
+	var c Cluster
+	var nc, ic pgtype.Interval
+	var gw netip.Prefix
+	var dns []netip.Prefix
+	err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.AsWritten, &c.CreatedAt, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	if err != nil {
+		return c, err
+	}
+	c.NodeCooldown, c.InstanceCooldown = intervalDuration(nc), intervalDuration(ic)
+	c.GatewayIPv6 = gw.Addr()
+	c.DNSServers = prefixAddrs(dns)
+	return c, nil
+}
+
+// prefixAddrs is the addresses of host prefixes (inet values).
+func prefixAddrs(ps []netip.Prefix) []netip.Addr {
+	out := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// asWritten keeps the spellings that say the values stored (any other is
+// dropped: the canonical form is read back instead).
+func (c Cluster) asWritten() map[string]string {
+	return asWritten(c.AsWritten, map[string]any{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown,
+		"prefix": c.Prefix, "node_prefix": c.NodePrefix, "instance_prefix": c.InstancePrefix})
+}
+
+func asWritten(written map[string]string, values map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range values {
+		var parsed any
+		var err error
+		switch v.(type) {
+		case time.Duration:
+			parsed, err = ParseDuration(written[k])
+		case netip.Prefix:
+			parsed, err = ParsePrefix(written[k])
+		}
+		if err == nil && parsed == v {
+			out[k] = written[k]
+		}
+	}
+	return out
+}
+
+func intervalDuration(i pgtype.Interval) time.Duration {
+	return time.Duration(i.Microseconds)*time.Microsecond +
+		time.Duration(i.Days)*24*time.Hour + time.Duration(i.Months)*30*24*time.Hour
+}
+
+func durationInterval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+}
+
+func hostPrefixes(as []netip.Addr) []netip.Prefix {
+	out := make([]netip.Prefix, len(as))
+	for i, a := range as {
+		out[i] = netip.PrefixFrom(a, a.BitLen())
+	}
+	return out
+}
+
+// CreateCluster creates a cluster and its node and instance pools.
+func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) {
+	if err := c.ApplyDefaults(); err != nil {
+		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	var out Cluster
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var other string
+		var otherPrefix netip.Prefix
+		err := tx.QueryRow(ctx, `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 LIMIT 1`, c.Prefix).Scan(&other, &otherPrefix)
+		switch {
+		case err == nil && other == c.ID:
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
+		case err == nil:
+			return &InvalidError{Field: "prefix", Msg: fmt.Sprintf("%s overlaps cluster %q (%s); cluster prefixes must not overlap", c.Prefix, other, otherPrefix)}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		row := tx.QueryRow(ctx, `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
+				instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+clusterColumns,
+			c.ID, c.Prefix, c.NodePrefix, c.InstancePrefix, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
+			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor,
+			c.asWritten())
+		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
+		} else if err != nil {
+			return err
+		}
+		for _, p := range c.pools() {
+			if err := insertPool(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		return insertEvent(ctx, tx, Event{Type: "cluster.created", ClusterID: c.ID, Actor: s.actor,
+			Data: map[string]any{"prefix": c.Prefix.String(), "node_prefix": c.NodePrefix.String(), "instance_prefix": c.InstancePrefix.String()}})
+	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == pgerrcode.ExclusionViolation {
+		return out, &InvalidError{Field: "prefix", Msg: fmt.Sprintf("%s overlaps another cluster's prefix; cluster prefixes must not overlap", c.Prefix)}
+	}
+	return out, err
+}
+
+// GetCluster reads one cluster.
+func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
+	c, err := scanCluster(s.querier().QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, id))
+	return c, s.mapErr(err)
+}
+
+// UpdateCluster changes the settings that may change in place: cooldowns,
+// gateway, MTU and DNS servers. A new cooldown applies to later releases; an
+// address already cooling keeps the reusable time fixed at its release.
+func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
+	var out Cluster
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		cur, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, c.ID))
+		if err != nil {
+			return err
+		}
+		if c.Prefix != cur.Prefix || c.NodePrefix != cur.NodePrefix || c.InstancePrefix != cur.InstancePrefix {
+			return invalid("prefix", "the prefixes of cluster %q cannot change in place; replace the cluster", c.ID)
+		}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		if c.GatewayIPv6 != cur.GatewayIPv6 {
+			// A new gateway changes what the cluster's pools may hand out.
+			if _, err := lockPoolsExclusive(ctx, tx, `cluster_id = $1 AND category IN ('node', 'instance')`, c.ID); err != nil {
+				return err
+			}
+			var held string
+			err := tx.QueryRow(ctx, `SELECT owner_kind || ' ' || owner_id FROM ipam_allocations
+				WHERE cluster_id = $1 AND address = $2 AND state IN ('active', 'reserved', 'cooling')`,
+				c.ID, netip.PrefixFrom(c.GatewayIPv6, 128)).Scan(&held)
+			if err == nil {
+				return invalid("gateway_ipv6", "%s is held by %s; the gateway is never handed out, so pick another", c.GatewayIPv6, held)
+			} else if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			// Node block pools keep a row per address: the gateway's goes.
+			if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE cluster_id = $1 AND address = $2
+				AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`,
+				c.ID, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
+				return err
+			}
+		}
+		out, err = scanCluster(tx.QueryRow(ctx, `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
+				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, as_written = $7, updated_at = ipam_now()
+			WHERE id = $1 RETURNING `+clusterColumns,
+			c.ID, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
+			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers),
+			c.asWritten()))
+		if err != nil {
+			return err
+		}
+		for _, p := range c.pools() {
+			if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now() WHERE id = $1`,
+				p.ID, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
+				return err
+			}
+		}
+		// Node block pools hand out instance addresses: the same settings.
+		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now()
+			WHERE cluster_id = $1 AND kind IN ('blocks', 'parked')`,
+			c.ID, durationInterval(c.InstanceCooldown), c.MTU, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: "cluster.updated", ClusterID: c.ID, Actor: s.actor,
+			Data: map[string]any{"node_cooldown": FormatDuration(c.NodeCooldown), "instance_cooldown": FormatDuration(c.InstanceCooldown),
+				"gateway_ipv6": c.GatewayIPv6.String(), "mtu": c.MTU}})
+	})
+	return out, err
+}
+
+// ClusterHoldings counts the addresses a cluster still holds.
+type ClusterHoldings struct{ Active, Reserved, Cooling int64 }
+
+// DeleteCluster deletes a cluster with its pools, allocations and history of
+// addresses. Unless force is set, a cluster that still holds active, reserved
+// or cooling addresses is refused, naming how many.
+func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error {
+	return s.withTx(ctx, func(tx pgx.Tx) error {
+		// Pools first, then the cluster row (the locking order): allocations in
+		// flight commit before the counts below are taken.
+		if _, err := lockPoolsExclusive(ctx, tx, `cluster_id = $1`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR UPDATE`, id); err != nil {
+			return err
+		}
+		var h ClusterHoldings
+		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE a.state = 'active'),
+				count(*) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
+				-- cooling, and expired holds that kept a cooldown
+				count(*) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
+					AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
+			FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
+			WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
+		if err != nil {
+			return err
+		}
+		if !force && h.Active+h.Reserved+h.Cooling > 0 {
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM ipam_clusters WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return insertEvent(ctx, tx, Event{Type: "cluster.deleted", ClusterID: id, Actor: s.actor,
+			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})
+	})
+}

@@ -1,0 +1,518 @@
+package ipam
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultFailoverTimeout is how long a call rides out a database without a
+// usable primary (a switchover, a failover, a restart) before it fails with
+// ipam_unavailable.
+const DefaultFailoverTimeout = 30 * time.Second
+
+// dbPool is the store's pgx pool. Every call on it rides out a database
+// with no usable server up to the store's failover bound (see retryConn):
+// acquiring a connection, a read (QueryRow, Query until its first row,
+// Exec), the BEGIN of a transaction. What runs inside a transaction is
+// retried by withTx, which runs the whole transaction again.
+//
+// It also picks the statement mode (see Client.StatementMode): pgx's named
+// prepared statements (cache_statement, prepared once per connection) until
+// a statement fails for want of them, as it does through a transaction
+// pooler, then, for good, unnamed statements with cached descriptions
+// (cache_describe): a new pool, and the call runs again.
+type dbPool struct {
+	sw *poolSwitch
+	s  *Client
+}
+
+// poolSwitch is the pool a store's calls use now, shared by its InTx views.
+type poolSwitch struct {
+	cur atomic.Pointer[pgxpool.Pool]
+	mu  sync.Mutex
+	// cfg makes the describing pool; nil when the mode is fixed (set in
+	// the connection string, or a pool the caller made).
+	cfg *pgxpool.Config
+	// retired is the pool switched away from: closed a minute later (calls
+	// that picked it up just before the switch finish on it) or with the
+	// store.
+	retired *pgxpool.Pool
+}
+
+func newDBPool(s *Client, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
+	sw := &poolSwitch{cfg: switchable}
+	sw.cur.Store(pool)
+	return dbPool{sw: sw, s: s}
+}
+
+// get is the pool to use now.
+func (p dbPool) get() *pgxpool.Pool { return p.sw.cur.Load() }
+
+func (p dbPool) Close() {
+	p.sw.mu.Lock()
+	retired := p.sw.retired
+	p.sw.mu.Unlock()
+	if retired != nil {
+		retired.Close()
+	}
+	p.get().Close()
+}
+
+func (p dbPool) Stat() *pgxpool.Stat                                { return p.get().Stat() }
+func (p dbPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.get().Acquire(ctx) }
+
+// describeStatements switches the store from named prepared statements to
+// unnamed ones when err says a named statement failed as only a
+// transaction pooler makes it fail: one session's statement missing on the
+// server connection another transaction got (26000), or already prepared
+// there by another client (42P05). It reports whether the call should run
+// again. The old pool closes a minute later (or with the store).
+func (p dbPool) describeStatements(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.Code != pgerrcode.DuplicatePreparedStatement && pe.Code != pgerrcode.InvalidSQLStatementName) {
+		return false
+	}
+	p.sw.mu.Lock()
+	defer p.sw.mu.Unlock()
+	if p.sw.cfg == nil {
+		return p.get().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheDescribe
+	}
+	cfg := p.sw.cfg.Copy()
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	np, nerr := pgxpool.NewWithConfig(context.Background(), cfg)
+	if nerr != nil {
+		return false
+	}
+	old := p.sw.cur.Swap(np)
+	p.sw.cfg = nil
+	p.sw.retired = old
+	time.AfterFunc(time.Minute, old.Close)
+	return true
+}
+
+func (p dbPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return retryRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// retryRow runs its query when scanned, again while no usable server answers.
+type retryRow struct {
+	p    dbPool
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r retryRow) Scan(dest ...any) error {
+	return r.p.s.retryConn(r.ctx, func() error { return r.p.get().QueryRow(r.ctx, r.sql, r.args...).Scan(dest...) })
+}
+
+func (p dbPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r := &retryRows{p: p, ctx: ctx, sql: sql, args: args}
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		r.Rows, err = p.get().Query(ctx, sql, args...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// retryRows runs its query again when it fails for want of a usable server
+// before its first row (after a row, the failure is the caller's).
+type retryRows struct {
+	pgx.Rows
+	p        dbPool
+	ctx      context.Context
+	sql      string
+	args     []any
+	seen     bool
+	switched bool // the statement mode was switched for this query once
+	first    time.Time
+	attempt  int
+}
+
+func (r *retryRows) Next() bool {
+	for {
+		if r.Rows.Next() {
+			r.seen = true
+			return true
+		}
+		err := r.Err()
+		switch {
+		case r.seen:
+			return false
+		case !r.switched && r.p.describeStatements(err):
+			r.switched = true
+		case r.p.s.failover > 0 && failoverError(err):
+			if r.first.IsZero() {
+				r.first = time.Now()
+			}
+			if !r.p.s.pause(r.ctx, r.attempt, r.first) {
+				return false
+			}
+			r.attempt++
+		default:
+			return false
+		}
+		// On a failure to query again, r.Rows keeps the failure it had, and
+		// the next round judges it again (waiting again, within the bound).
+		if rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...); qerr == nil {
+			r.Rows = rows
+		}
+	}
+}
+
+func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		tag, err = p.get().Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
+}
+
+func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := p.ready(ctx); err != nil {
+		return errBatch{err}
+	}
+	return p.get().SendBatch(ctx, b)
+}
+
+func (p dbPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	var tx pgx.Tx
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		tx, err = p.get().BeginTx(ctx, opts)
+		return err
+	})
+	return tx, err
+}
+
+func (p dbPool) Ping(ctx context.Context) error {
+	return p.s.retryConn(ctx, func() error { return p.get().Ping(ctx) })
+}
+
+// ready acquires a connection, retrying while no server is usable, and puts
+// it back for the call that follows (the one-statement fast path, whose
+// failure falls back to the full path in withTx).
+func (p dbPool) ready(ctx context.Context) error {
+	return p.s.retryConn(ctx, func() error {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		c.Release()
+		return nil
+	})
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// retryConn runs fn again, with backoff, while it fails because no usable
+// server answered (see failoverError), until the store's failover bound has
+// passed since the first such failure. fn must be safe to repeat: it may
+// have failed after its commit reached the server. Other failures return at
+// once. Past the bound the last failure is returned, marked with the time
+// waited.
+//
+// Once a call has waited the whole bound in vain, the store is down: later
+// calls try once and fail at once, without waiting again, until one
+// succeeds. So an apply of many resources during a long outage fails after
+// one bound, not one bound per resource.
+func (s *Client) retryConn(ctx context.Context, fn func() error) error {
+	var first time.Time
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err != nil && s.pool.describeStatements(err) {
+			err = fn()
+		}
+		if err == nil {
+			if attempt > 0 || s.downSince.Load() != 0 {
+				s.downSince.Store(0)
+			}
+			return nil
+		}
+		if s.failover <= 0 || !failoverError(err) {
+			return err
+		}
+		if down := s.downSince.Load(); down != 0 {
+			return &waitedError{err: err, waited: time.Since(time.Unix(0, down)), bound: s.failover}
+		}
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if !s.pause(ctx, attempt, first) {
+			if ctx.Err() != nil {
+				return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first), bound: s.failover}
+			}
+			s.downSince.CompareAndSwap(0, first.UnixNano())
+			return &waitedError{err: err, waited: time.Since(first), bound: s.failover}
+		}
+	}
+}
+
+// pause waits before the next attempt of a call that found no usable server
+// (jittered backoff growing to a second); false when the failover bound,
+// counted from first, is spent or ctx is done.
+func (s *Client) pause(ctx context.Context, attempt int, first time.Time) bool {
+	left := s.failover - time.Since(first)
+	if left <= 0 {
+		return false
+	}
+	d := min(50*time.Millisecond<<min(attempt, 5), time.Second)
+	d = min(d/2+rand.N(d), left)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// waitedError is a failure that persisted for the failover bound.
+type waitedError struct {
+	err    error
+	waited time.Duration
+	bound  time.Duration
+}
+
+func (e *waitedError) Error() string { return e.err.Error() }
+func (e *waitedError) Unwrap() error { return e.err }
+
+// failoverError reports whether err says that no usable server answered, as
+// during a switchover or a failover, rather than that one refused us: the
+// connection was lost or refused, the server is shutting down, starting up
+// or terminated the session (57P01..57P03), it is read-only (a standby, or a
+// demoted primary), or every host tried answered one of these.
+func failoverError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		answers := hostErrors(ce)
+		if len(answers) == 0 {
+			return !refusedForGood(ce)
+		}
+		for _, a := range answers {
+			if refusedForGood(a) {
+				return false
+			}
+		}
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == pgerrcode.ReadOnlySQLTransaction, pe.Code == pgerrcode.AdminShutdown,
+			pe.Code == pgerrcode.CrashShutdown, pe.Code == pgerrcode.CannotConnectNow:
+			return true
+		case pe.Code == pgerrcode.ProtocolViolation:
+			// PgBouncer answers 08P01 both for what it refuses and for a
+			// server behind it that it cannot reach now.
+			return !refusedForGood(pe)
+		case strings.HasPrefix(pe.Code, "08"):
+			return true
+		}
+		return false
+	}
+	return isConnError(err)
+}
+
+// refusedForGood reports whether a server answered and refused us for good:
+// bad credentials, a database or role that does not exist, a startup
+// parameter a pooler does not accept, a certificate that does not verify.
+// Retrying cannot help.
+func refusedForGood(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == pgerrcode.InvalidCatalogName, pe.Code == pgerrcode.FeatureNotSupported:
+			return true
+		case pe.Code == pgerrcode.ProtocolViolation:
+			// PgBouncer's refusals; its other 08P01 answers ("pgbouncer cannot
+			// connect to server", "server conn crashed?") pass with a failover.
+			m := strings.ToLower(pe.Message)
+			return strings.Contains(m, "unsupported") || strings.Contains(m, "no such") ||
+				strings.Contains(m, "authentication") || strings.Contains(m, "password")
+		}
+		return false
+	}
+	if badCertificate(err) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "server refused TLS") || strings.Contains(msg, "require_auth") ||
+		strings.Contains(msg, "channel binding")
+}
+
+// badCertificate reports whether the server's certificate failed our
+// verification (sslmode=verify-ca / verify-full): an unknown CA, a name that
+// does not match, an expired certificate.
+func badCertificate(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) ||
+		strings.Contains(err.Error(), "x509: ")
+}
+
+// hostErrors are the per-host errors of a connection attempt over several
+// hosts (or the one of a single host).
+func hostErrors(ce *pgconn.ConnectError) []error {
+	inner := ce.Unwrap()
+	if j, ok := inner.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if inner == nil {
+		return nil
+	}
+	return []error{inner}
+}
+
+// hostAnswer says what one host answered, without credentials: "host:port
+// refused the connection", "host:port is read-only (a standby)", ...
+func hostAnswer(err error, secret string) string {
+	msg := err.Error()
+	host := ""
+	if i := strings.Index(msg, " ("); i > 0 && !strings.ContainsAny(msg[:i], " \t") {
+		host = msg[:i] + " "
+	}
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case badCertificate(err):
+		return host + "presented a certificate that does not verify (" + scrub(rootCause(err), secret) + ")"
+	case errors.Is(err, pgconn.ErrReadOnlyConnection):
+		return host + "is read-only (a standby or a demoted primary; target_session_attrs=read-write skips it)"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return host + "refused the connection (nothing listens there)"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return host + "dropped the connection"
+	case errors.As(err, &pe):
+		switch {
+		case pe.Code == pgerrcode.ReadOnlySQLTransaction:
+			return host + "is read-only (" + scrub(pe.Message, secret) + "; a standby or a demoted primary)"
+		case pe.Code == pgerrcode.AdminShutdown, pe.Code == pgerrcode.CrashShutdown:
+			return host + "terminated the session (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.CannotConnectNow:
+			return host + "is not accepting connections (" + scrub(pe.Message, secret) + ")"
+		case strings.HasPrefix(pe.Code, "28"):
+			return host + "rejected the credentials (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.InvalidCatalogName:
+			return host + "has no such database (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.ProtocolViolation && !refusedForGood(pe):
+			return host + "(a pooler) cannot reach its server (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.ProtocolViolation, pe.Code == pgerrcode.FeatureNotSupported:
+			return host + "refused the session (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.TooManyConnections:
+			return host + "has no connection slot left (" + scrub(pe.Message, secret) + ")"
+		}
+		return host + "answered " + pe.Code + " (" + scrub(pe.Message, secret) + ")"
+	case errors.As(err, &ne) && ne.Timeout():
+		return host + "did not answer in time (connect_timeout)"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return host + "cannot be resolved (" + dnsErr.Err + ")"
+	}
+	return host + scrub(rootCause(err), secret)
+}
+
+// connFailure turns a failure to reach a usable server into the core's error:
+// RefusedError when a server answered and refused us, else UnavailableError
+// naming what each host answered. ok is false when err is no such failure.
+func (s *Client) connFailure(err error) (error, bool) {
+	var waited, bound time.Duration
+	var we *waitedError
+	if errors.As(err, &we) {
+		waited, bound = we.waited, we.bound
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		var answers []string
+		refused, reached := true, false
+		errs := hostErrors(ce)
+		for _, e := range errs {
+			// sslmode=prefer tries each host twice (TLS, then plain): one answer each.
+			if a := hostAnswer(e, s.secret); !slices.Contains(answers, a) {
+				answers = append(answers, a)
+			}
+			refused = refused && refusedForGood(e)
+			var pe *pgconn.PgError
+			reached = reached || errors.As(e, &pe) || errors.Is(e, pgconn.ErrReadOnlyConnection)
+		}
+		if len(errs) == 0 {
+			answers = []string{scrub(rootCause(err), s.secret)}
+			refused = refusedForGood(ce)
+		}
+		if refused {
+			return &RefusedError{Addr: s.addr, Answers: answers}, true
+		}
+		return &UnavailableError{Addr: s.addr, Reached: reached, Answers: answers, Waited: waited, Bound: bound,
+			Err: errors.New(strings.Join(answers, "; "))}, true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && refusedForGood(pe) {
+		return &RefusedError{Addr: s.addr, Answers: []string{hostAnswer(pe, s.secret)}}, true
+	}
+	neverConnected := errors.Is(err, context.DeadlineExceeded) && !s.connected()
+	if failoverError(err) || neverConnected {
+		what := scrub(rootCause(err), s.secret)
+		if errors.As(err, &pe) {
+			what = hostAnswer(pe, s.secret)
+		}
+		// A session that was lost or refused mid-way had reached a server.
+		return &UnavailableError{Addr: s.addr, Reached: !neverConnected, Answers: []string{what}, Waited: waited, Bound: bound,
+			Err: errors.New(what)}, true
+	}
+	return nil, false
+}
+
+// RefusedError: a server answered but refused the connection or the
+// session for good (credentials, database, a startup parameter a pooler does
+// not accept), or its certificate failed our verification: retrying cannot
+// help. Answers carry the server's
+// message, never the password.
+type RefusedError struct {
+	Addr    string
+	Answers []string
+}
+
+func (e *RefusedError) Code() string { return CodeRefused }
+
+// Is matches ErrRefused.
+func (e *RefusedError) Is(target error) bool { return isCode(CodeRefused, target) }
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: the connection to the IPAM database at %s was refused: %s", CodeRefused, e.Addr, strings.Join(e.Answers, "; "))
+}

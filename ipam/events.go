@@ -1,0 +1,109 @@
+package ipam
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one entry of the append-only audit trail.
+type Event struct {
+	ID           uuid.UUID
+	At           time.Time
+	Type         string
+	ClusterID    string
+	PoolID       string
+	AllocationID uuid.UUID
+	Generation   int64
+	Address      netip.Addr
+	Owner        Owner
+	Actor        string
+	Data         map[string]any
+}
+
+// Event types written by the allocator, per owner kind.
+var eventTypes = map[string]struct{ allocated, released string }{
+	OwnerNode:     {"node.enrolled", "node.released"},
+	OwnerInstance: {"instance.allocated", "instance.released"},
+	OwnerEnvIPv4:  {"env.ipv4_addon_enabled", "env.ipv4_addon_disabled"},
+}
+
+func eventType(kind string, allocated bool) string {
+	t, ok := eventTypes[kind]
+	switch {
+	case !ok && allocated:
+		return kind + ".allocated"
+	case !ok:
+		return kind + ".released"
+	case allocated:
+		return t.allocated
+	default:
+		return t.released
+	}
+}
+
+func newID() uuid.UUID {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.New()
+	}
+	return id
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// insertEvent appends an event in the caller's transaction.
+func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
+	var addr *netip.Prefix
+	if e.Address.IsValid() {
+		a := netip.PrefixFrom(e.Address, e.Address.BitLen())
+		addr = &a
+	}
+	var alloc *uuid.UUID
+	if e.AllocationID != uuid.Nil {
+		alloc = &e.AllocationID
+	}
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	_, err := tx.Exec(ctx, sqlInsertEvent,
+		newID(), e.Type, nullable(e.ClusterID), nullable(e.PoolID), alloc, e.Generation, addr,
+		nullable(e.Owner.Kind), nullable(e.Owner.ID), nullable(e.Owner.OrgID), nullable(e.Owner.EnvID),
+		nullable(e.Owner.NodeID), nullable(e.Owner.InstanceID), e.Actor, e.Data)
+	return err
+}
+
+// failureRecordTimeout bounds recording a failure.
+const failureRecordTimeout = 5 * time.Second
+
+// recordFailure notes a failed allocation outside the failed transaction (a
+// caller's transaction included: it outlives the rollback), so usage and
+// metrics see it, with a "<kind>.allocation_failed" event (the spec's
+// instance.allocation_failed) carrying the reason. Best effort: a failure to
+// record is not reported over the allocation error itself.
+func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
+	kind := o.Kind
+	if kind == OwnerEnvIPv4 {
+		kind = "env.ipv4_addon" // env.ipv4_addon_allocation_failed, beside env.ipv4_addon_enabled
+	}
+	// Its own connection, bounded: a caller whose transaction holds the last
+	// connection of a shared pool must not wait on this forever.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
+	defer cancel()
+	_, _ = s.pool.Exec(rctx, `WITH f AS (
+			INSERT INTO ipam_allocation_failures (id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
+		INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
+			instance_id, actor, data)
+		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`,
+		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
+		newID(), kind+".allocation_failed", nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
+}

@@ -1,0 +1,164 @@
+package ipam
+
+import (
+	"context"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The fast paths run the one-statement forms of an allocation
+// (fastAllocateSQL, confirmHoldSQL in statements.go).
+
+// fastAllocate tries Allocate's fast paths: a fresh address in one
+// statement, or the plan's hold on the exact address confirmed in one
+// statement. false means "use the full path"; so does a caller's
+// transaction (the fast statements commit on their own).
+func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
+	if !req.Address.IsValid() {
+		return s.fastTake(ctx, req, 0)
+	}
+	r, ok, err := s.fastConfirm(ctx, req)
+	if ok && !r.Block.IsValid() {
+		_ = s.fillBlock(ctx, &r.Allocation)
+	}
+	return r, ok, err
+}
+
+// fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
+// the row becomes a plan-time hold), in the pool the request names or the
+// owner's kind gives. An instance whose node has blocks draws from them: the
+// statement hands over when they exist.
+func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
+	pool := ownPool(req)
+	if !pool.valid() || s.outer != nil {
+		return AllocateResult{}, false, nil
+	}
+	o := req.Owner
+	var avoid string
+	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
+		avoid = NodeBlocksPool(pool.ClusterID, o.NodeID).ID()
+	}
+	typ := eventType(o.Kind, true)
+	if hold > 0 {
+		typ = "allocation.reserved"
+	}
+	return s.runOne(ctx, fastAllocateSQL, pool.ClusterID, pool.ID(), o.Kind, o.ID, newID(), nullable(o.OrgID), nullable(o.EnvID),
+		nullable(o.NodeID), nullable(o.InstanceID), s.actor, nullable(o.SetID), newID(), typ, durationInterval(hold), nullable(avoid))
+}
+
+// runOne runs one self-committing statement returning an allocation (plus its
+// pool's block and its cluster's network settings). Anything but one row
+// means "use the full path": an error commits nothing, and no row means there
+// was nothing to take here.
+//
+// The statement goes in one batch after the store's bounds on waits and its
+// planner settings (set_config(..., true)): a batch up to its Sync is one implicit
+// transaction, so the bounds hold for the statement and end with it, in the
+// same round trip. A wait that runs into them is an error of its own (busy,
+// timeout), not a reason to wait again on the full path. The first use of a
+// statement on a connection prepares it in a round trip of its own, before
+// the bounds are set, and preparing takes the tables' locks: a deadline a
+// little past the lock bound covers that wait.
+func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	if s.bounds.lock > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
+		defer cancel() // pgx closes a connection its deadline interrupted
+	}
+	var block *netip.Prefix
+	var gw netip.Prefix
+	var dns []netip.Prefix
+	var res AllocateResult
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
+			set_config('enable_seqscan', 'off', true)`, // TxSettings
+		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10))
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var a Allocation
+	if err == nil {
+		a, err = scanAllocation(extraRow{br.QueryRow(), []any{&block, &gw, &res.Network.MTU, &dns}})
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
+		if h := s.lockHolders(); h != "" {
+			return AllocateResult{}, false, &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
+		}
+		return AllocateResult{}, false, &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
+	}
+	if err != nil {
+		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+			return AllocateResult{}, false, me
+		}
+	}
+	if err != nil || block == nil {
+		return AllocateResult{}, false, nil
+	}
+	a.Block = *block
+	res.Allocation = a
+	res.Network.GatewayIPv6 = gw.Addr()
+	res.Network.DNSServers = prefixAddrs(dns)
+	return res, true, nil
+}
+
+// fastConfirm tries to confirm the owner's hold on the planned address in
+// one round trip; false means "use the full path". An instance with no pool
+// named confirms the hold in whichever pool its plan took it from, as
+// plannedInstancePool does.
+func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
+	if s.outer != nil || !req.Address.IsValid() {
+		return AllocateResult{}, false, nil
+	}
+	o := req.Owner
+	pool := req.Pool.ID()
+	if pool == "" && o.Kind != OwnerInstance {
+		pool = ownPool(req).ID()
+	}
+	a, ok, err := s.runOne(ctx, confirmHoldSQL, req.Pool.ClusterID, o.Kind, o.ID, netip.PrefixFrom(req.Address, req.Address.BitLen()),
+		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), nullable(o.SetID), s.actor,
+		nullable(pool), newID(), eventType(o.Kind, true))
+	if ok && !a.Block.Contains(a.Address) {
+		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
+	}
+	return a, ok, err
+}
+
+// findHold is the read-only first look of Reserve: the owner's hold (or
+// allocation) that already answers the request, with more than half of its
+// time left, costs one query and no commit.
+//
+// An instance with no pool named takes its live hold from whichever pool its
+// plan took it from, as plannedInstancePool does.
+func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, bool) {
+	want := ownPool(req)
+	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
+	if !want.valid() || s.outer != nil {
+		return Allocation{}, false
+	}
+	clusterID := want.ClusterID
+	var fresh bool
+	var cidrs []netip.Prefix
+	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, `SELECT `+allocColumns+`,
+			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '`+adoptionWindowSQL+`')
+				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
+			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
+		FROM ipam_allocations a
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`,
+		clusterID, req.Owner.Kind, req.Owner.ID, s.actor, durationInterval(ttl/2)), []any{&fresh, &cidrs}})
+	samePool := a.PoolID == want.ID() || (anyPool && a.State == StateReserved)
+	if err != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
+		return Allocation{}, false
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return a, true
+}

@@ -1,0 +1,139 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// settleHold decides what the owner's current row means for this request. An
+// active row must be adoptable (same actor, pool and address). A hold of
+// another actor that has expired, or a hold of ours for another address than
+// the one now asked for, is dropped (nil is returned) so the request proceeds.
+func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
+	if held == nil {
+		return nil, nil
+	}
+	if held.State == StateReserved {
+		// Another actor's hold is judged by its own expiry, not by the
+		// cooldown it may keep: an abandoned plan never blocks an owner for
+		// longer than reservation_ttl.
+		stale := held.Actor != s.actor && held.HoldExpired
+		moved := held.Actor == s.actor && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
+		if stale || moved {
+			return nil, s.dropHold(ctx, tx, *held)
+		}
+	}
+	return held, s.checkAdoptable(pool, req, *held)
+}
+
+// reserveTx is Reserve inside the caller's transaction.
+func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ttl time.Duration) (Allocation, error) {
+	if err := lockPoolShared(ctx, tx, pool); err != nil {
+		return Allocation{}, err
+	}
+	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	if err != nil {
+		return Allocation{}, err
+	}
+	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+		return Allocation{}, err
+	}
+	switch {
+	case held != nil && held.State == StateReserved:
+		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
+			SET reserved_until = ipam_now() + $3::interval,
+				reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
+			WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
+			held.ID, held.Generation, durationInterval(ttl)))
+		if errors.Is(err, ErrNotFound) {
+			err = errRetry
+		}
+		return a, err
+	case held != nil:
+		return *held, nil
+	}
+	return s.take(ctx, tx, pool, req, cooling, ttl)
+}
+
+// dropHold returns a hold to the pool at once, without cooldown: its address
+// was never routed.
+func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
+	// A cooldown the hold kept (cooling_until, fixed at the address's last
+	// release) stays; the hold's own time does not.
+	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
+		WHERE id = $1 AND generation = $2 AND state = 'reserved'`, h.ID, h.Generation)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errRetry
+	}
+	return insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
+		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
+}
+
+// Reserve takes, or finds again, a short-lived hold on an address for an
+// owner: what a plan shows before apply. It is the one hold entry point,
+// resolving the pool as Allocate does (an instance's hold comes from the
+// pool Allocate would use; a hold never grows a node). The hold is keyed by owner, so
+// planning again finds the same one (and extends it). An owner that already
+// holds an active address gets that address, unchanged. A hold that expires
+// unused is taken like a free address, without cooldown.
+func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
+	var a Allocation
+	if err := checkRequest(req); err != nil {
+		return a, err
+	}
+	if ttl <= 0 {
+		return a, invalid("reservation_ttl", "must be positive")
+	}
+	if held, ok := s.findHold(ctx, req, ttl); ok {
+		return held, nil
+	}
+	if !req.Address.IsValid() {
+		if held, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
+			return held.Allocation, err
+		}
+	}
+	var pool *Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
+			return err
+		}
+		a, err = s.reserveTx(ctx, tx, pool, req, ttl)
+		return err
+	})
+	if err != nil {
+		return a, err
+	}
+	a.Block, _ = pool.layout.BlockOf(a.Address)
+	return a, nil
+}
+
+// EventHoldLost records that an owner's expired plan-time hold went to another owner.
+const EventHoldLost = "allocation.hold_lost"
+
+// LostHold reports the address of the owner's plan-time hold that another
+// owner took within the last `within`, if any: a plan saved with that address
+// cannot be applied any more. It reads a partial index that only these rare
+// events enter.
+func (s *Client) LostHold(ctx context.Context, clusterID string, o Owner, within time.Duration) (addr netip.Addr, takenBy string, at time.Time, ok bool, err error) {
+	var p netip.Prefix
+	err = s.pool.QueryRow(ctx, `SELECT address, coalesce(data->>'taken_by', ''), at FROM ipam_events
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND type = '`+EventHoldLost+`'
+			AND at > ipam_now() - $4::interval
+		ORDER BY at DESC LIMIT 1`, clusterID, o.Kind, o.ID, durationInterval(within)).Scan(&p, &takenBy, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return addr, "", at, false, nil
+	}
+	if err != nil {
+		return addr, "", at, false, s.mapErr(err)
+	}
+	return p.Addr(), takenBy, at, true, nil
+}

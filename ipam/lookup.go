@@ -1,0 +1,68 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// GetActive returns the owner's active allocation, or ErrNotFound. It is what
+// a Terraform refresh reads, so it also records that the allocation was seen:
+// at most once an hour per allocation, so that plans stay cheap, and never
+// failing the read (a read-only role simply does not record).
+func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID string) (Allocation, error) {
+	var a Allocation
+	var stale bool
+	var cidrs []netip.Prefix
+	row := s.pool.QueryRow(ctx, sqlGetActive, clusterID, ownerKind, ownerID)
+	a, err := scanAllocation(extraRow{row, []any{&stale, &cidrs}})
+	if err != nil {
+		return a, s.mapErr(err)
+	}
+	if stale {
+		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
+			WHERE id = $1 AND generation = $2 AND state = 'active'`, a.ID, a.Generation)
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return a, nil
+}
+
+// FindActiveByAddress returns the active allocation of an address, in
+// whichever cluster holds it; ambiguous when two clusters (private IPv4 pools)
+// hold it.
+func (s *Client) FindActiveByAddress(ctx context.Context, addr netip.Addr) (Allocation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+` FROM ipam_allocations WHERE address = $1 AND state = 'active' LIMIT 2`,
+		netip.PrefixFrom(addr, addr.BitLen()))
+	if err != nil {
+		return Allocation{}, s.mapErr(err)
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	switch {
+	case err != nil:
+		return Allocation{}, s.mapErr(err)
+	case len(all) == 0:
+		return Allocation{}, ErrNotFound
+	case len(all) > 1:
+		return Allocation{}, &ConflictError{Msg: fmt.Sprintf("%s is active in clusters %q and %q; import by id instead", addr, all[0].ClusterID, all[1].ClusterID)}
+	}
+	return all[0], s.fillBlock(ctx, &all[0])
+}
+
+func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
+	var cidrs []netip.Prefix
+	if err := s.pool.QueryRow(ctx, `SELECT cidrs FROM ipam_pools WHERE id = $1`, a.PoolID).Scan(&cidrs); err != nil {
+		return s.mapErr(err)
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return nil
+}

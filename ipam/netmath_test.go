@@ -1,0 +1,293 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePrefix(t *testing.T) {
+	good := map[string]string{
+		"2a01:4f8:abcd::/48": "2a01:4f8:abcd::/48",
+		"192.0.2.0/24":       "192.0.2.0/24",
+		"2001:db8::/128":     "2001:db8::/128",
+	}
+	for in, want := range good {
+		p, err := ParsePrefix(in)
+		if err != nil || p.String() != want {
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	bad := map[string]string{
+		"2001:db8::1/64":       "host bits",
+		"fe80::/64%eth0":       "zones",
+		"::ffff:192.0.2.0/120": "IPv4-mapped",
+		"2001:db8::/129":       "not a valid",
+		"garbage":              "not a valid",
+		"":                     "not a valid",
+		" 2001:db8::/48":       "whitespace",
+	}
+	for in, want := range bad {
+		if _, err := ParsePrefix(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParsePrefix(%q) error = %v; want it to mention %q", in, err, want)
+		}
+	}
+}
+
+func TestParseAddr(t *testing.T) {
+	for _, in := range []string{"fe80::1%eth0", "::ffff:192.0.2.1", "2001:db8::/128", "x", ""} {
+		if _, err := ParseAddr(in); err == nil {
+			t.Errorf("ParseAddr(%q) accepted", in)
+		}
+	}
+	if a, err := ParseAddr("2001:db8::1"); err != nil || a != netip.MustParseAddr("2001:db8::1") {
+		t.Errorf("ParseAddr: %v %v", a, err)
+	}
+}
+
+func TestDefaultSubPrefixes(t *testing.T) {
+	cases := []struct{ cluster, node, instance string }{
+		{"2a01:4f8:abcd::/48", "2a01:4f8:abcd::/64", "2a01:4f8:abcd:1::/64"},
+		{"2001:db8:1200::/56", "2001:db8:1200::/64", "2001:db8:1200:1::/64"},
+		{"2001:db8:0:5::/64", "2001:db8:0:5::/65", "2001:db8:0:5:8000::/65"},
+	}
+	for _, c := range cases {
+		n, i, err := DefaultSubPrefixes(netip.MustParsePrefix(c.cluster))
+		if err != nil || n.String() != c.node || i.String() != c.instance {
+			t.Errorf("DefaultSubPrefixes(%s) = %s, %s, %v; want %s, %s", c.cluster, n, i, err, c.node, c.instance)
+		}
+	}
+}
+
+func TestSubPrefixOutOfRange(t *testing.T) {
+	p := netip.MustParsePrefix("2001:db8::/126")
+	if _, err := SubPrefix(p, 127, 2); err == nil {
+		t.Fatal("sub-prefix #2 of length /127 in a /126 accepted")
+	}
+	if _, err := SubPrefix(p, 125, 0); err == nil {
+		t.Fatal("a /125 carved out of a /126")
+	}
+}
+
+func TestLayoutIPv6(t *testing.T) {
+	gw := netip.MustParseAddr("2001:db8::5")
+	l, err := NewLayout([]netip.Prefix{netip.MustParsePrefix("2001:db8::/125")}, nil, gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 addresses, minus ::0 (subnet-router anycast) and the gateway.
+	if l.Size() != 6 {
+		t.Fatalf("size %d, want 6", l.Size())
+	}
+	if !l.Excluded(0) || !l.Excluded(5) || l.Excluded(1) {
+		t.Fatal("exclusions wrong")
+	}
+	if got := l.NextAllowed(0, 1); got != 1 {
+		t.Fatalf("NextAllowed(0,1) = %d", got)
+	}
+	if got := l.NextAllowed(5, 1); got != 6 {
+		t.Fatalf("NextAllowed(5,1) = %d", got)
+	}
+	if got := l.NextAllowed(1, 4); got != 1 {
+		t.Fatalf("NextAllowed(1,4) = %d", got)
+	}
+	if got := l.NextAllowed(0, 4); got != 4 {
+		t.Fatalf("NextAllowed(0,4) = %d", got)
+	}
+	if got := l.NextAllowed(7, 4); got != 7 {
+		t.Fatalf("NextAllowed(7,4) = %d", got)
+	}
+	a, _ := l.Addr(7)
+	if a.String() != "2001:db8::7" {
+		t.Fatalf("Addr(7) = %s", a)
+	}
+	if o, ok := l.Ordinal(netip.MustParseAddr("2001:db8::7")); !ok || o != 7 {
+		t.Fatalf("Ordinal = %d %v", o, ok)
+	}
+	if _, ok := l.Ordinal(netip.MustParseAddr("2001:db8::8")); ok {
+		t.Fatal("address outside the pool has an ordinal")
+	}
+}
+
+func TestLayoutIPv4BlocksAndGaps(t *testing.T) {
+	l, err := NewLayout([]netip.Prefix{
+		netip.MustParsePrefix("192.0.2.0/29"),
+		netip.MustParsePrefix("198.51.100.7/32"),
+		netip.MustParsePrefix("203.0.113.0/31"),
+	}, []netip.Prefix{netip.MustParsePrefix("192.0.2.2/31")}, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for o := int64(0); o <= l.LastOrdinal(); o++ {
+		if !l.Excluded(o) {
+			a, _ := l.Addr(o)
+			got = append(got, a.String())
+		}
+	}
+	want := "192.0.2.1 192.0.2.4 192.0.2.5 192.0.2.6 198.51.100.7 203.0.113.0 203.0.113.1"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("usable = %v\nwant %s", got, want)
+	}
+	if l.Size() != 7 {
+		t.Fatalf("size %d", l.Size())
+	}
+}
+
+func TestLayoutRejects(t *testing.T) {
+	v4 := netip.MustParsePrefix("192.0.2.0/24")
+	v6 := netip.MustParsePrefix("2001:db8::/64")
+	if _, err := NewLayout([]netip.Prefix{v4, v6}, nil, netip.Addr{}); err == nil {
+		t.Error("mixed families accepted")
+	}
+	if _, err := NewLayout([]netip.Prefix{v4, netip.MustParsePrefix("192.0.2.128/25")}, nil, netip.Addr{}); err == nil {
+		t.Error("overlapping blocks accepted")
+	}
+	if _, err := NewLayout([]netip.Prefix{v4}, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, netip.Addr{}); err == nil {
+		t.Error("exclusion outside the pool accepted")
+	}
+}
+
+func TestLayoutHugeBlockIsCapped(t *testing.T) {
+	l, err := NewLayout([]netip.Prefix{netip.MustParsePrefix("2001:db8::/48")}, []netip.Prefix{netip.MustParsePrefix("2001:db8::/96")}, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.LastOrdinal() != MaxPoolOrdinals-1 {
+		t.Fatalf("last ordinal %d", l.LastOrdinal())
+	}
+	// The excluded /96 (2^32 addresses) is skipped in one jump.
+	if got := l.NextAllowed(1, 32); got != 1<<32+1 {
+		t.Fatalf("NextAllowed jumped to %d", got)
+	}
+}
+
+func TestDurations(t *testing.T) {
+	ok := map[string]time.Duration{"30d": 30 * 24 * time.Hour, "24h": 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute, "0s": 0}
+	for in, want := range ok {
+		d, err := ParseDuration(in)
+		if err != nil || d != want {
+			t.Errorf("ParseDuration(%q) = %v, %v", in, d, err)
+		}
+		back, err := ParseDuration(FormatDuration(d))
+		if err != nil || back != d {
+			t.Errorf("round trip of %q via %q = %v, %v", in, FormatDuration(d), back, err)
+		}
+	}
+	for _, in := range []string{"", "-1h", "30", "d", "1x", "-3d", "1d-1h", "abc"} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", in)
+		}
+	}
+	if FormatDuration(30*24*time.Hour) != "30d" || FormatDuration(90*time.Minute) != "1h30m" || FormatDuration(90*time.Second) != "1m30s" || FormatDuration(36*time.Hour) != "36h" || FormatDuration(24*time.Hour) != "24h" {
+		t.Errorf("FormatDuration: %s %s %s %s", FormatDuration(30*24*time.Hour), FormatDuration(90*time.Minute), FormatDuration(90*time.Second), FormatDuration(36*time.Hour))
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for _, in := range []string{"node-1", "a", "org_1.prod:x@y", strings.Repeat("a", 128)} {
+		if err := ValidateID("node_id", in); err != nil {
+			t.Errorf("ValidateID(%q) = %v", in, err)
+		}
+	}
+	for _, in := range []string{"", "a/b", "a b", "'; DROP TABLE x; --", "a\x00b", "\xff", strings.Repeat("a", 129), "-a", "ü"} {
+		if err := ValidateID("node_id", in); err == nil || !strings.Contains(err.Error(), "node_id") {
+			t.Errorf("ValidateID(%q) = %v, want an error naming node_id", in, err)
+		}
+	}
+}
+
+func FuzzParsePrefix(f *testing.F) {
+	for _, s := range []string{"2001:db8::/48", "192.0.2.0/24", "::ffff:1.2.3.4/128", "fe80::/64%x", "::/0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePrefix(s)
+		if err != nil {
+			return
+		}
+		if p.Masked() != p || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+			t.Fatalf("ParsePrefix(%q) accepted %s", s, p)
+		}
+		if q, err := ParsePrefix(p.String()); err != nil || q != p {
+			t.Fatalf("round trip of %s: %v %v", p, q, err)
+		}
+	})
+}
+
+func FuzzLayoutOrdinals(f *testing.F) {
+	f.Add("2001:db8::/120", "2001:db8::10/124", int64(5), int64(3))
+	f.Add("192.0.2.0/28", "192.0.2.4/30", int64(1), int64(1))
+	f.Fuzz(func(t *testing.T, block, excl string, o, stride int64) {
+		b, err := ParsePrefix(block)
+		if err != nil {
+			return
+		}
+		var ex []netip.Prefix
+		if e, err := ParsePrefix(excl); err == nil {
+			ex = append(ex, e)
+		}
+		l, err := NewLayout([]netip.Prefix{b}, ex, netip.Addr{})
+		if err != nil {
+			return
+		}
+		if stride <= 0 || stride > 1024 || o < 0 {
+			return
+		}
+		n := l.NextAllowed(o, stride)
+		if n < o || (n-o)%stride != 0 {
+			t.Fatalf("NextAllowed(%d,%d) = %d", o, stride, n)
+		}
+		if n <= l.LastOrdinal() {
+			if l.Excluded(n) {
+				t.Fatalf("NextAllowed returned excluded ordinal %d", n)
+			}
+			a, ok := l.Addr(n)
+			if !ok || !b.Contains(a) {
+				t.Fatalf("Addr(%d) = %s outside %s", n, a, b)
+			}
+			if back, ok := l.Ordinal(a); !ok || back != n {
+				t.Fatalf("Ordinal(Addr(%d)) = %d", n, back)
+			}
+		}
+	})
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"30d", "1d12h", "90m", "-1h", "9999999d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err != nil {
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v < 0", s, d)
+		}
+		if back, err := ParseDuration(FormatDuration(d)); err != nil || back != d {
+			t.Fatalf("round trip %q -> %q -> %v %v", s, FormatDuration(d), back, err)
+		}
+	})
+}
+
+func TestLayoutRuns(t *testing.T) {
+	l, err := NewLayout([]netip.Prefix{
+		netip.MustParsePrefix("192.0.2.0/28"),
+		netip.MustParsePrefix("198.51.100.0/31"),
+	}, []netip.Prefix{netip.MustParsePrefix("192.0.2.4/30")}, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var n int64
+	for _, r := range l.Runs() {
+		got = append(got, fmt.Sprintf("%s+%d", r.Start, r.Last-r.First+1))
+		n += r.Last - r.First + 1
+	}
+	if strings.Join(got, " ") != "192.0.2.1+3 192.0.2.8+7 198.51.100.0+2" || n != l.Size() {
+		t.Fatalf("runs %v (size %d)", got, l.Size())
+	}
+}

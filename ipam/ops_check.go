@@ -1,0 +1,470 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Invariants that Check verifies.
+const (
+	// InvariantUniqueAddress: no address is active (or reserved) twice in a
+	// cluster, nor, for IPv6 and public IPv4, across clusters.
+	InvariantUniqueAddress = "unique_active_address"
+	// InvariantInPool: every row's address lies in its pool, is not an
+	// excluded address, and its ordinal is the address's place in the pool.
+	InvariantInPool = "address_in_pool"
+	// InvariantCooldown: according to the event history, no address was
+	// handed to another owner before the cooldown of its release had passed.
+	InvariantCooldown = "no_reuse_inside_cooldown"
+	// InvariantIPv4PerEnv: at most one active add-on IPv4 (owner kind
+	// env_ipv4) per environment in a cluster.
+	InvariantIPv4PerEnv = "one_ipv4_per_environment"
+	// InvariantCounters: the striped counters of counter pools are complete
+	// and in their residue class, and no handed-out ordinal is at or beyond
+	// its stripe's next ordinal (the counter would hand it out again). An
+	// address claimed exactly is exempt when its allocation event says so
+	// (data.exact = true).
+	InvariantCounters = "stripe_counters"
+	// InvariantSettings: the pools that hand out a cluster's node and
+	// instance addresses (its own two, and every node block pool) carry the
+	// cluster's cooldowns and gateway, so releases use the rules in force.
+	InvariantSettings = "pool_settings_in_force"
+	// InvariantNodeBlocks: a node block pool's rows lie in that node's active
+	// blocks, a parked pool's rows in a cooling block, and no other pool's
+	// row lies in a block (the cluster counter never enters one).
+	InvariantNodeBlocks = "node_blocks"
+)
+
+// Invariants lists what Check verifies, in the order it checks.
+var Invariants = []string{InvariantUniqueAddress, InvariantInPool, InvariantCooldown, InvariantIPv4PerEnv, InvariantCounters,
+	InvariantSettings, InvariantNodeBlocks}
+
+// maxViolationsListed bounds how many violations of one invariant are listed.
+const maxViolationsListed = 100
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant    string `json:"invariant"`
+	ClusterID    string `json:"cluster_id,omitempty"`
+	PoolID       string `json:"pool_id,omitempty"`
+	Address      string `json:"address,omitempty"`
+	AllocationID string `json:"allocation_id,omitempty"`
+	Detail       string `json:"detail"`
+}
+
+func (v Violation) String() string {
+	var where []string
+	for _, x := range []struct{ k, v string }{{"cluster", v.ClusterID}, {"pool", v.PoolID}, {"address", v.Address}, {"allocation", v.AllocationID}} {
+		if x.v != "" {
+			where = append(where, x.k+" "+x.v)
+		}
+	}
+	if len(where) == 0 {
+		return v.Invariant + ": " + v.Detail
+	}
+	return fmt.Sprintf("%s: %s: %s", v.Invariant, strings.Join(where, ", "), v.Detail)
+}
+
+// CheckReport is the outcome of Check.
+type CheckReport struct {
+	At         time.Time   `json:"at"`
+	ClusterID  string      `json:"cluster_id,omitempty"`
+	Invariants []string    `json:"invariants"`
+	Rows       int64       `json:"rows_checked"`
+	Violations []Violation `json:"violations"`
+}
+
+// OK reports whether every invariant holds.
+func (r CheckReport) OK() bool { return len(r.Violations) == 0 }
+
+// Check verifies the invariants on the live database, in one read-only
+// snapshot, for one cluster or all. It reads every allocation row: an audit,
+// not a hot path.
+func (s *Client) Check(ctx context.Context, clusterID string) (CheckReport, error) {
+	rep := CheckReport{ClusterID: clusterID, Invariants: Invariants, Violations: []Violation{}}
+	if clusterID != "" {
+		if err := ValidateID("cluster_id", clusterID); err != nil {
+			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+		}
+	}
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.At); err != nil {
+			return err
+		}
+		rep.At = rep.At.UTC()
+		if clusterID != "" {
+			if _, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID)); err != nil {
+				return err
+			}
+		}
+		pools, err := checkPools(ctx, tx, clusterID)
+		if err != nil {
+			return err
+		}
+		for _, check := range []func(context.Context, pgx.Tx, string, map[string]*Pool, *CheckReport) error{
+			checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkSettings, checkNodeBlocks,
+		} {
+			if err := check(ctx, tx, clusterID, pools, &rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return rep, err
+}
+
+func checkPools(ctx context.Context, tx pgx.Tx, clusterID string) (map[string]*Pool, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools WHERE $1 = '' OR cluster_id = $1`, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Pool, len(ids))
+	for _, id := range ids {
+		if out[id], err = loadPool(ctx, tx, id); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// add appends a violation, keeping at most maxViolationsListed per invariant
+// and noting once that more were left out.
+func (r *CheckReport) add(v Violation) {
+	n := 0
+	for _, x := range r.Violations {
+		if x.Invariant == v.Invariant {
+			n++
+		}
+	}
+	switch {
+	case n < maxViolationsListed:
+		r.Violations = append(r.Violations, v)
+	case n == maxViolationsListed:
+		r.Violations = append(r.Violations, Violation{Invariant: v.Invariant,
+			Detail: fmt.Sprintf("more violations of this invariant; only the first %d are listed", maxViolationsListed)})
+	}
+}
+
+func checkUnique(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT address, array_agg(cluster_id ORDER BY cluster_id, id),
+			array_agg(id::text ORDER BY cluster_id, id), array_agg(coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') ORDER BY cluster_id, id)
+		FROM ipam_allocations
+		WHERE state IN ('active', 'reserved') AND ($1 = '' OR cluster_id = $1)
+		GROUP BY address HAVING count(*) > 1
+		ORDER BY address LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var addr netip.Prefix
+	var clusters, ids, owners []string
+	_, err = pgx.ForEachRow(rows, []any{&addr, &clusters, &ids, &owners}, func() error {
+		sameCluster := false
+		for i := 1; i < len(clusters); i++ {
+			sameCluster = sameCluster || clusters[i] == clusters[i-1]
+		}
+		// Private IPv4 blocks may be reused by several clusters.
+		if !sameCluster && addr.Addr().Is4() && !isPublic4(addr) {
+			return nil
+		}
+		rep.add(Violation{Invariant: InvariantUniqueAddress, ClusterID: strings.Join(slices.Compact(slices.Clone(clusters)), ","),
+			Address: addr.Addr().String(), AllocationID: strings.Join(ids, ","),
+			Detail: fmt.Sprintf("active %d times, held by %s", len(ids), strings.Join(owners, ", "))})
+		return nil
+	})
+	return err
+}
+
+func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT id::text, cluster_id, pool_id, address, ordinal, state
+		FROM ipam_allocations WHERE $1 = '' OR cluster_id = $1`, clusterID)
+	if err != nil {
+		return err
+	}
+	var id, cluster, poolID, state string
+	var addr netip.Prefix
+	var ord int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &poolID, &addr, &ord, &state}, func() error {
+		rep.Rows++
+		v := Violation{Invariant: InvariantInPool, ClusterID: cluster, PoolID: poolID, Address: addr.Addr().String(), AllocationID: id}
+		p := pools[poolID]
+		if p == nil {
+			v.Detail = fmt.Sprintf("the row is in cluster %q but its pool belongs to another cluster", cluster)
+			rep.add(v)
+			return nil
+		}
+		got, ok := p.layout.Ordinal(addr.Addr())
+		switch {
+		case p.ClusterID != cluster:
+			v.Detail = fmt.Sprintf("the row is in cluster %q but its pool belongs to cluster %q", cluster, p.ClusterID)
+		case !ok:
+			v.Detail = fmt.Sprintf("%s address outside its pool (%s)", state, prefixList(p.CIDRs))
+		case p.layout.Excluded(got):
+			v.Detail = fmt.Sprintf("%s address is one the pool never hands out (subnet-router anycast, network, broadcast, gateway or excluded)", state)
+		case got != ord:
+			v.Detail = fmt.Sprintf("%s address has ordinal %d, but its place in the pool is %d", state, ord, got)
+		default:
+			return nil
+		}
+		rep.add(v)
+		return nil
+	})
+	return err
+}
+
+// checkCooldown judges every hand-out of an address (an allocation or a
+// plan-time hold) against the releases before it: handing it to another owner
+// before the reusable time recorded by a release of a different owner is a
+// reuse inside that cooldown, whatever happened in between (the releasing
+// owner taking it back for a while, a hold of its that expired, ...). The same
+// owner may take its own cooling address back. Releases that recorded no
+// reusable time (a dropped hold) are not judged. Each hand-out is one probe
+// of the (cluster_id, address, at) index.
+func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	alloc, release := allocationEventTypes()
+	rows, err := tx.Query(ctx, `SELECT h.id::text, h.at, h.type, h.cluster_id, coalesce(h.pool_id, ''), h.address,
+			coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''), r.kind, r.owner, r.at, r.reusable
+		FROM ipam_events h
+		CROSS JOIN LATERAL (
+			SELECT coalesce(r.owner_kind, '') AS kind, coalesce(r.owner_id, '') AS owner, r.at,
+				(r.data->>'reusable_at')::timestamptz AS reusable
+			FROM ipam_events r
+			WHERE r.cluster_id = h.cluster_id AND r.address = h.address AND r.at <= h.at AND (r.at, r.id) < (h.at, h.id)
+				AND (r.type = ANY ($3) OR r.type LIKE '%.released') AND r.data ? 'reusable_at'
+			ORDER BY r.at DESC, r.id DESC LIMIT 1) r
+		-- Judged against the address's latest release before the hand-out: its
+		-- reusable_at was fixed then (an earlier, longer cooldown was cut short
+		-- by the same owner taking the address back and releasing it again).
+		WHERE h.address IS NOT NULL AND ($1 = '' OR h.cluster_id = $1)
+			AND (h.type = ANY ($2) OR h.type LIKE '%.allocated')
+			AND r.reusable > h.at
+			AND (r.kind, r.owner) IS DISTINCT FROM (coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''))
+		ORDER BY h.at, h.id LIMIT $4`, clusterID, alloc, release, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var id, typ, cluster, pool, kind, owner, prevKind, prevOwner string
+	var at, prevAt, reusable time.Time
+	var addr netip.Prefix
+	_, err = pgx.ForEachRow(rows, []any{&id, &at, &typ, &cluster, &pool, &addr, &kind, &owner, &prevKind, &prevOwner, &prevAt, &reusable}, func() error {
+		rep.add(Violation{Invariant: InvariantCooldown, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(),
+			Detail: fmt.Sprintf("handed to %s %q at %s (event %s %s), but %s %q released it at %s and it was cooling until %s",
+				kind, owner, at.UTC().Format(time.RFC3339), typ, id, prevKind, prevOwner,
+				prevAt.UTC().Format(time.RFC3339), reusable.UTC().Format(time.RFC3339))})
+		return nil
+	})
+	return err
+}
+
+func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT a.cluster_id, coalesce(a.env_id, a.owner_id, ''), count(*),
+			string_agg(host(a.address) || ' (' || a.pool_id || ', ' || coalesce(a.owner_kind, '') || ' ' || coalesce(a.owner_id, '') || ')', ', ' ORDER BY a.address)
+		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+		WHERE p.family = 4 AND a.owner_kind = 'env_ipv4' AND a.state IN ('active', 'reserved') AND ($1 = '' OR a.cluster_id = $1)
+		GROUP BY 1, 2 HAVING count(*) > 1
+		ORDER BY 1, 2 LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var cluster, env, held string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&cluster, &env, &n, &held}, func() error {
+		rep.add(Violation{Invariant: InvariantIPv4PerEnv, ClusterID: cluster,
+			Detail: fmt.Sprintf("environment %q holds %d active IPv4 addresses: %s", env, n, held)})
+		return nil
+	}); err != nil {
+		return err
+	}
+	// The owner index keeps one row per owner id; an env_ipv4 row labelled
+	// with another environment would slip past it.
+	rows, err = tx.Query(ctx, `SELECT id::text, cluster_id, pool_id, address, owner_id, coalesce(env_id, '')
+		FROM ipam_allocations
+		WHERE owner_kind = 'env_ipv4' AND state IN ('active', 'reserved') AND env_id IS DISTINCT FROM owner_id
+			AND ($1 = '' OR cluster_id = $1)
+		ORDER BY cluster_id, address LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var id, pool, owner string
+	var addr netip.Prefix
+	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &owner, &env}, func() error {
+		rep.add(Violation{Invariant: InvariantIPv4PerEnv, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id,
+			Detail: fmt.Sprintf("held by env_ipv4 owner %q but labelled with environment %q", owner, env)})
+		return nil
+	})
+	return err
+}
+
+func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[string]*Pool, rep *CheckReport) error {
+	type stripe struct {
+		pool       string
+		k          int
+		next, last int64
+	}
+	rows, err := tx.Query(ctx, `SELECT s.pool_id, s.stripe, s.next_ordinal, s.last_ordinal
+		FROM ipam_pool_stripes s JOIN ipam_pools p ON p.id = s.pool_id
+		WHERE $1 = '' OR p.cluster_id = $1 ORDER BY s.pool_id, s.stripe`, clusterID)
+	if err != nil {
+		return err
+	}
+	stripes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stripe, error) {
+		var s stripe
+		return s, r.Scan(&s.pool, &s.k, &s.next, &s.last)
+	})
+	if err != nil {
+		return err
+	}
+	// A cluster's instance counter ends below the lowest node block carved
+	// from its prefix (blocks are carved downward from the end).
+	floors := map[string]netip.Prefix{}
+	frows, err := tx.Query(ctx, `SELECT cluster_id, min(block) FROM ipam_node_blocks GROUP BY cluster_id`)
+	if err != nil {
+		return err
+	}
+	if err := func() error {
+		defer frows.Close()
+		for frows.Next() {
+			var c string
+			var b netip.Prefix
+			if err := frows.Scan(&c, &b); err != nil {
+				return err
+			}
+			floors[InstancePool(c).ID()] = b
+		}
+		return frows.Err()
+	}(); err != nil {
+		return err
+	}
+	byPool := map[string][]stripe{}
+	for _, s := range stripes {
+		byPool[s.pool] = append(byPool[s.pool], s)
+	}
+	ids := make([]string, 0, len(pools))
+	for id := range pools {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		p := pools[id]
+		if p.Kind != "counter" {
+			continue
+		}
+		v := Violation{Invariant: InvariantCounters, ClusterID: p.ClusterID, PoolID: p.ID}
+		ss := byPool[id]
+		if len(ss) != p.Stripes {
+			v.Detail = fmt.Sprintf("the pool has %d stripes but %d counters", p.Stripes, len(ss))
+			rep.add(v)
+		}
+		stride := int64(p.Stripes)
+		lastOrd := p.layout.LastOrdinal()
+		if b, ok := floors[p.ID]; ok {
+			if o, ok := p.layout.Ordinal(b.Addr()); ok {
+				lastOrd = min(lastOrd, o-1)
+			}
+		}
+		for i, s := range ss {
+			switch {
+			case s.k != i:
+				v.Detail = fmt.Sprintf("counter #%d is numbered %d; stripes are numbered 0 to %d", i, s.k, p.Stripes-1)
+			case s.last != lastOrd:
+				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is %d", s.k, s.last, lastOrd)
+			case s.next <= s.last && (s.next < 0 || s.next%stride != int64(s.k)):
+				v.Detail = fmt.Sprintf("stripe %d is at ordinal %d, outside its residue class (%d mod %d)", s.k, s.next, s.k, stride)
+			default:
+				continue
+			}
+			rep.add(v)
+		}
+	}
+	// Ordinals already handed out at or beyond their stripe's counter: that
+	// counter would hand them out again. Exact claims are exempt when their
+	// event marks them so.
+	rows, err = tx.Query(ctx, `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, s.stripe, s.next_ordinal
+		FROM ipam_pools p
+		JOIN ipam_pool_stripes s ON s.pool_id = p.id
+		JOIN ipam_allocations a ON a.pool_id = p.id AND a.ordinal % p.stripes = s.stripe AND a.ordinal >= s.next_ordinal
+		WHERE p.kind = 'counter' AND a.state IN ('active', 'reserved', 'cooling') AND ($1 = '' OR p.cluster_id = $1)
+			AND NOT EXISTS (SELECT 1 FROM ipam_events e
+				WHERE e.cluster_id = a.cluster_id AND e.address = a.address AND e.data->>'exact' = 'true')
+		ORDER BY a.pool_id, a.ordinal LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var id, cluster, pool, state string
+	var addr netip.Prefix
+	var ord, next int64
+	var k int
+	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &ord, &state, &k, &next}, func() error {
+		rep.add(Violation{Invariant: InvariantCounters, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id,
+			Detail: fmt.Sprintf("%s ordinal %d is at or beyond stripe %d's next ordinal %d: the counter would hand it out again", state, ord, k, next)})
+		return nil
+	})
+	return err
+}
+
+func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT p.cluster_id, p.id,
+			CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END::text, p.cooldown::text,
+			host(c.gateway_ipv6), coalesce(host(p.gateway), '')
+		FROM ipam_pools p JOIN ipam_clusters c ON c.id = p.cluster_id
+		WHERE (p.kind IN ('blocks', 'parked') OR p.id IN (c.id || '/node', c.id || '/instance'))
+			AND (p.cooldown <> CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END
+				OR p.gateway IS DISTINCT FROM c.gateway_ipv6)
+			AND ($1 = '' OR p.cluster_id = $1)
+		ORDER BY 1, 2 LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var cluster, pool, want, got, wantGW, gotGW string
+	_, err = pgx.ForEachRow(rows, []any{&cluster, &pool, &want, &got, &wantGW, &gotGW}, func() error {
+		rep.add(Violation{Invariant: InvariantSettings, ClusterID: cluster, PoolID: pool,
+			Detail: fmt.Sprintf("cooldown %s and gateway %s, but the cluster's are %s and %s", got, gotGW, want, wantGW)})
+		return nil
+	})
+	return err
+}
+
+func checkNodeBlocks(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.state, p.kind,
+			coalesce(b.node_id, ''), coalesce(b.state, ''), coalesce(s.node_id, '')
+		FROM ipam_allocations a
+		JOIN ipam_pools p ON p.id = a.pool_id
+		LEFT JOIN ipam_node_blocks b ON b.cluster_id = a.cluster_id AND a.address <<= b.block
+		LEFT JOIN LATERAL (SELECT substr(p.id, length(p.cluster_id) + 9) AS node_id) s ON p.kind = 'blocks'
+		WHERE (p.kind IN ('blocks', 'parked') OR b.block IS NOT NULL)
+			AND (a.state <> 'free' OR p.kind <> 'blocks')
+			AND ($1 = '' OR a.cluster_id = $1)
+			AND NOT ((p.kind = 'blocks' AND b.state = 'active' AND b.node_id = s.node_id)
+				OR (p.kind = 'parked' AND b.state = 'cooling' AND a.state <> 'active'))
+		ORDER BY a.cluster_id, a.address LIMIT $2`, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var id, cluster, pool, state, kind, blockNode, blockState, poolNode string
+	var addr netip.Prefix
+	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &state, &kind, &blockNode, &blockState, &poolNode}, func() error {
+		v := Violation{Invariant: InvariantNodeBlocks, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id}
+		switch {
+		case kind == kindBlocks && blockState == "":
+			v.Detail = fmt.Sprintf("%s address of node %q lies in none of its blocks", state, poolNode)
+		case kind == kindBlocks:
+			v.Detail = fmt.Sprintf("%s address of node %q lies in a %s block of node %q", state, poolNode, blockState, blockNode)
+		case kind == kindParked:
+			v.Detail = fmt.Sprintf("%s parked address lies in a %s block (parked rows keep a cooling block's cooldowns)", state, blockState)
+		default:
+			v.Detail = fmt.Sprintf("%s address of a %s pool lies in a %s node block of node %q", state, kind, blockState, blockNode)
+		}
+		rep.add(v)
+		return nil
+	})
+	return err
+}

@@ -1,0 +1,28 @@
+package ipam
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// UsagePoolsSQL is the usage query, for the EXPLAIN test.
+const UsagePoolsSQL = usagePoolsSQL
+
+// UsagePlannerSetting is what the usage transaction sets before the query.
+const UsagePlannerSetting = usagePlannerSetting
+
+// FastAllocate exposes the fast path to the external tests.
+func (s *Client) FastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
+	r, ok, _ := s.fastAllocate(ctx, req)
+	return r.Allocation, ok
+}
+
+// BeginForTest opens a transaction the way every core transaction is opened.
+func (s *Client) BeginForTest(ctx context.Context) (pgx.Tx, error) {
+	return s.begin(ctx, pgx.ReadCommitted, false)
+}
+
+// RawPool is the store's pool, for tests that look at its sessions.
+func (s *Client) RawPool() *pgxpool.Pool { return s.pool.get() }

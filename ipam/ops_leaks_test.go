@@ -1,0 +1,266 @@
+package ipam_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+func TestParseInventory(t *testing.T) {
+	for _, c := range []struct {
+		in, kind string
+		want     map[string][]string
+	}{
+		{"i1\n\n# comment\n i2 \n", "instance", map[string][]string{"instance": {"i1", "i2"}}},
+		{`["i1", "i2"]`, "instance", map[string][]string{"instance": {"i1", "i2"}}},
+		{`{"instance": ["i1"], "node": ["n1", "n2"]}`, "", map[string][]string{"instance": {"i1"}, "node": {"n1", "n2"}}},
+		{`{"instance": ["i1"], "node": ["n1"]}`, "node", map[string][]string{"node": {"n1"}}},
+	} {
+		inv, err := ipam.ParseInventory(strings.NewReader(c.in), c.kind, false)
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if len(inv) != len(c.want) {
+			t.Errorf("%q: kinds %v", c.in, inv.Kinds())
+		}
+		for kind, ids := range c.want {
+			for _, id := range ids {
+				if !inv.Has(kind, id) {
+					t.Errorf("%q: %s %s missing", c.in, kind, id)
+				}
+			}
+			if len(inv[kind]) != len(ids) {
+				t.Errorf("%q: %s has %d ids", c.in, kind, len(inv[kind]))
+			}
+		}
+	}
+	for _, c := range []struct{ in, kind, want string }{
+		{"i1\n", "", "say which owner kind"},
+		{"", "instance", "lists no instance at all"},
+		{`{"instance": []}`, "", "lists no instance at all"},
+		{`{"vm": ["x"]}`, "", `"vm" is not an owner kind`},
+		{"ok\nbad id\n", "instance", "line 2"},
+		{`{"node": ["n1"]}`, "instance", `lists no owners of kind "instance"`},
+		{"i1", "vm", `"vm" is not an owner kind`},
+	} {
+		_, err := ipam.ParseInventory(strings.NewReader(c.in), c.kind, false)
+		if ipam.Code(err) != ipam.CodeInvalid || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q (kind %q): %v, want %q", c.in, c.kind, err, c.want)
+		}
+	}
+	if inv, err := ipam.ParseInventory(strings.NewReader(""), "instance", true); err != nil || inv["instance"] == nil {
+		t.Errorf("explicitly empty: %v %v", inv, err)
+	}
+}
+
+func leakOwners(rep ipam.LeakReport) string {
+	var out []string
+	for _, l := range rep.Leaks {
+		out = append(out, l.OwnerID)
+	}
+	return strings.Join(out, ",")
+}
+
+func outcomes(res []ipam.ReclaimResult) string {
+	var out []string
+	for _, r := range res {
+		out = append(out, r.Leak.OwnerID+":"+r.Outcome)
+	}
+	return strings.Join(out, ",")
+}
+
+// A report of leaks is only advice: reclaim checks each allocation again
+// right before releasing it and refuses every live one.
+func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
+	f := newOpsFixture(t)
+	for _, i := range []string{"i1", "i2", "i3", "i4", "i5", "i6"} {
+		f.alloc("c1/instance", instance(i))
+	}
+	f.alloc("c1/node", node("n1"))
+	inv := func(ids ...string) ipam.Inventory {
+		inv, err := ipam.ParseInventory(strings.NewReader(strings.Join(ids, "\n")), "instance", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	rep, err := f.st.FindInventoryLeaks(f.ctx, "c1", inv("i1", "i2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only instances are judged: the inventory says nothing about nodes.
+	if got := leakOwners(rep); got != "i3,i4,i5,i6" || rep.Kind != "inventory" || strings.Join(rep.OwnerKinds, ",") != "instance" {
+		t.Fatalf("leaks %q, report %+v", got, rep)
+	}
+	if l := rep.Leaks[0]; l.Generation != 1 || l.Category != "instance" || l.OrgID != "org" || l.Actor != "terraform" || l.LastSeenAt == nil ||
+		!strings.Contains(l.Reason, `"i3" is not in the inventory`) {
+		t.Fatalf("leak %+v", l)
+	}
+	// The report survives its JSON form.
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(rep); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = ipam.ReadLeakReport(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Meanwhile: i3 turns out to exist, i4 was released and handed out again
+	// (a new generation), and Terraform saw i6.
+	f.release(instance("i4"))
+	f.alloc("c1/instance", instance("i4"))
+	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() + interval '1 second' WHERE owner_id = 'i6'`)
+
+	dry, err := f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(dry); got != "i3:would_reclaim,i4:refused,i5:would_reclaim,i6:refused" {
+		t.Fatalf("dry run without inventory: %s", got)
+	}
+	if !strings.Contains(dry[0].Reason, "not re-checked") {
+		t.Errorf("dry run reason %q", dry[0].Reason)
+	}
+	if _, err := f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true}); ipam.Code(err) != ipam.CodeInvalid {
+		t.Fatalf("apply without a current inventory: %v", err)
+	}
+	res, err := f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true, Inventory: inv("i1", "i2", "i3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(res); got != "i3:refused,i4:refused,i5:reclaimed,i6:refused" {
+		t.Fatalf("apply: %s", got)
+	}
+	for i, want := range []string{`"i3" is in the current inventory`, "handed out again since the report (generation 2, reported 1)", "", "Terraform has seen"} {
+		if !strings.Contains(res[i].Reason, want) {
+			t.Errorf("%s: reason %q, want %q", res[i].Leak.OwnerID, res[i].Reason, want)
+		}
+	}
+	if res[2].ReusableAt == nil {
+		t.Errorf("reclaimed without reusable time: %+v", res[2])
+	}
+	var states []string
+	rows, _ := f.raw.Query(f.ctx, `SELECT owner_id || ':' || state FROM ipam_allocations WHERE pool_id = 'c1/instance' ORDER BY owner_id`)
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		states = append(states, s)
+	}
+	if got := strings.Join(states, ","); got != "i1:active,i2:active,i3:active,i4:active,i5:cooling,i6:active" {
+		t.Fatalf("after reclaim: %s", got)
+	}
+	evs, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{ipam.EventReclaimed}})
+	if err != nil || len(evs) != 1 || evs[0].Owner.ID != "i5" || evs[0].Actor != "terraform" || evs[0].Data["reusable_at"] == nil || evs[0].Data["report_kind"] != "inventory" {
+		t.Fatalf("reclaimed events: %+v %v", evs, err)
+	}
+	// Applying the same report again releases nothing more.
+	res, err = f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true, Inventory: inv("i1", "i2", "i3")})
+	if err != nil || outcomes(res) != "i3:refused,i4:refused,i5:refused,i6:refused" {
+		t.Fatalf("again: %s %v", outcomes(res), err)
+	}
+	// An inventory that does not speak for the leak's kind cannot clear it.
+	nodes, _ := ipam.ParseInventory(strings.NewReader("n1"), "node", false)
+	rep2, _ := f.st.FindInventoryLeaks(f.ctx, "", inv("i1"))
+	res, err = f.st.Reclaim(f.ctx, rep2, ipam.ReclaimOptions{Apply: true, Inventory: nodes})
+	if err != nil || len(res) == 0 || res[0].Outcome != "refused" || !strings.Contains(res[0].Reason, "lists no owners of kind instance") {
+		t.Fatalf("wrong kind: %+v %v", res, err)
+	}
+}
+
+func TestStaleLeaks(t *testing.T) {
+	f := newOpsFixture(t)
+	f.alloc("c1/node", node("n1"))
+	f.alloc("c1/node", node("n2"))
+	f.alloc("c1/v4", env("prod"))
+	f.alloc("c1/instance", instance("fresh"))
+	f.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days'
+		WHERE owner_id IN ('n1', 'n2', 'prod')`)
+	f.exec(`UPDATE ipam_allocations SET last_seen_at = NULL WHERE owner_id = 'prod'`) // never seen: allocation time counts
+	rep, err := f.st.FindStaleLeaks(f.ctx, "", nil, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leakOwners(rep); got != "n1,n2,prod" || rep.StaleDays != 30 || !strings.Contains(rep.Leaks[0].Reason, "30 days") {
+		t.Fatalf("stale: %q %+v", got, rep)
+	}
+	if rep, _ := f.st.FindStaleLeaks(f.ctx, "c1", []string{"env_ipv4"}, 30); leakOwners(rep) != "prod" {
+		t.Fatalf("stale env_ipv4: %q", leakOwners(rep))
+	}
+	if rep, _ := f.st.FindStaleLeaks(f.ctx, "", nil, 50); leakOwners(rep) != "prod" {
+		t.Fatalf("stale 50 days: %q", leakOwners(rep))
+	}
+	if _, err := f.st.FindStaleLeaks(f.ctx, "", nil, 0); ipam.Code(err) != ipam.CodeInvalid {
+		t.Fatalf("0 days: %v", err)
+	}
+	// A Terraform refresh of n1 after the report keeps it.
+	if _, err := f.st.GetActive(f.ctx, "c1", "node", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(res); got != "n1:refused,n2:reclaimed,prod:reclaimed" {
+		t.Fatalf("reclaim stale: %s (%+v)", got, res)
+	}
+	// A stale report with the seen time moved back but not stale any more.
+	f.alloc("c1/node", node("n3"))
+	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() - interval '40 days' WHERE owner_id = 'n3'`)
+	rep, _ = f.st.FindStaleLeaks(f.ctx, "", []string{"node"}, 30)
+	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() - interval '2 days' WHERE owner_id = 'n3'`)
+	res, err = f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true})
+	if err != nil || outcomes(res) != "n3:refused" || !strings.Contains(res[0].Reason, "no longer stale") {
+		t.Fatalf("no longer stale: %+v %v", res, err)
+	}
+}
+
+func TestReadLeakReportRejectsOtherJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"version": 2, "kind": "stale"}`:                                                                  "format version 2",
+		`{"version": 1, "kind": "guess", "generated_at": "2026-01-01T00:00:00Z"}`:                          `kind "guess"`,
+		`{"version": 1, "kind": "stale", "generated_at": "2026-01-01T00:00:00Z"}`:                          "without stale_days",
+		`{"version": 1, "kind": "inventory", "generated_at": "2026-01-01T00:00:00Z", "leaks": [{}]}`:       "leak #1",
+		`{"version": 1, "kind": "inventory", "generated_at": "2026-01-01T00:00:00Z", "something": "else"}`: "unknown field",
+		`not json`: "not a leak report",
+	} {
+		_, err := ipam.ReadLeakReport(strings.NewReader(in))
+		var ie *ipam.InvalidError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}
+
+// Members of an address set are judged by their set: an inventory of kind
+// set lists set ids, not member owner ids.
+func TestSetMemberLeaks(t *testing.T) {
+	f := newOpsFixture(t)
+	f.alloc("c1/instance", instance("m1"))
+	f.alloc("c1/instance", instance("m2"))
+	f.exec(`UPDATE ipam_allocations SET owner_kind = 'set', owner_id = 's1#' || owner_id, set_owner = 's1' WHERE owner_id = 'm1'`)
+	f.exec(`UPDATE ipam_allocations SET owner_kind = 'set', owner_id = 's2#' || owner_id, set_owner = 's2' WHERE owner_id = 'm2'`)
+	sets, err := ipam.ParseInventory(strings.NewReader(`{"set": ["s2"]}`), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.st.FindInventoryLeaks(f.ctx, "c1", sets)
+	if err != nil || len(rep.Leaks) != 1 || rep.Leaks[0].SetID != "s1" || rep.Leaks[0].OwnerID != "s1#m1" ||
+		!strings.Contains(rep.Leaks[0].Reason, `set "s1" is not in the inventory`) {
+		t.Fatalf("set leaks: %+v %v", rep.Leaks, err)
+	}
+	live, _ := ipam.ParseInventory(strings.NewReader("s1\ns2"), "set", false)
+	res, err := f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true, Inventory: live})
+	if err != nil || outcomes(res) != "s1#m1:refused" || !strings.Contains(res[0].Reason, `set "s1" is in the current inventory`) {
+		t.Fatalf("reclaim a live set: %+v %v", res, err)
+	}
+	res, err = f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true, Inventory: sets})
+	if err != nil || outcomes(res) != "s1#m1:reclaimed" {
+		t.Fatalf("reclaim a gone set: %+v %v", res, err)
+	}
+}

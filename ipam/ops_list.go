@@ -1,0 +1,148 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AllocationView is an allocation as operators list it: the allocation, its
+// pool's category and when Terraform last saw it.
+type AllocationView struct {
+	Allocation
+	Category string
+	// LastSeenAt is when a Terraform refresh last saw the allocation (written
+	// at most once an hour); zero when never.
+	LastSeenAt time.Time
+}
+
+// ListFilter selects allocations. Empty fields match everything. State is
+// one of active, reserved or cooling; without it all three are listed.
+type ListFilter struct {
+	ClusterID  string
+	Category   string
+	PoolID     string
+	OwnerKind  string
+	OrgID      string
+	EnvID      string
+	NodeID     string
+	InstanceID string
+	State      string
+	// Limit caps the number of allocations returned (0: no cap).
+	Limit int
+}
+
+// ListStates are the states ListAllocations selects on.
+var ListStates = []string{StateActive, StateReserved, StateCooling}
+
+// Categories are every pool category.
+var Categories = []string{CategoryNode, CategoryInstance, CategoryIPv4, CategoryIPv6}
+
+// statePredicates say what each listed state means, the same way usage counts
+// it: a reserved hold past its expiry and a cooling address past its cooldown
+// are free, so they are not listed.
+var statePredicates = map[string]string{
+	StateActive:   `a.state = 'active'`,
+	StateReserved: `(a.state = 'reserved' AND a.reusable_at > ipam_now())`,
+	StateCooling:  `(a.state = 'cooling' AND a.reusable_at > ipam_now())`,
+}
+
+// Validate checks the filter's fields, naming the one at fault.
+func (f ListFilter) Validate() error {
+	for _, x := range []struct{ field, v string }{
+		{"cluster_id", f.ClusterID}, {"org_id", f.OrgID}, {"env_id", f.EnvID},
+		{"node_id", f.NodeID}, {"instance_id", f.InstanceID},
+	} {
+		if x.v == "" {
+			continue
+		}
+		if err := ValidateID(x.field, x.v); err != nil {
+			return &InvalidError{Field: x.field, Msg: err.Error()}
+		}
+	}
+	if f.PoolID != "" {
+		if _, err := ParsePoolRef("pool_id", f.PoolID); err != nil {
+			return err
+		}
+	}
+	if f.Category != "" && !slices.Contains(Categories, f.Category) {
+		return invalid("category", "%q is not a category: expected one of %s", truncate(f.Category, 40), strings.Join(Categories, ", "))
+	}
+	if f.OwnerKind != "" && !slices.Contains(OwnerKinds, f.OwnerKind) {
+		return invalid("owner_kind", "%q is not an owner kind: expected %s", truncate(f.OwnerKind, 40), strings.Join(OwnerKinds, ", "))
+	}
+	if f.State != "" && statePredicates[f.State] == "" {
+		return invalid("state", "%q is not a state to list: expected active, reserved or cooling", truncate(f.State, 40))
+	}
+	if f.Limit < 0 {
+		return invalid("limit", "must not be negative")
+	}
+	return nil
+}
+
+// ListAllocations lists the allocations matching the filter, ordered by
+// cluster, pool and address order. Pool and cluster filters use the
+// (pool_id, state) and (cluster_id, ...) indexes; the label filters (org, env,
+// node, instance) narrow what those return.
+func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]AllocationView, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	eq := func(col, v string) {
+		if v != "" {
+			args = append(args, v)
+			where = append(where, fmt.Sprintf("%s = $%d", col, len(args)))
+		}
+	}
+	eq("a.cluster_id", f.ClusterID)
+	eq("a.pool_id", f.PoolID)
+	eq("p.category", f.Category)
+	eq("a.owner_kind", f.OwnerKind)
+	eq("a.org_id", f.OrgID)
+	eq("a.env_id", f.EnvID)
+	eq("a.node_id", f.NodeID)
+	eq("a.instance_id", f.InstanceID)
+	if f.State != "" {
+		where = append(where, statePredicates[f.State])
+	} else {
+		where = append(where, "a.state IN ('active', 'reserved', 'cooling')",
+			"("+statePredicates[StateActive]+" OR "+statePredicates[StateReserved]+" OR "+statePredicates[StateCooling]+")")
+	}
+	q := `SELECT ` + allocColumns + `, category, last_seen_at FROM (
+			SELECT a.*, p.category FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+			WHERE ` + strings.Join(where, " AND ") + `) x
+		ORDER BY cluster_id, pool_id, ordinal`
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) { return scanView(r) })
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return out, nil
+}
+
+// scanView scans allocColumns followed by the category and last_seen_at.
+func scanView(row pgx.Row) (AllocationView, error) {
+	var v AllocationView
+	var seen *time.Time
+	a, err := scanAllocation(extraRow{row, []any{&v.Category, &seen}})
+	v.Allocation = a
+	if seen != nil {
+		v.LastSeenAt = *seen
+	}
+	return v, err
+}
+
+// extraRow (allocate.go) scans the columns after allocColumns.

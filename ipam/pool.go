@@ -1,0 +1,231 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Pool is a set of addresses handed out by one allocator: a cluster's node or
+// instance pool, or an operator pool (IPv4 add-on, extra IPv6).
+type Pool struct {
+	ID        string
+	ClusterID string
+	Name      string
+	Category  string
+	Family    int
+	Kind      string
+	CIDRs     []netip.Prefix
+	Exclude   []netip.Prefix
+	Cooldown  time.Duration
+	Stripes   int
+	MTU       int
+	Gateway   netip.Addr
+	Size      int64
+	// Default marks the pool a "family = ipv4/ipv6" request of an address set
+	// draws from (at most one per family in a cluster).
+	Default bool
+	// AsWritten keeps the cooldown as its writer spelled it, by attribute
+	// name ("cooldown"); a read gives the spelling back.
+	AsWritten map[string]string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+
+	layout *Layout
+}
+
+// Pool kinds: how fresh addresses are found.
+const (
+	kindCounter = "counter" // striped counters over the ordinal space (IPv6)
+	kindTable   = "table"   // one row per usable address (IPv4, gaps absent)
+	kindBlocks  = "blocks"  // a node's instance blocks: rows per address, whole blocks
+	kindParked  = "parked"  // a released block's rows still cooling: nothing allocates here
+)
+
+// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Ref is the pool's typed reference.
+func (p *Pool) Ref() PoolRef { return PoolRef{p.ClusterID, p.Name} }
+
+func (p *Pool) buildLayout() error {
+	l, err := newLayout(p.CIDRs, p.Exclude, p.Gateway, p.Kind == kindBlocks || p.Kind == kindParked)
+	if err != nil {
+		return err
+	}
+	p.layout = l
+	p.Size = l.Size()
+	if p.Kind == kindParked {
+		p.Size = 0 // nothing is handed out from it: it only keeps cooldowns
+	}
+	return nil
+}
+
+// insertPool stores a pool and, for counter pools, its stripes: stripe k starts
+// at the first allowed ordinal k, k+S, k+2S, ...
+func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
+	if err := p.buildLayout(); err != nil {
+		return err
+	}
+	if p.Exclude == nil {
+		p.Exclude = []netip.Prefix{}
+	}
+	var gw *netip.Prefix
+	if p.Gateway.IsValid() {
+		g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
+		gw = &g
+	}
+	var mtu *int
+	if p.MTU != 0 {
+		mtu = &p.MTU
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
+			cooldown, size, stripes, mtu, gateway, is_default, as_written)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, p.Exclude,
+		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default,
+		asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
+		return err
+	}
+	if err := syncPoolBlocks(ctx, tx, &p); err != nil {
+		return err
+	}
+	if p.Kind != kindCounter {
+		return nil
+	}
+	rows := make([][]any, p.Stripes)
+	for k := range rows {
+		rows[k] = []any{p.ID, k, p.layout.NextAllowed(int64(k), int64(p.Stripes)), p.layout.LastOrdinal()}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"ipam_pool_stripes"}, []string{"pool_id", "stripe", "next_ordinal", "last_ordinal"}, pgx.CopyFromRows(rows))
+	return err
+}
+
+const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
+	created_at, updated_at, is_default, as_written`
+
+func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
+	var p Pool
+	var cool pgtype.Interval
+	var mtu *int
+	var gw *netip.Prefix
+	err := q.QueryRow(ctx, sqlLoadPool, id).Scan(
+		&p.ID, &p.ClusterID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.CIDRs, &p.Exclude, &cool, &p.Stripes, &mtu, &gw,
+		&p.CreatedAt, &p.UpdatedAt, &p.Default, &p.AsWritten)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.Cooldown = intervalDuration(cool)
+	if mtu != nil {
+		p.MTU = *mtu
+	}
+	if gw != nil {
+		p.Gateway = gw.Addr()
+	}
+	return &p, p.buildLayout()
+}
+
+// globalBlock reports whether a pool block must be unique across every
+// cluster: all IPv6 blocks, and IPv4 blocks that are not wholly inside
+// private, shared (CGNAT), loopback or link-local space.
+func globalBlock(b netip.Prefix) bool {
+	if b.Addr().Is6() {
+		return true
+	}
+	for _, special := range privateIPv4 {
+		if PrefixContains(special, b) {
+			return false
+		}
+	}
+	return true
+}
+
+var privateIPv4 = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("169.254.0.0/16"),
+}
+
+// syncPoolBlocks makes ipam_pool_blocks hold the pool's global blocks. Its
+// exclusion constraint refuses a block that overlaps any other cluster's or
+// pool's, and its check refuses an IPv6 block outside the cluster's prefix:
+// whatever code path writes a pool, two clusters can never hand out the same
+// address. (Node block pools lie inside the instance prefix, which is itself
+// such a block, and are kept apart by ipam_node_blocks.)
+func syncPoolBlocks(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if p.Kind != kindCounter && p.Kind != kindTable {
+		return nil
+	}
+	var global []netip.Prefix
+	for _, b := range p.CIDRs {
+		if globalBlock(b) {
+			global = append(global, b)
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM ipam_pool_blocks WHERE pool_id = $1 AND NOT (block = ANY ($2::cidr[]))`, p.ID, global); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block)
+		SELECT $1, c.id, c.prefix, b FROM ipam_clusters c, unnest($3::cidr[]) b WHERE c.id = $2
+		ON CONFLICT (pool_id, block) DO NOTHING`, p.ID, p.ClusterID, global)
+	return placementErr(err)
+}
+
+// placementErr names a violated placement constraint for the user.
+func placementErr(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.ConstraintName {
+	case "ipam_pool_blocks_no_overlap":
+		return invalid("cidrs", "a block overlaps a block of another pool or cluster (%s); IPv6 and public IPv4 blocks belong to one pool in one cluster", pe.Detail)
+	case "ipam_pool_blocks_in_cluster":
+		return invalid("cidrs", "an IPv6 block lies outside the cluster's prefix; IPv6 pools must lie inside their own cluster's prefix")
+	}
+	return err
+}
+
+// The locking order (DESIGN.md, "Locks"): cluster row, then pool rows, then a
+// node's scaling settings, then stripes, then allocation rows. Allocators hold
+// their pool's row FOR KEY SHARE until they commit; writers that change what a
+// pool may hand out (shrink, exclusions, gateway, block release, pool or
+// cluster destroy) take it FOR UPDATE first, so they wait for every allocation
+// in flight and none starts until they commit. KEY SHARE does not conflict with
+// KEY SHARE or with plain updates, so allocators never queue behind each other.
+
+// lockPoolShared takes the allocator's lock on the pool row and reports
+// errRetry when the pool changed since p was read (the transaction runs again
+// with the new shape), ErrNotFound when it is gone.
+func lockPoolShared(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	var updated time.Time
+	err := tx.QueryRow(ctx, `SELECT updated_at FROM ipam_pools WHERE id = $1 FOR KEY SHARE`, p.ID).Scan(&updated)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	case !updated.Equal(p.UpdatedAt):
+		return errRetry
+	}
+	return nil
+}
+
+// lockPoolsExclusive takes the shape writer's lock on pool rows, in id order.
+// It returns the ids it locked (absent pools are skipped).
+func lockPoolsExclusive(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools WHERE `+where+` ORDER BY id FOR UPDATE`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -1,0 +1,390 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Operator pool categories.
+const (
+	CategoryIPv4 = "ipv4"
+	CategoryIPv6 = "ipv6"
+)
+
+// MaxTablePoolSize bounds an IPv4 pool: one row is stored per usable address.
+const MaxTablePoolSize = 1 << 20
+
+// DefaultPoolCooldown applies to operator pools without an explicit cooldown.
+const DefaultPoolCooldown = DefaultInstanceCooldown
+
+var reservedPoolNames = []string{CategoryNode, CategoryInstance}
+
+// PreparePool validates an operator pool on its own (no database): name,
+// blocks of one family that do not overlap, exclusions inside the pool, a
+// usable size. It fills ID, Family, Category, Kind, Stripes and Size.
+func PreparePool(p *Pool) error {
+	if err := ValidateID("cluster_id", p.ClusterID); err != nil {
+		return &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	}
+	if err := ValidateID("name", p.Name); err != nil {
+		return &InvalidError{Field: "name", Msg: err.Error()}
+	}
+	if slices.Contains(reservedPoolNames, p.Name) {
+		return invalid("name", "%q is the name of a cluster's own pool; pick another", p.Name)
+	}
+	if len(p.CIDRs) == 0 {
+		return invalid("cidrs", "a pool needs at least one block")
+	}
+	if p.Cooldown < 0 {
+		return invalid("cooldown", "must not be negative")
+	}
+	for _, c := range p.CIDRs {
+		if c.Addr().Is4In6() || c.Masked() != c {
+			return invalid("cidrs", "%s is not a valid block", c)
+		}
+	}
+	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
+	if err != nil {
+		field := "cidrs"
+		if strings.HasPrefix(err.Error(), "exclusion") {
+			field = "exclude"
+		}
+		return &InvalidError{Field: field, Msg: err.Error()}
+	}
+	if p.Gateway.IsValid() && familyOf(p.Gateway) != l.Family {
+		return invalid("gateway", "%s is not of the pool's address family", p.Gateway)
+	}
+	p.ID = OperatorPool(p.ClusterID, p.Name).ID()
+	p.Family = l.Family
+	p.layout = l
+	p.Size = l.Size()
+	p.Stripes = DefaultStripes
+	if l.Family == 4 {
+		p.Category, p.Kind, p.Stripes = CategoryIPv4, kindTable, 1
+		if p.Size > MaxTablePoolSize {
+			return invalid("cidrs", "the pool has %d usable IPv4 addresses; at most %d are supported", p.Size, MaxTablePoolSize)
+		}
+	} else {
+		p.Category, p.Kind = CategoryIPv6, kindCounter
+	}
+	if p.Size == 0 {
+		return invalid("cidrs", "the pool has no usable address left after exclusions")
+	}
+	return nil
+}
+
+// isPublic4 reports whether an IPv4 block must be unique across clusters: it
+// is not wholly inside private, shared, loopback or link-local space.
+func isPublic4(p netip.Prefix) bool { return globalBlock(p) }
+
+// checkPlacement: the pool's blocks overlap neither the cluster's node and
+// instance prefixes nor its other pools, and a public IPv4 block overlaps no
+// other cluster's pool.
+func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
+	c, err := scanCluster(q.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, p.ClusterID))
+	if errors.Is(err, ErrNotFound) {
+		return invalid("cluster_id", "cluster %q does not exist", p.ClusterID)
+	}
+	if err != nil {
+		return err
+	}
+	for _, b := range p.CIDRs {
+		if b.Addr().Is6() && !PrefixContains(c.Prefix, b) {
+			return invalid("cidrs", "%s is outside the prefix %s of cluster %q; an IPv6 pool lies inside its own cluster's prefix", b, c.Prefix, c.ID)
+		}
+		for _, sys := range []struct {
+			what string
+			p    netip.Prefix
+		}{{"node", c.NodePrefix}, {"instance", c.InstancePrefix}} {
+			if b.Overlaps(sys.p) {
+				return invalid("cidrs", "%s overlaps the %s prefix %s of cluster %q", b, sys.what, sys.p, c.ID)
+			}
+		}
+	}
+	rows, err := q.Query(ctx, `SELECT id, cluster_id, cidrs FROM ipam_pools
+		WHERE id <> $1 AND category IN ('ipv4', 'ipv6') AND (cluster_id = $2 OR family = 4)`, p.ID, p.ClusterID)
+	if err != nil {
+		return err
+	}
+	type other struct {
+		id, cluster string
+		cidrs       []netip.Prefix
+	}
+	others, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (other, error) {
+		var o other
+		return o, r.Scan(&o.id, &o.cluster, &o.cidrs)
+	})
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		for _, b := range p.CIDRs {
+			for _, ob := range o.cidrs {
+				if !b.Overlaps(ob) {
+					continue
+				}
+				if o.cluster == p.ClusterID {
+					return invalid("cidrs", "%s overlaps %s of pool %q; pools of one cluster must not overlap", b, ob, o.id)
+				}
+				if b.Addr().Is4() && isPublic4(b) {
+					return invalid("cidrs", "%s overlaps %s of pool %q in cluster %q; public IPv4 blocks belong to one pool only", b, ob, o.id, o.cluster)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// CheckPool validates a pool against the database without writing: for plan time.
+func (s *Client) CheckPool(ctx context.Context, p Pool) error {
+	if err := PreparePool(&p); err != nil {
+		return err
+	}
+	return s.readTx(ctx, false, func(tx pgx.Tx) error { return checkPlacement(ctx, tx, &p) })
+}
+
+// CreatePool creates an operator pool. IPv4 pools get one free row per usable
+// address, inserted set-wise, run by run; IPv6 pools get striped counters.
+func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
+	if err := PreparePool(&p); err != nil {
+		return p, err
+	}
+	var out Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		// Pool changes of one cluster are serialized on the cluster row (rare,
+		// not a hot path), in a mode that lets allocations insert meanwhile.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, p.ClusterID); err != nil {
+			return err
+		}
+		if err := checkPlacement(ctx, tx, &p); err != nil {
+			return err
+		}
+		if err := checkDefault(ctx, tx, &p); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return &ConflictError{Msg: fmt.Sprintf("pool %q already exists; import it with `terraform import ipam_pool.NAME %s`", p.ID, p.ID)}
+		}
+		if err := insertPool(ctx, tx, p); err != nil {
+			return err
+		}
+		if err := syncTableRows(ctx, tx, &p); err != nil {
+			return err
+		}
+		var err error
+		if out, err = loadPoolTx(ctx, tx, p.ID); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: "pool.created", ClusterID: p.ClusterID, PoolID: p.ID, Actor: s.actor,
+			Data: map[string]any{"cidrs": prefixList(p.CIDRs), "exclude": prefixList(p.Exclude), "size": p.Size}})
+	})
+	return out, err
+}
+
+func loadPoolTx(ctx context.Context, q querier, id string) (Pool, error) {
+	p, err := loadPool(ctx, q, id)
+	if err != nil {
+		return Pool{}, err
+	}
+	return *p, nil
+}
+
+// syncTableRows makes the rows of a table pool match its layout: a free row
+// for every usable address that has none, and every row's ordinal set from
+// the layout (block order is allocation order). Runs are inserted set-wise
+// with generate_series, so a /12 takes one statement per run, not a million.
+func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if p.Kind != kindTable && p.Kind != kindBlocks {
+		return nil
+	}
+	for _, r := range p.layout.Runs() {
+		start := netip.PrefixFrom(r.Start, r.Start.BitLen())
+		if _, err := tx.Exec(ctx, `INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, reusable_at)
+			SELECT gen_random_uuid(), $1, $2, $3::inet + (g - $4), g, 'free', '-infinity'
+			FROM generate_series($4::bigint, $5::bigint) g
+			ON CONFLICT (cluster_id, address) DO UPDATE SET ordinal = EXCLUDED.ordinal
+				WHERE ipam_allocations.pool_id = EXCLUDED.pool_id`,
+			p.ClusterID, p.ID, start, r.First, r.Last); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetPool reads one pool.
+func (s *Client) GetPool(ctx context.Context, id string) (Pool, error) {
+	p, err := loadPool(ctx, s.pool, id)
+	if err != nil {
+		return Pool{}, s.mapErr(err)
+	}
+	return *p, nil
+}
+
+// runBounds gives the first and last address of each run, for SQL range tests.
+func runBounds(l *Layout) (lo, hi []netip.Prefix) {
+	for _, r := range l.Runs() {
+		last, _ := l.Addr(r.Last)
+		lo = append(lo, netip.PrefixFrom(r.Start, r.Start.BitLen()))
+		hi = append(hi, netip.PrefixFrom(last, last.BitLen()))
+	}
+	return lo, hi
+}
+
+// UpdatePool changes an operator pool in place: blocks and exclusions may be
+// added (IPv6 pools only grow at the end), cooldown, MTU and gateway may
+// change. Addresses that would leave the pool while active, reserved or
+// cooling make the update fail, listing them: shrinking never loses an allocation.
+func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
+	if err := PreparePool(&p); err != nil {
+		return p, err
+	}
+	var out Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, p.ClusterID); err != nil {
+			return err
+		}
+		// The shape writer's lock: every allocation in flight finishes first,
+		// and what follows reads what they committed.
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, p.ID); err != nil {
+			return err
+		}
+		cur, err := loadPool(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Family != p.Family {
+			return invalid("cidrs", "the pool is IPv%d; its family cannot change (replace the pool)", cur.Family)
+		}
+		if cur.Kind == kindCounter && (len(p.CIDRs) < len(cur.CIDRs) || !slices.Equal(p.CIDRs[:len(cur.CIDRs)], cur.CIDRs)) {
+			return invalid("cidrs", "an IPv6 pool can only grow by appending blocks after %s; replace the pool to change them", prefixList(cur.CIDRs))
+		}
+		if err := checkPlacement(ctx, tx, &p); err != nil {
+			return err
+		}
+		if err := checkDefault(ctx, tx, &p); err != nil {
+			return err
+		}
+		lo, hi := runBounds(p.layout)
+		rows, err := tx.Query(ctx, `SELECT host(address) || ' (' || state || ' by ' || coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') || ')'
+			FROM ipam_allocations a
+			WHERE pool_id = $1 AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now()))
+				AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)
+			ORDER BY address LIMIT 20`, p.ID, lo, hi)
+		if err != nil {
+			return err
+		}
+		lost, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(lost) > 0 {
+			return invalid("cidrs", "the change would remove addresses that are in use or cooling: %s; release them (and let them cool down) first", strings.Join(lost, ", "))
+		}
+		// Rows that leave the pool: free ones, and released ones whose cooldown
+		// has passed. A row inside its cooldown is never deleted (refused above).
+		if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations a WHERE pool_id = $1
+				AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))
+				AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)`,
+			p.ID, lo, hi); err != nil {
+			return err
+		}
+		var gw *netip.Prefix
+		if p.Gateway.IsValid() {
+			g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
+			gw = &g
+		}
+		var mtu *int
+		if p.MTU != 0 {
+			mtu = &p.MTU
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
+				gateway = $7, is_default = $8, as_written = $9, updated_at = ipam_now() WHERE id = $1`,
+			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default,
+			asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
+			return err
+		}
+		if err := syncPoolBlocks(ctx, tx, &p); err != nil {
+			return err
+		}
+		if cur.Kind == kindCounter {
+			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = $2 WHERE pool_id = $1`, p.ID, p.layout.LastOrdinal()); err != nil {
+				return err
+			}
+		}
+		if err := syncTableRows(ctx, tx, &p); err != nil {
+			return err
+		}
+		if out, err = loadPoolTx(ctx, tx, p.ID); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: "pool.updated", ClusterID: p.ClusterID, PoolID: p.ID, Actor: s.actor,
+			Data: map[string]any{"cidrs": prefixList(p.CIDRs), "exclude": prefixList(p.Exclude), "size": p.Size}})
+	})
+	return out, err
+}
+
+func nonNil(ps []netip.Prefix) []netip.Prefix {
+	if ps == nil {
+		return []netip.Prefix{}
+	}
+	return ps
+}
+
+// DeletePool deletes an operator pool. Unless force is set, a pool that still
+// holds active, reserved or cooling addresses is refused, naming how many.
+func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
+	return s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, id); err != nil {
+			return err
+		}
+		var h ClusterHoldings
+		var cluster string
+		err := tx.QueryRow(ctx, `SELECT p.cluster_id,
+				count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
+				count(a.id) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
+					AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
+			FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
+			WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if !force && h.Active+h.Reserved+h.Cooling > 0 {
+			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true", id, h.Active, h.Reserved, h.Cooling)}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, Event{Type: "pool.deleted", ClusterID: cluster, PoolID: id, Actor: s.actor,
+			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})
+	})
+}
+
+// checkDefault: at most one default pool per family in a cluster.
+func checkDefault(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if !p.Default {
+		return nil
+	}
+	var other string
+	err := tx.QueryRow(ctx, `SELECT id FROM ipam_pools WHERE cluster_id = $1 AND family = $2 AND is_default AND id <> $3`,
+		p.ClusterID, p.Family, p.ID).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return invalid("default", "pool %q is already the default IPv%d pool of cluster %q; unset it there first", other, p.Family, p.ClusterID)
+}

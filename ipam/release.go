@@ -1,0 +1,39 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Release moves the owner's active address to cooling, with reusable_at fixed
+// now from the pool's cooldown. It carries the allocation's generation (0 for
+// whatever is active): a stale release, whose generation has since moved on, is
+// a no-op and reports false.
+func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generation int64) (bool, error) {
+	released := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		err := s.releaseTx(ctx, tx, clusterID, o, generation)
+		if errors.Is(err, ErrNotFound) {
+			released = false
+			return nil
+		}
+		released = err == nil
+		return err
+	})
+	return released, err
+}
+
+// releaseTx is Release inside the caller's transaction; ErrNotFound when
+// there was nothing (of that generation) to release.
+func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease, clusterID, o.Kind, o.ID, generation))
+	if err != nil {
+		return err
+	}
+	return insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+		Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
+}

@@ -1,0 +1,592 @@
+package ipam_test
+
+// Regression tests for the defects found where features meet: each failed
+// before its fix. The randomized model test (model_test.go) explores the
+// same seams by itself.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// seamStores opens one store per actor on one fresh database, plus a raw
+// connection for checks and for moving the clock.
+func seamStores(t *testing.T, actors ...string) ([]*ipam.Client, *pgx.Conn) {
+	t.Helper()
+	url := testdb.New(t)
+	ctx := context.Background()
+	var out []*ipam.Client
+	for _, a := range actors {
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 8, Actor: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		out = append(out, st)
+	}
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	return out, raw
+}
+
+// seamClock moves database time (ipam_now()) d ahead of the real clock.
+func seamClock(t *testing.T, raw *pgx.Conn, d time.Duration) {
+	t.Helper()
+	if _, err := raw.Exec(context.Background(), `INSERT INTO ipam_clock (skew) VALUES ($1::interval)
+		ON CONFLICT (singleton) DO UPDATE SET skew = EXCLUDED.skew`, fmt.Sprintf("%d seconds", int64(d.Seconds()))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seamCount(t *testing.T, raw *pgx.Conn, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := raw.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func seamCluster(t *testing.T, st *ipam.Client, c ipam.Cluster) ipam.Cluster {
+	t.Helper()
+	if c.NodeCooldown == 0 {
+		c.NodeCooldown = ipam.DefaultNodeCooldown
+	}
+	if c.InstanceCooldown == 0 {
+		c.InstanceCooldown = ipam.DefaultInstanceCooldown
+	}
+	out, err := st.CreateCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// Seam: a pool of cluster A inside cluster B's prefix handed out B's addresses.
+func TestSeamPoolsNeverCrossClusters(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "a", Prefix: pfx("2001:db8:a::/48")})
+	b := seamCluster(t, st, ipam.Cluster{ID: "b", Prefix: pfx("2001:db8:b::/48")})
+	for _, cidr := range []string{b.NodePrefix.String(), "2001:db8:b:9::/64", "2001:db8:b::/47"} {
+		_, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "a", Name: "v6", CIDRs: []netip.Prefix{pfx(cidr)}})
+		var inv *ipam.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "cidrs" {
+			t.Fatalf("pool %s of cluster a: %v, want invalid_input on cidrs", cidr, err)
+		}
+	}
+	// Inside its own cluster, outside the node and instance prefixes: fine.
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "a", Name: "v6", CIDRs: []netip.Prefix{pfx("2001:db8:a:9::/120")}}); err != nil {
+		t.Fatal(err)
+	}
+	// A cluster over another cluster's pool is refused with the prefix named.
+	_, err := st.CreateCluster(ctx, ipam.Cluster{ID: "c", Prefix: pfx("2001:db8:a:9::/64"), InstanceCooldown: time.Hour})
+	if ipam.Code(err) != ipam.CodeInvalid || !strings.Contains(err.Error(), "prefix") {
+		t.Fatalf("cluster over a pool: %v", err)
+	}
+	// The database refuses it whatever code path writes: a block outside its
+	// cluster, and a block overlapping another cluster's.
+	for _, q := range []string{
+		`INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block) VALUES ('a/v6', 'a', '2001:db8:a::/48', '2001:db8:b:9::/64')`,
+		`INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block) VALUES ('b/node', 'b', '2001:db8:b::/48', '2001:db8:b::/120')`,
+	} {
+		if _, err := raw.Exec(ctx, q); err == nil {
+			t.Fatalf("the database accepted %s", q)
+		}
+	}
+}
+
+// Seam: releasing a node's blocks deleted its cooling rows; the
+// cluster counter (small instance prefix) then handed such an address out a
+// second after its release, and another node got it inside its cooldown.
+func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	c := seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48"), InstancePrefix: pfx("2001:db8:0:1::/122")})
+	sc := ipam.BlockScaling{PrefixLength: 125, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 2}
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", sc); err != nil {
+		t.Fatal(err)
+	}
+	i1 := ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if err := st.ReleaseNodeBlocks(ctx, "c1", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.PrefixFrom(r.Address, 128)
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE address = $1 AND state = 'cooling' AND reusable_at > now() + interval '23 hours'`, addr); n != 1 {
+		t.Fatalf("the released block's cooling row is gone (%d rows)", n)
+	}
+	// The cluster counter fills the whole instance prefix: it never enters the block.
+	for i := 0; ; i++ {
+		_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprintf("x%d", i)}})
+		if ipam.Code(err) == ipam.CodeExhausted {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations a JOIN ipam_node_blocks b ON a.address <<= b.block
+		WHERE a.state = 'active'`); n != 0 {
+		t.Fatalf("%d addresses handed out inside node blocks by the cluster counter", n)
+	}
+	// A lower cooldown later does not shorten the one fixed at release: after
+	// 2 hours another node does not get the block or the address.
+	c.InstanceCooldown = time.Hour
+	if _, err := st.UpdateCluster(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	seamClock(t, raw, 2*time.Hour)
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n2", sc); err != nil && ipam.Code(err) != ipam.CodeExhausted {
+		t.Fatal(err)
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_node_blocks WHERE node_id = 'n2' AND $1 <<= block`, addr); n != 0 {
+		t.Fatal("another node got the released block inside its addresses' cooldown")
+	}
+	// After the cooldown the block goes to another node, its parked rows with it.
+	seamClock(t, raw, 25*time.Hour)
+	if err := st.ReleaseNodeBlocks(ctx, "c1", "n2"); err != nil && !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n3", ipam.BlockScaling{PrefixLength: 125, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := st.Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
+
+// Seam: /65../100 blocks would materialize billions of rows.
+func TestSeamNodeBlocksAreCapped(t *testing.T) {
+	for _, tc := range []struct {
+		length, max int
+		ok          bool
+	}{{80, 1, false}, {100, 16, false}, {108, 1, true}, {112, 16, true}, {108, 2, false}} {
+		err := ipam.BlockScaling{PrefixLength: tc.length, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: tc.max}.Validate()
+		if (err == nil) != tc.ok {
+			t.Fatalf("/%d x %d: %v", tc.length, tc.max, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "block_prefix_length") && !strings.Contains(err.Error(), "1048576") {
+			t.Fatalf("/%d x %d: %v does not name the attribute and limit", tc.length, tc.max, err)
+		}
+	}
+}
+
+// Seam: a node's block pool ignored cluster updates (cooldown, gateway).
+func TestSeamBlockPoolsFollowTheCluster(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	c := seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	nb, err := st.ScaleNodeBlocks(ctx, "c1", "n1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := nb.Blocks[0].Addr().Next().Next()
+	c.InstanceCooldown = 48 * time.Hour
+	c.GatewayIPv6 = gw
+	if _, err := st.UpdateCluster(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var got []netip.Addr
+	for i := 0; ; i++ {
+		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprintf("i%d", i), InstanceID: fmt.Sprintf("i%d", i), NodeID: "n1"}
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o})
+		if ipam.Code(err) == ipam.CodeExhausted {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Address == gw {
+			t.Fatalf("the new gateway %s was handed out on node n1", gw)
+		}
+		got = append(got, r.Address)
+	}
+	if len(got) != 15 {
+		t.Fatalf("%d addresses from a /124 without its gateway, want 15", len(got))
+	}
+	if _, err := st.Release(ctx, "c1", ipam.Owner{Kind: ipam.OwnerInstance, ID: "i0"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'i0' AND reusable_at > now() + interval '47 hours'`); n != 1 {
+		t.Fatal("the raised instance cooldown was not applied on the node's blocks")
+	}
+	rep, err := st.Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
+
+// Seam: releasing a node's blocks while an instance allocation on that
+// node was in flight deleted the row the allocation had just reported.
+func TestSeamBlockReleaseRacingAllocation(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	sc := ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4}
+	for round := 0; round < 40; round++ {
+		nodeID := fmt.Sprintf("n%d", round)
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", nodeID, sc); err != nil {
+			t.Fatal(err)
+		}
+		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: "i" + nodeID, InstanceID: "i" + nodeID, NodeID: nodeID}
+		var wg sync.WaitGroup
+		var allocErr, relErr error
+		var got ipam.AllocateResult
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			got, allocErr = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o})
+		}()
+		go func() { defer wg.Done(); relErr = st.ReleaseNodeBlocks(ctx, "c1", nodeID) }()
+		wg.Wait()
+		if allocErr != nil {
+			continue
+		}
+		if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE owner_id = $1 AND state = 'active' AND address = $2`,
+			o.ID, netip.PrefixFrom(got.Address, 128)); n != 1 {
+			t.Fatalf("round %d: the allocation reported %s, then its row was gone (release: %v)", round, got.Address, relErr)
+		}
+	}
+	rep, err := st.Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
+
+// Seam: shrinking an IPv4 pool while an allocation was in flight left an
+// active address outside the pool.
+func TestSeamShrinkRacingAllocation(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	big, small := pfx("192.0.2.0/28"), pfx("192.0.2.0/29")
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", CIDRs: []netip.Prefix{big}}); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 60; round++ {
+		// Fill the small part, so the next allocation lands in the part a shrink removes.
+		var owners []ipam.Owner
+		for i := 0; i < 6; i++ {
+			o := env(fmt.Sprintf("r%d-%d", round, i))
+			if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: o}); err != nil {
+				t.Fatal(err)
+			}
+			owners = append(owners, o)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		last := env(fmt.Sprintf("r%d-x", round))
+		go func() {
+			defer wg.Done()
+			_, _ = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: last})
+		}()
+		go func() {
+			defer wg.Done()
+			_, _ = st.UpdatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", CIDRs: []netip.Prefix{small}})
+		}()
+		wg.Wait()
+		if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+			WHERE a.state = 'active' AND NOT a.address <<= ANY (p.cidrs)`); n != 0 {
+			t.Fatalf("round %d: %d active addresses outside their pool", round, n)
+		}
+		for _, o := range append(owners, last) {
+			if _, err := st.Release(ctx, "c1", o, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seamClock(t, raw, time.Duration(round+1)*25*time.Hour)
+		if _, err := st.UpdatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", CIDRs: []netip.Prefix{big}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Seam: dropping a hold on the owner's own cooling address lost the
+// cooldown when it ended inside the hold's TTL.
+func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48"), NodeCooldown: 30 * time.Minute})
+	n1 := node("n1")
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Release(ctx, "c1", n1, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The plan holds its own cooling address for an hour, then moves the hold elsewhere.
+	if h, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}, time.Hour); err != nil || h.Address != r.Address {
+		t.Fatalf("hold: %v %v", h.Address, err)
+	}
+	if _, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1, Address: netip.MustParseAddr("2001:db8::99")}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE address = $1 AND state = 'cooling'
+		AND reusable_at > now() + interval '29 minutes'`, netip.PrefixFrom(r.Address, 128)); n != 1 {
+		t.Fatal("the dropped hold lost the address's cooldown")
+	}
+	_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2"), Address: r.Address})
+	if ipam.Code(err) != ipam.CodeAddressCooling {
+		t.Fatalf("another owner claimed it inside its cooldown: %v", err)
+	}
+	// The database itself refuses an earlier reuse time.
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() WHERE address = $1`, netip.PrefixFrom(r.Address, 128)); err == nil {
+		t.Fatal("the database let a write shorten a cooldown")
+	}
+}
+
+// Seam: more than 1,024 claims ahead of the counter made every fresh
+// allocation fail with an uncoded "concurrent change, retry".
+func TestSeamClaimsAheadOfTheCounter(t *testing.T) {
+	sts, _ := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	// A pool with an exclusion never takes the fast path.
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v6", CIDRs: []netip.Prefix{pfx("2001:db8:0:9::/116")},
+		Exclude: []netip.Prefix{pfx("2001:db8:0:9::fff/128")}}); err != nil {
+		t.Fatal(err)
+	}
+	base := netip.MustParseAddr("2001:db8:0:9::")
+	addr := base
+	for i := 1; i <= 1500; i++ {
+		addr = addr.Next()
+		if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v6"), Owner: node(fmt.Sprintf("m%d", i)), Address: addr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 40; i++ {
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v6"), Owner: node(fmt.Sprintf("f%d", i))})
+		if err != nil {
+			t.Fatalf("fresh allocation %d after 1,500 claims: %v", i, err)
+		}
+		if r.Address.Compare(addr) <= 0 {
+			t.Fatalf("fresh allocation %d got %s, a claimed address", i, r.Address)
+		}
+	}
+}
+
+// Seam: a non-forced cluster or pool destroy racing an allocation
+// cascaded over the address handed out a moment earlier.
+func TestSeamDestroyRacingAllocation(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	for round := 0; round < 30; round++ {
+		id := fmt.Sprintf("c%d", round)
+		seamCluster(t, st, ipam.Cluster{ID: id, Prefix: pfx(fmt.Sprintf("2001:db8:%x::/48", round))})
+		if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: id, Name: "v4", CIDRs: []netip.Prefix{pfx("10.0.0.0/29")}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			pool    string
+			destroy func() error
+		}{
+			{id + "/v4", func() error { return st.DeletePool(ctx, id+"/v4", false) }},
+			{id + "/node", func() error { return st.DeleteCluster(ctx, id, false) }},
+		} {
+			var wg sync.WaitGroup
+			var allocErr, delErr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, allocErr = st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(tc.pool), Owner: env("e" + id)})
+			}()
+			go func() { defer wg.Done(); delErr = tc.destroy() }()
+			wg.Wait()
+			if allocErr == nil && delErr == nil {
+				t.Fatalf("round %d, %s: the allocation succeeded and the destroy deleted it", round, tc.pool)
+			}
+			if allocErr == nil && seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND owner_id = $2 AND state = 'active'`, tc.pool, "e"+id) != 1 {
+				t.Fatalf("round %d, %s: the reported allocation is gone", round, tc.pool)
+			}
+			if allocErr == nil {
+				if _, err := st.Release(ctx, id, env("e"+id), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// Seam: a hold on an owner's own cooling address lasted until the
+// cooldown ended: an abandoned plan of one actor blocked every other actor
+// from that owner for up to 30 days.
+func TestSeamAbandonedHoldExpiresWithItsTTL(t *testing.T) {
+	sts, raw := seamStores(t, "alice", "bob")
+	alice, bob, ctx := sts[0], sts[1], context.Background()
+	seamCluster(t, alice, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	n1 := node("n1")
+	if _, err := alice.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Release(ctx, "c1", n1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("inside alice's hold: %v, want owner_conflict", err)
+	}
+	seamClock(t, raw, 2*time.Hour)
+	if _, err := bob.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}); err != nil {
+		t.Fatalf("after alice's hold expired: %v", err)
+	}
+	rep, err := bob.Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
+
+// Seam: durations that overflow, and blocks past a pool's ordinal space.
+func TestSeamInputLimits(t *testing.T) {
+	if d, err := ipam.ParseDuration("36500d2562047h"); err == nil {
+		t.Fatalf("overflowing duration parsed as %v", d)
+	}
+	if _, err := ipam.NewLayout([]netip.Prefix{pfx("2001:db8::/64"), pfx("2001:db8:0:1::/64")}, nil, netip.Addr{}); err == nil {
+		t.Fatal("a second /64 past the ordinal space was silently ignored")
+	}
+}
+
+// Two configurations (two states) declaring one owner with the default
+// actor: the second one adopted the first one's allocation. Adoption is only
+// for a retried or killed apply finding its own, not yet confirmed work.
+func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
+	sts, raw := seamStores(t, "terraform", "terraform")
+	first, second, ctx := sts[0], sts[1], context.Background()
+	seamCluster(t, first, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	n1, n2 := node("n1"), node("n2")
+	a, err := first.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retried apply (nothing has refreshed it yet) adopts its own work.
+	if r, err := second.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}); err != nil || !r.Adopted || r.Address != a.Address {
+		t.Fatalf("retried apply: %+v %v", r, err)
+	}
+	// Once the first configuration's refresh has read it, a second one is refused, at plan and at apply.
+	if _, err := first.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = second.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}, time.Hour)
+	if ipam.Code(err) != ipam.CodeOwnerConflict || !strings.Contains(err.Error(), "import") {
+		t.Fatalf("second configuration's plan: %v, want owner_conflict naming import", err)
+	}
+	if _, err = second.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n1}); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("second configuration's apply: %v, want owner_conflict", err)
+	}
+	// Never refreshed, but made longer ago than the adoption window: refused too.
+	if _, err := first.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n2}); err != nil {
+		t.Fatal(err)
+	}
+	seamClock(t, raw, ipam.AdoptionWindow+time.Minute)
+	if _, err = second.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: n2}); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("after the adoption window: %v, want owner_conflict", err)
+	}
+}
+
+// Seam: node blocks and an instance on that node in one
+// apply. The plan held an address from the cluster pool; the blocks were
+// created before the instance's apply; the apply must get the planned
+// address (not "outside pool", not another one), and the next plan's pool
+// for the instance is the node's blocks.
+func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
+	sts, _ := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	i1 := ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	h, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// Terraform's final plan at apply asks again: the same address.
+	if again, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1}, time.Hour); err != nil || again.Address != h.Address {
+		t.Fatalf("final plan: %v %v, want %s", again.Address, err, h.Address)
+	}
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1, Address: h.Address})
+	if err != nil || r.Address != h.Address {
+		t.Fatalf("apply: %v %v, want the planned %s", r.Address, err, h.Address)
+	}
+	// A new instance on the node now draws from its blocks.
+	if id, err := st.InstancePoolID(ctx, "c1", "n1"); err != nil || id != ipam.NodeBlocksPool("c1", "n1").ID() {
+		t.Fatalf("pool of n1: %s %v", id, err)
+	}
+	rep, err := st.Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
+
+// Seam: address set refreshes never recorded last_seen_at, so the
+// stale-leak report (and reclaim --apply) took live set members for leaks.
+func TestSeamSetRefreshIsSeen(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	if _, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "vm-1"},
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	seamClock(t, raw, 40*24*time.Hour)
+	if _, err := st.GetSet(ctx, "c1", "vm-1"); err != nil { // a refresh
+		t.Fatal(err)
+	}
+	rep, err := st.FindStaleLeaks(ctx, "c1", nil, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Leaks) != 0 {
+		t.Fatalf("a set refreshed just now is reported stale: %+v", rep.Leaks)
+	}
+}
+
+// Seam: an address set update committed its label change before its
+// member changes, which could then fail: not all-or-nothing.
+func TestSeamSetUpdateIsAllOrNothing(t *testing.T) {
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	taken, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "vm-1", OrgID: "old"},
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "vm-1", OrgID: "new"}, Relabel: true,
+		Add: []ipam.SetEntry{{Key: "b", Address: taken.Address, Requested: true}}})
+	if ipam.Code(err) != ipam.CodeAddressInUse {
+		t.Fatalf("claiming an address in use: %v", err)
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND org_id = 'old' AND state = 'active'`); n != 1 {
+		t.Fatal("the failed update changed the set's labels")
+	}
+}

@@ -1,0 +1,572 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultActor is recorded with allocations and events when none is given.
+const DefaultActor = "terraform"
+
+// Config says how to reach the database.
+type Config struct {
+	// DatabaseURL is a PostgreSQL URL or keyword/value string. When empty, the
+	// standard PG* environment variables (PGHOST, PGUSER, ...) are used.
+	DatabaseURL string
+	// MaxConnections caps the pool (default 4).
+	MaxConnections int32
+	// ConnectTimeout bounds each connection attempt (default 10s).
+	ConnectTimeout time.Duration
+	// Actor is recorded with every allocation and event (default "terraform").
+	Actor string
+	// LockTimeout bounds each wait for a lock another session holds (default
+	// DefaultLockTimeout; negative: no bound). Past it the call fails with
+	// ipam_busy, naming what was locked, and writes nothing.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement (default DefaultStatementTimeout;
+	// negative: no bound). Past it the call fails with ipam_timeout.
+	StatementTimeout time.Duration
+	// FailoverTimeout bounds how long a call rides out a database with no
+	// usable server (a switchover, a failover, a restart: connections
+	// refused or lost, a read-only server, a session terminated) before it
+	// fails with ipam_unavailable (default DefaultFailoverTimeout; negative:
+	// fail at once).
+	FailoverTimeout time.Duration
+}
+
+// The default bounds on waits: seconds, never forever.
+const (
+	DefaultLockTimeout      = 30 * time.Second
+	DefaultStatementTimeout = 120 * time.Second
+)
+
+// bounds are the per-transaction settings of a store's waits.
+type bounds struct{ lock, statement time.Duration }
+
+func newBounds(lock, statement time.Duration) bounds {
+	if lock == 0 {
+		lock = DefaultLockTimeout
+	}
+	if statement == 0 {
+		statement = DefaultStatementTimeout
+	}
+	return bounds{max(lock, 0), max(statement, 0)}
+}
+
+// setLocal is the bounds as SET LOCAL statements (0: no bound).
+func (b bounds) setLocal() string {
+	return fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; %s", b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
+}
+
+// Client is the IPAM over one pgx pool. It is safe for concurrent use.
+type Client struct {
+	pool   dbPool
+	addr   string
+	secret string
+	actor  string
+	bounds bounds
+	// failover bounds how long a call retries while no usable server
+	// answers (see retryConn).
+	failover time.Duration
+	// downSince (unix nanos) is when the failure began that a call rode out
+	// for the whole failover bound in vain; 0 once a call succeeds.
+	downSince *atomic.Int64
+	// borrowed: the pool is the caller's (New), and Close leaves it open.
+	borrowed bool
+	// outer, when set, is the caller's transaction: writes run inside it
+	// (see InTx) and commit or roll back with it.
+	outer pgx.Tx
+}
+
+// Options configure a client over a pool the caller made (New).
+type Options struct {
+	// Actor is recorded with every allocation and event (default
+	// "terraform"). Give each system its own: an allocation is adopted only
+	// by the actor that made it.
+	Actor string
+	// LockTimeout bounds each wait for a lock another session holds in the
+	// client's own transactions (default 30s; negative: no bound): past it a
+	// call fails with ErrBusy. In a caller's transaction the caller's own
+	// settings apply.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement of the client's own
+	// transactions (default 120s; negative: no bound): past it a call fails
+	// with ErrTimeout.
+	StatementTimeout time.Duration
+	// FailoverTimeout bounds how long a call of the client's own rides out
+	// a database with no usable server (a switchover or failover:
+	// connections refused or lost, a read-only server, terminated sessions)
+	// before it fails with ErrUnavailable (default 30s; negative: fail at
+	// once). In a caller's transaction a lost connection ends the
+	// transaction: the call fails at once and the caller retries the whole
+	// transaction.
+	FailoverTimeout time.Duration
+}
+
+// New makes a client over the caller's pool; Close does not close it.
+func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
+	if pool == nil {
+		return nil, &InvalidError{Field: "pool", Msg: "a pgx pool is required"}
+	}
+	cc := pool.Config().ConnConfig
+	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, Config{Actor: opts.Actor,
+		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout})
+	c.borrowed = true
+	return c, nil
+}
+
+// newClient makes a client over pool. switchable, when not nil, is the pool's
+// configuration, from which the store may make a pool with unnamed
+// statements (see dbPool).
+func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret string, cfg Config) *Client {
+	if cfg.Actor == "" {
+		cfg.Actor = DefaultActor
+	}
+	failover := cfg.FailoverTimeout
+	if failover == 0 {
+		failover = DefaultFailoverTimeout
+	}
+	s := &Client{addr: addr, secret: secret, actor: cfg.Actor,
+		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
+		downSince: new(atomic.Int64)}
+	s.pool = newDBPool(s, pool, switchable)
+	return s
+}
+
+// begin opens a transaction of the store's own: the one place that does, so
+// that every transaction carries the bounds on its waits (SET LOCAL, sent
+// with the BEGIN in one round trip). iso "" is the server's default.
+func (s *Client) begin(ctx context.Context, iso pgx.TxIsoLevel, readOnly bool) (pgx.Tx, error) {
+	q := "BEGIN"
+	if iso != "" {
+		q += " ISOLATION LEVEL " + strings.ToUpper(string(iso))
+	}
+	if readOnly {
+		q += " READ ONLY"
+	}
+	return s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q + "; " + s.bounds.setLocal()})
+}
+
+// InTx is a view of the store whose writes (allocations, releases, their
+// events) run inside the caller's transaction tx, each in a savepoint, and so
+// commit or roll back with the caller's own rows. The transaction must be READ
+// COMMITTED, the allocator's isolation. A nil tx gives the store itself.
+// Failures are recorded outside tx (they outlive its rollback); reads that
+// need no lock read committed data outside it.
+func (s *Client) InTx(tx pgx.Tx) *Client {
+	if tx == nil {
+		return s
+	}
+	c := *s
+	c.outer = tx
+	return &c
+}
+
+// Open makes a client with a pool of its own: it parses the configuration
+// and creates the pool. It does not connect:
+// call Ping or Migrate to find out whether the database answers.
+func Open(ctx context.Context, cfg Config) (*Client, error) {
+	pc, err := parsePoolConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 4
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	pc.MaxConns = cfg.MaxConnections
+	pc.MinConns = 0
+	pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	// Fallbacks repeat each host once per TLS mode tried (sslmode=prefer): list each once.
+	addrs := []string{net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))}
+	for _, f := range pc.ConnConfig.Fallbacks {
+		if a := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, &InvalidError{Field: "database_url", Msg: scrub(err.Error(), pc.ConnConfig.Password)}
+	}
+	var switchable *pgxpool.Config
+	if !strings.Contains(cfg.DatabaseURL, "default_query_exec_mode") {
+		switchable = pc
+	}
+	return newClient(pool, switchable, strings.Join(addrs, ","), pc.ConnConfig.Password, cfg), nil
+}
+
+// parsePoolConfig parses a connection string into a pool configuration with
+// the IPAM's connection default: application_name terraform-provider-ipam,
+// the one startup parameter sent besides user and database, which every
+// pooler accepts. Parameters the string sets win.
+func parsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
+	}
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
+	}
+	return pc, nil
+}
+
+// StatementMode is how the store sends statements now: "cache_statement"
+// (named prepared statements, prepared once per connection: pgx's default),
+// or "cache_describe" (unnamed statements with cached descriptions, which
+// work through a transaction pooler), or another mode the connection string
+// chose. A store that opened its own pool starts with cache_statement and
+// moves to cache_describe for good the first time a named statement fails
+// as only a transaction pooler makes it fail; the call runs again.
+func (s *Client) StatementMode() string {
+	switch s.pool.get().Config().ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement:
+		return "cache_statement"
+	case pgx.QueryExecModeCacheDescribe:
+		return "cache_describe"
+	case pgx.QueryExecModeDescribeExec:
+		return "describe_exec"
+	case pgx.QueryExecModeExec:
+		return "exec"
+	default:
+		return "simple_protocol"
+	}
+}
+
+// Close releases the client's own pool (Open); a pool given to New stays
+// open.
+func (s *Client) Close() {
+	if !s.borrowed {
+		s.pool.Close()
+	}
+}
+
+// Actor is the actor this store records.
+func (s *Client) Actor() string { return s.actor }
+
+// Addr is the database's host:port list (no credentials), for messages.
+func (s *Client) Addr() string { return s.addr }
+
+// Ping checks that the database answers.
+func (s *Client) Ping(ctx context.Context) error {
+	return s.mapErr(s.pool.Ping(ctx))
+}
+
+var quoted = regexp.MustCompile("\"[^\"]*\"|'[^']*'|`[^`]*`")
+
+// parseReason says why a connection string could not be parsed without
+// quoting any of it: pgconn's redaction of a malformed string is best effort
+// (an unescaped '@' or a space after "password=" defeats it), so the string
+// itself, and anything quoted from it, is left out.
+func parseReason(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	msg = quoted.ReplaceAllString(msg, "(...)")
+	if strings.ContainsAny(msg, "@=") {
+		return "malformed; check its syntax (the string itself is not shown, as it may hold a password)"
+	}
+	return msg
+}
+
+var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)
+
+// scrub removes a password, and anything shaped like one, from text.
+func scrub(text, secret string) string {
+	if secret != "" {
+		text = strings.ReplaceAll(text, secret, "xxxxx")
+	}
+	return urlSecret.ReplaceAllString(text, "${1}${2}xxxxx@")
+}
+
+// errRetry asks withTx to run the transaction again: a conditional write found
+// its row changed under it.
+var errRetry = errors.New("concurrent change, retry")
+
+const maxTxAttempts = 10
+
+// withTx runs fn in a READ COMMITTED transaction and retries it, a bounded
+// number of times with jittered backoff, on serialization failures,
+// deadlocks, unique violations on keys chosen after reading and zero-row
+// conditional writes; while no usable server answers (a lost connection, a
+// read-only or restarting server) it runs it again up to the failover bound
+// (retryConn). Every write of the core goes through here, and each is safe
+// to repeat after a commit whose answer was lost: an allocation is
+// idempotent per owner, a release is guarded by the generation.
+func (s *Client) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	if s.outer != nil {
+		return s.inOuterTx(ctx, fn)
+	}
+	return s.mapErr(s.retryConn(ctx, func() error {
+		var err error
+		start := time.Now()
+		for attempt := 0; ; attempt++ {
+			if attempt > 0 {
+				base := time.Millisecond << min(attempt, 8)
+				d := base/2 + rand.N(base)
+				select {
+				case <-ctx.Done():
+					return errors.Join(ctx.Err(), err)
+				case <-time.After(d):
+				}
+			}
+			err = s.tryTx(ctx, fn)
+			if err == nil || !retryable(err) || failoverError(err) {
+				break
+			}
+			if attempt+1 >= maxTxAttempts && (!lockConflict(err) || time.Since(start) >= s.lockConflictBudget()) {
+				break
+			}
+		}
+		return err
+	}))
+}
+
+// readTx runs fn in a read-only transaction, so that the figures of several
+// statements come from one connection and fn can never write; snapshot asks
+// for REPEATABLE READ, one snapshot for every statement. It is withTx's
+// counterpart for reads, and with withTx the only way the core opens a
+// transaction (beside the migration lock's). BEGIN rides out a failover like
+// every call; a read that fails later is not run again: a caller may simply
+// ask again. In the caller's transaction (InTx) fn runs there.
+func (s *Client) readTx(ctx context.Context, snapshot bool, fn func(pgx.Tx) error) error {
+	if s.outer != nil {
+		return s.mapErr(fn(s.outer))
+	}
+	iso := pgx.TxIsoLevel("")
+	if snapshot {
+		iso = pgx.RepeatableRead
+	}
+	tx, err := s.begin(ctx, iso, true)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return s.mapErr(err)
+	}
+	return s.mapErr(tx.Commit(ctx))
+}
+
+// lockConflict reports a deadlock or a serialization failure: PostgreSQL
+// aborted this transaction so that another could go on.
+func lockConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == pgerrcode.DeadlockDetected || pe.Code == pgerrcode.SerializationFailure)
+}
+
+// lockConflictBudget is how long withTx keeps running a transaction again
+// that PostgreSQL keeps aborting for a deadlock or a serialization failure,
+// past its usual attempts: the lock bound, as a wait for those locks would
+// be (30s when unbounded). Long transactions that meet (node blocks scaled
+// and released at once) may abort each other several times in a row before
+// their backoffs part them.
+func (s *Client) lockConflictBudget() time.Duration {
+	if s.bounds.lock > 0 {
+		return s.bounds.lock
+	}
+	return DefaultLockTimeout
+}
+
+// TxSettings are the planner settings every transaction of the core starts
+// with (and the fast statements run under). The allocator's statements probe
+// tiny tables (a pool's stripe rows), where the planner would rather scan a
+// page than use the index, and where a page or two of dead stripe versions
+// then costs more than the probe; with sequential scans off, every hot
+// statement is an index probe whatever the statistics say. Queries with no
+// index to use still scan. They are set per transaction, never per session
+// or as startup parameters, which a connection pooler (PgBouncer) refuses or
+// shares between clients. Bench explains the hot statements under them.
+const TxSettings = "SET LOCAL enable_seqscan = off"
+
+// querier is the caller's transaction in an InTx view (a read there needs
+// no second connection, and sees the caller's own writes), else the pool.
+func (s *Client) querier() querier {
+	if s.outer != nil {
+		return s.outer
+	}
+	return s.pool
+}
+
+// inOuterTx runs fn in a savepoint of the caller's transaction, retrying
+// what the allocator retries (a deadlock, a lost race) by rolling back to the
+// savepoint. A broken connection ends the caller's transaction: no retry.
+func (s *Client) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	var iso string
+	if err := s.outer.QueryRow(ctx, `SELECT current_setting('transaction_isolation')`).Scan(&iso); err != nil {
+		return s.mapErr(err)
+	}
+	if iso != "read committed" {
+		return &InvalidError{Field: "tx", Msg: fmt.Sprintf("the transaction is %s; the allocator needs READ COMMITTED (begin it with pgx.TxOptions{IsoLevel: pgx.ReadCommitted})", iso)}
+	}
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		if attempt > 0 {
+			base := time.Millisecond << min(attempt, 8)
+			select {
+			case <-ctx.Done():
+				return s.mapErr(errors.Join(ctx.Err(), err))
+			case <-time.After(base/2 + rand.N(base)):
+			}
+		}
+		var sp pgx.Tx
+		if sp, err = s.outer.Begin(ctx); err != nil {
+			break
+		}
+		if err = fn(sp); err == nil {
+			err = sp.Commit(ctx)
+			break
+		}
+		if rerr := sp.Rollback(context.WithoutCancel(ctx)); rerr != nil || !retryable(err) || isConnError(err) {
+			break
+		}
+	}
+	return s.mapErr(err)
+}
+
+func (s *Client) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.begin(ctx, pgx.ReadCommitted, false)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	err = fn(tx)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if failoverError(err) {
+		// A server that is read-only now (demoted) or going away: drop the
+		// connection, so that the pool does not hand it out again.
+		_ = tx.Conn().Close(context.WithoutCancel(ctx))
+	}
+	return err
+}
+
+func retryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.UniqueViolation:
+			return true
+		}
+	}
+	return isConnError(err)
+}
+
+func isConnError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	case errors.As(err, &pe):
+		// 08: connection exception; 57P01..57P05: shutdown, crash, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	case pgconn.SafeToRetry(err):
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// mapErr turns low-level errors into the core's typed errors, with secrets scrubbed.
+func (s *Client) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var coded interface{ Code() string }
+	if errors.As(err, &coded) || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if errors.Is(err, errRetry) {
+		return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing in %d attempts; try again", maxTxAttempts)}
+	}
+	if cf, ok := s.connFailure(err); ok {
+		return cf
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case pgerrcode.InsufficientPrivilege:
+			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
+		case pgerrcode.ForeignKeyViolation:
+			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}
+		case pgerrcode.LockNotAvailable:
+			what := pe.Message
+			if h := s.lockHolders(); h != "" {
+				what += "; held: " + h
+			}
+			return &BusyError{What: scrub(what, s.secret), Timeout: s.bounds.lock}
+		case pgerrcode.QueryCanceled:
+			if strings.Contains(pe.Message, "statement timeout") {
+				return &TimeoutError{What: scrub(pe.Message, s.secret), Timeout: s.bounds.statement}
+			}
+		}
+	}
+	return errors.New(scrub(err.Error(), s.secret))
+}
+
+// lockHolders names the sessions holding strong locks on the IPAM's tables
+// (what an operator's LOCK TABLE or a long migration takes), for a busy
+// error: best effort, bounded, "" when nothing is found or visible.
+func (s *Client) lockHolders() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out string
+	_ = s.pool.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s %s by pid %s (%s)', l.relation::regclass, l.mode, l.pid,
+			coalesce(nullif(a.application_name, ''), 'no application_name')), '; ' ORDER BY l.pid), '')
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.granted AND l.pid <> pg_backend_pid() AND l.locktype = 'relation'
+			AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+			AND l.relation IN (SELECT oid FROM pg_class WHERE relname LIKE 'ipam\_%')`).Scan(&out)
+	return out
+}
+
+func (s *Client) connected() bool { return s.pool.Stat().TotalConns() > 0 }
+
+// rootCause keeps the useful tail of a connection error ("connection refused").
+func rootCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		tail := msg[i+2:]
+		if len(tail) > 8 {
+			return tail
+		}
+	}
+	return msg
+}
+
+// CurrentDatabase names the database the store is connected to.
+func (s *Client) CurrentDatabase(ctx context.Context) (string, error) {
+	var db string
+	err := s.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db)
+	return db, s.mapErr(err)
+}

@@ -1,0 +1,480 @@
+package ipam_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// newStore opens a store on a fresh migrated database; raw is a plain
+// connection to the same database for checks and for moving time.
+func newStore(t *testing.T, actor string) (*ipam.Client, *pgx.Conn) {
+	t.Helper()
+	url := testdb.New(t)
+	ctx := context.Background()
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 20, Actor: actor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	return st, raw
+}
+
+func mkCluster(t *testing.T, st *ipam.Client, id, prefix, nodePrefix, instancePrefix string) ipam.Cluster {
+	t.Helper()
+	c := ipam.Cluster{ID: id, Prefix: netip.MustParsePrefix(prefix), NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}
+	if nodePrefix != "" {
+		c.NodePrefix = netip.MustParsePrefix(nodePrefix)
+	}
+	if instancePrefix != "" {
+		c.InstancePrefix = netip.MustParsePrefix(instancePrefix)
+	}
+	out, err := st.CreateCluster(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func node(id string) ipam.Owner {
+	return ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}
+}
+
+func instance(id string) ipam.Owner {
+	return ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, OrgID: "org", EnvID: "env"}
+}
+
+// age moves every cooling address of a pool back in time, as if d had passed.
+func age(t *testing.T, raw *pgx.Conn, poolID string, d time.Duration) {
+	t.Helper()
+	_, err := raw.Exec(context.Background(), `UPDATE ipam_allocations SET released_at = released_at - $2::interval,
+		reusable_at = reusable_at - $2::interval, cooling_until = cooling_until - $2::interval
+		WHERE pool_id = $1 AND state = 'cooling'`, poolID, fmt.Sprintf("%d seconds", int(d.Seconds())))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClusterDefaultsAndSubPrefixes(t *testing.T) {
+	st, _ := newStore(t, "")
+	c := mkCluster(t, st, "c1", "2a01:4f8:abcd::/48", "", "")
+	if c.NodePrefix.String() != "2a01:4f8:abcd::/64" || c.InstancePrefix.String() != "2a01:4f8:abcd:1::/64" {
+		t.Fatalf("sub-prefixes %s %s", c.NodePrefix, c.InstancePrefix)
+	}
+	if c.GatewayIPv6.String() != "fe80::1" || c.MTU != 1420 || c.NodeCooldown != 30*24*time.Hour {
+		t.Fatalf("defaults: %+v", c)
+	}
+	got, err := st.GetCluster(context.Background(), "c1")
+	if err != nil || got.Prefix != c.Prefix || got.InstanceCooldown != 24*time.Hour {
+		t.Fatalf("GetCluster = %+v, %v", got, err)
+	}
+	// Overlapping clusters are refused, naming the other cluster.
+	_, err = st.CreateCluster(context.Background(), ipam.Cluster{ID: "c2", Prefix: netip.MustParsePrefix("2a01:4f8:abcd:100::/56"), InstanceCooldown: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), `"c1"`) || ipam.Code(err) != ipam.CodeInvalid {
+		t.Fatalf("overlap: %v", err)
+	}
+}
+
+func TestClusterValidation(t *testing.T) {
+	st, raw := newStore(t, "")
+	bad := []struct {
+		c     ipam.Cluster
+		field string
+	}{
+		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("10.0.0.0/8"), InstanceCooldown: time.Hour}, "prefix"},
+		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/65"), InstanceCooldown: time.Hour}, "prefix"},
+		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), InstanceCooldown: time.Minute}, "instance_cooldown"},
+		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodePrefix: netip.MustParsePrefix("2001:db9::/64"), InstanceCooldown: time.Hour}, "node_prefix"},
+		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodePrefix: netip.MustParsePrefix("2001:db8::/64"), InstancePrefix: netip.MustParsePrefix("2001:db8::/96"), InstanceCooldown: time.Hour}, "instance_prefix"},
+		{ipam.Cluster{ID: "", Prefix: netip.MustParsePrefix("2001:db8::/48"), InstanceCooldown: time.Hour}, "name"},
+	}
+	for _, b := range bad {
+		_, err := st.CreateCluster(context.Background(), b.c)
+		var ie *ipam.InvalidError
+		if !errors.As(err, &ie) || ie.Field != b.field {
+			t.Errorf("%+v: error %v, want one naming %s", b.c, err, b.field)
+		}
+	}
+	var n int
+	if err := raw.QueryRow(context.Background(), `SELECT count(*) FROM ipam_clusters`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows written: %d %v", n, err)
+	}
+}
+
+// 16 goroutines allocate 500 addresses each from one pool: no duplicate, none
+// outside the prefix, ordinals start at 1 and stay dense.
+func TestConcurrentAllocationIsUnique(t *testing.T) {
+	st, raw := newStore(t, "")
+	c := mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	const workers, each = 16, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	results := make([][]ipam.AllocateResult, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				r, err := st.Allocate(context.Background(), ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance(fmt.Sprintf("i-%d-%d", w, i))})
+				if err != nil {
+					errs <- err
+					return
+				}
+				results[w] = append(results[w], r)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := map[netip.Addr]bool{}
+	var maxOrd int64
+	minOrd := int64(1 << 62)
+	for _, rs := range results {
+		for _, r := range rs {
+			if seen[r.Address] {
+				t.Fatalf("duplicate %s", r.Address)
+			}
+			seen[r.Address] = true
+			if !c.InstancePrefix.Contains(r.Address) {
+				t.Fatalf("%s outside %s", r.Address, c.InstancePrefix)
+			}
+			minOrd, maxOrd = min(minOrd, r.Ordinal), max(maxOrd, r.Ordinal)
+		}
+	}
+	t.Logf("%d allocations, ordinals %d..%d", len(seen), minOrd, maxOrd)
+	if len(seen) != workers*each || minOrd != 1 {
+		t.Fatalf("%d addresses, lowest ordinal %d", len(seen), minOrd)
+	}
+	// Dense: stripes advance together, so the highest ordinal stays near the count.
+	if maxOrd > workers*each+4*int64(ipam.DefaultStripes) {
+		t.Fatalf("highest ordinal %d for %d allocations: the space is not filled densely", maxOrd, workers*each)
+	}
+	var events, active int
+	_ = raw.QueryRow(context.Background(), `SELECT count(*) FROM ipam_events WHERE type = 'instance.allocated'`).Scan(&events)
+	_ = raw.QueryRow(context.Background(), `SELECT count(*) FROM ipam_allocations WHERE state = 'active'`).Scan(&active)
+	if events != workers*each || active != workers*each {
+		t.Fatalf("%d events, %d active rows", events, active)
+	}
+}
+
+func TestSequentialAllocationStartsAtOne(t *testing.T) {
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	for i := 1; i <= 40; i++ {
+		r, err := st.Allocate(context.Background(), ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(fmt.Sprintf("n%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", i)); r.Address != want {
+			t.Fatalf("allocation %d got %s, want %s", i, r.Address, want)
+		}
+	}
+}
+
+func TestIdempotentPerOwnerAndActor(t *testing.T) {
+	st, _ := newStore(t, "team-a")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	a, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
+	if err != nil || a.Adopted {
+		t.Fatal(a, err)
+	}
+	b, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
+	if err != nil || !b.Adopted || b.Address != a.Address {
+		t.Fatalf("retry: %+v %v", b, err)
+	}
+	other, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "team-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
+	if ipam.Code(err) != ipam.CodeOwnerConflict || !strings.Contains(err.Error(), `"team-a"`) || !strings.Contains(err.Error(), "import") {
+		t.Fatalf("other actor: %v", err)
+	}
+}
+
+// The cooldown: a released address is not reused inside its cooldown, and is
+// reused, oldest-cooled first, once fresh space is exhausted and it has passed.
+func TestCooldownReuse(t *testing.T) {
+	st, raw := newStore(t, "")
+	// A /125 node prefix: ordinals 1..7 usable (::0 is the anycast address).
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/125", "")
+	ctx := context.Background()
+	alloc := func(id string) (ipam.AllocateResult, error) {
+		return st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(id)})
+	}
+	var addrs []netip.Addr
+	for i := 1; i <= 7; i++ {
+		r, err := alloc(fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, r.Address)
+	}
+	// Release n3, then n1, then n5: n3 cooled longest.
+	for _, id := range []string{"n3", "n1", "n5"} {
+		if ok, err := st.Release(ctx, "c1", node(id), 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Inside the cooldown: exhausted, with the figures.
+	_, err := alloc("n8")
+	var ex *ipam.ExhaustedError
+	if !errors.As(err, &ex) || ex.Size != 7 || ex.Active != 4 || ex.Cooling != 3 || ex.NextReusable.IsZero() {
+		t.Fatalf("inside cooldown: %v", err)
+	}
+	for _, want := range []string{"ipam_exhausted", `"c1/node"`, "size 7", "3 cooling", "next becomes reusable at"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q missing from %q", want, err)
+		}
+	}
+	var failures int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocation_failures WHERE reason = 'ipam_exhausted' AND pool_id = 'c1/node'`).Scan(&failures)
+	if failures != 1 {
+		t.Fatalf("%d failures recorded", failures)
+	}
+	// 29 days later: still cooling (node cooldown is 30 days).
+	age(t, raw, "c1/node", 29*24*time.Hour)
+	if _, err := alloc("n8"); ipam.Code(err) != ipam.CodeExhausted {
+		t.Fatalf("day 29: %v", err)
+	}
+	// Past the cooldown: reused oldest-cooled first: n3's, n1's, n5's.
+	age(t, raw, "c1/node", 2*24*time.Hour)
+	for i, want := range []netip.Addr{addrs[2], addrs[0], addrs[4]} {
+		r, err := alloc(fmt.Sprintf("m%d", i))
+		if err != nil || r.Address != want {
+			t.Fatalf("reuse %d: got %v (%v), want %s", i, r.Address, err, want)
+		}
+		if r.Generation != 2 {
+			t.Fatalf("generation %d after reuse", r.Generation)
+		}
+	}
+}
+
+func TestOwnerGetsItsCoolingAddressBack(t *testing.T) {
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	a, _ := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i1")})
+	_, _ = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i2")})
+	if ok, err := st.Release(ctx, "c1", instance("i1"), a.Generation); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	b, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i1")})
+	if err != nil || b.Address != a.Address || b.Generation != a.Generation+1 {
+		t.Fatalf("replacement got %v gen %d (%v), want %s", b.Address, b.Generation, err, a.Address)
+	}
+	// A stale release (old generation) is a no-op.
+	if ok, err := st.Release(ctx, "c1", instance("i1"), a.Generation); ok || err != nil {
+		t.Fatalf("stale release: %v %v", ok, err)
+	}
+	if _, err := st.GetActive(ctx, "c1", ipam.OwnerInstance, "i1"); err != nil {
+		t.Fatal("stale release released the new allocation")
+	}
+}
+
+func TestExactClaims(t *testing.T) {
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	want := netip.MustParseAddr("2001:db8::2")
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("exact"), Address: want})
+	if err != nil || r.Address != want {
+		t.Fatal(r, err)
+	}
+	// The counter steps over the claimed address.
+	var got []string
+	for i := range 3 {
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(fmt.Sprint("n", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.Address.String())
+	}
+	if strings.Join(got, " ") != "2001:db8::1 2001:db8::3 2001:db8::4" {
+		t.Fatalf("counter after an exact claim: %v", got)
+	}
+	_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("other"), Address: want})
+	if ipam.Code(err) != ipam.CodeAddressInUse || !strings.Contains(err.Error(), `"exact"`) {
+		t.Fatalf("in use: %v", err)
+	}
+	_, _ = st.Release(ctx, "c1", node("exact"), 0)
+	_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("other"), Address: want})
+	if ipam.Code(err) != ipam.CodeAddressCooling || !strings.Contains(err.Error(), "until") {
+		t.Fatalf("cooling: %v", err)
+	}
+	for _, bad := range []string{"2001:db8:1::5", "2001:db8::"} {
+		_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("x"), Address: netip.MustParseAddr(bad)})
+		var ie *ipam.InvalidError
+		if !errors.As(err, &ie) || ie.Field != "address" {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+}
+
+func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	_, _ = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
+	_, _ = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")})
+	_, _ = st.Release(ctx, "c1", node("n2"), 0)
+	err := st.DeleteCluster(ctx, "c1", false)
+	if err == nil || !strings.Contains(err.Error(), "1 active, 0 reserved and 1 cooling") {
+		t.Fatalf("delete: %v", err)
+	}
+	if err := st.DeleteCluster(ctx, "c1", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetCluster(ctx, "c1"); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatal(err)
+	}
+}
+
+func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
+	ctx := context.Background()
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?sslmode=disable", ConnectTimeout: 2 * time.Second,
+		FailoverTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
+	if ipam.Code(err) != ipam.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1 refused the connection") ||
+		!strings.Contains(err.Error(), "failover_timeout is 1s") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
+	url := testdb.New(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer st.Close()
+			if _, err := st.Migrate(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CheckSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := pgx.Connect(ctx, url)
+	defer raw.Close(ctx)
+	_, _ = raw.Exec(ctx, `UPDATE ipam_schema_version SET version = version + 1`)
+	if _, err := st.Migrate(ctx); ipam.Code(err) != ipam.CodeSchema || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("newer schema: %v", err)
+	}
+}
+
+// testdbURLOf recovers the database of a store for a second store: tests
+// open one store per database, so the current database name is enough.
+func testdbURLOf(t *testing.T, st *ipam.Client) string {
+	t.Helper()
+	db, err := st.CurrentDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testdb.WithDatabase(testdb.AdminURL(t), db)
+}
+
+// A hold that expires unused goes back to the pool without cooldown; the
+// owner's later apply of the old plan is then refused rather than handed
+// another address.
+func TestReservationExpiresWithoutCooldown(t *testing.T) {
+	st, raw := newStore(t, "")
+	// A /126 node prefix: 3 usable addresses.
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/126", "")
+	ctx := context.Background()
+	hold, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}, time.Hour)
+	if err != nil || hold.State != ipam.StateReserved {
+		t.Fatal(hold, err)
+	}
+	again, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}, time.Hour)
+	if err != nil || again.Address != hold.Address || again.ID != hold.ID {
+		t.Fatalf("planning again: %v %v", again.Address, err)
+	}
+	for _, id := range []string{"b", "c"} {
+		if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// While the hold lasts, the pool is full (the hold counts as in use).
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("d")}); ipam.Code(err) != ipam.CodeExhausted {
+		t.Fatalf("during the hold: %v", err)
+	}
+	// Expire it (database time is the clock: move the hold into the past).
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
+		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("d")})
+	if err != nil || d.Address != hold.Address {
+		t.Fatalf("after expiry: got %v (%v), want the held %s with no cooldown", d.Address, err, hold.Address)
+	}
+	// The planned owner's apply claims its planned address and is refused.
+	_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned"), Address: hold.Address})
+	if ipam.Code(err) != ipam.CodeAddressInUse || !strings.Contains(err.Error(), `"d"`) {
+		t.Fatalf("stale plan: %v", err)
+	}
+}
+
+// An owner's hold becomes its allocation at apply, keeping the address.
+func TestReservationConfirmedAtApply(t *testing.T) {
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	hold, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i1")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else allocating meanwhile does not get the held address.
+	other, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i2")})
+	if err != nil || other.Address == hold.Address {
+		t.Fatalf("other: %v %v", other.Address, err)
+	}
+	a, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i1"), Address: hold.Address})
+	if err != nil || a.Address != hold.Address || a.State != ipam.StateActive {
+		t.Fatalf("apply: %+v %v", a, err)
+	}
+	var n int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'instance.allocated' AND instance_id = 'i1'`).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d instance.allocated events for i1", n)
+	}
+}

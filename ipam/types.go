@@ -1,0 +1,235 @@
+package ipam
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Owner kinds: what holds an address.
+const (
+	OwnerNode     = "node"
+	OwnerInstance = "instance"
+	OwnerEnvIPv4  = "env_ipv4"
+	OwnerSet      = "set"
+)
+
+// Allocation states.
+const (
+	StateFree     = "free"
+	StateReserved = "reserved"
+	StateActive   = "active"
+	StateCooling  = "cooling"
+)
+
+// Owner identifies who holds an address: Kind and ID are the key (one active
+// address per kind and id in a cluster); the rest are labels for lookups.
+type Owner struct {
+	Kind       string
+	ID         string
+	OrgID      string
+	EnvID      string
+	NodeID     string
+	InstanceID string
+	// SetID names the address set a member belongs to (kind "set", whose ID
+	// is "<SetID>#<key>").
+	SetID string
+}
+
+// Allocation is one address and its current (or last) holder.
+type Allocation struct {
+	ID          uuid.UUID
+	ClusterID   string
+	PoolID      string
+	Address     netip.Addr
+	Block       netip.Prefix // the pool block the address lies in
+	Ordinal     int64
+	State       string
+	Generation  int64
+	Owner       Owner
+	Actor       string
+	AllocatedAt time.Time
+	ReleasedAt  time.Time
+	// ReusableAt is when a cooling address may go to another owner, or when a
+	// plan-time hold (state reserved) expires.
+	ReusableAt time.Time
+	// Reusable is true once ReusableAt has passed, by database time.
+	Reusable bool
+	// HoldExpired is true when a plan-time hold's own time is over (its
+	// address may still be inside a cooldown the hold kept).
+	HoldExpired bool
+	// Confirmed is true once a refresh or an import has read the allocation,
+	// or the adoption window has passed since it was made: from then on only
+	// its own configuration manages it, and a create elsewhere is refused.
+	Confirmed bool
+}
+
+// AdoptionWindow is how long after it was made an allocation that no refresh
+// has confirmed may be adopted by a create of the same actor: the time in
+// which a killed or failed apply is retried.
+const AdoptionWindow = time.Hour
+
+const adoptionWindowSQL = "1 hour"
+
+// CIDR is the address with its pool block's prefix length ("/128" for a
+// single-address pool block is still the block's length).
+func (a Allocation) CIDR() netip.Prefix {
+	if a.Block.IsValid() {
+		return netip.PrefixFrom(a.Address, a.Block.Bits())
+	}
+	return netip.PrefixFrom(a.Address, a.Address.BitLen())
+}
+
+// PoolRef names a pool: one of a cluster's own pools (node, instance), a
+// node's instance blocks, or an operator pool. Its ID is the pool's key; no
+// one builds or splits that key by hand.
+type PoolRef struct {
+	ClusterID string
+	// Name is the pool's name in its cluster: CategoryNode,
+	// CategoryInstance, "blocks/<node_id>" or an operator pool's name. Empty
+	// in a request: the pool the owner's kind takes its address from (see
+	// AllocateRequest).
+	Name string
+}
+
+// ClusterPools is the cluster with no pool named: a request resolves the pool
+// from its owner's kind.
+func ClusterPools(clusterID string) PoolRef { return PoolRef{ClusterID: clusterID} }
+
+// NodePool is the cluster's node pool (its node prefix).
+func NodePool(clusterID string) PoolRef { return PoolRef{clusterID, CategoryNode} }
+
+// InstancePool is the cluster's instance pool (its instance prefix).
+func InstancePool(clusterID string) PoolRef { return PoolRef{clusterID, CategoryInstance} }
+
+// NodeBlocksPool is the pool of a node's instance blocks.
+func NodeBlocksPool(clusterID, nodeID string) PoolRef {
+	return PoolRef{clusterID, blocksPrefix + nodeID}
+}
+
+// OperatorPool is an operator pool (ipam_pool) by name.
+func OperatorPool(clusterID, name string) PoolRef { return PoolRef{clusterID, name} }
+
+const blocksPrefix = "blocks/"
+
+// ID is the pool's key ("<cluster_id>/<name>"); "" for a ClusterPools ref.
+func (r PoolRef) ID() string {
+	if r.Name == "" {
+		return ""
+	}
+	return r.ClusterID + "/" + r.Name
+}
+
+func (r PoolRef) String() string {
+	if r.Name == "" {
+		return r.ClusterID
+	}
+	return r.ID()
+}
+
+// ParsePoolRef reads a pool's key back; field names the input for the error.
+func ParsePoolRef(field, id string) (PoolRef, error) {
+	c, n, ok := strings.Cut(id, "/")
+	if !ok || ValidateID("cluster", c) != nil || ValidateID("pool", n) != nil {
+		return PoolRef{}, invalid(field, "%q is not a pool id: expected <cluster_id>/<name>", truncate(id, 40))
+	}
+	return PoolRef{c, n}, nil
+}
+
+// AllocateRequest asks for an address for an owner. Allocate, Reserve and
+// their fast paths all take it, for every kind of owner.
+type AllocateRequest struct {
+	// Pool is where the address comes from. With no Name (ClusterPools) the
+	// owner's kind decides: a node draws from the cluster's node pool; an
+	// instance from its node's blocks when the node has some (growing them
+	// when full), else from the cluster's instance pool. An environment's
+	// IPv4 names its operator pool.
+	Pool  PoolRef
+	Owner Owner
+	// Address, when valid, claims exactly this address.
+	Address netip.Addr
+}
+
+// AllocateResult is the allocation and how it came about.
+type AllocateResult struct {
+	Allocation
+	// Adopted is true when the owner already held this address (allocated by
+	// the same actor): a retried or crashed apply adopting its own work.
+	Adopted bool
+	// Network is the cluster's WorkloadSpec network block, read with the
+	// allocation (set by Allocate for an instance, and by the fast path).
+	Network Network
+}
+
+// Network is the WorkloadSpec network block an instance gets from its
+// cluster.
+type Network struct {
+	GatewayIPv6 netip.Addr
+	MTU         int
+	DNSServers  []netip.Addr
+}
+
+const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
+	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
+	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
+	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
+	coalesce(confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `', false)`
+
+func scanAllocation(row pgx.Row) (Allocation, error) {
+	var a Allocation
+	var addr netip.Prefix
+	var allocated, released, reusable *time.Time
+	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
+		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
+		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, ErrNotFound
+	}
+	a.Address = addr.Addr()
+	for _, x := range []struct {
+		dst *time.Time
+		src *time.Time
+	}{{&a.AllocatedAt, allocated}, {&a.ReleasedAt, released}, {&a.ReusableAt, reusable}} {
+		if x.src != nil {
+			*x.dst = *x.src
+		}
+	}
+	return a, err
+}
+
+// extraRow scans further columns after those its caller asks for, so that
+// scanAllocation can read allocColumns followed by more.
+type extraRow struct {
+	pgx.Row
+	extra []any
+}
+
+func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+
+// ValidateOwner checks the owner's key and labels.
+func ValidateOwner(o Owner) error {
+	for _, f := range []struct{ field, v string }{
+		{"org_id", o.OrgID}, {"env_id", o.EnvID}, {"node_id", o.NodeID}, {"instance_id", o.InstanceID},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if err := ValidateID(f.field, f.v); err != nil {
+			return &InvalidError{Field: f.field, Msg: err.Error()}
+		}
+	}
+	if o.Kind == "" {
+		return invalid("owner_kind", "must not be empty")
+	}
+	if o.Kind == OwnerSet {
+		return validateSetMember(o)
+	}
+	if err := ValidateID("owner id", o.ID); err != nil {
+		return &InvalidError{Field: o.Kind + "_id", Msg: err.Error()}
+	}
+	return nil
+}
