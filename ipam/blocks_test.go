@@ -20,6 +20,7 @@ func scaling(demand int64, maxBlocks int) ipam.BlockScaling {
 }
 
 func TestBlockScalingMath(t *testing.T) {
+	t.Parallel()
 	sc := scaling(-1, 100)
 	if sc.BatchSize() != 16 {
 		t.Fatal(sc.BatchSize())
@@ -51,6 +52,7 @@ func TestBlockScalingMath(t *testing.T) {
 }
 
 func TestNodeBlocksGrowShrinkAndAllocate(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	c := mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -117,6 +119,7 @@ func TestNodeBlocksGrowShrinkAndAllocate(t *testing.T) {
 }
 
 func TestNodeBlocksMaxBlocksNamesTheNode(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -142,6 +145,7 @@ func TestNodeBlocksMaxBlocksNamesTheNode(t *testing.T) {
 // Instances allocated on many nodes at once while scaling runs: no duplicate,
 // none outside its node's blocks, no block released while it holds an address.
 func TestNodeBlocksConcurrent(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()

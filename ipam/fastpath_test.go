@@ -12,6 +12,7 @@ import (
 // The fast path serves the common allocation and hands everything else to
 // the full path; both give the same answer.
 func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdb.New(t)})
 	if err != nil {

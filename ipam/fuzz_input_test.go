@@ -270,6 +270,7 @@ func FuzzOpenHidesPassword(f *testing.F) {
 // the password in every place libpq and pgx accept it. The error of Open must
 // show none of it (found by FuzzOpenHidesPassword).
 func TestOpenErrorHidesPassword(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ conn, secret string }{
 		{"postgres://u:hunter22secret@db.example.net:notaport/db", "hunter22secret"},
 		{"postgres://u:hunter22secret@db.example.net:5432/db?sslmode=bogus", "hunter22secret"},

@@ -14,6 +14,7 @@ import (
 // names, not the provider's attributes), says what would be valid, and
 // writes nothing.
 func TestBadInputNamesTheRequestField(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(t, "")
 	ctx := context.Background()
 	for _, c := range []struct {

@@ -353,3 +353,41 @@ func (l *Layout) Runs() []Run {
 	}
 	return out
 }
+
+// CollapsePrefixes returns the fewest prefixes that cover exactly the
+// addresses of ps, sorted (IPv4 first, then by address): prefixes inside
+// another are dropped and sibling halves are merged into their parent,
+// repeatedly. ps is not modified.
+func CollapsePrefixes(ps []netip.Prefix) []netip.Prefix {
+	in := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		in[i] = p.Masked()
+	}
+	sort.Slice(in, func(i, j int) bool {
+		if c := in[i].Addr().Compare(in[j].Addr()); c != 0 {
+			return c < 0
+		}
+		return in[i].Bits() < in[j].Bits()
+	})
+	out := make([]netip.Prefix, 0, len(in))
+	for _, p := range in {
+		// Sorted by start, wider first: p is either inside the last kept
+		// prefix or starts after it.
+		if n := len(out); n > 0 && PrefixContains(out[n-1], p) {
+			continue
+		}
+		out = append(out, p)
+		for n := len(out); n >= 2; n = len(out) {
+			a, b := out[n-2], out[n-1]
+			if a.Bits() != b.Bits() || a.Bits() == 0 || a.Addr().BitLen() != b.Addr().BitLen() {
+				break
+			}
+			parent := netip.PrefixFrom(a.Addr(), a.Bits()-1).Masked()
+			if netip.PrefixFrom(b.Addr(), b.Bits()-1).Masked() != parent {
+				break
+			}
+			out = append(out[:n-2], parent)
+		}
+	}
+	return out
+}

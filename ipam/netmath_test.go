@@ -9,6 +9,7 @@ import (
 )
 
 func TestParsePrefix(t *testing.T) {
+	t.Parallel()
 	good := map[string]string{
 		"2a01:4f8:abcd::/48": "2a01:4f8:abcd::/48",
 		"192.0.2.0/24":       "192.0.2.0/24",
@@ -37,6 +38,7 @@ func TestParsePrefix(t *testing.T) {
 }
 
 func TestParseAddr(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{"fe80::1%eth0", "::ffff:192.0.2.1", "2001:db8::/128", "x", ""} {
 		if _, err := ParseAddr(in); err == nil {
 			t.Errorf("ParseAddr(%q) accepted", in)
@@ -48,6 +50,7 @@ func TestParseAddr(t *testing.T) {
 }
 
 func TestDefaultSubPrefixes(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ cluster, node, instance string }{
 		{"2a01:4f8:abcd::/48", "2a01:4f8:abcd::/64", "2a01:4f8:abcd:1::/64"},
 		{"2001:db8:1200::/56", "2001:db8:1200::/64", "2001:db8:1200:1::/64"},
@@ -62,6 +65,7 @@ func TestDefaultSubPrefixes(t *testing.T) {
 }
 
 func TestSubPrefixOutOfRange(t *testing.T) {
+	t.Parallel()
 	p := netip.MustParsePrefix("2001:db8::/126")
 	if _, err := SubPrefix(p, 127, 2); err == nil {
 		t.Fatal("sub-prefix #2 of length /127 in a /126 accepted")
@@ -72,6 +76,7 @@ func TestSubPrefixOutOfRange(t *testing.T) {
 }
 
 func TestLayoutIPv6(t *testing.T) {
+	t.Parallel()
 	gw := netip.MustParseAddr("2001:db8::5")
 	l, err := NewLayout([]netip.Prefix{netip.MustParsePrefix("2001:db8::/125")}, nil, gw)
 	if err != nil {
@@ -112,6 +117,7 @@ func TestLayoutIPv6(t *testing.T) {
 }
 
 func TestLayoutIPv4BlocksAndGaps(t *testing.T) {
+	t.Parallel()
 	l, err := NewLayout([]netip.Prefix{
 		netip.MustParsePrefix("192.0.2.0/29"),
 		netip.MustParsePrefix("198.51.100.7/32"),
@@ -137,6 +143,7 @@ func TestLayoutIPv4BlocksAndGaps(t *testing.T) {
 }
 
 func TestLayoutRejects(t *testing.T) {
+	t.Parallel()
 	v4 := netip.MustParsePrefix("192.0.2.0/24")
 	v6 := netip.MustParsePrefix("2001:db8::/64")
 	if _, err := NewLayout([]netip.Prefix{v4, v6}, nil, netip.Addr{}); err == nil {
@@ -151,6 +158,7 @@ func TestLayoutRejects(t *testing.T) {
 }
 
 func TestLayoutHugeBlockIsCapped(t *testing.T) {
+	t.Parallel()
 	l, err := NewLayout([]netip.Prefix{netip.MustParsePrefix("2001:db8::/48")}, []netip.Prefix{netip.MustParsePrefix("2001:db8::/96")}, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +173,7 @@ func TestLayoutHugeBlockIsCapped(t *testing.T) {
 }
 
 func TestDurations(t *testing.T) {
+	t.Parallel()
 	ok := map[string]time.Duration{"30d": 30 * 24 * time.Hour, "24h": 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute, "0s": 0}
 	for in, want := range ok {
 		d, err := ParseDuration(in)
@@ -187,6 +196,7 @@ func TestDurations(t *testing.T) {
 }
 
 func TestValidateID(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{"node-1", "a", "org_1.prod:x@y", strings.Repeat("a", 128)} {
 		if err := ValidateID("node_id", in); err != nil {
 			t.Errorf("ValidateID(%q) = %v", in, err)
@@ -274,6 +284,7 @@ func FuzzParseDuration(f *testing.F) {
 }
 
 func TestLayoutRuns(t *testing.T) {
+	t.Parallel()
 	l, err := NewLayout([]netip.Prefix{
 		netip.MustParsePrefix("192.0.2.0/28"),
 		netip.MustParsePrefix("198.51.100.0/31"),
@@ -290,4 +301,77 @@ func TestLayoutRuns(t *testing.T) {
 	if strings.Join(got, " ") != "192.0.2.1+3 192.0.2.8+7 198.51.100.0+2" || n != l.Size() {
 		t.Fatalf("runs %v (size %d)", got, l.Size())
 	}
+}
+
+func TestCollapsePrefixes(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"", ""},
+		{"10.0.0.0/25 10.0.0.128/25", "10.0.0.0/24"},
+		{"10.0.0.1/32 10.0.0.0/32 10.0.0.2/31", "10.0.0.0/30"},
+		{"10.0.0.0/24 10.0.0.7/32 10.0.0.0/24", "10.0.0.0/24"},
+		{"10.0.0.128/25 10.0.1.0/25", "10.0.0.128/25 10.0.1.0/25"}, // adjacent, not siblings
+		{"2001:db8::1/128 192.0.2.0/24 2001:db8::/128", "192.0.2.0/24 2001:db8::/127"},
+		{"2001:db8:1::/48 2001:db8::/48", "2001:db8::/47"},
+		{"0.0.0.0/1 128.0.0.0/1", "0.0.0.0/0"},
+		{"::/0 2001:db8::/32", "::/0"},
+	}
+	for _, c := range cases {
+		var in []netip.Prefix
+		for _, s := range strings.Fields(c.in) {
+			in = append(in, netip.MustParsePrefix(s))
+		}
+		var got []string
+		for _, p := range CollapsePrefixes(in) {
+			got = append(got, p.String())
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("CollapsePrefixes(%s) = %v, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+// FuzzCollapsePrefixes checks CollapsePrefixes against brute force inside
+// 10.0.0.0/24: the output covers exactly the addresses of the input, is
+// sorted, and cannot be shortened (no prefix inside another, no siblings).
+func FuzzCollapsePrefixes(f *testing.F) {
+	f.Add([]byte{0, 25, 128, 25})
+	f.Add([]byte{1, 32, 0, 32, 2, 31, 4, 30})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var in []netip.Prefix
+		var want [256]bool
+		for i := 0; i+1 < len(b) && len(in) < 16; i += 2 {
+			bits := 24 + int(b[i+1])%9
+			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, b[i]}), bits).Masked()
+			in = append(in, p)
+			for a := p.Addr(); p.Contains(a); a = a.Next() {
+				want[a.As4()[3]] = true
+				if a.As4()[3] == 255 {
+					break
+				}
+			}
+		}
+		out := CollapsePrefixes(in)
+		var got [256]bool
+		for i, p := range out {
+			for a := p.Addr(); p.Contains(a); a = a.Next() {
+				got[a.As4()[3]] = true
+				if a.As4()[3] == 255 {
+					break
+				}
+			}
+			if i > 0 {
+				prev := out[i-1]
+				if prev.Addr().Compare(p.Addr()) >= 0 || prev.Overlaps(p) {
+					t.Fatalf("%v: not sorted and disjoint at %d", out, i)
+				}
+				if prev.Bits() == p.Bits() && netip.PrefixFrom(prev.Addr(), prev.Bits()-1).Masked() == netip.PrefixFrom(p.Addr(), p.Bits()-1).Masked() {
+					t.Fatalf("%v: siblings %s and %s not merged", out, prev, p)
+				}
+			}
+		}
+		if got != want {
+			t.Fatalf("CollapsePrefixes(%v) = %v covers other addresses", in, out)
+		}
+	})
 }

@@ -32,6 +32,7 @@ func findViolation(vs []ipam.Violation, invariant, want string) bool {
 // A database that went through allocation, release, reuse after cooldown, an
 // exact IPv4 claim and a reclaim breaks no invariant.
 func TestCheckHealthyDatabase(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	for _, i := range []string{"i1", "i2", "i3"} {
 		f.alloc("c1/instance", instance(i))
@@ -79,6 +80,7 @@ func TestCheckHealthyDatabase(t *testing.T) {
 }
 
 func TestCheckFindsCorruption(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	for _, i := range []string{"i1", "i2", "i3", "i4"} {
 		f.alloc("c1/instance", instance(i))
@@ -137,6 +139,7 @@ func TestCheckFindsCorruption(t *testing.T) {
 
 // An exact claim lies beyond the counters by design; its event says so.
 func TestCheckExemptsMarkedExactClaims(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	f.alloc("c1/instance", instance("i1"))
 	if _, err := f.st.Allocate(f.ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance("i2"),
@@ -162,6 +165,7 @@ func listViolations(vs []ipam.Violation) string {
 // address again for a while (a plan-time hold that expired) before another
 // owner got it.
 func TestCheckCooldownLooksPastTheLastEvent(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	a := f.alloc("c1/instance", instance("a"))
 	f.release(instance("a"))

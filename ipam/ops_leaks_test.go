@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseInventory(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, kind string
 		want     map[string][]string
@@ -77,6 +78,7 @@ func outcomes(res []ipam.ReclaimResult) string {
 // A report of leaks is only advice: reclaim checks each allocation again
 // right before releasing it and refuses every live one.
 func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	for _, i := range []string{"i1", "i2", "i3", "i4", "i5", "i6"} {
 		f.alloc("c1/instance", instance(i))
@@ -174,6 +176,7 @@ func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 }
 
 func TestStaleLeaks(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	f.alloc("c1/node", node("n1"))
 	f.alloc("c1/node", node("n2"))
@@ -221,6 +224,7 @@ func TestStaleLeaks(t *testing.T) {
 }
 
 func TestReadLeakReportRejectsOtherJSON(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"version": 2, "kind": "stale"}`:                                                                  "format version 2",
 		`{"version": 1, "kind": "guess", "generated_at": "2026-01-01T00:00:00Z"}`:                          `kind "guess"`,
@@ -240,6 +244,7 @@ func TestReadLeakReportRejectsOtherJSON(t *testing.T) {
 // Members of an address set are judged by their set: an inventory of kind
 // set lists set ids, not member owner ids.
 func TestSetMemberLeaks(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	f.alloc("c1/instance", instance("m1"))
 	f.alloc("c1/instance", instance("m2"))

@@ -12,6 +12,7 @@ import (
 )
 
 func TestListAllocations(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	f.alloc("c1/node", node("n1"))
 	f.alloc("c1/instance", ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", OrgID: "acme", EnvID: "prod", NodeID: "n1"})
@@ -80,6 +81,7 @@ func TestListAllocations(t *testing.T) {
 }
 
 func TestLookupAddress(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	a := f.alloc("c1/instance", ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", OrgID: "acme", EnvID: "prod"})
 	b := f.alloc("c1/node", node("n1"))
@@ -145,6 +147,7 @@ func TestLookupAddress(t *testing.T) {
 }
 
 func TestListEvents(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	start, err := f.st.DatabaseNow(f.ctx)
 	if err != nil {

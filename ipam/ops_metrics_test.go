@@ -7,6 +7,7 @@ import (
 )
 
 func TestCollectMetrics(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	f.alloc("c1/instance", instance("i1"))
 	f.exec(`INSERT INTO ipam_allocation_failures (id, at, cluster_id, pool_id, reason)

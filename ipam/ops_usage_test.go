@@ -17,6 +17,7 @@ import (
 )
 
 func TestPoolUsage(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	for _, n := range []string{"n1", "n2", "n3"} {
 		f.alloc("c1/node", node(n))
@@ -140,6 +141,7 @@ func fillPool(tb testing.TB, raw *pgx.Conn, pool, base string, n int) {
 // The usage query reads each pool's rows through the indexes: on a table big
 // enough for a sequential scan to be tempting, the plan has none.
 func TestPoolUsagePlanHasNoSeqScan(t *testing.T) {
+	t.Parallel()
 	f := newOpsFixture(t)
 	f.mkSecondCluster()
 	fillPool(t, f.raw, "c1/instance", "2001:db8:0:1::", 50000)

@@ -26,6 +26,7 @@ func env(id string) ipam.Owner {
 }
 
 func TestIPv4PoolOrderAndGaps(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -78,6 +79,7 @@ func TestIPv4PoolOrderAndGaps(t *testing.T) {
 }
 
 func TestIPv4ExactClaims(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -111,6 +113,7 @@ func TestIPv4ExactClaims(t *testing.T) {
 }
 
 func TestPoolValidationAndPlacement(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	mkCluster(t, st, "c2", "2001:db9::/48", "", "")
@@ -149,6 +152,7 @@ func TestPoolValidationAndPlacement(t *testing.T) {
 }
 
 func TestPoolGrowAndRefusedShrink(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -189,6 +193,7 @@ func TestPoolGrowAndRefusedShrink(t *testing.T) {
 // 16 goroutines allocate and release over a small pool with gaps and a short
 // cooldown; the event history proves no reuse inside the cooldown.
 func TestIPv4ConcurrentChurn(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()

@@ -93,6 +93,7 @@ func instanceRequest(id string) ipam.InstanceRequest {
 // allocation and no event, and the address goes to the next placement; an
 // exhausted pool is ErrExhausted, recorded outside the aborted transaction.
 func TestAllocateInstanceInCallersTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("commit", func(t *testing.T) {
 		t.Parallel()
@@ -225,6 +226,7 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 // when the caller commits; a rollback keeps it active; releasing what is not
 // held is a no-op.
 func TestReleaseInstanceInCallersTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newScheduler(t, "")
 	a, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-1"))
@@ -269,6 +271,7 @@ func TestReleaseInstanceInCallersTransaction(t *testing.T) {
 // same address; the node, environment IPv4 and read calls work through the
 // same client.
 func TestConcurrentPlacementsAndOtherCalls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newScheduler(t, "")
 	const n = 24

@@ -80,6 +80,7 @@ func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
 // Seam: a pool of cluster A inside cluster B's prefix handed out B's addresses.
 func TestSeamPoolsNeverCrossClusters(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "a", Prefix: pfx("2001:db8:a::/48")})
@@ -116,6 +117,7 @@ func TestSeamPoolsNeverCrossClusters(t *testing.T) {
 // cluster counter (small instance prefix) then handed such an address out a
 // second after its release, and another node got it inside its cooldown.
 func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	c := seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48"), InstancePrefix: pfx("2001:db8:0:1::/122")})
@@ -181,6 +183,7 @@ func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
 
 // Seam: /65../100 blocks would materialize billions of rows.
 func TestSeamNodeBlocksAreCapped(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		length, max int
 		ok          bool
@@ -197,6 +200,7 @@ func TestSeamNodeBlocksAreCapped(t *testing.T) {
 
 // Seam: a node's block pool ignored cluster updates (cooldown, gateway).
 func TestSeamBlockPoolsFollowTheCluster(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	c := seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -243,6 +247,7 @@ func TestSeamBlockPoolsFollowTheCluster(t *testing.T) {
 // Seam: releasing a node's blocks while an instance allocation on that
 // node was in flight deleted the row the allocation had just reported.
 func TestSeamBlockReleaseRacingAllocation(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -280,6 +285,7 @@ func TestSeamBlockReleaseRacingAllocation(t *testing.T) {
 // Seam: shrinking an IPv4 pool while an allocation was in flight left an
 // active address outside the pool.
 func TestSeamShrinkRacingAllocation(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -328,6 +334,7 @@ func TestSeamShrinkRacingAllocation(t *testing.T) {
 // Seam: dropping a hold on the owner's own cooling address lost the
 // cooldown when it ended inside the hold's TTL.
 func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48"), NodeCooldown: 30 * time.Minute})
@@ -363,6 +370,7 @@ func TestSeamDroppedHoldKeepsTheCooldown(t *testing.T) {
 // Seam: more than 1,024 claims ahead of the counter made every fresh
 // allocation fail with an uncoded "concurrent change, retry".
 func TestSeamClaimsAheadOfTheCounter(t *testing.T) {
+	t.Parallel()
 	sts, _ := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -393,6 +401,7 @@ func TestSeamClaimsAheadOfTheCounter(t *testing.T) {
 // Seam: a non-forced cluster or pool destroy racing an allocation
 // cascaded over the address handed out a moment earlier.
 func TestSeamDestroyRacingAllocation(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	for round := 0; round < 30; round++ {
@@ -436,6 +445,7 @@ func TestSeamDestroyRacingAllocation(t *testing.T) {
 // cooldown ended: an abandoned plan of one actor blocked every other actor
 // from that owner for up to 30 days.
 func TestSeamAbandonedHoldExpiresWithItsTTL(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "alice", "bob")
 	alice, bob, ctx := sts[0], sts[1], context.Background()
 	seamCluster(t, alice, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -464,6 +474,7 @@ func TestSeamAbandonedHoldExpiresWithItsTTL(t *testing.T) {
 
 // Seam: durations that overflow, and blocks past a pool's ordinal space.
 func TestSeamInputLimits(t *testing.T) {
+	t.Parallel()
 	if d, err := ipam.ParseDuration("36500d2562047h"); err == nil {
 		t.Fatalf("overflowing duration parsed as %v", d)
 	}
@@ -476,6 +487,7 @@ func TestSeamInputLimits(t *testing.T) {
 // actor: the second one adopted the first one's allocation. Adoption is only
 // for a retried or killed apply finding its own, not yet confirmed work.
 func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform", "terraform")
 	first, second, ctx := sts[0], sts[1], context.Background()
 	seamCluster(t, first, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -515,6 +527,7 @@ func TestSeamSecondConfigurationDoesNotAdopt(t *testing.T) {
 // address (not "outside pool", not another one), and the next plan's pool
 // for the instance is the node's blocks.
 func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
+	t.Parallel()
 	sts, _ := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -547,6 +560,7 @@ func TestSeamPlannedInstanceSurvivesNewBlocks(t *testing.T) {
 // Seam: address set refreshes never recorded last_seen_at, so the
 // stale-leak report (and reclaim --apply) took live set members for leaks.
 func TestSeamSetRefreshIsSeen(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
@@ -570,6 +584,7 @@ func TestSeamSetRefreshIsSeen(t *testing.T) {
 // Seam: an address set update committed its label change before its
 // member changes, which could then fail: not all-or-nothing.
 func TestSeamSetUpdateIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	sts, raw := seamStores(t, "terraform")
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})

@@ -30,6 +30,7 @@ func setFixture(t *testing.T) (*ipam.Client, context.Context) {
 }
 
 func TestAddressSetFallbackFamiliesAndEdits(t *testing.T) {
+	t.Parallel()
 	st, ctx := setFixture(t)
 	owner := ipam.Owner{ID: "vm-1", OrgID: "acme", InstanceID: "vm-1"}
 	members, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: owner, Add: []ipam.SetEntry{
@@ -76,6 +77,7 @@ func TestAddressSetFallbackFamiliesAndEdits(t *testing.T) {
 }
 
 func TestAddressSetExactClaimsAndAllOrNothing(t *testing.T) {
+	t.Parallel()
 	st, ctx := setFixture(t)
 	other := ipam.Owner{ID: "vm-2"}
 	if _, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: other, Add: []ipam.SetEntry{
@@ -128,6 +130,7 @@ func TestAddressSetExactClaimsAndAllOrNothing(t *testing.T) {
 // Many owners claim sets from the same pools at once: no duplicates, no
 // partial sets.
 func TestAddressSetsConcurrent(t *testing.T) {
+	t.Parallel()
 	st, ctx := setFixture(t)
 	const owners, keys = 24, 12 // 288 > the 254 + 2 IPv4 addresses: some sets must fail whole
 	var wg sync.WaitGroup

@@ -71,6 +71,7 @@ func age(t *testing.T, raw *pgx.Conn, poolID string, d time.Duration) {
 }
 
 func TestClusterDefaultsAndSubPrefixes(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	c := mkCluster(t, st, "c1", "2a01:4f8:abcd::/48", "", "")
 	if c.NodePrefix.String() != "2a01:4f8:abcd::/64" || c.InstancePrefix.String() != "2a01:4f8:abcd:1::/64" {
@@ -91,6 +92,7 @@ func TestClusterDefaultsAndSubPrefixes(t *testing.T) {
 }
 
 func TestClusterValidation(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	bad := []struct {
 		c     ipam.Cluster
@@ -119,6 +121,7 @@ func TestClusterValidation(t *testing.T) {
 // 16 goroutines allocate 500 addresses each from one pool: no duplicate, none
 // outside the prefix, ordinals start at 1 and stay dense.
 func TestConcurrentAllocationIsUnique(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	c := mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	const workers, each = 16, 500
@@ -176,6 +179,7 @@ func TestConcurrentAllocationIsUnique(t *testing.T) {
 }
 
 func TestSequentialAllocationStartsAtOne(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	for i := 1; i <= 40; i++ {
@@ -190,6 +194,7 @@ func TestSequentialAllocationStartsAtOne(t *testing.T) {
 }
 
 func TestIdempotentPerOwnerAndActor(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "team-a")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -215,6 +220,7 @@ func TestIdempotentPerOwnerAndActor(t *testing.T) {
 // The cooldown: a released address is not reused inside its cooldown, and is
 // reused, oldest-cooled first, once fresh space is exhausted and it has passed.
 func TestCooldownReuse(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	// A /125 node prefix: ordinals 1..7 usable (::0 is the anycast address).
 	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/125", "")
@@ -272,6 +278,7 @@ func TestCooldownReuse(t *testing.T) {
 }
 
 func TestOwnerGetsItsCoolingAddressBack(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -294,6 +301,7 @@ func TestOwnerGetsItsCoolingAddressBack(t *testing.T) {
 }
 
 func TestExactClaims(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -333,6 +341,7 @@ func TestExactClaims(t *testing.T) {
 }
 
 func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
@@ -352,6 +361,7 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 }
 
 func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam?sslmode=disable", ConnectTimeout: 2 * time.Second,
 		FailoverTimeout: time.Second})
@@ -367,6 +377,7 @@ func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 }
 
 func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
+	t.Parallel()
 	url := testdb.New(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -417,6 +428,7 @@ func testdbURLOf(t *testing.T, st *ipam.Client) string {
 // owner's later apply of the old plan is then refused rather than handed
 // another address.
 func TestReservationExpiresWithoutCooldown(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	// A /126 node prefix: 3 usable addresses.
 	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/126", "")
@@ -456,6 +468,7 @@ func TestReservationExpiresWithoutCooldown(t *testing.T) {
 
 // An owner's hold becomes its allocation at apply, keeping the address.
 func TestReservationConfirmedAtApply(t *testing.T) {
+	t.Parallel()
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()

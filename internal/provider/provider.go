@@ -200,7 +200,7 @@ func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSour
 	}
 }
 
-func (p *ipamProvider) Functions(context.Context) []func() function.Function { return nil }
+func (p *ipamProvider) Functions(context.Context) []func() function.Function { return functions() }
 
 // waitBound reads a lock, statement or failover timeout: unset is the core's default
 // (0), "0s" is no bound (negative for the core).
