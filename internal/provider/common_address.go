@@ -180,9 +180,8 @@ func releaseAddress(ctx context.Context, st *ipam.Client, req resource.DeleteReq
 
 // importOwner parses "<cluster_id>/<owner_id>", or an address (whose active
 // allocation names the owner), and seeds the state with it.
-func importOwner(ctx context.Context, st *ipam.Client, req resource.ImportStateRequest, resp *resource.ImportStateResponse, kind, ownerAttr string) {
-	id := req.ID
-	if addr, err := ipam.ParseAddr(req.ID); err == nil {
+func importOwner(ctx context.Context, st *ipam.Client, id string, resp *resource.ImportStateResponse, kind, ownerAttr string) {
+	if addr, err := ipam.ParseAddr(id); err == nil {
 		a, ok := importByAddress(ctx, st, addr, kind, &resp.Diagnostics)
 		if !ok {
 			return

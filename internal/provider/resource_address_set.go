@@ -69,6 +69,11 @@ func (r *addressSetResource) Metadata(_ context.Context, req resource.MetadataRe
 	resp.TypeName = req.ProviderTypeName + "_address_set"
 }
 
+// IdentitySchema is the resource identity (Terraform 1.12+).
+func (r *addressSetResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = addressSetIdentity.schema()
+}
+
 func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	label := func(name, desc string) schema.StringAttribute {
 		return schema.StringAttribute{MarkdownDescription: desc + " A label for lookups; changes update in place.",
@@ -446,6 +451,7 @@ func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, c
 }
 
 func (r *addressSetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer addressSetIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -474,6 +480,7 @@ func keepLabels(m, config addressSetModel) addressSetModel {
 }
 
 func (r *addressSetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer addressSetIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -497,6 +504,7 @@ func (r *addressSetResource) Read(ctx context.Context, req resource.ReadRequest,
 }
 
 func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer addressSetIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -550,5 +558,9 @@ func (r *addressSetResource) Delete(ctx context.Context, req resource.DeleteRequ
 
 // ImportState takes "<cluster_id>/<owner_id>": the whole set of that owner.
 func (r *addressSetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importPair(ctx, req.ID, resp, "owner_id", "")
+	id, ok := addressSetIdentity.importID(ctx, req, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	importPair(ctx, id, resp, "owner_id", "")
 }

@@ -66,6 +66,11 @@ func (r *envIPv4Resource) Metadata(_ context.Context, req resource.MetadataReque
 	resp.TypeName = req.ProviderTypeName + "_env_ipv4"
 }
 
+// IdentitySchema is the resource identity (Terraform 1.12+).
+func (r *envIPv4Resource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = envIPv4Identity.schema()
+}
+
 func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
@@ -143,6 +148,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 }
 
 func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -166,6 +172,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -188,6 +195,7 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 
 // Update has nothing to change in the database: every input replaces.
 func (r *envIPv4Resource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	var plan envIPv4ResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
@@ -207,7 +215,11 @@ func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest
 
 // ImportState takes "<cluster_id>/<pool name>/<env_id>", or the address.
 func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if addr, err := ipam.ParseAddr(req.ID); err == nil {
+	id, ok := envIPv4Identity.importID(ctx, req, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if addr, err := ipam.ParseAddr(id); err == nil {
 		a, ok := importByAddress(ctx, r.store, addr, ipam.OwnerEnvIPv4, &resp.Diagnostics)
 		if !ok {
 			return
@@ -217,12 +229,12 @@ func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportSt
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), a.Owner.ID)...)
 		return
 	}
-	i := strings.LastIndexByte(req.ID, '/')
-	if i <= 0 || validPoolIDString(req.ID[:i]) != nil || ipam.ValidateID("env_id", req.ID[i+1:]) != nil {
-		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>` or an address, got "+req.ID)
+	i := strings.LastIndexByte(id, '/')
+	if i <= 0 || validPoolIDString(id[:i]) != nil || ipam.ValidateID("env_id", id[i+1:]) != nil {
+		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>` or an address, got "+id)
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), req.ID[:i])...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), req.ID[i+1:])...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), id[:i])...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), id[i+1:])...)
 }

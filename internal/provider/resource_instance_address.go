@@ -67,6 +67,11 @@ func (r *instanceAddressResource) Metadata(_ context.Context, req resource.Metad
 	resp.TypeName = req.ProviderTypeName + "_instance_address"
 }
 
+// IdentitySchema is the resource identity (Terraform 1.12+).
+func (r *instanceAddressResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = instanceIdentity.schema()
+}
+
 func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	attrs := addressAttributes("instance_id", "instance")
 	replaceID := func(name, desc string) schema.StringAttribute {
@@ -133,6 +138,7 @@ func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressRe
 }
 
 func (r *instanceAddressResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer instanceIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -155,6 +161,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 }
 
 func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer instanceIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -179,6 +186,7 @@ func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadReq
 
 // Update changes the node label in place; everything else replaces.
 func (r *instanceAddressResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer instanceIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -211,7 +219,11 @@ func (r *instanceAddressResource) Delete(ctx context.Context, req resource.Delet
 }
 
 func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importOwner(ctx, r.store, req, resp, ipam.OwnerInstance, "instance_id")
+	id, ok := instanceIdentity.importID(ctx, req, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	importOwner(ctx, r.store, id, resp, ipam.OwnerInstance, "instance_id")
 }
 
 // ModifyPlan checks a claimed address against the cluster at plan time.

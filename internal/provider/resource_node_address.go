@@ -43,6 +43,11 @@ func (r *nodeAddressResource) Metadata(_ context.Context, req resource.MetadataR
 	resp.TypeName = req.ProviderTypeName + "_node_address"
 }
 
+// IdentitySchema is the resource identity (Terraform 1.12+).
+func (r *nodeAddressResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nodeAddressIdentity.schema()
+}
+
 func (r *nodeAddressResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	attrs := addressAttributes("node_id", "node")
 	attrs["node_id"] = schema.StringAttribute{
@@ -67,6 +72,7 @@ func (r *nodeAddressResource) Configure(_ context.Context, req resource.Configur
 }
 
 func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -85,6 +91,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 }
 
 func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -108,6 +115,7 @@ func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest
 // Update has nothing to change in the database: every input either replaces
 // the resource or, for an unset address, keeps the held one.
 func (r *nodeAddressResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	var plan nodeAddressResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
@@ -126,7 +134,11 @@ func (r *nodeAddressResource) Delete(ctx context.Context, req resource.DeleteReq
 }
 
 func (r *nodeAddressResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importOwner(ctx, r.store, req, resp, ipam.OwnerNode, "node_id")
+	id, ok := nodeAddressIdentity.importID(ctx, req, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	importOwner(ctx, r.store, id, resp, ipam.OwnerNode, "node_id")
 }
 
 // ModifyPlan checks a claimed address against the cluster at plan time.

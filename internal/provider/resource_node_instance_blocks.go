@@ -54,6 +54,11 @@ func (r *nodeBlocksResource) Metadata(_ context.Context, req resource.MetadataRe
 	resp.TypeName = req.ProviderTypeName + "_node_instance_blocks"
 }
 
+// IdentitySchema is the resource identity (Terraform 1.12+).
+func (r *nodeBlocksResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nodeBlocksIdentity.schema()
+}
+
 func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	computedInt := func(desc string) schema.Int64Attribute {
 		return schema.Int64Attribute{MarkdownDescription: desc, Computed: true}
@@ -227,6 +232,7 @@ func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.Modify
 }
 
 func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer nodeBlocksIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -245,6 +251,7 @@ func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequ
 }
 
 func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer nodeBlocksIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -267,6 +274,7 @@ func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest,
 }
 
 func (r *nodeBlocksResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer nodeBlocksIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -300,5 +308,9 @@ func (r *nodeBlocksResource) Delete(ctx context.Context, req resource.DeleteRequ
 }
 
 func (r *nodeBlocksResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importPair(ctx, req.ID, resp, "node_id", "")
+	id, ok := nodeBlocksIdentity.importID(ctx, req, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	importPair(ctx, id, resp, "node_id", "")
 }

@@ -56,6 +56,11 @@ func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest,
 	resp.TypeName = req.ProviderTypeName + "_pool"
 }
 
+// IdentitySchema is the resource identity (Terraform 1.12+).
+func (r *poolResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = poolIdentity.schema()
+}
+
 func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An operator-provided pool of addresses in a cluster, such as the IPv4 blocks of the paid IPv4 add-on. " +
@@ -334,6 +339,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 }
 
 func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	defer poolIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -355,6 +361,7 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 }
 
 func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer poolIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -377,6 +384,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 }
 
 func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	defer poolIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
@@ -412,7 +420,11 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 }
 
 func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importPair(ctx, req.ID, resp, "name", "")
+	id, ok := poolIdentity.importID(ctx, req, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	importPair(ctx, id, resp, "name", "")
 	if resp.Diagnostics.HasError() {
 		return
 	}

@@ -1,0 +1,6 @@
+import {
+  to = ipam_cluster.example
+  identity = {
+    name = "fra1"
+  }
+}

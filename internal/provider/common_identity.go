@@ -1,0 +1,86 @@
+package provider
+
+import (
+	"context"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// resourceIdentity is a resource's identity (Terraform 1.12+): attributes of
+// its state that name one remote object, in the order of its string import
+// id, whose parts they are, joined by "/".
+type resourceIdentity []identityAttribute
+
+type identityAttribute struct{ name, description string }
+
+var (
+	clusterIdentity     = resourceIdentity{{"name", "The cluster's name."}}
+	poolIdentity        = resourceIdentity{clusterIDIdentity, {"name", "The pool's name in its cluster."}}
+	nodeAddressIdentity = resourceIdentity{clusterIDIdentity, {"node_id", "The node's id."}}
+	instanceIdentity    = resourceIdentity{clusterIDIdentity, {"instance_id", "The instance's id."}}
+	envIPv4Identity     = resourceIdentity{{"pool_id", "The IPv4 pool's id, `<cluster_id>/<pool name>`."}, {"env_id", "The environment's id."}}
+	addressSetIdentity  = resourceIdentity{clusterIDIdentity, {"owner_id", "The set's owner id."}}
+	nodeBlocksIdentity  = resourceIdentity{clusterIDIdentity, {"node_id", "The node's id."}}
+	clusterIDIdentity   = identityAttribute{"cluster_id", "The cluster's name."}
+)
+
+var (
+	_ resource.ResourceWithIdentity = &clusterResource{}
+	_ resource.ResourceWithIdentity = &poolResource{}
+	_ resource.ResourceWithIdentity = &nodeAddressResource{}
+	_ resource.ResourceWithIdentity = &instanceAddressResource{}
+	_ resource.ResourceWithIdentity = &envIPv4Resource{}
+	_ resource.ResourceWithIdentity = &addressSetResource{}
+	_ resource.ResourceWithIdentity = &nodeBlocksResource{}
+)
+
+// schema is the identity schema: every attribute a string, all required to
+// import by identity.
+func (ri resourceIdentity) schema() identityschema.Schema {
+	attrs := make(map[string]identityschema.Attribute, len(ri))
+	for _, a := range ri {
+		attrs[a.name] = identityschema.StringAttribute{RequiredForImport: true, Description: a.description}
+	}
+	return identityschema.Schema{Attributes: attrs}
+}
+
+// set copies the identity from state (after a create, read, update or
+// import). A client without identity support gives no identity to set.
+func (ri resourceIdentity) set(ctx context.Context, state *tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) {
+	if identity == nil || state.Raw.IsNull() || diags.HasError() {
+		return
+	}
+	for _, a := range ri {
+		var v types.String
+		diags.Append(state.GetAttribute(ctx, path.Root(a.name), &v)...)
+		diags.Append(identity.SetAttribute(ctx, path.Root(a.name), v)...)
+	}
+}
+
+// importID is the string id to import: the one given (`terraform import`,
+// an import block's id), or the identity's attributes joined by "/".
+func (ri resourceIdentity) importID(ctx context.Context, req resource.ImportStateRequest, diags *diag.Diagnostics) (string, bool) {
+	if req.ID != "" || req.Identity == nil {
+		return req.ID, true
+	}
+	parts := make([]string, 0, len(ri))
+	for _, a := range ri {
+		var v types.String
+		diags.Append(req.Identity.GetAttribute(ctx, path.Root(a.name), &v)...)
+		if diags.HasError() {
+			return "", false
+		}
+		if v.IsNull() || v.IsUnknown() || v.ValueString() == "" {
+			diags.AddAttributeError(path.Root(a.name), "Invalid Import Identity", "identity."+a.name+" is required: "+a.description)
+			return "", false
+		}
+		parts = append(parts, v.ValueString())
+	}
+	return strings.Join(parts, "/"), true
+}
