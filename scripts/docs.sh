@@ -13,8 +13,9 @@
 #  2. point a temporary CLI config (dev_overrides, no installation methods) at
 #     it and run `terraform providers schema -json` with the terraform from
 #     scripts/ensure-terraform.sh, without `terraform init` (no network);
-#  3. add the resource identity schemas when the CLI did not export them
-#     (internal/docsidentity asks the provider, served in-process);
+#  3. add the resource identity and list resource schemas when the CLI did
+#     not export them
+#     (internal/docsschema asks the provider, served in-process);
 #  4. run tfplugindocs generate --providers-schema on that JSON, then
 #     tfplugindocs validate on the result.
 #
@@ -78,9 +79,9 @@ if ! grep -q '"registry.terraform.io/hashicorp/ipam"' "$tmp/schema.json"; then
 	exit 1
 fi
 
-# A CLI older than 1.12 exports no resource identity schemas: ask the
-# provider for them (a no-op when the CLI exported them).
-go run ./internal/docsidentity "$tmp/schema.json"
+# A CLI older than 1.12 exports no resource identity schemas, one older than
+# 1.14 no list resource schemas: ask the provider for what is missing.
+go run ./internal/docsschema "$tmp/schema.json"
 
 say "building tfplugindocs (tools/go.mod) unless cached"
 tfplugindocs=$(go -C tools tool -n tfplugindocs)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -139,6 +140,9 @@ type privateState interface {
 // setGeneration keeps the allocation's generation in private state, so that
 // delete carries it and a stale release is a no-op.
 func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnostics {
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil // a list result (terraform query) has no private state
+	}
 	b, _ := json.Marshal(generationJSON{Generation: gen})
 	return p.SetKey(ctx, privateGeneration, b)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/function"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -21,7 +22,11 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
-var _ provider.Provider = &ipamProvider{}
+var (
+	_ provider.Provider                  = &ipamProvider{}
+	_ provider.ProviderWithFunctions     = &ipamProvider{}
+	_ provider.ProviderWithListResources = &ipamProvider{}
+)
 
 // EnvDatabaseURL is read when the provider's database_url is not set.
 const EnvDatabaseURL = "IPAM_DATABASE_URL"
@@ -176,6 +181,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 		pd.reservationTTL, _ = ipam.ParseDuration(m.ReservationTTL.ValueString())
 	}
 	resp.ResourceData = pd
+	resp.ListResourceData = pd
 	resp.DataSourceData = pd
 }
 
@@ -201,6 +207,11 @@ func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSour
 }
 
 func (p *ipamProvider) Functions(context.Context) []func() function.Function { return functions() }
+
+// ListResources are the list resources of `terraform query` (Terraform 1.14+).
+func (p *ipamProvider) ListResources(context.Context) []func() list.ListResource {
+	return listResources()
+}
 
 // waitBound reads a lock, statement or failover timeout: unset is the core's default
 // (0), "0s" is no bound (negative for the core).
