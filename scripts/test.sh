@@ -80,9 +80,21 @@ tier_of() {
 }
 
 gotest() { # tiers...
-	step "locating terraform"
-	TF_ACC_TERRAFORM_PATH=$(bash scripts/ensure-terraform.sh)
+	# IPAM_CLI: a CLI of the matrix (IPAM_TF_MATRIX) instead of the default.
+	if [[ -n "${IPAM_CLI:-}" ]]; then
+		TF_ACC_TERRAFORM_PATH=$IPAM_CLI
+	else
+		step "locating terraform"
+		TF_ACC_TERRAFORM_PATH=$(bash scripts/ensure-terraform.sh)
+	fi
 	export TF_ACC_TERRAFORM_PATH
+	# OpenTofu resolves a bare provider name under its own registry:
+	# terraform-plugin-testing must reattach the provider under that host.
+	if "$TF_ACC_TERRAFORM_PATH" version 2>/dev/null | head -n 1 | grep -q '^OpenTofu'; then
+		export TF_ACC_PROVIDER_HOST=registry.opentofu.org
+	else
+		unset TF_ACC_PROVIDER_HOST
+	fi
 	export TF_ACC=1
 	export CHECKPOINT_DISABLE=1
 	# A TF_CLI_CONFIG_FILE naming a missing file only makes terraform print warnings.
@@ -115,7 +127,7 @@ gotest() { # tiers...
 	if ((rc != 0)); then
 		failed=$(grep -E '^FAIL[[:space:]]+github.com/' "$log" | awk '{print $2}' | sort -u |
 			while read -r p; do echo "$(tier_of "$p") (${p#github.com/overlayipam/terraform-provider-ipam/})"; done | sort -u | tr '\n' ' ')
-		step "FAILED tiers: ${failed:-none named (a build or setup failure: see above)}"
+		step "FAILED tiers under $("$TF_ACC_TERRAFORM_PATH" version 2>/dev/null | head -n 1) ($TF_ACC_TERRAFORM_PATH): ${failed:-none named (a build or setup failure: see above)}"
 	fi
 	rm -f "$log"
 	return "$rc"
@@ -140,4 +152,28 @@ for t in "${tiers[@]}"; do
 done
 if ((${#go_tiers[@]} > 0)); then
 	gotest "${go_tiers[@]}"
+fi
+
+# The CLI matrix: IPAM_TF_MATRIX="/path/terraform-1.15.9 /path/tofu-1.12.6" runs
+# the acceptance and end-to-end tiers again under each CLI listed.
+matrix_tiers=()
+for t in "${go_tiers[@]}"; do
+	[[ "$t" == acc || "$t" == e2e ]] && matrix_tiers+=("$t")
+done
+if [[ -n "${IPAM_TF_MATRIX:-}" ]] && ((${#matrix_tiers[@]} > 0)); then
+	read -r -a matrix <<<"$IPAM_TF_MATRIX"
+	failed_clis=()
+	for cli in "${matrix[@]}"; do
+		if [[ ! -x "$cli" ]]; then
+			echo "IPAM_TF_MATRIX: $cli is not an executable" >&2
+			exit 2
+		fi
+		step "CLI matrix: $("$cli" version 2>/dev/null | head -n 1) ($cli)"
+		IPAM_CLI=$cli gotest "${matrix_tiers[@]}" || failed_clis+=("$cli")
+	done
+	if ((${#failed_clis[@]} > 0)); then
+		step "CLI matrix FAILED under: ${failed_clis[*]}"
+		exit 1
+	fi
+	step "CLI matrix: green under ${matrix[*]}"
 fi

@@ -60,7 +60,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cliConfig = filepath.Join(dir, "terraformrc")
-	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"registry.terraform.io/overlayipam/ipam\" = %q\n  }\n  direct {}\n}\n", dir)
+	// Both registry addresses: terraform resolves overlayipam/ipam under
+	// registry.terraform.io, OpenTofu under registry.opentofu.org.
+	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"registry.terraform.io/overlayipam/ipam\" = %[1]q\n"+
+		"    \"registry.opentofu.org/overlayipam/ipam\" = %[1]q\n  }\n  direct {}\n}\n", dir)
 	if err := os.WriteFile(cliConfig, []byte(rc), 0o600); err != nil {
 		panic(err)
 	}
