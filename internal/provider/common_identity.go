@@ -51,8 +51,13 @@ func (ri resourceIdentity) schema() identityschema.Schema {
 }
 
 // set copies the identity from state (after a create, read, update or
-// import). A client without identity support gives no identity to set.
-func (ri resourceIdentity) set(ctx context.Context, state *tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) {
+// import). A read that removes the resource (gone from the database) still
+// answers with its identity, taken from prior, the state it read (Terraform
+// wants one after every read without errors).
+func (ri resourceIdentity) set(ctx context.Context, state *tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics, prior ...*tfsdk.State) {
+	if state.Raw.IsNull() && len(prior) > 0 {
+		state = prior[0]
+	}
 	if identity == nil || state.Raw.IsNull() || diags.HasError() {
 		return
 	}

@@ -480,7 +480,7 @@ func keepLabels(m, config addressSetModel) addressSetModel {
 }
 
 func (r *addressSetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer addressSetIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
+	defer addressSetIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics, &req.State)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}

@@ -172,7 +172,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
+	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics, &req.State)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}

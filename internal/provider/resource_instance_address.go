@@ -161,7 +161,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 }
 
 func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer instanceIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
+	defer instanceIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics, &req.State)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}

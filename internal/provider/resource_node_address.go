@@ -91,7 +91,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 }
 
 func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
+	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics, &req.State)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}

@@ -251,7 +251,7 @@ func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequ
 }
 
 func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer nodeBlocksIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
+	defer nodeBlocksIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics, &req.State)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}

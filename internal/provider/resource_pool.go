@@ -361,7 +361,7 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 }
 
 func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	defer poolIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
+	defer poolIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics, &req.State)
 	if !requireStore(r.store, &resp.Diagnostics) {
 		return
 	}
