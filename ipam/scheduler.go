@@ -49,7 +49,7 @@ func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRe
 	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
 		Pool: ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
 	if err != nil {
-		return InstanceAddress{}, wrapInput(err, instanceFields)
+		return InstanceAddress{}, nameInput(err, instanceFields)
 	}
 	return InstanceAddress{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, 128),
 		GatewayIPv6: res.Network.GatewayIPv6, MTU: res.Network.MTU, DNSServers: res.Network.DNSServers,
@@ -94,7 +94,7 @@ func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (
 	o := Owner{Kind: OwnerNode, ID: req.NodeID, NodeID: req.NodeID}
 	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
 		Pool: ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
-	return addressOf(res), wrapInput(err, nodeFields)
+	return addressOf(res), nameInput(err, nodeFields)
 }
 
 // ReleaseNode releases a node's address into the node cooldown; releasing
@@ -121,7 +121,7 @@ func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Requ
 	o := Owner{Kind: OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
 	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
 		Pool: OperatorPool(req.ClusterID, req.Pool), Owner: o, Address: req.Address})
-	return addressOf(res), wrapInput(err, envIPv4Fields)
+	return addressOf(res), nameInput(err, envIPv4Fields)
 }
 
 // ReleaseEnvIPv4 releases an environment's IPv4 into its pool's cooldown;
@@ -132,8 +132,8 @@ func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID
 
 func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
 	if err := ValidateOwner(Owner{Kind: kind, ID: id}); err != nil {
-		return wrapInput(err, releaseFields)
+		return nameInput(err, releaseFields)
 	}
 	_, err := c.InTx(tx).Release(ctx, clusterID, Owner{Kind: kind, ID: id}, 0)
-	return wrapInput(err, releaseFields)
+	return nameInput(err, releaseFields)
 }

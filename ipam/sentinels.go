@@ -87,8 +87,9 @@ func requestFields(typ string, m map[string]string) map[string]string {
 	return out
 }
 
-// wrapInput is wrap, with a wrong input named by the caller's field.
-func wrapInput(err error, fields map[string]string) error {
+// nameInput renames a wrong input after the caller's field (a request's,
+// or a parameter's); other errors pass through unchanged.
+func nameInput(err error, fields map[string]string) error {
 	var ie *InvalidError
 	if errors.As(err, &ie) {
 		if name, ok := fields[ie.Field]; ok {

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,7 +103,7 @@ func TestAccResourceIdentity(t *testing.T) {
 			ConfigStateChecks: identityChecks(),
 		},
 	}
-	for addr := range wantIdentities {
+	for _, addr := range slices.Sorted(maps.Keys(wantIdentities)) {
 		steps = append(steps,
 			resource.TestStep{Config: cfg, ResourceName: addr, ImportState: true, ImportStateKind: resource.ImportBlockWithResourceIdentity},
 			resource.TestStep{Config: cfg, ResourceName: addr, ImportState: true, ImportStateKind: resource.ImportBlockWithID},
