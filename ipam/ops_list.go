@@ -146,3 +146,65 @@ func scanView(row pgx.Row) (AllocationView, error) {
 }
 
 // extraRow (allocate.go) scans the columns after allocColumns.
+
+// Inventory: what exists, for `terraform query` and operators. Each call
+// lists keys in a stable order; the caller reads each item through its own
+// Get call.
+
+// ListClusterIDs lists every cluster's id, in order.
+func (s *Client) ListClusterIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, sqlListClusterIDs)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, s.mapErr(err)
+}
+
+// ListPools lists the pools of a cluster (every cluster when clusterID is
+// empty) whose category is one of categories (any when none are given),
+// ordered by id. Operator pools are the categories CategoryIPv4 and
+// CategoryIPv6; the node and instance pools belong to their cluster.
+func (s *Client) ListPools(ctx context.Context, clusterID string, categories ...string) ([]PoolRef, error) {
+	if clusterID != "" {
+		if err := ValidateID("cluster_id", clusterID); err != nil {
+			return nil, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+		}
+	}
+	for _, c := range categories {
+		if !slices.Contains(Categories, c) {
+			return nil, invalid("category", "%q is not a category: expected one of %s", truncate(c, 40), strings.Join(Categories, ", "))
+		}
+	}
+	rows, err := s.pool.Query(ctx, sqlListPools, clusterID, categories)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PoolRef])
+	return refs, s.mapErr(err)
+}
+
+// SetRef names an address set: its cluster and its owner id (the set id).
+type SetRef struct {
+	ClusterID string
+	SetID     string
+}
+
+// ListSets lists the address sets with at least one active member, in a
+// cluster (every cluster when clusterID is empty) and, when orgID or envID is
+// set, of that organization or environment.
+func (s *Client) ListSets(ctx context.Context, clusterID, orgID, envID string) ([]SetRef, error) {
+	for _, x := range []struct{ field, v string }{{"cluster_id", clusterID}, {"org_id", orgID}, {"env_id", envID}} {
+		if x.v != "" {
+			if err := ValidateID(x.field, x.v); err != nil {
+				return nil, &InvalidError{Field: x.field, Msg: err.Error()}
+			}
+		}
+	}
+	rows, err := s.pool.Query(ctx, sqlListSets, clusterID, orgID, envID)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SetRef])
+	return refs, s.mapErr(err)
+}

@@ -2,6 +2,7 @@ package ipam_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -185,5 +186,60 @@ func TestListEvents(t *testing.T) {
 	}
 	if _, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{"*"}}); ipam.Code(err) != ipam.CodeInvalid {
 		t.Errorf("type *: %v", err)
+	}
+}
+
+// The inventory calls list keys for `terraform query`: every cluster, the
+// pools of a cluster (operator pools by category, never a node's blocks or a
+// released block's parked rows), the sets with an active member, the nodes
+// with blocks.
+func TestInventory(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	mkCluster(t, f.st, "c0", "2001:db8:1::/48", "", "")
+	if _, err := f.st.ApplySet(f.ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "web", OrgID: "acme", EnvID: "prod"},
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}, {Key: "b", Family: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ApplySet(f.ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "gone", OrgID: "acme"},
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.ReleaseSet(f.ctx, "c1", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ScaleNodeBlocks(f.ctx, "c1", "n1", scaling(40, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ScaleNodeBlocks(f.ctx, "c1", "n1", scaling(0, 16)); err != nil { // parks released blocks
+		t.Fatal(err)
+	}
+
+	join := func(v any, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Trim(strings.ReplaceAll(fmt.Sprint(v), "} {", " "), "[]{}")
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"clusters", join(f.st.ListClusterIDs(f.ctx)), "c0 c1"},
+		{"pools of c1", join(f.st.ListPools(f.ctx, "c1")), "c1/instance c1/node c1/v4"},
+		{"operator pools", join(f.st.ListPools(f.ctx, "", ipam.CategoryIPv4, ipam.CategoryIPv6)), "c1/v4"},
+		{"pools of c0", join(f.st.ListPools(f.ctx, "c0", ipam.CategoryIPv4)), ""},
+		{"sets", join(f.st.ListSets(f.ctx, "", "", "")), "c1 web"},
+		{"sets of acme/prod", join(f.st.ListSets(f.ctx, "c1", "acme", "prod")), "c1 web"},
+		{"sets of dev", join(f.st.ListSets(f.ctx, "", "", "dev")), ""},
+		{"nodes with blocks", join(f.st.NodesWithBlocks(f.ctx, "c1")), "c1 n1"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if _, err := f.st.ListPools(f.ctx, "c1", "v6"); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "category") {
+		t.Errorf("an unknown category: %v, want an invalid category", err)
+	}
+	if _, err := f.st.ListSets(f.ctx, "", "bad org", ""); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "org_id") {
+		t.Errorf("an invalid org: %v, want org_id named", err)
 	}
 }

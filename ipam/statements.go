@@ -237,3 +237,16 @@ const confirmHoldSQL = `WITH a AS (
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
 	)
 	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a`
+
+// Inventory reads (ops_list.go): keys only, in a stable order.
+const (
+	sqlListClusterIDs = `SELECT id FROM ipam_clusters ORDER BY id`
+	sqlListPools      = `SELECT cluster_id, name FROM ipam_pools
+		WHERE ($1 = '' OR cluster_id = $1) AND (coalesce(cardinality($2::text[]), 0) = 0 OR category = ANY ($2))
+			AND kind IN ('counter', 'table') -- not a node's blocks, nor a released block's parked rows
+		ORDER BY id`
+	sqlListSets = `SELECT DISTINCT cluster_id, set_owner FROM ipam_allocations
+		WHERE set_owner IS NOT NULL AND state = 'active' AND ($1 = '' OR cluster_id = $1)
+			AND ($2 = '' OR org_id = $2) AND ($3 = '' OR env_id = $3)
+		ORDER BY cluster_id, set_owner`
+)
