@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +134,112 @@ list "ipam_env_ipv4" "ipv4" {
 	}
 	if len(got) != len(want) {
 		t.Errorf("state holds %d allocations, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// What a cluster is made of is adopted the same way: the cluster, its
+// operator pool, an address set and a node's instance blocks, all made
+// through the core, are found by `terraform query`, imported by the apply
+// without a change to any address or block, and the next plan is empty.
+func TestQueryAdoptsClustersPoolsSetsAndBlocks(t *testing.T) {
+	t.Parallel()
+	requireCLI(t, "1.14.0", "terraform query")
+	url := setup(t)
+	ctx := context.Background()
+	op, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "ipamctl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if _, err := op.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "web", OrgID: "acme", EnvID: "prod"},
+		Add: []ipam.SetEntry{{Key: "v6", Family: 6}, {Key: "v4", Pools: []string{"c1/v4"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	demand := int64(20)
+	if _, err := op.ScaleNodeBlocks(ctx, "c1", "node-1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5,
+		MaxBlocks: 8, Demand: &demand}); err != nil {
+		t.Fatal(err)
+	}
+	blocks := func() string {
+		nb, err := op.GetNodeBlocks(ctx, "c1", "node-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(nb.Blocks)
+	}
+	addrsBefore, blocksBefore := activeAddresses(t, url), blocks()
+
+	w := newWorkdir(t, url, "")
+	query := `
+list "ipam_cluster" "all" {
+  provider         = ipam
+  include_resource = true
+}
+
+list "ipam_pool" "operator" {
+  provider         = ipam
+  include_resource = true
+  config {
+    cluster_id = "c1"
+  }
+}
+
+list "ipam_address_set" "acme" {
+  provider         = ipam
+  include_resource = true
+  config {
+    org_id = "acme"
+  }
+}
+
+list "ipam_node_instance_blocks" "nodes" {
+  provider         = ipam
+  include_resource = true
+  config {
+    cluster_id = "c1"
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(w.dir, "adopt.tfquery.hcl"), []byte(query), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := w.run("query", "-generate-config-out=adopted.tf")
+	for _, found := range []string{"c1", "c1/v4", "c1/web", "c1/node-1"} {
+		if !strings.Contains(string(out), found) {
+			t.Errorf("terraform query did not list %s:\n%s", found, out)
+		}
+	}
+	generated, err := os.ReadFile(filepath.Join(w.dir, "adopted.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(generated), "import {"); n != 4 {
+		t.Fatalf("adopted.tf has %d import blocks, want 4 (cluster, pool, set, blocks):\n%s", n, generated)
+	}
+	w.run("apply", "-auto-approve")
+	w.requireEmptyPlan()
+
+	var types []string
+	for _, line := range strings.Fields(string(w.run("state", "list"))) {
+		types = append(types, strings.SplitN(line, ".", 2)[0])
+	}
+	slices.Sort(types)
+	if got := strings.Join(types, " "); got != "ipam_address_set ipam_cluster ipam_node_instance_blocks ipam_pool" {
+		t.Errorf("state holds %s", got)
+	}
+	if after := activeAddresses(t, url); !maps.Equal(after, addrsBefore) {
+		t.Errorf("adoption changed allocations:\nbefore %v\nafter  %v", addrsBefore, after)
+	}
+	if after := blocks(); after != blocksBefore {
+		t.Errorf("adoption changed node-1's blocks: before %s, after %s", blocksBefore, after)
+	}
+
+	// A bad filter is refused, naming the attribute and what is valid.
+	bad := "list \"ipam_pool\" \"bad\" {\n  provider = ipam\n  config {\n    category = \"v6\"\n  }\n}\n"
+	if err := os.WriteFile(filepath.Join(w.dir, "adopt.tfquery.hcl"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.try("query"); err == nil || !strings.Contains(string(out), "category") || !strings.Contains(string(out), "ipv4 or ipv6") {
+		t.Errorf("a query with category \"v6\" gave %v:\n%s", err, out)
 	}
 }

@@ -1,0 +1,263 @@
+package provider
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/list"
+	"github.com/hashicorp/terraform-plugin-framework/list/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// List resources (Terraform 1.14+ `terraform query`) find what no
+// configuration manages yet (allocations made by ipamctl, by the platform's
+// scheduler or before Terraform; clusters, pools, sets and node blocks made
+// by another configuration or by hand) so that `terraform query
+// -generate-config-out=FILE` writes their import blocks and configuration.
+// Each result is exactly what adopting it gives: the resource's own
+// ImportState of its string id, then its own Read.
+
+// adoptable is a resource a list result is made with.
+type adoptable interface {
+	resource.ResourceWithImportState
+	resource.ResourceWithConfigure
+}
+
+// listEntry is one thing found: the resource's string import id and the name
+// `terraform query` shows for it.
+type listEntry struct {
+	importID, display string
+}
+
+// inventoryList lists one resource type's objects.
+type inventoryList struct {
+	typeSuffix  string // after the provider's type name: "_node_address"
+	noun        string // what is listed, for the filters' descriptions: "allocations"
+	description string
+	// filters are the optional string filters, by attribute, with what each
+	// keeps ("in this cluster").
+	filters     map[string]string
+	newResource func() adoptable
+	// find lists the entries matching the set filters (by attribute; unset
+	// ones are absent), at most limit of them when limit > 0.
+	find func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error)
+
+	res   adoptable
+	store *ipam.Client
+}
+
+var (
+	_ list.ListResourceWithConfigure = &inventoryList{}
+)
+
+// The filters the list resources share.
+const (
+	filterCluster = "in this cluster"
+	filterOrg     = "of this organization"
+	filterEnv     = "of this environment"
+)
+
+func listResources() []func() list.ListResource {
+	allocFilters := map[string]string{
+		"cluster_id": filterCluster,
+		"pool_id":    "from this pool (`<cluster_id>/<pool name>`)",
+		"org_id":     filterOrg,
+		"env_id":     filterEnv,
+		"node_id":    "of this node (a node's own address, or the instances placed on it)",
+	}
+	ownerID := func(v ipam.AllocationView) string { return v.ClusterID + "/" + v.Owner.ID }
+	allocations := func(suffix, kind, what string, newResource func() adoptable, importID func(ipam.AllocationView) string) func() list.ListResource {
+		return func() list.ListResource {
+			return &inventoryList{typeSuffix: suffix, noun: "allocations", filters: allocFilters, newResource: newResource,
+				description: "Finds the active " + what + " for `terraform query`, to adopt them",
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+					views, err := st.ListAllocations(ctx, ipam.ListFilter{ClusterID: f["cluster_id"], PoolID: f["pool_id"],
+						OrgID: f["org_id"], EnvID: f["env_id"], NodeID: f["node_id"],
+						OwnerKind: kind, State: ipam.StateActive, Limit: limit})
+					var out []listEntry
+					for _, v := range views {
+						out = append(out, listEntry{importID(v), v.Owner.ID + " (" + v.Address.String() + ")"})
+					}
+					return out, err
+				}}
+		}
+	}
+	return []func() list.ListResource{
+		allocations("_node_address", ipam.OwnerNode, "node overlay addresses",
+			func() adoptable { return &nodeAddressResource{} }, ownerID),
+		allocations("_instance_address", ipam.OwnerInstance, "instance addresses",
+			func() adoptable { return &instanceAddressResource{} }, ownerID),
+		allocations("_env_ipv4", ipam.OwnerEnvIPv4, "environment IPv4 addresses",
+			func() adoptable { return &envIPv4Resource{} },
+			func(v ipam.AllocationView) string { return v.PoolID + "/" + v.Owner.ID }),
+		func() list.ListResource {
+			return &inventoryList{typeSuffix: "_cluster", noun: "clusters", filters: map[string]string{},
+				description: "Finds every cluster for `terraform query`, to adopt them",
+				newResource: func() adoptable { return &clusterResource{} },
+				find: func(ctx context.Context, st *ipam.Client, _ map[string]string, limit int) ([]listEntry, error) {
+					ids, err := st.ListClusterIDs(ctx)
+					return capped(entriesOf(ids, func(id string) string { return id }), limit), err
+				}}
+		},
+		func() list.ListResource {
+			return &inventoryList{typeSuffix: "_pool", noun: "pools", newResource: func() adoptable { return &poolResource{} },
+				description: "Finds the operator pools (IPv4 add-on and extra IPv6 pools) for `terraform query`, to adopt them. " +
+					"A cluster's own node and instance pools belong to its `ipam_cluster` and are not listed",
+				filters: map[string]string{"cluster_id": filterCluster, "category": "of this category (`ipv4` or `ipv6`)"},
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+					cats := []string{ipam.CategoryIPv4, ipam.CategoryIPv6}
+					if c, ok := f["category"]; ok {
+						if !slices.Contains(cats, c) {
+							return nil, &ipam.InvalidError{Field: "category", Msg: `"` + c + `" is not an operator pool category: expected ipv4 or ipv6`}
+						}
+						cats = []string{c}
+					}
+					refs, err := st.ListPools(ctx, f["cluster_id"], cats...)
+					return capped(entriesOf(refs, ipam.PoolRef.ID), limit), err
+				}}
+		},
+		func() list.ListResource {
+			return &inventoryList{typeSuffix: "_address_set", noun: "sets", newResource: func() adoptable { return &addressSetResource{} },
+				description: "Finds the address sets with at least one active member for `terraform query`, to adopt them",
+				filters:     map[string]string{"cluster_id": filterCluster, "org_id": filterOrg, "env_id": filterEnv},
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+					refs, err := st.ListSets(ctx, f["cluster_id"], f["org_id"], f["env_id"])
+					return capped(entriesOf(refs, func(r ipam.SetRef) string { return r.ClusterID + "/" + r.SetID }), limit), err
+				}}
+		},
+		func() list.ListResource {
+			return &inventoryList{typeSuffix: "_node_instance_blocks", noun: "nodes", newResource: func() adoptable { return &nodeBlocksResource{} },
+				description: "Finds the nodes that hold instance blocks for `terraform query`, to adopt their `ipam_node_instance_blocks`",
+				filters:     map[string]string{"cluster_id": filterCluster, "node_id": "with this id"},
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+					if err := validateFilterIDs(f, "cluster_id", "node_id"); err != nil {
+						return nil, err
+					}
+					nodes, err := st.NodesWithBlocks(ctx, f["cluster_id"])
+					nodes = slices.DeleteFunc(nodes, func(n [2]string) bool { return f["node_id"] != "" && n[1] != f["node_id"] })
+					return capped(entriesOf(nodes, func(n [2]string) string { return n[0] + "/" + n[1] }), limit), err
+				}}
+		},
+	}
+}
+
+// entriesOf makes list entries shown by their import id.
+func entriesOf[T any](xs []T, id func(T) string) []listEntry {
+	out := make([]listEntry, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, listEntry{id(x), id(x)})
+	}
+	return out
+}
+
+func capped(es []listEntry, limit int) []listEntry {
+	if limit > 0 && len(es) > limit {
+		return es[:limit]
+	}
+	return es
+}
+
+// validateFilterIDs checks the id filters a core call does not check itself.
+func validateFilterIDs(f map[string]string, attrs ...string) error {
+	for _, a := range attrs {
+		if v, ok := f[a]; ok {
+			if err := ipam.ValidateID(a, v); err != nil {
+				return &ipam.InvalidError{Field: a, Msg: err.Error()}
+			}
+		}
+	}
+	return nil
+}
+
+func (l *inventoryList) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + l.typeSuffix
+}
+
+func (l *inventoryList) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
+	attrs := map[string]schema.Attribute{}
+	for name, keeps := range l.filters {
+		attrs[name] = schema.StringAttribute{Optional: true, MarkdownDescription: "Only " + l.noun + " " + keeps + "."}
+	}
+	desc := l.description + ": `terraform query -generate-config-out=FILE` writes an import block and the configuration of each."
+	if len(attrs) > 0 {
+		desc += " Every filter is optional; set filters narrow the list together."
+	}
+	resp.Schema = schema.Schema{MarkdownDescription: desc, Attributes: attrs}
+}
+
+func (l *inventoryList) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	pd := providerDataFrom(req.ProviderData, &resp.Diagnostics)
+	if pd == nil {
+		return
+	}
+	l.store = pd.store
+	l.res = l.newResource()
+	l.res.Configure(ctx, req, resp)
+}
+
+func (l *inventoryList) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {
+	var diags diag.Diagnostics
+	f := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(l.filters)) {
+		var v types.String
+		diags.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
+		if !v.IsNull() && !v.IsUnknown() {
+			f[name] = v.ValueString()
+		}
+	}
+	if !requireStore(l.store, &diags) || diags.HasError() {
+		stream.Results = list.ListResultsStreamDiagnostics(diags)
+		return
+	}
+	entries, err := l.find(ctx, l.store, f, int(req.Limit))
+	if err != nil {
+		addCoreError(&diags, "Unable to List", err)
+		stream.Results = list.ListResultsStreamDiagnostics(diags)
+		return
+	}
+	stream.Results = func(push func(list.ListResult) bool) {
+		for _, e := range entries {
+			result, ok := adopt(ctx, l.res, e.importID, req)
+			if !ok {
+				continue // gone since it was listed
+			}
+			result.DisplayName = e.display
+			if !push(result) {
+				return
+			}
+		}
+	}
+}
+
+// adopt is the list result of a resource imported by id: its ImportState,
+// then its Read, as `terraform import` would run them. ok is false when the
+// resource is gone by the time it is read.
+func adopt(ctx context.Context, r adoptable, id string, req list.ListRequest) (list.ListResult, bool) {
+	result := req.NewListResult(ctx)
+	state := tfsdk.State{Schema: req.ResourceSchema, Raw: tftypes.NewValue(req.ResourceSchema.Type().TerraformType(ctx), nil)}
+	imp := resource.ImportStateResponse{State: state, Identity: result.Identity}
+	r.ImportState(ctx, resource.ImportStateRequest{ID: id}, &imp)
+	result.Diagnostics.Append(imp.Diagnostics...)
+	if imp.Diagnostics.HasError() {
+		return result, true
+	}
+	read := resource.ReadResponse{State: imp.State, Identity: imp.Identity}
+	r.Read(ctx, resource.ReadRequest{State: imp.State, Identity: imp.Identity}, &read)
+	result.Diagnostics.Append(read.Diagnostics...)
+	if read.State.Raw.IsNull() && !read.Diagnostics.HasError() {
+		return result, false
+	}
+	result.Identity = read.Identity
+	if req.IncludeResource {
+		result.Resource.Raw = read.State.Raw
+	}
+	return result, true
+}
