@@ -79,6 +79,11 @@ tier_of() {
 	esac
 }
 
+# cli_version prints a CLI's version line ("Terraform v1.15.9", "OpenTofu v1.12.6").
+cli_version() {
+	"$1" version 2>/dev/null | grep -m 1 -E '^(Terraform|OpenTofu) v' || true
+}
+
 gotest() { # tiers...
 	# IPAM_CLI: a CLI of the matrix (IPAM_TF_MATRIX) instead of the default.
 	if [[ -n "${IPAM_CLI:-}" ]]; then
@@ -88,20 +93,21 @@ gotest() { # tiers...
 		TF_ACC_TERRAFORM_PATH=$(bash scripts/ensure-terraform.sh)
 	fi
 	export TF_ACC_TERRAFORM_PATH
+	# A TF_CLI_CONFIG_FILE naming a missing file only makes the CLI print
+	# warnings (OpenTofu on stdout, before its version line): unset it first.
+	if [[ -n "${TF_CLI_CONFIG_FILE:-}" && ! -f "$TF_CLI_CONFIG_FILE" ]]; then
+		unset TF_CLI_CONFIG_FILE
+	fi
 	# OpenTofu resolves a bare provider name under its own registry:
 	# terraform-plugin-testing must reattach the provider under that host.
-	if "$TF_ACC_TERRAFORM_PATH" version 2>/dev/null | head -n 1 | grep -q '^OpenTofu'; then
+	if [[ "$(cli_version "$TF_ACC_TERRAFORM_PATH")" == OpenTofu* ]]; then
 		export TF_ACC_PROVIDER_HOST=registry.opentofu.org
 	else
 		unset TF_ACC_PROVIDER_HOST
 	fi
 	export TF_ACC=1
 	export CHECKPOINT_DISABLE=1
-	# A TF_CLI_CONFIG_FILE naming a missing file only makes terraform print warnings.
-	if [[ -n "${TF_CLI_CONFIG_FILE:-}" && ! -f "$TF_CLI_CONFIG_FILE" ]]; then
-		unset TF_CLI_CONFIG_FILE
-	fi
-	step "terraform: $TF_ACC_TERRAFORM_PATH ($("$TF_ACC_TERRAFORM_PATH" version | head -n 1))"
+	step "terraform: $TF_ACC_TERRAFORM_PATH ($(cli_version "$TF_ACC_TERRAFORM_PATH"))"
 
 	local testflags=() pkgs=() more=() t log rc failed
 	read -r -a testflags <<<"${TESTFLAGS:-}"
@@ -127,7 +133,7 @@ gotest() { # tiers...
 	if ((rc != 0)); then
 		failed=$(grep -E '^FAIL[[:space:]]+github.com/' "$log" | awk '{print $2}' | sort -u |
 			while read -r p; do echo "$(tier_of "$p") (${p#github.com/overlayipam/terraform-provider-ipam/})"; done | sort -u | tr '\n' ' ')
-		step "FAILED tiers under $("$TF_ACC_TERRAFORM_PATH" version 2>/dev/null | head -n 1) ($TF_ACC_TERRAFORM_PATH): ${failed:-none named (a build or setup failure: see above)}"
+		step "FAILED tiers under $(cli_version "$TF_ACC_TERRAFORM_PATH") ($TF_ACC_TERRAFORM_PATH): ${failed:-none named (a build or setup failure: see above)}"
 	fi
 	rm -f "$log"
 	return "$rc"
@@ -168,7 +174,7 @@ if [[ -n "${IPAM_TF_MATRIX:-}" ]] && ((${#matrix_tiers[@]} > 0)); then
 			echo "IPAM_TF_MATRIX: $cli is not an executable" >&2
 			exit 2
 		fi
-		step "CLI matrix: $("$cli" version 2>/dev/null | head -n 1) ($cli)"
+		step "CLI matrix: $(cli_version "$cli") ($cli)"
 		IPAM_CLI=$cli gotest "${matrix_tiers[@]}" || failed_clis+=("$cli")
 	done
 	if ((${#failed_clis[@]} > 0)); then
