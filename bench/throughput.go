@@ -289,8 +289,10 @@ func (r *runner) throughput(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.execDB(ctx, dbURL, pgbenchTable); err != nil {
-		return err
+	for _, table := range []string{pgbenchTable, placementTable} {
+		if _, err := r.execDB(ctx, dbURL, table); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "ipambench-")
 	if err != nil {
@@ -328,6 +330,11 @@ func (r *runner) throughput(ctx context.Context) error {
 			for _, k := range allocKinds {
 				r.logf("throughput: %d clients, round %d: %s", n, round+1, k)
 				c := r.allocCell(ctx, dbURL, k, n)
+				cells[c.label] = append(cells[c.label], c)
+			}
+			for _, withIPAM := range []bool{false, true} {
+				r.logf("throughput: %d clients, round %d: placement transaction (with the IPAM: %v)", n, round+1, withIPAM)
+				c := r.placementCell(ctx, dbURL, withIPAM, n)
 				cells[c.label] = append(cells[c.label], c)
 			}
 			for _, v := range variants {
@@ -394,6 +401,7 @@ func (r *runner) throughput(ctx context.Context) error {
 			}
 			r.rep.add(row)
 		}
+		where = append(where, r.placementRows(n, cells[placementLabel], cells[placementRefLabel])...)
 	}
 	r.rep.note("Throughput: where the time goes (CPU per operation from /proc: the PostgreSQL server's processes vs the client process; "+
 		"WAL bytes per operation from pg_current_wal_lsn; all rounds together)", where)

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strconv"
 	"time"
@@ -14,8 +15,8 @@ import (
 
 // fastAllocate tries Allocate's fast paths: a fresh address in one
 // statement, or the plan's hold on the exact address confirmed in one
-// statement. false means "use the full path"; so does a caller's
-// transaction (the fast statements commit on their own).
+// statement. false means "use the full path". In a caller's transaction the
+// statement runs inside it, in a savepoint (runOneInTx).
 func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
 	if !req.Address.IsValid() {
 		return s.fastTake(ctx, req, 0)
@@ -33,7 +34,7 @@ func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 // statement hands over when they exist.
 func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
 	pool := ownPool(req)
-	if !pool.valid() || s.outer != nil {
+	if !pool.valid() {
 		return AllocateResult{}, false, nil
 	}
 	o := req.Owner
@@ -63,6 +64,9 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 // the bounds are set, and preparing takes the tables' locks: a deadline a
 // little past the lock bound covers that wait.
 func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	if s.outer != nil {
+		return s.runOneInTx(ctx, sql, args...)
+	}
 	if s.bounds.lock > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
@@ -100,11 +104,66 @@ func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateR
 	if err != nil || block == nil {
 		return AllocateResult{}, false, nil
 	}
-	a.Block = *block
+	return oneResult(res, a, *block, gw, dns), true, nil
+}
+
+func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []netip.Prefix) AllocateResult {
+	a.Block = block
 	res.Allocation = a
 	res.Network.GatewayIPv6 = gw.Addr()
 	res.Network.DNSServers = prefixAddrs(dns)
-	return res, true, nil
+	return res
+}
+
+// runOneInTx runs a one-statement allocation inside the caller's transaction
+// (InTx), in one round trip: a savepoint, a guard that fails unless the
+// transaction is READ COMMITTED (the allocator's isolation), the statement
+// and the savepoint's release go in one batch, which stops at the first
+// error. The caller's transaction keeps its own bounds on waits, as the full
+// path does in it. When anything fails, everything the batch did is rolled
+// back to the savepoint and the full path takes over (and names a wrong
+// isolation), so the caller's transaction is left as it was.
+func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	var block *netip.Prefix
+	var gw netip.Prefix
+	var dns []netip.Prefix
+	var res AllocateResult
+	var a Allocation
+	b := &pgx.Batch{}
+	b.Queue(sqlFastSavepoint)
+	b.Queue(sqlFastGuardReadCommitted)
+	b.Queue(sql, args...)
+	b.Queue(sqlFastRelease)
+	br := s.outer.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		a, err = scanAllocation(extraRow{br.QueryRow(), []any{&block, &gw, &res.Network.MTU, &dns}})
+		if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, ErrNotFound) {
+			err = nil // nothing to take here: the full path decides
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil && (isConnError(err) || ctx.Err() != nil):
+		return AllocateResult{}, false, s.mapErr(err) // the caller's transaction is gone
+	case err != nil:
+		// Simple protocol: a transaction in error takes no Parse.
+		if _, uerr := s.outer.Exec(ctx, sqlFastUndo, pgx.QueryExecModeSimpleProtocol); uerr != nil {
+			return AllocateResult{}, false, s.mapErr(uerr)
+		}
+		return AllocateResult{}, false, nil
+	case block == nil:
+		return AllocateResult{}, false, nil
+	}
+	return oneResult(res, a, *block, gw, dns), true, nil
 }
 
 // fastConfirm tries to confirm the owner's hold on the planned address in
@@ -112,7 +171,7 @@ func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateR
 // named confirms the hold in whichever pool its plan took it from, as
 // plannedInstancePool does.
 func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
-	if s.outer != nil || !req.Address.IsValid() {
+	if !req.Address.IsValid() {
 		return AllocateResult{}, false, nil
 	}
 	o := req.Owner

@@ -250,3 +250,14 @@ const (
 			AND ($2 = '' OR org_id = $2) AND ($3 = '' OR env_id = $3)
 		ORDER BY cluster_id, set_owner`
 )
+
+// The one-statement allocation inside a caller's transaction (runOneInTx):
+// a savepoint around it, and a guard that fails the batch (division by zero)
+// unless the transaction is READ COMMITTED, so that the statement never runs
+// under another isolation; the full path then names the isolation.
+const (
+	sqlFastSavepoint          = `SAVEPOINT ipam_fast`
+	sqlFastGuardReadCommitted = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int`
+	sqlFastRelease            = `RELEASE SAVEPOINT ipam_fast`
+	sqlFastUndo               = `ROLLBACK TO SAVEPOINT ipam_fast; RELEASE SAVEPOINT ipam_fast`
+)
