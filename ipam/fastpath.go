@@ -159,6 +159,11 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 		if _, uerr := s.outer.Exec(ctx, sqlFastUndo, pgx.QueryExecModeSimpleProtocol); uerr != nil {
 			return AllocateResult{}, false, s.mapErr(uerr)
 		}
+		// A wait that ran into the caller's bounds is an error of its own,
+		// as in runOne: not a reason to wait again on the full path.
+		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+			return AllocateResult{}, false, me
+		}
 		return AllocateResult{}, false, nil
 	case block == nil:
 		return AllocateResult{}, false, nil
