@@ -210,10 +210,7 @@ func (s *Client) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRe
 // the generation, so a release carrying the older generation (the replaced
 // resource's destroy) is a no-op, and brings the labels up to date.
 func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
-	a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET generation = generation + 1,
-			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
-		WHERE id = $1 AND generation = $2 AND state = 'active'
-		RETURNING `+allocColumns, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID),
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlAdopt, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID),
 		nullable(o.InstanceID), nullable(o.SetID)))
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
@@ -378,7 +375,7 @@ func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 		}
 		ord := pool.layout.NextAllowed(next, stride)
 		if ord != next {
-			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`,
+			if _, err := tx.Exec(ctx, sqlSetStripeNext,
 				pool.ID, stripe, ord+stride); err != nil {
 				return Allocation{}, err
 			}
@@ -419,7 +416,7 @@ func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, la
 	}
 	next := last + 1
 	if len(ords) > 0 {
-		rows, err := tx.Query(ctx, `SELECT address FROM ipam_allocations WHERE cluster_id = $1 AND address = ANY ($2::inet[])`,
+		rows, err := tx.Query(ctx, sqlClaimedAddresses,
 			pool.ClusterID, addrs)
 		if err != nil {
 			return err
@@ -440,7 +437,7 @@ func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, la
 			}
 		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`, pool.ID, stripe, next)
+	_, err := tx.Exec(ctx, sqlSetStripeNext, pool.ID, stripe, next)
 	return err
 }
 
@@ -470,10 +467,7 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 func (s *Client) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
 	var next *time.Time
-	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now())),
-			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > ipam_now()),
-			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
-		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`, pool.ID).Scan(&e.Active, &e.Cooling, &next)
+	err := tx.QueryRow(ctx, sqlExhaustedCounts, pool.ID).Scan(&e.Active, &e.Cooling, &next)
 	if err != nil {
 		return err
 	}
@@ -496,7 +490,7 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		// The cluster's instance counter stops below the node blocks carved
 		// from the prefix's end; so do exact claims from it.
 		var top int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(last_ordinal), -1) FROM ipam_pool_stripes WHERE pool_id = $1`, pool.ID).Scan(&top); err != nil {
+		if err := tx.QueryRow(ctx, sqlCounterTop, pool.ID).Scan(&top); err != nil {
 			return Allocation{}, err
 		}
 		if ord > top {
@@ -546,9 +540,7 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 	var a Allocation
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET org_id = $4, env_id = $5, node_id = $6, instance_id = $7
-			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
-			RETURNING `+allocColumns, clusterID, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
+		a, err = scanAllocation(tx.QueryRow(ctx, sqlUpdateLabels, clusterID, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
 		if err != nil {
 			return err
 		}

@@ -157,8 +157,7 @@ func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string
 
 // NodesWithBlocks lists the nodes of a cluster (all clusters when empty) that have blocks.
 func (s *Client) NodesWithBlocks(ctx context.Context, clusterID string) ([][2]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT cluster_id, node_id FROM ipam_node_block_settings
-		WHERE $1 = '' OR cluster_id = $1 ORDER BY cluster_id, node_id`, clusterID)
+	rows, err := s.pool.Query(ctx, sqlNodesWithBlocks, clusterID)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
@@ -171,7 +170,7 @@ func (s *Client) NodesWithBlocks(ctx context.Context, clusterID string) ([][2]st
 
 func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc BlockScaling) error {
 	var cur int
-	err := tx.QueryRow(ctx, `SELECT block_prefix_length FROM ipam_block_counters WHERE cluster_id = $1`, clusterID).Scan(&cur)
+	err := tx.QueryRow(ctx, sqlBlockLength, clusterID).Scan(&cur)
 	if err == nil && cur != sc.PrefixLength {
 		return invalid("block_prefix_length", "cluster %q carves /%d blocks; every node of a cluster uses the same block length", clusterID, cur)
 	} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -180,18 +179,13 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 	// KEY SHARE: a cluster destroy in flight commits first (and then the
 	// cluster is gone), and none starts until the settings are written.
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_clusters WHERE id = $1 FOR KEY SHARE)`, clusterID).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, sqlClusterExistsKeyShare, clusterID).Scan(&exists); err != nil {
 		return err
 	}
 	if !exists {
 		return invalid("cluster_id", "cluster %q does not exist", clusterID)
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO ipam_node_block_settings (cluster_id, node_id, block_prefix_length, min_free_fraction,
-			max_free_fraction, max_blocks, demand)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
-			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
-			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`,
+	_, err = tx.Exec(ctx, sqlSaveNodeScaling,
 		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand)
 	return err
 }
@@ -202,10 +196,10 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 // the settings in force), then the node pool FOR UPDATE (allocations on the
 // node in flight commit first).
 func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR SHARE`, clusterID); err != nil {
+	if _, err := tx.Exec(ctx, sqlLockClusterShare, clusterID); err != nil {
 		return err
 	}
-	_, err := lockPoolsExclusive(ctx, tx, `id = $1`, NodeBlocksPool(clusterID, nodeID).ID())
+	_, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, NodeBlocksPool(clusterID, nodeID).ID())
 	return err
 }
 
@@ -213,8 +207,7 @@ func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 // scaling of one node (other nodes go on).
 func loadScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (BlockScaling, error) {
 	var sc BlockScaling
-	err := tx.QueryRow(ctx, `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
-		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2 FOR UPDATE`, clusterID, nodeID).Scan(
+	err := tx.QueryRow(ctx, sqlLockNodeScaling, clusterID, nodeID).Scan(
 		&sc.PrefixLength, &sc.MinFree, &sc.MaxFree, &sc.MaxBlocks, &sc.Demand)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sc, ErrNotFound
@@ -228,8 +221,7 @@ type nodeBlock struct {
 }
 
 func activeBlocks(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) ([]nodeBlock, error) {
-	rows, err := tx.Query(ctx, `SELECT block, empty_scans FROM ipam_node_blocks
-		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' ORDER BY allocated_at, block_index`, clusterID, nodeID)
+	rows, err := tx.Query(ctx, sqlActiveBlocks, clusterID, nodeID)
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +234,7 @@ func activeBlocks(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) ([]n
 // nodeUse counts the addresses in use on a node: active, and reserved holds not yet expired.
 func nodeUse(ctx context.Context, q querier, poolID string) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1
-		AND (state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now()))`, poolID).Scan(&n)
+	err := q.QueryRow(ctx, sqlNodeUse, poolID).Scan(&n)
 	return n, err
 }
 
@@ -260,7 +251,7 @@ func (s *Client) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID strin
 	nb.Scaling = sc
 	// FOR SHARE: the node pool is written with the cluster settings in force
 	// (a cluster update waits, or has committed and is read here).
-	cluster, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1 FOR SHARE`, clusterID))
+	cluster, err := scanCluster(tx.QueryRow(ctx, sqlLoadClusterShare, clusterID))
 	if err != nil {
 		return nb, err
 	}
@@ -318,15 +309,14 @@ func (s *Client) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID strin
 				surplus--
 				continue
 			}
-			if _, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET empty_scans = $3 WHERE cluster_id = $1 AND block = $2`,
+			if _, err := tx.Exec(ctx, sqlSetBlockEmptyScans,
 				clusterID, b.prefix, scans); err != nil {
 				return nb, err
 			}
 			keep = append([]nodeBlock{b}, keep...)
 		}
 		blocks = keep
-	} else if _, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET empty_scans = 0
-		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' AND empty_scans <> 0`, clusterID, nodeID); err != nil {
+	} else if _, err := tx.Exec(ctx, sqlResetEmptyScans, clusterID, nodeID); err != nil {
 		return nb, err
 	}
 
@@ -353,8 +343,7 @@ func (s *Client) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID strin
 // keep any allocator out of the block until the scaling commits.
 func blockEmpty(ctx context.Context, tx pgx.Tx, poolID string, b netip.Prefix) (bool, error) {
 	lo, hi := blockBounds(b)
-	rows, err := tx.Query(ctx, `SELECT state, coalesce(reusable_at > ipam_now(), false) FROM ipam_allocations
-		WHERE pool_id = $1 AND address BETWEEN $2 AND $3 FOR UPDATE`, poolID, lo, hi)
+	rows, err := tx.Query(ctx, sqlLockBlockRows, poolID, lo, hi)
 	if err != nil {
 		return false, err
 	}
@@ -389,14 +378,12 @@ func blockBounds(b netip.Prefix) (netip.Prefix, netip.Prefix) {
 // The caller holds the node pool's lock (FOR UPDATE).
 func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b netip.Prefix, park bool) error {
 	lo, hi := blockBounds(b)
-	if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
-		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`, poolID, lo, hi); err != nil {
+	if _, err := tx.Exec(ctx, sqlDeleteReusableBlockRows, poolID, lo, hi); err != nil {
 		return err
 	}
 	var left, active int64
 	var until *time.Time
-	if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'active'), max(reusable_at)
-		FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi).Scan(&left, &active, &until); err != nil {
+	if err := tx.QueryRow(ctx, sqlBlockRowCounts, poolID, lo, hi).Scan(&left, &active, &until); err != nil {
 		return err
 	}
 	switch {
@@ -410,13 +397,11 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 		if err := insertPool(ctx, tx, pp); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE ipam_allocations SET pool_id = $4, ordinal = address - $2::inet
-			WHERE pool_id = $1 AND address BETWEEN $2 AND $3`, poolID, lo, hi, pp.ID); err != nil {
+		if _, err := tx.Exec(ctx, sqlParkBlockRows, poolID, lo, hi, pp.ID); err != nil {
 			return err
 		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = ipam_now(),
-		reusable_at = greatest(ipam_now() + $3::interval, $4::timestamptz) WHERE cluster_id = $1 AND block = $2`,
+	_, err := tx.Exec(ctx, sqlCoolBlock,
 		c.ID, b, durationInterval(c.InstanceCooldown), until)
 	return err
 }
@@ -431,22 +416,18 @@ func parkedPoolID(clusterID string, b netip.Prefix) string {
 // the cluster-wide instance pool already handed out any address inside it.
 func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, length int) (netip.Prefix, error) {
 	var b netip.Prefix
-	err := tx.QueryRow(ctx, `UPDATE ipam_node_blocks nb SET state = 'active', node_id = $2, empty_scans = 0,
-			allocated_at = ipam_now(), released_at = NULL, reusable_at = NULL
-		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= ipam_now()
-			AND masklen(block) = $3 ORDER BY reusable_at LIMIT 1 FOR UPDATE SKIP LOCKED) pick
-		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`, c.ID, nodeID, length).Scan(&b)
+	err := tx.QueryRow(ctx, sqlTakeCooledBlock, c.ID, nodeID, length).Scan(&b)
 	if err == nil {
 		// The block's reusable time is past every parked row's cooldown.
 		var cooling int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND reusable_at > ipam_now()`,
+		if err := tx.QueryRow(ctx, sqlParkedCooling,
 			parkedPoolID(c.ID, b)).Scan(&cooling); err != nil {
 			return b, err
 		}
 		if cooling > 0 {
 			return b, errRetry
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, parkedPoolID(c.ID, b))
+		_, err := tx.Exec(ctx, sqlDeletePool, parkedPoolID(c.ID, b))
 		return b, err
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -464,7 +445,7 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 	// allocations in flight commit first), and below, lower its counters'
 	// last ordinal under the block. Carving is rare; this lock is brief.
 	instPoolID := InstancePool(c.ID).ID()
-	if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, instPoolID); err != nil {
+	if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, instPoolID); err != nil {
 		return b, err
 	}
 	instPool, err := loadPool(ctx, tx, instPoolID)
@@ -472,9 +453,7 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 		return b, err
 	}
 	var next int64
-	err = tx.QueryRow(ctx, `INSERT INTO ipam_block_counters (cluster_id, block_prefix_length, next_index) VALUES ($1, $2, 0)
-		ON CONFLICT (cluster_id) DO UPDATE SET next_index = ipam_block_counters.next_index
-		RETURNING next_index`, c.ID, length).Scan(&next)
+	err = tx.QueryRow(ctx, sqlBlockCounter, c.ID, length).Scan(&next)
 	if err != nil {
 		return b, err
 	}
@@ -490,24 +469,23 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 		next++
 		lo, hi := blockBounds(cand)
 		var taken bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE cluster_id = $1 AND address BETWEEN $2 AND $3)`,
+		if err := tx.QueryRow(ctx, sqlClusterRangeUsed,
 			c.ID, lo, hi).Scan(&taken); err != nil {
 			return b, err
 		}
 		if taken {
 			continue
 		}
-		if _, err := tx.Exec(ctx, `UPDATE ipam_block_counters SET next_index = $2 WHERE cluster_id = $1`, c.ID, next); err != nil {
+		if _, err := tx.Exec(ctx, sqlSetBlockCounter, c.ID, next); err != nil {
 			return b, err
 		}
 		if ord, ok := instPool.layout.Ordinal(cand.Addr()); ok {
-			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = least(last_ordinal, $2) WHERE pool_id = $1`,
+			if _, err := tx.Exec(ctx, sqlLowerCounterTop,
 				instPoolID, ord-1); err != nil {
 				return b, err
 			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
-			VALUES ($1, $2, $3, $4, 'active')`, c.ID, cand, next-1, nodeID)
+		_, err = tx.Exec(ctx, sqlInsertNodeBlock, c.ID, cand, next-1, nodeID)
 		return cand, err
 	}
 	return b, errRetry
@@ -522,15 +500,14 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 		return err
 	}
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, sqlPoolExists, p.ID).Scan(&exists); err != nil {
 		return err
 	}
 	if !exists {
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err
 		}
-	} else if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, size = $3, cooldown = $4, mtu = $5, gateway = $6,
-			updated_at = ipam_now() WHERE id = $1`,
+	} else if _, err := tx.Exec(ctx, sqlUpdateNodePool,
 		p.ID, p.CIDRs, p.Size, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
 		return err
 	}
@@ -544,8 +521,7 @@ func (s *Client) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (N
 	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		nb = NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
 		var err error
-		err = tx.QueryRow(ctx, `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
-			FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`, clusterID, nodeID).Scan(
+		err = tx.QueryRow(ctx, sqlNodeScaling, clusterID, nodeID).Scan(
 			&nb.Scaling.PrefixLength, &nb.Scaling.MinFree, &nb.Scaling.MaxFree, &nb.Scaling.MaxBlocks, &nb.Scaling.Demand)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
@@ -595,7 +571,7 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 		if used > 0 {
 			return &ConflictError{Msg: fmt.Sprintf("node %q still has %d instance addresses in its blocks; release them first", nodeID, used)}
 		}
-		cluster, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID))
+		cluster, err := scanCluster(tx.QueryRow(ctx, sqlLoadCluster, clusterID))
 		if err != nil {
 			return err
 		}
@@ -612,10 +588,10 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 		}
 		// Every row still inside its cooldown was parked with its block; what
 		// is left of the pool has none.
-		if _, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, poolID); err != nil {
+		if _, err := tx.Exec(ctx, sqlDeletePool, poolID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`, clusterID, nodeID); err != nil {
+		if _, err := tx.Exec(ctx, sqlDeleteNodeScaling, clusterID, nodeID); err != nil {
 			return err
 		}
 		return insertEvent(ctx, tx, Event{Type: "node.blocks_released", ClusterID: clusterID, PoolID: poolID,
@@ -704,8 +680,7 @@ func (s *Client) PreviewNodeBlocks(ctx context.Context, clusterID, nodeID string
 		for i := len(nb.Blocks) - 1; i >= 1 && i >= nb.TargetBlocks; i-- {
 			lo, hi := blockBounds(nb.Blocks[i])
 			var busy bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
-				AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now())))`, poolID, lo, hi).Scan(&busy); err != nil {
+			if err := tx.QueryRow(ctx, sqlBlockBusy, poolID, lo, hi).Scan(&busy); err != nil {
 				return err
 			}
 			if !busy {

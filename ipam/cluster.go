@@ -153,9 +153,6 @@ func (c *Cluster) pools() []Pool {
 	}
 }
 
-const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown, instance_cooldown,
-	gateway_ipv6, mtu, dns_servers, as_written, created_at, updated_at`
-
 func scanCluster(row pgx.Row) (Cluster, error) {
 	var c Cluster
 	var nc, ic pgtype.Interval
@@ -237,7 +234,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var other string
 		var otherPrefix netip.Prefix
-		err := tx.QueryRow(ctx, `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 LIMIT 1`, c.Prefix).Scan(&other, &otherPrefix)
+		err := tx.QueryRow(ctx, sqlOverlappingCluster, c.Prefix).Scan(&other, &otherPrefix)
 		switch {
 		case err == nil && other == c.ID:
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
@@ -246,11 +243,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		row := tx.QueryRow(ctx, `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
-				instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-			ON CONFLICT (id) DO NOTHING
-			RETURNING `+clusterColumns,
+		row := tx.QueryRow(ctx, sqlInsertCluster,
 			c.ID, c.Prefix, c.NodePrefix, c.InstancePrefix, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
 			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor,
 			c.asWritten())
@@ -276,7 +269,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 
 // GetCluster reads one cluster.
 func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
-	c, err := scanCluster(s.querier().QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, id))
+	c, err := scanCluster(s.querier().QueryRow(ctx, sqlLoadCluster, id))
 	return c, s.mapErr(err)
 }
 
@@ -286,7 +279,7 @@ func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
 func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 	var out Cluster
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		cur, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, c.ID))
+		cur, err := scanCluster(tx.QueryRow(ctx, sqlLoadClusterNoKeyUpdate, c.ID))
 		if err != nil {
 			return err
 		}
@@ -298,12 +291,11 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		}
 		if c.GatewayIPv6 != cur.GatewayIPv6 {
 			// A new gateway changes what the cluster's pools may hand out.
-			if _, err := lockPoolsExclusive(ctx, tx, `cluster_id = $1 AND category IN ('node', 'instance')`, c.ID); err != nil {
+			if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsClusterOwn, c.ID); err != nil {
 				return err
 			}
 			var held string
-			err := tx.QueryRow(ctx, `SELECT owner_kind || ' ' || owner_id FROM ipam_allocations
-				WHERE cluster_id = $1 AND address = $2 AND state IN ('active', 'reserved', 'cooling')`,
+			err := tx.QueryRow(ctx, sqlAddressHolder,
 				c.ID, netip.PrefixFrom(c.GatewayIPv6, 128)).Scan(&held)
 			if err == nil {
 				return invalid("gateway_ipv6", "%s is held by %s; the gateway is never handed out, so pick another", c.GatewayIPv6, held)
@@ -311,15 +303,12 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 				return err
 			}
 			// Node block pools keep a row per address: the gateway's goes.
-			if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations WHERE cluster_id = $1 AND address = $2
-				AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`,
+			if _, err := tx.Exec(ctx, sqlDeleteReusableAddress,
 				c.ID, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
 				return err
 			}
 		}
-		out, err = scanCluster(tx.QueryRow(ctx, `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
-				gateway_ipv6 = $4, mtu = $5, dns_servers = $6, as_written = $7, updated_at = ipam_now()
-			WHERE id = $1 RETURNING `+clusterColumns,
+		out, err = scanCluster(tx.QueryRow(ctx, sqlUpdateCluster,
 			c.ID, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
 			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers),
 			c.asWritten()))
@@ -327,14 +316,13 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 			return err
 		}
 		for _, p := range c.pools() {
-			if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now() WHERE id = $1`,
+			if _, err := tx.Exec(ctx, sqlUpdatePoolSettings,
 				p.ID, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
 				return err
 			}
 		}
 		// Node block pools hand out instance addresses: the same settings.
-		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now()
-			WHERE cluster_id = $1 AND kind IN ('blocks', 'parked')`,
+		if _, err := tx.Exec(ctx, sqlUpdateBlockPoolsSettings,
 			c.ID, durationInterval(c.InstanceCooldown), c.MTU, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
 			return err
 		}
@@ -355,27 +343,21 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		// Pools first, then the cluster row (the locking order): allocations in
 		// flight commit before the counts below are taken.
-		if _, err := lockPoolsExclusive(ctx, tx, `cluster_id = $1`, id); err != nil {
+		if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsOfCluster, id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR UPDATE`, id); err != nil {
+		if _, err := tx.Exec(ctx, sqlLockClusterUpdate, id); err != nil {
 			return err
 		}
 		var h ClusterHoldings
-		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE a.state = 'active'),
-				count(*) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
-				-- cooling, and expired holds that kept a cooldown
-				count(*) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
-					AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
-			FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
-			WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
+		err := tx.QueryRow(ctx, sqlClusterHoldings, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
 		if err != nil {
 			return err
 		}
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM ipam_clusters WHERE id = $1`, id)
+		tag, err := tx.Exec(ctx, sqlDeleteCluster, id)
 		if err != nil {
 			return err
 		}

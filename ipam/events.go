@@ -98,12 +98,7 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 	// connection of a shared pool must not wait on this forever.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
 	defer cancel()
-	_, _ = s.pool.Exec(rctx, `WITH f AS (
-			INSERT INTO ipam_allocation_failures (id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
-		INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
-			instance_id, actor, data)
-		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`,
+	_, _ = s.pool.Exec(rctx, sqlRecordFailure,
 		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
 		newID(), kind+".allocation_failed", nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
 }

@@ -77,8 +77,7 @@ func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateR
 	var dns []netip.Prefix
 	var res AllocateResult
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
-			set_config('enable_seqscan', 'off', true)`, // TxSettings
+	b.Queue(sqlFastBounds,
 		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10))
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
@@ -208,12 +207,7 @@ func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Dur
 	clusterID := want.ClusterID
 	var fresh bool
 	var cidrs []netip.Prefix
-	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, `SELECT `+allocColumns+`,
-			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '`+adoptionWindowSQL+`')
-				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
-			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
-		FROM ipam_allocations a
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`,
+	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, sqlFindHold,
 		clusterID, req.Owner.Kind, req.Owner.ID, s.actor, durationInterval(ttl/2)), []any{&fresh, &cidrs}})
 	samePool := a.PoolID == want.ID() || (anyPool && a.State == StateReserved)
 	if err != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {

@@ -44,10 +44,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	}
 	switch {
 	case held != nil && held.State == StateReserved:
-		a, err := scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations
-			SET reserved_until = ipam_now() + $3::interval,
-				reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
-			WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING `+allocColumns,
+		a, err := scanAllocation(tx.QueryRow(ctx, sqlExtendHold,
 			held.ID, held.Generation, durationInterval(ttl)))
 		if errors.Is(err, ErrNotFound) {
 			err = errRetry
@@ -64,9 +61,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
 	// A cooldown the hold kept (cooling_until, fixed at the address's last
 	// release) stays; the hold's own time does not.
-	tag, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
-		WHERE id = $1 AND generation = $2 AND state = 'reserved'`, h.ID, h.Generation)
+	tag, err := tx.Exec(ctx, sqlDropHold, h.ID, h.Generation)
 	if err != nil {
 		return err
 	}
@@ -125,10 +120,7 @@ const EventHoldLost = "allocation.hold_lost"
 // events enter.
 func (s *Client) LostHold(ctx context.Context, clusterID string, o Owner, within time.Duration) (addr netip.Addr, takenBy string, at time.Time, ok bool, err error) {
 	var p netip.Prefix
-	err = s.pool.QueryRow(ctx, `SELECT address, coalesce(data->>'taken_by', ''), at FROM ipam_events
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND type = '`+EventHoldLost+`'
-			AND at > ipam_now() - $4::interval
-		ORDER BY at DESC LIMIT 1`, clusterID, o.Kind, o.ID, durationInterval(within)).Scan(&p, &takenBy, &at)
+	err = s.pool.QueryRow(ctx, sqlLostHold, clusterID, o.Kind, o.ID, durationInterval(within)).Scan(&p, &takenBy, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return addr, "", at, false, nil
 	}

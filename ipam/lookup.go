@@ -22,8 +22,7 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 		return a, s.mapErr(err)
 	}
 	if stale {
-		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
-			WHERE id = $1 AND generation = $2 AND state = 'active'`, a.ID, a.Generation)
+		_, _ = s.pool.Exec(ctx, sqlConfirmSeen, a.ID, a.Generation)
 	}
 	for _, c := range cidrs {
 		if c.Contains(a.Address) {
@@ -37,7 +36,7 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 // whichever cluster holds it; ambiguous when two clusters (private IPv4 pools)
 // hold it.
 func (s *Client) FindActiveByAddress(ctx context.Context, addr netip.Addr) (Allocation, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+` FROM ipam_allocations WHERE address = $1 AND state = 'active' LIMIT 2`,
+	rows, err := s.pool.Query(ctx, sqlActiveByAddress,
 		netip.PrefixFrom(addr, addr.BitLen()))
 	if err != nil {
 		return Allocation{}, s.mapErr(err)
@@ -56,7 +55,7 @@ func (s *Client) FindActiveByAddress(ctx context.Context, addr netip.Addr) (Allo
 
 func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
 	var cidrs []netip.Prefix
-	if err := s.pool.QueryRow(ctx, `SELECT cidrs FROM ipam_pools WHERE id = $1`, a.PoolID).Scan(&cidrs); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, a.PoolID).Scan(&cidrs); err != nil {
 		return s.mapErr(err)
 	}
 	for _, c := range cidrs {

@@ -65,19 +65,19 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 				return err
 			}
 			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			if _, err := tx.Exec(ctx, sqlMigrationLock, migrationLock); err != nil {
 				return err
 			}
 			var exists bool
-			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, VersionTable).Scan(&exists); err != nil {
+			if err := tx.QueryRow(ctx, sqlTableExists, VersionTable).Scan(&exists); err != nil {
 				return err
 			}
 			if !exists {
-				if _, err := tx.Exec(ctx, `CREATE TABLE `+VersionTable+`(version int4 NOT NULL); INSERT INTO `+VersionTable+`(version) VALUES (0)`); err != nil {
+				if _, err := tx.Exec(ctx, sqlCreateVersionTable); err != nil {
 					return err
 				}
 			}
-			if err := tx.QueryRow(ctx, `SELECT version FROM `+VersionTable).Scan(&st.Current); err != nil {
+			if err := tx.QueryRow(ctx, sqlSchemaVersion).Scan(&st.Current); err != nil {
 				return err
 			}
 			if err := checkNotNewer(st); err != nil {
@@ -93,7 +93,7 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 			if _, err := tx.Exec(ctx, next.UpSQL); err != nil {
 				return fmt.Errorf("migration %s: %w", next.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE `+VersionTable+` SET version = $1`, next.Sequence); err != nil {
+			if _, err := tx.Exec(ctx, sqlSetSchemaVersion, next.Sequence); err != nil {
 				return err
 			}
 			if err := tx.Commit(ctx); err != nil {
@@ -115,7 +115,7 @@ func (s *Client) SchemaStatus(ctx context.Context) (SchemaStatus, error) {
 	if st.Latest, err = LatestSchemaVersion(); err != nil {
 		return st, err
 	}
-	err = s.pool.QueryRow(ctx, "SELECT version FROM "+VersionTable).Scan(&st.Current)
+	err = s.pool.QueryRow(ctx, sqlSchemaVersion).Scan(&st.Current)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == pgerrcode.UndefinedTable {
 		return st, nil

@@ -94,12 +94,12 @@ func (s *Client) Check(ctx context.Context, clusterID string) (CheckReport, erro
 		}
 	}
 	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.At); err != nil {
+		if err := tx.QueryRow(ctx, sqlNow).Scan(&rep.At); err != nil {
 			return err
 		}
 		rep.At = rep.At.UTC()
 		if clusterID != "" {
-			if _, err := scanCluster(tx.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, clusterID)); err != nil {
+			if _, err := scanCluster(tx.QueryRow(ctx, sqlLoadCluster, clusterID)); err != nil {
 				return err
 			}
 		}
@@ -120,7 +120,7 @@ func (s *Client) Check(ctx context.Context, clusterID string) (CheckReport, erro
 }
 
 func checkPools(ctx context.Context, tx pgx.Tx, clusterID string) (map[string]*Pool, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools WHERE $1 = '' OR cluster_id = $1`, clusterID)
+	rows, err := tx.Query(ctx, sqlCheckPoolIDs, clusterID)
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +156,7 @@ func (r *CheckReport) add(v Violation) {
 }
 
 func checkUnique(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, `SELECT address, array_agg(cluster_id ORDER BY cluster_id, id),
-			array_agg(id::text ORDER BY cluster_id, id), array_agg(coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') ORDER BY cluster_id, id)
-		FROM ipam_allocations
-		WHERE state IN ('active', 'reserved') AND ($1 = '' OR cluster_id = $1)
-		GROUP BY address HAVING count(*) > 1
-		ORDER BY address LIMIT $2`, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckUnique, clusterID, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -185,8 +180,7 @@ func checkUnique(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]
 }
 
 func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, `SELECT id::text, cluster_id, pool_id, address, ordinal, state
-		FROM ipam_allocations WHERE $1 = '' OR cluster_id = $1`, clusterID)
+	rows, err := tx.Query(ctx, sqlCheckInPoolRows, clusterID)
 	if err != nil {
 		return err
 	}
@@ -231,24 +225,7 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 // of the (cluster_id, address, at) index.
 func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
 	alloc, release := allocationEventTypes()
-	rows, err := tx.Query(ctx, `SELECT h.id::text, h.at, h.type, h.cluster_id, coalesce(h.pool_id, ''), h.address,
-			coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''), r.kind, r.owner, r.at, r.reusable
-		FROM ipam_events h
-		CROSS JOIN LATERAL (
-			SELECT coalesce(r.owner_kind, '') AS kind, coalesce(r.owner_id, '') AS owner, r.at,
-				(r.data->>'reusable_at')::timestamptz AS reusable
-			FROM ipam_events r
-			WHERE r.cluster_id = h.cluster_id AND r.address = h.address AND r.at <= h.at AND (r.at, r.id) < (h.at, h.id)
-				AND (r.type = ANY ($3) OR r.type LIKE '%.released') AND r.data ? 'reusable_at'
-			ORDER BY r.at DESC, r.id DESC LIMIT 1) r
-		-- Judged against the address's latest release before the hand-out: its
-		-- reusable_at was fixed then (an earlier, longer cooldown was cut short
-		-- by the same owner taking the address back and releasing it again).
-		WHERE h.address IS NOT NULL AND ($1 = '' OR h.cluster_id = $1)
-			AND (h.type = ANY ($2) OR h.type LIKE '%.allocated')
-			AND r.reusable > h.at
-			AND (r.kind, r.owner) IS DISTINCT FROM (coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''))
-		ORDER BY h.at, h.id LIMIT $4`, clusterID, alloc, release, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -266,12 +243,7 @@ func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 }
 
 func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, `SELECT a.cluster_id, coalesce(a.env_id, a.owner_id, ''), count(*),
-			string_agg(host(a.address) || ' (' || a.pool_id || ', ' || coalesce(a.owner_kind, '') || ' ' || coalesce(a.owner_id, '') || ')', ', ' ORDER BY a.address)
-		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
-		WHERE p.family = 4 AND a.owner_kind = 'env_ipv4' AND a.state IN ('active', 'reserved') AND ($1 = '' OR a.cluster_id = $1)
-		GROUP BY 1, 2 HAVING count(*) > 1
-		ORDER BY 1, 2 LIMIT $2`, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckIPv4PerEnv, clusterID, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -286,11 +258,7 @@ func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[str
 	}
 	// The owner index keeps one row per owner id; an env_ipv4 row labelled
 	// with another environment would slip past it.
-	rows, err = tx.Query(ctx, `SELECT id::text, cluster_id, pool_id, address, owner_id, coalesce(env_id, '')
-		FROM ipam_allocations
-		WHERE owner_kind = 'env_ipv4' AND state IN ('active', 'reserved') AND env_id IS DISTINCT FROM owner_id
-			AND ($1 = '' OR cluster_id = $1)
-		ORDER BY cluster_id, address LIMIT $2`, clusterID, maxViolationsListed+1)
+	rows, err = tx.Query(ctx, sqlCheckIPv4EnvLabel, clusterID, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -310,9 +278,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 		k          int
 		next, last int64
 	}
-	rows, err := tx.Query(ctx, `SELECT s.pool_id, s.stripe, s.next_ordinal, s.last_ordinal
-		FROM ipam_pool_stripes s JOIN ipam_pools p ON p.id = s.pool_id
-		WHERE $1 = '' OR p.cluster_id = $1 ORDER BY s.pool_id, s.stripe`, clusterID)
+	rows, err := tx.Query(ctx, sqlCheckStripes, clusterID)
 	if err != nil {
 		return err
 	}
@@ -326,7 +292,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	// A cluster's instance counter ends below the lowest node block carved
 	// from its prefix (blocks are carved downward from the end).
 	floors := map[string]netip.Prefix{}
-	frows, err := tx.Query(ctx, `SELECT cluster_id, min(block) FROM ipam_node_blocks GROUP BY cluster_id`)
+	frows, err := tx.Query(ctx, sqlCheckBlockFloors)
 	if err != nil {
 		return err
 	}
@@ -388,14 +354,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	// Ordinals already handed out at or beyond their stripe's counter: that
 	// counter would hand them out again. Exact claims are exempt when their
 	// event marks them so.
-	rows, err = tx.Query(ctx, `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, s.stripe, s.next_ordinal
-		FROM ipam_pools p
-		JOIN ipam_pool_stripes s ON s.pool_id = p.id
-		JOIN ipam_allocations a ON a.pool_id = p.id AND a.ordinal % p.stripes = s.stripe AND a.ordinal >= s.next_ordinal
-		WHERE p.kind = 'counter' AND a.state IN ('active', 'reserved', 'cooling') AND ($1 = '' OR p.cluster_id = $1)
-			AND NOT EXISTS (SELECT 1 FROM ipam_events e
-				WHERE e.cluster_id = a.cluster_id AND e.address = a.address AND e.data->>'exact' = 'true')
-		ORDER BY a.pool_id, a.ordinal LIMIT $2`, clusterID, maxViolationsListed+1)
+	rows, err = tx.Query(ctx, sqlCheckCounterOrdinals, clusterID, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -412,15 +371,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 }
 
 func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, `SELECT p.cluster_id, p.id,
-			CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END::text, p.cooldown::text,
-			host(c.gateway_ipv6), coalesce(host(p.gateway), '')
-		FROM ipam_pools p JOIN ipam_clusters c ON c.id = p.cluster_id
-		WHERE (p.kind IN ('blocks', 'parked') OR p.id IN (c.id || '/node', c.id || '/instance'))
-			AND (p.cooldown <> CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END
-				OR p.gateway IS DISTINCT FROM c.gateway_ipv6)
-			AND ($1 = '' OR p.cluster_id = $1)
-		ORDER BY 1, 2 LIMIT $2`, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckSettings, clusterID, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}
@@ -434,18 +385,7 @@ func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 }
 
 func checkNodeBlocks(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.state, p.kind,
-			coalesce(b.node_id, ''), coalesce(b.state, ''), coalesce(s.node_id, '')
-		FROM ipam_allocations a
-		JOIN ipam_pools p ON p.id = a.pool_id
-		LEFT JOIN ipam_node_blocks b ON b.cluster_id = a.cluster_id AND a.address <<= b.block
-		LEFT JOIN LATERAL (SELECT substr(p.id, length(p.cluster_id) + 9) AS node_id) s ON p.kind = 'blocks'
-		WHERE (p.kind IN ('blocks', 'parked') OR b.block IS NOT NULL)
-			AND (a.state <> 'free' OR p.kind <> 'blocks')
-			AND ($1 = '' OR a.cluster_id = $1)
-			AND NOT ((p.kind = 'blocks' AND b.state = 'active' AND b.node_id = s.node_id)
-				OR (p.kind = 'parked' AND b.state = 'cooling' AND a.state <> 'active'))
-		ORDER BY a.cluster_id, a.address LIMIT $2`, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckNodeBlocks, clusterID, maxViolationsListed+1)
 	if err != nil {
 		return err
 	}

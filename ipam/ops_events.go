@@ -50,18 +50,11 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 	if since.IsZero() {
 		since = time.Unix(0, 0)
 	}
-	order, limit := "ASC", ""
+	q := sqlListEvents
 	if f.Limit > 0 {
-		order, limit = "DESC", fmt.Sprintf(" LIMIT %d", f.Limit)
+		q = sqlListEventsNewest + fmt.Sprintf(sqlLimitFormat, f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, at, type, coalesce(cluster_id, ''), coalesce(pool_id, ''),
-			coalesce(allocation_id, '00000000-0000-0000-0000-000000000000'), coalesce(generation, 0), address,
-			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
-			coalesce(node_id, ''), coalesce(instance_id, ''), actor, data
-		FROM ipam_events
-		WHERE at >= $1 AND ($2 = '' OR cluster_id = $2)
-			AND ((cardinality($3::text[]) = 0 AND cardinality($4::text[]) = 0) OR type = ANY ($3) OR type LIKE ANY ($4))
-		ORDER BY at `+order+`, id `+order+limit, since, f.ClusterID, exact, prefixes)
+	rows, err := s.pool.Query(ctx, q, since, f.ClusterID, exact, prefixes)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}

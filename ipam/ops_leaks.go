@@ -219,14 +219,6 @@ func ReadLeakReport(r io.Reader) (LeakReport, error) {
 	return rep, nil
 }
 
-const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
-	coalesce(a.org_id, ''), coalesce(a.env_id, ''), coalesce(a.node_id, ''), coalesce(a.instance_id, ''),
-	coalesce(a.set_owner, ''), coalesce(a.actor, ''), a.allocated_at, a.last_seen_at`
-
-// inventoryID is the id an inventory lists for an allocation's owner: the
-// set for a member of an address set, the owner id otherwise.
-const inventoryID = `coalesce(a.set_owner, a.owner_id)`
-
 // InventoryID returns the id an inventory lists for the leak's owner.
 func (l Leak) InventoryID() string {
 	if l.SetID != "" {
@@ -258,7 +250,7 @@ func (s *Client) FindInventoryLeaks(ctx context.Context, clusterID string, inv I
 		return rep, invalid("inventory", "names no owner kind")
 	}
 	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.GeneratedAt); err != nil {
+		if err := tx.QueryRow(ctx, sqlNow).Scan(&rep.GeneratedAt); err != nil {
 			return err
 		}
 		for _, kind := range rep.OwnerKinds {
@@ -266,11 +258,7 @@ func (s *Client) FindInventoryLeaks(ctx context.Context, clusterID string, inv I
 			for id := range inv[kind] {
 				ids = append(ids, id)
 			}
-			rows, err := tx.Query(ctx, `SELECT `+leakColumns+`
-				FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
-				WHERE a.state = 'active' AND a.owner_kind = $1 AND ($2 = '' OR a.cluster_id = $2)
-					AND NOT EXISTS (SELECT 1 FROM unnest($3::text[]) AS i(id) WHERE i.id = `+inventoryID+`)
-				ORDER BY a.cluster_id, a.pool_id, a.ordinal`, kind, clusterID, ids)
+			rows, err := tx.Query(ctx, sqlInventoryLeaks, kind, clusterID, ids)
 			if err != nil {
 				return err
 			}
@@ -311,15 +299,10 @@ func (s *Client) FindStaleLeaks(ctx context.Context, clusterID string, kinds []s
 		kinds = []string{}
 	}
 	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT ipam_now()`).Scan(&rep.GeneratedAt); err != nil {
+		if err := tx.QueryRow(ctx, sqlNow).Scan(&rep.GeneratedAt); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT `+leakColumns+`
-			FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
-			WHERE a.state = 'active' AND ($1 = '' OR a.cluster_id = $1)
-				AND (cardinality($2::text[]) = 0 OR a.owner_kind = ANY ($2))
-				AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)
-			ORDER BY a.cluster_id, a.pool_id, a.ordinal`, clusterID, kinds, days)
+		rows, err := tx.Query(ctx, sqlStaleLeaks, clusterID, kinds, days)
 		if err != nil {
 			return err
 		}
@@ -390,14 +373,12 @@ func (s *Client) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Rec
 	res := ReclaimResult{Leak: l}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ReclaimResult{Leak: l}
-		lock := ""
+		probe := sqlReclaimProbe
 		if opt.Apply {
-			lock = " FOR UPDATE"
+			probe = sqlReclaimProbeLock
 		}
 		var cur current
-		err := tx.QueryRow(ctx, `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''),
-				coalesce(`+inventoryID+`, ''), last_seen_at, coalesce(last_seen_at, allocated_at) < ipam_now() - make_interval(days => $2)
-			FROM ipam_allocations a WHERE id = $1`+lock, l.AllocationID, max(rep.StaleDays, 1)).Scan(
+		err := tx.QueryRow(ctx, probe, l.AllocationID, max(rep.StaleDays, 1)).Scan(
 			&cur.state, &cur.gen, &cur.kind, &cur.id, &cur.invID, &cur.seen, &cur.stale)
 		if errors.Is(err, pgx.ErrNoRows) {
 			res.Outcome, res.Reason = OutcomeRefused, "the allocation no longer exists"
@@ -418,11 +399,7 @@ func (s *Client) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Rec
 			return nil
 		}
 		var a Allocation
-		a, err = scanAllocation(tx.QueryRow(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-				reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id),
-				cooling_until = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
-			WHERE id = $1 AND generation = $2 AND state = 'active'
-			RETURNING `+allocColumns, l.AllocationID, l.Generation))
+		a, err = scanAllocation(tx.QueryRow(ctx, sqlReclaim, l.AllocationID, l.Generation))
 		if errors.Is(err, ErrNotFound) {
 			return errRetry // changed under the lock: cannot happen, but check again
 		}

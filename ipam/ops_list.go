@@ -46,9 +46,9 @@ var Categories = []string{CategoryNode, CategoryInstance, CategoryIPv4, Category
 // it: a reserved hold past its expiry and a cooling address past its cooldown
 // are free, so they are not listed.
 var statePredicates = map[string]string{
-	StateActive:   `a.state = 'active'`,
-	StateReserved: `(a.state = 'reserved' AND a.reusable_at > ipam_now())`,
-	StateCooling:  `(a.state = 'cooling' AND a.reusable_at > ipam_now())`,
+	StateActive:   sqlListActive,
+	StateReserved: sqlListReserved,
+	StateCooling:  sqlListCooling,
 }
 
 // Validate checks the filter's fields, naming the one at fault.
@@ -94,33 +94,29 @@ func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]Allocatio
 	}
 	var where []string
 	var args []any
-	eq := func(col, v string) {
+	eq := func(filter, v string) {
 		if v != "" {
 			args = append(args, v)
-			where = append(where, fmt.Sprintf("%s = $%d", col, len(args)))
+			where = append(where, fmt.Sprintf(filter, len(args)))
 		}
 	}
-	eq("a.cluster_id", f.ClusterID)
-	eq("a.pool_id", f.PoolID)
-	eq("p.category", f.Category)
-	eq("a.owner_kind", f.OwnerKind)
-	eq("a.org_id", f.OrgID)
-	eq("a.env_id", f.EnvID)
-	eq("a.node_id", f.NodeID)
-	eq("a.instance_id", f.InstanceID)
+	eq(sqlListByCluster, f.ClusterID)
+	eq(sqlListByPool, f.PoolID)
+	eq(sqlListByCategory, f.Category)
+	eq(sqlListByOwnerKind, f.OwnerKind)
+	eq(sqlListByOrg, f.OrgID)
+	eq(sqlListByEnv, f.EnvID)
+	eq(sqlListByNode, f.NodeID)
+	eq(sqlListByInstance, f.InstanceID)
 	if f.State != "" {
 		where = append(where, statePredicates[f.State])
 	} else {
-		where = append(where, "a.state IN ('active', 'reserved', 'cooling')",
-			"("+statePredicates[StateActive]+" OR "+statePredicates[StateReserved]+" OR "+statePredicates[StateCooling]+")")
+		where = append(where, sqlListAnyState, sqlListLive)
 	}
-	q := `SELECT ` + allocColumns + `, category, last_seen_at FROM (
-			SELECT a.*, p.category FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
-			WHERE ` + strings.Join(where, " AND ") + `) x
-		ORDER BY cluster_id, pool_id, ordinal`
+	q := sqlListAllocationsHead + strings.Join(where, sqlAnd) + sqlListAllocationsTail
 	if f.Limit > 0 {
 		args = append(args, f.Limit)
-		q += fmt.Sprintf(" LIMIT $%d", len(args))
+		q += fmt.Sprintf(sqlLimitParamFormat, len(args))
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

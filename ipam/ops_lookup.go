@@ -53,9 +53,7 @@ func (s *Client) LookupAddress(ctx context.Context, addr netip.Addr, clusterID s
 	var out []AddressInfo
 	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
 		out = nil
-		rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools
-			WHERE $1::inet <<= ANY (cidrs) AND ($2 = '' OR cluster_id = $2)
-			ORDER BY cluster_id, id`, host, clusterID)
+		rows, err := tx.Query(ctx, sqlPoolsContaining, host, clusterID)
 		if err != nil {
 			return err
 		}
@@ -78,7 +76,7 @@ func (s *Client) LookupAddress(ctx context.Context, addr netip.Addr, clusterID s
 			return nil
 		}
 		var cluster string
-		err = tx.QueryRow(ctx, `SELECT id FROM ipam_clusters WHERE prefix >>= $1 AND ($2 = '' OR id = $2)`, host, clusterID).Scan(&cluster)
+		err = tx.QueryRow(ctx, sqlClustersContaining, host, clusterID).Scan(&cluster)
 		switch {
 		case err == nil:
 			return fmt.Errorf("%w: %s is inside the prefix of cluster %q but in none of its pools", ErrNotFound, addr, cluster)
@@ -96,9 +94,7 @@ func lookupIn(ctx context.Context, tx pgx.Tx, p *Pool, addr netip.Addr) (Address
 	info := AddressInfo{Category: p.Category}
 	var status string
 	var seen *time.Time
-	a, err := scanAllocation(extraRow{tx.QueryRow(ctx, `SELECT `+allocColumns+`, last_seen_at,
-			CASE WHEN state IN ('reserved', 'cooling') AND reusable_at <= ipam_now() THEN 'free' ELSE state END
-		FROM ipam_allocations WHERE cluster_id = $1 AND address = $2`,
+	a, err := scanAllocation(extraRow{tx.QueryRow(ctx, sqlLookupAddress,
 		p.ClusterID, netip.PrefixFrom(addr, addr.BitLen())), []any{&seen, &status}})
 	switch {
 	case errors.Is(err, ErrNotFound):

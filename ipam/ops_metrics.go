@@ -44,9 +44,7 @@ func (s *Client) CollectMetrics(ctx context.Context) (MetricsSnapshot, error) {
 		}
 	}
 	err = s.readTx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT coalesce(f.cluster_id, ''), coalesce(f.pool_id, ''), coalesce(p.category, ''), f.reason, count(*)
-			FROM ipam_allocation_failures f LEFT JOIN ipam_pools p ON p.id = f.pool_id
-			GROUP BY 1, 2, 3, 4`)
+		rows, err := tx.Query(ctx, sqlMetricsFailures)
 		if err != nil {
 			return err
 		}

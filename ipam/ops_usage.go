@@ -78,46 +78,6 @@ type ClusterUsage struct {
 	Pools      []PoolUsage     `json:"pools"`
 }
 
-// usagePoolsSQL counts, per pool, what it holds, each figure with its own
-// probe of one index on the pool's own rows, never the whole table:
-//
-//   - active rows: an index-only count on (pool_id, state);
-//   - live holds: (pool_id, state = 'reserved') and their expiry (holds are
-//     few and short-lived);
-//   - everything held back (live holds and the cooldown queue): an index-only
-//     count of the range reusable_at > ipam_now() of the reuse index (pool_id,
-//     reusable_at) WHERE state IN ('free', 'cooling', 'reserved'). Free rows
-//     always have reusable_at = -infinity and long-cooled rows a past one, so
-//     neither is read. Cooling is that count less the live holds;
-//   - the next address to leave the cooldown queue: the first cooling row of
-//     that same range, in index order.
-const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
-		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active'),
-		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
-		(SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()),
-		(SELECT a.reusable_at FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()
-				AND a.state = 'cooling'
-			ORDER BY a.reusable_at LIMIT 1),
-		ipam_now()
-	FROM ipam_pools p
-	WHERE ($1 = '' OR p.cluster_id = $1)
-	ORDER BY p.cluster_id, p.category, p.name`
-
-// usagePlannerSetting keeps the planner on those indexes. Each probe is
-// planned once for every pool, with a generic row estimate; when one pool
-// holds most of the table and autovacuum has not yet marked freshly written
-// pages all-visible (just after a bulk load), the planner would rather scan
-// the whole table, once per pool. The per-pool index path is never worse.
-const usagePlannerSetting = `SET LOCAL enable_seqscan = off`
-
-// usageFailuresSQL counts recent failures per pool and reason on the
-// (pool_id, at) index.
-const usageFailuresSQL = `SELECT f.pool_id, f.reason, count(*) FROM ipam_allocation_failures f
-	WHERE f.pool_id = ANY($1) AND f.at > ipam_now() - $2::interval
-	GROUP BY f.pool_id, f.reason`
-
 // PoolUsage reports the usage of one cluster. It fails with ErrNotFound when
 // the cluster does not exist.
 func (s *Client) PoolUsage(ctx context.Context, clusterID string) (ClusterUsage, error) {
@@ -284,6 +244,6 @@ func utcPtr(t *time.Time) *time.Time {
 // DatabaseNow is the database's clock, the only clock of cooldowns.
 func (s *Client) DatabaseNow(ctx context.Context) (time.Time, error) {
 	var t time.Time
-	err := s.pool.QueryRow(ctx, `SELECT ipam_now()`).Scan(&t)
+	err := s.pool.QueryRow(ctx, sqlNow).Scan(&t)
 	return t.UTC(), s.mapErr(err)
 }

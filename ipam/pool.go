@@ -86,9 +86,7 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 	if p.MTU != 0 {
 		mtu = &p.MTU
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
-			cooldown, size, stripes, mtu, gateway, is_default, as_written)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+	if _, err := tx.Exec(ctx, sqlInsertPool,
 		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, p.Exclude,
 		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default,
 		asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
@@ -104,12 +102,9 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 	for k := range rows {
 		rows[k] = []any{p.ID, k, p.layout.NextAllowed(int64(k), int64(p.Stripes)), p.layout.LastOrdinal()}
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"ipam_pool_stripes"}, []string{"pool_id", "stripe", "next_ordinal", "last_ordinal"}, pgx.CopyFromRows(rows))
+	_, err := tx.CopyFrom(ctx, copyStripesTable, copyStripesColumns, pgx.CopyFromRows(rows))
 	return err
 }
-
-const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
-	created_at, updated_at, is_default, as_written`
 
 func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	var p Pool
@@ -171,12 +166,10 @@ func syncPoolBlocks(ctx context.Context, tx pgx.Tx, p *Pool) error {
 			global = append(global, b)
 		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM ipam_pool_blocks WHERE pool_id = $1 AND NOT (block = ANY ($2::cidr[]))`, p.ID, global); err != nil {
+	if _, err := tx.Exec(ctx, sqlDeletePoolBlocksNotIn, p.ID, global); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block)
-		SELECT $1, c.id, c.prefix, b FROM ipam_clusters c, unnest($3::cidr[]) b WHERE c.id = $2
-		ON CONFLICT (pool_id, block) DO NOTHING`, p.ID, p.ClusterID, global)
+	_, err := tx.Exec(ctx, sqlInsertPoolBlocks, p.ID, p.ClusterID, global)
 	return placementErr(err)
 }
 
@@ -208,7 +201,7 @@ func placementErr(err error) error {
 // with the new shape), ErrNotFound when it is gone.
 func lockPoolShared(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	var updated time.Time
-	err := tx.QueryRow(ctx, `SELECT updated_at FROM ipam_pools WHERE id = $1 FOR KEY SHARE`, p.ID).Scan(&updated)
+	err := tx.QueryRow(ctx, sqlLockPoolKeyShare, p.ID).Scan(&updated)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ErrNotFound
@@ -220,10 +213,11 @@ func lockPoolShared(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	return nil
 }
 
-// lockPoolsExclusive takes the shape writer's lock on pool rows, in id order.
-// It returns the ids it locked (absent pools are skipped).
-func lockPoolsExclusive(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM ipam_pools WHERE `+where+` ORDER BY id FOR UPDATE`, args...)
+// lockPoolsExclusive takes the shape writer's lock on pool rows, in id order,
+// with one of the sqlLockPools statements. It returns the ids it locked
+// (absent pools are skipped).
+func lockPoolsExclusive(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func isPublic4(p netip.Prefix) bool { return globalBlock(p) }
 // instance prefixes nor its other pools, and a public IPv4 block overlaps no
 // other cluster's pool.
 func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
-	c, err := scanCluster(q.QueryRow(ctx, `SELECT `+clusterColumns+` FROM ipam_clusters WHERE id = $1`, p.ClusterID))
+	c, err := scanCluster(q.QueryRow(ctx, sqlLoadCluster, p.ClusterID))
 	if errors.Is(err, ErrNotFound) {
 		return invalid("cluster_id", "cluster %q does not exist", p.ClusterID)
 	}
@@ -107,8 +107,7 @@ func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
 			}
 		}
 	}
-	rows, err := q.Query(ctx, `SELECT id, cluster_id, cidrs FROM ipam_pools
-		WHERE id <> $1 AND category IN ('ipv4', 'ipv6') AND (cluster_id = $2 OR family = 4)`, p.ID, p.ClusterID)
+	rows, err := q.Query(ctx, sqlPlacementPeers, p.ID, p.ClusterID)
 	if err != nil {
 		return err
 	}
@@ -159,7 +158,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		// Pool changes of one cluster are serialized on the cluster row (rare,
 		// not a hot path), in a mode that lets allocations insert meanwhile.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, p.ClusterID); err != nil {
+		if _, err := tx.Exec(ctx, sqlLockClusterNoKeyUpdate, p.ClusterID); err != nil {
 			return err
 		}
 		if err := checkPlacement(ctx, tx, &p); err != nil {
@@ -169,7 +168,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 			return err
 		}
 		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, sqlPoolExists, p.ID).Scan(&exists); err != nil {
 			return err
 		}
 		if exists {
@@ -209,11 +208,7 @@ func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	}
 	for _, r := range p.layout.Runs() {
 		start := netip.PrefixFrom(r.Start, r.Start.BitLen())
-		if _, err := tx.Exec(ctx, `INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, reusable_at)
-			SELECT gen_random_uuid(), $1, $2, $3::inet + (g - $4), g, 'free', '-infinity'
-			FROM generate_series($4::bigint, $5::bigint) g
-			ON CONFLICT (cluster_id, address) DO UPDATE SET ordinal = EXCLUDED.ordinal
-				WHERE ipam_allocations.pool_id = EXCLUDED.pool_id`,
+		if _, err := tx.Exec(ctx, sqlInsertTableRows,
 			p.ClusterID, p.ID, start, r.First, r.Last); err != nil {
 			return err
 		}
@@ -250,12 +245,12 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 	}
 	var out Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = $1 FOR NO KEY UPDATE`, p.ClusterID); err != nil {
+		if _, err := tx.Exec(ctx, sqlLockClusterNoKeyUpdate, p.ClusterID); err != nil {
 			return err
 		}
 		// The shape writer's lock: every allocation in flight finishes first,
 		// and what follows reads what they committed.
-		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, p.ID); err != nil {
+		if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, p.ID); err != nil {
 			return err
 		}
 		cur, err := loadPool(ctx, tx, p.ID)
@@ -275,11 +270,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			return err
 		}
 		lo, hi := runBounds(p.layout)
-		rows, err := tx.Query(ctx, `SELECT host(address) || ' (' || state || ' by ' || coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') || ')'
-			FROM ipam_allocations a
-			WHERE pool_id = $1 AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now()))
-				AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)
-			ORDER BY address LIMIT 20`, p.ID, lo, hi)
+		rows, err := tx.Query(ctx, sqlHeldOutside, p.ID, lo, hi)
 		if err != nil {
 			return err
 		}
@@ -292,9 +283,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		}
 		// Rows that leave the pool: free ones, and released ones whose cooldown
 		// has passed. A row inside its cooldown is never deleted (refused above).
-		if _, err := tx.Exec(ctx, `DELETE FROM ipam_allocations a WHERE pool_id = $1
-				AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))
-				AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)`,
+		if _, err := tx.Exec(ctx, sqlDeleteRowsOutside,
 			p.ID, lo, hi); err != nil {
 			return err
 		}
@@ -307,8 +296,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if p.MTU != 0 {
 			mtu = &p.MTU
 		}
-		if _, err := tx.Exec(ctx, `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
-				gateway = $7, is_default = $8, as_written = $9, updated_at = ipam_now() WHERE id = $1`,
+		if _, err := tx.Exec(ctx, sqlUpdatePool,
 			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default,
 			asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
 			return err
@@ -317,7 +305,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			return err
 		}
 		if cur.Kind == kindCounter {
-			if _, err := tx.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = $2 WHERE pool_id = $1`, p.ID, p.layout.LastOrdinal()); err != nil {
+			if _, err := tx.Exec(ctx, sqlSetStripesLast, p.ID, p.layout.LastOrdinal()); err != nil {
 				return err
 			}
 		}
@@ -344,17 +332,12 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 // holds active, reserved or cooling addresses is refused, naming how many.
 func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := lockPoolsExclusive(ctx, tx, `id = $1`, id); err != nil {
+		if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, id); err != nil {
 			return err
 		}
 		var h ClusterHoldings
 		var cluster string
-		err := tx.QueryRow(ctx, `SELECT p.cluster_id,
-				count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
-				count(a.id) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
-					AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
-			FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
-			WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
+		err := tx.QueryRow(ctx, sqlPoolHoldings, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -364,7 +347,7 @@ func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
 			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true", id, h.Active, h.Reserved, h.Cooling)}
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM ipam_pools WHERE id = $1`, id); err != nil {
+		if _, err := tx.Exec(ctx, sqlDeletePool, id); err != nil {
 			return err
 		}
 		return insertEvent(ctx, tx, Event{Type: "pool.deleted", ClusterID: cluster, PoolID: id, Actor: s.actor,
@@ -378,7 +361,7 @@ func checkDefault(ctx context.Context, tx pgx.Tx, p *Pool) error {
 		return nil
 	}
 	var other string
-	err := tx.QueryRow(ctx, `SELECT id FROM ipam_pools WHERE cluster_id = $1 AND family = $2 AND is_default AND id <> $3`,
+	err := tx.QueryRow(ctx, sqlOtherDefaultPool,
 		p.ClusterID, p.Family, p.ID).Scan(&other)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil

@@ -135,7 +135,7 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 				return fmt.Errorf("addresses[%q]: %w", e.Key, err)
 			}
 			r := SetRequest{Pools: e.Pools, Family: e.Family, Address: e.Requested}
-			if _, err := tx.Exec(ctx, `UPDATE ipam_allocations SET request = $2 WHERE id = $1`, a.ID, r); err != nil {
+			if _, err := tx.Exec(ctx, sqlSaveSetRequest, a.ID, r); err != nil {
 				return err
 			}
 		}
@@ -262,7 +262,7 @@ func poolOfAddress(ctx context.Context, tx pgx.Tx, clusterID string, a netip.Add
 }
 
 func clusterPoolIDs(ctx context.Context, q pgx.Tx, clusterID string) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT id FROM ipam_pools WHERE cluster_id = $1 ORDER BY id`, clusterID)
+	rows, err := q.Query(ctx, sqlClusterPoolIDs, clusterID)
 	if err != nil {
 		return nil, err
 	}
@@ -273,8 +273,7 @@ func clusterPoolIDs(ctx context.Context, q pgx.Tx, clusterID string) ([]string, 
 // family marked default; else, for IPv6, the cluster's instance pool; else the
 // only pool of that family.
 func defaultPool(ctx context.Context, tx pgx.Tx, clusterID string, family int) (*Pool, error) {
-	rows, err := tx.Query(ctx, `SELECT id, is_default FROM ipam_pools WHERE cluster_id = $1 AND family = $2
-		AND category <> 'node' ORDER BY is_default DESC, id`, clusterID, family)
+	rows, err := tx.Query(ctx, sqlDefaultPools, clusterID, family)
 	if err != nil {
 		return nil, err
 	}
@@ -315,12 +314,9 @@ func (s *Client) GetSet(ctx context.Context, clusterID, setID string) ([]SetMemb
 
 func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool) ([]SetMember, error) {
 	if seen {
-		_, _ = s.pool.Exec(ctx, `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
-			WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'
-				AND (confirmed_at IS NULL OR last_seen_at IS NULL OR last_seen_at < ipam_now() - interval '1 hour')`, clusterID, setID)
+		_, _ = s.pool.Exec(ctx, sqlConfirmSetSeen, clusterID, setID)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+allocColumns+`, family(address), coalesce(request, '{}') FROM ipam_allocations
-		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`, clusterID, setID)
+	rows, err := s.pool.Query(ctx, sqlSetMembers, clusterID, setID)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
@@ -339,7 +335,7 @@ func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool)
 		m := &members[i]
 		if _, ok := blocks[m.PoolID]; !ok {
 			var cidrs []netip.Prefix
-			if err := s.pool.QueryRow(ctx, `SELECT cidrs FROM ipam_pools WHERE id = $1`, m.PoolID).Scan(&cidrs); err != nil {
+			if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, m.PoolID).Scan(&cidrs); err != nil {
 				return nil, s.mapErr(err)
 			}
 			blocks[m.PoolID] = cidrs
@@ -360,8 +356,7 @@ func (s *Client) UpdateSetLabels(ctx context.Context, clusterID string, labels O
 }
 
 func relabelSet(ctx context.Context, tx pgx.Tx, clusterID string, labels Owner) error {
-	_, err := tx.Exec(ctx, `UPDATE ipam_allocations SET org_id = $3, env_id = $4, node_id = $5, instance_id = $6
-		WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`,
+	_, err := tx.Exec(ctx, sqlRelabelSet,
 		clusterID, labels.ID, nullable(labels.OrgID), nullable(labels.EnvID), nullable(labels.NodeID), nullable(labels.InstanceID))
 	return err
 }

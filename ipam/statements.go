@@ -1,9 +1,15 @@
 package ipam
 
-// The named statements of the allocation path. Each is written once, here;
-// the functions that run them name them, and HotStatements lists them for
-// the benchmark's EXPLAIN gate, which checks their plans on databases of a
-// million rows (no sequential scan of the allocations or stripes, no sort).
+import "github.com/jackc/pgx/v5"
+
+// Every SQL statement of the package, by name. Each is written once, here,
+// and the functions that run them name them (TestSQLIsNamedInStatementsFile
+// keeps SQL out of the other files). The statements of the allocation path
+// come first: HotStatements lists them for the benchmark's EXPLAIN gate,
+// which checks their plans on databases of a million rows (no sequential
+// scan of the allocations or stripes, no sort). The rest follow by
+// lifecycle: clusters, pools, node blocks, address sets, holds, events, the
+// operator's reads, transactions, migrations.
 
 // Statement is one named SQL statement of the core.
 type Statement struct {
@@ -36,6 +42,31 @@ func HotStatements() []Statement {
 // UsageStatement is the per-pool usage statement (ipam_pool_usage, ipamctl
 // usage, the metrics) and the planner setting its transaction runs first.
 func UsageStatement() (setting, sql string) { return usagePlannerSetting, usagePoolsSQL }
+
+// clusterColumns, poolColumns, allocColumns and leakColumns are the column
+// lists scanCluster, loadPool, scanAllocation and scanLeak read, in order.
+const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown, instance_cooldown,
+	gateway_ipv6, mtu, dns_servers, as_written, created_at, updated_at`
+
+const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
+	created_at, updated_at, is_default, as_written`
+
+// allocColumns: reusable, hold expired and confirmed are computed against
+// the database clock.
+const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
+	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
+	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
+	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
+	coalesce(confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `', false)`
+
+// leakColumns read an allocation "a" joined with its pool "p".
+const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
+	coalesce(a.org_id, ''), coalesce(a.env_id, ''), coalesce(a.node_id, ''), coalesce(a.instance_id, ''),
+	coalesce(a.set_owner, ''), coalesce(a.actor, ''), a.allocated_at, a.last_seen_at`
+
+// inventoryID is the id an inventory lists for an allocation's owner: the
+// set for a member of an address set, the owner id otherwise.
+const inventoryID = `coalesce(a.set_owner, a.owner_id)`
 
 // allocInsertColumns are the columns a new allocation row is written with
 // (sqlInsertFresh, fastAllocateSQL).
@@ -260,4 +291,669 @@ const (
 	sqlFastGuardReadCommitted = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int`
 	sqlFastRelease            = `RELEASE SAVEPOINT ipam_fast`
 	sqlFastUndo               = `ROLLBACK TO SAVEPOINT ipam_fast; RELEASE SAVEPOINT ipam_fast`
+)
+
+// sqlFastBounds sets, for the one statement queued after it in a batch
+// (runOne), the transaction bounds and TxSettings: set_config with is_local,
+// so they end with the statement's own transaction.
+const sqlFastBounds = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
+	set_config('enable_seqscan', 'off', true)`
+
+// Row locks appended to a read, for the variants of one statement (the
+// locking order is in pool.go).
+const (
+	sqlForUpdate      = " FOR UPDATE"
+	sqlForNoKeyUpdate = " FOR NO KEY UPDATE"
+	sqlForShare       = " FOR SHARE"
+)
+
+// Clusters (cluster.go). A cluster's row is locked FOR SHARE by a node's
+// scaling, FOR NO KEY UPDATE by a cluster or pool update, FOR UPDATE by its
+// destroy.
+const (
+	// sqlClusterRow is a cluster's row, for its row locks.
+	sqlClusterRow = `SELECT 1 FROM ipam_clusters WHERE id = $1`
+
+	// sqlLoadCluster reads a cluster; the variants take its row lock too.
+	sqlLoadCluster            = `SELECT ` + clusterColumns + ` FROM ipam_clusters WHERE id = $1`
+	sqlLoadClusterShare       = sqlLoadCluster + sqlForShare
+	sqlLoadClusterNoKeyUpdate = sqlLoadCluster + sqlForNoKeyUpdate
+	sqlLockClusterShare       = sqlClusterRow + sqlForShare
+	sqlLockClusterNoKeyUpdate = sqlClusterRow + sqlForNoKeyUpdate
+	sqlLockClusterUpdate      = sqlClusterRow + sqlForUpdate
+
+	// sqlClusterExistsKeyShare tells whether the cluster exists, holding its row
+	// FOR KEY SHARE until commit.
+	sqlClusterExistsKeyShare = `SELECT EXISTS (SELECT 1 FROM ipam_clusters WHERE id = $1 FOR KEY SHARE)`
+
+	// sqlOverlappingCluster finds a cluster whose prefix overlaps $1.
+	sqlOverlappingCluster = `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 LIMIT 1`
+
+	sqlInsertCluster = `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
+			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (id) DO NOTHING
+		RETURNING ` + clusterColumns
+
+	sqlUpdateCluster = `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
+			gateway_ipv6 = $4, mtu = $5, dns_servers = $6, as_written = $7, updated_at = ipam_now()
+		WHERE id = $1 RETURNING ` + clusterColumns
+
+	// sqlAddressHolder names the owner holding an address (the gateway a cluster
+	// update would set).
+	sqlAddressHolder = `SELECT owner_kind || ' ' || owner_id FROM ipam_allocations
+		WHERE cluster_id = $1 AND address = $2 AND state IN ('active', 'reserved', 'cooling')`
+
+	// sqlDeleteReusableAddress deletes an address's row unless it is held or
+	// cooling (the new gateway's row of a node block pool).
+	sqlDeleteReusableAddress = `DELETE FROM ipam_allocations WHERE cluster_id = $1 AND address = $2
+		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`
+
+	// sqlSetPoolSettings brings the cluster's cooldown, MTU and gateway to a
+	// pool that hands out its addresses: its node and instance pools (by id),
+	// and its node block and parked pools.
+	sqlSetPoolSettings    = `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now()`
+	sqlUpdatePoolSettings = sqlSetPoolSettings + ` WHERE id = $1`
+
+	sqlUpdateBlockPoolsSettings = sqlSetPoolSettings + `
+		WHERE cluster_id = $1 AND kind IN ('blocks', 'parked')`
+
+	// sqlClusterHoldings counts what a cluster still holds: active, live holds,
+	// cooling (and expired holds that kept a cooldown).
+	sqlClusterHoldings = `SELECT count(*) FILTER (WHERE a.state = 'active'),
+			count(*) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
+			-- cooling, and expired holds that kept a cooldown
+			count(*) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
+				AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
+		FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
+		WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`
+
+	sqlDeleteCluster = `DELETE FROM ipam_clusters WHERE id = $1`
+)
+
+// Pools (pool.go, pool_operator.go).
+const (
+	sqlInsertPool = `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
+			cooldown, size, stripes, mtu, gateway, is_default, as_written)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+
+	// sqlLockPoolKeyShare is the allocator's pool lock (lockPoolShared): it
+	// reads updated_at, to tell whether the pool changed since it was loaded.
+	sqlLockPoolKeyShare = `SELECT updated_at FROM ipam_pools WHERE id = $1 FOR KEY SHARE`
+
+	// The shape writer's lock on pool rows, in id order (lockPoolsExclusive):
+	// one pool, a cluster's pools, or a cluster's own node and instance pools.
+	sqlLockPoolsByID       = sqlLockPoolsHead + `id = $1` + sqlLockPoolsTail
+	sqlLockPoolsOfCluster  = sqlLockPoolsHead + `cluster_id = $1` + sqlLockPoolsTail
+	sqlLockPoolsClusterOwn = sqlLockPoolsHead + `cluster_id = $1 AND category IN ('node', 'instance')` + sqlLockPoolsTail
+	sqlLockPoolsHead       = `SELECT id FROM ipam_pools WHERE `
+	sqlLockPoolsTail       = ` ORDER BY id` + sqlForUpdate
+
+	// sqlPoolExists tells whether a pool exists (a node's blocks, an operator
+	// pool).
+	sqlPoolExists = `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`
+
+	// sqlPoolCIDRs reads a pool's blocks (to name an address's block).
+	sqlPoolCIDRs = `SELECT cidrs FROM ipam_pools WHERE id = $1`
+
+	// sqlDeletePoolBlocksNotIn and sqlInsertPoolBlocks make ipam_pool_blocks
+	// hold exactly the pool's global blocks (syncPoolBlocks).
+	sqlDeletePoolBlocksNotIn = `DELETE FROM ipam_pool_blocks WHERE pool_id = $1 AND NOT (block = ANY ($2::cidr[]))`
+
+	sqlInsertPoolBlocks = `INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block)
+		SELECT $1, c.id, c.prefix, b FROM ipam_clusters c, unnest($3::cidr[]) b WHERE c.id = $2
+		ON CONFLICT (pool_id, block) DO NOTHING`
+
+	// sqlPlacementPeers lists the other operator pools a pool's blocks must not
+	// overlap: the cluster's, and every cluster's IPv4 ones.
+	sqlPlacementPeers = `SELECT id, cluster_id, cidrs FROM ipam_pools
+		WHERE id <> $1 AND category IN ('ipv4', 'ipv6') AND (cluster_id = $2 OR family = 4)`
+
+	// sqlInsertTableRows writes a free row for every address of a run of a table
+	// pool that has none ($4..$5, from $3), and sets the ordinal of the rows it
+	// has.
+	sqlInsertTableRows = `INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, reusable_at)
+		SELECT gen_random_uuid(), $1, $2, $3::inet + (g - $4), g, 'free', '-infinity'
+		FROM generate_series($4::bigint, $5::bigint) g
+		ON CONFLICT (cluster_id, address) DO UPDATE SET ordinal = EXCLUDED.ordinal
+			WHERE ipam_allocations.pool_id = EXCLUDED.pool_id`
+
+	// sqlOtherDefaultPool finds another default pool of the same family in the
+	// cluster.
+	sqlOtherDefaultPool = `SELECT id FROM ipam_pools WHERE cluster_id = $1 AND family = $2 AND is_default AND id <> $3`
+
+	// sqlHeldOutside lists (up to 20) the held or cooling addresses of a pool
+	// outside its new runs ($2, $3: their bounds).
+	sqlHeldOutside = `SELECT host(address) || ' (' || state || ' by ' || coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') || ')'
+		FROM ipam_allocations a
+		WHERE pool_id = $1 AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now()))
+			AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)
+		ORDER BY address LIMIT 20`
+
+	// sqlDeleteRowsOutside deletes the free and long-cooled rows of a pool
+	// outside its new runs.
+	sqlDeleteRowsOutside = `DELETE FROM ipam_allocations a WHERE pool_id = $1
+		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))
+		AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)`
+
+	sqlUpdatePool = `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
+		gateway = $7, is_default = $8, as_written = $9, updated_at = ipam_now() WHERE id = $1`
+
+	// sqlSetStripesLast sets the last ordinal of every stripe of a counter pool.
+	sqlSetStripesLast = `UPDATE ipam_pool_stripes SET last_ordinal = $2 WHERE pool_id = $1`
+
+	// sqlPoolHoldings counts what an operator pool still holds, as
+	// sqlClusterHoldings does for a cluster.
+	sqlPoolHoldings = `SELECT p.cluster_id,
+			count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
+			count(a.id) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
+				AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
+		FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
+		WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`
+
+	sqlDeletePool = `DELETE FROM ipam_pools WHERE id = $1`
+)
+
+// The stripe counters of a new counter pool are written with one COPY
+// (insertPool): its table and columns, in the order of the rows.
+var (
+	copyStripesTable   = pgx.Identifier{"ipam_pool_stripes"}
+	copyStripesColumns = []string{"pool_id", "stripe", "next_ordinal", "last_ordinal"}
+)
+
+// Allocation, beyond the hot statements (allocate.go).
+const (
+	// sqlAdopt hands the owner's active allocation to a create that finds it: a
+	// new generation, and its labels brought up to date.
+	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
+			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
+		WHERE id = $1 AND generation = $2 AND state = 'active'
+		RETURNING ` + allocColumns
+
+	// sqlSetStripeNext moves a locked stripe's counter (over excluded or exactly
+	// claimed ordinals).
+	sqlSetStripeNext = `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`
+
+	// sqlClaimedAddresses lists which of a batch of addresses already have a row
+	// (exact claims ahead of the counter).
+	sqlClaimedAddresses = `SELECT address FROM ipam_allocations WHERE cluster_id = $1 AND address = ANY ($2::inet[])`
+
+	// sqlExhaustedCounts are a full pool's figures for its ExhaustedError (run
+	// on the failure path only).
+	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now())),
+			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > ipam_now()),
+			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
+		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`
+
+	// sqlCounterTop is the last ordinal a counter pool's stripes hand out (-1:
+	// none): the instance counter stops below the node blocks.
+	sqlCounterTop = `SELECT coalesce(max(last_ordinal), -1) FROM ipam_pool_stripes WHERE pool_id = $1`
+
+	// sqlUpdateLabels changes the lookup labels of the owner's active
+	// allocation.
+	sqlUpdateLabels = `UPDATE ipam_allocations SET org_id = $4, env_id = $5, node_id = $6, instance_id = $7
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
+		RETURNING ` + allocColumns
+)
+
+// Per-node instance blocks (blocks.go): settings, blocks, their rows.
+const (
+	sqlNodesWithBlocks = `SELECT cluster_id, node_id FROM ipam_node_block_settings
+		WHERE $1 = '' OR cluster_id = $1 ORDER BY cluster_id, node_id`
+
+	// sqlBlockLength is the block length a cluster carves (one for all its
+	// nodes).
+	sqlBlockLength = `SELECT block_prefix_length FROM ipam_block_counters WHERE cluster_id = $1`
+
+	sqlSaveNodeScaling = `INSERT INTO ipam_node_block_settings (cluster_id, node_id, block_prefix_length, min_free_fraction,
+			max_free_fraction, max_blocks, demand)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
+			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
+			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`
+
+	// sqlNodeScaling reads a node's scaling settings; sqlLockNodeScaling locks
+	// them too, which serializes the scaling of one node.
+	sqlNodeScaling = `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
+		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
+
+	sqlLockNodeScaling   = sqlNodeScaling + sqlForUpdate
+	sqlDeleteNodeScaling = `DELETE FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
+
+	sqlActiveBlocks = `SELECT block, empty_scans FROM ipam_node_blocks
+		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' ORDER BY allocated_at, block_index`
+
+	// sqlNodeUse counts the addresses in use on a node: active, and holds not
+	// yet expired.
+	sqlNodeUse = `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1
+		AND (state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now()))`
+
+	// sqlSetBlockEmptyScans and sqlResetEmptyScans count the consecutive
+	// scalings that found a block empty.
+	sqlSetBlockEmptyScans = `UPDATE ipam_node_blocks SET empty_scans = $3 WHERE cluster_id = $1 AND block = $2`
+
+	sqlResetEmptyScans = `UPDATE ipam_node_blocks SET empty_scans = 0
+		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' AND empty_scans <> 0`
+
+	// sqlLockBlockRows locks a block's rows ($2..$3) and tells, for each,
+	// whether it is inside its cooldown or hold.
+	sqlLockBlockRows = `SELECT state, coalesce(reusable_at > ipam_now(), false) FROM ipam_allocations
+		WHERE pool_id = $1 AND address BETWEEN $2 AND $3 FOR UPDATE`
+
+	// sqlDeleteReusableBlockRows deletes a released block's free and long-cooled
+	// rows.
+	sqlDeleteReusableBlockRows = `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
+		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`
+
+	// sqlBlockRowCounts counts the rows left in a block, the active ones, and
+	// the latest reusable time.
+	sqlBlockRowCounts = `SELECT count(*), count(*) FILTER (WHERE state = 'active'), max(reusable_at)
+		FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`
+
+	// sqlParkBlockRows moves a released block's cooling rows to its parked pool
+	// ($4).
+	sqlParkBlockRows = `UPDATE ipam_allocations SET pool_id = $4, ordinal = address - $2::inet
+		WHERE pool_id = $1 AND address BETWEEN $2 AND $3`
+
+	// sqlCoolBlock releases a block: it cools for the instance cooldown, and at
+	// least until its last row's cooldown ($4).
+	sqlCoolBlock = `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = ipam_now(),
+		reusable_at = greatest(ipam_now() + $3::interval, $4::timestamptz) WHERE cluster_id = $1 AND block = $2`
+
+	// sqlTakeCooledBlock gives the node ($2) the longest-cooled reusable block
+	// of the length ($3).
+	sqlTakeCooledBlock = `UPDATE ipam_node_blocks nb SET state = 'active', node_id = $2, empty_scans = 0,
+			allocated_at = ipam_now(), released_at = NULL, reusable_at = NULL
+		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= ipam_now()
+			AND masklen(block) = $3 ORDER BY reusable_at LIMIT 1 FOR UPDATE SKIP LOCKED) pick
+		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`
+
+	// sqlParkedCooling counts the rows of a parked pool still inside their
+	// cooldown.
+	sqlParkedCooling = `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND reusable_at > ipam_now()`
+
+	// sqlBlockCounter reads the cluster's block counter, creating it at 0.
+	sqlBlockCounter = `INSERT INTO ipam_block_counters (cluster_id, block_prefix_length, next_index) VALUES ($1, $2, 0)
+		ON CONFLICT (cluster_id) DO UPDATE SET next_index = ipam_block_counters.next_index
+		RETURNING next_index`
+
+	sqlSetBlockCounter = `UPDATE ipam_block_counters SET next_index = $2 WHERE cluster_id = $1`
+
+	// sqlClusterRangeUsed tells whether any address of a range ($2..$3) of the
+	// cluster has a row.
+	sqlClusterRangeUsed = `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE cluster_id = $1 AND address BETWEEN $2 AND $3)`
+
+	// sqlLowerCounterTop keeps the instance counter below a new block.
+	sqlLowerCounterTop = `UPDATE ipam_pool_stripes SET last_ordinal = least(last_ordinal, $2) WHERE pool_id = $1`
+
+	sqlInsertNodeBlock = `INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
+		VALUES ($1, $2, $3, $4, 'active')`
+
+	sqlUpdateNodePool = `UPDATE ipam_pools SET cidrs = $2, size = $3, cooldown = $4, mtu = $5, gateway = $6,
+		updated_at = ipam_now() WHERE id = $1`
+
+	// sqlBlockBusy tells whether a block holds an address active, held or inside
+	// its cooldown.
+	sqlBlockBusy = `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
+		AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now())))`
+)
+
+// Address sets (set.go): members are allocations whose set_owner is the set.
+const (
+	// sqlSaveSetRequest stores what a set member was asked for (its pools,
+	// family or address).
+	sqlSaveSetRequest = `UPDATE ipam_allocations SET request = $2 WHERE id = $1`
+	sqlClusterPoolIDs = `SELECT id FROM ipam_pools WHERE cluster_id = $1 ORDER BY id`
+
+	// sqlDefaultPools lists a cluster's pools of a family that a "family"
+	// request may draw from, the default first.
+	sqlDefaultPools = `SELECT id, is_default FROM ipam_pools WHERE cluster_id = $1 AND family = $2
+		AND category <> 'node' ORDER BY is_default DESC, id`
+
+	// sqlConfirmSetSeen records that a refresh saw a set's members (at most once
+	// an hour each).
+	sqlConfirmSetSeen = `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
+		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'
+			AND (confirmed_at IS NULL OR last_seen_at IS NULL OR last_seen_at < ipam_now() - interval '1 hour')`
+
+	sqlSetMembers = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}') FROM ipam_allocations
+		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
+
+	sqlRelabelSet = `UPDATE ipam_allocations SET org_id = $3, env_id = $4, node_id = $5, instance_id = $6
+		WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`
+)
+
+// Plan-time holds (hold.go, fastpath.go's findHold) and refresh reads
+// (lookup.go); the release itself is sqlRelease above.
+const (
+	// sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
+	// allocation) of this actor, whether it has more than $5 left, and its
+	// pool's blocks.
+	sqlFindHold = `SELECT ` + allocColumns + `,
+			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `')
+				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
+			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
+		FROM ipam_allocations a
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`
+
+	sqlExtendHold = `UPDATE ipam_allocations
+		SET reserved_until = ipam_now() + $3::interval,
+			reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
+		WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING ` + allocColumns
+
+	// sqlDropHold returns a hold at once, without a cooldown of its own (a
+	// cooldown it kept stays).
+	sqlDropHold = `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
+		WHERE id = $1 AND generation = $2 AND state = 'reserved'`
+
+	// sqlLostHold finds the owner's latest hold taken by another owner within
+	// $4.
+	sqlLostHold = `SELECT address, coalesce(data->>'taken_by', ''), at FROM ipam_events
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND type = '` + EventHoldLost + `'
+			AND at > ipam_now() - $4::interval
+		ORDER BY at DESC LIMIT 1`
+
+	// sqlConfirmSeen records that a refresh saw the allocation (sqlGetActive
+	// tells when it is due).
+	sqlConfirmSeen = `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
+		WHERE id = $1 AND generation = $2 AND state = 'active'`
+
+	// sqlActiveByAddress finds the active allocation of an address in any
+	// cluster (two: ambiguous).
+	sqlActiveByAddress = `SELECT ` + allocColumns + ` FROM ipam_allocations WHERE address = $1 AND state = 'active' LIMIT 2`
+)
+
+// Events and failures (events.go, ops_events.go); an event of an
+// allocation is sqlInsertEvent above.
+const (
+	// sqlRecordFailure records a failed allocation and its
+	// "<kind>.allocation_failed" event, in one statement.
+	sqlRecordFailure = `WITH f AS (
+			INSERT INTO ipam_allocation_failures (id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
+		INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
+			instance_id, actor, data)
+		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`
+
+	// sqlListEvents lists events (ListEvents) oldest first; sqlListEventsNewest
+	// newest first, for a limit (sqlLimitFormat) to keep the newest.
+	sqlListEvents       = sqlListEventsHead + `ASC, id ASC`
+	sqlListEventsNewest = sqlListEventsHead + `DESC, id DESC`
+
+	sqlListEventsHead = `SELECT id, at, type, coalesce(cluster_id, ''), coalesce(pool_id, ''),
+			coalesce(allocation_id, '00000000-0000-0000-0000-000000000000'), coalesce(generation, 0), address,
+			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
+			coalesce(node_id, ''), coalesce(instance_id, ''), actor, data
+		FROM ipam_events
+		WHERE at >= $1 AND ($2 = '' OR cluster_id = $2)
+			AND ((cardinality($3::text[]) = 0 AND cardinality($4::text[]) = 0) OR type = ANY ($3) OR type LIKE ANY ($4))
+		ORDER BY at `
+
+	sqlLimitFormat = " LIMIT %d"
+)
+
+// The operator's audit (ops_check.go): each check reads one snapshot, for
+// one cluster, or all of them ($1 empty).
+const (
+	// sqlNow is the database's clock, the only clock of cooldowns.
+	sqlNow          = `SELECT ipam_now()`
+	sqlCheckPoolIDs = `SELECT id FROM ipam_pools WHERE $1 = '' OR cluster_id = $1`
+
+	sqlCheckUnique = `SELECT address, array_agg(cluster_id ORDER BY cluster_id, id),
+			array_agg(id::text ORDER BY cluster_id, id), array_agg(coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') ORDER BY cluster_id, id)
+		FROM ipam_allocations
+		WHERE state IN ('active', 'reserved') AND ($1 = '' OR cluster_id = $1)
+		GROUP BY address HAVING count(*) > 1
+		ORDER BY address LIMIT $2`
+
+	sqlCheckInPoolRows = `SELECT id::text, cluster_id, pool_id, address, ordinal, state
+		FROM ipam_allocations WHERE $1 = '' OR cluster_id = $1`
+
+	// sqlCheckCooldown finds the hand-outs to another owner before the reusable
+	// time of the address's latest release ($2: hand-out types, $3: release
+	// types).
+	sqlCheckCooldown = `SELECT h.id::text, h.at, h.type, h.cluster_id, coalesce(h.pool_id, ''), h.address,
+			coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''), r.kind, r.owner, r.at, r.reusable
+		FROM ipam_events h
+		CROSS JOIN LATERAL (
+			SELECT coalesce(r.owner_kind, '') AS kind, coalesce(r.owner_id, '') AS owner, r.at,
+				(r.data->>'reusable_at')::timestamptz AS reusable
+			FROM ipam_events r
+			WHERE r.cluster_id = h.cluster_id AND r.address = h.address AND r.at <= h.at AND (r.at, r.id) < (h.at, h.id)
+				AND (r.type = ANY ($3) OR r.type LIKE '%.released') AND r.data ? 'reusable_at'
+			ORDER BY r.at DESC, r.id DESC LIMIT 1) r
+		-- Judged against the address's latest release before the hand-out: its
+		-- reusable_at was fixed then (an earlier, longer cooldown was cut short
+		-- by the same owner taking the address back and releasing it again).
+		WHERE h.address IS NOT NULL AND ($1 = '' OR h.cluster_id = $1)
+			AND (h.type = ANY ($2) OR h.type LIKE '%.allocated')
+			AND r.reusable > h.at
+			AND (r.kind, r.owner) IS DISTINCT FROM (coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''))
+		ORDER BY h.at, h.id LIMIT $4`
+
+	sqlCheckIPv4PerEnv = `SELECT a.cluster_id, coalesce(a.env_id, a.owner_id, ''), count(*),
+			string_agg(host(a.address) || ' (' || a.pool_id || ', ' || coalesce(a.owner_kind, '') || ' ' || coalesce(a.owner_id, '') || ')', ', ' ORDER BY a.address)
+		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+		WHERE p.family = 4 AND a.owner_kind = 'env_ipv4' AND a.state IN ('active', 'reserved') AND ($1 = '' OR a.cluster_id = $1)
+		GROUP BY 1, 2 HAVING count(*) > 1
+		ORDER BY 1, 2 LIMIT $2`
+
+	// sqlCheckIPv4EnvLabel finds env_ipv4 rows labelled with another environment
+	// than their owner.
+	sqlCheckIPv4EnvLabel = `SELECT id::text, cluster_id, pool_id, address, owner_id, coalesce(env_id, '')
+		FROM ipam_allocations
+		WHERE owner_kind = 'env_ipv4' AND state IN ('active', 'reserved') AND env_id IS DISTINCT FROM owner_id
+			AND ($1 = '' OR cluster_id = $1)
+		ORDER BY cluster_id, address LIMIT $2`
+
+	sqlCheckStripes = `SELECT s.pool_id, s.stripe, s.next_ordinal, s.last_ordinal
+		FROM ipam_pool_stripes s JOIN ipam_pools p ON p.id = s.pool_id
+		WHERE $1 = '' OR p.cluster_id = $1 ORDER BY s.pool_id, s.stripe`
+
+	// sqlCheckBlockFloors is each cluster's lowest node block: its instance
+	// counter ends below it.
+	sqlCheckBlockFloors = `SELECT cluster_id, min(block) FROM ipam_node_blocks GROUP BY cluster_id`
+
+	// sqlCheckCounterOrdinals finds ordinals handed out at or beyond their
+	// stripe's next one, except exact claims.
+	sqlCheckCounterOrdinals = `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, s.stripe, s.next_ordinal
+		FROM ipam_pools p
+		JOIN ipam_pool_stripes s ON s.pool_id = p.id
+		JOIN ipam_allocations a ON a.pool_id = p.id AND a.ordinal % p.stripes = s.stripe AND a.ordinal >= s.next_ordinal
+		WHERE p.kind = 'counter' AND a.state IN ('active', 'reserved', 'cooling') AND ($1 = '' OR p.cluster_id = $1)
+			AND NOT EXISTS (SELECT 1 FROM ipam_events e
+				WHERE e.cluster_id = a.cluster_id AND e.address = a.address AND e.data->>'exact' = 'true')
+		ORDER BY a.pool_id, a.ordinal LIMIT $2`
+
+	sqlCheckSettings = `SELECT p.cluster_id, p.id,
+			CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END::text, p.cooldown::text,
+			host(c.gateway_ipv6), coalesce(host(p.gateway), '')
+		FROM ipam_pools p JOIN ipam_clusters c ON c.id = p.cluster_id
+		WHERE (p.kind IN ('blocks', 'parked') OR p.id IN (c.id || '/node', c.id || '/instance'))
+			AND (p.cooldown <> CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END
+				OR p.gateway IS DISTINCT FROM c.gateway_ipv6)
+			AND ($1 = '' OR p.cluster_id = $1)
+		ORDER BY 1, 2 LIMIT $2`
+
+	sqlCheckNodeBlocks = `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.state, p.kind,
+			coalesce(b.node_id, ''), coalesce(b.state, ''), coalesce(s.node_id, '')
+		FROM ipam_allocations a
+		JOIN ipam_pools p ON p.id = a.pool_id
+		LEFT JOIN ipam_node_blocks b ON b.cluster_id = a.cluster_id AND a.address <<= b.block
+		LEFT JOIN LATERAL (SELECT substr(p.id, length(p.cluster_id) + 9) AS node_id) s ON p.kind = 'blocks'
+		WHERE (p.kind IN ('blocks', 'parked') OR b.block IS NOT NULL)
+			AND (a.state <> 'free' OR p.kind <> 'blocks')
+			AND ($1 = '' OR a.cluster_id = $1)
+			AND NOT ((p.kind = 'blocks' AND b.state = 'active' AND b.node_id = s.node_id)
+				OR (p.kind = 'parked' AND b.state = 'cooling' AND a.state <> 'active'))
+		ORDER BY a.cluster_id, a.address LIMIT $2`
+)
+
+// Leaks and their reclaim (ops_leaks.go).
+const (
+	// sqlInventoryLeaks lists the active allocations of an owner kind ($1) whose
+	// owner is not in the inventory ($3).
+	sqlInventoryLeaks = `SELECT ` + leakColumns + `
+		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+		WHERE a.state = 'active' AND a.owner_kind = $1 AND ($2 = '' OR a.cluster_id = $2)
+			AND NOT EXISTS (SELECT 1 FROM unnest($3::text[]) AS i(id) WHERE i.id = ` + inventoryID + `)
+		ORDER BY a.cluster_id, a.pool_id, a.ordinal`
+
+	// sqlStaleLeaks lists the active allocations no refresh has seen for $3
+	// days.
+	sqlStaleLeaks = `SELECT ` + leakColumns + `
+		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+		WHERE a.state = 'active' AND ($1 = '' OR a.cluster_id = $1)
+			AND (cardinality($2::text[]) = 0 OR a.owner_kind = ANY ($2))
+			AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)
+		ORDER BY a.cluster_id, a.pool_id, a.ordinal`
+
+	// sqlReclaimProbe reads a leak's row again (and, for $2 days, whether it is
+	// stale); sqlReclaimProbeLock locks it too, before it is reclaimed.
+	sqlReclaimProbe = `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''),
+			coalesce(` + inventoryID + `, ''), last_seen_at, coalesce(last_seen_at, allocated_at) < ipam_now() - make_interval(days => $2)
+		FROM ipam_allocations a WHERE id = $1`
+
+	sqlReclaimProbeLock = sqlReclaimProbe + sqlForUpdate
+
+	// sqlReclaim releases a leaked allocation of the reported generation into
+	// its pool's cooldown.
+	sqlReclaim = `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+			reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id),
+			cooling_until = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
+		WHERE id = $1 AND generation = $2 AND state = 'active'
+		RETURNING ` + allocColumns
+)
+
+// Address lookup and metrics (ops_lookup.go, ops_metrics.go).
+const (
+	sqlPoolsContaining = `SELECT id FROM ipam_pools
+		WHERE $1::inet <<= ANY (cidrs) AND ($2 = '' OR cluster_id = $2)
+		ORDER BY cluster_id, id`
+
+	sqlClustersContaining = `SELECT id FROM ipam_clusters WHERE prefix >>= $1 AND ($2 = '' OR id = $2)`
+
+	sqlLookupAddress = `SELECT ` + allocColumns + `, last_seen_at,
+			CASE WHEN state IN ('reserved', 'cooling') AND reusable_at <= ipam_now() THEN 'free' ELSE state END
+		FROM ipam_allocations WHERE cluster_id = $1 AND address = $2`
+
+	sqlMetricsFailures = `SELECT coalesce(f.cluster_id, ''), coalesce(f.pool_id, ''), coalesce(p.category, ''), f.reason, count(*)
+		FROM ipam_allocation_failures f LEFT JOIN ipam_pools p ON p.id = f.pool_id
+		GROUP BY 1, 2, 3, 4`
+)
+
+// Usage (ops_usage.go): per pool, on the pool's own index ranges.
+
+// usagePoolsSQL counts, per pool, what it holds, each figure with its own
+// probe of one index on the pool's own rows, never the whole table:
+//
+//   - active rows: an index-only count on (pool_id, state);
+//   - live holds: (pool_id, state = 'reserved') and their expiry (holds are
+//     few and short-lived);
+//   - everything held back (live holds and the cooldown queue): an index-only
+//     count of the range reusable_at > ipam_now() of the reuse index (pool_id,
+//     reusable_at) WHERE state IN ('free', 'cooling', 'reserved'). Free rows
+//     always have reusable_at = -infinity and long-cooled rows a past one, so
+//     neither is read. Cooling is that count less the live holds;
+//   - the next address to leave the cooldown queue: the first cooling row of
+//     that same range, in index order.
+const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
+		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active'),
+		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
+		(SELECT count(*) FROM ipam_allocations a
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()),
+		(SELECT a.reusable_at FROM ipam_allocations a
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()
+				AND a.state = 'cooling'
+			ORDER BY a.reusable_at LIMIT 1),
+		ipam_now()
+	FROM ipam_pools p
+	WHERE ($1 = '' OR p.cluster_id = $1)
+	ORDER BY p.cluster_id, p.category, p.name`
+
+// usagePlannerSetting, the same setting as TxSettings, keeps the planner
+// on those indexes. Each probe is
+// planned once for every pool, with a generic row estimate; when one pool
+// holds most of the table and autovacuum has not yet marked freshly written
+// pages all-visible (just after a bulk load), the planner would rather scan
+// the whole table, once per pool. The per-pool index path is never worse.
+const usagePlannerSetting = TxSettings
+
+// usageFailuresSQL counts recent failures per pool and reason on the
+// (pool_id, at) index.
+const usageFailuresSQL = `SELECT f.pool_id, f.reason, count(*) FROM ipam_allocation_failures f
+	WHERE f.pool_id = ANY($1) AND f.at > ipam_now() - $2::interval
+	GROUP BY f.pool_id, f.reason`
+
+// ListAllocations (ops_list.go) builds its statement: the head, the
+// filters given joined by sqlAnd, the tail, and a limit (sqlLimitParamFormat).
+// Each filter is a format taking its parameter's number.
+const (
+	sqlListAllocationsHead = `SELECT ` + allocColumns + `, category, last_seen_at FROM (
+			SELECT a.*, p.category FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+			WHERE `
+
+	sqlListAllocationsTail = `) x
+		ORDER BY cluster_id, pool_id, ordinal`
+
+	sqlAnd             = " AND "
+	sqlListByCluster   = "a.cluster_id = $%d"
+	sqlListByPool      = "a.pool_id = $%d"
+	sqlListByCategory  = "p.category = $%d"
+	sqlListByOwnerKind = "a.owner_kind = $%d"
+	sqlListByOrg       = "a.org_id = $%d"
+	sqlListByEnv       = "a.env_id = $%d"
+	sqlListByNode      = "a.node_id = $%d"
+	sqlListByInstance  = "a.instance_id = $%d"
+
+	// What each listed state means, the way usage counts it (statePredicates);
+	// without a state, every listed one (sqlListAnyState narrows the index
+	// scan).
+	sqlListActive       = `a.state = 'active'`
+	sqlListReserved     = `(a.state = 'reserved' AND a.reusable_at > ipam_now())`
+	sqlListCooling      = `(a.state = 'cooling' AND a.reusable_at > ipam_now())`
+	sqlListAnyState     = "a.state IN ('active', 'reserved', 'cooling')"
+	sqlListLive         = "(" + sqlListActive + " OR " + sqlListReserved + " OR " + sqlListCooling + ")"
+	sqlLimitParamFormat = " LIMIT $%d"
+)
+
+// Transactions and the connection (store.go).
+const (
+	// TxSettings are the planner settings every transaction of the core starts
+	// with (and the fast statements run under). The allocator's statements probe
+	// tiny tables (a pool's stripe rows), where the planner would rather scan a
+	// page than use the index, and where a page or two of dead stripe versions
+	// then costs more than the probe; with sequential scans off, every hot
+	// statement is an index probe whatever the statistics say. Queries with no
+	// index to use still scan. They are set per transaction, never per session
+	// or as startup parameters, which a connection pooler (PgBouncer) refuses or
+	// shares between clients. Bench explains the hot statements under them.
+	TxSettings = "SET LOCAL enable_seqscan = off"
+
+	// sqlTxBoundsFormat sets a transaction's bounds (milliseconds; 0: none) and
+	// its TxSettings.
+	sqlTxBoundsFormat = "SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; %s"
+	sqlTxIsolation    = `SELECT current_setting('transaction_isolation')`
+
+	// sqlLockHolders names the sessions holding strong locks on the IPAM's
+	// tables, for a busy error.
+	sqlLockHolders = `SELECT coalesce(string_agg(format('%s %s by pid %s (%s)', l.relation::regclass, l.mode, l.pid,
+			coalesce(nullif(a.application_name, ''), 'no application_name')), '; ' ORDER BY l.pid), '')
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.granted AND l.pid <> pg_backend_pid() AND l.locktype = 'relation'
+			AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+			AND l.relation IN (SELECT oid FROM pg_class WHERE relname LIKE 'ipam\_%')`
+
+	sqlCurrentDatabase = `SELECT current_database()`
+)
+
+// Migrations (migrate.go): tern's version table, under tern's advisory lock
+// taken per transaction.
+const (
+	sqlMigrationLock      = `SELECT pg_advisory_xact_lock($1)`
+	sqlTableExists        = `SELECT to_regclass($1) IS NOT NULL`
+	sqlCreateVersionTable = `CREATE TABLE ` + VersionTable + `(version int4 NOT NULL); INSERT INTO ` + VersionTable + `(version) VALUES (0)`
+	sqlSchemaVersion      = `SELECT version FROM ` + VersionTable
+	sqlSetSchemaVersion   = `UPDATE ` + VersionTable + ` SET version = $1`
 )

@@ -70,7 +70,7 @@ func newBounds(lock, statement time.Duration) bounds {
 
 // setLocal is the bounds as SET LOCAL statements (0: no bound).
 func (b bounds) setLocal() string {
-	return fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; %s", b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
+	return fmt.Sprintf(sqlTxBoundsFormat, b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
 }
 
 // Client is the IPAM over one pgx pool. It is safe for concurrent use.
@@ -388,17 +388,6 @@ func (s *Client) lockConflictBudget() time.Duration {
 	return DefaultLockTimeout
 }
 
-// TxSettings are the planner settings every transaction of the core starts
-// with (and the fast statements run under). The allocator's statements probe
-// tiny tables (a pool's stripe rows), where the planner would rather scan a
-// page than use the index, and where a page or two of dead stripe versions
-// then costs more than the probe; with sequential scans off, every hot
-// statement is an index probe whatever the statistics say. Queries with no
-// index to use still scan. They are set per transaction, never per session
-// or as startup parameters, which a connection pooler (PgBouncer) refuses or
-// shares between clients. Bench explains the hot statements under them.
-const TxSettings = "SET LOCAL enable_seqscan = off"
-
 // querier is the caller's transaction in an InTx view (a read there needs
 // no second connection, and sees the caller's own writes), else the pool.
 func (s *Client) querier() querier {
@@ -413,7 +402,7 @@ func (s *Client) querier() querier {
 // savepoint. A broken connection ends the caller's transaction: no retry.
 func (s *Client) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var iso string
-	if err := s.outer.QueryRow(ctx, `SELECT current_setting('transaction_isolation')`).Scan(&iso); err != nil {
+	if err := s.outer.QueryRow(ctx, sqlTxIsolation).Scan(&iso); err != nil {
 		return s.mapErr(err)
 	}
 	if iso != "read committed" {
@@ -541,12 +530,7 @@ func (s *Client) lockHolders() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var out string
-	_ = s.pool.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s %s by pid %s (%s)', l.relation::regclass, l.mode, l.pid,
-			coalesce(nullif(a.application_name, ''), 'no application_name')), '; ' ORDER BY l.pid), '')
-		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.granted AND l.pid <> pg_backend_pid() AND l.locktype = 'relation'
-			AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
-			AND l.relation IN (SELECT oid FROM pg_class WHERE relname LIKE 'ipam\_%')`).Scan(&out)
+	_ = s.pool.QueryRow(ctx, sqlLockHolders).Scan(&out)
 	return out
 }
 
@@ -567,6 +551,6 @@ func rootCause(err error) string {
 // CurrentDatabase names the database the store is connected to.
 func (s *Client) CurrentDatabase(ctx context.Context) (string, error) {
 	var db string
-	err := s.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db)
+	err := s.pool.QueryRow(ctx, sqlCurrentDatabase).Scan(&db)
 	return db, s.mapErr(err)
 }
