@@ -74,21 +74,19 @@ func (r *runner) placementCell(ctx context.Context, dbURL string, withIPAM bool,
 	})
 }
 
-// placementRows adds the rows of the placement transaction at n clients:
+// placementRows adds the row of the placement transaction at n clients:
 // each round's transaction with the address against the same round's
-// transaction without it.
+// transaction without it (both slices hold one cell per round).
 func (r *runner) placementRows(n int, with, without []cell) []string {
-	name := func(label string) string { return fmt.Sprintf("%s, %d client%s", label, n, plural(n)) }
+	name := fmt.Sprintf("%s, %d client%s", placementLabel, n, plural(n))
 	var rates, refRates, ratios []float64
 	for i := range with {
-		if i >= len(without) || with[i].err != nil || without[i].err != nil {
-			for _, c := range []cell{with[i], without[min(i, len(without)-1)]} {
-				if c.err != nil {
-					r.rep.fail("%s, round %d: %v", name(c.label), i+1, c.err)
-				}
+		for _, c := range []cell{with[i], without[i]} {
+			if c.err != nil {
+				r.rep.fail("%s, %d client%s, round %d: %v", c.label, n, plural(n), i+1, c.err)
+				r.rep.add(Row{Section: "1 throughput", Name: name, Value: "error", Status: "FAIL"})
+				return nil
 			}
-			r.rep.add(Row{Section: "1 throughput", Name: name(placementLabel), Value: "error", Status: "FAIL"})
-			return nil
 		}
 		rates = append(rates, with[i].rate())
 		refRates = append(refRates, without[i].rate())
@@ -98,7 +96,7 @@ func (r *runner) placementRows(n int, with, without []cell) []string {
 		return nil
 	}
 	ratio := medianF(ratios)
-	row := Row{Section: "1 throughput", Name: name(placementLabel), Value: num(medianF(rates)) + " tx/s",
+	row := Row{Section: "1 throughput", Name: name, Value: num(medianF(rates)) + " tx/s",
 		Reference: "without the IPAM " + num(medianF(refRates)) + " tx/s", Ratio: fmt.Sprintf("%.2f", ratio), Status: "info"}
 	if n == 16 {
 		row.Target, row.Status = ">= 0.50", metOr(ratio >= 0.5)

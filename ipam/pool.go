@@ -68,26 +68,28 @@ func (p *Pool) buildLayout() error {
 	return nil
 }
 
+// nullableSettings are the pool's MTU and gateway as their columns hold
+// them: NULL when unset.
+func (p *Pool) nullableSettings() (mtu *int, gw *netip.Prefix) {
+	if p.MTU != 0 {
+		mtu = &p.MTU
+	}
+	if p.Gateway.IsValid() {
+		g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
+		gw = &g
+	}
+	return mtu, gw
+}
+
 // insertPool stores a pool and, for counter pools, its stripes: stripe k starts
 // at the first allowed ordinal k, k+S, k+2S, ...
 func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 	if err := p.buildLayout(); err != nil {
 		return err
 	}
-	if p.Exclude == nil {
-		p.Exclude = []netip.Prefix{}
-	}
-	var gw *netip.Prefix
-	if p.Gateway.IsValid() {
-		g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
-		gw = &g
-	}
-	var mtu *int
-	if p.MTU != 0 {
-		mtu = &p.MTU
-	}
+	mtu, gw := p.nullableSettings()
 	if _, err := tx.Exec(ctx, sqlInsertPool,
-		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, p.Exclude,
+		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, nonNil(p.Exclude),
 		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default,
 		asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
 		return err

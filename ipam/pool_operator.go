@@ -287,15 +287,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			p.ID, lo, hi); err != nil {
 			return err
 		}
-		var gw *netip.Prefix
-		if p.Gateway.IsValid() {
-			g := netip.PrefixFrom(p.Gateway, p.Gateway.BitLen())
-			gw = &g
-		}
-		var mtu *int
-		if p.MTU != 0 {
-			mtu = &p.MTU
-		}
+		mtu, gw := p.nullableSettings()
 		if _, err := tx.Exec(ctx, sqlUpdatePool,
 			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default,
 			asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {

@@ -5,11 +5,13 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/list/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -42,9 +44,8 @@ type inventoryList struct {
 	typeSuffix  string // after the provider's type name: "_node_address"
 	noun        string // what is listed, for the filters' descriptions: "allocations"
 	description string
-	// filters are the optional string filters, by attribute, with what each
-	// keeps ("in this cluster").
-	filters     map[string]string
+	// filters are the optional string filters, by attribute.
+	filters     map[string]listFilter
 	newResource func() adoptable
 	// find lists the entries matching the set filters (by attribute; unset
 	// ones are absent), at most limit of them when limit > 0.
@@ -58,20 +59,30 @@ var (
 	_ list.ListResourceWithConfigure = &inventoryList{}
 )
 
+// listFilter is an optional filter: what it keeps ("in this cluster") and
+// the check its value must pass, at validate time.
+type listFilter struct {
+	keeps string
+	check validator.String
+}
+
 // The filters the list resources share.
-const (
-	filterCluster = "in this cluster"
-	filterOrg     = "of this organization"
-	filterEnv     = "of this environment"
+var (
+	filterCluster = listFilter{"in this cluster", validID("cluster_id")}
+	filterOrg     = listFilter{"of this organization", validID("org_id")}
+	filterEnv     = listFilter{"of this environment", validID("env_id")}
 )
 
+// operatorCategories are the categories of the pools ipam_pool manages.
+var operatorCategories = []string{ipam.CategoryIPv4, ipam.CategoryIPv6}
+
 func listResources() []func() list.ListResource {
-	allocFilters := map[string]string{
+	allocFilters := map[string]listFilter{
 		"cluster_id": filterCluster,
-		"pool_id":    "from this pool (`<cluster_id>/<pool name>`)",
+		"pool_id":    {"from this pool (`<cluster_id>/<pool name>`)", validPoolID()},
 		"org_id":     filterOrg,
 		"env_id":     filterEnv,
-		"node_id":    "of this node (a node's own address, or the instances placed on it)",
+		"node_id":    {"of this node (a node's own address, or the instances placed on it)", validID("node_id")},
 	}
 	ownerID := func(v ipam.AllocationView) string { return v.ClusterID + "/" + v.Owner.ID }
 	allocations := func(suffix, kind, what string, newResource func() adoptable, importID func(ipam.AllocationView) string) func() list.ListResource {
@@ -99,7 +110,7 @@ func listResources() []func() list.ListResource {
 			func() adoptable { return &envIPv4Resource{} },
 			func(v ipam.AllocationView) string { return v.PoolID + "/" + v.Owner.ID }),
 		func() list.ListResource {
-			return &inventoryList{typeSuffix: "_cluster", noun: "clusters", filters: map[string]string{},
+			return &inventoryList{typeSuffix: "_cluster", noun: "clusters", filters: map[string]listFilter{},
 				description: "Finds every cluster for `terraform query`, to adopt them",
 				newResource: func() adoptable { return &clusterResource{} },
 				find: func(ctx context.Context, st *ipam.Client, _ map[string]string, limit int) ([]listEntry, error) {
@@ -111,13 +122,11 @@ func listResources() []func() list.ListResource {
 			return &inventoryList{typeSuffix: "_pool", noun: "pools", newResource: func() adoptable { return &poolResource{} },
 				description: "Finds the operator pools (IPv4 add-on and extra IPv6 pools) for `terraform query`, to adopt them. " +
 					"A cluster's own node and instance pools belong to its `ipam_cluster` and are not listed",
-				filters: map[string]string{"cluster_id": filterCluster, "category": "of this category (`ipv4` or `ipv6`)"},
+				filters: map[string]listFilter{"cluster_id": filterCluster,
+					"category": {"of this category (`ipv4` or `ipv6`)", stringvalidator.OneOf(operatorCategories...)}},
 				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
-					cats := []string{ipam.CategoryIPv4, ipam.CategoryIPv6}
+					cats := operatorCategories
 					if c, ok := f["category"]; ok {
-						if !slices.Contains(cats, c) {
-							return nil, &ipam.InvalidError{Field: "category", Msg: `"` + c + `" is not an operator pool category: expected ipv4 or ipv6`}
-						}
 						cats = []string{c}
 					}
 					refs, err := st.ListPools(ctx, f["cluster_id"], cats...)
@@ -127,7 +136,7 @@ func listResources() []func() list.ListResource {
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_address_set", noun: "sets", newResource: func() adoptable { return &addressSetResource{} },
 				description: "Finds the address sets with at least one active member for `terraform query`, to adopt them",
-				filters:     map[string]string{"cluster_id": filterCluster, "org_id": filterOrg, "env_id": filterEnv},
+				filters:     map[string]listFilter{"cluster_id": filterCluster, "org_id": filterOrg, "env_id": filterEnv},
 				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
 					refs, err := st.ListSets(ctx, f["cluster_id"], f["org_id"], f["env_id"])
 					return capped(entriesOf(refs, func(r ipam.SetRef) string { return r.ClusterID + "/" + r.SetID }), limit), err
@@ -136,11 +145,8 @@ func listResources() []func() list.ListResource {
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_node_instance_blocks", noun: "nodes", newResource: func() adoptable { return &nodeBlocksResource{} },
 				description: "Finds the nodes that hold instance blocks for `terraform query`, to adopt their `ipam_node_instance_blocks`",
-				filters:     map[string]string{"cluster_id": filterCluster, "node_id": "with this id"},
+				filters:     map[string]listFilter{"cluster_id": filterCluster, "node_id": {"with this id", validID("node_id")}},
 				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
-					if err := validateFilterIDs(f, "cluster_id", "node_id"); err != nil {
-						return nil, err
-					}
 					nodes, err := st.NodesWithBlocks(ctx, f["cluster_id"])
 					nodes = slices.DeleteFunc(nodes, func(n [2]string) bool { return f["node_id"] != "" && n[1] != f["node_id"] })
 					return capped(entriesOf(nodes, func(n [2]string) string { return n[0] + "/" + n[1] }), limit), err
@@ -165,26 +171,15 @@ func capped(es []listEntry, limit int) []listEntry {
 	return es
 }
 
-// validateFilterIDs checks the id filters a core call does not check itself.
-func validateFilterIDs(f map[string]string, attrs ...string) error {
-	for _, a := range attrs {
-		if v, ok := f[a]; ok {
-			if err := ipam.ValidateID(a, v); err != nil {
-				return &ipam.InvalidError{Field: a, Msg: err.Error()}
-			}
-		}
-	}
-	return nil
-}
-
 func (l *inventoryList) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + l.typeSuffix
 }
 
 func (l *inventoryList) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
 	attrs := map[string]schema.Attribute{}
-	for name, keeps := range l.filters {
-		attrs[name] = schema.StringAttribute{Optional: true, MarkdownDescription: "Only " + l.noun + " " + keeps + "."}
+	for name, f := range l.filters {
+		attrs[name] = schema.StringAttribute{Optional: true, MarkdownDescription: "Only " + l.noun + " " + f.keeps + ".",
+			Validators: []validator.String{f.check}}
 	}
 	desc := l.description + ": `terraform query -generate-config-out=FILE` writes an import block and the configuration of each."
 	if len(attrs) > 0 {
