@@ -38,8 +38,9 @@ type fillSpec struct {
 // pool layout gives ordinals and addresses (run by run, as table pools are
 // filled), the owner and labels are set, cooling rows carry released_at and
 // reusable_at, every row has its allocation event (and cooling rows their
-// release event), and the stripes are advanced past the highest ordinal
-// used, so the next fresh allocation continues where these stop.
+// release event), the stripes are advanced past the highest ordinal used, so
+// the next fresh allocation continues where these stop, and the usage
+// counters hold the active rows.
 const fillSQL = `INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind,
 		owner_id, org_id, env_id, node_id, instance_id, actor, allocated_at, released_at, last_seen_at, reusable_at)
 	SELECT gen_random_uuid(), $1, $2, $3::inet + (g - $4), g, st.state, 1, $7, 'pre-' || k,
@@ -124,7 +125,18 @@ func fillPool(ctx context.Context, dbURL string, p ipam.Pool, f fillSpec) error 
 		p.ID, stripes, next); err != nil {
 		return err
 	}
-	_, err = c.Exec(ctx, `VACUUM (ANALYZE) ipam_allocations, ipam_events, ipam_pool_stripes`)
+	// The rows bypass the statements that keep the usage counters: count
+	// them in, the way an operator repairs drifted counters.
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
+	if err != nil {
+		return err
+	}
+	_, err = st.RecountUsage(ctx, p.ClusterID)
+	st.Close()
+	if err != nil {
+		return err
+	}
+	_, err = c.Exec(ctx, `VACUUM (ANALYZE) ipam_allocations, ipam_events, ipam_pool_stripes, ipam_pool_counters`)
 	return err
 }
 

@@ -236,7 +236,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 	var what string
 	var err error
 	var notes []string
-	switch op := rng.IntN(24); op {
+	switch op := rng.IntN(25); op {
 	case 0:
 		what = "create cluster " + cid
 		_, err = st.CreateCluster(ctx, m.cluster(ci))
@@ -453,6 +453,18 @@ func (m *model) step(rng *rand.Rand, w int) string {
 				m.mu.Lock()
 				m.outcomes["reclaim addresses: "+r.Outcome]++
 				m.mu.Unlock()
+			}
+		}
+	case 24:
+		// Usage read from the counters, and a recount while the other
+		// workers write: the counters kept by the writers must already
+		// hold the real count, so the recount finds nothing to correct.
+		what = "usage and recount of " + cid
+		if _, err = st.PoolUsage(ctx, cid); err == nil || errors.Is(err, ipam.ErrNotFound) {
+			var fixed []ipam.Recount
+			fixed, err = st.RecountUsage(ctx, cid)
+			for _, f := range fixed {
+				notes = append(notes, fmt.Sprintf("the usage counters of %s said %d active, a real count found %d", f.PoolID, f.Was, f.Active))
 			}
 		}
 	default:

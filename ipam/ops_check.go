@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -31,6 +32,10 @@ const (
 	// address claimed exactly is exempt when its allocation event says so
 	// (data.exact = true).
 	InvariantCounters = "stripe_counters"
+	// InvariantUsageCounts: every pool has its usage counter slots, and
+	// their sum is the number of its active rows (what usage reports as
+	// active without counting them).
+	InvariantUsageCounts = "usage_counters"
 	// InvariantSettings: the pools that hand out a cluster's node and
 	// instance addresses (its own two, and every node block pool) carry the
 	// cluster's cooldowns and gateway, so releases use the rules in force.
@@ -43,7 +48,7 @@ const (
 
 // Invariants lists what Check verifies, in the order it checks.
 var Invariants = []string{InvariantUniqueAddress, InvariantInPool, InvariantCooldown, InvariantIPv4PerEnv, InvariantCounters,
-	InvariantSettings, InvariantNodeBlocks}
+	InvariantUsageCounts, InvariantSettings, InvariantNodeBlocks}
 
 // maxViolationsListed bounds how many violations of one invariant are listed.
 const maxViolationsListed = 100
@@ -108,7 +113,7 @@ func (s *Client) Check(ctx context.Context, clusterID string) (CheckReport, erro
 			return err
 		}
 		for _, check := range []func(context.Context, pgx.Tx, string, map[string]*Pool, *CheckReport) error{
-			checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkSettings, checkNodeBlocks,
+			checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkUsageCounts, checkSettings, checkNodeBlocks,
 		} {
 			if err := check(ctx, tx, clusterID, pools, &rep); err != nil {
 				return err
@@ -368,6 +373,91 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 		return nil
 	})
 	return err
+}
+
+func checkUsageCounts(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, sqlCheckUsageCounts, clusterID)
+	if err != nil {
+		return err
+	}
+	var poolID, cluster, kind string
+	var slots, top, counted, active int64
+	_, err = pgx.ForEachRow(rows, []any{&poolID, &cluster, &kind, &slots, &top, &counted, &active}, func() error {
+		v := Violation{Invariant: InvariantUsageCounts, ClusterID: cluster, PoolID: poolID}
+		if want := int64(counterSlots(kind)); slots != want || top != want-1 {
+			v.Detail = fmt.Sprintf("the pool has %d counter slots (highest %d); a %s pool has %d, numbered from 0", slots, top, kind, want)
+			rep.add(v)
+		}
+		if counted != active {
+			v.Detail = fmt.Sprintf("the counters say %d active addresses, the pool holds %d", counted, active)
+			rep.add(v)
+		}
+		return nil
+	})
+	return err
+}
+
+// Recount is one pool whose usage counters RecountUsage corrected.
+type Recount struct {
+	PoolID string `json:"pool_id"`
+	Was    int64  `json:"counted_before"`
+	Active int64  `json:"active"`
+}
+
+// RecountUsage sets each pool's usage counters (one cluster's, or every
+// pool's) to a real count of its active addresses, and gives a pool the
+// counter slots it lacks: the repair for a usage_counters violation. Writers
+// keep running meanwhile: each pool is recounted in its own transaction with
+// all its slots locked, so what is counted is exactly what the slots held,
+// and a writer that comes later adds its change to the new count. It returns
+// the pools whose counters were wrong.
+func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount, error) {
+	if clusterID != "" {
+		if err := ValidateID("cluster_id", clusterID); err != nil {
+			return nil, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+		}
+	}
+	type pool struct{ id, kind string }
+	var pools []pool
+	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sqlRecountPools, clusterID)
+		if err != nil {
+			return err
+		}
+		pools, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (pool, error) {
+			var p pool
+			return p, r.Scan(&p.id, &p.kind)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	fixed := []Recount{}
+	for _, p := range pools {
+		r := Recount{PoolID: p.id}
+		err := s.withTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlInsertMissingSlots, p.id, counterSlots(p.kind)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, sqlLockCounterSlots, p.id); err != nil {
+				return err
+			}
+			err := tx.QueryRow(ctx, sqlRecountActive, p.id).Scan(&r.Was, &r.Active)
+			if errors.Is(err, pgx.ErrNoRows) { // the pool went meanwhile
+				r.Was, r.Active = 0, 0
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fixed, err
+		}
+		if r.Was != r.Active {
+			fixed = append(fixed, r)
+		}
+	}
+	return fixed, nil
 }
 
 func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {

@@ -81,7 +81,21 @@ func (p *Pool) nullableSettings() (mtu *int, gw *netip.Prefix) {
 	return mtu, gw
 }
 
-// insertPool stores a pool and, for counter pools, its stripes: stripe k starts
+// counterSlots is how many usage counter slots (ipam_pool_counters) a pool of
+// this kind gets: as many as the writers that change its count at once, so
+// that they do not queue for a slot. The migration that made them uses the
+// same numbers.
+func counterSlots(kind string) int {
+	switch kind {
+	case kindBlocks:
+		return 4 // one node's instances
+	case kindParked:
+		return 1 // a released block: nothing becomes active there
+	}
+	return DefaultStripes
+}
+
+// insertPool stores a pool, its usage counter slots and, for counter pools, its stripes: stripe k starts
 // at the first allowed ordinal k, k+S, k+2S, ...
 func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 	if err := p.buildLayout(); err != nil {
@@ -95,6 +109,9 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		return err
 	}
 	if err := syncPoolBlocks(ctx, tx, &p); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sqlInsertCounterSlots, p.ID, counterSlots(p.Kind)); err != nil {
 		return err
 	}
 	if p.Kind != kindCounter {

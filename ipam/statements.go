@@ -142,15 +142,15 @@ const sqlInsertFresh = `WITH a AS (
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $13, $14, ` + eventOfRow + `, $17 FROM a
-	)
+	)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + ` FROM a`
 
 // sqlActivate hands an existing row (free, cooling, or a hold) to the owner, as an
 // allocation or, with $10 > 0, as a plan-time hold: a conditional write on its
 // generation, so a concurrent taker makes the attempt retry. It returns the
 // row and what it was before.
-const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1)
-	UPDATE ipam_allocations SET
+const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
+	a AS (UPDATE ipam_allocations SET
 		state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 		generation = generation + 1,
 		owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
@@ -166,8 +166,9 @@ const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FRO
 		-- The one place that decides reuse: another owner only once the
 		-- row is reusable; the same owner takes its own address back.
 		AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))
-	RETURNING ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
-		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '')`
+	RETURNING *)` + movedIn + countMoved + `
+	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
+		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
 
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
 const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
@@ -175,15 +176,45 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 
 // sqlRelease puts the owner's active allocation (of generation $4, or any with 0)
 // into its cooldown.
-const sqlRelease = `UPDATE ipam_allocations a SET state = 'cooling',
+const sqlRelease = `WITH a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
 	FROM ipam_pools p
 	WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
 		AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
-	RETURNING a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
+	RETURNING a.*)` + movedOut + countMoved + `
+	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 		coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true`
+		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true FROM a`
+
+// Usage counters (ipam_pool_counters). Every statement that moves a row into
+// or out of 'active' names it in a CTE "moved" (its pool and +1 or -1: movedIn
+// counts a row the statement left active, movedOut one it took out of
+// active; one row at most, each of these statements changes one allocation)
+// and ends its WITH list with countMoved. countMoved adds the change to one
+// counter slot of the pool, in the same statement: the count commits or rolls
+// back with the change it counts. It takes a slot no other transaction holds
+// (SKIP LOCKED), so counting never makes writers queue; when every slot is
+// held it waits for slot 0. A slot stays locked until commit, as the stripe
+// does; a later statement of the same transaction may take it again (a
+// transaction's own locks never make it skip a row). The pick is
+// MATERIALIZED so it runs once (see the stripe pick).
+const (
+	movedIn    = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM a)`
+	movedOut   = `, moved AS (SELECT pool_id, -1 AS delta FROM a)`
+	countMoved = `, count_slot AS MATERIALIZED (
+		SELECT c.slot FROM ipam_pool_counters c, moved m
+		WHERE c.pool_id = m.pool_id AND m.delta <> 0
+		ORDER BY c.slot LIMIT 1 FOR UPDATE OF c SKIP LOCKED
+	), counted AS (
+		UPDATE ipam_pool_counters c SET active = c.active + m.delta
+		FROM moved m
+		WHERE c.pool_id = m.pool_id AND m.delta <> 0 AND c.slot = coalesce((SELECT slot FROM count_slot), 0)
+	)`
+
+	// sqlInsertCounterSlots gives a new pool its counter slots ($2 of them).
+	sqlInsertCounterSlots = `INSERT INTO ipam_pool_counters (pool_id, slot) SELECT $1, generate_series(0, $2::int - 1)`
+)
 
 // sqlInsertEvent appends an event in the caller's transaction.
 const sqlInsertEvent = `INSERT INTO ipam_events (` + eventColumns + `)
@@ -241,7 +272,7 @@ const fastAllocateSQL = `WITH owner AS (
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
-	)
+	)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT block FROM pool), ` + networkColumns + ` FROM a`
 
 // networkColumns are the cluster's WorkloadSpec network settings, read in
@@ -266,7 +297,7 @@ const confirmHoldSQL = `WITH a AS (
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
-	)
+	)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a`
 
 // Inventory reads (ops_list.go): keys only, in a stable order.
@@ -751,6 +782,30 @@ const (
 		FROM ipam_pool_stripes s JOIN ipam_pools p ON p.id = s.pool_id
 		WHERE $1 = '' OR p.cluster_id = $1 ORDER BY s.pool_id, s.stripe`
 
+	// sqlCheckUsageCounts reads, per pool, its usage counter slots (how many,
+	// the highest, their sum) next to a real count of its active rows.
+	sqlCheckUsageCounts = `SELECT p.id, p.cluster_id, p.kind, count(c.slot), coalesce(max(c.slot), -1),
+			coalesce(sum(c.active), 0)::bigint,
+			(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active')
+		FROM ipam_pools p LEFT JOIN ipam_pool_counters c ON c.pool_id = p.id
+		WHERE $1 = '' OR p.cluster_id = $1
+		GROUP BY p.id ORDER BY p.id`
+
+	// RecountUsage, pool by pool: the pool's missing counter slots, then all
+	// its slots locked (every writer in flight commits first, and writers
+	// that come later wait for slot 0), then the real count into slot 0 and
+	// zero into the others, returning what the counters said before.
+	sqlRecountPools       = `SELECT id, kind FROM ipam_pools WHERE $1 = '' OR cluster_id = $1 ORDER BY id`
+	sqlInsertMissingSlots = `INSERT INTO ipam_pool_counters (pool_id, slot)
+		SELECT id, generate_series(0, $2::int - 1) FROM ipam_pools WHERE id = $1
+		ON CONFLICT (pool_id, slot) DO NOTHING`
+	sqlLockCounterSlots   = `SELECT slot FROM ipam_pool_counters WHERE pool_id = $1 ORDER BY slot FOR UPDATE`
+	sqlRecountActive      = `WITH was AS (SELECT coalesce(sum(active), 0)::bigint AS n FROM ipam_pool_counters WHERE pool_id = $1),
+		real AS (SELECT count(*) AS n FROM ipam_allocations WHERE pool_id = $1 AND state = 'active')
+		UPDATE ipam_pool_counters c SET active = CASE WHEN c.slot = 0 THEN real.n ELSE 0 END
+		FROM real WHERE c.pool_id = $1
+		RETURNING (SELECT n FROM was), real.n`
+
 	// sqlCheckBlockFloors is each cluster's lowest node block: its instance
 	// counter ends below it.
 	sqlCheckBlockFloors = `SELECT cluster_id, min(block) FROM ipam_node_blocks GROUP BY cluster_id`
@@ -819,11 +874,12 @@ const (
 
 	// sqlReclaim releases a leaked allocation of the reported generation into
 	// its pool's cooldown.
-	sqlReclaim = `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+	sqlReclaim = `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
 			reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id),
 			cooling_until = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
 		WHERE id = $1 AND generation = $2 AND state = 'active'
-		RETURNING ` + allocColumns
+		RETURNING *)` + movedOut + countMoved + `
+		SELECT ` + allocColumns + ` FROM a`
 )
 
 // Address lookup and metrics (ops_lookup.go, ops_metrics.go).
@@ -843,23 +899,25 @@ const (
 		GROUP BY 1, 2, 3, 4`
 )
 
-// Usage (ops_usage.go): per pool, on the pool's own index ranges.
+// Usage (ops_usage.go): per pool, from its counters and its own index ranges.
 
-// usagePoolsSQL counts, per pool, what it holds, each figure with its own
-// probe of one index on the pool's own rows, never the whole table:
+// usagePoolsSQL reads, per pool, what it holds:
 //
-//   - active rows: an index-only count on (pool_id, state);
+//   - active rows: the sum of the pool's counter slots (ipam_pool_counters),
+//     kept by the statements that change them (countMoved): constant time
+//     whatever the pool holds;
 //   - live holds: (pool_id, state = 'reserved') and their expiry (holds are
 //     few and short-lived);
 //   - everything held back (live holds and the cooldown queue): an index-only
 //     count of the range reusable_at > ipam_now() of the reuse index (pool_id,
 //     reusable_at) WHERE state IN ('free', 'cooling', 'reserved'). Free rows
 //     always have reusable_at = -infinity and long-cooled rows a past one, so
-//     neither is read. Cooling is that count less the live holds;
+//     neither is read: the range holds what was released or held within one
+//     cooldown, not the pool's size. Cooling is that count less the live holds;
 //   - the next address to leave the cooldown queue: the first cooling row of
 //     that same range, in index order.
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
-		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active'),
+		(SELECT coalesce(sum(c.active), 0)::bigint FROM ipam_pool_counters c WHERE c.pool_id = p.id),
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
 		(SELECT count(*) FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()),

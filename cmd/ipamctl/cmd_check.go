@@ -11,7 +11,7 @@ import (
 
 func (a *app) checkCmd() *cobra.Command {
 	var cluster string
-	var asJSON bool
+	var asJSON, recount bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Verify the IPAM's invariants on the live database",
@@ -23,15 +23,35 @@ func (a *app) checkCmd() *cobra.Command {
   ` + ipam.InvariantIPv4PerEnv + `  at most one active IPv4 per environment
   ` + ipam.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
                             ordinal they handed out
+  ` + ipam.InvariantUsageCounts + `            every pool has its usage counter slots, and they add up to its active
+                            addresses (what usage reports without counting them)
+  ` + ipam.InvariantSettings + `    the pools of a cluster's node and instance addresses carry its cooldowns
+                            and gateway
+  ` + ipam.InvariantNodeBlocks + `               a node block pool's rows lie in that node's active blocks, parked rows in a
+                            cooling block, and no other row in a block
 
-Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).`,
+Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).
+
+--recount-usage first sets every pool's usage counters to a real count of its active addresses
+(one short transaction per pool; allocations keep running), prints each pool it corrected, and
+then checks: the repair for a usage_counters violation.`,
 		Example: `  ipamctl check
-  ipamctl check --cluster prod-eu1 --json`,
+  ipamctl check --cluster prod-eu1 --json
+  ipamctl check --recount-usage`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err
+			}
+			if recount {
+				fixed, err := st.RecountUsage(cmd.Context(), cluster)
+				if err != nil {
+					return flagError(err)
+				}
+				for _, f := range fixed {
+					fmt.Fprintf(a.errOut, "recounted %s: the usage counters said %d active, a real count found %d\n", f.PoolID, f.Was, f.Active)
+				}
 			}
 			rep, err := st.Check(cmd.Context(), cluster)
 			if err != nil {
@@ -65,5 +85,6 @@ Prints each violation and exits 3 when any invariant is broken (1 when the check
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&recount, "recount-usage", false, "first set every pool's usage counters to a real count of its active addresses")
 	return cmd
 }

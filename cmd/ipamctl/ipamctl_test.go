@@ -465,13 +465,25 @@ func TestCheck(t *testing.T) {
 	w.alloc("c1/instance", instance("i2", "acme", "prod"))
 	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1"})
 	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e2", EnvID: "e2"})
-	w.ipamctl("", "check").must(t, 0, "ok: 7 invariants hold over 8 allocation rows")
+	w.ipamctl("", "check").must(t, 0, "ok: 8 invariants hold over 8 allocation rows")
 	w.ipamctl("", "check", "--cluster", "nope").must(t, exitError, "not_found")
+
+	// Usage counters that drifted: check names them, --recount-usage
+	// repairs them, and a second recount finds nothing to correct.
+	w.exec(`UPDATE ipam_pool_counters SET active = active + 3 WHERE pool_id = 'c1/instance' AND slot = 5`)
+	w.ipamctl("", "check").must(t, exitViolations,
+		"VIOLATION usage_counters: cluster c1, pool c1/instance: the counters say 5 active addresses, the pool holds 2",
+		"1 violation(s) of usage_counters")
+	r := w.ipamctl("", "check", "--recount-usage").must(t, 0, "ok: 8 invariants hold",
+		"recounted c1/instance: the usage counters said 5 active, a real count found 2")
+	if r = w.ipamctl("", "check", "--recount-usage").must(t, 0, "ok: 8 invariants hold"); strings.Contains(r.err, "recounted") {
+		t.Fatalf("a second recount corrected something:\n%s", r.err)
+	}
 
 	// Corrupt rows behind the allocator's back.
 	w.exec(`UPDATE ipam_allocations SET address = '2001:db8:0:9::1' WHERE owner_id = 'i2'`)
 	w.exec(`UPDATE ipam_allocations SET env_id = 'e1' WHERE owner_id = 'e2'`)
-	r := w.ipamctl("", "check").must(t, exitViolations,
+	r = w.ipamctl("", "check").must(t, exitViolations,
 		"VIOLATION address_in_pool: cluster c1, pool c1/instance, address 2001:db8:0:9::1",
 		"VIOLATION one_ipv4_per_environment: cluster c1: environment \"e1\" holds 2 active IPv4 addresses",
 		"violation(s) of address_in_pool, one_ipv4_per_environment")
@@ -481,6 +493,7 @@ func TestCheck(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.OK() || len(rep.Violations) != 3 {
 		t.Fatalf("check --json: %v %+v", err, rep)
 	}
+
 }
 
 func TestMetrics(t *testing.T) {

@@ -158,6 +158,8 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 		`UPDATE ipam_allocations SET generation = generation + 7 WHERE owner_id = 'pn3'`,
 		// stripe_counters: the counter of ordinal 1 moved back behind it.
 		`UPDATE ipam_pool_stripes SET next_ordinal = 1 WHERE pool_id = 'c1/node' AND stripe = 1`,
+		// usage_counters: the node pool's counters no longer add up to its active rows.
+		`UPDATE ipam_pool_counters SET active = active + 2 WHERE pool_id = 'c1/node' AND slot = 7`,
 		// pool_settings_in_force: the instance pool no longer carries the cluster's cooldown.
 		`UPDATE ipam_pools SET cooldown = interval '1 second' WHERE id = 'c1/instance'`,
 		// node_blocks: a node block over an address the node counter handed out.
