@@ -799,8 +799,8 @@ const (
 	sqlInsertMissingSlots = `INSERT INTO ipam_pool_counters (pool_id, slot)
 		SELECT id, generate_series(0, $2::int - 1) FROM ipam_pools WHERE id = $1
 		ON CONFLICT (pool_id, slot) DO NOTHING`
-	sqlLockCounterSlots   = `SELECT slot FROM ipam_pool_counters WHERE pool_id = $1 ORDER BY slot FOR UPDATE`
-	sqlRecountActive      = `WITH was AS (SELECT coalesce(sum(active), 0)::bigint AS n FROM ipam_pool_counters WHERE pool_id = $1),
+	sqlLockCounterSlots = `SELECT slot FROM ipam_pool_counters WHERE pool_id = $1 ORDER BY slot FOR UPDATE`
+	sqlRecountActive    = `WITH was AS (SELECT coalesce(sum(active), 0)::bigint AS n FROM ipam_pool_counters WHERE pool_id = $1),
 		real AS (SELECT count(*) AS n FROM ipam_allocations WHERE pool_id = $1 AND state = 'active')
 		UPDATE ipam_pool_counters c SET active = CASE WHEN c.slot = 0 THEN real.n ELSE 0 END
 		FROM real WHERE c.pool_id = $1
