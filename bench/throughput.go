@@ -327,7 +327,10 @@ func (r *runner) throughput(ctx context.Context) error {
 		r.logf("throughput: %d clients: pgbench", n)
 		refs = append(refs, r.pgbenchCell(ctx, dbURL, script, n))
 		for round := 0; round < rounds; round++ {
-			for _, k := range allocKinds {
+			// The kinds take turns to go first, so that none always runs
+			// right after pgbench (or always last, on the most rows).
+			for j := range allocKinds {
+				k := allocKinds[(j+round)%len(allocKinds)]
 				r.logf("throughput: %d clients, round %d: %s", n, round+1, k)
 				c := r.allocCell(ctx, dbURL, k, n)
 				cells[c.label] = append(cells[c.label], c)
