@@ -67,10 +67,10 @@ var hotStatements = []hotStatement{
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
 	{name: "release", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0)} }},
-	{name: "fast path: fresh allocation in one statement (node, instance, IPv4 counter pools)", db: "growth",
+	{name: "fast path: an allocation in one statement (fresh from a counter pool, reuse from an IPv4 table pool)", db: "growth",
 		params: func(f *planFixture) []any {
-			return []any{f.clusterID, f.poolID, "instance", "x-2", uuid.New(), "acme", "prod", "n1", "x-2", "bench", nil,
-				uuid.New(), "instance.allocated", time.Duration(0), f.clusterID + "/blocks/n1"}
+			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
+				uuid.New(), "instance.allocated", uuid.New(), f.clusterID + "/blocks/n1"}
 		}},
 	{name: "fast path: apply of a planned hold in one statement", db: "growth",
 		params: func(f *planFixture) []any {

@@ -13,8 +13,8 @@ import (
 // The fast paths run the one-statement forms of an allocation
 // (fastAllocateSQL, confirmHoldSQL in statements.go).
 
-// fastAllocate tries Allocate's fast paths: a fresh address in one
-// statement, or the plan's hold on the exact address confirmed in one
+// fastAllocate tries Allocate's fast paths: a fresh address (in an IPv4 table
+// pool, the longest-cooled reusable one) in one statement, or the plan's hold on the exact address confirmed in one
 // statement. false means "use the full path". In a caller's transaction the
 // statement runs inside it, in a savepoint (runOneInTx).
 func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
@@ -46,8 +46,8 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 	if hold > 0 {
 		typ = "allocation.reserved"
 	}
-	return s.runOne(ctx, fastAllocateSQL, pool.ClusterID, pool.ID(), o.Kind, o.ID, newID(), nullable(o.OrgID), nullable(o.EnvID),
-		nullable(o.NodeID), nullable(o.InstanceID), s.actor, nullable(o.SetID), newID(), typ, durationInterval(hold), nullable(avoid))
+	return s.runOne(ctx, fastAllocateSQL, pool.ClusterID, pool.ID(), o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID),
+		nullable(o.NodeID), nullable(o.InstanceID), s.actor, durationInterval(hold), nullable(o.SetID), newID(), typ, newID(), nullable(avoid))
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its

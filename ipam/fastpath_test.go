@@ -2,8 +2,11 @@ package ipam_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -62,5 +65,47 @@ func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
 	}
 	if r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v6"), Owner: n("c")}); err != nil || r.Address != netip.MustParseAddr("2001:db8:0:9::2") {
 		t.Fatalf("pool with exclusions: %v %v", r.Address, err)
+	}
+
+	// An IPv4 table pool: the fast path takes the oldest free row, never the
+	// owner's second one, never a row inside its cooldown.
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/30")}}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := ipam.OperatorPool("c1", "v4")
+	env := func(id string) ipam.Owner { return ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id} }
+	first, ok := st.FastAllocate(ctx, ipam.AllocateRequest{Pool: v4, Owner: env("e1")})
+	if !ok || first.Block.String() != "10.0.0.0/30" || first.State != ipam.StateActive {
+		t.Fatalf("IPv4 fast path: %+v %v", first, ok)
+	}
+	if _, ok := st.FastAllocate(ctx, ipam.AllocateRequest{Pool: v4, Owner: env("e1")}); ok {
+		t.Fatal("the fast path gave an environment a second IPv4 address")
+	}
+	if _, err := st.Release(ctx, "c1", env("e1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.Addr]bool{}
+	for i := 2; ; i++ {
+		a, ok := st.FastAllocate(ctx, ipam.AllocateRequest{Pool: v4, Owner: env(fmt.Sprintf("e%d", i))})
+		if !ok {
+			break
+		}
+		if a.Address == first.Address || seen[a.Address] {
+			t.Fatalf("the fast path handed out %s again (cooling or active)", a.Address)
+		}
+		seen[a.Address] = true
+	}
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: v4, Owner: env("last")}); !errors.Is(err, ipam.ErrExhausted) {
+		t.Fatalf("with every other row active and one cooling, the full path says %v, want exhausted", err)
+	}
+	if u, err := st.PoolUsage(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, p := range u.Pools {
+			if p.PoolID == v4.ID() && (p.Active != int64(len(seen)) || p.Cooling != 1) {
+				t.Fatalf("usage of the IPv4 pool after the fast path: %+v (want %d active, 1 cooling)", p.UsageCounts, len(seen))
+			}
+		}
 	}
 }

@@ -33,7 +33,7 @@ func HotStatements() []Statement {
 		{"reuse take (conditional write)", sqlActivate},
 		{"exact claim probe", sqlClaimProbe},
 		{"release", sqlRelease},
-		{"fast path: fresh allocation in one statement (node, instance, IPv4 counter pools)", fastAllocateSQL},
+		{"fast path: an allocation in one statement (fresh from a counter pool, reuse from an IPv4 table pool)", fastAllocateSQL},
 		{"fast path: apply of a planned hold in one statement", confirmHoldSQL},
 		{"refresh read", sqlGetActive},
 	}
@@ -150,8 +150,22 @@ const sqlInsertFresh = `WITH a AS (
 // generation, so a concurrent taker makes the attempt retry. It returns the
 // row and what it was before.
 const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
-	a AS (UPDATE ipam_allocations SET
-		state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
+	a AS (UPDATE ipam_allocations SET ` + activateSet + `
+	WHERE id = $1 AND generation = $2 AND ` + activateReusable + `
+	RETURNING *)` + movedIn + countMoved + `
+	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
+		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
+
+// activateSet and activateReusable are how an existing row (free, cooling,
+// or a hold) is handed to an owner, in the two statements that do it
+// (sqlActivate, and fastAllocateSQL in a table pool), with the owner's
+// fields as both number them: $3 kind, $4 id, $5 org, $6 env, $7 node, $8
+// instance, $9 actor, $10 hold (> 0: a plan-time hold), $11 set.
+//
+// activateReusable is the one condition that decides reuse: another owner
+// only once the row is reusable; the same owner takes its own address back.
+const (
+	activateSet = `state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 		generation = generation + 1,
 		owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
 		allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11, confirmed_at = NULL,
@@ -161,14 +175,10 @@ const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FRO
 		reusable_at = CASE WHEN $10::interval > interval '0' THEN
 			greatest(ipam_now() + $10::interval, cooling_until) END,
 		cooling_until = CASE WHEN $10::interval > interval '0' THEN cooling_until END,
-		reserved_until = CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
-	WHERE id = $1 AND generation = $2 AND state IN ('free', 'cooling', 'reserved')
-		-- The one place that decides reuse: another owner only once the
-		-- row is reusable; the same owner takes its own address back.
-		AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))
-	RETURNING *)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
-		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
+		reserved_until = CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END`
+	activateReusable = `state IN ('free', 'cooling', 'reserved')
+		AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))`
+)
 
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
 const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
@@ -227,15 +237,27 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 	FROM ipam_allocations a
 	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
 
-// The fast path: the common allocation (an owner that holds nothing yet, from
-// a counter pool of one block with no exclusions) done in one statement that
-// commits on its own, so it costs one network round trip instead of six. It keeps every guarantee of the full path: the same stripe pick (so
-// addresses are unique and in order), the same unique constraints, one durable
-// commit, and the event in the same transaction. Whenever it cannot be sure,
-// it hands over to the full path: the owner holds or held something (its
-// address must be adopted or given back), the pool has several blocks,
-// exclusions or the gateway inside, no stripe is free right now, the address
-// was claimed exactly meanwhile (the ordinal is skipped), or anything fails.
+// The fast path: the common allocation (an owner that holds nothing yet) done
+// in one statement that commits on its own, so it costs one network round
+// trip instead of six. It serves two kinds of pool:
+//   - a counter pool of one block with no exclusions and the gateway outside
+//     (the cluster's node and instance pools): a fresh address, with the same
+//     stripe pick as the full path;
+//   - a table pool (IPv4): the longest-cooled reusable row, with the same
+//     reuse pick (sqlTakeCooled) and the same hand-out (activateSet,
+//     activateReusable) as the full path.
+//
+// It keeps every guarantee of the full path: the same picks (so addresses are
+// unique and in order), the same unique constraints, one durable commit, the
+// event and the usage count in the same transaction. Whenever it cannot be
+// sure, it hands over to the full path by returning no row: the owner holds,
+// held or reserved something (its address must be adopted or given back),
+// the pool is of another shape, no stripe or row is free right now, the
+// address was claimed exactly meanwhile (the ordinal is skipped), the reuse
+// pick is another owner's expired hold (its loss is recorded), or anything
+// fails. Parameters: $1 cluster, $2 pool, the owner as activateSet numbers it
+// ($3..$11), $12 event id, $13 event type, $14 new row id, $15 the node's
+// blocks pool for an instance (NULL otherwise).
 const fastAllocateSQL = `WITH owner AS (
 		-- two probes, one per partial owner index (one IN over three states would match neither)
 		SELECT 1 WHERE EXISTS (SELECT 1 FROM ipam_allocations
@@ -243,37 +265,50 @@ const fastAllocateSQL = `WITH owner AS (
 			OR EXISTS (SELECT 1 FROM ipam_allocations
 				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state = 'cooling')
 	), pool AS (
-		SELECT cidrs[1] AS block, stripes FROM ipam_pools
-		WHERE id = $2 AND kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
-			AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))
+		SELECT kind, cidrs, cidrs[1] AS block, stripes FROM ipam_pools
+		WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM owner)
+			AND (kind = 'table' OR (kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
+				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))))
 			-- an instance whose node has blocks draws from them ($15 names them; NULL otherwise)
 			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $15)
 		FOR KEY SHARE -- the allocator's pool lock (see lockPoolShared)
 	), pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $2 AND next_ordinal <= last_ordinal
-			AND NOT EXISTS (SELECT 1 FROM owner) AND EXISTS (SELECT 1 FROM pool)
+		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool WHERE kind = 'counter')
 		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
 	), s AS (
 		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + (SELECT stripes FROM pool)
 		FROM pick
 		WHERE st.pool_id = $2 AND st.stripe = pick.stripe AND st.next_ordinal <= st.last_ordinal
 		RETURNING st.next_ordinal - (SELECT stripes FROM pool) AS ord
-	), a AS (
+	), fresh AS (
 		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		SELECT $5, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
-			CASE WHEN $14::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
-			$6, $7, $8, $9, $10, ipam_now(), ipam_now(), $11,
-			CASE WHEN $14::interval > interval '0' THEN ipam_now() + $14::interval END,
-			CASE WHEN $14::interval > interval '0' THEN ipam_now() + $14::interval END
+		SELECT $14, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
+			CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
+			$5, $6, $7, $8, $9, ipam_now(), ipam_now(), $11,
+			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END,
+			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
 		FROM s, pool
 		ON CONFLICT (cluster_id, address) DO NOTHING
 		RETURNING *
+	), cooled AS MATERIALIZED (
+		SELECT id AS cooled_id, state AS cooled_state FROM ipam_allocations
+		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
+			AND EXISTS (SELECT 1 FROM pool WHERE kind = 'table')
+		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
+	), reused AS (
+		UPDATE ipam_allocations SET ` + activateSet + `
+		FROM cooled
+		WHERE id = cooled_id AND cooled_state <> 'reserved' AND ` + activateReusable + `
+		RETURNING ipam_allocations.*
+	), a AS (
+		SELECT * FROM fresh UNION ALL SELECT * FROM reused
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
 	)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT block FROM pool), ` + networkColumns + ` FROM a`
+	SELECT ` + allocColumns + `, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1),
+		` + networkColumns + ` FROM a`
 
 // networkColumns are the cluster's WorkloadSpec network settings, read in
 // the fast statements (an instance's allocation returns them).
