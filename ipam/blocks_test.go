@@ -26,10 +26,16 @@ func TestBlockScalingMath(t *testing.T) {
 		t.Fatal(sc.BatchSize())
 	}
 	// The seed's numbers: B = 16, mf = 0.5: 25 used gives 3 blocks, 48 addresses.
-	for used, want := range map[int64]int{0: 1, 7: 1, 8: 1, 9: 2, 25: 3, 40: 3, 41: 4, 1000: 63} {
-		if got := sc.TargetBlocks(used); got != want {
-			t.Errorf("TargetBlocks(%d) = %d, want %d", used, got, want)
-		}
+	for _, tc := range []struct {
+		used int64
+		want int
+	}{{0, 1}, {7, 1}, {8, 1}, {9, 2}, {25, 3}, {40, 3}, {41, 4}, {1000, 63}} {
+		t.Run(fmt.Sprintf("TargetBlocks(%d)", tc.used), func(t *testing.T) {
+			t.Parallel()
+			if got := sc.TargetBlocks(tc.used); got != tc.want {
+				t.Errorf("TargetBlocks(%d) = %d, want %d", tc.used, got, tc.want)
+			}
+		})
 	}
 	// A jump of many batches in one step, and the cap.
 	if got := scaling(-1, 10).TargetBlocks(1000); got != 10 {
@@ -38,16 +44,22 @@ func TestBlockScalingMath(t *testing.T) {
 	if !sc.Surplus(64, 39) || sc.Surplus(64, 40) {
 		t.Error("shrinking must start only past Mf x B = 24 free")
 	}
-	bad := []ipam.BlockScaling{
-		{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.4, MaxBlocks: 4},
-		{PrefixLength: 124, MinFree: -1, MaxFree: 1.5, MaxBlocks: 4},
-		{PrefixLength: 64, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4},
-		{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 0},
+	bad := []struct {
+		name string
+		sc   ipam.BlockScaling
+	}{
+		{"max_free below min_free + 1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.4, MaxBlocks: 4}},
+		{"negative min_free", ipam.BlockScaling{PrefixLength: 124, MinFree: -1, MaxFree: 1.5, MaxBlocks: 4}},
+		{"prefix length 64", ipam.BlockScaling{PrefixLength: 64, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4}},
+		{"max_blocks 0", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 0}},
 	}
-	for _, b := range bad {
-		if b.Validate() == nil {
-			t.Errorf("%+v accepted", b)
-		}
+	for _, tc := range bad {
+		t.Run("invalid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.sc.Validate() == nil {
+				t.Errorf("%+v accepted", tc.sc)
+			}
+		})
 	}
 }
 

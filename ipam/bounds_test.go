@@ -43,34 +43,41 @@ func TestHeldLockIsBusyWithinTheBound(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE ipam_allocations IN EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	for name, call := range map[string]func() error{
-		"fast path": func() error {
+	// Sequential: every case runs while the parent holds the lock, which it
+	// releases after them.
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"fast path", func() error {
 			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
 			return err
-		},
-		"full path (exact claim)": func() error {
+		}},
+		{"full path (exact claim)", func() error {
 			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2"), Address: netip.MustParseAddr("2001:db8::77")})
 			return err
-		},
-		"instance": func() error {
+		}},
+		{"instance", func() error {
 			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: instance("i1")})
 			return err
-		},
-		"release": func() error {
+		}},
+		{"release", func() error {
 			_, err := st.Release(ctx, "c1", node("held"), 0)
 			return err
-		},
+		}},
 	} {
-		start := time.Now()
-		err := call()
-		took := time.Since(start)
-		var busy *ipam.BusyError
-		if !errors.As(err, &busy) || ipam.Code(err) != ipam.CodeBusy || !strings.Contains(err.Error(), "ipam_allocations") {
-			t.Fatalf("%s under a held lock: %v (after %s), want ipam_busy naming ipam_allocations", name, err, took)
-		}
-		if took > 5*time.Second {
-			t.Fatalf("%s waited %s with a 500ms lock timeout", name, took)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			err := tc.call()
+			took := time.Since(start)
+			var busy *ipam.BusyError
+			if !errors.As(err, &busy) || ipam.Code(err) != ipam.CodeBusy || !strings.Contains(err.Error(), "ipam_allocations") {
+				t.Fatalf("%s under a held lock: %v (after %s), want ipam_busy naming ipam_allocations", tc.name, err, took)
+			}
+			if took > 5*time.Second {
+				t.Fatalf("%s waited %s with a 500ms lock timeout", tc.name, took)
+			}
+		})
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)

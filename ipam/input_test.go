@@ -17,7 +17,7 @@ func TestBadInputNamesTheRequestField(t *testing.T) {
 	t.Parallel()
 	s := newScheduler(t, "")
 	ctx := context.Background()
-	for _, c := range []struct {
+	cases := []struct {
 		name string
 		call func() error
 		want string
@@ -47,16 +47,21 @@ func TestBadInputNamesTheRequestField(t *testing.T) {
 			_, err := s.client.AllocateEnvIPv4(ctx, nil, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "acme"})
 			return err
 		}, "EnvIPv4Request.EnvID"},
-	} {
-		err := c.call()
-		if !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want ErrInvalid naming %s", c.name, err, c.want)
-		}
-		for _, attr := range []string{"owner_id", "instance_id", "org_id", "cluster_id", "node_id", "env_id"} {
-			if strings.Contains(err.Error(), attr+":") {
-				t.Errorf("%s: %v names the provider's attribute %s", c.name, err, attr)
+	}
+	// Sequential, not parallel: the row count below must follow them
+	// (parallel subtests would run after the rest of the test).
+	for _, tc := range cases {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got %v, want ErrInvalid naming %s", tc.name, err, tc.want)
 			}
-		}
+			for _, attr := range []string{"owner_id", "instance_id", "org_id", "cluster_id", "node_id", "env_id"} {
+				if strings.Contains(err.Error(), attr+":") {
+					t.Errorf("%s: %v names the provider's attribute %s", tc.name, err, attr)
+				}
+			}
+		})
 	}
 	if n := s.count(`SELECT count(*) FROM ipam_allocations`); n != 0 {
 		t.Errorf("bad input wrote %d allocations", n)

@@ -10,43 +10,59 @@ import (
 
 func TestParsePrefix(t *testing.T) {
 	t.Parallel()
-	good := map[string]string{
-		"2a01:4f8:abcd::/48": "2a01:4f8:abcd::/48",
-		"192.0.2.0/24":       "192.0.2.0/24",
-		"2001:db8::/128":     "2001:db8::/128",
+	for _, tc := range []struct{ in, want string }{
+		{"2a01:4f8:abcd::/48", "2a01:4f8:abcd::/48"},
+		{"192.0.2.0/24", "192.0.2.0/24"},
+		{"2001:db8::/128", "2001:db8::/128"},
+	} {
+		t.Run("valid/"+tc.in, func(t *testing.T) {
+			t.Parallel()
+			p, err := ParsePrefix(tc.in)
+			if err != nil || p.String() != tc.want {
+				t.Errorf("ParsePrefix(%q) = %v, %v; want %s", tc.in, p, err, tc.want)
+			}
+		})
 	}
-	for in, want := range good {
-		p, err := ParsePrefix(in)
-		if err != nil || p.String() != want {
-			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", in, p, err, want)
-		}
-	}
-	bad := map[string]string{
-		"2001:db8::1/64":       "host bits",
-		"fe80::/64%eth0":       "zones",
-		"::ffff:192.0.2.0/120": "IPv4-mapped",
-		"2001:db8::/129":       "not a valid",
-		"garbage":              "not a valid",
-		"":                     "not a valid",
-		" 2001:db8::/48":       "whitespace",
-	}
-	for in, want := range bad {
-		if _, err := ParsePrefix(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParsePrefix(%q) error = %v; want it to mention %q", in, err, want)
-		}
+	for _, tc := range []struct{ name, in, want string }{
+		{"host bits", "2001:db8::1/64", "host bits"},
+		{"zone", "fe80::/64%eth0", "zones"},
+		{"IPv4-mapped", "::ffff:192.0.2.0/120", "IPv4-mapped"},
+		{"length 129", "2001:db8::/129", "not a valid"},
+		{"garbage", "garbage", "not a valid"},
+		{"empty", "", "not a valid"},
+		{"leading whitespace", " 2001:db8::/48", "whitespace"},
+	} {
+		t.Run("invalid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := ParsePrefix(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParsePrefix(%q) error = %v; want it to mention %q", tc.in, err, tc.want)
+			}
+		})
 	}
 }
 
 func TestParseAddr(t *testing.T) {
 	t.Parallel()
-	for _, in := range []string{"fe80::1%eth0", "::ffff:192.0.2.1", "2001:db8::/128", "x", ""} {
-		if _, err := ParseAddr(in); err == nil {
-			t.Errorf("ParseAddr(%q) accepted", in)
+	for _, tc := range []struct{ name, in string }{
+		{"zone", "fe80::1%eth0"},
+		{"IPv4-mapped", "::ffff:192.0.2.1"},
+		{"prefix", "2001:db8::/128"},
+		{"garbage", "x"},
+		{"empty", ""},
+	} {
+		t.Run("invalid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := ParseAddr(tc.in); err == nil {
+				t.Errorf("ParseAddr(%q) accepted", tc.in)
+			}
+		})
+	}
+	t.Run("valid", func(t *testing.T) {
+		t.Parallel()
+		if a, err := ParseAddr("2001:db8::1"); err != nil || a != netip.MustParseAddr("2001:db8::1") {
+			t.Errorf("ParseAddr: %v %v", a, err)
 		}
-	}
-	if a, err := ParseAddr("2001:db8::1"); err != nil || a != netip.MustParseAddr("2001:db8::1") {
-		t.Errorf("ParseAddr: %v %v", a, err)
-	}
+	})
 }
 
 func TestDefaultSubPrefixes(t *testing.T) {
@@ -56,11 +72,14 @@ func TestDefaultSubPrefixes(t *testing.T) {
 		{"2001:db8:1200::/56", "2001:db8:1200::/64", "2001:db8:1200:1::/64"},
 		{"2001:db8:0:5::/64", "2001:db8:0:5::/65", "2001:db8:0:5:8000::/65"},
 	}
-	for _, c := range cases {
-		n, i, err := DefaultSubPrefixes(netip.MustParsePrefix(c.cluster))
-		if err != nil || n.String() != c.node || i.String() != c.instance {
-			t.Errorf("DefaultSubPrefixes(%s) = %s, %s, %v; want %s, %s", c.cluster, n, i, err, c.node, c.instance)
-		}
+	for _, tc := range cases {
+		t.Run(tc.cluster, func(t *testing.T) {
+			t.Parallel()
+			n, i, err := DefaultSubPrefixes(netip.MustParsePrefix(tc.cluster))
+			if err != nil || n.String() != tc.node || i.String() != tc.instance {
+				t.Errorf("DefaultSubPrefixes(%s) = %s, %s, %v; want %s, %s", tc.cluster, n, i, err, tc.node, tc.instance)
+			}
+		})
 	}
 }
 
@@ -89,20 +108,20 @@ func TestLayoutIPv6(t *testing.T) {
 	if !l.Excluded(0) || !l.Excluded(5) || l.Excluded(1) {
 		t.Fatal("exclusions wrong")
 	}
-	if got := l.NextAllowed(0, 1); got != 1 {
-		t.Fatalf("NextAllowed(0,1) = %d", got)
-	}
-	if got := l.NextAllowed(5, 1); got != 6 {
-		t.Fatalf("NextAllowed(5,1) = %d", got)
-	}
-	if got := l.NextAllowed(1, 4); got != 1 {
-		t.Fatalf("NextAllowed(1,4) = %d", got)
-	}
-	if got := l.NextAllowed(0, 4); got != 4 {
-		t.Fatalf("NextAllowed(0,4) = %d", got)
-	}
-	if got := l.NextAllowed(7, 4); got != 7 {
-		t.Fatalf("NextAllowed(7,4) = %d", got)
+	// The layout is only read from here on: the cases share it.
+	for _, tc := range []struct{ from, stride, want int64 }{
+		{0, 1, 1},
+		{5, 1, 6},
+		{1, 4, 1},
+		{0, 4, 4},
+		{7, 4, 7},
+	} {
+		t.Run(fmt.Sprintf("NextAllowed(%d,%d)", tc.from, tc.stride), func(t *testing.T) {
+			t.Parallel()
+			if got := l.NextAllowed(tc.from, tc.stride); got != tc.want {
+				t.Fatalf("NextAllowed(%d,%d) = %d, want %d", tc.from, tc.stride, got, tc.want)
+			}
+		})
 	}
 	a, _ := l.Addr(7)
 	if a.String() != "2001:db8::7" {
@@ -146,14 +165,20 @@ func TestLayoutRejects(t *testing.T) {
 	t.Parallel()
 	v4 := netip.MustParsePrefix("192.0.2.0/24")
 	v6 := netip.MustParsePrefix("2001:db8::/64")
-	if _, err := NewLayout([]netip.Prefix{v4, v6}, nil, netip.Addr{}); err == nil {
-		t.Error("mixed families accepted")
-	}
-	if _, err := NewLayout([]netip.Prefix{v4, netip.MustParsePrefix("192.0.2.128/25")}, nil, netip.Addr{}); err == nil {
-		t.Error("overlapping blocks accepted")
-	}
-	if _, err := NewLayout([]netip.Prefix{v4}, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, netip.Addr{}); err == nil {
-		t.Error("exclusion outside the pool accepted")
+	for _, tc := range []struct {
+		name            string
+		blocks, exclude []netip.Prefix
+	}{
+		{"mixed families", []netip.Prefix{v4, v6}, nil},
+		{"overlapping blocks", []netip.Prefix{v4, netip.MustParsePrefix("192.0.2.128/25")}, nil},
+		{"exclusion outside the pool", []netip.Prefix{v4}, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := NewLayout(tc.blocks, tc.exclude, netip.Addr{}); err == nil {
+				t.Errorf("%s accepted (blocks %v, exclude %v)", tc.name, tc.blocks, tc.exclude)
+			}
+		})
 	}
 }
 
@@ -174,38 +199,96 @@ func TestLayoutHugeBlockIsCapped(t *testing.T) {
 
 func TestDurations(t *testing.T) {
 	t.Parallel()
-	ok := map[string]time.Duration{"30d": 30 * 24 * time.Hour, "24h": 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute, "0s": 0}
-	for in, want := range ok {
-		d, err := ParseDuration(in)
-		if err != nil || d != want {
-			t.Errorf("ParseDuration(%q) = %v, %v", in, d, err)
-		}
-		back, err := ParseDuration(FormatDuration(d))
-		if err != nil || back != d {
-			t.Errorf("round trip of %q via %q = %v, %v", in, FormatDuration(d), back, err)
-		}
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"30d", 30 * 24 * time.Hour},
+		{"24h", 24 * time.Hour},
+		{"1d12h", 36 * time.Hour},
+		{"90m", 90 * time.Minute},
+		{"0s", 0},
+	} {
+		t.Run("parse/"+tc.in, func(t *testing.T) {
+			t.Parallel()
+			d, err := ParseDuration(tc.in)
+			if err != nil || d != tc.want {
+				t.Errorf("ParseDuration(%q) = %v, %v; want %v", tc.in, d, err, tc.want)
+			}
+			back, err := ParseDuration(FormatDuration(d))
+			if err != nil || back != d {
+				t.Errorf("round trip of %q via %q = %v, %v", tc.in, FormatDuration(d), back, err)
+			}
+		})
 	}
-	for _, in := range []string{"", "-1h", "30", "d", "1x", "-3d", "1d-1h", "abc"} {
-		if _, err := ParseDuration(in); err == nil {
-			t.Errorf("ParseDuration(%q) accepted", in)
-		}
+	for _, tc := range []struct{ name, in string }{
+		{"empty", ""},
+		{"negative", "-1h"},
+		{"no unit", "30"},
+		{"no number", "d"},
+		{"unknown unit", "1x"},
+		{"negative days", "-3d"},
+		{"negative part", "1d-1h"},
+		{"garbage", "abc"},
+	} {
+		t.Run("invalid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := ParseDuration(tc.in); err == nil {
+				t.Errorf("ParseDuration(%q) accepted", tc.in)
+			}
+		})
 	}
-	if FormatDuration(30*24*time.Hour) != "30d" || FormatDuration(90*time.Minute) != "1h30m" || FormatDuration(90*time.Second) != "1m30s" || FormatDuration(36*time.Hour) != "36h" || FormatDuration(24*time.Hour) != "24h" {
-		t.Errorf("FormatDuration: %s %s %s %s", FormatDuration(30*24*time.Hour), FormatDuration(90*time.Minute), FormatDuration(90*time.Second), FormatDuration(36*time.Hour))
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{30 * 24 * time.Hour, "30d"},
+		{90 * time.Minute, "1h30m"},
+		{90 * time.Second, "1m30s"},
+		{36 * time.Hour, "36h"},
+		{24 * time.Hour, "24h"},
+	} {
+		t.Run("format/"+tc.want, func(t *testing.T) {
+			t.Parallel()
+			if got := FormatDuration(tc.d); got != tc.want {
+				t.Errorf("FormatDuration(%v) = %s, want %s", tc.d, got, tc.want)
+			}
+		})
 	}
 }
 
 func TestValidateID(t *testing.T) {
 	t.Parallel()
-	for _, in := range []string{"node-1", "a", "org_1.prod:x@y", strings.Repeat("a", 128)} {
-		if err := ValidateID("node_id", in); err != nil {
-			t.Errorf("ValidateID(%q) = %v", in, err)
-		}
+	for _, tc := range []struct{ name, in string }{
+		{"dash and digit", "node-1"},
+		{"one letter", "a"},
+		{"punctuation", "org_1.prod:x@y"},
+		{"128 bytes", strings.Repeat("a", 128)},
+	} {
+		t.Run("valid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if err := ValidateID("node_id", tc.in); err != nil {
+				t.Errorf("ValidateID(%q) = %v", tc.in, err)
+			}
+		})
 	}
-	for _, in := range []string{"", "a/b", "a b", "'; DROP TABLE x; --", "a\x00b", "\xff", strings.Repeat("a", 129), "-a", "ü"} {
-		if err := ValidateID("node_id", in); err == nil || !strings.Contains(err.Error(), "node_id") {
-			t.Errorf("ValidateID(%q) = %v, want an error naming node_id", in, err)
-		}
+	for _, tc := range []struct{ name, in string }{
+		{"empty", ""},
+		{"slash", "a/b"},
+		{"space", "a b"},
+		{"SQL", "'; DROP TABLE x; --"},
+		{"NUL", "a\x00b"},
+		{"invalid UTF-8", "\xff"},
+		{"129 bytes", strings.Repeat("a", 129)},
+		{"leading dash", "-a"},
+		{"non-ASCII", "ü"},
+	} {
+		t.Run("invalid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if err := ValidateID("node_id", tc.in); err == nil || !strings.Contains(err.Error(), "node_id") {
+				t.Errorf("ValidateID(%q) = %v, want an error naming node_id", tc.in, err)
+			}
+		})
 	}
 }
 
@@ -316,18 +399,25 @@ func TestCollapsePrefixes(t *testing.T) {
 		{"0.0.0.0/1 128.0.0.0/1", "0.0.0.0/0"},
 		{"::/0 2001:db8::/32", "::/0"},
 	}
-	for _, c := range cases {
-		var in []netip.Prefix
-		for _, s := range strings.Fields(c.in) {
-			in = append(in, netip.MustParsePrefix(s))
+	for _, tc := range cases {
+		name := tc.in
+		if name == "" {
+			name = "empty"
 		}
-		var got []string
-		for _, p := range CollapsePrefixes(in) {
-			got = append(got, p.String())
-		}
-		if strings.Join(got, " ") != c.want {
-			t.Errorf("CollapsePrefixes(%s) = %v, want %s", c.in, got, c.want)
-		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var in []netip.Prefix
+			for _, s := range strings.Fields(tc.in) {
+				in = append(in, netip.MustParsePrefix(s))
+			}
+			var got []string
+			for _, p := range CollapsePrefixes(in) {
+				got = append(got, p.String())
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("CollapsePrefixes(%s) = %v, want %s", tc.in, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -12,51 +12,59 @@ import (
 
 func TestParseInventory(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		in, kind string
-		want     map[string][]string
+	for _, tc := range []struct {
+		name, in, kind string
+		want           map[string][]string
 	}{
-		{"i1\n\n# comment\n i2 \n", "instance", map[string][]string{"instance": {"i1", "i2"}}},
-		{`["i1", "i2"]`, "instance", map[string][]string{"instance": {"i1", "i2"}}},
-		{`{"instance": ["i1"], "node": ["n1", "n2"]}`, "", map[string][]string{"instance": {"i1"}, "node": {"n1", "n2"}}},
-		{`{"instance": ["i1"], "node": ["n1"]}`, "node", map[string][]string{"node": {"n1"}}},
+		{"lines with a comment and blanks", "i1\n\n# comment\n i2 \n", "instance", map[string][]string{"instance": {"i1", "i2"}}},
+		{"JSON list", `["i1", "i2"]`, "instance", map[string][]string{"instance": {"i1", "i2"}}},
+		{"JSON object, every kind", `{"instance": ["i1"], "node": ["n1", "n2"]}`, "", map[string][]string{"instance": {"i1"}, "node": {"n1", "n2"}}},
+		{"JSON object, one kind", `{"instance": ["i1"], "node": ["n1"]}`, "node", map[string][]string{"node": {"n1"}}},
 	} {
-		inv, err := ipam.ParseInventory(strings.NewReader(c.in), c.kind, false)
-		if err != nil {
-			t.Errorf("%q: %v", c.in, err)
-			continue
-		}
-		if len(inv) != len(c.want) {
-			t.Errorf("%q: kinds %v", c.in, inv.Kinds())
-		}
-		for kind, ids := range c.want {
-			for _, id := range ids {
-				if !inv.Has(kind, id) {
-					t.Errorf("%q: %s %s missing", c.in, kind, id)
+		t.Run("valid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			inv, err := ipam.ParseInventory(strings.NewReader(tc.in), tc.kind, false)
+			if err != nil {
+				t.Fatalf("%q: %v", tc.in, err)
+			}
+			if len(inv) != len(tc.want) {
+				t.Errorf("%q: kinds %v", tc.in, inv.Kinds())
+			}
+			for kind, ids := range tc.want {
+				for _, id := range ids {
+					if !inv.Has(kind, id) {
+						t.Errorf("%q: %s %s missing", tc.in, kind, id)
+					}
+				}
+				if len(inv[kind]) != len(ids) {
+					t.Errorf("%q: %s has %d ids", tc.in, kind, len(inv[kind]))
 				}
 			}
-			if len(inv[kind]) != len(ids) {
-				t.Errorf("%q: %s has %d ids", c.in, kind, len(inv[kind]))
-			}
-		}
+		})
 	}
-	for _, c := range []struct{ in, kind, want string }{
-		{"i1\n", "", "say which owner kind"},
-		{"", "instance", "lists no instance at all"},
-		{`{"instance": []}`, "", "lists no instance at all"},
-		{`{"vm": ["x"]}`, "", `"vm" is not an owner kind`},
-		{"ok\nbad id\n", "instance", "line 2"},
-		{`{"node": ["n1"]}`, "instance", `lists no owners of kind "instance"`},
-		{"i1", "vm", `"vm" is not an owner kind`},
+	for _, tc := range []struct{ name, in, kind, want string }{
+		{"lines without a kind", "i1\n", "", "say which owner kind"},
+		{"empty", "", "instance", "lists no instance at all"},
+		{"JSON object, empty list", `{"instance": []}`, "", "lists no instance at all"},
+		{"JSON object, unknown kind", `{"vm": ["x"]}`, "", `"vm" is not an owner kind`},
+		{"bad id", "ok\nbad id\n", "instance", "line 2"},
+		{"JSON object without the kind", `{"node": ["n1"]}`, "instance", `lists no owners of kind "instance"`},
+		{"unknown kind", "i1", "vm", `"vm" is not an owner kind`},
 	} {
-		_, err := ipam.ParseInventory(strings.NewReader(c.in), c.kind, false)
-		if ipam.Code(err) != ipam.CodeInvalid || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q (kind %q): %v, want %q", c.in, c.kind, err, c.want)
+		t.Run("invalid/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ipam.ParseInventory(strings.NewReader(tc.in), tc.kind, false)
+			if ipam.Code(err) != ipam.CodeInvalid || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q (kind %q): %v, want %q", tc.in, tc.kind, err, tc.want)
+			}
+		})
+	}
+	t.Run("explicitly empty", func(t *testing.T) {
+		t.Parallel()
+		if inv, err := ipam.ParseInventory(strings.NewReader(""), "instance", true); err != nil || inv["instance"] == nil {
+			t.Errorf("explicitly empty: %v %v", inv, err)
 		}
-	}
-	if inv, err := ipam.ParseInventory(strings.NewReader(""), "instance", true); err != nil || inv["instance"] == nil {
-		t.Errorf("explicitly empty: %v %v", inv, err)
-	}
+	})
 }
 
 func leakOwners(rep ipam.LeakReport) string {
@@ -225,19 +233,22 @@ func TestStaleLeaks(t *testing.T) {
 
 func TestReadLeakReportRejectsOtherJSON(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{
-		`{"version": 2, "kind": "stale"}`:                                                                  "format version 2",
-		`{"version": 1, "kind": "guess", "generated_at": "2026-01-01T00:00:00Z"}`:                          `kind "guess"`,
-		`{"version": 1, "kind": "stale", "generated_at": "2026-01-01T00:00:00Z"}`:                          "without stale_days",
-		`{"version": 1, "kind": "inventory", "generated_at": "2026-01-01T00:00:00Z", "leaks": [{}]}`:       "leak #1",
-		`{"version": 1, "kind": "inventory", "generated_at": "2026-01-01T00:00:00Z", "something": "else"}`: "unknown field",
-		`not json`: "not a leak report",
+	for _, tc := range []struct{ name, in, want string }{
+		{"version 2", `{"version": 2, "kind": "stale"}`, "format version 2"},
+		{"unknown kind", `{"version": 1, "kind": "guess", "generated_at": "2026-01-01T00:00:00Z"}`, `kind "guess"`},
+		{"stale without days", `{"version": 1, "kind": "stale", "generated_at": "2026-01-01T00:00:00Z"}`, "without stale_days"},
+		{"empty leak", `{"version": 1, "kind": "inventory", "generated_at": "2026-01-01T00:00:00Z", "leaks": [{}]}`, "leak #1"},
+		{"unknown field", `{"version": 1, "kind": "inventory", "generated_at": "2026-01-01T00:00:00Z", "something": "else"}`, "unknown field"},
+		{"not JSON", `not json`, "not a leak report"},
 	} {
-		_, err := ipam.ReadLeakReport(strings.NewReader(in))
-		var ie *ipam.InvalidError
-		if !errors.As(err, &ie) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want %q", in, err, want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ipam.ReadLeakReport(strings.NewReader(tc.in))
+			var ie *ipam.InvalidError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want %q", tc.in, err, tc.want)
+			}
+		})
 	}
 }
 

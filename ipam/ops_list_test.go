@@ -26,7 +26,8 @@ func TestListAllocations(t *testing.T) {
 	age(t, f.raw, "c1/instance", 48*time.Hour) // i2 and gone have cooled down: not listed as cooling
 	f.release(ipam.Owner{Kind: ipam.OwnerInstance, ID: "i3"})
 
-	owners := func(fl ipam.ListFilter) string {
+	// The fixture is only read from here on: the cases run in parallel.
+	owners := func(t *testing.T, fl ipam.ListFilter) string {
 		t.Helper()
 		got, err := f.st.ListAllocations(f.ctx, fl)
 		if err != nil {
@@ -39,31 +40,38 @@ func TestListAllocations(t *testing.T) {
 		slices.Sort(out)
 		return strings.Join(out, " ")
 	}
-	for _, c := range []struct {
+	for _, tc := range []struct {
+		name string
 		f    ipam.ListFilter
 		want string
 	}{
-		{ipam.ListFilter{}, "i1:active:instance i3:cooling:instance n1:active:node prod:active:ipv4"},
-		{ipam.ListFilter{ClusterID: "c1", OrgID: "acme"}, "i1:active:instance prod:active:ipv4"},
-		{ipam.ListFilter{EnvID: "prod"}, "i1:active:instance i3:cooling:instance prod:active:ipv4"},
-		{ipam.ListFilter{NodeID: "n1"}, "i1:active:instance n1:active:node"},
-		{ipam.ListFilter{InstanceID: "i3"}, "i3:cooling:instance"},
-		{ipam.ListFilter{Category: "ipv4"}, "prod:active:ipv4"},
-		{ipam.ListFilter{PoolID: "c1/instance", State: "active"}, "i1:active:instance"},
-		{ipam.ListFilter{State: "cooling"}, "i3:cooling:instance"},
-		{ipam.ListFilter{State: "reserved"}, ""},
-		{ipam.ListFilter{OwnerKind: "node"}, "n1:active:node"},
-		{ipam.ListFilter{ClusterID: "c2"}, ""},
+		{"everything", ipam.ListFilter{}, "i1:active:instance i3:cooling:instance n1:active:node prod:active:ipv4"},
+		{"cluster and org", ipam.ListFilter{ClusterID: "c1", OrgID: "acme"}, "i1:active:instance prod:active:ipv4"},
+		{"env", ipam.ListFilter{EnvID: "prod"}, "i1:active:instance i3:cooling:instance prod:active:ipv4"},
+		{"node", ipam.ListFilter{NodeID: "n1"}, "i1:active:instance n1:active:node"},
+		{"instance", ipam.ListFilter{InstanceID: "i3"}, "i3:cooling:instance"},
+		{"category", ipam.ListFilter{Category: "ipv4"}, "prod:active:ipv4"},
+		{"pool and state", ipam.ListFilter{PoolID: "c1/instance", State: "active"}, "i1:active:instance"},
+		{"cooling", ipam.ListFilter{State: "cooling"}, "i3:cooling:instance"},
+		{"reserved", ipam.ListFilter{State: "reserved"}, ""},
+		{"owner kind", ipam.ListFilter{OwnerKind: "node"}, "n1:active:node"},
+		{"other cluster", ipam.ListFilter{ClusterID: "c2"}, ""},
 	} {
-		if got := owners(c.f); got != c.want {
-			t.Errorf("%+v: got %q, want %q", c.f, got, c.want)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := owners(t, tc.f); got != tc.want {
+				t.Errorf("%+v: got %q, want %q", tc.f, got, tc.want)
+			}
+		})
+	}
+	t.Run("limit", func(t *testing.T) {
+		t.Parallel()
+		got, err := f.st.ListAllocations(f.ctx, ipam.ListFilter{Limit: 2})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("limit: %d %v", len(got), err)
 		}
-	}
-	got, err := f.st.ListAllocations(f.ctx, ipam.ListFilter{Limit: 2})
-	if err != nil || len(got) != 2 {
-		t.Fatalf("limit: %d %v", len(got), err)
-	}
-	for _, bad := range []struct {
+	})
+	for _, tc := range []struct {
 		f     ipam.ListFilter
 		field string
 	}{
@@ -73,11 +81,14 @@ func TestListAllocations(t *testing.T) {
 		{ipam.ListFilter{PoolID: "nopool"}, "pool_id"},
 		{ipam.ListFilter{OwnerKind: "vm"}, "owner_kind"},
 	} {
-		_, err := f.st.ListAllocations(f.ctx, bad.f)
-		var ie *ipam.InvalidError
-		if !errors.As(err, &ie) || ie.Field != bad.field {
-			t.Errorf("%+v: %v, want invalid %s", bad.f, err, bad.field)
-		}
+		t.Run("invalid/"+tc.field, func(t *testing.T) {
+			t.Parallel()
+			_, err := f.st.ListAllocations(f.ctx, tc.f)
+			var ie *ipam.InvalidError
+			if !errors.As(err, &ie) || ie.Field != tc.field {
+				t.Errorf("%+v: %v, want invalid %s", tc.f, err, tc.field)
+			}
+		})
 	}
 }
 
@@ -121,15 +132,18 @@ func TestLookupAddress(t *testing.T) {
 	if got = lookup("198.51.100.7", ""); got.Status != ipam.StatusExcluded {
 		t.Errorf("broadcast: %+v", got)
 	}
-	for addr, want := range map[string]string{
-		"2001:db8:0:5::1": `inside the prefix of cluster "c1" but in none of its pools`,
-		"2001:dead::1":    "in no pool of any cluster",
-		"203.0.113.1":     "in no pool of any cluster",
+	// Sequential: clusters and pools are added right after these.
+	for _, tc := range []struct{ name, addr, want string }{
+		{"in the cluster, in no pool", "2001:db8:0:5::1", `inside the prefix of cluster "c1" but in none of its pools`},
+		{"in no cluster", "2001:dead::1", "in no pool of any cluster"},
+		{"IPv4 in no pool", "203.0.113.1", "in no pool of any cluster"},
 	} {
-		_, err := f.st.LookupAddress(f.ctx, netip.MustParseAddr(addr), "")
-		if !errors.Is(err, ipam.ErrNotFound) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want not_found saying %q", addr, err, want)
-		}
+		t.Run("not found/"+tc.name, func(t *testing.T) {
+			_, err := f.st.LookupAddress(f.ctx, netip.MustParseAddr(tc.addr), "")
+			if !errors.Is(err, ipam.ErrNotFound) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want not_found saying %q", tc.addr, err, tc.want)
+			}
+		})
 	}
 	// Private IPv4 blocks may repeat across clusters: both are found.
 	mkCluster(t, f.st, "c2", "2001:db9::/48", "", "")
@@ -157,7 +171,8 @@ func TestListEvents(t *testing.T) {
 	f.alloc("c1/node", node("n1"))
 	f.alloc("c1/instance", instance("i1"))
 	f.release(instance("i1"))
-	types := func(fl ipam.EventFilter) string {
+	// The events are only read from here on: the cases run in parallel.
+	types := func(t *testing.T, fl ipam.EventFilter) string {
 		t.Helper()
 		evs, err := f.st.ListEvents(f.ctx, fl)
 		if err != nil {
@@ -169,24 +184,30 @@ func TestListEvents(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if got := types(ipam.EventFilter{Since: start}); got != "node.enrolled,instance.allocated,instance.released" {
-		t.Errorf("since start: %s", got)
+	for _, tc := range []struct {
+		name string
+		f    ipam.EventFilter
+		want string
+	}{
+		{"since start", ipam.EventFilter{Since: start}, "node.enrolled,instance.allocated,instance.released"},
+		{"all of c1", ipam.EventFilter{ClusterID: "c1"}, "cluster.created,pool.created,node.enrolled,instance.allocated,instance.released"},
+		{"by type", ipam.EventFilter{Types: []string{"instance.*", "cluster.created"}}, "cluster.created,instance.allocated,instance.released"},
+		{"newest two", ipam.EventFilter{Limit: 2}, "instance.allocated,instance.released"},
+		{"no IPv4 events", ipam.EventFilter{Types: []string{"env.ipv4_*"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := types(t, tc.f); got != tc.want {
+				t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+			}
+		})
 	}
-	if got := types(ipam.EventFilter{ClusterID: "c1"}); got != "cluster.created,pool.created,node.enrolled,instance.allocated,instance.released" {
-		t.Errorf("all of c1: %s", got)
-	}
-	if got := types(ipam.EventFilter{Types: []string{"instance.*", "cluster.created"}}); got != "cluster.created,instance.allocated,instance.released" {
-		t.Errorf("by type: %s", got)
-	}
-	if got := types(ipam.EventFilter{Limit: 2}); got != "instance.allocated,instance.released" {
-		t.Errorf("newest two: %s", got)
-	}
-	if got := types(ipam.EventFilter{Types: []string{"env.ipv4_*"}}); got != "" {
-		t.Errorf("no IPv4 events: %s", got)
-	}
-	if _, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{"*"}}); ipam.Code(err) != ipam.CodeInvalid {
-		t.Errorf("type *: %v", err)
-	}
+	t.Run("type *", func(t *testing.T) {
+		t.Parallel()
+		if _, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{"*"}}); ipam.Code(err) != ipam.CodeInvalid {
+			t.Errorf("type *: %v", err)
+		}
+	})
 }
 
 // The inventory calls list keys for `terraform query`: every cluster, the
@@ -215,31 +236,42 @@ func TestInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	join := func(v any, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Trim(strings.ReplaceAll(fmt.Sprint(v), "} {", " "), "[]{}")
-	}
-	for _, c := range []struct{ name, got, want string }{
-		{"clusters", join(f.st.ListClusterIDs(f.ctx)), "c0 c1"},
-		{"pools of c1", join(f.st.ListPools(f.ctx, "c1")), "c1/instance c1/node c1/v4"},
-		{"operator pools", join(f.st.ListPools(f.ctx, "", ipam.CategoryIPv4, ipam.CategoryIPv6)), "c1/v4"},
-		{"pools of c0", join(f.st.ListPools(f.ctx, "c0", ipam.CategoryIPv4)), ""},
-		{"sets", join(f.st.ListSets(f.ctx, "", "", "")), "c1 web"},
-		{"sets of acme/prod", join(f.st.ListSets(f.ctx, "c1", "acme", "prod")), "c1 web"},
-		{"sets of dev", join(f.st.ListSets(f.ctx, "", "", "dev")), ""},
-		{"nodes with blocks", join(f.st.NodesWithBlocks(f.ctx, "c1")), "c1 n1"},
+	// The fixture is only read from here on: the cases run in parallel.
+	for _, tc := range []struct {
+		name string
+		list func() (any, error)
+		want string
+	}{
+		{"clusters", func() (any, error) { return f.st.ListClusterIDs(f.ctx) }, "c0 c1"},
+		{"pools of c1", func() (any, error) { return f.st.ListPools(f.ctx, "c1") }, "c1/instance c1/node c1/v4"},
+		{"operator pools", func() (any, error) { return f.st.ListPools(f.ctx, "", ipam.CategoryIPv4, ipam.CategoryIPv6) }, "c1/v4"},
+		{"pools of c0", func() (any, error) { return f.st.ListPools(f.ctx, "c0", ipam.CategoryIPv4) }, ""},
+		{"sets", func() (any, error) { return f.st.ListSets(f.ctx, "", "", "") }, "c1 web"},
+		{"sets of acme in prod", func() (any, error) { return f.st.ListSets(f.ctx, "c1", "acme", "prod") }, "c1 web"},
+		{"sets of dev", func() (any, error) { return f.st.ListSets(f.ctx, "", "", "dev") }, ""},
+		{"nodes with blocks", func() (any, error) { return f.st.NodesWithBlocks(f.ctx, "c1") }, "c1 n1"},
 	} {
-		if c.got != c.want {
-			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := tc.list()
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if got := strings.Trim(strings.ReplaceAll(fmt.Sprint(v), "} {", " "), "[]{}"); got != tc.want {
+				t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+			}
+		})
+	}
+	t.Run("invalid/category", func(t *testing.T) {
+		t.Parallel()
+		if _, err := f.st.ListPools(f.ctx, "c1", "v6"); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "category") {
+			t.Errorf("an unknown category: %v, want an invalid category", err)
 		}
-	}
-	if _, err := f.st.ListPools(f.ctx, "c1", "v6"); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "category") {
-		t.Errorf("an unknown category: %v, want an invalid category", err)
-	}
-	if _, err := f.st.ListSets(f.ctx, "", "bad org", ""); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "org_id") {
-		t.Errorf("an invalid org: %v, want org_id named", err)
-	}
+	})
+	t.Run("invalid/org", func(t *testing.T) {
+		t.Parallel()
+		if _, err := f.st.ListSets(f.ctx, "", "bad org", ""); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "org_id") {
+			t.Errorf("an invalid org: %v, want org_id named", err)
+		}
+	})
 }

@@ -96,11 +96,19 @@ func TestIPv4ExactClaims(t *testing.T) {
 	if err := claim("b", "198.51.100.5"); ipam.Code(err) != ipam.CodeAddressInUse || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("in use: %v", err)
 	}
-	for _, gap := range []string{"198.51.100.9", "198.51.100.0", "198.51.100.15", "10.0.0.1"} {
-		var ie *ipam.InvalidError
-		if err := claim("b", gap); !errors.As(err, &ie) || ie.Field != "address" {
-			t.Fatalf("%s: %v", gap, err)
-		}
+	// Sequential: the scenario goes on with owner b's claims after these.
+	for _, tc := range []struct{ name, addr string }{
+		{"excluded", "198.51.100.9"},
+		{"network address", "198.51.100.0"},
+		{"broadcast address", "198.51.100.15"},
+		{"outside the pool", "10.0.0.1"},
+	} {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			var ie *ipam.InvalidError
+			if err := claim("b", tc.addr); !errors.As(err, &ie) || ie.Field != "address" {
+				t.Fatalf("%s: %v, want invalid address", tc.addr, err)
+			}
+		})
 	}
 	_, _ = st.Release(ctx, "c1", env("a"), 0)
 	if err := claim("b", "198.51.100.5"); ipam.Code(err) != ipam.CodeAddressCooling {
@@ -125,25 +133,30 @@ func TestPoolValidationAndPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []struct {
+		name  string
 		p     ipam.Pool
 		field string
 		msg   string
 	}{
-		{ipam.Pool{ClusterID: "c1", Name: "mixed", CIDRs: prefixes("192.0.2.0/24", "2001:db8:5::/64")}, "cidrs", "different address families"},
-		{ipam.Pool{ClusterID: "c1", Name: "overlap", CIDRs: prefixes("192.0.2.0/24", "192.0.2.128/25")}, "cidrs", "overlap"},
-		{ipam.Pool{ClusterID: "c1", Name: "excl", CIDRs: prefixes("192.0.2.0/24"), Exclude: prefixes("192.0.3.1/32")}, "exclude", "not inside"},
-		{ipam.Pool{ClusterID: "c1", Name: "v6", CIDRs: prefixes("2001:db8:0:1:ffff::/80")}, "cidrs", "instance prefix"},
-		{ipam.Pool{ClusterID: "c1", Name: "dup", CIDRs: prefixes("198.51.100.128/25")}, "cidrs", `pool "c1/pub"`},
-		{ipam.Pool{ClusterID: "c2", Name: "steal", CIDRs: prefixes("198.51.100.0/25")}, "cidrs", "public IPv4"},
-		{ipam.Pool{ClusterID: "c1", Name: "node", CIDRs: prefixes("192.0.2.0/24")}, "name", "cluster's own pool"},
-		{ipam.Pool{ClusterID: "nope", Name: "x", CIDRs: prefixes("192.0.2.0/24")}, "cluster_id", "does not exist"},
+		{"mixed families", ipam.Pool{ClusterID: "c1", Name: "mixed", CIDRs: prefixes("192.0.2.0/24", "2001:db8:5::/64")}, "cidrs", "different address families"},
+		{"overlapping blocks", ipam.Pool{ClusterID: "c1", Name: "overlap", CIDRs: prefixes("192.0.2.0/24", "192.0.2.128/25")}, "cidrs", "overlap"},
+		{"exclusion outside", ipam.Pool{ClusterID: "c1", Name: "excl", CIDRs: prefixes("192.0.2.0/24"), Exclude: prefixes("192.0.3.1/32")}, "exclude", "not inside"},
+		{"inside the instance prefix", ipam.Pool{ClusterID: "c1", Name: "v6", CIDRs: prefixes("2001:db8:0:1:ffff::/80")}, "cidrs", "instance prefix"},
+		{"overlapping another pool", ipam.Pool{ClusterID: "c1", Name: "dup", CIDRs: prefixes("198.51.100.128/25")}, "cidrs", `pool "c1/pub"`},
+		{"public IPv4 of another cluster", ipam.Pool{ClusterID: "c2", Name: "steal", CIDRs: prefixes("198.51.100.0/25")}, "cidrs", "public IPv4"},
+		{"reserved name", ipam.Pool{ClusterID: "c1", Name: "node", CIDRs: prefixes("192.0.2.0/24")}, "name", "cluster's own pool"},
+		{"unknown cluster", ipam.Pool{ClusterID: "nope", Name: "x", CIDRs: prefixes("192.0.2.0/24")}, "cluster_id", "does not exist"},
 	}
-	for _, b := range bad {
-		_, err := st.CreatePool(ctx, b.p)
-		var ie *ipam.InvalidError
-		if !errors.As(err, &ie) || ie.Field != b.field || !strings.Contains(ie.Msg, b.msg) {
-			t.Errorf("%s: %v; want %s: ...%s...", b.p.Name, err, b.field, b.msg)
-		}
+	// Sequential, not parallel: c2/priv is created after them
+	// (parallel subtests would run after the rest of the test).
+	for _, tc := range bad {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			_, err := st.CreatePool(ctx, tc.p)
+			var ie *ipam.InvalidError
+			if !errors.As(err, &ie) || ie.Field != tc.field || !strings.Contains(ie.Msg, tc.msg) {
+				t.Errorf("%s: %v; want %s: ...%s...", tc.p.Name, err, tc.field, tc.msg)
+			}
+		})
 	}
 	// Private IPv4 blocks may repeat across clusters.
 	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c2", Name: "priv", CIDRs: prefixes("10.0.0.0/24")}); err != nil {

@@ -85,12 +85,20 @@ func TestSeamPoolsNeverCrossClusters(t *testing.T) {
 	st, ctx := sts[0], context.Background()
 	seamCluster(t, st, ipam.Cluster{ID: "a", Prefix: pfx("2001:db8:a::/48")})
 	b := seamCluster(t, st, ipam.Cluster{ID: "b", Prefix: pfx("2001:db8:b::/48")})
-	for _, cidr := range []string{b.NodePrefix.String(), "2001:db8:b:9::/64", "2001:db8:b::/47"} {
-		_, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "a", Name: "v6", CIDRs: []netip.Prefix{pfx(cidr)}})
-		var inv *ipam.InvalidError
-		if !errors.As(err, &inv) || inv.Field != "cidrs" {
-			t.Fatalf("pool %s of cluster a: %v, want invalid_input on cidrs", cidr, err)
-		}
+	// Sequential: the pool a/v6 these try to create is created for real
+	// right after them.
+	for _, tc := range []struct{ name, cidr string }{
+		{"b's node prefix", b.NodePrefix.String()},
+		{"inside b", "2001:db8:b:9::/64"},
+		{"over b", "2001:db8:b::/47"},
+	} {
+		t.Run("refused pool/"+tc.name, func(t *testing.T) {
+			_, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "a", Name: "v6", CIDRs: []netip.Prefix{pfx(tc.cidr)}})
+			var inv *ipam.InvalidError
+			if !errors.As(err, &inv) || inv.Field != "cidrs" {
+				t.Fatalf("pool %s of cluster a: %v, want invalid_input on cidrs", tc.cidr, err)
+			}
+		})
 	}
 	// Inside its own cluster, outside the node and instance prefixes: fine.
 	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "a", Name: "v6", CIDRs: []netip.Prefix{pfx("2001:db8:a:9::/120")}}); err != nil {
@@ -103,13 +111,18 @@ func TestSeamPoolsNeverCrossClusters(t *testing.T) {
 	}
 	// The database refuses it whatever code path writes: a block outside its
 	// cluster, and a block overlapping another cluster's.
-	for _, q := range []string{
-		`INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block) VALUES ('a/v6', 'a', '2001:db8:a::/48', '2001:db8:b:9::/64')`,
-		`INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block) VALUES ('b/node', 'b', '2001:db8:b::/48', '2001:db8:b::/120')`,
+	// Sequential: raw is one connection, not safe for concurrent use.
+	for _, tc := range []struct{ name, sql string }{
+		{"block outside its cluster",
+			`INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block) VALUES ('a/v6', 'a', '2001:db8:a::/48', '2001:db8:b:9::/64')`},
+		{"block overlapping another cluster's",
+			`INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block) VALUES ('b/node', 'b', '2001:db8:b::/48', '2001:db8:b::/120')`},
 	} {
-		if _, err := raw.Exec(ctx, q); err == nil {
-			t.Fatalf("the database accepted %s", q)
-		}
+		t.Run("refused row/"+tc.name, func(t *testing.T) {
+			if _, err := raw.Exec(ctx, tc.sql); err == nil {
+				t.Fatalf("the database accepted %s", tc.sql)
+			}
+		})
 	}
 }
 
@@ -188,13 +201,16 @@ func TestSeamNodeBlocksAreCapped(t *testing.T) {
 		length, max int
 		ok          bool
 	}{{80, 1, false}, {100, 16, false}, {108, 1, true}, {112, 16, true}, {108, 2, false}} {
-		err := ipam.BlockScaling{PrefixLength: tc.length, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: tc.max}.Validate()
-		if (err == nil) != tc.ok {
-			t.Fatalf("/%d x %d: %v", tc.length, tc.max, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), "block_prefix_length") && !strings.Contains(err.Error(), "1048576") {
-			t.Fatalf("/%d x %d: %v does not name the attribute and limit", tc.length, tc.max, err)
-		}
+		t.Run(fmt.Sprintf("length %d max_blocks %d", tc.length, tc.max), func(t *testing.T) {
+			t.Parallel()
+			err := ipam.BlockScaling{PrefixLength: tc.length, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: tc.max}.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("/%d x %d: %v (want valid: %v)", tc.length, tc.max, err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "block_prefix_length") && !strings.Contains(err.Error(), "1048576") {
+				t.Fatalf("/%d x %d: %v does not name the attribute and limit", tc.length, tc.max, err)
+			}
+		})
 	}
 }
 
@@ -410,33 +426,37 @@ func TestSeamDestroyRacingAllocation(t *testing.T) {
 		if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: id, Name: "v4", CIDRs: []netip.Prefix{pfx("10.0.0.0/29")}}); err != nil {
 			t.Fatal(err)
 		}
+		// Sequential, in this order: the pool goes before its cluster, and
+		// raw is one connection.
 		for _, tc := range []struct {
-			pool    string
-			destroy func() error
+			name, pool string
+			destroy    func() error
 		}{
-			{id + "/v4", func() error { return st.DeletePool(ctx, id+"/v4", false) }},
-			{id + "/node", func() error { return st.DeleteCluster(ctx, id, false) }},
+			{"pool", id + "/v4", func() error { return st.DeletePool(ctx, id+"/v4", false) }},
+			{"cluster", id + "/node", func() error { return st.DeleteCluster(ctx, id, false) }},
 		} {
-			var wg sync.WaitGroup
-			var allocErr, delErr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				_, allocErr = st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(tc.pool), Owner: env("e" + id)})
-			}()
-			go func() { defer wg.Done(); delErr = tc.destroy() }()
-			wg.Wait()
-			if allocErr == nil && delErr == nil {
-				t.Fatalf("round %d, %s: the allocation succeeded and the destroy deleted it", round, tc.pool)
-			}
-			if allocErr == nil && seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND owner_id = $2 AND state = 'active'`, tc.pool, "e"+id) != 1 {
-				t.Fatalf("round %d, %s: the reported allocation is gone", round, tc.pool)
-			}
-			if allocErr == nil {
-				if _, err := st.Release(ctx, id, env("e"+id), 0); err != nil {
-					t.Fatal(err)
+			t.Run(fmt.Sprintf("round %d/%s", round, tc.name), func(t *testing.T) {
+				var wg sync.WaitGroup
+				var allocErr, delErr error
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					_, allocErr = st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(tc.pool), Owner: env("e" + id)})
+				}()
+				go func() { defer wg.Done(); delErr = tc.destroy() }()
+				wg.Wait()
+				if allocErr == nil && delErr == nil {
+					t.Fatalf("round %d, %s: the allocation succeeded and the destroy deleted it", round, tc.pool)
 				}
-			}
+				if allocErr == nil && seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND owner_id = $2 AND state = 'active'`, tc.pool, "e"+id) != 1 {
+					t.Fatalf("round %d, %s: the reported allocation is gone", round, tc.pool)
+				}
+				if allocErr == nil {
+					if _, err := st.Release(ctx, id, env("e"+id), 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -89,24 +89,30 @@ func TestAddressSetExactClaimsAndAllOrNothing(t *testing.T) {
 	}
 	owner := ipam.Owner{ID: "vm-1"}
 	cases := []struct {
+		name string
 		e    ipam.SetEntry
 		code string
 		text string
 	}{
-		{ipam.SetEntry{Key: "k", Address: netip.MustParseAddr("203.0.113.10")}, ipam.CodeAddressInUse, `"vm-2#x"`},
-		{ipam.SetEntry{Key: "k", Address: netip.MustParseAddr("203.0.113.11")}, ipam.CodeAddressCooling, "until"},
-		{ipam.SetEntry{Key: "k", Pools: []string{"c1/small"}, Address: netip.MustParseAddr("203.0.113.12")}, ipam.CodeInvalid, "outside every listed pool"},
-		{ipam.SetEntry{Key: "k", Address: netip.MustParseAddr("192.0.2.1")}, ipam.CodeInvalid, "in no pool"},
+		{"in use", ipam.SetEntry{Key: "k", Address: netip.MustParseAddr("203.0.113.10")}, ipam.CodeAddressInUse, `"vm-2#x"`},
+		{"cooling", ipam.SetEntry{Key: "k", Address: netip.MustParseAddr("203.0.113.11")}, ipam.CodeAddressCooling, "until"},
+		{"outside the listed pools", ipam.SetEntry{Key: "k", Pools: []string{"c1/small"}, Address: netip.MustParseAddr("203.0.113.12")}, ipam.CodeInvalid, "outside every listed pool"},
+		{"in no pool", ipam.SetEntry{Key: "k", Address: netip.MustParseAddr("192.0.2.1")}, ipam.CodeInvalid, "in no pool"},
 	}
-	for _, c := range cases {
-		// A good key beside the bad one: nothing of the change may land.
-		_, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: owner, Add: []ipam.SetEntry{{Key: "good", Family: 4}, c.e}})
-		if ipam.Code(err) != c.code || !strings.Contains(err.Error(), c.text) {
-			t.Errorf("%+v: %v; want %s mentioning %s", c.e, err, c.code, c.text)
-		}
-		if m, err := st.GetSet(ctx, "c1", "vm-1"); err != nil || len(m) != 0 {
-			t.Fatalf("a failed change left %d members behind (%v)", len(m), err)
-		}
+	// Sequential: every case changes the set of vm-1 and checks it is still
+	// empty after, and the cooling case needs vm-2's "y" still cooling, which
+	// the scenario below takes back.
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// A good key beside the bad one: nothing of the change may land.
+			_, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: owner, Add: []ipam.SetEntry{{Key: "good", Family: 4}, tc.e}})
+			if ipam.Code(err) != tc.code || !strings.Contains(err.Error(), tc.text) {
+				t.Errorf("%+v: %v; want %s mentioning %s", tc.e, err, tc.code, tc.text)
+			}
+			if m, err := st.GetSet(ctx, "c1", "vm-1"); err != nil || len(m) != 0 {
+				t.Fatalf("a failed change left %d members behind (%v)", len(m), err)
+			}
+		})
 	}
 	// The same owner takes its own cooling address back.
 	if _, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: other, Add: []ipam.SetEntry{{Key: "y", Address: netip.MustParseAddr("203.0.113.11")}}}); err != nil {

@@ -95,22 +95,27 @@ func TestClusterValidation(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
 	bad := []struct {
+		name  string
 		c     ipam.Cluster
 		field string
 	}{
-		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("10.0.0.0/8"), InstanceCooldown: time.Hour}, "prefix"},
-		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/65"), InstanceCooldown: time.Hour}, "prefix"},
-		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), InstanceCooldown: time.Minute}, "instance_cooldown"},
-		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodePrefix: netip.MustParsePrefix("2001:db9::/64"), InstanceCooldown: time.Hour}, "node_prefix"},
-		{ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodePrefix: netip.MustParsePrefix("2001:db8::/64"), InstancePrefix: netip.MustParsePrefix("2001:db8::/96"), InstanceCooldown: time.Hour}, "instance_prefix"},
-		{ipam.Cluster{ID: "", Prefix: netip.MustParsePrefix("2001:db8::/48"), InstanceCooldown: time.Hour}, "name"},
+		{"IPv4 prefix", ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("10.0.0.0/8"), InstanceCooldown: time.Hour}, "prefix"},
+		{"prefix longer than 64 bits", ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/65"), InstanceCooldown: time.Hour}, "prefix"},
+		{"instance cooldown too short", ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), InstanceCooldown: time.Minute}, "instance_cooldown"},
+		{"node prefix outside", ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodePrefix: netip.MustParsePrefix("2001:db9::/64"), InstanceCooldown: time.Hour}, "node_prefix"},
+		{"instance prefix inside node prefix", ipam.Cluster{ID: "x", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodePrefix: netip.MustParsePrefix("2001:db8::/64"), InstancePrefix: netip.MustParsePrefix("2001:db8::/96"), InstanceCooldown: time.Hour}, "instance_prefix"},
+		{"empty name", ipam.Cluster{ID: "", Prefix: netip.MustParsePrefix("2001:db8::/48"), InstanceCooldown: time.Hour}, "name"},
 	}
-	for _, b := range bad {
-		_, err := st.CreateCluster(context.Background(), b.c)
-		var ie *ipam.InvalidError
-		if !errors.As(err, &ie) || ie.Field != b.field {
-			t.Errorf("%+v: error %v, want one naming %s", b.c, err, b.field)
-		}
+	// Sequential, not parallel: the row count below must follow them
+	// (parallel subtests would run after the rest of the test).
+	for _, tc := range bad {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			_, err := st.CreateCluster(context.Background(), tc.c)
+			var ie *ipam.InvalidError
+			if !errors.As(err, &ie) || ie.Field != tc.field {
+				t.Errorf("%+v: error %v, want one naming %s", tc.c, err, tc.field)
+			}
+		})
 	}
 	var n int
 	if err := raw.QueryRow(context.Background(), `SELECT count(*) FROM ipam_clusters`).Scan(&n); err != nil || n != 0 {
@@ -331,12 +336,18 @@ func TestExactClaims(t *testing.T) {
 	if ipam.Code(err) != ipam.CodeAddressCooling || !strings.Contains(err.Error(), "until") {
 		t.Fatalf("cooling: %v", err)
 	}
-	for _, bad := range []string{"2001:db8:1::5", "2001:db8::"} {
-		_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("x"), Address: netip.MustParseAddr(bad)})
-		var ie *ipam.InvalidError
-		if !errors.As(err, &ie) || ie.Field != "address" {
-			t.Fatalf("%s: %v", bad, err)
-		}
+	for _, tc := range []struct{ name, addr string }{
+		{"outside the node prefix", "2001:db8:1::5"},
+		{"subnet-router anycast", "2001:db8::"},
+	} {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("x"), Address: netip.MustParseAddr(tc.addr)})
+			var ie *ipam.InvalidError
+			if !errors.As(err, &ie) || ie.Field != "address" {
+				t.Fatalf("%s: %v, want invalid address", tc.addr, err)
+			}
+		})
 	}
 }
 
