@@ -74,8 +74,11 @@ type Sizes struct {
 	ReadSamples    int
 	TFResources    int
 	TFRounds       int
-	BulkKeys       int
-	RoundTripOps   int
+	// TFLargeResources is the size of the terraform section's one large
+	// round (provider memory, refresh scaling); 0 skips it.
+	TFLargeResources int
+	BulkKeys         int
+	RoundTripOps     int
 }
 
 // FullSizes are the sizes of `make bench` (the issue's).
@@ -84,7 +87,7 @@ func FullSizes() Sizes {
 		Clients: []int{1, 4, 16}, CellDuration: 4 * time.Second, PgbenchSeconds: 4, Rounds: 3, IPv4Block: 16,
 		GrowthLevels: []int{0, 100_000, 1_000_000}, GrowthSamples: 2000,
 		ReuseCooled: 1_000_000, ReuseSamples: 2000, ReadSamples: 30,
-		TFResources: 500, TFRounds: 3, BulkKeys: 1000, RoundTripOps: 200,
+		TFResources: 500, TFRounds: 3, TFLargeResources: 5000, BulkKeys: 1000, RoundTripOps: 200,
 	}
 }
 
@@ -94,7 +97,7 @@ func SmokeSizes() Sizes {
 		Clients: []int{1, 4, 16}, CellDuration: 400 * time.Millisecond, PgbenchSeconds: 1, Rounds: 1, IPv4Block: 20,
 		GrowthLevels: []int{0, 1_000, 10_000}, GrowthSamples: 60,
 		ReuseCooled: 10_000, ReuseSamples: 60, ReadSamples: 5,
-		TFResources: 5, TFRounds: 1, BulkKeys: 10, RoundTripOps: 20,
+		TFResources: 5, TFRounds: 1, TFLargeResources: 20, BulkKeys: 10, RoundTripOps: 20,
 	}
 }
 

@@ -19,13 +19,21 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
-// tfEnv is a built provider and a CLI configuration whose dev_overrides
-// point terraform at it: no registry is contacted.
+// tfEnv is the built providers and a CLI configuration whose dev_overrides
+// point terraform at them: no registry is contacted.
 type tfEnv struct {
 	bin     string // terraform
 	dir     string
 	cliConf string
 	dbURL   string
+}
+
+// tfProviders are built into one directory under the names terraform looks
+// for there: the provider, and the do-nothing one that is the fair reference
+// for an external provider's overhead (bench/noopprovider).
+var tfProviders = []struct{ address, binary, pkg string }{
+	{"registry.terraform.io/overlayipam/ipam", "terraform-provider-ipam", "."},
+	{"registry.terraform.io/overlayipam/noop", "terraform-provider-noop", "./bench/noopprovider"},
 }
 
 func (r *runner) tfSetup(ctx context.Context) (*tfEnv, error) {
@@ -40,14 +48,18 @@ func (r *runner) tfSetup(ctx context.Context) (*tfEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "terraform-provider-ipam"), ".")
-	build.Dir = r.cfg.RepoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("building the provider: %v\n%s", err, out)
+	var overrides strings.Builder
+	for _, p := range tfProviders {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, p.binary), p.pkg)
+		build.Dir = r.cfg.RepoRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("building %s: %v\n%s", p.pkg, err, out)
+		}
+		fmt.Fprintf(&overrides, "    %q = %q\n", p.address, dir)
 	}
 	conf := filepath.Join(dir, "terraformrc")
-	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"registry.terraform.io/overlayipam/ipam\" = %q\n  }\n  direct {}\n}\n", dir)
+	rc := "provider_installation {\n  dev_overrides {\n" + overrides.String() + "  }\n  direct {}\n}\n"
 	if err := os.WriteFile(conf, []byte(rc), 0o600); err != nil {
 		return nil, err
 	}
@@ -75,7 +87,7 @@ type tfRun struct {
 	out         string
 }
 
-func (e *tfEnv) run(ctx context.Context, wd string, extraEnv []string, args ...string) (tfRun, error) {
+func (e *tfEnv) run(ctx context.Context, wd string, args ...string) (tfRun, error) {
 	var res tfRun
 	cmd := exec.CommandContext(ctx, e.bin, append(args, "-no-color")...)
 	cmd.Dir = wd
@@ -86,7 +98,7 @@ func (e *tfEnv) run(ctx context.Context, wd string, extraEnv []string, args ...s
 		}
 		env = append(env, kv)
 	}
-	cmd.Env = append(append(env, "TF_CLI_CONFIG_FILE="+e.cliConf, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "IPAM_DATABASE_URL="+e.dbURL), extraEnv...)
+	cmd.Env = append(env, "TF_CLI_CONFIG_FILE="+e.cliConf, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "IPAM_DATABASE_URL="+e.dbURL)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t := time.Now()
@@ -172,6 +184,24 @@ func instancesConfig(cluster string, n int) string {
 `, n, cluster)
 }
 
+// noopConfig is instancesConfig for the do-nothing provider: n resources
+// with the same owner names and labels, and nothing behind them.
+func noopConfig(n int) string {
+	return fmt.Sprintf(`terraform {
+  required_providers {
+    noop = { source = "overlayipam/noop" }
+  }
+}
+
+resource "noop_thing" "r" {
+  count  = %d
+  name   = "i-${count.index}"
+  org_id = "acme"
+  env_id = "prod"
+}
+`, n)
+}
+
 func dataConfig(n int) string {
 	return fmt.Sprintf(`resource "terraform_data" "r" {
   count = %d
@@ -195,29 +225,47 @@ func bulkSetConfig(cluster string, n int) string {
 `, cluster, n)
 }
 
-// pairResult is one configuration measured next to another.
-type pairResult struct {
-	applyA, applyB, planA, planB []time.Duration
-	providerKB                   int64
-	cpuA, cpuB                   time.Duration
-	providerCPU                  time.Duration // config a's provider processes, apply and plan
-	commits                      int64
-	serverCPU                    time.Duration
+// The timed steps of a round, in order: apply, then a plan that refreshes
+// every resource and must find no change.
+const (
+	applyStep = iota
+	planStep
+)
+
+var (
+	stepNames = [...]string{"apply", "plan (refresh)"}
+	stepArgs  = [...][]string{{"apply", "-auto-approve", "-input=false"}, {"plan", "-input=false", "-detailed-exitcode"}}
+)
+
+// tfResult is one configuration's side of a comparison.
+type tfResult struct {
+	times       [len(stepNames)][]time.Duration // per step, one per round
+	cpu         time.Duration                   // terraform and its children, all steps and rounds
+	providerCPU time.Duration                   // the provider processes alone
+	providerKB  int64                           // peak of any one provider process
 }
 
-// pair applies and then re-plans configuration a next to configuration b,
-// rounds times, alternating which goes first. Each configuration gets a
-// fresh cluster and working directory per round.
-func (r *runner) pair(ctx context.Context, e *tfEnv, a, b func(cluster string) string, rounds int, envA []string) (*pairResult, error) {
-	res := &pairResult{}
+// comparison is configurations measured side by side.
+type comparison struct {
+	cfg       []tfResult    // in the order given to compare
+	commits   int64         // database transactions of the first configuration's applies
+	serverCPU time.Duration // PostgreSQL server CPU during them
+}
+
+// compare applies and then re-plans each configuration, rounds times, the
+// configurations taking turns to go first (round k starts with the k-th,
+// modulo their number). Each configuration gets a fresh cluster and working
+// directory per round.
+func (r *runner) compare(ctx context.Context, e *tfEnv, rounds int, cfgs ...func(cluster string) string) (*comparison, error) {
+	res := &comparison{cfg: make([]tfResult, len(cfgs))}
 	setup, err := ipam.Open(ctx, ipam.Config{DatabaseURL: e.dbURL, MaxConnections: 1, Actor: "terraform"})
 	if err != nil {
 		return nil, err
 	}
 	defer setup.Close()
 	for round := 0; round < rounds; round++ {
-		var wds [2]string
-		for i, cfg := range []func(string) string{a, b} {
+		wds := make([]string, len(cfgs))
+		for i, cfg := range cfgs {
 			n := clusterSeq.Add(1)
 			cl, err := setup.CreateCluster(ctx, ipam.Cluster{ID: fmt.Sprintf("tf%d", n),
 				Prefix:       netip.MustParsePrefix(fmt.Sprintf("2001:db8:%x::/48", 0x100+n)),
@@ -233,48 +281,32 @@ func (r *runner) pair(ctx context.Context, e *tfEnv, a, b func(cluster string) s
 				return nil, err
 			}
 		}
-		type step struct {
-			wd    string
-			args  []string
-			into  *[]time.Duration
-			cpu   *time.Duration
-			first bool // configuration a
-		}
-		apply := []string{"apply", "-auto-approve", "-input=false"}
-		plan := []string{"plan", "-input=false", "-detailed-exitcode"}
-		steps := []step{{wds[0], apply, &res.applyA, &res.cpuA, true}, {wds[1], apply, &res.applyB, &res.cpuB, false},
-			{wds[0], plan, &res.planA, &res.cpuA, true}, {wds[1], plan, &res.planB, &res.cpuB, false}}
-		if round%2 == 1 {
-			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
-		}
-		for _, s := range steps {
-			counted := s.first && s.args[0] == "apply"
-			var c0 int64
-			var cpu0 cpuTimes
-			if counted {
-				c0 = r.commits(ctx, e.dbURL)
-				cpu0 = r.srv.cpuStart()
-			}
-			var env []string
-			if s.first {
-				env = envA
-			}
-			out, err := e.run(ctx, s.wd, env, s.args...)
-			if err != nil {
-				return nil, err
-			}
-			if counted {
-				time.Sleep(600 * time.Millisecond) // let the provider's backends report their statistics
-				res.commits += r.commits(ctx, e.dbURL) - c0
-				if cpu1 := r.srv.cpuEnd(); cpu0.ok && cpu1.ok {
-					res.serverCPU += cpu1.server - cpu0.server
+		for step, args := range stepArgs {
+			for k := range cfgs {
+				i := (round + k) % len(cfgs)
+				counted := i == 0 && step == applyStep
+				var c0 int64
+				var cpu0 cpuTimes
+				if counted {
+					c0 = r.commits(ctx, e.dbURL)
+					cpu0 = r.srv.cpuStart()
 				}
-			}
-			*s.into = append(*s.into, out.wall)
-			*s.cpu += out.cpu
-			if s.first {
-				res.providerKB = max(res.providerKB, out.providerKB)
-				res.providerCPU += out.providerCPU
+				out, err := e.run(ctx, wds[i], args...)
+				if err != nil {
+					return nil, err
+				}
+				if counted {
+					time.Sleep(600 * time.Millisecond) // let the provider's backends report their statistics
+					res.commits += r.commits(ctx, e.dbURL) - c0
+					if cpu1 := r.srv.cpuEnd(); cpu0.ok && cpu1.ok {
+						res.serverCPU += cpu1.server - cpu0.server
+					}
+				}
+				c := &res.cfg[i]
+				c.times[step] = append(c.times[step], out.wall)
+				c.cpu += out.cpu
+				c.providerCPU += out.providerCPU
+				c.providerKB = max(c.providerKB, out.providerKB)
 			}
 		}
 	}
@@ -304,7 +336,10 @@ func median(d []time.Duration) time.Duration {
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
-// terraformSection is section 4.
+// terraformSection is section 4: the provider next to a do-nothing provider,
+// the fair reference (both pay the plugin protocol, only the IPAM does work),
+// and next to terraform_data (built into terraform: no plugin at all); then
+// at TFLargeResources for memory and how refresh scales.
 func (r *runner) terraformSection(ctx context.Context) error {
 	e, err := r.tfEnvOnce(ctx)
 	if err != nil {
@@ -315,60 +350,95 @@ func (r *runner) terraformSection(ctx context.Context) error {
 		return err
 	}
 	n := r.sz.TFResources
-	res, err := r.pair(ctx, e, func(cl string) string { return instancesConfig(cl, n) }, func(string) string { return dataConfig(n) }, r.sz.TFRounds, nil)
+	res, err := r.compare(ctx, e, r.sz.TFRounds, func(cl string) string { return instancesConfig(cl, n) },
+		func(string) string { return noopConfig(n) }, func(string) string { return dataConfig(n) })
 	if err != nil {
 		return err
 	}
-	for _, x := range []struct {
-		what string
-		a, b []time.Duration
-	}{{"apply", res.applyA, res.applyB}, {"plan (refresh)", res.planA, res.planB}} {
-		ma, mb := median(x.a), median(x.b)
-		ratio := float64(ma) / float64(mb)
-		r.rep.add(Row{Section: "4 terraform", Name: fmt.Sprintf("terraform %s of %d ipam_instance_address", x.what, n),
-			Value: secs(ma), Reference: fmt.Sprintf("%d terraform_data: %s", n, secs(mb)), Ratio: fmt.Sprintf("%.2f", ratio),
-			Target: "<= 1.30", Status: metOr(ratio <= 1.3)})
+	ipamRes, noop, data := res.cfg[0], res.cfg[1], res.cfg[2]
+	for step, what := range stepNames {
+		m, mn, md := median(ipamRes.times[step]), median(noop.times[step]), median(data.times[step])
+		name := fmt.Sprintf("terraform %s of %d ipam_instance_address", what, n)
+		ratio := float64(m) / float64(mn)
+		r.rep.add(Row{Section: "4 terraform", Name: name + " vs a do-nothing provider",
+			Value: secs(m), Reference: fmt.Sprintf("%d noop_thing: %s", n, secs(mn)), Ratio: fmt.Sprintf("%.2f", ratio),
+			Target: "<= 1.10", Status: metOr(ratio <= 1.1)})
+		r.rep.add(Row{Section: "4 terraform", Name: name + " vs terraform_data (built into terraform)",
+			Value: secs(m), Reference: fmt.Sprintf("%d terraform_data: %s", n, secs(md)), Ratio: fmt.Sprintf("%.2f", float64(m)/float64(md)), Status: "info"})
 	}
-	// Experiment: the same with the plugin SDK's logging off. Unless told
-	// otherwise (TF_LOG_SDK*), terraform-plugin-go and the framework log at
-	// TRACE, as JSON on stderr, which terraform reads and drops.
-	quiet, err := r.pair(ctx, e, func(cl string) string { return instancesConfig(cl, n) }, func(string) string { return dataConfig(n) }, r.sz.TFRounds, sdkLogsOff)
-	if err != nil {
-		return err
+	r.rep.add(Row{Section: "4 terraform", Name: fmt.Sprintf("provider process peak memory (VmHWM, max over its processes), %d ipam_instance_address", n),
+		Value: mib(ipamRes.providerKB), Reference: fmt.Sprintf("%d noop_thing: %s", n, mib(noop.providerKB)), Status: "info"})
+	rounds := time.Duration(r.sz.TFRounds)
+	perRound := func(c tfResult) string {
+		return fmt.Sprintf("%s, of which the provider processes %s (%s per resource)", secs(c.cpu/rounds), secs(c.providerCPU/rounds), us(c.providerCPU/rounds/time.Duration(n)))
 	}
-	for _, x := range []struct {
-		what string
-		a, b []time.Duration
-	}{{"apply", quiet.applyA, quiet.applyB}, {"plan (refresh)", quiet.planA, quiet.planB}} {
-		ma, mb := median(x.a), median(x.b)
-		r.rep.add(Row{Section: "4 terraform (experiment)", Name: fmt.Sprintf("experiment: terraform %s of %d ipam_instance_address, plugin SDK logging off (%s)", x.what, n, strings.Join(sdkLogsOff, " ")),
-			Value: secs(ma), Reference: fmt.Sprintf("%d terraform_data: %s", n, secs(mb)), Ratio: fmt.Sprintf("%.2f", float64(ma)/float64(mb)), Status: "info"})
-	}
-	r.rep.add(Row{Section: "4 terraform", Name: "provider process peak memory (VmHWM, max over its processes)",
-		Value: fmt.Sprintf("%.1f MiB", float64(res.providerKB)/1024), Status: "info"})
-	rounds := int64(r.sz.TFRounds)
 	var lines []string
-	lines = append(lines, fmt.Sprintf("Median of %d rounds, each a fresh cluster and fresh working directories, the two configurations alternating who goes first; terraform's default -parallelism=10, provider max_connections default (4), plan_reservations default (on).", r.sz.TFRounds))
+	lines = append(lines, fmt.Sprintf("Median of %d rounds, each a fresh cluster and fresh working directories, the three configurations taking turns to go first; terraform's default -parallelism=10, provider max_connections default (4), plan_reservations default (on). noop_thing is bench/noopprovider: the plugin framework, protocol 6 and the real provider's logging defaults, no I/O.", r.sz.TFRounds))
 	lines = append(lines, fmt.Sprintf("apply of %d ipam_instance_address: %.1f database transactions per resource (pg_stat_database xact_commit: plan-time holds, allocations and the reads around them), PostgreSQL server CPU %s per resource.",
-		n, float64(res.commits)/float64(rounds)/float64(n), us(res.serverCPU/time.Duration(rounds)/time.Duration(n))))
-	lines = append(lines, fmt.Sprintf("CPU per round (apply + plan): terraform and provider %s, of which the provider processes %s (%s per resource); terraform_data %s. With the plugin SDK's logging off: %s, of which the provider %s.",
-		secs(res.cpuA/time.Duration(rounds)), secs(res.providerCPU/time.Duration(rounds)), us(res.providerCPU/time.Duration(rounds)/time.Duration(n)),
-		secs(res.cpuB/time.Duration(rounds)), secs(quiet.cpuA/time.Duration(rounds)), secs(quiet.providerCPU/time.Duration(rounds))))
-	var ra, rb []string
-	for i := range res.applyA {
-		ra = append(ra, secs(res.applyA[i])+" / "+secs(res.planA[i]))
-		rb = append(rb, secs(res.applyB[i])+" / "+secs(res.planB[i]))
+		n, float64(res.commits)/float64(rounds)/float64(n), us(res.serverCPU/rounds/time.Duration(n))))
+	lines = append(lines, fmt.Sprintf("CPU per round (apply + plan), terraform and its provider processes: ipam %s; do-nothing provider %s; terraform_data %s.",
+		perRound(ipamRes), perRound(noop), secs(data.cpu/rounds)))
+	lines = append(lines, fmt.Sprintf("The plugin protocol alone, noop_thing over terraform_data: apply %.2f, plan (refresh) %.2f.",
+		float64(median(noop.times[applyStep]))/float64(median(data.times[applyStep])), float64(median(noop.times[planStep]))/float64(median(data.times[planStep]))))
+	large, err := r.terraformLarge(ctx, e, res)
+	if err != nil {
+		return err
 	}
-	lines = append(lines, "rounds, apply / plan: ipam "+strings.Join(ra, ", ")+"; terraform_data "+strings.Join(rb, ", "))
+	lines = append(lines, large...)
+	roundsLine := "rounds, apply / plan:"
+	for _, c := range []struct {
+		name string
+		res  tfResult
+	}{{"ipam", ipamRes}, {"noop_thing", noop}, {"terraform_data", data}} {
+		var rs []string
+		for i := range c.res.times[applyStep] {
+			rs = append(rs, secs(c.res.times[applyStep][i])+" / "+secs(c.res.times[planStep][i]))
+		}
+		roundsLine += " " + c.name + " " + strings.Join(rs, ", ") + ";"
+	}
+	lines = append(lines, strings.TrimSuffix(roundsLine, ";"))
 	r.rep.note("Terraform overhead: details", lines)
 	r.rep.Commands = append(r.rep.Commands,
 		"terraform apply -auto-approve -input=false -no-color   (then) terraform plan -input=false -detailed-exitcode -no-color, in each working directory",
-		"TF_CLI_CONFIG_FILE: provider_installation { dev_overrides { \"registry.terraform.io/overlayipam/ipam\" = <dir of the freshly built provider> } direct {} }")
+		"TF_CLI_CONFIG_FILE: provider_installation { dev_overrides { \"registry.terraform.io/overlayipam/ipam\" = <dir>, \"registry.terraform.io/overlayipam/noop\" = <dir> } direct {} }, <dir> holding the freshly built provider and bench/noopprovider")
 	return nil
 }
 
-// sdkLogsOff turns off the plugin SDK's own logs in the provider process.
-var sdkLogsOff = []string{"TF_LOG_SDK=off", "TF_LOG_SDK_PROTO=off", "TF_LOG_SDK_FRAMEWORK=off"}
+// terraformLarge is the section's large run: TFLargeResources
+// ipam_instance_address next to as many noop_thing, one round (at 5,000 a
+// round takes minutes). It reports the provider's peak memory, and refresh
+// time per resource against the section's run at TFResources (small, by its
+// medians): 1 is linear. It returns lines for the details note.
+func (r *runner) terraformLarge(ctx context.Context, e *tfEnv, small *comparison) ([]string, error) {
+	n, ns := r.sz.TFLargeResources, r.sz.TFResources
+	if n <= 0 {
+		return nil, nil
+	}
+	res, err := r.compare(ctx, e, 1, func(cl string) string { return instancesConfig(cl, n) }, func(string) string { return noopConfig(n) })
+	if err != nil {
+		return nil, err
+	}
+	ipamRes, noop := res.cfg[0], res.cfg[1]
+	r.rep.add(Row{Section: "4 terraform", Name: fmt.Sprintf("provider process peak memory (VmHWM), apply + refresh of %s ipam_instance_address", num(float64(n))),
+		Value: mib(ipamRes.providerKB), Reference: fmt.Sprintf("%s noop_thing: %s", num(float64(n)), mib(noop.providerKB)),
+		Target: "< 150 MiB", Status: metOr(ipamRes.providerKB < 150*1024)})
+	// scaled is time per resource at n over time per resource at ns.
+	scaled := func(step int, at, base tfResult) float64 {
+		return at.times[step][0].Seconds() / float64(n) / (median(base.times[step]).Seconds() / float64(ns))
+	}
+	ratio := scaled(planStep, ipamRes, small.cfg[0])
+	r.rep.add(Row{Section: "4 terraform", Name: fmt.Sprintf("terraform plan (refresh) of %s ipam_instance_address, time per resource vs at %s", num(float64(n)), num(float64(ns))),
+		Value: secs(ipamRes.times[planStep][0]), Reference: fmt.Sprintf("at %s: %s (noop_thing scales %.2f)", num(float64(ns)), secs(median(small.cfg[0].times[planStep])), scaled(planStep, noop, small.cfg[1])),
+		Ratio: fmt.Sprintf("%.2f", ratio), Target: "<= 1.15 (at most linear, 15% tolerance)", Status: metOr(ratio <= 1.15)})
+	vs := func(step int) string {
+		return fmt.Sprintf("ipam %s, noop_thing %s (%.2f); per resource %.2f and %.2f of that at %s", secs(ipamRes.times[step][0]), secs(noop.times[step][0]),
+			ipamRes.times[step][0].Seconds()/noop.times[step][0].Seconds(), scaled(step, ipamRes, small.cfg[0]), scaled(step, noop, small.cfg[1]), num(float64(ns)))
+	}
+	return []string{fmt.Sprintf("%s resources, one round (ipam_instance_address first, then as many noop_thing): apply %s; plan (refresh) %s. Peak memory: the largest VmHWM of one provider process over both commands.",
+		num(float64(n)), vs(applyStep), vs(planStep))}, nil
+}
+
+func mib(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
 
 func (r *runner) tfEnvOnce(ctx context.Context) (*tfEnv, error) {
 	if r.tf != nil || r.tfErr != nil {
@@ -397,17 +467,14 @@ func (r *runner) bulkSection(ctx context.Context) error {
 		r.rep.add(Row{Section: "6 bulk", Name: name, Value: "n/a (address sets not implemented: the provider has no ipam_address_set)", Status: "n/a"})
 		return nil
 	}
-	res, err := r.pair(ctx, e, func(cl string) string { return bulkSetConfig(cl, n) },
-		func(cl string) string { return instancesConfig(cl, n) }, r.sz.TFRounds, nil)
+	res, err := r.compare(ctx, e, r.sz.TFRounds, func(cl string) string { return bulkSetConfig(cl, n) },
+		func(cl string) string { return instancesConfig(cl, n) })
 	if err != nil {
 		return err
 	}
-	for _, x := range []struct {
-		what string
-		a, b []time.Duration
-	}{{"apply", res.applyA, res.applyB}, {"plan (refresh)", res.planA, res.planB}} {
-		ma, mb := median(x.a), median(x.b)
-		r.rep.add(Row{Section: "6 bulk", Name: name + ", " + x.what, Value: secs(ma), Reference: fmt.Sprintf("%s resources: %s", num(float64(n)), secs(mb)),
+	for step, what := range stepNames {
+		ma, mb := median(res.cfg[0].times[step]), median(res.cfg[1].times[step])
+		r.rep.add(Row{Section: "6 bulk", Name: name + ", " + what, Value: secs(ma), Reference: fmt.Sprintf("%s resources: %s", num(float64(n)), secs(mb)),
 			Ratio: fmt.Sprintf("%.2f", float64(ma)/float64(mb)), Status: "info"})
 	}
 	return nil

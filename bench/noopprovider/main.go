@@ -1,0 +1,148 @@
+// Command noopprovider is the benchmark's do-nothing Terraform provider: the
+// fair reference of section 4. terraform_data runs inside terraform, while
+// every external provider pays the plugin protocol (process start, gRPC,
+// msgpack, the framework's schema walk) on each validate, plan, apply and
+// read. This one pays exactly that and nothing else: one resource, noop_thing,
+// with no I/O. It is served the way the real provider is (main.go: the same
+// framework, protocol version and logging defaults), so that the ratio of
+// ipam_instance_address to noop_thing is the IPAM's own cost.
+//
+// The benchmark builds it as terraform-provider-noop next to the real
+// provider and points a dev_overrides entry for
+// registry.terraform.io/overlayipam/noop at it; it is never released.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"log"
+	"net/netip"
+	"os"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// providerAddress is the provider's source address; bench/terraform.go
+// repeats it in the dev_overrides and the configurations.
+const providerAddress = "registry.terraform.io/overlayipam/noop"
+
+// quietSDK is main.go's quietSDK, repeated here (a main package cannot be
+// imported): the plugin SDKs log at WARN unless someone asked for logs, as
+// the real provider does, so that logging costs both the same.
+func quietSDK() {
+	if os.Getenv("TF_LOG") != "" || os.Getenv("TF_LOG_PROVIDER") != "" {
+		return
+	}
+	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
+		if _, set := os.LookupEnv(v); !set {
+			_ = os.Setenv(v, "WARN")
+		}
+	}
+}
+
+func main() {
+	quietSDK()
+	// providerserver.Serve speaks protocol version 6, as the real provider.
+	err := providerserver.Serve(context.Background(), func() provider.Provider { return noopProvider{} }, providerserver.ServeOpts{Address: providerAddress})
+	if err != nil {
+		log.Fatal(err.Error())
+	}
+}
+
+type noopProvider struct{}
+
+func (noopProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "noop"
+	resp.Version = "bench"
+}
+
+func (noopProvider) Schema(context.Context, provider.SchemaRequest, *provider.SchemaResponse) {}
+
+func (noopProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
+	// No settings and nothing to open: the real provider's pool and schema
+	// check are part of what the benchmark measures.
+}
+
+func (noopProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{func() resource.Resource { return thing{} }}
+}
+
+func (noopProvider) DataSources(context.Context) []func() datasource.DataSource { return nil }
+
+var _ resource.ResourceWithImportState = thing{}
+
+// thing is noop_thing. Its configuration has the shape of the benchmark's
+// ipam_instance_address (an owner name and two labels), its computed id and
+// address the plan modifiers of the real address attributes.
+type thing struct{}
+
+type thingModel struct {
+	ID      types.String `tfsdk:"id"`
+	Name    types.String `tfsdk:"name"`
+	OrgID   types.String `tfsdk:"org_id"`
+	EnvID   types.String `tfsdk:"env_id"`
+	Address types.String `tfsdk:"address"`
+}
+
+func (thing) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_thing"
+}
+
+func (thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	computed := func() schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+	}
+	resp.Schema = schema.Schema{Attributes: map[string]schema.Attribute{
+		"id":      computed(),
+		"name":    schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+		"org_id":  schema.StringAttribute{Optional: true},
+		"env_id":  schema.StringAttribute{Optional: true},
+		"address": computed(),
+	}}
+}
+
+// Create derives the computed values from the name alone: the same name
+// always gives the same id and address, and the labels may change in place.
+func (thing) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m thingModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m.ID = m.Name
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(m.Name.ValueString()))
+	a := [16]byte{0x20, 0x01, 0x0d, 0xb8} // 2001:db8::/32, the documentation prefix
+	binary.BigEndian.PutUint64(a[8:], h.Sum64())
+	m.Address = types.StringValue(netip.AddrFrom16(a).String())
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// Read leaves the state as it is (the framework starts the response from it).
+func (thing) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+
+// Update takes the labels from the plan; id and address are kept there by
+// UseStateForUnknown (a new name replaces the resource).
+func (thing) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m thingModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (thing) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+func (thing) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+}
