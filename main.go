@@ -2,12 +2,12 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"log"
 	"os"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/provider"
 )
@@ -39,10 +39,15 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "run the provider with support for debuggers like delve")
 	flag.Parse()
 
-	err := providerserver.Serve(context.Background(), provider.New(versionString()), providerserver.ServeOpts{
-		Address: "registry.terraform.io/overlayipam/ipam",
-		Debug:   debug,
-	})
+	server, err := provider.NewServer(versionString())()
+	if err != nil {
+		log.Fatal(err.Error())
+	}
+	var opts []tf6server.ServeOpt
+	if debug {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	err = tf6server.Serve("registry.terraform.io/overlayipam/ipam", func() tfprotov6.ProviderServer { return server }, opts...)
 	if err != nil {
 		log.Fatal(err.Error())
 	}

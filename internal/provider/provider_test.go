@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/jackc/pgx/v5"
 
@@ -17,7 +16,7 @@ import (
 // testAccProtoV6ProviderFactories serve the provider in-process to the real
 // terraform binary.
 var testAccProtoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"ipam": providerserver.NewProtocol6WithError(New("test")()),
+	"ipam": NewServer("test"),
 }
 
 // TestMain refuses to let CI pass by skipping acceptance tests, and pins the

@@ -1,0 +1,175 @@
+package provider
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+)
+
+// NewServer returns the factory of the provider's protocol 6 server: the
+// plugin framework's server for New(version), behind contextGuard. main and
+// the acceptance tests both serve it.
+func NewServer(version string) func() (tfprotov6.ProviderServer, error) {
+	return func() (tfprotov6.ProviderServer, error) {
+		inner, err := providerserver.NewProtocol6WithError(New(version)())()
+		if err != nil {
+			return nil, err
+		}
+		return guardContexts(inner), nil
+	}
+}
+
+// releaseEvery is how many requests contextGuard lets through between two
+// releases of the framework's request contexts.
+const releaseEvery = 256
+
+// contextGuard bounds the provider's memory over a long run.
+//
+// The framework's server (terraform-plugin-framework 1.19, internal/
+// proto6server) keeps the cancel function of every request's context in a
+// slice that only StopProvider empties, so that StopProvider can cancel what
+// is in flight. Each kept function holds its request's context chain (the
+// SDK's loggers and request fields, 30 to 40 KB), so a refresh and plan of
+// 5,000 resources held about half a GiB, in any framework provider. Every
+// releaseEvery requests the guard waits until no request is in flight, lets
+// none start, and calls the framework's StopProvider: it cancels only
+// contexts whose requests have returned, and empties the slice. Requests
+// hold the read side of mu while they run; the release holds the write side
+// for the moment it takes. A list stream registers its context when it
+// starts and uses it until terraform has read every result, so no release
+// runs while a stream is open. terraform's own StopProvider (an interrupt)
+// passes straight through.
+type contextGuard struct {
+	tfprotov6.ProviderServer
+	mu       sync.RWMutex
+	requests atomic.Int64
+	streams  atomic.Int64
+	releases atomic.Int64 // for tests
+}
+
+func guardContexts(inner tfprotov6.ProviderServer) *contextGuard {
+	return &contextGuard{ProviderServer: inner}
+}
+
+// guarded runs one unary request under the guard.
+func guarded[Req, Resp any](g *contextGuard, ctx context.Context, req Req, call func(context.Context, Req) (Resp, error)) (Resp, error) {
+	g.mu.RLock()
+	resp, err := call(ctx, req)
+	g.mu.RUnlock()
+	if g.requests.Add(1)%releaseEvery == 0 {
+		go g.release()
+	}
+	return resp, err
+}
+
+func (g *contextGuard) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.streams.Load() > 0 {
+		return // a later request tries again
+	}
+	_, _ = g.ProviderServer.StopProvider(context.Background(), &tfprotov6.StopProviderRequest{})
+	g.releases.Add(1)
+}
+
+func (g *contextGuard) GetMetadata(ctx context.Context, req *tfprotov6.GetMetadataRequest) (*tfprotov6.GetMetadataResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.GetMetadata)
+}
+
+func (g *contextGuard) GetProviderSchema(ctx context.Context, req *tfprotov6.GetProviderSchemaRequest) (*tfprotov6.GetProviderSchemaResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.GetProviderSchema)
+}
+
+func (g *contextGuard) GetResourceIdentitySchemas(ctx context.Context, req *tfprotov6.GetResourceIdentitySchemasRequest) (*tfprotov6.GetResourceIdentitySchemasResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.GetResourceIdentitySchemas)
+}
+
+func (g *contextGuard) ValidateProviderConfig(ctx context.Context, req *tfprotov6.ValidateProviderConfigRequest) (*tfprotov6.ValidateProviderConfigResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ValidateProviderConfig)
+}
+
+func (g *contextGuard) ConfigureProvider(ctx context.Context, req *tfprotov6.ConfigureProviderRequest) (*tfprotov6.ConfigureProviderResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ConfigureProvider)
+}
+
+func (g *contextGuard) ValidateResourceConfig(ctx context.Context, req *tfprotov6.ValidateResourceConfigRequest) (*tfprotov6.ValidateResourceConfigResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ValidateResourceConfig)
+}
+
+func (g *contextGuard) UpgradeResourceState(ctx context.Context, req *tfprotov6.UpgradeResourceStateRequest) (*tfprotov6.UpgradeResourceStateResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.UpgradeResourceState)
+}
+
+func (g *contextGuard) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ReadResource)
+}
+
+func (g *contextGuard) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.PlanResourceChange)
+}
+
+func (g *contextGuard) ApplyResourceChange(ctx context.Context, req *tfprotov6.ApplyResourceChangeRequest) (*tfprotov6.ApplyResourceChangeResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ApplyResourceChange)
+}
+
+func (g *contextGuard) ImportResourceState(ctx context.Context, req *tfprotov6.ImportResourceStateRequest) (*tfprotov6.ImportResourceStateResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ImportResourceState)
+}
+
+func (g *contextGuard) MoveResourceState(ctx context.Context, req *tfprotov6.MoveResourceStateRequest) (*tfprotov6.MoveResourceStateResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.MoveResourceState)
+}
+
+func (g *contextGuard) UpgradeResourceIdentity(ctx context.Context, req *tfprotov6.UpgradeResourceIdentityRequest) (*tfprotov6.UpgradeResourceIdentityResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.UpgradeResourceIdentity)
+}
+
+func (g *contextGuard) GenerateResourceConfig(ctx context.Context, req *tfprotov6.GenerateResourceConfigRequest) (*tfprotov6.GenerateResourceConfigResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.GenerateResourceConfig)
+}
+
+func (g *contextGuard) ValidateDataResourceConfig(ctx context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ValidateDataResourceConfig)
+}
+
+func (g *contextGuard) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.ReadDataSource)
+}
+
+func (g *contextGuard) GetFunctions(ctx context.Context, req *tfprotov6.GetFunctionsRequest) (*tfprotov6.GetFunctionsResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.GetFunctions)
+}
+
+func (g *contextGuard) CallFunction(ctx context.Context, req *tfprotov6.CallFunctionRequest) (*tfprotov6.CallFunctionResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.CallFunction)
+}
+
+// The list resources are an optional interface of the protocol server,
+// which terraform-plugin-go finds by type assertion: the guard passes it on.
+var _ tfprotov6.ListResourceServer = (*contextGuard)(nil)
+
+func (g *contextGuard) ValidateListResourceConfig(ctx context.Context, req *tfprotov6.ValidateListResourceConfigRequest) (*tfprotov6.ValidateListResourceConfigResponse, error) {
+	return guarded(g, ctx, req, g.ProviderServer.(tfprotov6.ListResourceServer).ValidateListResourceConfig)
+}
+
+// ListResource counts its stream as open from the moment it registers its
+// context until terraform has read the last result (or stopped reading). A
+// stream never read keeps the releases off: memory, never a canceled list.
+func (g *contextGuard) ListResource(ctx context.Context, req *tfprotov6.ListResourceRequest) (*tfprotov6.ListResourceServerStream, error) {
+	g.streams.Add(1)
+	stream, err := guarded(g, ctx, req, g.ProviderServer.(tfprotov6.ListResourceServer).ListResource)
+	if err != nil || stream == nil || stream.Results == nil {
+		g.streams.Add(-1)
+		return stream, err
+	}
+	results := stream.Results
+	var once sync.Once
+	stream.Results = func(yield func(tfprotov6.ListResourceResult) bool) {
+		defer once.Do(func() { g.streams.Add(-1) })
+		results(yield)
+	}
+	return stream, nil
+}
