@@ -33,8 +33,8 @@ const (
 	// (data.exact = true).
 	InvariantCounters = "stripe_counters"
 	// InvariantUsageCounts: every pool has its usage counter slots, and
-	// their sum is the number of its active rows (what usage reports as
-	// active without counting them).
+	// they and its stripes' counts add up to the number of its active rows
+	// (what usage reports as active without counting them).
 	InvariantUsageCounts = "usage_counters"
 	// InvariantSettings: the pools that hand out a cluster's node and
 	// instance addresses (its own two, and every node block pool) carry the
@@ -408,8 +408,8 @@ type Recount struct {
 // pool's) to a real count of its active addresses, and gives a pool the
 // counter slots it lacks: the repair for a usage_counters violation. Writers
 // keep running meanwhile: each pool is recounted in its own transaction with
-// all its slots locked, so what is counted is exactly what the slots held,
-// and a writer that comes later adds its change to the new count. It returns
+// all its stripes and slots locked, so what is counted is exactly what they
+// held, and a writer that comes later adds its change to the new count. It returns
 // the pools whose counters were wrong.
 func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount, error) {
 	if clusterID != "" {
@@ -440,8 +440,10 @@ func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount,
 			if _, err := tx.Exec(ctx, sqlInsertMissingSlots, p.id, counterSlots(p.kind)); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, sqlLockCounterSlots, p.id); err != nil {
-				return err
+			for _, lock := range []string{sqlLockPoolStripes, sqlLockCounterSlots} {
+				if _, err := tx.Exec(ctx, lock, p.id); err != nil {
+					return err
+				}
 			}
 			err := tx.QueryRow(ctx, sqlRecountActive, p.id).Scan(&r.Was, &r.Active)
 			if errors.Is(err, pgx.ErrNoRows) { // the pool went meanwhile

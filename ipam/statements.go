@@ -210,17 +210,25 @@ const sqlRelease = `WITH a AS (UPDATE ipam_allocations a SET state = 'cooling',
 // transaction's own locks never make it skip a row). The pick is
 // MATERIALIZED so it runs once (see the stripe pick).
 const (
-	movedIn    = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM a)`
-	movedOut   = `, moved AS (SELECT pool_id, -1 AS delta FROM a)`
-	countMoved = `, count_slot AS MATERIALIZED (
-		SELECT c.slot FROM ipam_pool_counters c, moved m
-		WHERE c.pool_id = m.pool_id AND m.delta <> 0
-		ORDER BY c.slot LIMIT 1 FOR UPDATE OF c SKIP LOCKED
+	movedIn  = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM a)`
+	movedOut = `, moved AS (SELECT pool_id, -1 AS delta FROM a)`
+	// movedReused: the fast path counts a fresh row in its stripe (above),
+	// a reused one here.
+	movedReused = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM reused)`
+	countMoved  = `, count_slot AS MATERIALIZED (
+		SELECT slot FROM ipam_pool_counters
+		WHERE pool_id = (SELECT pool_id FROM moved) AND (SELECT delta FROM moved) <> 0
+		ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
 	), counted AS (
 		UPDATE ipam_pool_counters c SET active = c.active + m.delta
 		FROM moved m
 		WHERE c.pool_id = m.pool_id AND m.delta <> 0 AND c.slot = coalesce((SELECT slot FROM count_slot), 0)
 	)`
+
+	// activeCount is a pool's count of active addresses (pool "p"): its
+	// counter slots and what the fast path counted in its stripes.
+	activeCount = `(SELECT coalesce(sum(c.active), 0) FROM ipam_pool_counters c WHERE c.pool_id = p.id)
+		+ (SELECT coalesce(sum(st.active), 0) FROM ipam_pool_stripes st WHERE st.pool_id = p.id)`
 
 	// sqlInsertCounterSlots gives a new pool its counter slots ($2 of them).
 	sqlInsertCounterSlots = `INSERT INTO ipam_pool_counters (pool_id, slot) SELECT $1, generate_series(0, $2::int - 1)`
@@ -253,7 +261,7 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // sure, it hands over to the full path by returning no row: the owner holds,
 // held or reserved something (its address must be adopted or given back),
 // the pool is of another shape, no stripe or row is free right now, the
-// address was claimed exactly meanwhile (the ordinal is skipped), the reuse
+// address was claimed exactly meanwhile (the insert fails; the full path steps over it), the reuse
 // pick is another owner's expired hold (its loss is recorded), or anything
 // fails. Parameters: $1 cluster, $2 pool, the owner as activateSet numbers it
 // ($3..$11), $12 event id, $13 event type, $14 new row id, $15 the node's
@@ -277,7 +285,8 @@ const fastAllocateSQL = `WITH owner AS (
 		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool WHERE kind = 'counter')
 		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
 	), s AS (
-		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + (SELECT stripes FROM pool)
+		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + (SELECT stripes FROM pool),
+			active = st.active + CASE WHEN $10::interval > interval '0' THEN 0 ELSE 1 END
 		FROM pick
 		WHERE st.pool_id = $2 AND st.stripe = pick.stripe AND st.next_ordinal <= st.last_ordinal
 		RETURNING st.next_ordinal - (SELECT stripes FROM pool) AS ord
@@ -289,7 +298,6 @@ const fastAllocateSQL = `WITH owner AS (
 			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END,
 			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
 		FROM s, pool
-		ON CONFLICT (cluster_id, address) DO NOTHING
 		RETURNING *
 	), cooled AS MATERIALIZED (
 		SELECT id AS cooled_id, state AS cooled_state FROM ipam_allocations
@@ -306,7 +314,7 @@ const fastAllocateSQL = `WITH owner AS (
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
-	)` + movedIn + countMoved + `
+	)` + movedReused + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1),
 		` + networkColumns + ` FROM a`
 
@@ -819,24 +827,29 @@ const (
 
 	// sqlCheckUsageCounts reads, per pool, its usage counter slots (how many,
 	// the highest, their sum) next to a real count of its active rows.
-	sqlCheckUsageCounts = `SELECT p.id, p.cluster_id, p.kind, count(c.slot), coalesce(max(c.slot), -1),
-			coalesce(sum(c.active), 0)::bigint,
+	sqlCheckUsageCounts = `SELECT p.id, p.cluster_id, p.kind,
+			(SELECT count(*) FROM ipam_pool_counters c WHERE c.pool_id = p.id),
+			(SELECT coalesce(max(c.slot), -1) FROM ipam_pool_counters c WHERE c.pool_id = p.id),
+			(` + activeCount + `)::bigint,
 			(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'active')
-		FROM ipam_pools p LEFT JOIN ipam_pool_counters c ON c.pool_id = p.id
+		FROM ipam_pools p
 		WHERE $1 = '' OR p.cluster_id = $1
-		GROUP BY p.id ORDER BY p.id`
+		ORDER BY p.id`
 
-	// RecountUsage, pool by pool: the pool's missing counter slots, then all
-	// its slots locked (every writer in flight commits first, and writers
-	// that come later wait for slot 0), then the real count into slot 0 and
-	// zero into the others, returning what the counters said before.
+	// RecountUsage, pool by pool: the pool's missing counter slots, then its
+	// stripes and then all its slots locked, in the locking order (every
+	// writer in flight commits first, and writers that come later wait), then
+	// the real count into slot 0 and zero into the other slots and the
+	// stripes, returning what they said before.
 	sqlRecountPools       = `SELECT id, kind FROM ipam_pools WHERE $1 = '' OR cluster_id = $1 ORDER BY id`
 	sqlInsertMissingSlots = `INSERT INTO ipam_pool_counters (pool_id, slot)
 		SELECT id, generate_series(0, $2::int - 1) FROM ipam_pools WHERE id = $1
 		ON CONFLICT (pool_id, slot) DO NOTHING`
-	sqlLockCounterSlots = `SELECT slot FROM ipam_pool_counters WHERE pool_id = $1 ORDER BY slot FOR UPDATE`
-	sqlRecountActive    = `WITH was AS (SELECT coalesce(sum(active), 0)::bigint AS n FROM ipam_pool_counters WHERE pool_id = $1),
-		real AS (SELECT count(*) AS n FROM ipam_allocations WHERE pool_id = $1 AND state = 'active')
+	sqlLockPoolStripes  = `SELECT 1 FROM ipam_pool_stripes WHERE pool_id = $1 ORDER BY stripe FOR UPDATE`
+	sqlLockCounterSlots = `SELECT 1 FROM ipam_pool_counters WHERE pool_id = $1 ORDER BY slot FOR UPDATE`
+	sqlRecountActive    = `WITH was AS (SELECT (` + activeCount + `)::bigint AS n FROM ipam_pools p WHERE p.id = $1),
+		real AS (SELECT count(*) AS n FROM ipam_allocations WHERE pool_id = $1 AND state = 'active'),
+		st AS (UPDATE ipam_pool_stripes SET active = 0 WHERE pool_id = $1 AND active <> 0)
 		UPDATE ipam_pool_counters c SET active = CASE WHEN c.slot = 0 THEN real.n ELSE 0 END
 		FROM real WHERE c.pool_id = $1
 		RETURNING (SELECT n FROM was), real.n`
@@ -952,7 +965,7 @@ const (
 //   - the next address to leave the cooldown queue: the first cooling row of
 //     that same range, in index order.
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
-		(SELECT coalesce(sum(c.active), 0)::bigint FROM ipam_pool_counters c WHERE c.pool_id = p.id),
+		(` + activeCount + `)::bigint,
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
 		(SELECT count(*) FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()),

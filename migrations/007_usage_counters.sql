@@ -5,8 +5,13 @@
 -- statement, so the count commits or rolls back with the change. A statement
 -- takes a slot no other transaction holds (FOR UPDATE SKIP LOCKED), so
 -- counting never makes allocators queue behind each other. The count of a
--- pool is the sum of its slots; one slot may go negative (a release counted in
--- another slot than its allocation), the sum cannot.
+-- pool is the sum of its slots and of its stripes' active column; one slot may
+-- go negative (a release counted in another slot than its allocation), the sum
+-- cannot.
+
+-- The fast path's fresh allocations add theirs to the stripe row they already
+-- lock and update, so the common allocation writes no row more.
+ALTER TABLE ipam_pool_stripes ADD COLUMN active bigint NOT NULL DEFAULT 0;
 
 CREATE TABLE ipam_pool_counters (
     pool_id text NOT NULL REFERENCES ipam_pools (id) ON DELETE CASCADE,
@@ -31,3 +36,4 @@ SELECT p.id, s.slot,
 ---- create above / drop below ----
 
 DROP TABLE IF EXISTS ipam_pool_counters;
+ALTER TABLE ipam_pool_stripes DROP COLUMN IF EXISTS active;
