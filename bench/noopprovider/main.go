@@ -18,7 +18,6 @@ import (
 	"hash/fnv"
 	"log"
 	"net/netip"
-	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -29,28 +28,18 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	ipamprovider "github.com/overlayipam/terraform-provider-ipam/internal/provider"
 )
 
 // providerAddress is the provider's source address; bench/terraform.go
 // repeats it in the dev_overrides and the configurations.
 const providerAddress = "registry.terraform.io/overlayipam/noop"
 
-// quietSDK is main.go's quietSDK, repeated here (a main package cannot be
-// imported): the plugin SDKs log at WARN unless someone asked for logs, as
-// the real provider does, so that logging costs both the same.
-func quietSDK() {
-	if os.Getenv("TF_LOG") != "" || os.Getenv("TF_LOG_PROVIDER") != "" {
-		return
-	}
-	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
-		if _, set := os.LookupEnv(v); !set {
-			_ = os.Setenv(v, "WARN")
-		}
-	}
-}
-
 func main() {
-	quietSDK()
+	// The plugin SDKs log at WARN unless someone asked for logs, as in the
+	// real provider, so that logging costs both the same.
+	ipamprovider.QuietSDKLogs()
 	// providerserver.Serve speaks protocol version 6, as the real provider.
 	err := providerserver.Serve(context.Background(), func() provider.Provider { return noopProvider{} }, providerserver.ServeOpts{Address: providerAddress})
 	if err != nil {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +20,22 @@ func NewServer(version string) func() (tfprotov6.ProviderServer, error) {
 			return nil, err
 		}
 		return guardContexts(inner), nil
+	}
+}
+
+// QuietSDKLogs keeps the plugin SDKs' own trace logging (every gRPC call and
+// framework step, written as JSON to stderr for terraform to discard) off
+// unless someone asked for logs: it costs a quarter of the provider's CPU.
+// TF_LOG, or any TF_LOG_SDK* variable, turns it back on as usual. main calls
+// it before serving, and so does the benchmark's do-nothing provider.
+func QuietSDKLogs() {
+	if os.Getenv("TF_LOG") != "" || os.Getenv("TF_LOG_PROVIDER") != "" {
+		return
+	}
+	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
+		if _, set := os.LookupEnv(v); !set {
+			_ = os.Setenv(v, "WARN")
+		}
 	}
 }
 
@@ -71,7 +88,8 @@ func (g *contextGuard) release() {
 	if g.streams.Load() > 0 {
 		return // a later request tries again
 	}
-	_, _ = g.ProviderServer.StopProvider(context.Background(), &tfprotov6.StopProviderRequest{})
+	// The framework's StopProvider: the guard does not override it.
+	_, _ = g.StopProvider(context.Background(), &tfprotov6.StopProviderRequest{})
 	g.releases.Add(1)
 }
 
