@@ -14,9 +14,10 @@ import (
 // (fastAllocateSQL, confirmHoldSQL in statements.go).
 
 // fastAllocate tries Allocate's fast paths: a fresh address (in an IPv4 table
-// pool, the longest-cooled reusable one) in one statement, or the plan's hold on the exact address confirmed in one
-// statement. false means "use the full path". In a caller's transaction the
-// statement runs inside it, in a savepoint (runOneInTx).
+// pool, the longest-cooled reusable one) in one statement, or the plan's hold
+// on the exact address confirmed in one statement. false means "use the full
+// path". In a caller's transaction the statement runs inside it, in a
+// savepoint (runOneInTx).
 func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
 	if !req.Address.IsValid() {
 		return s.fastTake(ctx, req, 0)

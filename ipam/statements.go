@@ -197,7 +197,10 @@ const sqlRelease = `WITH a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
 		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true FROM a`
 
-// Usage counters (ipam_pool_counters). Every statement that moves a row into
+// Usage counters (ipam_pool_counters). A pool's active count is the sum of
+// its counter slots and of its stripes' active column (activeCount): the fast
+// path's fresh insert counts itself in the stripe it advances
+// (fastAllocateSQL). Every other statement that moves a row into
 // or out of 'active' names it in a CTE "moved" (its pool and +1 or -1: movedIn
 // counts a row the statement left active, movedOut one it took out of
 // active; one row at most, each of these statements changes one allocation)
@@ -261,9 +264,9 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // sure, it hands over to the full path by returning no row: the owner holds,
 // held or reserved something (its address must be adopted or given back),
 // the pool is of another shape, no stripe or row is free right now, the
-// address was claimed exactly meanwhile (the insert fails; the full path steps over it), the reuse
-// pick is another owner's expired hold (its loss is recorded), or anything
-// fails. Parameters: $1 cluster, $2 pool, the owner as activateSet numbers it
+// address was claimed exactly meanwhile (the insert fails; the full path
+// steps over it), the reuse pick is another owner's expired hold (its loss is
+// recorded), or anything fails. Parameters: $1 cluster, $2 pool, the owner as activateSet numbers it
 // ($3..$11), $12 event id, $13 event type, $14 new row id, $15 the node's
 // blocks pool for an instance (NULL otherwise).
 const fastAllocateSQL = `WITH owner AS (
