@@ -457,14 +457,16 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		}
 	case 24:
 		// Usage read from the counters, and a recount while the other
-		// workers write: the counters kept by the writers must already
-		// hold the real count, so the recount finds nothing to correct.
+		// workers write: the counters (active and cooling) kept by the
+		// writers must already hold the real count, so the recount finds
+		// nothing to correct.
 		what = "usage and recount of " + cid
 		if _, err = st.PoolUsage(ctx, cid); err == nil || errors.Is(err, ipam.ErrNotFound) {
 			var fixed []ipam.Recount
 			fixed, err = st.RecountUsage(ctx, cid)
 			for _, f := range fixed {
-				notes = append(notes, fmt.Sprintf("the usage counters of %s said %d active, a real count found %d", f.PoolID, f.Was, f.Active))
+				notes = append(notes, fmt.Sprintf("the usage counters of %s said %d active and %d cooling, a real count found %d and %d",
+					f.PoolID, f.Was, f.CoolingWas, f.Active, f.Cooling))
 			}
 		}
 	default:

@@ -34,7 +34,9 @@ const (
 	InvariantCounters = "stripe_counters"
 	// InvariantUsageCounts: every pool has its usage counter slots, and
 	// they and its stripes' counts add up to the number of its active rows
-	// (what usage reports as active without counting them).
+	// (what usage reports as active without counting them); every cooling
+	// bucket that usage reads holds the number of the pool's cooling rows
+	// that become reusable in its minute.
 	InvariantUsageCounts = "usage_counters"
 	// InvariantSettings: the pools that hand out a cluster's node and
 	// instance addresses (its own two, and every node block pool) carry the
@@ -394,23 +396,47 @@ func checkUsageCounts(ctx context.Context, tx pgx.Tx, clusterID string, _ map[st
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	rows, err = tx.Query(ctx, sqlCheckCoolingCounts, clusterID, maxViolationsListed+1)
+	if err != nil {
+		return err
+	}
+	var bucket time.Time
+	var cooling int64
+	_, err = pgx.ForEachRow(rows, []any{&poolID, &cluster, &bucket, &counted, &cooling}, func() error {
+		rep.add(Violation{Invariant: InvariantUsageCounts, ClusterID: cluster, PoolID: poolID,
+			Detail: fmt.Sprintf("the cooling counts say %d addresses become reusable in the minute from %s, the pool holds %d",
+				counted, bucket.UTC().Format(time.RFC3339), cooling)})
+		return nil
+	})
 	return err
 }
 
 // Recount is one pool whose usage counters RecountUsage corrected.
 type Recount struct {
 	PoolID string `json:"pool_id"`
-	Was    int64  `json:"counted_before"`
-	Active int64  `json:"active"`
+	// Was and Active: the active count before and after; CoolingWas and
+	// Cooling, the count of addresses inside their cooldown (the part of it
+	// kept in counts, from two minutes ahead) before and after. The pair
+	// that was right is zero.
+	Was    int64 `json:"counted_before"`
+	Active int64 `json:"active"`
+	CoolingWas int64 `json:"cooling_counted_before"`
+	Cooling    int64 `json:"cooling"`
 }
 
 // RecountUsage sets each pool's usage counters (one cluster's, or every
-// pool's) to a real count of its active addresses, and gives a pool the
-// counter slots it lacks: the repair for a usage_counters violation. Writers
-// keep running meanwhile: each pool is recounted in its own transaction with
-// all its stripes and slots locked, so what is counted is exactly what they
-// held, and a writer that comes later adds its change to the new count. It returns
-// the pools whose counters were wrong.
+// pool's) to a real count of its active addresses and of its cooling ones,
+// and gives a pool the counter slots it lacks: the repair for a
+// usage_counters violation. Writers keep running meanwhile: each pool's
+// active count is recounted in its own transaction with all its stripes and
+// slots locked, so what is counted is exactly what they held, and a writer
+// that comes later adds its change to the new count. The cooling counts are
+// recounted then, in one transaction that locks their table: writers that
+// change a cooldown wait for it, allocations of fresh or reusable addresses
+// do not. It returns the pools whose counts were wrong.
 func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount, error) {
 	if clusterID != "" {
 		if err := ValidateID("cluster_id", clusterID); err != nil {
@@ -459,6 +485,37 @@ func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount,
 			fixed = append(fixed, r)
 		}
 	}
+	// The cooling counts, in a transaction of their own: one that held the
+	// slots above as well could deadlock with a writer that changed a count
+	// and then waits for a slot.
+	var cooling []Recount
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		cooling = cooling[:0]
+		if _, err := tx.Exec(ctx, sqlLockCooling); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlRecountCooling, clusterID)
+		if err != nil {
+			return err
+		}
+		cooling, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Recount, error) {
+			var c Recount
+			return c, r.Scan(&c.PoolID, &c.CoolingWas, &c.Cooling)
+		})
+		return err
+	})
+	if err != nil {
+		return fixed, err
+	}
+	for _, c := range cooling {
+		i := slices.IndexFunc(fixed, func(r Recount) bool { return r.PoolID == c.PoolID })
+		if i < 0 {
+			fixed = append(fixed, Recount{PoolID: c.PoolID})
+			i = len(fixed) - 1
+		}
+		fixed[i].CoolingWas, fixed[i].Cooling = c.CoolingWas, c.Cooling
+	}
+	slices.SortFunc(fixed, func(a, b Recount) int { return strings.Compare(a.PoolID, b.PoolID) })
 	return fixed, nil
 }
 

@@ -113,10 +113,8 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 		pools, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (PoolUsage, error) {
 			var p PoolUsage
 			var next *time.Time
-			var heldBack int64
 			err := r.Scan(&p.ClusterID, &p.PoolID, &p.Name, &p.Category, &p.Family, &p.Kind, &p.Size,
-				&p.Active, &p.Reserved, &heldBack, &next, &at)
-			p.Cooling = max(0, heldBack-p.Reserved)
+				&p.Active, &p.Reserved, &p.Cooling, &next, &at)
 			p.CooldownQueue = CooldownQueue{Count: p.Cooling, NextReusableAt: utcPtr(next)}
 			p.Failures = map[string]int64{}
 			return p, err

@@ -236,3 +236,122 @@ func BenchmarkPoolUsageMillion(b *testing.B) {
 		}
 	}
 }
+
+// The cooling count usage reports comes from per-minute counts kept by
+// triggers (ipam_pool_cooling), with the rows of the next two minutes counted
+// on the index. Every way a row enters or leaves its cooldown keeps the
+// count; time passing moves rows out of it without a write; Check finds a
+// count that drifted and RecountUsage repairs it.
+func TestCoolingCounts(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	cooling := func(t *testing.T, category string) int64 {
+		t.Helper()
+		u, err := f.st.PoolUsage(f.ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range u.Categories {
+			if c.Category == category {
+				if c.CooldownQueue.Count != c.Cooling {
+					t.Fatalf("%s: cooldown queue %d, cooling %d", category, c.CooldownQueue.Count, c.Cooling)
+				}
+				return c.Cooling
+			}
+		}
+		t.Fatalf("no category %s", category)
+		return 0
+	}
+	real := func(t *testing.T, pool string) int64 {
+		t.Helper()
+		return seamCount(t, f.raw, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND state = 'cooling' AND reusable_at > ipam_now()`, pool)
+	}
+	checkOK := func(t *testing.T) {
+		t.Helper()
+		rep, err := f.st.Check(f.ctx, "c1")
+		if err != nil || len(rep.Violations) > 0 {
+			t.Fatalf("check: %v %+v", err, rep.Violations)
+		}
+	}
+
+	t.Run("releases, concurrent ones included, are counted", func(t *testing.T) {
+		const n = 24
+		for i := range n {
+			f.alloc("c1/instance", instance(fmt.Sprintf("i%d", i)))
+		}
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := f.st.Release(f.ctx, "c1", instance(fmt.Sprintf("i%d", i)), 0)
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := cooling(t, "instance"); got != n || real(t, "c1/instance") != n {
+			t.Fatalf("cooling %d, want %d", got, n)
+		}
+		if rows := seamCount(t, f.raw, `SELECT count(*) FROM ipam_pool_cooling WHERE pool_id = 'c1/instance'`); rows < 1 || rows > n {
+			t.Fatalf("%d count rows for %d releases in one minute", rows, n)
+		}
+		checkOK(t)
+	})
+	t.Run("the owner taking its cooling address back leaves the count", func(t *testing.T) {
+		f.alloc("c1/instance", instance("i0"))
+		if got := cooling(t, "instance"); got != 23 {
+			t.Fatalf("cooling %d after i0 took its address back, want 23", got)
+		}
+		checkOK(t)
+	})
+	t.Run("rows inside the next two minutes are counted on the index", func(t *testing.T) {
+		f.exec(`UPDATE ipam_allocations SET reusable_at = ipam_now() + interval '30 seconds', cooling_until = ipam_now() + interval '30 seconds'
+			WHERE id IN (SELECT id FROM ipam_allocations WHERE pool_id = 'c1/instance' AND state = 'cooling' ORDER BY ordinal LIMIT 3)`)
+		if got := cooling(t, "instance"); got != 23 {
+			t.Fatalf("cooling %d with 3 rows due in 30 s, want 23", got)
+		}
+		checkOK(t)
+	})
+	t.Run("time passing ends cooldowns without a write", func(t *testing.T) {
+		seamClock(t, f.raw, time.Minute)
+		if got := cooling(t, "instance"); got != 20 {
+			t.Fatalf("cooling %d a minute later, want 20", got)
+		}
+		seamClock(t, f.raw, 25*time.Hour)
+		if got := cooling(t, "instance"); got != 0 {
+			t.Fatalf("cooling %d 25 hours later, want 0", got)
+		}
+		checkOK(t)
+		// A release now starts a new cooldown; past buckets go, four at a
+		// time, as writers pass.
+		const past = `SELECT count(*) FROM ipam_pool_cooling WHERE pool_id = 'c1/instance' AND bucket < ipam_cooling_bucket(ipam_now())`
+		before := seamCount(t, f.raw, past)
+		f.alloc("c1/instance", instance("late"))
+		f.release(instance("late"))
+		if got := cooling(t, "instance"); got != 1 {
+			t.Fatalf("cooling %d, want 1", got)
+		}
+		if after := seamCount(t, f.raw, past); before == 0 || after != max(0, before-4) {
+			t.Errorf("%d past count rows before a release, %d after", before, after)
+		}
+		checkOK(t)
+	})
+	t.Run("a drifted count is found and repaired", func(t *testing.T) {
+		f.exec(`UPDATE ipam_pool_cooling SET cooling = cooling + 2 WHERE pool_id = 'c1/instance'`)
+		rep, err := f.st.Check(f.ctx, "c1")
+		if err != nil || len(rep.Violations) != 1 || rep.Violations[0].Invariant != ipam.InvariantUsageCounts ||
+			!strings.Contains(rep.Violations[0].Detail, "the cooling counts say 3 addresses") {
+			t.Fatalf("check: %v %+v", err, rep.Violations)
+		}
+		fixed, err := f.st.RecountUsage(f.ctx, "c1")
+		if err != nil || len(fixed) != 1 || fixed[0].PoolID != "c1/instance" || fixed[0].CoolingWas != 3 || fixed[0].Cooling != 1 || fixed[0].Was != fixed[0].Active {
+			t.Fatalf("recount: %+v %v", fixed, err)
+		}
+		checkOK(t)
+		if got := cooling(t, "instance"); got != 1 {
+			t.Fatalf("cooling %d after the recount, want 1", got)
+		}
+	})
+}

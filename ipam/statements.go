@@ -839,6 +839,49 @@ const (
 		WHERE $1 = '' OR p.cluster_id = $1
 		ORDER BY p.id`
 
+	// sqlCheckCoolingCounts compares, per pool and counted bucket, the
+	// cooling counts with a real count of the cooling rows.
+	sqlCheckCoolingCounts = `WITH counted AS (
+			SELECT pool_id, bucket, sum(cooling) AS n FROM ipam_pool_cooling
+			WHERE bucket >= ipam_cooling_counted_from() GROUP BY 1, 2
+		), held AS (
+			SELECT pool_id, ipam_cooling_bucket(reusable_at) AS bucket, count(*) AS n FROM ipam_allocations
+			WHERE state = 'cooling' AND reusable_at >= ipam_cooling_counted_from() GROUP BY 1, 2
+		)
+		SELECT pool_id, p.cluster_id, bucket, coalesce(counted.n, 0)::bigint, coalesce(held.n, 0)::bigint
+		FROM counted FULL JOIN held USING (pool_id, bucket) JOIN ipam_pools p ON p.id = pool_id
+		WHERE coalesce(counted.n, 0) <> coalesce(held.n, 0) AND ($1 = '' OR p.cluster_id = $1)
+		ORDER BY pool_id, bucket LIMIT $2`
+
+	// sqlRecountCooling sets the cooling counts of every pool (of cluster $1,
+	// or all) to a real count, returning the pools whose counted buckets were
+	// wrong. It runs after sqlLockCooling in its own transaction: the lock
+	// waits for every transaction that changed a count to commit and holds
+	// off the next ones (they add their change to the new count), while
+	// allocations that move nothing into or out of a cooldown go on.
+	sqlLockCooling    = `LOCK TABLE ipam_pool_cooling IN EXCLUSIVE MODE`
+	sqlRecountCooling = `WITH pools AS (
+			SELECT id FROM ipam_pools WHERE $1 = '' OR cluster_id = $1
+		), was AS (
+			SELECT pool_id, sum(cooling) AS n FROM ipam_pool_cooling
+			WHERE pool_id IN (SELECT id FROM pools) AND bucket >= ipam_cooling_counted_from() GROUP BY 1
+		), held AS (
+			SELECT pool_id, ipam_cooling_bucket(reusable_at) AS bucket, count(*) AS n FROM ipam_allocations
+			WHERE pool_id IN (SELECT id FROM pools) AND state = 'cooling' AND reusable_at > ipam_now() GROUP BY 1, 2
+		), gone AS ( -- every row but slot 0 of a bucket that holds rows (disjoint from the upsert)
+			DELETE FROM ipam_pool_cooling c WHERE c.pool_id IN (SELECT id FROM pools)
+				AND NOT (c.slot = 0 AND (c.pool_id, c.bucket) IN (SELECT pool_id, bucket FROM held))
+		), counted AS (
+			INSERT INTO ipam_pool_cooling (pool_id, bucket, slot, cooling) SELECT pool_id, bucket, 0, n FROM held
+			ON CONFLICT (pool_id, bucket, slot) DO UPDATE SET cooling = excluded.cooling
+		), real AS (
+			SELECT pool_id, sum(n) AS n FROM held WHERE bucket >= ipam_cooling_counted_from() GROUP BY 1
+		)
+		SELECT pool_id, coalesce(was.n, 0)::bigint, coalesce(real.n, 0)::bigint
+		FROM was FULL JOIN real USING (pool_id)
+		WHERE coalesce(was.n, 0) <> coalesce(real.n, 0)
+		ORDER BY pool_id`
+
 	// RecountUsage, pool by pool: the pool's missing counter slots, then its
 	// stripes and then all its slots locked, in the locking order (every
 	// writer in flight commits first, and writers that come later wait), then
@@ -959,19 +1002,17 @@ const (
 //     whatever the pool holds;
 //   - live holds: (pool_id, state = 'reserved') and their expiry (holds are
 //     few and short-lived);
-//   - everything held back (live holds and the cooldown queue): an index-only
-//     count of the range reusable_at > ipam_now() of the reuse index (pool_id,
-//     reusable_at) WHERE state IN ('free', 'cooling', 'reserved'). Free rows
-//     always have reusable_at = -infinity and long-cooled rows a past one, so
-//     neither is read: the range holds what was released or held within one
-//     cooldown, not the pool's size. Cooling is that count less the live holds;
+//   - cooling rows: the sum of the pool's cooling buckets from
+//     ipam_cooling_counted_from() on (ipam_pool_cooling, kept by triggers, one
+//     row per minute of reusable_at and concurrent writer), and a count of the
+//     rows before that on the reuse index (pool_id, reusable_at): at most two
+//     minutes of releases, whatever the cooldown window holds;
 //   - the next address to leave the cooldown queue: the first cooling row of
-//     that same range, in index order.
+//     the reuse index's range reusable_at > ipam_now(), in index order.
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
 		(` + activeCount + `)::bigint,
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
-		(SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()),
+		(` + coolingCount + `)::bigint,
 		(SELECT a.reusable_at FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()
 				AND a.state = 'cooling'
@@ -980,6 +1021,14 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 	FROM ipam_pools p
 	WHERE ($1 = '' OR p.cluster_id = $1)
 	ORDER BY p.cluster_id, p.category, p.name`
+
+// coolingCount is a pool's count of addresses inside their cooldown (pool
+// "p"): its counted buckets, and the rows before them.
+const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling c
+			WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from())
+		+ (SELECT count(*) FROM ipam_allocations a
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved')
+				AND a.reusable_at > ipam_now() AND a.reusable_at < ipam_cooling_counted_from() AND a.state = 'cooling')`
 
 // usagePlannerSetting, the same setting as TxSettings, keeps the planner
 // on those indexes. Each probe is

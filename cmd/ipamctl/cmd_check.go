@@ -24,7 +24,8 @@ func (a *app) checkCmd() *cobra.Command {
   ` + ipam.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
                             ordinal they handed out
   ` + ipam.InvariantUsageCounts + `            every pool has its usage counter slots, and they add up to its active
-                            addresses (what usage reports without counting them)
+                            addresses, and its cooling counts to its cooling ones
+                            (what usage reports without counting them)
   ` + ipam.InvariantSettings + `    the pools of a cluster's node and instance addresses carry its cooldowns
                             and gateway
   ` + ipam.InvariantNodeBlocks + `               a node block pool's rows lie in that node's active blocks, parked rows in a
@@ -32,7 +33,7 @@ func (a *app) checkCmd() *cobra.Command {
 
 Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).
 
---recount-usage first sets every pool's usage counters to a real count of its active addresses
+--recount-usage first sets every pool's usage counters to a real count of its active and cooling addresses
 (one short transaction per pool; allocations keep running), prints each pool it corrected, and
 then checks: the repair for a usage_counters violation.`,
 		Example: `  ipamctl check
@@ -50,7 +51,12 @@ then checks: the repair for a usage_counters violation.`,
 					return flagError(err)
 				}
 				for _, f := range fixed {
-					fmt.Fprintf(a.errOut, "recounted %s: the usage counters said %d active, a real count found %d\n", f.PoolID, f.Was, f.Active)
+					if f.Was != f.Active {
+						fmt.Fprintf(a.errOut, "recounted %s: the usage counters said %d active, a real count found %d\n", f.PoolID, f.Was, f.Active)
+					}
+					if f.CoolingWas != f.Cooling {
+						fmt.Fprintf(a.errOut, "recounted %s: the cooling counts said %d cooling, a real count found %d\n", f.PoolID, f.CoolingWas, f.Cooling)
+					}
 				}
 			}
 			rep, err := st.Check(cmd.Context(), cluster)
@@ -85,6 +91,6 @@ then checks: the repair for a usage_counters violation.`,
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().BoolVar(&recount, "recount-usage", false, "first set every pool's usage counters to a real count of its active addresses")
+	cmd.Flags().BoolVar(&recount, "recount-usage", false, "first set every pool's usage counters to a real count of its active and cooling addresses")
 	return cmd
 }

@@ -17,7 +17,7 @@ import (
 // inputs is TestAccBadInput_table in internal/provider/badinput_test.go.
 func TestBadInputJSONConfigs(t *testing.T) {
 	url := setup(t)
-	tables := []string{"ipam_clusters", "ipam_pools", "ipam_pool_stripes", "ipam_pool_counters", "ipam_allocations", "ipam_events", "ipam_allocation_failures"}
+	tables := []string{"ipam_clusters", "ipam_pools", "ipam_pool_stripes", "ipam_pool_counters", "ipam_pool_cooling", "ipam_allocations", "ipam_events", "ipam_allocation_failures"}
 	counts := func() string {
 		var b strings.Builder
 		for _, table := range tables {

@@ -167,7 +167,7 @@ var badInputs = []badInput{
 // each one: no bad input writes anything, not even a plan-time hold.
 func TestAccBadInput_table(t *testing.T) {
 	db := newAccDB(t)
-	tables := []string{"ipam_clusters", "ipam_pools", "ipam_pool_stripes", "ipam_pool_counters", "ipam_allocations", "ipam_events", "ipam_allocation_failures"}
+	tables := []string{"ipam_clusters", "ipam_pools", "ipam_pool_stripes", "ipam_pool_counters", "ipam_pool_cooling", "ipam_allocations", "ipam_events", "ipam_allocation_failures"}
 	snapshot := func() string {
 		var b strings.Builder
 		for _, table := range tables {
