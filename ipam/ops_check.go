@@ -421,8 +421,8 @@ type Recount struct {
 	// Cooling, the count of addresses inside their cooldown (the part of it
 	// kept in counts, from two minutes ahead) before and after. The pair
 	// that was right is zero.
-	Was    int64 `json:"counted_before"`
-	Active int64 `json:"active"`
+	Was        int64 `json:"counted_before"`
+	Active     int64 `json:"active"`
 	CoolingWas int64 `json:"cooling_counted_before"`
 	Cooling    int64 `json:"cooling"`
 }
