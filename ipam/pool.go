@@ -208,7 +208,8 @@ func placementErr(err error) error {
 }
 
 // The locking order (DESIGN.md, "Locks"): cluster row, then pool rows, then a
-// node's scaling settings, then stripes, then allocation rows. Allocators hold
+// node's scaling settings, then stripes, then allocation rows, then usage
+// counter slots, then cooling buckets (migration 8). Allocators hold
 // their pool's row FOR KEY SHARE until they commit; writers that change what a
 // pool may hand out (shrink, exclusions, gateway, block release, pool or
 // cluster destroy) take it FOR UPDATE first, so they wait for every allocation

@@ -40,28 +40,47 @@ CREATE FUNCTION ipam_cooling_counted_from() RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$ SELECT ipam_cooling_bucket(ipam_now()) + interval '2 minutes' $$;
 
--- ipam_count_cooling adds delta to one row of the pool's bucket.
+-- ipam_count_cooling adds delta to one row of the pool's bucket. A statement
+-- that moves many rows of one bucket (a bulk load, a block parked) updates the
+-- same row again and again in one transaction: the function keeps that row's
+-- newest version (its ctid, in transaction-local settings) and updates it
+-- directly, so each call costs the same instead of walking every version the
+-- transaction left behind.
 CREATE FUNCTION ipam_count_cooling(p_pool text, p_at timestamptz, p_delta integer) RETURNS void
     LANGUAGE plpgsql
     AS $$
 DECLARE
     b timestamptz := ipam_cooling_bucket(p_at);
+    k text := p_pool || '@' || extract(epoch FROM b)::bigint;
     s integer;
+    t tid;
 BEGIN
+    IF current_setting('ipam.cooling_key', true) = k THEN
+        UPDATE ipam_pool_cooling SET cooling = cooling + p_delta
+            WHERE ctid = current_setting('ipam.cooling_row')::tid AND pool_id = p_pool AND bucket = b
+            RETURNING ctid INTO t;
+        IF FOUND THEN
+            PERFORM set_config('ipam.cooling_row', t::text, true);
+            RETURN;
+        END IF;
+    END IF;
     LOOP
         SELECT slot INTO s FROM ipam_pool_cooling
             WHERE pool_id = p_pool AND bucket = b
             ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF FOUND THEN
             UPDATE ipam_pool_cooling SET cooling = cooling + p_delta
-                WHERE pool_id = p_pool AND bucket = b AND slot = s;
+                WHERE pool_id = p_pool AND bucket = b AND slot = s
+                RETURNING ctid INTO t;
             EXIT;
         END IF;
         INSERT INTO ipam_pool_cooling (pool_id, bucket, slot, cooling)
             VALUES (p_pool, b, floor(random() * 2147483647)::integer, p_delta)
-            ON CONFLICT DO NOTHING;
+            ON CONFLICT DO NOTHING
+            RETURNING ctid INTO t;
         EXIT WHEN FOUND;
     END LOOP;
+    PERFORM set_config('ipam.cooling_key', k, true), set_config('ipam.cooling_row', t::text, true);
     -- Drop a few past buckets of the pool that no one holds.
     DELETE FROM ipam_pool_cooling
         WHERE ctid = ANY (ARRAY(SELECT ctid FROM ipam_pool_cooling
