@@ -125,8 +125,9 @@ func fillPool(ctx context.Context, dbURL string, p ipam.Pool, f fillSpec) error 
 		p.ID, stripes, next); err != nil {
 		return err
 	}
-	// The rows bypass the statements that keep the usage counters: count
-	// them in, the way an operator repairs drifted counters.
+	// The rows bypass the statements that keep the active counts (the
+	// cooling counts are kept by triggers): count them in, the way an
+	// operator repairs drifted counters.
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: dbURL, MaxConnections: 1, Actor: "bench"})
 	if err != nil {
 		return err
@@ -136,7 +137,7 @@ func fillPool(ctx context.Context, dbURL string, p ipam.Pool, f fillSpec) error 
 	if err != nil {
 		return err
 	}
-	_, err = c.Exec(ctx, `VACUUM (ANALYZE) ipam_allocations, ipam_events, ipam_pool_stripes, ipam_pool_counters`)
+	_, err = c.Exec(ctx, `VACUUM (ANALYZE) ipam_allocations, ipam_events, ipam_pool_stripes, ipam_pool_counters, ipam_pool_cooling`)
 	return err
 }
 
