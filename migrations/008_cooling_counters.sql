@@ -17,7 +17,18 @@
 -- Writers never queue on a bucket: each takes a row of the bucket that no
 -- other transaction holds (FOR UPDATE SKIP LOCKED), or adds a row with a
 -- random slot number when every row is held. Past buckets are deleted, a few
--- at a time, by the writers that come later.
+-- at a time, by the writers that add rows later.
+
+-- ipam_now() in PL/pgSQL. As a SQL function it was never inlined (its body
+-- reads ipam_clock in a subquery), so every statement that called it set up
+-- and ran a SQL function per call site: about 15 microseconds of server CPU
+-- per call, several calls per allocation, and one in each trigger condition
+-- below. PL/pgSQL keeps its plan per session, so a call costs about as much
+-- as now(). Same result, same snapshot (a STABLE function reads with its
+-- caller's).
+CREATE OR REPLACE FUNCTION ipam_now() RETURNS timestamptz
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    AS $$ BEGIN RETURN now() + coalesce((SELECT skew FROM ipam_clock WHERE singleton), interval '0'); END $$;
 
 CREATE TABLE ipam_pool_cooling (
     pool_id text NOT NULL REFERENCES ipam_pools (id) ON DELETE CASCADE,
@@ -40,52 +51,49 @@ CREATE FUNCTION ipam_cooling_counted_from() RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$ SELECT ipam_cooling_bucket(ipam_now()) + interval '2 minutes' $$;
 
--- ipam_count_cooling adds delta to one row of the pool's bucket. A statement
--- that moves many rows of one bucket (a bulk load, a block parked) updates the
--- same row again and again in one transaction: the function keeps that row's
--- newest version (its ctid, in transaction-local settings) and updates it
--- directly, so each call costs the same instead of walking every version the
--- transaction left behind.
+-- ipam_count_cooling adds delta to one row of the pool's bucket: the first
+-- one no other transaction holds, or a new one. A writer that adds a row
+-- deletes up to four past buckets of the pool that no one holds, so they go
+-- as fast as they come. A statement that moves many rows of one bucket (a
+-- bulk load, a block parked) updates the same row again and again in one
+-- transaction: the function keeps that row's newest version (its ctid, in a
+-- transaction-local setting) and updates it directly, so each call costs the
+-- same instead of walking every version the transaction left behind.
 CREATE FUNCTION ipam_count_cooling(p_pool text, p_at timestamptz, p_delta integer) RETURNS void
     LANGUAGE plpgsql
     AS $$
 DECLARE
     b timestamptz := ipam_cooling_bucket(p_at);
-    k text := p_pool || '@' || extract(epoch FROM b)::bigint;
-    s integer;
+    k text := p_pool || '@' || extract(epoch FROM b)::bigint || '@';
+    last text := current_setting('ipam.cooling_row', true);
     t tid;
 BEGIN
-    IF current_setting('ipam.cooling_key', true) = k THEN
+    IF starts_with(last, k) THEN
         UPDATE ipam_pool_cooling SET cooling = cooling + p_delta
-            WHERE ctid = current_setting('ipam.cooling_row')::tid AND pool_id = p_pool AND bucket = b
+            WHERE ctid = substr(last, length(k) + 1)::tid AND pool_id = p_pool AND bucket = b
             RETURNING ctid INTO t;
-        IF FOUND THEN
-            PERFORM set_config('ipam.cooling_row', t::text, true);
-            RETURN;
-        END IF;
     END IF;
-    LOOP
-        SELECT slot INTO s FROM ipam_pool_cooling
-            WHERE pool_id = p_pool AND bucket = b
-            ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED;
-        IF FOUND THEN
+    IF t IS NULL THEN
+        LOOP
             UPDATE ipam_pool_cooling SET cooling = cooling + p_delta
-                WHERE pool_id = p_pool AND bucket = b AND slot = s
+                WHERE ctid = (SELECT ctid FROM ipam_pool_cooling WHERE pool_id = p_pool AND bucket = b
+                    ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)
                 RETURNING ctid INTO t;
-            EXIT;
-        END IF;
-        INSERT INTO ipam_pool_cooling (pool_id, bucket, slot, cooling)
-            VALUES (p_pool, b, floor(random() * 2147483647)::integer, p_delta)
-            ON CONFLICT DO NOTHING
-            RETURNING ctid INTO t;
-        EXIT WHEN FOUND;
-    END LOOP;
-    PERFORM set_config('ipam.cooling_key', k, true), set_config('ipam.cooling_row', t::text, true);
-    -- Drop a few past buckets of the pool that no one holds.
-    DELETE FROM ipam_pool_cooling
-        WHERE ctid = ANY (ARRAY(SELECT ctid FROM ipam_pool_cooling
-            WHERE pool_id = p_pool AND bucket < ipam_cooling_bucket(ipam_now())
-            LIMIT 4 FOR UPDATE SKIP LOCKED));
+            EXIT WHEN FOUND;
+            INSERT INTO ipam_pool_cooling (pool_id, bucket, slot, cooling)
+                VALUES (p_pool, b, floor(random() * 2147483647)::integer, p_delta)
+                ON CONFLICT DO NOTHING
+                RETURNING ctid INTO t;
+            IF FOUND THEN
+                DELETE FROM ipam_pool_cooling
+                    WHERE ctid = ANY (ARRAY(SELECT ctid FROM ipam_pool_cooling
+                        WHERE pool_id = p_pool AND bucket < ipam_cooling_bucket(ipam_now())
+                        LIMIT 4 FOR UPDATE SKIP LOCKED));
+                EXIT;
+            END IF;
+        END LOOP;
+    END IF;
+    PERFORM set_config('ipam.cooling_row', k || t::text, true);
 END
 $$;
 
@@ -152,3 +160,6 @@ DROP FUNCTION IF EXISTS ipam_count_cooling(text, timestamptz, integer);
 DROP FUNCTION IF EXISTS ipam_cooling_counted_from();
 DROP FUNCTION IF EXISTS ipam_cooling_bucket(timestamptz);
 DROP TABLE IF EXISTS ipam_pool_cooling;
+CREATE OR REPLACE FUNCTION ipam_now() RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT now() + coalesce((SELECT skew FROM ipam_clock WHERE singleton), interval '0') $$;
