@@ -34,8 +34,8 @@ func (a *app) checkCmd() *cobra.Command {
 Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).
 
 --recount-usage first sets every pool's usage counters to a real count of its active and cooling addresses
-(one short transaction per pool; allocations keep running), prints each pool it corrected, and
-then checks: the repair for a usage_counters violation.`,
+(one short transaction per pool, then one for every pool's cooling counts; allocations keep
+running), prints each pool it corrected, and then checks: the repair for a usage_counters violation.`,
 		Example: `  ipamctl check
   ipamctl check --cluster prod-eu1 --json
   ipamctl check --recount-usage`,
