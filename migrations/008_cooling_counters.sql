@@ -8,11 +8,12 @@
 -- out of the cooldown queue (a release, a hold given back, a reclaim, a
 -- reuse, a block parked, a row deleted) counts it, in the same statement:
 -- the count commits or rolls back with the change. A row is counted while it
--- is 'cooling' with reusable_at after the statement's ipam_now(); a row whose
+-- is 'cooling' with reusable_at after the writer's ipam_now(); a row whose
 -- cooldown has already passed when it changes is not (its bucket is in the
--- past, and usage never reads a past bucket). So a bucket usage reads is exact as long as database time does not run backwards, and
--- nothing on the allocator's common paths fires a trigger: a fresh address
--- is not cooling, and a reused one has left its cooldown.
+-- past, and usage never reads a past bucket). So a bucket usage reads is
+-- exact as long as database time does not run backwards, and nothing on the
+-- allocator's common paths fires a trigger: a fresh address is not cooling,
+-- and a reused one has left its cooldown.
 --
 -- Writers never queue on a bucket: each takes a row of the bucket that no
 -- other transaction holds (FOR UPDATE SKIP LOCKED), or adds a row with a
@@ -21,7 +22,7 @@
 
 -- ipam_now() in PL/pgSQL. As a SQL function it was never inlined (its body
 -- reads ipam_clock in a subquery), so every statement that called it set up
--- and ran a SQL function per call site: about 15 microseconds of server CPU
+-- and ran a SQL function per call site: 15 to 20 microseconds of server CPU
 -- per call, several calls per allocation, and one in each trigger condition
 -- below. PL/pgSQL keeps its plan per session, so a call costs about as much
 -- as now(). Same result, same snapshot (a STABLE function reads with its
