@@ -490,7 +490,6 @@ func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount,
 	// and then waits for a slot.
 	var cooling []Recount
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		cooling = cooling[:0]
 		if _, err := tx.Exec(ctx, sqlLockCooling); err != nil {
 			return err
 		}

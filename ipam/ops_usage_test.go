@@ -262,7 +262,7 @@ func TestCoolingCounts(t *testing.T) {
 		t.Fatalf("no category %s", category)
 		return 0
 	}
-	real := func(t *testing.T, pool string) int64 {
+	counted := func(t *testing.T, pool string) int64 {
 		t.Helper()
 		return seamCount(t, f.raw, `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND state = 'cooling' AND reusable_at > ipam_now()`, pool)
 	}
@@ -291,7 +291,7 @@ func TestCoolingCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := cooling(t, "instance"); got != n || real(t, "c1/instance") != n {
+		if got := cooling(t, "instance"); got != n || counted(t, "c1/instance") != n {
 			t.Fatalf("cooling %d, want %d", got, n)
 		}
 		if rows := seamCount(t, f.raw, `SELECT count(*) FROM ipam_pool_cooling WHERE pool_id = 'c1/instance'`); rows < 1 || rows > n {

@@ -1,3 +1,7 @@
+-- Migration 8: the cooling count kept per minute (below), ipam_now() in
+-- PL/pgSQL, stripes and counter slots spread over pages, and one foreign key
+-- from an allocation to its pool and cluster. Each part says why.
+--
 -- Cooling in constant time. A pool's count of addresses inside their cooldown
 -- is kept per minute of reusable_at (the cooling bucket), so usage sums the
 -- buckets from two minutes ahead (one row per minute with releases, per
