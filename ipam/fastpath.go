@@ -195,29 +195,42 @@ func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (Allocate
 
 // findHold is the read-only first look of Reserve: the owner's hold (or
 // allocation) that already answers the request, with more than half of its
-// time left, costs one query and no commit.
+// time left, and the owner's lost hold (sqlLostHold), in one round trip and no
+// write. looked is false when it did not run (a caller's transaction, a pool
+// it cannot name); a failed lost-hold look-up leaves Lost nil, since it only
+// explains a plan.
 //
 // An instance with no pool named takes its live hold from whichever pool its
 // plan took it from, as plannedInstancePool does.
-func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, bool) {
+func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (h Hold, found, looked bool) {
 	want := ownPool(req)
 	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
 	if !want.valid() || s.outer != nil {
-		return Allocation{}, false
+		return h, false, false
 	}
 	clusterID := want.ClusterID
 	var fresh bool
 	var cidrs []netip.Prefix
-	a, err := scanAllocation(extraRow{s.pool.QueryRow(ctx, sqlFindHold,
-		clusterID, req.Owner.Kind, req.Owner.ID, s.actor, durationInterval(ttl/2)), []any{&fresh, &cidrs}})
+	b := &pgx.Batch{}
+	b.Queue(sqlFindHold, clusterID, req.Owner.Kind, req.Owner.ID, s.actor, durationInterval(ttl/2))
+	b.Queue(sqlLostHold, clusterID, req.Owner.Kind, req.Owner.ID, durationInterval(LostHoldWindow))
+	br := s.pool.SendBatch(ctx, b)
+	a, err := scanAllocation(extraRow{br.QueryRow(), []any{&fresh, &cidrs}})
+	h.Lost, _ = scanLostHold(br.QueryRow())
+	if cerr := br.Close(); err == nil || errors.Is(err, ErrNotFound) {
+		err = cerr
+	} else {
+		h.Lost = nil
+	}
 	samePool := a.PoolID == want.ID() || (anyPool && a.State == StateReserved)
 	if err != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
-		return Allocation{}, false
+		return h, false, err == nil
 	}
 	for _, c := range cidrs {
 		if c.Contains(a.Address) {
 			a.Block = c
 		}
 	}
-	return a, true
+	h.Allocation = a
+	return h, true, true
 }

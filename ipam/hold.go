@@ -72,27 +72,66 @@ func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
 		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
 }
 
+// Hold is what Reserve returns: the owner's hold, or the active allocation
+// the owner already has, and Lost.
+type Hold struct {
+	Allocation
+	// Lost is the owner's latest plan-time hold that expired and went to
+	// another owner within LostHoldWindow, if any: a plan saved with that
+	// address cannot be applied any more. It may be the address this hold
+	// has again.
+	Lost *LostHold
+}
+
+// LostHold is an owner's plan-time hold that another owner took.
+type LostHold struct {
+	Address netip.Addr
+	TakenBy string    // the owner that took it, as "<kind> <id>"
+	At      time.Time // when it was taken (database time)
+}
+
+// LostHoldWindow is how far back Reserve looks for a lost hold.
+const LostHoldWindow = 24 * time.Hour
+
+// EventHoldLost records that an owner's expired plan-time hold went to another owner.
+const EventHoldLost = "allocation.hold_lost"
+
 // Reserve takes, or finds again, a short-lived hold on an address for an
 // owner: what a plan shows before apply. It is the one hold entry point,
 // resolving the pool as Allocate does (an instance's hold comes from the
 // pool Allocate would use; a hold never grows a node). The hold is keyed by owner, so
 // planning again finds the same one (and extends it). An owner that already
 // holds an active address gets that address, unchanged. A hold that expires
-// unused is taken like a free address, without cooldown.
-func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
-	var a Allocation
+// unused is taken like a free address, without cooldown. The lost-hold
+// look-up rides with the first look for the hold, in its round trip.
+func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
+	var h Hold
 	if err := checkRequest(req); err != nil {
-		return a, err
+		return h, err
 	}
 	if ttl <= 0 {
-		return a, invalid("reservation_ttl", "must be positive")
+		return h, invalid("reservation_ttl", "must be positive")
 	}
-	if held, ok := s.findHold(ctx, req, ttl); ok {
+	held, found, looked := s.findHold(ctx, req, ttl)
+	if found {
 		return held, nil
 	}
+	h.Lost = held.Lost
 	if !req.Address.IsValid() {
-		if held, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
-			return held.Allocation, err
+		res, ok, err := s.fastTake(ctx, req, ttl)
+		if err != nil {
+			return h, err
+		}
+		if ok {
+			h.Allocation = res.Allocation
+			if !looked {
+				var q querier = s.pool
+				if s.outer != nil {
+					q = s.outer
+				}
+				h.Lost, err = s.lostHold(ctx, q, req)
+			}
+			return h, err
 		}
 	}
 	var pool *Pool
@@ -101,31 +140,36 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
 			return err
 		}
-		a, err = s.reserveTx(ctx, tx, pool, req, ttl)
+		if h.Allocation, err = s.reserveTx(ctx, tx, pool, req, ttl); err != nil || looked {
+			return err
+		}
+		h.Lost, err = s.lostHold(ctx, tx, req)
 		return err
 	})
 	if err != nil {
-		return a, err
+		return h, err
 	}
-	a.Block, _ = pool.layout.BlockOf(a.Address)
-	return a, nil
+	h.Block, _ = pool.layout.BlockOf(h.Address)
+	return h, nil
 }
 
-// EventHoldLost records that an owner's expired plan-time hold went to another owner.
-const EventHoldLost = "allocation.hold_lost"
+// lostHold looks up the owner's lost hold (sqlLostHold) where findHold did not.
+func (s *Client) lostHold(ctx context.Context, q querier, req AllocateRequest) (*LostHold, error) {
+	l, err := scanLostHold(q.QueryRow(ctx, sqlLostHold, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID, durationInterval(LostHoldWindow)))
+	return l, s.mapErr(err)
+}
 
-// LostHold reports the address of the owner's plan-time hold that another
-// owner took within the last `within`, if any: a plan saved with that address
-// cannot be applied any more. It reads a partial index that only these rare
-// events enter.
-func (s *Client) LostHold(ctx context.Context, clusterID string, o Owner, within time.Duration) (addr netip.Addr, takenBy string, at time.Time, ok bool, err error) {
+// scanLostHold scans sqlLostHold's row: nil when there is none.
+func scanLostHold(row pgx.Row) (*LostHold, error) {
+	var l LostHold
 	var p netip.Prefix
-	err = s.pool.QueryRow(ctx, sqlLostHold, clusterID, o.Kind, o.ID, durationInterval(within)).Scan(&p, &takenBy, &at)
+	err := row.Scan(&p, &l.TakenBy, &l.At)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return addr, "", at, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return addr, "", at, false, s.mapErr(err)
+		return nil, err
 	}
-	return p.Addr(), takenBy, at, true, nil
+	l.Address = p.Addr()
+	return &l, nil
 }

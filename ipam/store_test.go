@@ -477,6 +477,57 @@ func TestReservationExpiresWithoutCooldown(t *testing.T) {
 	}
 }
 
+// An owner whose hold expired and went to another owner gets a new hold,
+// and Reserve names the lost one: on the first look (one round trip), when
+// the new hold is found again, and inside a caller's transaction.
+func TestReserveReportsLostHold(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}
+	first, err := st.Reserve(ctx, req, time.Hour)
+	if err != nil || first.Lost != nil {
+		t.Fatalf("first hold: %+v %v", first.Lost, err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
+		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("thief"), Address: first.Address}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, h ipam.Hold, err error) {
+		t.Helper()
+		if err != nil || h.Lost == nil {
+			t.Fatalf("%s: lost %+v, %v", what, h.Lost, err)
+		}
+		if h.Lost.Address != first.Address || h.Lost.TakenBy != "node thief" || h.Lost.At.IsZero() || h.Address == first.Address {
+			t.Fatalf("%s: lost %+v, holds %s, want %s lost to node thief", what, *h.Lost, h.Address, first.Address)
+		}
+	}
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := st.InTx(tx).Reserve(ctx, req, time.Hour)
+	check("in a caller's transaction", in, err)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.Reserve(ctx, req, time.Hour)
+	check("new hold", h, err)
+	again, err := st.Reserve(ctx, req, time.Hour)
+	check("found again", again, err)
+	if again.ID != h.ID {
+		t.Fatalf("planning again took another hold: %s, then %s", h.Address, again.Address)
+	}
+	// Another owner of the cluster has lost nothing.
+	if o, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("other")}, time.Hour); err != nil || o.Lost != nil {
+		t.Fatalf("other owner: %+v %v", o.Lost, err)
+	}
+}
+
 // An owner's hold becomes its allocation at apply, keeping the address.
 func TestReservationConfirmedAtApply(t *testing.T) {
 	t.Parallel()

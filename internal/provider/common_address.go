@@ -313,8 +313,8 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	var oc *ipam.OwnerConflictError
 	switch {
 	case err == nil:
-		warnLostHold(pd, diags, owner, a)
-		return a, true
+		warnLostHold(diags, owner, a)
+		return a.Allocation, true
 	case errors.As(err, &oc) && oc.Actor == pd.store.Actor():
 		// The owner still holds its old address under this actor: a replacement
 		// whose destroy runs first. Apply claims the address then.
@@ -346,19 +346,17 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 // before applying it and compares with the saved plan, so a saved plan that
 // showed the lost address fails there with "Provider produced inconsistent
 // final plan" before anything is allocated: this warning, shown with that
-// error, says why and what to do. (The plan call carries no context of its
-// own here; the look-up is one probe of a partial index, bounded by a timeout.)
-func warnLostHold(pd *providerData, diags *diag.Diagnostics, owner ipam.Owner, a ipam.Allocation) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	lost, takenBy, at, ok, err := pd.store.LostHold(ctx, a.ClusterID, owner, 24*time.Hour)
-	if err != nil || !ok || lost == a.Address {
+// error, says why and what to do. Reserve looks the lost hold up in the round
+// trip of its own first look.
+func warnLostHold(diags *diag.Diagnostics, owner ipam.Owner, h ipam.Hold) {
+	if h.Lost == nil || h.Lost.Address == h.Address {
 		return
 	}
+	lost := h.Lost.Address.String()
 	diags.AddWarning("Earlier Planned Address Was Taken",
-		"An earlier plan held "+lost.String()+" for "+owner.Kind+" "+owner.ID+", but that hold expired and "+takenBy+
-			" took the address at "+at.UTC().Format(time.RFC3339)+"; this plan shows "+a.Address.String()+" instead. "+
-			"If you are applying a saved plan that showed "+lost.String()+", Terraform reports \"Provider produced inconsistent "+
+		"An earlier plan held "+lost+" for "+owner.Kind+" "+owner.ID+", but that hold expired and "+h.Lost.TakenBy+
+			" took the address at "+h.Lost.At.UTC().Format(time.RFC3339)+"; this plan shows "+h.Address.String()+" instead. "+
+			"If you are applying a saved plan that showed "+lost+", Terraform reports \"Provider produced inconsistent "+
 			"final plan\" for this resource: nothing was allocated for it, so run terraform plan again and apply the new plan.")
 }
 
