@@ -81,7 +81,8 @@ var hotStatements = []hotStatement{
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
 }
 
-// watchedTables may never be read by a sequential scan on the hot path.
+// watchedTables may never be read by a sequential scan, nor by an index scan
+// with no index condition, on the hot path.
 var watchedTables = map[string]bool{"ipam_allocations": true, "ipam_pool_stripes": true}
 
 // PlanResult is the EXPLAIN of one hot statement.
@@ -233,7 +234,7 @@ func (r *runner) explainSection(ctx context.Context) error {
 		}
 	}
 	st := "met"
-	val := fmt.Sprintf("%d plans of %d statements: no Seq Scan on ipam_allocations/ipam_pool_stripes, no Sort", len(r.rep.Plans), len(hotStatements))
+	val := fmt.Sprintf("%d plans of %d statements: no Seq Scan or index walk without an Index Cond on ipam_allocations/ipam_pool_stripes, no Sort", len(r.rep.Plans), len(hotStatements))
 	if bad > 0 {
 		st, val = "FAIL", fmt.Sprintf("%d problems in %d plans (see the plans)", bad, len(r.rep.Plans))
 		if r.cfg.Smoke {
@@ -316,9 +317,11 @@ func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, sql, mode stri
 }
 
 type planNode struct {
-	NodeType string     `json:"Node Type"`
-	Relation string     `json:"Relation Name"`
-	Plans    []planNode `json:"Plans"`
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Plans     []planNode `json:"Plans"`
 }
 
 func (n planNode) problems() []string {
@@ -326,6 +329,10 @@ func (n planNode) problems() []string {
 	switch {
 	case n.NodeType == "Seq Scan" && watchedTables[n.Relation]:
 		out = append(out, "Seq Scan on "+n.Relation)
+	case (n.NodeType == "Index Scan" || n.NodeType == "Index Only Scan") && watchedTables[n.Relation] && n.IndexCond == "":
+		// A walk over a whole index, filtered row by row: as slow as a
+		// sequential scan on a big table.
+		out = append(out, "Index Scan with no Index Cond on "+n.Relation+" ("+n.Index+")")
 	case n.NodeType == "Sort" || n.NodeType == "Incremental Sort":
 		out = append(out, n.NodeType)
 	}

@@ -2,9 +2,11 @@ package ipam_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +109,75 @@ func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
 				t.Fatalf("usage of the IPv4 pool after the fast path: %+v (want %d active, 1 cooling)", p.UsageCounts, len(seen))
 			}
 		}
+	}
+}
+
+// The one-statement allocation finds the reused row by its key whatever the
+// planner believes about the table: here its statistics say no row is
+// cooling (analyzed while every row was active, as after an apply, before a
+// destroy), the plan is the generic one, and the owner asking has a cooling
+// row, so the statement hands over. A join that
+// the estimates turn around would walk the whole reuse queue for every
+// allocation, cooling rows of every pool included.
+func TestFastStatementReadsNoIndexWhole(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	const n = 200
+	for i := range n {
+		if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance(fmt.Sprintf("i-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := raw.Exec(ctx, `ANALYZE ipam_allocations`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if ok, err := st.Release(ctx, "c1", instance(fmt.Sprintf("i-%d", i)), 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+	var sql string
+	for _, s := range ipam.HotStatements() {
+		if strings.HasPrefix(s.Name, "fast path: an allocation") {
+			sql = s.SQL
+		}
+	}
+	if sql == "" {
+		t.Fatal("no fast allocation statement in ipam.HotStatements")
+	}
+	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, strings.Replace(ipam.TxSettings, "SET LOCAL", "SET", 1), `PREPARE fast AS ` + sql} {
+		if _, err := raw.Exec(ctx, q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	var js string
+	if err := raw.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE fast('c1', 'c1/instance', 'instance', 'i-7',
+		'acme', 'prod', NULL, 'i-7', 'test', '1 hour', NULL, gen_random_uuid(), 'allocation.reserved', gen_random_uuid(), NULL)`).Scan(&js); err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Type      string `json:"Node Type"`
+		Relation  string `json:"Relation Name"`
+		Index     string `json:"Index Name"`
+		IndexCond string `json:"Index Cond"`
+		Plans     []node `json:"Plans"`
+	}
+	var doc []struct{ Plan node }
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n node)
+	walk = func(n node) {
+		if n.Relation == "ipam_allocations" && (n.Type == "Seq Scan" || (strings.HasPrefix(n.Type, "Index") && n.IndexCond == "")) {
+			t.Errorf("%s on ipam_allocations %s with no index condition:\n%s", n.Type, n.Index, js)
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	for _, d := range doc {
+		walk(d.Plan)
 	}
 }

@@ -303,14 +303,16 @@ const fastAllocateSQL = `WITH owner AS (
 		FROM s, pool
 		RETURNING *
 	), cooled AS MATERIALIZED (
-		SELECT id AS cooled_id, state AS cooled_state FROM ipam_allocations
+		SELECT ctid AS cooled_ctid, state AS cooled_state FROM ipam_allocations
 		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
 			AND EXISTS (SELECT 1 FROM pool WHERE kind = 'table')
 		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
 	), reused AS (
+		-- the picked row where it lies (cooled locked it, so it stays
+		-- there): a scalar subquery and a TID scan, so that no estimate can
+		-- turn a join around into a walk over the reuse queue
 		UPDATE ipam_allocations SET ` + activateSet + `
-		FROM cooled
-		WHERE id = cooled_id AND cooled_state <> 'reserved' AND ` + activateReusable + `
+		WHERE ctid = (SELECT cooled_ctid FROM cooled WHERE cooled_state <> 'reserved') AND ` + activateReusable + `
 		RETURNING ipam_allocations.*
 	), a AS (
 		SELECT * FROM fresh UNION ALL SELECT * FROM reused
