@@ -400,7 +400,9 @@ func (r *runner) terraformSection(ctx context.Context) error {
 		n, float64(res.commits)/float64(rounds)/float64(n), us(res.serverCPU/rounds/time.Duration(n))))
 	lines = append(lines, fmt.Sprintf("CPU per round (apply + plan), terraform and its provider processes: ipam %s; do-nothing provider %s; do-nothing resource with ipam_instance_address's schema %s; terraform_data %s.",
 		perRound(ipamRes), perRound(noop), perRound(noopWide), secs(data.cpu/rounds)))
-	over := func(a, b tfResult, step int) float64 { return float64(median(a.times[step])) / float64(median(b.times[step])) }
+	over := func(a, b tfResult, step int) float64 {
+		return float64(median(a.times[step])) / float64(median(b.times[step]))
+	}
 	lines = append(lines, fmt.Sprintf("The plugin protocol alone, noop_thing over terraform_data: apply %.2f, plan (refresh) %.2f. The schema's size alone, noop_instance over noop_thing: apply %.2f, plan (refresh) %.2f.",
 		over(noop, data, applyStep), over(noop, data, planStep), over(noopWide, noop, applyStep), over(noopWide, noop, planStep)))
 	large, err := r.terraformLarge(ctx, e, res)
