@@ -67,10 +67,18 @@ var hotStatements = []hotStatement{
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
 	{name: "release", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0)} }},
-	{name: "fast path: an allocation in one statement (fresh from a counter pool, reuse from an IPv4 table pool)", db: "growth",
+	{name: "fast path: a fresh allocation in one statement (a counter pool)", db: "growth",
 		params: func(f *planFixture) []any {
 			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
-				uuid.New(), "instance.allocated", uuid.New(), f.clusterID + "/blocks/n1"}
+				uuid.New(), "instance.allocated", f.clusterID + "/blocks/n1", uuid.New()}
+		}},
+	// The reuse database's pool is a counter pool with a long cooled
+	// queue: the plan is what the statement would run on a table pool of
+	// that size (its guard stops it here).
+	{name: "fast path: a reused allocation in one statement (an IPv4 table pool)", db: "reuse",
+		params: func(f *planFixture) []any {
+			return []any{f.qClusterID, f.qPoolID, "env_ipv4", "e-2", "acme", "e-2", nil, nil, "bench", time.Duration(0), nil,
+				uuid.New(), "env.ipv4_addon_enabled"}
 		}},
 	{name: "fast path: apply of a planned hold in one statement", db: "growth",
 		params: func(f *planFixture) []any {

@@ -11,7 +11,7 @@ import (
 )
 
 // The fast paths run the one-statement forms of an allocation
-// (fastAllocateSQL, confirmHoldSQL in statements.go).
+// (fastFreshSQL, fastReuseSQL and confirmHoldSQL in statements.go).
 
 // fastAllocate tries Allocate's fast paths: a fresh address (in an IPv4 table
 // pool, the longest-cooled reusable one) in one statement, or the plan's hold
@@ -47,8 +47,13 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 	if hold > 0 {
 		typ = "allocation.reserved"
 	}
-	return s.runOne(ctx, fastAllocateSQL, pool.ClusterID, pool.ID(), o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID),
-		nullable(o.NodeID), nullable(o.InstanceID), s.actor, durationInterval(hold), nullable(o.SetID), newID(), typ, newID(), nullable(avoid))
+	args := []any{pool.ClusterID, pool.ID(), o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID),
+		nullable(o.NodeID), nullable(o.InstanceID), s.actor, durationInterval(hold), nullable(o.SetID), newID(), typ}
+	if o.Kind == OwnerEnvIPv4 {
+		// IPv4 pools are table pools; from another pool the statement hands over.
+		return s.runOne(ctx, fastReuseSQL, args...)
+	}
+	return s.runOne(ctx, fastFreshSQL, append(args, nullable(avoid), newID())...)
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its

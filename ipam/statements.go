@@ -33,7 +33,8 @@ func HotStatements() []Statement {
 		{"reuse take (conditional write)", sqlActivate},
 		{"exact claim probe", sqlClaimProbe},
 		{"release", sqlRelease},
-		{"fast path: an allocation in one statement (fresh from a counter pool, reuse from an IPv4 table pool)", fastAllocateSQL},
+		{"fast path: a fresh allocation in one statement (a counter pool)", fastFreshSQL},
+		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
 		{"fast path: apply of a planned hold in one statement", confirmHoldSQL},
 		{"refresh read", sqlGetActive},
 	}
@@ -69,7 +70,7 @@ const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, ho
 const inventoryID = `coalesce(a.set_owner, a.owner_id)`
 
 // allocInsertColumns are the columns a new allocation row is written with
-// (sqlInsertFresh, fastAllocateSQL).
+// (sqlInsertFresh, fastFreshSQL).
 const allocInsertColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
 	org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, set_owner, reusable_at, reserved_until`
 
@@ -158,7 +159,7 @@ const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FRO
 
 // activateSet and activateReusable are how an existing row (free, cooling,
 // or a hold) is handed to an owner, in the two statements that do it
-// (sqlActivate, and fastAllocateSQL in a table pool), with the owner's
+// (sqlActivate, and fastReuseSQL), with the owner's
 // fields as both number them: $3 kind, $4 id, $5 org, $6 env, $7 node, $8
 // instance, $9 actor, $10 hold (> 0: a plan-time hold), $11 set.
 //
@@ -200,7 +201,7 @@ const sqlRelease = `WITH a AS (UPDATE ipam_allocations a SET state = 'cooling',
 // Usage counters (ipam_pool_counters). A pool's active count is the sum of
 // its counter slots and of its stripes' active column (activeCount): the fast
 // path's fresh insert counts itself in the stripe it advances
-// (fastAllocateSQL). Every other statement that moves a row into
+// (fastFreshSQL). Every other statement that moves a row into
 // or out of 'active' names it in a CTE "moved" (its pool and +1 or -1: movedIn
 // counts a row the statement left active, movedOut one it took out of
 // active; one row at most, each of these statements changes one allocation)
@@ -213,12 +214,9 @@ const sqlRelease = `WITH a AS (UPDATE ipam_allocations a SET state = 'cooling',
 // transaction's own locks never make it skip a row). The pick is
 // MATERIALIZED so it runs once (see the stripe pick).
 const (
-	movedIn  = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM a)`
-	movedOut = `, moved AS (SELECT pool_id, -1 AS delta FROM a)`
-	// movedReused: the fast path counts a fresh row in its stripe (above),
-	// a reused one here.
-	movedReused = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM reused)`
-	countMoved  = `, count_slot AS MATERIALIZED (
+	movedIn    = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM a)`
+	movedOut   = `, moved AS (SELECT pool_id, -1 AS delta FROM a)`
+	countMoved = `, count_slot AS MATERIALIZED (
 		SELECT slot FROM ipam_pool_counters
 		WHERE pool_id = (SELECT pool_id FROM moved) AND (SELECT delta FROM moved) <> 0
 		ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
@@ -250,42 +248,37 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 
 // The fast path: the common allocation (an owner that holds nothing yet) done
 // in one statement that commits on its own, so it costs one network round
-// trip instead of six. It serves two kinds of pool:
-//   - a counter pool of one block with no exclusions and the gateway outside
-//     (the cluster's node and instance pools): a fresh address, with the same
-//     stripe pick as the full path;
-//   - a table pool (IPv4): the longest-cooled reusable row, with the same
-//     reuse pick (sqlTakeCooled) and the same hand-out (activateSet,
-//     activateReusable) as the full path.
+// trip instead of six. There are two, one per kind of pool, so that neither
+// carries the other's plan (a statement's executor start and end grow with
+// its plan, and cost about a fifth of its server time):
+//   - fastFreshSQL, a counter pool of one block with no exclusions and the
+//     gateway outside (the cluster's node and instance pools): a fresh
+//     address, with the same stripe pick as the full path;
+//   - fastReuseSQL, a table pool (IPv4): the longest-cooled reusable row,
+//     with the same reuse pick (sqlTakeCooled) and the same hand-out
+//     (activateSet, activateReusable) as the full path.
 //
-// It keeps every guarantee of the full path: the same picks (so addresses are
-// unique and in order), the same unique constraints, one durable commit, the
-// event and the usage count in the same transaction. Whenever it cannot be
-// sure, it hands over to the full path by returning no row: the owner holds,
-// held or reserved something (its address must be adopted or given back),
-// the pool is of another shape, no stripe or row is free right now, the
+// Each keeps every guarantee of the full path: the same picks (so addresses
+// are unique and in order), the same unique constraints, one durable commit,
+// the event and the usage count in the same transaction. Whenever it cannot
+// be sure, it hands over to the full path by returning no row: the owner
+// holds, held or reserved something (its address must be adopted or given
+// back), the pool is of another shape or kind (the caller chose the
+// statement by the owner's kind), no stripe or row is free right now, the
 // address was claimed exactly meanwhile (the insert fails; the full path
-// steps over it), the reuse pick is another owner's expired hold (its loss is
-// recorded), or anything fails. Parameters: $1 cluster, $2 pool, the owner as activateSet numbers it
-// ($3..$11), $12 event id, $13 event type, $14 new row id, $15 the node's
-// blocks pool for an instance (NULL otherwise).
-const fastAllocateSQL = `WITH owner AS (
-		-- two probes, one per partial owner index (one IN over three states would match neither)
-		SELECT 1 WHERE EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state IN ('active', 'reserved'))
-			OR EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state = 'cooling')
-	), pool AS (
-		SELECT kind, cidrs, cidrs[1] AS block, stripes FROM ipam_pools
-		WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM owner)
-			AND (kind = 'table' OR (kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
-				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))))
-			-- an instance whose node has blocks draws from them ($15 names them; NULL otherwise)
-			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $15)
-		FOR KEY SHARE -- the allocator's pool lock (see lockPoolShared)
+// steps over it), the reuse pick is another owner's expired hold (its loss
+// is recorded), or anything fails. Parameters: $1 cluster, $2 pool, the
+// owner as activateSet numbers it ($3..$11), $12 event id, $13 event type,
+// and in fastFreshSQL $14 the node's blocks pool for an instance (NULL
+// otherwise) and $15 the new row's id.
+const (
+	fastFreshSQL = fastHead + `'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
+				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))
+			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
+			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $14)` + fastPool + `
 	), pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool WHERE kind = 'counter')
+		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
 		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
 	), s AS (
 		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + (SELECT stripes FROM pool),
@@ -293,40 +286,65 @@ const fastAllocateSQL = `WITH owner AS (
 		FROM pick
 		WHERE st.pool_id = $2 AND st.stripe = pick.stripe AND st.next_ordinal <= st.last_ordinal
 		RETURNING st.next_ordinal - (SELECT stripes FROM pool) AS ord
-	), fresh AS (
+	), a AS (
 		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		SELECT $14, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
+		SELECT $15, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
 			CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
 			$5, $6, $7, $8, $9, ipam_now(), ipam_now(), $11,
 			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END,
 			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
 		FROM s, pool
 		RETURNING *
+	)` + fastTail + `(SELECT block FROM pool)` + fastNetwork
+
+	fastReuseSQL = fastHead + `'table'` + fastPool + `
 	), cooled AS MATERIALIZED (
 		SELECT ctid AS cooled_ctid, state AS cooled_state FROM ipam_allocations
 		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
-			AND EXISTS (SELECT 1 FROM pool WHERE kind = 'table')
+			AND EXISTS (SELECT 1 FROM pool)
 		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
-	), reused AS (
+	), a AS (
 		-- the picked row where it lies (cooled locked it, so it stays
 		-- there): a scalar subquery and a TID scan, so that no estimate can
 		-- turn a join around into a walk over the reuse queue
 		UPDATE ipam_allocations SET ` + activateSet + `
 		WHERE ctid = (SELECT cooled_ctid FROM cooled WHERE cooled_state <> 'reserved') AND ` + activateReusable + `
 		RETURNING ipam_allocations.*
-	), a AS (
-		SELECT * FROM fresh UNION ALL SELECT * FROM reused
-	), e AS (
+	)` + movedIn + countMoved + fastTail + `(SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
+
+	// fastHead is the owner probe and the start of the pool guard, up to
+	// the kind it requires.
+	fastHead = `WITH owner AS (
+		-- two probes, one per partial owner index (one IN over three states would match neither)
+		SELECT 1 WHERE EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state IN ('active', 'reserved'))
+			OR EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state = 'cooling')
+	), pool AS (
+		SELECT cidrs, cidrs[1] AS block, stripes FROM ipam_pools
+		WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM owner) AND kind = `
+	// fastPool ends the pool guard: the allocator's pool lock.
+	fastPool = `
+		FOR KEY SHARE -- the allocator's pool lock (see lockPoolShared)`
+	// fastTail is the event of the row a, and what the statement returns:
+	// the row, then its block (each statement's own expression), then
+	// fastNetwork.
+	fastTail = `, e AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
-	)` + movedReused + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1),
-		` + networkColumns + ` FROM a`
+	)
+	SELECT ` + allocColumns + `, `
+	// fastNetwork ends a fast statement: the cluster's network settings.
+	fastNetwork = `, ` + networkColumns + ` FROM a` + networkJoin
+)
 
 // networkColumns are the cluster's WorkloadSpec network settings, read in
-// the fast statements (an instance's allocation returns them).
-const networkColumns = `(SELECT gateway_ipv6 FROM ipam_clusters WHERE id = $1), (SELECT mtu FROM ipam_clusters WHERE id = $1),
-	(SELECT dns_servers FROM ipam_clusters WHERE id = $1)`
+// the fast statements (an instance's allocation returns them) through
+// networkJoin: one probe of the cluster's row.
+const (
+	networkColumns = `net.gateway_ipv6, net.mtu, net.dns_servers`
+	networkJoin    = ` LEFT JOIN LATERAL (SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1) net ON true`
+)
 
 // confirmHoldSQL turns the owner's plan-time hold on exactly the planned
 // address into the allocation, with its event: the usual apply of a planned
@@ -346,7 +364,7 @@ const confirmHoldSQL = `WITH a AS (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
 	)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a`
+	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a` + networkJoin
 
 // Inventory reads (ops_list.go): keys only, in a stable order.
 const (
