@@ -184,41 +184,35 @@ func instancesConfig(cluster string, n int) string {
 `, n, cluster)
 }
 
-// noopConfig is instancesConfig for the do-nothing provider: n resources
-// with the same owner names and labels, and nothing behind them.
+// noopConfig is instancesConfig for the do-nothing provider's noop_thing: n
+// resources with the same owner names and labels, and nothing behind them.
 func noopConfig(n int) string {
-	return fmt.Sprintf(`terraform {
-  required_providers {
-    noop = { source = "overlayipam/noop" }
-  }
-}
-
-resource "noop_thing" "r" {
-  count  = %d
-  name   = "i-${count.index}"
-  org_id = "acme"
-  env_id = "prod"
-}
-`, n)
+	return noopResources("noop_thing", n, `name   = "i-${count.index}"`)
 }
 
 // noopInstanceConfig is n noop_instance: ipam_instance_address's schema,
 // the same arguments, and nothing behind them.
 func noopInstanceConfig(n int) string {
+	return noopResources("noop_instance", n, `cluster_id  = "c1"
+  instance_id = "i-${count.index}"`)
+}
+
+// noopResources is n resources of a do-nothing type with key, then the
+// labels every configuration of the section has.
+func noopResources(typ string, n int, key string) string {
 	return fmt.Sprintf(`terraform {
   required_providers {
     noop = { source = "overlayipam/noop" }
   }
 }
 
-resource "noop_instance" "r" {
-  count       = %d
-  cluster_id  = "c1"
-  instance_id = "i-${count.index}"
-  org_id      = "acme"
-  env_id      = "prod"
+resource %q "r" {
+  count  = %d
+  %s
+  org_id = "acme"
+  env_id = "prod"
 }
-`, n)
+`, typ, n, key)
 }
 
 func dataConfig(n int) string {

@@ -89,13 +89,31 @@ func (thing) Metadata(_ context.Context, req resource.MetadataRequest, resp *res
 	resp.TypeName = req.ProviderTypeName + "_thing"
 }
 
-func (thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	computed := func() schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+// computed is a computed string kept from the state, as the real address
+// attributes are.
+func computed() schema.StringAttribute {
+	return schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+}
+
+// replacing is a required string whose change replaces the resource.
+func replacing() schema.StringAttribute {
+	return schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}}
+}
+
+// updateFromPlan is both resources' Update: the state becomes the plan.
+func updateFromPlan[M any](ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m M
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
 	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{Attributes: map[string]schema.Attribute{
 		"id":      computed(),
-		"name":    schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+		"name":    replacing(),
 		"org_id":  schema.StringAttribute{Optional: true},
 		"env_id":  schema.StringAttribute{Optional: true},
 		"address": computed(),
@@ -130,12 +148,7 @@ func (thing) Read(context.Context, resource.ReadRequest, *resource.ReadResponse)
 // Update takes the labels from the plan; id and address are kept there by
 // UseStateForUnknown (a new name replaces the resource).
 func (thing) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m thingModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	updateFromPlan[thingModel](ctx, req, resp)
 }
 
 func (thing) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
@@ -171,18 +184,12 @@ func (instance) Metadata(_ context.Context, req resource.MetadataRequest, resp *
 }
 
 func (instance) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	computed := func() schema.StringAttribute {
-		return schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
-	}
-	key := func() schema.StringAttribute {
-		return schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}}
-	}
 	resp.Schema = schema.Schema{Attributes: map[string]schema.Attribute{
 		"id":           computed(),
-		"cluster_id":   key(),
-		"instance_id":  key(),
-		"org_id":       key(),
-		"env_id":       key(),
+		"cluster_id":   replacing(),
+		"instance_id":  replacing(),
+		"org_id":       replacing(),
+		"env_id":       replacing(),
 		"node_id":      schema.StringAttribute{Optional: true},
 		"address":      schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		"cidr":         computed(),
@@ -215,12 +222,7 @@ func (instance) Create(ctx context.Context, req resource.CreateRequest, resp *re
 func (instance) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
 
 func (instance) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m instanceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	updateFromPlan[instanceModel](ctx, req, resp)
 }
 
 func (instance) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
