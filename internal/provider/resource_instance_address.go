@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -229,8 +230,10 @@ func (r *instanceAddressResource) ImportState(ctx context.Context, req resource.
 // ModifyPlan checks a claimed address against the cluster at plan time.
 func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	checkClaimAtPlan(ctx, r.store, req, resp, r.plannedPool(ctx, req))
-	r.replaceOnNodeMove(ctx, req, resp)
-	r.moveIntoNodeBlocks(ctx, req, resp)
+	if planNode, stateNode, ok := updatedNode(ctx, req, &resp.Diagnostics); ok && r.store != nil {
+		r.replaceOnNodeMove(ctx, req, resp, planNode, stateNode)
+		r.moveIntoNodeBlocks(ctx, req, resp, planNode, stateNode)
+	}
 	networkUnknownOnUpdate(ctx, req, resp)
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
@@ -282,27 +285,46 @@ func (r *instanceAddressResource) plannedPool(ctx context.Context, req resource.
 	}
 }
 
+// updatedNode reads node_id from the plan and the state of an update (false
+// for a create or a destroy): one attribute each, not the whole model, since
+// every refresh plans every instance again.
+func updatedNode(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics) (plan, state types.String, ok bool) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return plan, state, false
+	}
+	diags.Append(req.Plan.GetAttribute(ctx, path.Root("node_id"), &plan)...)
+	diags.Append(req.State.GetAttribute(ctx, path.Root("node_id"), &state)...)
+	return plan, state, !diags.HasError()
+}
+
+// stateStrings reads string attributes of the prior state.
+func stateStrings(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics, attrs map[string]*types.String) bool {
+	for name, v := range attrs {
+		diags.Append(req.State.GetAttribute(ctx, path.Root(name), v)...)
+	}
+	return !diags.HasError()
+}
+
 // moveIntoNodeBlocks replaces an instance whose address lies outside its
 // node's blocks while the node has some: placed before the node's blocks
 // existed (the same apply created both, and the plan had fixed the address),
 // it moves into them with the next apply instead of staying outside for good.
-func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if r.store == nil || req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || resp.Diagnostics.HasError() {
+func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, planNode, stateNode types.String) {
+	if resp.Diagnostics.HasError() || !planNode.Equal(stateNode) || stateNode.IsNull() {
 		return
 	}
-	var plan, state instanceAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || !plan.NodeID.Equal(state.NodeID) || state.NodeID.IsNull() || state.Address.IsNull() {
+	var cluster, address, instanceID types.String
+	if !stateStrings(ctx, req, &resp.Diagnostics, map[string]*types.String{"cluster_id": &cluster, "address": &address, "instance_id": &instanceID}) ||
+		address.IsNull() {
 		return
 	}
-	addr, err := ipam.ParseAddr(state.Address.ValueString())
+	addr, err := ipam.ParseAddr(address.ValueString())
 	if err != nil {
 		return
 	}
-	cluster, node := state.ClusterID.ValueString(), state.NodeID.ValueString()
-	id, err := r.store.InstancePoolID(ctx, cluster, node)
-	if err != nil || id != ipam.NodeBlocksPool(cluster, node).ID() || r.store.CheckClaim(ctx, id, addr) == nil {
+	node := stateNode.ValueString()
+	id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), node)
+	if err != nil || id != ipam.NodeBlocksPool(cluster.ValueString(), node).ID() || r.store.CheckClaim(ctx, id, addr) == nil {
 		return
 	}
 	// Terraform replaces only for a path whose planned value differs.
@@ -311,31 +333,28 @@ func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req re
 	}
 	resp.RequiresReplace = append(resp.RequiresReplace, path.Root("address"))
 	resp.Diagnostics.AddAttributeWarning(path.Root("address"), "Instance Moves Into Its Node's Blocks",
-		"Instance "+state.InstanceID.ValueString()+" holds "+addr.String()+", outside the instance blocks node "+node+
+		"Instance "+instanceID.ValueString()+" holds "+addr.String()+", outside the instance blocks node "+node+
 			" has now (it was placed before they existed), so it is replaced by an address inside them.")
 }
 
 // replaceOnNodeMove: moving an instance between nodes keeps its address (a
 // label change) unless either node has instance blocks, where the address
 // must come from the new node's blocks: then it is a replacement.
-func (r *instanceAddressResource) replaceOnNodeMove(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if r.store == nil || req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+func (r *instanceAddressResource) replaceOnNodeMove(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, planNode, stateNode types.String) {
+	if planNode.Equal(stateNode) {
 		return
 	}
-	var plan, state instanceAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || plan.NodeID.Equal(state.NodeID) {
-		return
-	}
-	if plan.NodeID.IsUnknown() {
+	if planNode.IsUnknown() {
 		resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
 		return
 	}
-	cluster := state.ClusterID.ValueString()
-	for _, n := range []types.String{state.NodeID, plan.NodeID} {
-		id, err := r.store.InstancePoolID(ctx, cluster, n.ValueString())
-		if err == nil && id != ipam.InstancePool(cluster).ID() {
+	var cluster types.String
+	if !stateStrings(ctx, req, &resp.Diagnostics, map[string]*types.String{"cluster_id": &cluster}) {
+		return
+	}
+	for _, n := range []types.String{stateNode, planNode} {
+		id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), n.ValueString())
+		if err == nil && id != ipam.InstancePool(cluster.ValueString()).ID() {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
 			return
 		}

@@ -50,3 +50,45 @@ resource "ipam_instance_address" "web" {
 		},
 	})
 }
+
+// An instance moved between nodes keeps its address when neither node has
+// instance blocks (an update in place), and is replaced when the node it
+// leaves has some: its address lies in that node's blocks.
+func TestAccInstanceAddress_nodeMoveWithBlocks(t *testing.T) {
+	db := newAccDB(t)
+	on := func(node string) string {
+		return db.config(testCluster + `resource "ipam_node_instance_blocks" "x" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-x"
+}
+resource "ipam_instance_address" "web" {
+  cluster_id  = ipam_cluster.c.id
+  instance_id = "web-3"
+  org_id      = "acme"
+  env_id      = "prod"
+  node_id     = "` + node + `"
+  depends_on  = [ipam_node_instance_blocks.x]
+}
+`)
+	}
+	web := "ipam_instance_address.web"
+	inBlocks := db.expectRows(1, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-3' AND state = 'active'
+		AND pool_id = 'c1/blocks/node-x'`)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: db.config(testCluster)},
+			{Config: on("node-a")},
+			{Config: on("node-b"), ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(web, plancheck.ResourceActionUpdate),
+			}}},
+			{Config: on("node-x"), ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(web, plancheck.ResourceActionReplace),
+			}}, Check: func(*terraform.State) error { return inBlocks() }},
+			{Config: on("node-b"), ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(web, plancheck.ResourceActionReplace),
+			}}},
+			{Config: on("node-b"), PlanOnly: true},
+		},
+	})
+}
