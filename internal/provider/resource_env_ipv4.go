@@ -133,7 +133,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return // only a create (or the create half of a replacement) takes a hold
 	}
 	var plan envIPv4ResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -144,7 +144,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(a.CIDR().String())
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.Plan.Set, resp.Plan.Schema.Type(), &plan)...)
 }
 
 func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -153,7 +153,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	var plan envIPv4ResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -167,7 +167,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	plan.fill(res.Allocation)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
 
@@ -177,7 +177,7 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	var state envIPv4ResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State.Get, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -189,7 +189,7 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	state.fill(a)
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &state)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
 }
 
@@ -197,8 +197,8 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 func (r *envIPv4Resource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	var plan envIPv4ResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
 }
 
 func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -206,7 +206,7 @@ func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest
 		return
 	}
 	var state envIPv4ResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State.Get, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}

@@ -144,7 +144,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 		return
 	}
 	var plan instanceAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -157,7 +157,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	plan.fill(res.Allocation, res.Owner.ID)
 	plan.fillLabels(res.Allocation)
 	plan.fillNetwork(res.Network)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
 
@@ -167,7 +167,7 @@ func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadReq
 		return
 	}
 	var state instanceAddressResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State.Get, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -181,7 +181,7 @@ func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadReq
 	if !r.load(ctx, &state, a, false, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &state)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
 }
 
@@ -192,7 +192,7 @@ func (r *instanceAddressResource) Update(ctx context.Context, req resource.Updat
 		return
 	}
 	var plan instanceAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -204,7 +204,7 @@ func (r *instanceAddressResource) Update(ctx context.Context, req resource.Updat
 	if !r.load(ctx, &plan, a, true, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
 }
 
 func (r *instanceAddressResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -212,7 +212,7 @@ func (r *instanceAddressResource) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 	var state instanceAddressResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State.Get, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -239,7 +239,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 		return // only a create (or the create half of a replacement) takes a hold
 	}
 	var plan instanceAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -254,7 +254,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.Plan.Set, resp.Plan.Schema.Type(), &plan)...)
 }
 
 // networkUnknownOnUpdate: an in-place update writes the network block as the

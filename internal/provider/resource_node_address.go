@@ -77,7 +77,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 		return
 	}
 	var plan nodeAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -86,7 +86,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 		return
 	}
 	plan.fill(res.Allocation, plan.NodeID.ValueString())
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
 
@@ -96,7 +96,7 @@ func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest
 		return
 	}
 	var state nodeAddressResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State.Get, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -108,7 +108,7 @@ func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest
 		return
 	}
 	state.fill(a, state.NodeID.ValueString())
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &state)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
 }
 
@@ -117,8 +117,8 @@ func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest
 func (r *nodeAddressResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	var plan nodeAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
 }
 
 func (r *nodeAddressResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -126,7 +126,7 @@ func (r *nodeAddressResource) Delete(ctx context.Context, req resource.DeleteReq
 		return
 	}
 	var state nodeAddressResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(getModel(ctx, req.State.Get, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -150,7 +150,7 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return // only a create (or the create half of a replacement) takes a hold
 	}
 	var plan nodeAddressResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -161,5 +161,5 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+	resp.Diagnostics.Append(setModel(ctx, resp.Plan.Set, resp.Plan.Schema.Type(), &plan)...)
 }
