@@ -79,7 +79,9 @@ type Hold struct {
 	// Lost is the owner's latest plan-time hold that expired and went to
 	// another owner within LostHoldWindow, if any: a plan saved with that
 	// address cannot be applied any more. It may be the address this hold
-	// has again.
+	// has again. It only explains a plan, so the look-up is best effort (a
+	// failed one leaves it nil), and a Reserve inside a caller's transaction
+	// (InTx) does not make it.
 	Lost *LostHold
 }
 
@@ -105,58 +107,52 @@ const EventHoldLost = "allocation.hold_lost"
 // unused is taken like a free address, without cooldown. The lost-hold
 // look-up rides with the first look for the hold, in its round trip.
 func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
-	var h Hold
 	if err := checkRequest(req); err != nil {
-		return h, err
+		return Hold{}, err
 	}
 	if ttl <= 0 {
-		return h, invalid("reservation_ttl", "must be positive")
+		return Hold{}, invalid("reservation_ttl", "must be positive")
 	}
 	held, found, looked := s.findHold(ctx, req, ttl)
 	if found {
 		return held, nil
 	}
-	h.Lost = held.Lost
+	h := Hold{Lost: held.Lost}
+	var err error
+	if h.Allocation, err = s.reserve(ctx, req, ttl); err != nil {
+		return h, err
+	}
+	if !looked && s.outer == nil {
+		// After the hold's own transaction: its failure must not fail the hold.
+		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID,
+			durationInterval(LostHoldWindow)))
+	}
+	return h, nil
+}
+
+// reserve takes or renews the hold: the fast path's one statement, else the
+// full path in one transaction.
+func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
 	if !req.Address.IsValid() {
-		res, ok, err := s.fastTake(ctx, req, ttl)
-		if err != nil {
-			return h, err
-		}
-		if ok {
-			h.Allocation = res.Allocation
-			if !looked {
-				var q querier = s.pool
-				if s.outer != nil {
-					q = s.outer
-				}
-				h.Lost, err = s.lostHold(ctx, q, req)
-			}
-			return h, err
+		if res, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
+			return res.Allocation, err
 		}
 	}
+	var a Allocation
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
 			return err
 		}
-		if h.Allocation, err = s.reserveTx(ctx, tx, pool, req, ttl); err != nil || looked {
-			return err
-		}
-		h.Lost, err = s.lostHold(ctx, tx, req)
+		a, err = s.reserveTx(ctx, tx, pool, req, ttl)
 		return err
 	})
 	if err != nil {
-		return h, err
+		return a, err
 	}
-	h.Block, _ = pool.layout.BlockOf(h.Address)
-	return h, nil
-}
-
-// lostHold looks up the owner's lost hold (sqlLostHold) where findHold did not.
-func (s *Client) lostHold(ctx context.Context, q querier, req AllocateRequest) (*LostHold, error) {
-	l, err := scanLostHold(q.QueryRow(ctx, sqlLostHold, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID, durationInterval(LostHoldWindow)))
-	return l, s.mapErr(err)
+	a.Block, _ = pool.layout.BlockOf(a.Address)
+	return a, nil
 }
 
 // scanLostHold scans sqlLostHold's row: nil when there is none.
