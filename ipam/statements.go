@@ -250,7 +250,7 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // in one statement that commits on its own, so it costs one network round
 // trip instead of six. There are two, one per kind of pool, so that neither
 // carries the other's plan (a statement's executor start and end grow with
-// its plan, and cost about a fifth of its server time):
+// its plan, and cost about a quarter of its server time):
 //   - fastFreshSQL, a counter pool of one block with no exclusions and the
 //     gateway outside (the cluster's node and instance pools): a fresh
 //     address, with the same stripe pick as the full path;
