@@ -124,8 +124,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	}
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
-		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID,
-			durationInterval(LostHoldWindow)))
+		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(req.Pool.ClusterID, req.Owner)...))
 	}
 	return h, nil
 }
@@ -153,6 +152,11 @@ func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	}
 	a.Block, _ = pool.layout.BlockOf(a.Address)
 	return a, nil
+}
+
+// lostHoldArgs are sqlLostHold's parameters for an owner.
+func lostHoldArgs(clusterID string, o Owner) []any {
+	return []any{clusterID, o.Kind, o.ID, durationInterval(LostHoldWindow)}
 }
 
 // scanLostHold scans sqlLostHold's row: nil when there is none.

@@ -346,12 +346,16 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		o := ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
 		what = fmt.Sprintf("hold node %s in %s for %s", o.ID, cid, ttl)
-		_, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(cid), Owner: o}, ttl)
+		var h ipam.Hold
+		h, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(cid), Owner: o}, ttl)
+		notes = lostHoldNotes(h, o)
 	case 14:
 		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprintf("w%d-i%d", w, k), InstanceID: fmt.Sprintf("w%d-i%d", w, k),
 			NodeID: fmt.Sprintf("w%d-n%d", w, rng.IntN(3))}
 		what = fmt.Sprintf("hold instance %s on %s in %s", o.ID, o.NodeID, cid)
-		_, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid), Owner: o}, time.Duration(10+rng.IntN(120))*time.Minute)
+		var h ipam.Hold
+		h, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid), Owner: o}, time.Duration(10+rng.IntN(120))*time.Minute)
+		notes = lostHoldNotes(h, o)
 	case 15:
 		node := fmt.Sprintf("w%d-n%d", w, rng.IntN(3))
 		demand := int64(rng.IntN(40))
@@ -400,7 +404,9 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		o := ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
 		what = fmt.Sprintf("hold node %s in %s for %s", o.ID, cid, ttl)
-		_, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(cid), Owner: o}, ttl)
+		var h ipam.Hold
+		h, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(cid), Owner: o}, ttl)
+		notes = lostHoldNotes(h, o)
 	case 23:
 		// The scheduler's way (package ipam): an instance allocated inside a
 		// caller's transaction, with a row of the caller's own, committed or
@@ -507,6 +513,15 @@ func (m *model) step(rng *rand.Rand, w int) string {
 
 // pool draws an operator pool of cluster i: private or public IPv4 with gaps
 // and exclusions, or IPv6 inside (or, to be refused, outside) the cluster.
+// lostHoldNotes checks the lost hold a Reserve reports: an address another
+// owner took, at a database time.
+func lostHoldNotes(h ipam.Hold, o ipam.Owner) []string {
+	if l := h.Lost; l != nil && (l.TakenBy == o.Kind+" "+o.ID || !l.Address.IsValid() || l.At.IsZero()) {
+		return []string{fmt.Sprintf("a hold of %s %s reported a lost hold it did not lose: %+v", o.Kind, o.ID, *l)}
+	}
+	return nil
+}
+
 func (m *model) pool(rng *rand.Rand, i int) ipam.Pool {
 	cid := m.clusterID(i)
 	switch rng.IntN(4) {
