@@ -1,6 +1,10 @@
 package ipam
 
-import "github.com/jackc/pgx/v5"
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Every SQL statement of the package, by name. Each is written once, here,
 // and the functions that run them name them (TestSQLIsNamedInStatementsFile
@@ -59,6 +63,12 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
 	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
 	coalesce(confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `', false)`
+
+// allocColumnsOfA are allocColumns of the row a that the statement itself
+// handed out (the fast statements): its allocated_at is the statement's one
+// read of the clock, so it stands in for ipam_now(), which reads the test
+// clock's table at every call.
+var allocColumnsOfA = strings.ReplaceAll(allocColumns, "ipam_now()", "a.allocated_at")
 
 // leakColumns read an allocation "a" joined with its pool "p".
 const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
@@ -152,8 +162,9 @@ const sqlInsertFresh = `WITH a AS (
 // row and what it was before.
 const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
 	a AS (UPDATE ipam_allocations SET ` + activateSet + `
+	FROM (SELECT ipam_now() AS now_at) clock
 	WHERE id = $1 AND generation = $2 AND ` + activateReusable + `
-	RETURNING *)` + movedIn + countMoved + `
+	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
 		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
 
@@ -165,20 +176,25 @@ const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FRO
 //
 // activateReusable is the one condition that decides reuse: another owner
 // only once the row is reusable; the same owner takes its own address back.
+//
+// Both read the clock as now_at, a column of a one-row relation in the
+// UPDATE's FROM that reads ipam_now() once: each call of ipam_now() reads the
+// test clock's table, and a statement that called it at every use paid that
+// four to six times.
 const (
 	activateSet = `state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 		generation = generation + 1,
 		owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-		allocated_at = ipam_now(), released_at = NULL, last_seen_at = ipam_now(), set_owner = $11, confirmed_at = NULL,
+		allocated_at = now_at, released_at = NULL, last_seen_at = now_at, set_owner = $11, confirmed_at = NULL,
 		-- A hold on a cooling address keeps its cooldown (cooling_until):
 		-- it is reusable by others only once both the hold and the
 		-- cooldown are over. A hand-out ends the cooldown.
 		reusable_at = CASE WHEN $10::interval > interval '0' THEN
-			greatest(ipam_now() + $10::interval, cooling_until) END,
+			greatest(now_at + $10::interval, cooling_until) END,
 		cooling_until = CASE WHEN $10::interval > interval '0' THEN cooling_until END,
-		reserved_until = CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END`
+		reserved_until = CASE WHEN $10::interval > interval '0' THEN now_at + $10::interval END`
 	activateReusable = `state IN ('free', 'cooling', 'reserved')
-		AND (reusable_at <= ipam_now() OR (owner_kind = $3 AND owner_id = $4))`
+		AND (reusable_at <= now_at OR (owner_kind = $3 AND owner_id = $4))`
 )
 
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
@@ -271,7 +287,7 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // owner as activateSet numbers it ($3..$11), $12 event id, $13 event type,
 // and in fastFreshSQL $14 the node's blocks pool for an instance (NULL
 // otherwise) and $15 the new row's id.
-const (
+var (
 	fastFreshSQL = fastHead + `'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
 				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))
 			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
@@ -281,18 +297,21 @@ const (
 		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
 		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
 	), s AS (
-		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + (SELECT stripes FROM pool),
+		-- the picked stripe by its key: one probe, not a walk over the
+		-- pool's stripes (nor its TID: when the pick locked a version
+		-- newer than the statement's snapshot, only the key finds it)
+		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + pool.stripes,
 			active = st.active + CASE WHEN $10::interval > interval '0' THEN 0 ELSE 1 END
-		FROM pick
-		WHERE st.pool_id = $2 AND st.stripe = pick.stripe AND st.next_ordinal <= st.last_ordinal
-		RETURNING st.next_ordinal - (SELECT stripes FROM pool) AS ord
+		FROM pool
+		WHERE st.pool_id = $2 AND st.stripe = (SELECT stripe FROM pick) AND st.next_ordinal <= st.last_ordinal
+		RETURNING st.next_ordinal - pool.stripes AS ord
 	), a AS (
 		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
 		SELECT $15, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
 			CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
-			$5, $6, $7, $8, $9, ipam_now(), ipam_now(), $11,
-			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END,
-			CASE WHEN $10::interval > interval '0' THEN ipam_now() + $10::interval END
+			$5, $6, $7, $8, $9, pool.now_at, pool.now_at, $11,
+			CASE WHEN $10::interval > interval '0' THEN pool.now_at + $10::interval END,
+			CASE WHEN $10::interval > interval '0' THEN pool.now_at + $10::interval END
 		FROM s, pool
 		RETURNING *
 	)` + fastTail + `(SELECT block FROM pool)` + fastNetwork
@@ -300,14 +319,16 @@ const (
 	fastReuseSQL = fastHead + `'table'` + fastPool + `
 	), cooled AS MATERIALIZED (
 		SELECT ctid AS cooled_ctid, state AS cooled_state FROM ipam_allocations
-		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
-			AND EXISTS (SELECT 1 FROM pool)
+		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved')
+			-- NULL, and no row, without the pool
+			AND reusable_at <= (SELECT now_at FROM pool)
 		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
 	), a AS (
 		-- the picked row where it lies (cooled locked it, so it stays
 		-- there): a scalar subquery and a TID scan, so that no estimate can
 		-- turn a join around into a walk over the reuse queue
 		UPDATE ipam_allocations SET ` + activateSet + `
+		FROM pool
 		WHERE ctid = (SELECT cooled_ctid FROM cooled WHERE cooled_state <> 'reserved') AND ` + activateReusable + `
 		RETURNING ipam_allocations.*
 	)` + movedIn + countMoved + fastTail + `(SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
@@ -321,7 +342,8 @@ const (
 			OR EXISTS (SELECT 1 FROM ipam_allocations
 				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state = 'cooling')
 	), pool AS (
-		SELECT cidrs, cidrs[1] AS block, stripes FROM ipam_pools
+		-- now_at: the statement's one read of the clock
+		SELECT cidrs, cidrs[1] AS block, stripes, ipam_now() AS now_at FROM ipam_pools
 		WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM owner) AND kind = `
 	// fastPool ends the pool guard: the allocator's pool lock.
 	fastPool = `
@@ -329,11 +351,14 @@ const (
 	// fastTail is the event of the row a, and what the statement returns:
 	// the row, then its block (each statement's own expression), then
 	// fastNetwork.
-	fastTail = `, e AS (
-		INSERT INTO ipam_events (` + eventColumns + `)
-		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
-	)
-	SELECT ` + allocColumns + `, `
+	fastTail = eventOfA + `
+	SELECT ` + allocColumnsOfA + `, `
+	// eventOfA is the CTE e, the event ($12 its id, $13 its type) of the row
+	// a, at the row's allocated_at: the statement's own read of the clock.
+	eventOfA = `, e AS (
+		INSERT INTO ipam_events (` + eventColumns + `, at)
+		SELECT $12, $13, ` + eventOfRow + `, '{}', a.allocated_at FROM a
+	)`
 	// fastNetwork ends a fast statement: the cluster's network settings.
 	fastNetwork = `, ` + networkColumns + ` FROM a` + networkJoin
 )
@@ -349,22 +374,20 @@ const (
 // confirmHoldSQL turns the owner's plan-time hold on exactly the planned
 // address into the allocation, with its event: the usual apply of a planned
 // address, in one statement.
-const confirmHoldSQL = `WITH a AS (
+var confirmHoldSQL = `WITH a AS (
 		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
 			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
-			allocated_at = ipam_now(), last_seen_at = ipam_now(), released_at = NULL, confirmed_at = NULL,
+			allocated_at = now_at, last_seen_at = now_at, released_at = NULL, confirmed_at = NULL,
 			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
+		FROM (SELECT ipam_now() AS now_at) clock
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
 			AND address = $4 AND actor = $10
 			-- the pool asked for; NULL (an instance): the pool its plan took it from
 			AND pool_id = coalesce($11, pool_id)
 			AND pool_id IN (SELECT id FROM ipam_pools WHERE cluster_id = $1 AND kind <> 'parked')
-		RETURNING *
-	), e AS (
-		INSERT INTO ipam_events (` + eventColumns + `)
-		SELECT $12, $13, ` + eventOfRow + `, '{}' FROM a
-	)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a` + networkJoin
+		RETURNING ipam_allocations.*
+	)` + eventOfA + movedIn + countMoved + `
+	SELECT ` + allocColumnsOfA + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a` + networkJoin
 
 // Inventory reads (ops_list.go): keys only, in a stable order.
 const (
