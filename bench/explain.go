@@ -87,6 +87,8 @@ var hotStatements = []hotStatement{
 		}},
 	{name: "refresh read", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
+	{name: "hold look (a plan's first read)", db: "growth",
+		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", "bench", 5 * time.Minute} }},
 }
 
 // watchedTables may never be read by a sequential scan, nor by an index scan

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -177,31 +179,118 @@ func TestFastStatementsReadNoIndexWhole(t *testing.T) {
 		if err := raw.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+name+`(`+args[kind]+`)`).Scan(&js); err != nil {
 			t.Fatal(err)
 		}
-		type node struct {
-			Type      string `json:"Node Type"`
-			Relation  string `json:"Relation Name"`
-			Index     string `json:"Index Name"`
-			IndexCond string `json:"Index Cond"`
-			Plans     []node `json:"Plans"`
-		}
-		var doc []struct{ Plan node }
-		if err := json.Unmarshal([]byte(js), &doc); err != nil {
-			t.Fatal(err)
-		}
-		var walk func(n node)
-		walk = func(n node) {
+		for _, n := range planNodes(t, js) {
 			if n.Relation == "ipam_allocations" && (n.Type == "Seq Scan" || (strings.HasPrefix(n.Type, "Index") && n.IndexCond == "")) {
 				t.Errorf("%s: %s on ipam_allocations %s with no index condition:\n%s", hs.Name, n.Type, n.Index, js)
 			}
-			for _, c := range n.Plans {
-				walk(c)
-			}
-		}
-		for _, d := range doc {
-			walk(d.Plan)
 		}
 	}
 	if checked != len(args) {
 		t.Fatalf("checked %d fast statements of ipam.HotStatements, want %d (renamed?)", checked, len(args))
+	}
+}
+
+// planNode is a node of an EXPLAIN (FORMAT JSON) plan.
+type planNode struct {
+	Type      string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// planNodes are every node of an EXPLAIN (FORMAT JSON) plan.
+func planNodes(t *testing.T, js string) []planNode {
+	t.Helper()
+	var doc []struct{ Plan planNode }
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []planNode
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		out = append(out, n)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	for _, d := range doc {
+		walk(d.Plan)
+	}
+	return out
+}
+
+// Every look-up of an owner names its cluster and the owner, and the owner
+// indexes serve it. No other index may serve it by the cluster alone: that
+// reads every live allocation of the cluster, and the planner takes such an
+// index whenever the costs tie, as they do on a table with no statistics yet
+// (the labels index did, until it left out rows with no label). So, with the
+// owner indexes dropped (in a transaction rolled back) and sequential scans
+// discouraged, no hot statement that looks up an owner may find an index
+// whose condition names the cluster but neither the owner nor an address.
+func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "test")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}); err != nil {
+		t.Fatal(err)
+	}
+	// Rows of every kind, labelled and not.
+	for i := range 20 {
+		for _, r := range []ipam.AllocateRequest{
+			{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("n-%d", i), NodeID: fmt.Sprintf("n-%d", i)}},
+			{Pool: ipam.InstancePool("c1"), Owner: instance(fmt.Sprintf("i-%d", i))},
+			{Pool: ipam.OperatorPool("c1", "v4"), Owner: ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: fmt.Sprintf("e-%d", i), OrgID: "acme", EnvID: fmt.Sprintf("e-%d", i)}},
+		} {
+			if _, err := st.Allocate(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []string{`DROP INDEX ipam_allocations_owner_active, ipam_allocations_owner_cooling`, `SET LOCAL enable_seqscan = off`} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	id := uuid.New()
+	args := map[string][]any{
+		"owner probe":                     {"c1", "instance", "i-7"},
+		"release":                         {"c1", "instance", "i-7", int64(0)},
+		"refresh read":                    {"c1", "instance", "i-7"},
+		"hold look (a plan's first read)": {"c1", "instance", "i-7", "test", 5 * time.Minute},
+		"fast path: a fresh allocation in one statement (a counter pool)": {"c1", "c1/instance", "instance", "i-99", "acme", "prod", nil, "i-99",
+			"test", time.Duration(0), nil, id, "instance.allocated", nil, id},
+		"fast path: a reused allocation in one statement (an IPv4 table pool)": {"c1", "c1/v4", "env_ipv4", "e-99", "acme", "e-99", nil, nil,
+			"test", time.Duration(0), nil, id, "env.ipv4_addon_enabled"},
+		"fast path: apply of a planned hold in one statement": {"c1", "instance", "i-7", netip.MustParsePrefix("2001:db8::7/128"), "acme", "prod",
+			nil, "i-7", nil, "test", nil, id, "instance.allocated"},
+	}
+	checked := 0
+	for _, hs := range ipam.HotStatements() {
+		a, ok := args[hs.Name]
+		if !ok {
+			continue
+		}
+		checked++
+		var js string
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+hs.SQL, a...).Scan(&js); err != nil {
+			t.Fatal(hs.Name, err)
+		}
+		for _, n := range planNodes(t, js) {
+			if strings.HasPrefix(n.Index, "ipam_allocations") && strings.Contains(n.IndexCond, "cluster_id") &&
+				!strings.Contains(n.IndexCond, "owner_id") && !strings.Contains(n.IndexCond, "address") {
+				t.Errorf("%s: %s using %s finds an owner by the cluster alone (%s)", hs.Name, n.Type, n.Index, n.IndexCond)
+			}
+		}
+	}
+	if checked != len(args) {
+		t.Fatalf("checked %d statements of ipam.HotStatements, want %d (renamed?)", checked, len(args))
 	}
 }

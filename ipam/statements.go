@@ -41,6 +41,7 @@ func HotStatements() []Statement {
 		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
 		{"fast path: apply of a planned hold in one statement", confirmHoldSQL},
 		{"refresh read", sqlGetActive},
+		{"hold look (a plan's first read)", sqlFindHold},
 	}
 }
 
