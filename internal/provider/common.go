@@ -33,6 +33,62 @@ type providerData struct {
 	// from their cluster, and a refresh of hundreds of instances need not
 	// read the same cluster hundreds of times.
 	clusters sync.Map
+	// instancePools caches, for plans, the pool an instance on a node
+	// draws from (see instancePool).
+	instancePools instancePoolCache
+}
+
+// instancePoolCache holds, per cluster and node, the pool an instance on
+// that node draws from: the node's blocks or the cluster's instance pool.
+// Every instance with a node_id asks at every plan, and a refresh plan of
+// hundreds of instances on a few nodes need not ask the database hundreds
+// of times. Only plans read it. A write of this process that can change
+// the answer (a node's blocks created, rescaled or released, a cluster
+// destroyed) empties it, and an answer read while such a write ran is not
+// kept (gen). A change made by another process meanwhile shows at the next
+// plan, as it would if the plan had read it a moment earlier.
+type instancePoolCache struct {
+	mu  sync.Mutex
+	gen uint64
+	ids map[[2]string]string
+}
+
+// instancePool names the pool an instance on node draws from (plans only).
+func (pd *providerData) instancePool(ctx context.Context, clusterID, node string) (string, error) {
+	c := &pd.instancePools
+	key := [2]string{clusterID, node}
+	c.mu.Lock()
+	id, ok := c.ids[key]
+	gen := c.gen
+	c.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := pd.store.InstancePoolID(ctx, clusterID, node)
+	if err == nil {
+		c.mu.Lock()
+		if c.gen == gen {
+			if c.ids == nil {
+				c.ids = map[[2]string]string{}
+			}
+			c.ids[key] = id
+		}
+		c.mu.Unlock()
+	}
+	return id, err
+}
+
+// forgetInstancePools empties the cache after a write that can change
+// which pool a node's instances draw from.
+func (pd *providerData) forgetInstancePools() {
+	if pd == nil {
+		return
+	}
+	c := &pd.instancePools
+	c.mu.Lock()
+	c.gen++
+	clear(c.ids)
+	c.mu.Unlock()
 }
 
 // cluster reads a cluster, once per provider process; fresh reads it from the

@@ -374,6 +374,7 @@ func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	err := r.store.DeleteCluster(ctx, state.ID.ValueString(), state.ForceDestroy.ValueBool())
 	r.pd.forgetCluster(state.ID.ValueString())
+	r.pd.forgetInstancePools() // a forced destroy releases the nodes' blocks
 	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Delete Cluster", err)
 	}

@@ -280,7 +280,7 @@ func (r *instanceAddressResource) plannedPool(ctx context.Context, req resource.
 		if cluster.IsNull() || cluster.IsUnknown() || node.IsUnknown() {
 			return "", false
 		}
-		id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), node.ValueString())
+		id, err := r.pd.instancePool(ctx, cluster.ValueString(), node.ValueString())
 		return id, err == nil
 	}
 }
@@ -323,7 +323,7 @@ func (r *instanceAddressResource) moveIntoNodeBlocks(ctx context.Context, req re
 		return
 	}
 	node := stateNode.ValueString()
-	id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), node)
+	id, err := r.pd.instancePool(ctx, cluster.ValueString(), node)
 	if err != nil || id != ipam.NodeBlocksPool(cluster.ValueString(), node).ID() || r.store.CheckClaim(ctx, id, addr) == nil {
 		return
 	}
@@ -353,7 +353,7 @@ func (r *instanceAddressResource) replaceOnNodeMove(ctx context.Context, req res
 		return
 	}
 	for _, n := range []types.String{stateNode, planNode} {
-		id, err := r.store.InstancePoolID(ctx, cluster.ValueString(), n.ValueString())
+		id, err := r.pd.instancePool(ctx, cluster.ValueString(), n.ValueString())
 		if err == nil && id != ipam.InstancePool(cluster.ValueString()).ID() {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("node_id"))
 			return

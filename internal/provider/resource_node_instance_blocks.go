@@ -32,7 +32,10 @@ var (
 // NewNodeInstanceBlocksResource is the ipam_node_instance_blocks resource.
 func NewNodeInstanceBlocksResource() resource.Resource { return &nodeBlocksResource{} }
 
-type nodeBlocksResource struct{ store *ipam.Client }
+type nodeBlocksResource struct {
+	store *ipam.Client
+	pd    *providerData
+}
 
 type nodeBlocksModel struct {
 	ID                types.String  `tfsdk:"id"`
@@ -137,7 +140,9 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 }
 
 func (r *nodeBlocksResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+	if r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics); r.pd != nil {
+		r.store = r.pd.store
+	}
 }
 
 func (m *nodeBlocksModel) scaling() ipam.BlockScaling {
@@ -242,6 +247,7 @@ func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequ
 		return
 	}
 	nb, err := r.store.ScaleNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	r.pd.forgetInstancePools()
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Create Node Instance Blocks", err)
 		return
@@ -284,6 +290,7 @@ func (r *nodeBlocksResource) Update(ctx context.Context, req resource.UpdateRequ
 		return
 	}
 	nb, err := r.store.ScaleNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	r.pd.forgetInstancePools()
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Scale Node Instance Blocks", err)
 		return
@@ -302,6 +309,7 @@ func (r *nodeBlocksResource) Delete(ctx context.Context, req resource.DeleteRequ
 		return
 	}
 	err := r.store.ReleaseNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
+	r.pd.forgetInstancePools()
 	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Release Node Instance Blocks", err)
 	}
