@@ -253,7 +253,7 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	for _, q := range []string{`DROP INDEX ipam_allocations_owner_active, ipam_allocations_owner_cooling`, `SET LOCAL enable_seqscan = off`} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			t.Fatal(q, err)
