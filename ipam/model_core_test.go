@@ -511,8 +511,6 @@ func (m *model) step(rng *rand.Rand, w int) string {
 	return line
 }
 
-// pool draws an operator pool of cluster i: private or public IPv4 with gaps
-// and exclusions, or IPv6 inside (or, to be refused, outside) the cluster.
 // lostHoldNotes checks the lost hold a Reserve reports: an address another
 // owner took, at a database time.
 func lostHoldNotes(h ipam.Hold, o ipam.Owner) []string {
@@ -522,6 +520,8 @@ func lostHoldNotes(h ipam.Hold, o ipam.Owner) []string {
 	return nil
 }
 
+// pool draws an operator pool of cluster i: private or public IPv4 with gaps
+// and exclusions, or IPv6 inside (or, to be refused, outside) the cluster.
 func (m *model) pool(rng *rand.Rand, i int) ipam.Pool {
 	cid := m.clusterID(i)
 	switch rng.IntN(4) {

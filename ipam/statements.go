@@ -163,7 +163,7 @@ const sqlInsertFresh = `WITH a AS (
 // row and what it was before.
 const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
 	a AS (UPDATE ipam_allocations SET ` + activateSet + `
-	FROM (SELECT ipam_now() AS now_at) clock
+	` + fromClock + `
 	WHERE id = $1 AND generation = $2 AND ` + activateReusable + `
 	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
@@ -179,10 +179,13 @@ const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FRO
 // only once the row is reusable; the same owner takes its own address back.
 //
 // Both read the clock as now_at, a column of a one-row relation in the
-// UPDATE's FROM that reads ipam_now() once: each call of ipam_now() reads the
-// test clock's table, and a statement that called it at every use paid that
-// four to six times.
+// UPDATE's FROM that reads ipam_now() once (fromClock, or the fast
+// statements' pool guard): each call of ipam_now() reads the test clock's
+// table, and a statement that called it at every use paid that four to six
+// times.
 const (
+	fromClock = `FROM (SELECT ipam_now() AS now_at) clock`
+
 	activateSet = `state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
 		generation = generation + 1,
 		owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
@@ -380,7 +383,7 @@ var confirmHoldSQL = `WITH a AS (
 			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
 			allocated_at = now_at, last_seen_at = now_at, released_at = NULL, confirmed_at = NULL,
 			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
-		FROM (SELECT ipam_now() AS now_at) clock
+		` + fromClock + `
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
 			AND address = $4 AND actor = $10
 			-- the pool asked for; NULL (an instance): the pool its plan took it from
