@@ -244,7 +244,7 @@ func (r *runner) explainSection(ctx context.Context) error {
 		}
 	}
 	st := "met"
-	val := fmt.Sprintf("%d plans of %d statements: no Seq Scan or index walk without an Index Cond on ipam_allocations/ipam_pool_stripes, no Sort", len(r.rep.Plans), len(hotStatements))
+	val := fmt.Sprintf("%d plans of %d statements: no Seq Scan or index walk without an Index Cond on ipam_allocations/ipam_pool_stripes, no Sort but of one pool's stripes", len(r.rep.Plans), len(hotStatements))
 	if bad > 0 {
 		st, val = "FAIL", fmt.Sprintf("%d problems in %d plans (see the plans)", bad, len(r.rep.Plans))
 		if r.cfg.Smoke {
@@ -334,6 +334,37 @@ type planNode struct {
 	Plans     []planNode `json:"Plans"`
 }
 
+// readsOnePoolsStripes says whether every row under n comes from
+// ipam_pool_stripes through its primary key by the pool: the stripe pick
+// sorts those by next ordinal (an index on next_ordinal would make every
+// stripe advance a non-HOT update), and they are at most 64 rows, which the
+// constraint ipam_pools_stripes_bounded keeps so. Any other sort grows with
+// what it reads.
+func (n planNode) readsOnePoolsStripes() bool {
+	probes := 0
+	var walk func(m planNode) bool
+	walk = func(m planNode) bool {
+		if m.Relation != "" && m.Relation != "ipam_pool_stripes" {
+			return false
+		}
+		if m.Index != "" {
+			if m.Index != "ipam_pool_stripes_pkey" || !strings.Contains(m.IndexCond, "(pool_id = ") {
+				return false
+			}
+			probes++
+		} else if strings.HasSuffix(m.NodeType, "Scan") && m.NodeType != "Bitmap Heap Scan" && m.NodeType != "CTE Scan" {
+			return false // a scan of no index (a CTE's own plan is checked where it is)
+		}
+		for _, c := range m.Plans {
+			if !walk(c) {
+				return false
+			}
+		}
+		return true
+	}
+	return walk(n) && probes > 0
+}
+
 func (n planNode) problems() []string {
 	var out []string
 	switch {
@@ -343,7 +374,7 @@ func (n planNode) problems() []string {
 		// A walk over a whole index, filtered row by row: as slow as a
 		// sequential scan on a big table.
 		out = append(out, "Index Scan with no Index Cond on "+n.Relation+" ("+n.Index+")")
-	case n.NodeType == "Sort" || n.NodeType == "Incremental Sort":
+	case (n.NodeType == "Sort" || n.NodeType == "Incremental Sort") && !n.readsOnePoolsStripes():
 		out = append(out, n.NodeType)
 	}
 	for _, c := range n.Plans {

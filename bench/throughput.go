@@ -415,9 +415,9 @@ func (r *runner) throughput(ctx context.Context) error {
 		if c.QueryRow(ctx, `SELECT pg_relation_size('ipam_pool_stripes') / current_setting('block_size')::bigint,
 				n_live_tup, n_dead_tup, n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'ipam_pool_stripes'`).Scan(&pages, &live, &dead, &hot, &upd) == nil {
 			r.rep.note("Throughput: the stripes table after the runs", []string{fmt.Sprintf(
-				"ipam_pool_stripes: %d pages for %d live rows (%d dead); %d updates, %d of them HOT. Every allocation updates its stripe's next_ordinal, "+
-					"which the partial index ipam_pool_stripes_fresh covers, so no update can be HOT: each leaves a dead row version and a new index entry "+
-					"until pruning or autovacuum.", pages, live, dead, upd, hot)})
+				"ipam_pool_stripes: %d pages for %d live rows (%d dead); %d updates, %d of them HOT. Every fresh allocation updates its stripe's "+
+					"next_ordinal and active count, which no index of the table names, so the update can be HOT (no new index entry) while the "+
+					"row's page has room; the updates that were not HOT found it full.", pages, live, dead, upd, hot)})
 		}
 		c.Close(ctx)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -292,5 +293,48 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	}
 	if checked != len(args) {
 		t.Fatalf("checked %d statements of ipam.HotStatements, want %d (renamed?)", checked, len(args))
+	}
+}
+
+// Every fresh allocation advances a stripe (its next ordinal, its active
+// count). That is a HOT update, with no new index entry and no dead one for
+// the next pick to step over, only while no index of ipam_pool_stripes names
+// a column the advance changes; the pick sorts a pool's stripes instead,
+// which the schema bounds to 64.
+func TestStripeAdvancesCanBeHOT(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	rows, err := raw.Query(ctx, `SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index
+		WHERE indrelid = 'ipam_pool_stripes'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]string{}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		defs[name] = def
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) == 0 {
+		t.Fatal("ipam_pool_stripes has no index")
+	}
+	for name, def := range defs {
+		for _, col := range []string{"next_ordinal", "active"} {
+			if strings.Contains(def, col) {
+				t.Errorf("index %s names %s, which every allocation changes, so no stripe advance is HOT: %s", name, col, def)
+			}
+		}
+	}
+	_, err = raw.Exec(ctx, `UPDATE ipam_pools SET stripes = 65 WHERE id = 'c1/instance'`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.ConstraintName != "ipam_pools_stripes_bounded" {
+		t.Fatalf("a pool of 65 stripes: got %v, want a violation of ipam_pools_stripes_bounded", err)
 	}
 }
