@@ -296,11 +296,12 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	}
 }
 
-// Every fresh allocation advances a stripe (its next ordinal, its active
-// count). That is a HOT update, with no new index entry and no dead one for
-// the next pick to step over, only while no index of ipam_pool_stripes names
-// a column the advance changes; the pick sorts a pool's stripes instead,
-// which the schema bounds to 64.
+// No index of ipam_pool_stripes names a column a stripe advance changes, and
+// the schema bounds a pool to 64 stripes. Every fresh allocation advances a
+// stripe (its next ordinal, its active count); that is a HOT update, with no
+// new index entry and no dead one for the next pick to step over, only while
+// no index names those columns. The pick sorts a pool's stripes instead,
+// which the bound keeps small.
 func TestStripeAdvancesCanBeHOT(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
