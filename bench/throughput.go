@@ -896,16 +896,13 @@ func (r *runner) sustained(ctx context.Context, dbURL string, n int) error {
 	blocks := func() (int64, error) {
 		// The closed connections' last counts arrive as their backends exit.
 		time.Sleep(500 * time.Millisecond)
-		var b int64
-		_, err := r.execDB(ctx, dbURL, "SELECT pg_stat_clear_snapshot()")
-		if err == nil {
-			c, cerr := pgx.Connect(ctx, dbURL)
-			if cerr != nil {
-				return 0, cerr
-			}
-			defer c.Close(ctx)
-			err = c.QueryRow(ctx, `SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database()`).Scan(&b)
+		c, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			return 0, err
 		}
+		defer c.Close(ctx)
+		var b int64
+		err = c.QueryRow(ctx, `SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database()`).Scan(&b)
 		return b, err
 	}
 	lines := []string{
