@@ -448,6 +448,7 @@ func (r *runner) decompose(ctx context.Context, dbURL string) error {
 	}
 	const n = 4
 	pc.MaxConns = n
+	genericPlans(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return err
@@ -804,6 +805,7 @@ func (r *runner) variantCell(ctx context.Context, dbURL string, v variant, n int
 		return cell{label: v.name, clients: n, err: err}
 	}
 	pc.MaxConns = int32(n)
+	genericPlans(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return cell{label: v.name, clients: n, err: err}
@@ -820,6 +822,14 @@ func (r *runner) variantCell(ctx context.Context, dbURL string, v variant, n int
 	return r.timed(ctx, v.name, n, 5, r.sz.CellDuration, func(ctx context.Context, w, i int) error {
 		return v.op(ctx, conns[w].Conn(), p, fmt.Sprintf("w%d-%d", w, i))
 	})
+}
+
+// genericPlans has the hand-written statements run their generic plans, as
+// the core's one-statement allocations do (ipam's fastPlans), so that the
+// experiments' figures compare with the core's rather than count a custom
+// plan at every call.
+func genericPlans(pc *pgxpool.Config) {
+	pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 }
 
 // profileClient records a CPU profile of this process during one more

@@ -122,7 +122,8 @@ func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []n
 
 // runOneInTx runs a one-statement allocation inside the caller's transaction
 // (InTx), in one round trip: a savepoint, a guard that fails unless the
-// transaction is READ COMMITTED (the allocator's isolation), the statement
+// transaction is READ COMMITTED (the allocator's isolation) and sets the
+// statement's planning (fastPlans), the statement, the caller's planning back
 // and the savepoint's release go in one batch, which stops at the first
 // error. The caller's transaction keeps its own bounds on waits, as the full
 // path does in it. When anything fails, everything the batch did is rolled
@@ -138,6 +139,7 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	b.Queue(sqlFastSavepoint)
 	b.Queue(sqlFastGuardReadCommitted)
 	b.Queue(sql, args...)
+	b.Queue(sqlFastCallersPlans)
 	b.Queue(sqlFastRelease)
 	br := s.outer.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -150,8 +152,10 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 			err = nil // nothing to take here: the full path decides
 		}
 	}
-	if err == nil {
-		_, err = br.Exec()
+	for range 2 { // the caller's plans back, the release
+		if err == nil {
+			_, err = br.Exec()
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
@@ -337,5 +338,74 @@ func TestStripeAdvancesCanBeHOT(t *testing.T) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.ConstraintName != "ipam_pools_stripes_bounded" {
 		t.Fatalf("a pool of 65 stripes: got %v, want a violation of ipam_pools_stripes_bounded", err)
+	}
+}
+
+// The one-statement allocations run their generic plan from the first call,
+// on the client's own connections and in a caller's transaction, and a
+// caller's transaction keeps its own plan_cache_mode afterwards. Left to
+// choose, PostgreSQL planned the fresh statement again at every call on some
+// connections, which cost twice what running it did.
+func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	// plans counts the executions of the fresh statement prepared on q's
+	// connection, by kind of plan.
+	plans := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) (generic, custom int64) {
+		t.Helper()
+		if err := q.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE '%one per partial owner index%' AND statement LIKE '%next_ordinal%'`).Scan(&generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		return generic, custom
+	}
+	for i := range 8 {
+		if _, err := st.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "c1", NodeID: fmt.Sprintf("n%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, c := plans(st.RawPool()); g < 8 || c != 0 {
+		t.Errorf("the client's connection ran the fresh statement with %d generic and %d custom plans, want 8 or more and 0", g, c)
+	}
+
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close(context.Background()) })
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := st.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("i%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, c := plans(tx); g < 8 || c != 0 {
+		t.Errorf("the caller's transaction ran the fresh statement with %d generic and %d custom plans, want 8 or more and 0", g, c)
+	}
+	var mode string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "force_custom_plan" {
+		t.Errorf("after the allocations the caller's transaction has plan_cache_mode %q, want its own force_custom_plan", mode)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -409,19 +409,36 @@ const (
 // The one-statement allocation inside a caller's transaction (runOneInTx):
 // a savepoint around it, and a guard that fails the batch (division by zero)
 // unless the transaction is READ COMMITTED, so that the statement never runs
-// under another isolation; the full path then names the isolation.
+// under another isolation; the full path then names the isolation. The guard
+// also saves the caller's plan_cache_mode and sets the fast statements' own
+// (fastPlans); sqlFastCallersPlans gives the caller's back before the
+// release, so that none of the caller's later statements plans another way.
 const (
 	sqlFastSavepoint          = `SAVEPOINT ipam_fast`
-	sqlFastGuardReadCommitted = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int`
-	sqlFastRelease            = `RELEASE SAVEPOINT ipam_fast`
-	sqlFastUndo               = `ROLLBACK TO SAVEPOINT ipam_fast; RELEASE SAVEPOINT ipam_fast`
+	sqlFastGuardReadCommitted = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int,
+		set_config('plan_cache_mode', ` + fastPlans + `, true)
+	FROM (SELECT set_config('ipam.callers_plan_cache_mode', current_setting('plan_cache_mode'), true)) saved`
+	sqlFastCallersPlans = `SELECT set_config('plan_cache_mode', current_setting('ipam.callers_plan_cache_mode'), true)`
+	sqlFastRelease      = `RELEASE SAVEPOINT ipam_fast`
+	sqlFastUndo         = `ROLLBACK TO SAVEPOINT ipam_fast; RELEASE SAVEPOINT ipam_fast`
 )
 
 // sqlFastBounds sets, for the one statement queued after it in a batch
-// (runOne), the transaction bounds and TxSettings: set_config with is_local,
-// so they end with the statement's own transaction.
+// (runOne), the transaction bounds, TxSettings and fastPlans: set_config with
+// is_local, so they end with the statement's own transaction.
 const sqlFastBounds = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
-	set_config('enable_seqscan', 'off', true)`
+	set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', ` + fastPlans + `, true)`
+
+// fastPlans is the plan_cache_mode of the one-statement allocations: always
+// the generic plan, the one prepared once per connection. Left to choose,
+// PostgreSQL compares the generic plan's estimated cost with the custom
+// plans' and, on some connections and some statistics, planned the fresh
+// statement again at every call: 465 µs of server CPU a plan, against 227 µs
+// to run it (pg_stat_statements with track_planning, 16 clients), and the
+// allocation's cost then depended on which connection it took. The generic
+// plans are the ones the benchmark's EXPLAIN gate and
+// TestFastStatementsReadNoIndexWhole check.
+const fastPlans = `'force_generic_plan'`
 
 // Row locks appended to a read, for the variants of one statement (the
 // locking order is in pool.go).
