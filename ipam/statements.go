@@ -434,7 +434,7 @@ const sqlFastBounds = `SELECT set_config('lock_timeout', $1, true), set_config('
 // PostgreSQL compares the generic plan's estimated cost with the custom
 // plans' and, on some connections and some statistics, planned the fresh
 // statement again at every call: 465 µs of server CPU a plan, against 227 µs
-// to run it (pg_stat_statements with track_planning, 16 clients), and the
+// to run it (pg_stat_statements with track_planning, 1 and 4 clients), and the
 // allocation's cost then depended on which connection it took. The generic
 // plans are the ones the benchmark's EXPLAIN gate and
 // TestFastStatementsReadNoIndexWhole check.
