@@ -137,7 +137,7 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	var a Allocation
 	b := &pgx.Batch{}
 	b.Queue(sqlFastSavepoint)
-	b.Queue(sqlFastGuardReadCommitted)
+	b.Queue(sqlFastGuard)
 	b.Queue(sql, args...)
 	b.Queue(sqlFastCallersPlans)
 	b.Queue(sqlFastRelease)

@@ -414,8 +414,8 @@ const (
 // (fastPlans); sqlFastCallersPlans gives the caller's back before the
 // release, so that none of the caller's later statements plans another way.
 const (
-	sqlFastSavepoint          = `SAVEPOINT ipam_fast`
-	sqlFastGuardReadCommitted = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int,
+	sqlFastSavepoint = `SAVEPOINT ipam_fast`
+	sqlFastGuard     = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int,
 		set_config('plan_cache_mode', ` + fastPlans + `, true)
 	FROM (SELECT set_config('ipam.callers_plan_cache_mode', current_setting('plan_cache_mode'), true)) saved`
 	sqlFastCallersPlans = `SELECT set_config('plan_cache_mode', current_setting('ipam.callers_plan_cache_mode'), true)`
