@@ -200,8 +200,9 @@ func loadPoolTx(ctx context.Context, q querier, id string) (Pool, error) {
 
 // syncTableRows makes the rows of a table pool match its layout: a free row
 // for every usable address that has none, and every row's ordinal set from
-// the layout (block order is allocation order). Runs are inserted set-wise
-// with generate_series, so a /12 takes one statement per run, not a million.
+// the layout (block order is allocation order), and the pool's reuse mark
+// cleared (its ordinals are new). Runs are inserted set-wise with
+// generate_series, so a /12 takes one statement per run, not a million.
 func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	if p.Kind != kindTable && p.Kind != kindBlocks {
 		return nil
@@ -213,7 +214,8 @@ func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
 			return err
 		}
 	}
-	return nil
+	_, err := tx.Exec(ctx, sqlClearReuseMark, p.ID)
+	return err
 }
 
 // GetPool reads one pool.
