@@ -72,6 +72,14 @@ var hotStatements = []hotStatement{
 			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
 				uuid.New(), "instance.allocated", f.clusterID + "/blocks/n1", uuid.New()}
 		}},
+	{name: "fast path: fresh allocations of several owners in one statement (a counter pool)", db: "growth",
+		params: func(f *planFixture) []any {
+			n1, n2 := "n1", "n2"
+			avoid1, avoid2 := f.clusterID+"/blocks/n1", f.clusterID+"/blocks/n2"
+			return []any{f.clusterID, f.poolID, "instance", "bench", "instance.allocated",
+				[]string{"x-3", "x-4"}, []*string{nil, nil}, []*string{nil, nil}, []*string{&n1, &n2}, []string{"x-3", "x-4"},
+				[]*string{&avoid1, &avoid2}, []uuid.UUID{uuid.New(), uuid.New()}, []uuid.UUID{uuid.New(), uuid.New()}}
+		}},
 	// The reuse database's pool is a counter pool with a long cooled
 	// queue: the plan is what the statement would run on a table pool of
 	// that size (its guard stops it here).

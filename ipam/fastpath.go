@@ -53,7 +53,12 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 		// IPv4 pools are table pools; from another pool the statement hands over.
 		return s.runOne(ctx, fastReuseSQL, args...)
 	}
-	return s.runOne(ctx, fastFreshSQL, append(args, nullable(avoid), newID())...)
+	args = append(args, nullable(avoid), newID())
+	if s.outer == nil && hold == 0 && o.SetID == "" {
+		// A standalone allocation: it may share a statement (coalesce.go).
+		return s.shareFresh(ctx, pool.ID()+"\x00"+o.Kind, o, args)
+	}
+	return s.runOne(ctx, fastFreshSQL, args...)
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its
@@ -73,43 +78,69 @@ func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateR
 	if s.outer != nil {
 		return s.runOneInTx(ctx, sql, args...)
 	}
+	got, err := s.runMany(ctx, sql, args...)
+	if err != nil {
+		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+			return AllocateResult{}, false, me
+		}
+		return AllocateResult{}, false, nil
+	}
+	if len(got) != 1 {
+		return AllocateResult{}, false, nil
+	}
+	return got[0], true, nil
+}
+
+// runMany runs runOne's batch for a statement that returns any number of
+// allocations (fastFreshBatchSQL), and returns them only once the batch has
+// ended without error: until its implicit transaction commits, a row it
+// returned is not an allocation.
+func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]AllocateResult, error) {
 	if s.bounds.lock > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
 		defer cancel() // pgx closes a connection its deadline interrupted
 	}
-	var block *netip.Prefix
-	var gw netip.Prefix
-	var dns []netip.Prefix
-	var res AllocateResult
 	b := &pgx.Batch{}
 	b.Queue(sqlFastBounds,
 		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10))
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
-	var a Allocation
+	var got []AllocateResult
 	if err == nil {
-		a, err = scanAllocation(extraRow{br.QueryRow(), []any{&block, &gw, &res.Network.MTU, &dns}})
+		var rows pgx.Rows
+		rows, err = br.Query()
+		for err == nil && rows.Next() {
+			var block *netip.Prefix
+			var gw netip.Prefix
+			var dns []netip.Prefix
+			var res AllocateResult
+			var a Allocation
+			if a, err = scanAllocation(extraRow{rows, []any{&block, &gw, &res.Network.MTU, &dns}}); err == nil && block != nil {
+				got = append(got, oneResult(res, a, *block, gw, dns))
+			}
+		}
+		if rows != nil {
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
 		if h := s.lockHolders(); h != "" {
-			return AllocateResult{}, false, &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
+			return nil, &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
-		return AllocateResult{}, false, &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
+		return nil, &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
 	}
 	if err != nil {
-		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
-			return AllocateResult{}, false, me
-		}
+		return nil, err
 	}
-	if err != nil || block == nil {
-		return AllocateResult{}, false, nil
-	}
-	return oneResult(res, a, *block, gw, dns), true, nil
+	return got, nil
 }
 
 func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []netip.Prefix) AllocateResult {

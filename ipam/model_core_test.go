@@ -236,7 +236,7 @@ func (m *model) step(rng *rand.Rand, w int) string {
 	var what string
 	var err error
 	var notes []string
-	switch op := rng.IntN(25); op {
+	switch op := rng.IntN(26); op {
 	case 0:
 		what = "create cluster " + cid
 		_, err = st.CreateCluster(ctx, m.cluster(ci))
@@ -319,6 +319,42 @@ func (m *model) step(rng *rand.Rand, w int) string {
 		if err == nil {
 			notes = m.remember(cid+"/instance/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
+	case 25:
+		// A burst: several node and instance owners (one perhaps twice) at
+		// once through one client, which gathers them into shared
+		// statements (coalesce.go).
+		type one struct {
+			key string
+			req ipam.AllocateRequest
+		}
+		var burst []one
+		for range 3 + rng.IntN(6) {
+			if rng.IntN(2) == 0 {
+				id := m.pick(rng, cid+"/node/", fmt.Sprintf("w%d-n", w), false)
+				burst = append(burst, one{cid + "/node/" + id, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid),
+					Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}}})
+			} else {
+				id := m.pick(rng, cid+"/instance/", fmt.Sprintf("w%d-i", w), false)
+				burst = append(burst, one{cid + "/instance/" + id, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid),
+					Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, NodeID: fmt.Sprintf("w%d-n%d", w, rng.IntN(3))}}})
+			}
+		}
+		what = fmt.Sprintf("burst of %d allocations in %s", len(burst), cid)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, b := range burst {
+			wg.Go(func() {
+				r, berr := st.Allocate(ctx, b.req)
+				mu.Lock()
+				defer mu.Unlock()
+				if berr == nil {
+					notes = append(notes, m.remember(b.key, heldAddr{cid, b.req.Owner.Kind, b.req.Owner.ID, r.Address})...)
+				} else if err == nil {
+					err = berr
+				}
+			})
+		}
+		wg.Wait()
 	case 10:
 		env := fmt.Sprintf("w%d-e%d", w, k%3)
 		o := ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: env, EnvID: env}

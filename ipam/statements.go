@@ -39,6 +39,7 @@ func HotStatements() []Statement {
 		{"release", sqlRelease},
 		{"fast path: a fresh allocation in one statement (a counter pool)", fastFreshSQL},
 		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
+		{"fast path: fresh allocations of several owners in one statement (a counter pool)", fastFreshBatchSQL},
 		{"fast path: apply of a planned hold in one statement", confirmHoldSQL},
 		{"refresh read", sqlGetActive},
 		{"hold look (a plan's first read)", sqlFindHold},
@@ -391,6 +392,55 @@ var (
 		-- every slot held by others: wait for slot 0, as countMoved does
 		WHERE c.pool_id = $2 AND c.slot = coalesce((SELECT slot FROM slot), 0)
 	)`
+
+	// fastFreshBatchSQL is fastFreshSQL for several owners at once, the
+	// allocations a client gathered into one statement (coalesce.go): each
+	// owner's probes, the pool guard with its lock, one stripe with room for
+	// every owner served, advanced past them all, and a row and an event per
+	// owner, in one statement. Owners that hold something, or whose node has
+	// blocks, are left out (they return no row, and take the full path); so
+	// is everyone when no stripe has room for all. Parameters: $1 cluster,
+	// $2 pool, $3 owner kind, $4 actor, $5 event type, then one array per
+	// owner field, in the same order: $6 ids, $7 orgs, $8 envs, $9 nodes,
+	// $10 instances, $11 the node's blocks pool (NULL: none), $12 event ids,
+	// $13 row ids.
+	fastFreshBatchSQL = `WITH req AS MATERIALIZED (
+		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::uuid[], $13::uuid[])
+			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
+	), fresh AS MATERIALIZED (
+		-- the owners served, numbered from 0 in the order they came
+		SELECT r.*, row_number() OVER (ORDER BY r.req_n) - 1 AS req_k FROM req r
+		WHERE NOT EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state IN ('active', 'reserved'))
+			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state = 'cooling')
+			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = r.req_avoid)
+	), pool AS (
+		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
+		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'counter' AND cardinality(cidrs) = 1
+			AND cardinality(exclude) = 0 AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))` + fastPool + `
+	), pick AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $2 AND next_ordinal + ((SELECT n FROM pool) - 1) * (SELECT stripes FROM pool) <= last_ordinal
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
+	), s AS (
+		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + pool.n * pool.stripes, active = st.active + pool.n
+		FROM pool
+		WHERE st.pool_id = $2 AND st.stripe = (SELECT stripe FROM pick)
+			AND st.next_ordinal + (pool.n - 1) * pool.stripes <= st.last_ordinal
+		RETURNING st.next_ordinal - pool.n * pool.stripes AS ord
+	), a AS (
+		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
+		SELECT f.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + f.req_k * pool.stripes),
+			s.ord + f.req_k * pool.stripes, 'active', 1, $3, f.req_owner, f.req_org, f.req_env, f.req_node,
+			f.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
+		FROM fresh f, s, pool
+		RETURNING *
+	), e AS (
+		INSERT INTO ipam_events (` + eventColumns + `, at)
+		SELECT r.req_event, $5, ` + eventOfRow + `, '{}', a.allocated_at FROM a JOIN req r ON r.req_row = a.id
+	)
+	SELECT ` + allocColumnsOfA + `, (SELECT block FROM pool)` + fastNetwork
 
 	// fastHead is the owner probe and the start of the pool guard, up to
 	// the kind it requires.

@@ -1,0 +1,138 @@
+package ipam_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// Concurrent fresh allocations of one client share statements, in every
+// combination the single statement meets: owners that already hold an
+// address (adopted by the full path, with the same address), instances whose
+// node has blocks (served from the blocks), exact claims just ahead of the
+// counter (a batch that meets one fails whole, and its owners go on alone),
+// and node and instance owners at once. Every caller gets an address, no
+// address is handed out twice, every allocation has its event, the pool's
+// counters match a real count, and some rows were written by one statement
+// together (the same transaction id), or nothing here tested the batch.
+func TestConcurrentFreshAllocationsShareStatements(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "nb", scaling(40, 16)); err != nil {
+		t.Fatal(err)
+	}
+	earlier := map[string]netip.Addr{}
+	for i := range 8 {
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: node(fmt.Sprintf("n-%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		earlier[fmt.Sprintf("n-%d", i)] = r.Allocation.Address
+	}
+	const workers, each = 24, 30
+	type got struct {
+		owner string
+		addr  netip.Addr
+		err   error
+		exact bool
+	}
+	var mu sync.Mutex
+	var all []got
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				var o ipam.Owner
+				var req ipam.AllocateRequest
+				switch {
+				case w%3 == 0 && i < 8:
+					o = node(fmt.Sprintf("n-%d", i)) // holds one already
+				case w%3 == 0:
+					o = node(fmt.Sprintf("w%d-%d", w, i))
+				case w%3 == 1 && i%5 == 0:
+					o = ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprintf("w%d-%d", w, i), InstanceID: fmt.Sprintf("w%d-%d", w, i), NodeID: "nb"}
+				default:
+					o = instance(fmt.Sprintf("w%d-%d", w, i))
+					o.NodeID = fmt.Sprintf("plain-%d", w)
+				}
+				req = ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o}
+				if w == 2 && i%10 == 3 {
+					// An exact claim of an instance address the counter is about to reach.
+					var next netip.Prefix
+					mu.Lock() // raw is one connection
+					err := raw.QueryRow(ctx, `SELECT set_masklen(p.cidrs[1]::inet, 128) + (min(s.next_ordinal) + 40)
+						FROM ipam_pools p JOIN ipam_pool_stripes s ON s.pool_id = p.id WHERE p.id = 'c1/instance' GROUP BY p.cidrs`).Scan(&next)
+					mu.Unlock()
+					if err != nil {
+						t.Error(err)
+					}
+					req.Address = next.Addr()
+				}
+				r, err := st.Allocate(ctx, req)
+				mu.Lock()
+				all = append(all, got{o.Kind + "/" + o.ID, r.Allocation.Address, err, req.Address.IsValid()})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[netip.Addr]string{}
+	for _, g := range all {
+		switch {
+		case g.exact && errors.Is(g.err, ipam.ErrAddressTaken):
+			// the counter got there first
+		case g.err != nil:
+			t.Errorf("%s: %v", g.owner, g.err)
+		case seen[g.addr] != "" && seen[g.addr] != g.owner:
+			t.Errorf("%s handed to %s and to %s", g.addr, seen[g.addr], g.owner)
+		default:
+			seen[g.addr] = g.owner
+		}
+		if id, ok := strings.CutPrefix(g.owner, "node/"); ok && earlier[id].IsValid() && g.addr != earlier[id] {
+			t.Errorf("%s held %s and was given %s", g.owner, earlier[id], g.addr)
+		}
+	}
+	var rows, txs, withEvent, inBlocks int
+	if err := raw.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text),
+			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM ipam_events e WHERE e.allocation_id = a.id)),
+			count(*) FILTER (WHERE pool_id LIKE 'c1/blocks/%')
+		FROM ipam_allocations a WHERE cluster_id = 'c1' AND state = 'active'`).Scan(&rows, &txs, &withEvent, &inBlocks); err != nil {
+		t.Fatal(err)
+	}
+	exact := 0
+	for _, g := range all {
+		if g.exact && g.err == nil {
+			exact++
+		}
+	}
+	if exact == 0 {
+		t.Error("no exact claim ahead of the counter succeeded")
+	}
+	if rows != len(seen) || withEvent != rows {
+		t.Errorf("%d active rows for %d owners served, %d with their event", rows, len(seen), withEvent)
+	}
+	if inBlocks == 0 {
+		t.Error("no instance of node nb was served from its blocks")
+	}
+	if txs >= rows {
+		t.Errorf("%d rows in %d transactions: no statement served several owners", rows, txs)
+	}
+	t.Logf("%d rows written by %d transactions", rows, txs)
+	rep, err := st.Check(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Violations {
+		t.Error(v.String())
+	}
+}
