@@ -74,11 +74,11 @@ var hotStatements = []hotStatement{
 		}},
 	{name: "fast path: fresh allocations of several owners in one statement (a counter pool)", db: "growth",
 		params: func(f *planFixture) []any {
-			n1, n2 := "n1", "n2"
-			avoid1, avoid2 := f.clusterID+"/blocks/n1", f.clusterID+"/blocks/n2"
+			// Arrays as PostgreSQL writes them (the values are EXECUTE's literals).
 			return []any{f.clusterID, f.poolID, "instance", "bench", "instance.allocated",
-				[]string{"x-3", "x-4"}, []*string{nil, nil}, []*string{nil, nil}, []*string{&n1, &n2}, []string{"x-3", "x-4"},
-				[]*string{&avoid1, &avoid2}, []uuid.UUID{uuid.New(), uuid.New()}, []uuid.UUID{uuid.New(), uuid.New()}}
+				"{x-3,x-4}", "{acme,acme}", "{prod,prod}", "{n1,n2}", "{x-3,x-4}",
+				"{" + f.clusterID + "/blocks/n1," + f.clusterID + "/blocks/n2}",
+				"{" + uuid.NewString() + "," + uuid.NewString() + "}", "{" + uuid.NewString() + "," + uuid.NewString() + "}"}
 		}},
 	// The reuse database's pool is a counter pool with a long cooled
 	// queue: the plan is what the statement would run on a table pool of

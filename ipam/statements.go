@@ -408,8 +408,8 @@ var (
 		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::uuid[], $13::uuid[])
 			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
 	), fresh AS MATERIALIZED (
-		-- the owners served, numbered from 0 in the order they came
-		SELECT r.*, row_number() OVER (ORDER BY r.req_n) - 1 AS req_k FROM req r
+		-- the owners served
+		SELECT r.* FROM req r
 		WHERE NOT EXISTS (SELECT 1 FROM ipam_allocations
 				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state IN ('active', 'reserved'))
 			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
@@ -434,7 +434,9 @@ var (
 		SELECT f.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + f.req_k * pool.stripes),
 			s.ord + f.req_k * pool.stripes, 'active', 1, $3, f.req_owner, f.req_org, f.req_env, f.req_node,
 			f.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
-		FROM fresh f, s, pool
+		-- each owner's place among those served, in the order they came (a
+		-- count, not a window function's sort)
+		FROM (SELECT f.*, (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n) AS req_k FROM fresh f) f, s, pool
 		RETURNING *
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `, at)
