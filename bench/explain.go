@@ -80,6 +80,12 @@ var hotStatements = []hotStatement{
 				"{" + f.clusterID + "/blocks/n1," + f.clusterID + "/blocks/n2}",
 				"{" + uuid.NewString() + "," + uuid.NewString() + "}", "{" + uuid.NewString() + "," + uuid.NewString() + "}"}
 		}},
+	{name: "fast path: reused allocations of several owners in one statement (an IPv4 table pool)", db: "reuse",
+		params: func(f *planFixture) []any {
+			return []any{f.qClusterID, f.qPoolID, "env_ipv4", "bench", "env.ipv4_addon_enabled",
+				"{e-3,e-4}", "{acme,acme}", "{e-3,e-4}", "{NULL,NULL}", "{NULL,NULL}",
+				"{" + uuid.NewString() + "," + uuid.NewString() + "}"}
+		}},
 	// The reuse database's pool is a counter pool with a long cooled
 	// queue: the plan is what the statement would run on a table pool of
 	// that size (its guard stops it here).

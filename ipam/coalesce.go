@@ -7,29 +7,32 @@ import (
 	"github.com/google/uuid"
 )
 
-// Concurrent fresh allocations from one pool share a statement.
+// Concurrent allocations from one pool share a statement.
 //
 // A one-statement allocation costs the server about as much in what every
 // statement pays (its executor's start and end over a plan of some forty
-// nodes, the pool guard and its lock, the stripe pick and advance, the
-// commit) as in the rows it writes. So when a client already has
-// coalesceRunning fresh allocations of a pool in flight, the next callers of
-// that pool wait for one of them to end and then go together, as one
-// statement (fastFreshBatchSQL) with one stripe advance and one commit. A
-// caller alone, or among few, runs its own statement as before and waits for
-// nobody.
+// nodes, the pool guard and its lock, the stripe pick and advance or the
+// slot and the reuse mark, the commit) as in the rows it writes. So when a
+// client already has coalesceRunning allocations of a pool in flight, the
+// next callers of that pool wait for one of them to end and then go together,
+// as one statement (fastFreshBatchSQL in a counter pool, fastReuseBatchSQL in
+// an IPv4 table pool) with one commit. A caller alone, or among few, runs its
+// own statement as before and waits for nobody. Plan-time holds, members of
+// address sets and allocations in a caller's transaction never share.
 //
 // Every guarantee is the single statement's, per owner: each owner is probed
-// (it must hold nothing, its node no blocks), the ordinals are consecutive in
-// one stripe (as if its advances had come one after another), the unique
-// constraints decide against every other writer, each row's event and the
-// pool's count are in the same statement, and the caller learns of its
+// (it must hold nothing, its node no blocks), a counter pool's ordinals are
+// consecutive in one stripe (as if its advances had come one after another)
+// and a table pool's rows are the next reusable ones from the mark on, the
+// unique constraints decide against every other writer, each row's event and
+// the pool's count are in the same statement, and the caller learns of its
 // address only after the commit. The shared fate is all or nothing: when the
 // statement fails, nothing of it is written, and every caller in it goes on
 // to the full path alone, which decides as it would have without the batch.
-// An owner that was not served (it holds something, its node has blocks, or
-// no stripe has room for the whole batch) goes on to the full path too. A
-// batch never holds one owner twice.
+// An owner that was not served (it holds something, its node has blocks, no
+// stripe has room for the whole batch, fewer rows are reusable than owners,
+// or a row picked is another owner's expired hold) goes on to the full path
+// too. A batch never holds one owner twice.
 //
 // A caller whose context ends while it waits leaves the batch if the batch
 // has not started; once started, its allocation may commit after it has
@@ -40,9 +43,10 @@ type coalescer struct {
 	pools map[string]*poolQueue
 }
 
-// coalesceRunning is how many statements of one pool a client runs at once
-// before callers wait to share one; coalesceMax bounds the owners of one
-// statement.
+// coalesceRunning is how many statements of one pool (and owner kind) a
+// client runs at once before callers wait to share one (at 4 clients, 2
+// kept the single statements' rate where 1 lost a sixth of it; at 16 both
+// tripled it); coalesceMax bounds the owners of one statement.
 const (
 	coalesceRunning = 2
 	coalesceMax     = 64
@@ -50,31 +54,33 @@ const (
 
 type poolQueue struct {
 	running int
-	next    *freshBatch // gathering: starts when a running statement ends
+	next    *takeBatch // gathering: starts when a running statement ends
 }
 
-type freshBatch struct {
-	reqs   []*freshReq
+type takeBatch struct {
+	single string // the statement of one owner: fastFreshSQL or fastReuseSQL
+	reqs   []*takeReq
 	owners map[string]bool
 }
 
-// freshReq is one caller's fresh allocation: its arguments as fastTake
-// numbers them for fastFreshSQL, and where its outcome goes.
-type freshReq struct {
+// takeReq is one caller's allocation: its arguments as fastTake numbers
+// them for its single statement, and where its outcome goes.
+type takeReq struct {
 	args []any
-	done chan freshDone
+	done chan takeDone
 }
 
-type freshDone struct {
+type takeDone struct {
 	res AllocateResult
 	ok  bool
 	err error
 }
 
-// shareFresh runs a fresh allocation of owner o from the pool named key, on
-// its own or in a shared statement (above). false means "use the full path".
-func (s *Client) shareFresh(ctx context.Context, key string, o Owner, args []any) (AllocateResult, bool, error) {
-	c := s.fresh
+// shareTake runs owner o's allocation by the statement single (fastFreshSQL
+// or fastReuseSQL) from the pool named key, on its own or in a shared
+// statement (above). false means "use the full path".
+func (s *Client) shareTake(ctx context.Context, key, single string, o Owner, args []any) (AllocateResult, bool, error) {
+	c := s.shared
 	c.mu.Lock()
 	q := c.pools[key]
 	if q == nil {
@@ -84,21 +90,21 @@ func (s *Client) shareFresh(ctx context.Context, key string, o Owner, args []any
 	if q.running < coalesceRunning {
 		q.running++
 		c.mu.Unlock()
-		res, ok, err := s.runOne(ctx, fastFreshSQL, args...)
+		res, ok, err := s.runOne(ctx, single, args...)
 		s.ended(key, q)
 		return res, ok, err
 	}
 	ownerKey := o.Kind + "\x00" + o.ID
 	b := q.next
 	if b == nil {
-		b = &freshBatch{owners: map[string]bool{}}
+		b = &takeBatch{single: single, owners: map[string]bool{}}
 		q.next = b
 	}
 	if len(b.reqs) >= coalesceMax || b.owners[ownerKey] {
 		c.mu.Unlock()
-		return s.runOne(ctx, fastFreshSQL, args...)
+		return s.runOne(ctx, single, args...)
 	}
-	r := &freshReq{args: args, done: make(chan freshDone, 1)}
+	r := &takeReq{args: args, done: make(chan takeDone, 1)}
 	b.reqs = append(b.reqs, r)
 	b.owners[ownerKey] = true
 	c.mu.Unlock()
@@ -124,7 +130,7 @@ func (s *Client) shareFresh(ctx context.Context, key string, o Owner, args []any
 // ended is called when a statement of the pool ends: the batch gathered
 // meanwhile starts in its place.
 func (s *Client) ended(key string, q *poolQueue) {
-	c := s.fresh
+	c := s.shared
 	c.mu.Lock()
 	b := q.next
 	q.next = nil
@@ -138,49 +144,56 @@ func (s *Client) ended(key string, q *poolQueue) {
 	}
 	c.mu.Unlock()
 	go func() {
-		s.runFresh(b)
+		s.runShared(b)
 		s.ended(key, q)
 	}()
 }
 
-// runFresh runs a gathered batch and tells each caller its outcome. It runs
+// runShared runs a gathered batch and tells each caller its outcome. It runs
 // on none of its callers' contexts, so that one caller's end does not fail
 // the others; the store's bounds on waits and statements bound it.
-func (s *Client) runFresh(b *freshBatch) {
+func (s *Client) runShared(b *takeBatch) {
 	ctx := context.Background()
 	if len(b.reqs) == 1 {
-		res, ok, err := s.runOne(ctx, fastFreshSQL, b.reqs[0].args...)
-		b.reqs[0].done <- freshDone{res, ok, err}
+		res, ok, err := s.runOne(ctx, b.single, b.reqs[0].args...)
+		b.reqs[0].done <- takeDone{res, ok, err}
 		return
 	}
-	// fastFreshSQL's arguments: $1 cluster, $2 pool, $3 kind, $4 id, $5 org,
-	// $6 env, $7 node, $8 instance, $9 actor, $10 hold, $11 set, $12 event
-	// id, $13 event type, $14 blocks to avoid, $15 row id.
+	// The single statements' arguments: $1 cluster, $2 pool, $3 kind, $4
+	// id, $5 org, $6 env, $7 node, $8 instance, $9 actor, $10 hold, $11
+	// set, $12 event id, $13 event type; fastFreshSQL's also $14 blocks to
+	// avoid, $15 row id.
 	first := b.reqs[0].args
 	var ids []string
 	var orgs, envs, nodes, insts, avoid []*string
 	var events, rows []uuid.UUID
-	byRow := make(map[uuid.UUID]*freshReq, len(b.reqs))
+	byOwner := make(map[string]*takeReq, len(b.reqs))
 	for _, r := range b.reqs {
 		a := r.args
 		ids = append(ids, a[3].(string))
 		orgs, envs = append(orgs, a[4].(*string)), append(envs, a[5].(*string))
 		nodes, insts = append(nodes, a[6].(*string)), append(insts, a[7].(*string))
-		events, avoid, rows = append(events, a[11].(uuid.UUID)), append(avoid, a[13].(*string)), append(rows, a[14].(uuid.UUID))
-		byRow[a[14].(uuid.UUID)] = r
+		events = append(events, a[11].(uuid.UUID))
+		if b.single == fastFreshSQL {
+			avoid, rows = append(avoid, a[13].(*string)), append(rows, a[14].(uuid.UUID))
+		}
+		byOwner[a[3].(string)] = r
 	}
-	got, err := s.runMany(ctx, fastFreshBatchSQL, first[0], first[1], first[2], first[8], first[12],
-		ids, orgs, envs, nodes, insts, avoid, events, rows)
-	served := map[*freshReq]bool{}
+	sql, args := fastReuseBatchSQL, []any{first[0], first[1], first[2], first[8], first[12], ids, orgs, envs, nodes, insts, events}
+	if b.single == fastFreshSQL {
+		sql, args = fastFreshBatchSQL, append(args[:10:10], avoid, events, rows)
+	}
+	got, err := s.runMany(ctx, sql, args...)
+	served := map[*takeReq]bool{}
 	for _, res := range got {
-		if r := byRow[res.Allocation.ID]; r != nil && !served[r] {
+		if r := byOwner[res.Allocation.Owner.ID]; r != nil && !served[r] {
 			served[r] = true
-			r.done <- freshDone{res, true, nil}
+			r.done <- takeDone{res, true, nil}
 		}
 	}
 	for _, r := range b.reqs {
 		if !served[r] {
-			d := freshDone{}
+			d := takeDone{}
 			if err != nil {
 				if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
 					d.err = me

@@ -49,16 +49,18 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 	}
 	args := []any{pool.ClusterID, pool.ID(), o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID),
 		nullable(o.NodeID), nullable(o.InstanceID), s.actor, durationInterval(hold), nullable(o.SetID), newID(), typ}
+	single := fastFreshSQL
 	if o.Kind == OwnerEnvIPv4 {
 		// IPv4 pools are table pools; from another pool the statement hands over.
-		return s.runOne(ctx, fastReuseSQL, args...)
+		single = fastReuseSQL
+	} else {
+		args = append(args, nullable(avoid), newID())
 	}
-	args = append(args, nullable(avoid), newID())
 	if s.outer == nil && hold == 0 && o.SetID == "" {
 		// A standalone allocation: it may share a statement (coalesce.go).
-		return s.shareFresh(ctx, pool.ID()+"\x00"+o.Kind, o, args)
+		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, single, o, args)
 	}
-	return s.runOne(ctx, fastFreshSQL, args...)
+	return s.runOne(ctx, single, args...)
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its

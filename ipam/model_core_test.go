@@ -320,20 +320,26 @@ func (m *model) step(rng *rand.Rand, w int) string {
 			notes = m.remember(cid+"/instance/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
 	case 25:
-		// A burst: several node and instance owners (one perhaps twice) at
-		// once through one client, which gathers them into shared
-		// statements (coalesce.go).
+		// A burst: several node, instance and environment IPv4 owners (one
+		// perhaps twice) at once through one client, which gathers them
+		// into shared statements (coalesce.go).
 		type one struct {
 			key string
 			req ipam.AllocateRequest
 		}
 		var burst []one
+		v4 := cid + "/" + []string{"v4a", "v4b"}[rng.IntN(2)]
 		for range 3 + rng.IntN(6) {
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
+				env := fmt.Sprintf("w%d-e%d", w, rng.IntN(6))
+				burst = append(burst, one{cid + "/env_ipv4/" + env, ipam.AllocateRequest{Pool: testdb.Pool(v4),
+					Owner: ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: env, EnvID: env}}})
+			case 1:
 				id := m.pick(rng, cid+"/node/", fmt.Sprintf("w%d-n", w), false)
 				burst = append(burst, one{cid + "/node/" + id, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid),
 					Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}}})
-			} else {
+			default:
 				id := m.pick(rng, cid+"/instance/", fmt.Sprintf("w%d-i", w), false)
 				burst = append(burst, one{cid + "/instance/" + id, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid),
 					Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, NodeID: fmt.Sprintf("w%d-n%d", w, rng.IntN(3))}}})

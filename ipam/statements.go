@@ -40,6 +40,7 @@ func HotStatements() []Statement {
 		{"fast path: a fresh allocation in one statement (a counter pool)", fastFreshSQL},
 		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
 		{"fast path: fresh allocations of several owners in one statement (a counter pool)", fastFreshBatchSQL},
+		{"fast path: reused allocations of several owners in one statement (an IPv4 table pool)", fastReuseBatchSQL},
 		{"fast path: apply of a planned hold in one statement", confirmHoldSQL},
 		{"refresh read", sqlGetActive},
 		{"hold look (a plan's first read)", sqlFindHold},
@@ -327,20 +328,7 @@ var (
 	)` + fastTail + `(SELECT block FROM pool)` + fastNetwork
 
 	fastReuseSQL = fastHead + `'table'` + fastPool + `
-	), slot AS MATERIALIZED (
-		-- the counter slot this take counts in (countTaken), locked before
-		-- the pick: its mark is where the pick starts
-		SELECT slot, reuse_at, reuse_ordinal FROM ipam_pool_counters
-		WHERE pool_id = $2 AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
-	), marks AS MATERIALIZED (
-		SELECT reuse_at AS at, reuse_ordinal AS ord FROM slot
-		UNION ALL -- slot 0, which every take tries first: the latest mark
-		SELECT reuse_at, reuse_ordinal FROM ipam_pool_counters WHERE pool_id = $2 AND slot = 0
-	), mark AS MATERIALIZED (
-		-- the further of the two (no mark yet: the queue's front)
-		SELECT coalesce(m.at, '-infinity') AS at, coalesce((SELECT max(ord) FROM marks WHERE at = m.at), -1) AS ord
-		FROM (SELECT max(at) AS at FROM marks) m
+	)` + reuseMarkCTEs + `
 	), cooled AS MATERIALIZED (
 		-- from the mark on (nothing there: the full path picks from the
 		-- queue's front)
@@ -360,6 +348,90 @@ var (
 		WHERE ctid = (SELECT cooled_ctid FROM cooled WHERE cooled_state <> 'reserved') AND ` + activateReusable + `
 		RETURNING ipam_allocations.*
 	)` + countTaken + fastTail + `(SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
+
+	// reuseMarkCTEs lock the counter slot a table pool's fast take counts
+	// in (slot) and read the pool's reuse mark (mark): see countTaken.
+	reuseMarkCTEs = `, slot AS MATERIALIZED (
+		-- the counter slot this take counts in (countTaken), locked before
+		-- the pick: its mark is where the pick starts
+		SELECT slot, reuse_at, reuse_ordinal FROM ipam_pool_counters
+		WHERE pool_id = $2 AND EXISTS (SELECT 1 FROM pool)
+		ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
+	), marks AS MATERIALIZED (
+		SELECT reuse_at AS at, reuse_ordinal AS ord FROM slot
+		UNION ALL -- slot 0, which every take tries first: the latest mark
+		SELECT reuse_at, reuse_ordinal FROM ipam_pool_counters WHERE pool_id = $2 AND slot = 0
+	), mark AS MATERIALIZED (
+		-- the further of the two (no mark yet: the queue's front)
+		SELECT coalesce(m.at, '-infinity') AS at, coalesce((SELECT max(ord) FROM marks WHERE at = m.at), -1) AS ord
+		FROM (SELECT max(at) AS at FROM marks) m`
+
+	// fastReuseBatchSQL is fastReuseSQL for several owners at once (the
+	// allocations a client gathered into one statement, coalesce.go): each
+	// owner's probes, the pool guard with its lock, the slot and the mark,
+	// then as many reusable rows as owners from the mark on, the k-th owner
+	// taking the k-th row, one event per row, the count and the mark of the
+	// last row in the slot. Owners that hold something are left out, and so
+	// is everyone when a row picked is another owner's expired hold (the full
+	// path records its loss); owners past the rows found take the full path.
+	// Parameters: $1 cluster, $2 pool, $3 owner kind, $4 actor, $5 event
+	// type, then one array per owner field, in the same order: $6 ids, $7
+	// orgs, $8 envs, $9 nodes, $10 instances, $11 event ids.
+	fastReuseBatchSQL = `WITH req AS MATERIALIZED (
+		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::uuid[])
+			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_event, req_n)
+	), fresh AS MATERIALIZED (` + batchOwnersFree + `
+	), pool AS (
+		SELECT cidrs, ipam_now() AS now_at FROM ipam_pools
+		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'table'` + fastPool + `
+	)` + reuseMarkCTEs + `
+	), picked AS MATERIALIZED (
+		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
+		FROM ipam_allocations
+		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved')
+			AND reusable_at <= (SELECT now_at FROM pool)
+			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
+		ORDER BY reusable_at, ordinal LIMIT (SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
+	), pairs AS MATERIALIZED (
+		-- the k-th owner (in the order they came) takes the k-th row (in
+		-- queue order): counts, not a window function's sort
+		SELECT c.*, f.* FROM picked c, fresh f
+		WHERE NOT EXISTS (SELECT 1 FROM picked WHERE cooled_state = 'reserved')
+			AND (SELECT count(*) FROM picked p WHERE (p.cooled_at, p.cooled_ordinal) < (c.cooled_at, c.cooled_ordinal))
+				= (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n)
+	), a AS (
+		UPDATE ipam_allocations t SET state = 'active', generation = t.generation + 1, owner_kind = $3,
+			owner_id = p.req_owner, org_id = p.req_org, env_id = p.req_env, node_id = p.req_node,
+			instance_id = p.req_instance, actor = $4, allocated_at = pool.now_at, released_at = NULL,
+			last_seen_at = pool.now_at, set_owner = NULL, confirmed_at = NULL, reusable_at = NULL,
+			cooling_until = NULL, reserved_until = NULL
+		FROM pairs p, pool
+		-- each row where its pick locked it (activateReusable, for an owner
+		-- that holds nothing)
+		WHERE t.ctid = p.cooled_ctid AND t.state IN ('free', 'cooling', 'reserved') AND t.reusable_at <= pool.now_at
+		RETURNING t.*, p.req_event, p.cooled_at, p.cooled_ordinal
+	), last AS (
+		SELECT m.at, (SELECT max(cooled_ordinal) FROM a WHERE cooled_at = m.at) AS ord
+		FROM (SELECT max(cooled_at) AS at FROM a) m
+	), counted AS (
+		UPDATE ipam_pool_counters c SET active = c.active + (SELECT count(*) FROM a),
+			reuse_at = last.at, reuse_ordinal = last.ord
+		FROM last
+		WHERE c.pool_id = $2 AND c.slot = coalesce((SELECT slot FROM slot), 0) AND last.at IS NOT NULL
+	), e AS (
+		INSERT INTO ipam_events (` + eventColumns + `, at)
+		SELECT a.req_event, $5, ` + eventOfRow + `, '{}', a.allocated_at FROM a
+	)
+	SELECT ` + allocColumnsOfA + `, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
+
+	// batchOwnersFree are the owners of a shared statement that hold
+	// nothing (req: $1 cluster, $3 kind, req_owner the owner's id).
+	batchOwnersFree = `
+		SELECT r.* FROM req r
+		WHERE NOT EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state IN ('active', 'reserved'))
+			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state = 'cooling')`
 
 	// countTaken is countMoved for a table pool's fast take: it counts the
 	// row it made active in the counter slot the statement locked first
@@ -408,12 +480,7 @@ var (
 		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::uuid[], $13::uuid[])
 			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
 	), fresh AS MATERIALIZED (
-		-- the owners served
-		SELECT r.* FROM req r
-		WHERE NOT EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state IN ('active', 'reserved'))
-			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state = 'cooling')
+		-- the owners served: those that hold nothing, and whose node has no blocks` + batchOwnersFree + `
 			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = r.req_avoid)
 	), pool AS (
 		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools

@@ -91,9 +91,9 @@ type Client struct {
 	// outer, when set, is the caller's transaction: writes run inside it
 	// (see InTx) and commit or roll back with it.
 	outer pgx.Tx
-	// fresh gathers concurrent fresh allocations of one pool into one
+	// shared gathers concurrent allocations of one pool into one
 	// statement (coalesce.go); shared with InTx's copies.
-	fresh *coalescer
+	shared *coalescer
 }
 
 // Options configure a client over a pool the caller made (New).
@@ -146,7 +146,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	}
 	s := &Client{addr: addr, secret: secret, actor: cfg.Actor,
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
-		downSince: new(atomic.Int64), fresh: &coalescer{pools: map[string]*poolQueue{}}}
+		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}}
 	s.pool = newDBPool(s, pool, switchable)
 	return s
 }
