@@ -186,7 +186,7 @@ func (s *Client) runShared(b *takeBatch) {
 	got, err := s.runMany(ctx, sql, args...)
 	served := map[*takeReq]bool{}
 	for _, res := range got {
-		if r := byOwner[res.Allocation.Owner.ID]; r != nil && !served[r] {
+		if r := byOwner[res.Owner.ID]; r != nil && !served[r] {
 			served[r] = true
 			r.done <- takeDone{res, true, nil}
 		}

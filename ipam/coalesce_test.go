@@ -40,13 +40,13 @@ func TestConcurrentAllocationsShareStatements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		earlier["node/"+fmt.Sprintf("n-%d", i)] = r.Allocation.Address
+		earlier["node/"+fmt.Sprintf("n-%d", i)] = r.Address
 		env := fmt.Sprintf("e-%d", i)
 		if r, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"),
 			Owner: ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: env, EnvID: env}}); err != nil {
 			t.Fatal(err)
 		}
-		earlier["env_ipv4/"+env] = r.Allocation.Address
+		earlier["env_ipv4/"+env] = r.Address
 	}
 	const workers, each = 24, 30
 	type got struct {
@@ -100,7 +100,7 @@ func TestConcurrentAllocationsShareStatements(t *testing.T) {
 				}
 				r, err := st.Allocate(ctx, req)
 				mu.Lock()
-				all = append(all, got{o.Kind + "/" + o.ID, r.Allocation.Address, err, req.Address.IsValid()})
+				all = append(all, got{o.Kind + "/" + o.ID, r.Address, err, req.Address.IsValid()})
 				mu.Unlock()
 			}
 		}()
