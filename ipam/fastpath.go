@@ -94,9 +94,9 @@ func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateR
 }
 
 // runMany runs runOne's batch for a statement that returns any number of
-// allocations (fastFreshBatchSQL), and returns them only once the batch has
-// ended without error: until its implicit transaction commits, a row it
-// returned is not an allocation.
+// allocations (the shared statements of coalesce.go, or one), and returns
+// them only once the batch has ended without error: until its implicit
+// transaction commits, a row it returned is not an allocation.
 func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]AllocateResult, error) {
 	if s.bounds.lock > 0 {
 		var cancel context.CancelFunc
