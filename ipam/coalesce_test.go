@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
@@ -153,5 +155,76 @@ func TestConcurrentAllocationsShareStatements(t *testing.T) {
 	}
 	for _, v := range rep.Violations {
 		t.Error(v.String())
+	}
+}
+
+// A caller that gives up while it waits for a shared statement leaves it
+// before it starts: its owner gets nothing, and the callers that went on
+// waiting are served. Two allocations are held in flight by a transaction
+// that holds the pool's row (the shape writer's lock, which every
+// allocation shares), so that the next callers must wait.
+func TestSharedStatementWaiterThatGivesUp(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/node' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	alloc := func(ctx context.Context, id string) (netip.Addr, error) {
+		a, err := st.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "c1", NodeID: id})
+		return a.Address, err
+	}
+	type res struct {
+		addr netip.Addr
+		err  error
+	}
+	results := make(map[string]chan res)
+	start := func(ctx context.Context, id string) {
+		ch := make(chan res, 1)
+		results[id] = ch
+		go func() {
+			a, err := alloc(ctx, id)
+			ch <- res{a, err}
+		}()
+	}
+	start(ctx, "running-1")
+	start(ctx, "running-2")
+	mon, err := pgx.Connect(ctx, raw.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close(ctx)
+	for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting != 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d allocations wait for the pool's row, want 2", waiting)
+		}
+		if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start(short, "gives-up")
+	start(ctx, "waits")
+	if r := <-results["gives-up"]; r.err == nil {
+		t.Fatalf("the caller whose context ended got %s", r.addr)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"running-1", "running-2", "waits"} {
+		if r := <-results[id]; r.err != nil || !r.addr.IsValid() {
+			t.Errorf("%s: %v %v", id, r.addr, r.err)
+		}
+	}
+	var n int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'gives-up'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the caller that gave up has %d allocations (%v), want none", n, err)
 	}
 }
