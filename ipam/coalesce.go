@@ -136,7 +136,7 @@ func (s *Client) ended(key string, q *poolQueue) {
 	q.next = nil
 	if b == nil || len(b.reqs) == 0 {
 		q.running--
-		if q.running == 0 && q.next == nil {
+		if q.running == 0 {
 			delete(c.pools, key)
 		}
 		c.mu.Unlock()
@@ -179,11 +179,17 @@ func (s *Client) runShared(b *takeBatch) {
 		}
 		byOwner[a[3].(string)] = r
 	}
-	sql, args := fastReuseBatchSQL, []any{first[0], first[1], first[2], first[8], first[12], ids, orgs, envs, nodes, insts, events}
+	// Both shared statements: $1 cluster, $2 pool, $3 kind, $4 actor, $5
+	// event type, $6.. the owners' fields (fastFreshBatchSQL's with the
+	// blocks to avoid before the event ids, and the row ids last).
+	args := []any{first[0], first[1], first[2], first[8], first[12], ids, orgs, envs, nodes, insts}
+	var got []AllocateResult
+	var err error
 	if b.single == fastFreshSQL {
-		sql, args = fastFreshBatchSQL, append(args[:10:10], avoid, events, rows)
+		got, err = s.runMany(ctx, fastFreshBatchSQL, append(args, avoid, events, rows)...)
+	} else {
+		got, err = s.runMany(ctx, fastReuseBatchSQL, append(args, events)...)
 	}
-	got, err := s.runMany(ctx, sql, args...)
 	served := map[*takeReq]bool{}
 	for _, res := range got {
 		if r := byOwner[res.Owner.ID]; r != nil && !served[r] {

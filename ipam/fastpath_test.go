@@ -213,15 +213,17 @@ func planNodes(t *testing.T, js string) []planNode {
 		t.Fatal(err)
 	}
 	var out []planNode
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		out = append(out, n)
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
 	for _, d := range doc {
-		walk(d.Plan)
+		out = append(out, d.Plan.all()...)
+	}
+	return out
+}
+
+// all is n and every node under it.
+func (n planNode) all() []planNode {
+	out := []planNode{n}
+	for _, c := range n.Plans {
+		out = append(out, c.all()...)
 	}
 	return out
 }
@@ -298,7 +300,7 @@ func TestReuseMarkSkipsTakenRows(t *testing.T) {
 				inits += c.Hit + c.Read
 			}
 		}
-		for _, nd := range planNodes(t, `[{"Plan":`+mustJSON(t, cte)+`}]`) {
+		for _, nd := range cte.all() {
 			if nd.Index != "ipam_allocations_reuse" {
 				continue
 			}
@@ -342,15 +344,6 @@ func TestReuseMarkSkipsTakenRows(t *testing.T) {
 	if err := raw.QueryRow(ctx, `SELECT count(DISTINCT address) FROM ipam_allocations WHERE pool_id = 'c1/small' AND state = 'active'`).Scan(&n); err != nil || n != 6 {
 		t.Errorf("the small pool holds %d active addresses, want all 6 (%v)", n, err)
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // Every look-up of an owner names its cluster and the owner, and the owner

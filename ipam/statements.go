@@ -400,15 +400,10 @@ var (
 			AND (SELECT count(*) FROM picked p WHERE (p.cooled_at, p.cooled_ordinal) < (c.cooled_at, c.cooled_ordinal))
 				= (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n)
 	), a AS (
-		UPDATE ipam_allocations t SET state = 'active', generation = t.generation + 1, owner_kind = $3,
-			owner_id = p.req_owner, org_id = p.req_org, env_id = p.req_env, node_id = p.req_node,
-			instance_id = p.req_instance, actor = $4, allocated_at = pool.now_at, released_at = NULL,
-			last_seen_at = pool.now_at, set_owner = NULL, confirmed_at = NULL, reusable_at = NULL,
-			cooling_until = NULL, reserved_until = NULL
+		UPDATE ipam_allocations t SET ` + batchActivate.Replace(activateSet) + `
 		FROM pairs p, pool
-		-- each row where its pick locked it (activateReusable, for an owner
-		-- that holds nothing)
-		WHERE t.ctid = p.cooled_ctid AND t.state IN ('free', 'cooling', 'reserved') AND t.reusable_at <= pool.now_at
+		-- each row where its pick locked it
+		WHERE t.ctid = p.cooled_ctid AND ` + batchActivate.Replace(activateReusable) + `
 		RETURNING t.*, p.req_event, p.cooled_at, p.cooled_ordinal
 	), last AS (
 		SELECT m.at, (SELECT max(cooled_ordinal) FROM a WHERE cooled_at = m.at) AS ord
@@ -423,6 +418,13 @@ var (
 		SELECT a.req_event, $5, ` + eventOfRow + `, '{}', a.allocated_at FROM a
 	)
 	SELECT ` + allocColumnsOfA + `, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
+
+	// batchActivate turns activateSet and activateReusable, written for one
+	// owner's parameters, into fastReuseBatchSQL's: each row's owner from
+	// its pair (p), the actor its $4, no hold and no set.
+	batchActivate = strings.NewReplacer("$10::interval > interval '0'", "false", "$10", "interval '0'",
+		"$11", "NULL", "$4", "p.req_owner", "$5", "p.req_org", "$6", "p.req_env", "$7", "p.req_node",
+		"$8", "p.req_instance", "$9", "$4")
 
 	// batchOwnersFree are the owners of a shared statement that hold
 	// nothing (req: $1 cluster, $3 kind, req_owner the owner's id).
@@ -443,16 +445,18 @@ var (
 	// statement's slot and in slot 0, which every take tries first (so its
 	// mark is the latest); the pick starts there. Two rows read by the key,
 	// not the pool's 32 slots: those are the rows every concurrent take
-	// writes, and reading them all cost more than the walk it saved. A take updates its row out of
-	// the queue, and the queue's index keeps the dead entry until a vacuum;
-	// the takes consume the queue from its front, so without the mark every
-	// pick stepped over every row taken since the last vacuum (343 index
-	// pages per pick after 56,337 takes from one pool). Everything before
-	// the mark was taken by a committed take, or was locked by a take in
-	// flight when a later one passed it: a row goes back below the mark only
-	// when such a take rolls back. The pick then finds it once nothing past
-	// the mark is reusable, and the full path's pick, which ignores the mark,
-	// finds it whenever it runs; it is never lost. A released row comes back
+	// writes, and reading them all cost more than the walk it saved.
+	//
+	// A take updates its row out of the queue, and the queue's index keeps
+	// the dead entry until a vacuum; the takes consume the queue from its
+	// front, so without the mark every pick stepped over every row taken
+	// since the last vacuum (343 index pages per pick after 56,337 takes
+	// from one pool). Everything before the mark was taken by a committed
+	// take, or was locked by a take in flight when a later one passed it: a
+	// row goes back below the mark only when such a take rolls back. The
+	// fast take hands over once nothing past the mark is reusable, and the
+	// full path's pick, which ignores the mark, finds the row; it is never
+	// lost. A released row comes back
 	// at now + cooldown and an expired hold at its expiry, past every mark
 	// the clock has seen. A change of the pool's layout sets every row's
 	// ordinal anew and clears the mark (sqlClearReuseMark), holding the pool

@@ -10,9 +10,10 @@
 -- and after 56,337 takes one pick read 343 index pages to find its row
 -- (2.3 ms). Each fast take now records the position (reusable_at, ordinal)
 -- of the row it took in the counter slot it already updates, and the next
--- pick starts from the furthest recorded position. Rows go back below it
--- only when a take rolls back; the pick finds them when nothing past the mark
--- is reusable, and the full path's pick ignores the mark.
+-- pick starts from the further of its own slot's position and slot 0's.
+-- Rows go back behind it only when a take rolls back; the fast take hands
+-- over once nothing past the mark is reusable, and the full path's pick,
+-- which ignores the mark, finds them.
 ALTER TABLE ipam_pool_counters ADD COLUMN reuse_at timestamptz, ADD COLUMN reuse_ordinal bigint;
 
 ---- create above / drop below ----
