@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -343,15 +344,32 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		// Pools first, then the cluster row (the locking order): allocations in
 		// flight commit before the counts below are taken.
-		if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsOfCluster, id); err != nil {
+		locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsOfCluster, id)
+		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, sqlLockClusterUpdate, id); err != nil {
 			return err
 		}
-		var h ClusterHoldings
-		err := tx.QueryRow(ctx, sqlClusterHoldings, id).Scan(&h.Active, &h.Reserved, &h.Cooling)
+		// A pool created while this waited for the cluster's row is not
+		// locked, and an allocation from it may be in flight: the counts
+		// would miss it, and the cascade below would take it away once it
+		// commits. With the cluster's row locked no pool can be created (a
+		// pool's key locks that row), so the list is final here: when it
+		// grew, everything runs again and locks the new pools first.
+		rows, err := tx.Query(ctx, sqlPoolsOfCluster, id)
 		if err != nil {
+			return err
+		}
+		now, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(locked, now) {
+			return errRetry
+		}
+		var h ClusterHoldings
+		if err := tx.QueryRow(ctx, sqlClusterHoldings, id).Scan(&h.Active, &h.Reserved, &h.Cooling); err != nil {
 			return err
 		}
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {

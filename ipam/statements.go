@@ -705,6 +705,7 @@ const (
 	sqlLockPoolsByID       = sqlLockPoolsHead + `id = $1` + sqlLockPoolsTail
 	sqlLockPoolsOfCluster  = sqlLockPoolsHead + `cluster_id = $1` + sqlLockPoolsTail
 	sqlLockPoolsClusterOwn = sqlLockPoolsHead + `cluster_id = $1 AND category IN ('node', 'instance')` + sqlLockPoolsTail
+	sqlPoolsOfCluster      = sqlLockPoolsHead + `cluster_id = $1 ORDER BY id` // the same list, unlocked
 	sqlLockPoolsHead       = `SELECT id FROM ipam_pools WHERE `
 	sqlLockPoolsTail       = ` ORDER BY id` + sqlForUpdate
 

@@ -371,6 +371,96 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 	}
 }
 
+// A destroy counts what the cluster holds only once no allocation can be in
+// flight in any of its pools, a pool created while the destroy waited for
+// the cluster's row included. The pool is created by a transaction that
+// commits after the destroy locked the cluster's pools and before it locked
+// the cluster's row (a second transaction holds that row too); an
+// allocation from the new pool is in flight when the destroy counts. The
+// destroy must refuse, naming it: before the fix it counted nothing,
+// succeeded, and its cascade took the allocation away once that committed.
+func TestDeleteClusterCountsAPoolCreatedWhileItWaited(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, raw.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		return c
+	}
+	begin := func(c *pgx.Conn) pgx.Tx {
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	// blockedBy waits until a backend waits for a lock held by tx.
+	mon := conn()
+	blockedBy := func(tx pgx.Tx, what string) {
+		t.Helper()
+		pid := tx.Conn().PgConn().PID()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			var n int
+			if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the destroy never waited for %s", what)
+			}
+		}
+	}
+	creating := begin(conn())
+	if _, err := st.InTx(creating).CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/29")}}); err != nil {
+		t.Fatal(err)
+	}
+	holding := begin(conn())
+	if _, err := holding.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = 'c1' FOR KEY SHARE`); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- st.DeleteCluster(ctx, "c1", false) }()
+	blockedBy(creating, "the cluster's row")
+	if err := creating.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	allocating := begin(conn())
+	a, err := st.AllocateEnvIPv4(ctx, allocating, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "e1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holding.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-deleted:
+		t.Fatalf("the destroy ended (%v) with an allocation in flight", err)
+	default:
+	}
+	blockedBy(allocating, "the allocation in flight")
+	if err := allocating.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-deleted
+	var ce *ipam.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "1 active") {
+		t.Fatalf("destroy: %v, want refused for the allocation of %s", err, a.Address)
+	}
+	var n int
+	if err := mon.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'e1' AND state = 'active'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the allocation of %s: %d rows (%v), want 1", a.Address, n, err)
+	}
+}
+
 func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
