@@ -26,21 +26,47 @@ const placementTable = `CREATE TABLE IF NOT EXISTS bench_placements (
 const (
 	placementLabel    = "placement transaction (instance row + AllocateInstance)"
 	placementRefLabel = "placement transaction without the IPAM (instance row only)"
+	// placementWritesLabel is the floor the allocator's checks stand on:
+	// the same transaction with only the allocation's writes (the stripe
+	// pick and advance, the allocation row, its event: oneStatementSQL), as
+	// one statement with no owner probe, pool lock, savepoint or count.
+	placementWritesLabel = "experiment: placement transaction with the allocation's writes alone"
 )
 
-// placementCell runs n schedulers placing instances on a fresh cluster, with
-// the address (withIPAM) or without.
-func (r *runner) placementCell(ctx context.Context, dbURL string, withIPAM bool, n int) cell {
-	label := placementRefLabel
-	if withIPAM {
-		label = placementLabel
-	}
+// placementMode is what a placement transaction does besides the
+// scheduler's own row.
+type placementMode int
+
+const (
+	placeRowOnly placementMode = iota // the reference
+	placeIPAM                         // AllocateInstance in the transaction
+	placeWrites                       // the allocation's writes alone (experiment)
+)
+
+func (m placementMode) label() string {
+	return [...]string{placementRefLabel, placementLabel, placementWritesLabel}[m]
+}
+
+// placementCell runs n schedulers placing instances on a fresh cluster, in
+// one of the modes.
+func (r *runner) placementCell(ctx context.Context, dbURL string, mode placementMode, n int) cell {
+	label := mode.label()
 	fail := func(err error) cell { return cell{label: label, clients: n, err: err} }
+	var vp *variantPool
+	if mode == placeWrites {
+		var err error
+		if vp, err = r.variantSetup(ctx, dbURL); err != nil {
+			return fail(err)
+		}
+	}
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return fail(err)
 	}
 	cfg.MaxConns = int32(n)
+	if mode == placeWrites {
+		genericPlans(cfg)
+	}
 	db, err := pgxpool.NewWithConfig(ctx, cfg) // the scheduler's own pool
 	if err != nil {
 		return fail(err)
@@ -64,43 +90,60 @@ func (r *runner) placementCell(ctx context.Context, dbURL string, withIPAM bool,
 				id, cl.ID, node); err != nil {
 				return err
 			}
-			if !withIPAM {
-				return nil
+			switch mode {
+			case placeIPAM:
+				_, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: cl.ID, InstanceID: id,
+					OrgID: "acme", EnvID: "prod", NodeID: node})
+				return err
+			case placeWrites:
+				return oneStatement(ctx, tx, vp, id)
 			}
-			_, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: cl.ID, InstanceID: id,
-				OrgID: "acme", EnvID: "prod", NodeID: node})
-			return err
+			return nil
 		})
 	})
 }
 
-// placementRows adds the row of the placement transaction at n clients:
-// each round's transaction with the address against the same round's
-// transaction without it (both slices hold one cell per round).
-func (r *runner) placementRows(n int, with, without []cell) []string {
-	name := fmt.Sprintf("%s, %d client%s", placementLabel, n, plural(n))
-	var rates, refRates, ratios []float64
-	for i := range with {
-		for _, c := range []cell{with[i], without[i]} {
-			if c.err != nil {
-				r.rep.fail("%s, %d client%s, round %d: %v", c.label, n, plural(n), i+1, c.err)
-				r.rep.add(Row{Section: "1 throughput", Name: name, Value: "error", Status: "FAIL"})
-				return nil
+// placementRows adds the rows of the placement transaction at n clients:
+// each round's transaction with the address (and with the allocation's
+// writes alone) against the same round's transaction without it (each slice
+// holds one cell per round), and returns their diagnostic lines.
+func (r *runner) placementRows(n int, cells map[string][]cell) []string {
+	without := cells[placementRefLabel]
+	lines := []string{cpuLine(merge(without))}
+	for _, label := range []string{placementLabel, placementWritesLabel} {
+		with := cells[label]
+		name := fmt.Sprintf("%s, %d client%s", label, n, plural(n))
+		section := "1 throughput"
+		if label == placementWritesLabel {
+			section = "1 throughput (experiment)"
+		}
+		var rates, refRates, ratios []float64
+		failed := false
+		for i := range with {
+			for _, c := range []cell{with[i], without[i]} {
+				if c.err != nil && !failed {
+					r.rep.fail("%s, %d client%s, round %d: %v", c.label, n, plural(n), i+1, c.err)
+					r.rep.add(Row{Section: section, Name: name, Value: "error", Status: "FAIL"})
+					failed = true
+				}
+			}
+			if !failed {
+				rates = append(rates, with[i].rate())
+				refRates = append(refRates, without[i].rate())
+				ratios = append(ratios, with[i].rate()/without[i].rate())
 			}
 		}
-		rates = append(rates, with[i].rate())
-		refRates = append(refRates, without[i].rate())
-		ratios = append(ratios, with[i].rate()/without[i].rate())
+		if failed || len(rates) == 0 {
+			continue
+		}
+		ratio := medianF(ratios)
+		row := Row{Section: section, Name: name, Value: num(medianF(rates)) + " tx/s",
+			Reference: "without the IPAM " + num(medianF(refRates)) + " tx/s", Ratio: fmt.Sprintf("%.2f", ratio), Status: "info"}
+		if n == 16 && label == placementLabel {
+			row.Target, row.Status = ">= 0.50", metOr(ratio >= 0.5)
+		}
+		r.rep.add(row)
+		lines = append(lines, cpuLine(merge(with)))
 	}
-	if len(rates) == 0 {
-		return nil
-	}
-	ratio := medianF(ratios)
-	row := Row{Section: "1 throughput", Name: name, Value: num(medianF(rates)) + " tx/s",
-		Reference: "without the IPAM " + num(medianF(refRates)) + " tx/s", Ratio: fmt.Sprintf("%.2f", ratio), Status: "info"}
-	if n == 16 {
-		row.Target, row.Status = ">= 0.50", metOr(ratio >= 0.5)
-	}
-	r.rep.add(row)
-	return []string{cpuLine(merge(without)), cpuLine(merge(with))}
+	return lines
 }

@@ -339,9 +339,9 @@ func (r *runner) throughput(ctx context.Context) error {
 				c := r.allocCell(ctx, dbURL, k, n)
 				cells[c.label] = append(cells[c.label], c)
 			}
-			for _, withIPAM := range []bool{false, true} {
-				r.logf("throughput: %d clients, round %d: placement transaction (with the IPAM: %v)", n, round+1, withIPAM)
-				c := r.placementCell(ctx, dbURL, withIPAM, n)
+			for _, mode := range []placementMode{placeRowOnly, placeIPAM, placeWrites} {
+				r.logf("throughput: %d clients, round %d: %s", n, round+1, mode.label())
+				c := r.placementCell(ctx, dbURL, mode, n)
 				cells[c.label] = append(cells[c.label], c)
 			}
 			for _, v := range variants {
@@ -410,7 +410,7 @@ func (r *runner) throughput(ctx context.Context) error {
 			}
 			r.rep.add(row)
 		}
-		where = append(where, r.placementRows(n, cells[placementLabel], cells[placementRefLabel])...)
+		where = append(where, r.placementRows(n, cells)...)
 	}
 	r.rep.note("Throughput: where the time goes (CPU per operation from /proc: the PostgreSQL server's processes vs the client process; "+
 		"WAL bytes per operation from pg_current_wal_lsn; all rounds together)", where)
@@ -637,7 +637,7 @@ var variants = []variant{
 	{
 		name: "experiment: 1 statement",
 		desc: "stripe pick, stripe advance, allocation insert and event insert as one statement (data-modifying CTEs) in an implicit transaction: 1 round trip, 1 commit",
-		op:   oneStatement,
+		op:   func(ctx context.Context, c *pgx.Conn, p *variantPool, owner string) error { return oneStatement(ctx, c, p, owner) },
 	},
 	{
 		name: "experiment: 2 round trips",
@@ -669,9 +669,16 @@ const oneStatementSQL = `WITH pick AS MATERIALIZED (
 			node_id, instance_id, actor FROM a)
 	SELECT ordinal FROM a`
 
+// rowQuerier is a connection or a transaction.
+type rowQuerier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
 var errNoStripe = errors.New("no stripe (all locked or spent)")
 
-func oneStatement(ctx context.Context, conn *pgx.Conn, p *variantPool, owner string) error {
+// oneStatement runs oneStatementSQL on a connection or in a transaction
+// (the placement experiment).
+func oneStatement(ctx context.Context, conn rowQuerier, p *variantPool, owner string) error {
 	for attempt := 0; attempt < 100; attempt++ {
 		var ord int64
 		err := conn.QueryRow(ctx, oneStatementSQL, p.poolID, p.stride, newUUID(), p.clusterID, p.base, owner, newUUID()).Scan(&ord)
