@@ -637,7 +637,9 @@ var variants = []variant{
 	{
 		name: "experiment: 1 statement",
 		desc: "stripe pick, stripe advance, allocation insert and event insert as one statement (data-modifying CTEs) in an implicit transaction: 1 round trip, 1 commit",
-		op:   func(ctx context.Context, c *pgx.Conn, p *variantPool, owner string) error { return oneStatement(ctx, c, p, owner) },
+		op: func(ctx context.Context, c *pgx.Conn, p *variantPool, owner string) error {
+			return oneStatement(ctx, c, p, owner)
+		},
 	},
 	{
 		name: "experiment: 2 round trips",
