@@ -2,11 +2,13 @@ package ipam_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -222,5 +224,45 @@ func TestNodeBlocksConcurrent(t *testing.T) {
 	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE state = 'active' AND pool_id LIKE 'c1/blocks/%'`).Scan(&active)
 	if want := nodes * (each - (each+2)/3); active != want {
 		t.Fatalf("%d active instance addresses, want %d", active, want)
+	}
+}
+
+// A gateway change racing an instance allocation in a node's blocks: the
+// allocation takes the address the new gateway names, and is in flight while
+// the update looks for a holder. The update must refuse, naming the holder,
+// once the allocation commits: a gateway is never an address someone holds.
+func TestGatewayUpdateRacingBlockAllocation(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	c := mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(1, 16)); err != nil {
+		t.Fatal(err)
+	}
+	allocating := beginOn(t, extraConn(t, raw))
+	a, err := st.AllocateInstance(ctx, allocating, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "i0", NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.GatewayIPv6 = a.Address
+	updated := make(chan error, 1)
+	go func() {
+		_, err := st.UpdateCluster(ctx, c)
+		updated <- err
+	}()
+	mon := extraConn(t, raw)
+	select {
+	case err := <-updated:
+		t.Fatalf("the gateway update ended (%v) with an allocation of %s in flight", err, a.Address)
+	case <-time.After(200 * time.Millisecond):
+	}
+	waitBlockedBy(t, mon, allocating, "the gateway update", "the allocation in flight")
+	if err := allocating.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-updated
+	var ie *ipam.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "gateway_ipv6" || !strings.Contains(err.Error(), "i0") {
+		t.Fatalf("gateway update to %s: %v, want refused naming instance i0", a.Address, err)
 	}
 }

@@ -384,46 +384,14 @@ func TestDeleteClusterCountsAPoolCreatedWhileItWaited(t *testing.T) {
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	conn := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, raw.Config().ConnString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		return c
-	}
-	begin := func(c *pgx.Conn) pgx.Tx {
-		tx, err := c.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tx
-	}
-	// blockedBy waits until a backend waits for a lock held by tx.
-	mon := conn()
-	blockedBy := func(tx pgx.Tx, what string) {
-		t.Helper()
-		pid := tx.Conn().PgConn().PID()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			var n int
-			if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the destroy never waited for %s", what)
-			}
-		}
-	}
-	creating := begin(conn())
+	mon := extraConn(t, raw)
+	blockedBy := func(tx pgx.Tx, what string) { waitBlockedBy(t, mon, tx, "the destroy", what) }
+	creating := beginOn(t, extraConn(t, raw))
 	if _, err := st.InTx(creating).CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/29")}}); err != nil {
 		t.Fatal(err)
 	}
-	holding := begin(conn())
+	holding := beginOn(t, extraConn(t, raw))
 	if _, err := holding.Exec(ctx, `SELECT 1 FROM ipam_clusters WHERE id = 'c1' FOR KEY SHARE`); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +401,7 @@ func TestDeleteClusterCountsAPoolCreatedWhileItWaited(t *testing.T) {
 	if err := creating.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	allocating := begin(conn())
+	allocating := beginOn(t, extraConn(t, raw))
 	a, err := st.AllocateEnvIPv4(ctx, allocating, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "e1"})
 	if err != nil {
 		t.Fatal(err)
@@ -458,6 +426,47 @@ func TestDeleteClusterCountsAPoolCreatedWhileItWaited(t *testing.T) {
 	var n int
 	if err := mon.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'e1' AND state = 'active'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the allocation of %s: %d rows (%v), want 1", a.Address, n, err)
+	}
+}
+
+// extraConn is one more connection to raw's database, closed with the test.
+func extraConn(t *testing.T, raw *pgx.Conn) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), raw.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// beginOn begins a transaction on c.
+func beginOn(t *testing.T, c *pgx.Conn) pgx.Tx {
+	t.Helper()
+	tx, err := c.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// waitBlockedBy waits until a session waits for a lock that tx holds; who
+// and what name them in the failure.
+func waitBlockedBy(t *testing.T, mon *pgx.Conn, tx pgx.Tx, who, what string) {
+	t.Helper()
+	pid := tx.Conn().PgConn().PID()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := mon.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never waited for %s", who, what)
+		}
 	}
 }
 
