@@ -348,8 +348,14 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, sqlLockClusterUpdate, id); err != nil {
+		tag, err := tx.Exec(ctx, sqlLockClusterUpdate, id)
+		if err != nil {
 			return err
+		}
+		if tag.RowsAffected() == 0 {
+			// Not there when this statement began: a cluster whose creation
+			// commits now is not this destroy's to delete (nor to count).
+			return ErrNotFound
 		}
 		// A pool created while this waited for the cluster's row is not
 		// locked, and an allocation from it may be in flight: the counts
@@ -375,12 +381,8 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
 		}
-		tag, err := tx.Exec(ctx, sqlDeleteCluster, id)
-		if err != nil {
+		if _, err := tx.Exec(ctx, sqlDeleteCluster, id); err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
 		}
 		return insertEvent(ctx, tx, Event{Type: "cluster.deleted", ClusterID: id, Actor: s.actor,
 			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})

@@ -461,6 +461,108 @@ func TestSeamDestroyRacingAllocation(t *testing.T) {
 	}
 }
 
+// Seam: a cluster's creation, allocations in it and its non-forced destroy,
+// all at once, from separate clients. Whatever the interleaving, a destroy
+// that succeeds leaves no allocation of that cluster behind a success: the
+// allocations retry until the cluster exists (or the destroy ended), so one
+// that succeeded before the destroy must make it refuse, and none can
+// succeed after it. Two defects lived here: a destroy that locked the
+// cluster's pools before the creation committed and its row after counted
+// nothing in them (found by the model test; its deterministic form is
+// TestDeleteClusterCountsAPoolCreatedWhileItWaited), and one whose row lock
+// found no cluster yet deleted the cluster whose creation committed before
+// its DELETE. Each fails this test in every run without its fix.
+func TestSeamDestroyRacingCreationAndAllocations(t *testing.T) {
+	t.Parallel()
+	sts, raw := seamStores(t, "terraform", "terraform", "terraform", "terraform")
+	ctx := context.Background()
+	rounds := 40
+	if testing.Short() {
+		rounds = 10
+	}
+	var deletes int
+	for round := 0; round < rounds; round++ {
+		id := fmt.Sprintf("r%d", round)
+		c := ipam.Cluster{ID: id, Prefix: pfx(fmt.Sprintf("2001:db8:%x::/48", round)),
+			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}
+		var wg sync.WaitGroup
+		destroyed := make(chan struct{})
+		var delErr error
+		// what happened when, for the failure's message
+		var mu sync.Mutex
+		var timeline []string
+		logf := func(f string, a ...any) {
+			mu.Lock()
+			timeline = append(timeline, time.Now().Format("05.000000")+" "+fmt.Sprintf(f, a...))
+			mu.Unlock()
+		}
+		allocated := make([]netip.Addr, 2)
+		wg.Add(4)
+		go func() {
+			defer wg.Done()
+			logf("create start")
+			if _, err := sts[0].CreateCluster(ctx, c); err != nil {
+				t.Errorf("round %d: create: %v", round, err)
+			}
+			logf("create end")
+		}()
+		go func() {
+			// The destroy retries while the cluster does not exist yet.
+			defer wg.Done()
+			defer close(destroyed)
+			for range 200 {
+				logf("delete start")
+				delErr = sts[1].DeleteCluster(ctx, id, false)
+				logf("delete end %v", delErr)
+				if !errors.Is(delErr, ipam.ErrNotFound) {
+					return
+				}
+			}
+		}()
+		for k := range allocated {
+			go func() {
+				defer wg.Done()
+				o := ipam.Owner{Kind: ipam.OwnerInstance, ID: fmt.Sprintf("i%d", k), InstanceID: fmt.Sprintf("i%d", k)}
+				for {
+					r, err := sts[2+k].Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(id), Owner: o})
+					if err == nil {
+						logf("alloc %d ok %s", k, r.Address)
+						allocated[k] = r.Address
+						return
+					}
+					if !errors.Is(err, ipam.ErrInvalid) && !errors.Is(err, ipam.ErrNotFound) {
+						t.Errorf("round %d: allocate %s: %v", round, o.ID, err)
+						return
+					}
+					select {
+					case <-destroyed:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if delErr == nil {
+			deletes++
+		}
+		for k, a := range allocated {
+			switch {
+			case !a.IsValid():
+			case delErr == nil:
+				t.Fatalf("round %d: the destroy succeeded while instance i%d was told it holds %s: %s", round, k, a, strings.Join(timeline, "; "))
+			case seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE cluster_id = $1 AND address = $2 AND state = 'active'`,
+				id, netip.PrefixFrom(a, 128)) != 1:
+				t.Fatalf("round %d: instance i%d was told it holds %s, which is not active", round, k, a)
+			}
+		}
+	}
+	t.Logf("%d of %d destroys succeeded", deletes, rounds)
+	if deletes == 0 {
+		t.Errorf("no destroy succeeded in %d rounds: the race was not run", rounds)
+	}
+}
+
 // Seam: a hold on an owner's own cooling address lasted until the
 // cooldown ended: an abandoned plan of one actor blocked every other actor
 // from that owner for up to 30 days.
