@@ -127,13 +127,16 @@ func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 	}
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
+		poolLocked, err := lockNodeForScaling(ctx, tx, clusterID, nodeID)
+		if err != nil {
 			return err
 		}
 		if err := saveScaling(ctx, tx, clusterID, nodeID, sc); err != nil {
 			return err
 		}
-		var err error
+		if err := poolLocked(); err != nil { // the scaling row is locked now
+			return err
+		}
 		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
 		return err
 	})
@@ -145,10 +148,16 @@ func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
+		poolLocked, err := lockNodeForScaling(ctx, tx, clusterID, nodeID)
+		if err != nil {
 			return err
 		}
-		var err error
+		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+			return err
+		}
+		if err := poolLocked(); err != nil {
+			return err
+		}
 		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
 		return err
 	})
@@ -195,12 +204,33 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 // FOR NO KEY UPDATE, cannot run meanwhile, so the node pool is written with
 // the settings in force), then the node pool FOR UPDATE (allocations on the
 // node in flight commit first).
-func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+//
+// It returns a check to run once the node's scaling row is locked: a node's
+// first scaling creates its block pool, and one that committed after the
+// pool's lock here found nothing left that pool unlocked, with allocations
+// from it free to run; the check then has the transaction run again.
+func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (func() error, error) {
 	if _, err := tx.Exec(ctx, sqlLockClusterShare, clusterID); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, NodeBlocksPool(clusterID, nodeID).ID())
-	return err
+	poolID := NodeBlocksPool(clusterID, nodeID).ID()
+	locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, poolID)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if len(locked) > 0 {
+			return nil
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, sqlPoolExists, poolID).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return errRetry
+		}
+		return nil
+	}, nil
 }
 
 // loadScaling locks and reads a node's settings: the lock serializes the
@@ -558,10 +588,14 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 		poolID := NodeBlocksPool(clusterID, nodeID).ID()
 		// Instance allocations on the node in flight commit before the use
 		// below is counted.
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID); err != nil {
+		poolLocked, err := lockNodeForScaling(ctx, tx, clusterID, nodeID)
+		if err != nil {
 			return err
 		}
 		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+			return err
+		}
+		if err := poolLocked(); err != nil {
 			return err
 		}
 		used, err := nodeUse(ctx, tx, poolID)

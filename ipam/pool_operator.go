@@ -326,12 +326,19 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 // holds active, reserved or cooling addresses is refused, naming how many.
 func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, id); err != nil {
+		locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, id)
+		if err != nil {
 			return err
+		}
+		if len(locked) == 0 {
+			// Not there when the lock began: a pool whose creation commits
+			// now is not this destroy's to count or delete (its allocations
+			// would not wait for the lock this never took).
+			return ErrNotFound
 		}
 		var h ClusterHoldings
 		var cluster string
-		err := tx.QueryRow(ctx, sqlPoolHoldings, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
+		err = tx.QueryRow(ctx, sqlPoolHoldings, id).Scan(&cluster, &h.Active, &h.Reserved, &h.Cooling)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
