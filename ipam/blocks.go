@@ -127,16 +127,12 @@ func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 	}
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		poolLocked, err := lockNodeForScaling(ctx, tx, clusterID, nodeID)
-		if err != nil {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
+			return saveScaling(ctx, tx, clusterID, nodeID, sc)
+		}); err != nil {
 			return err
 		}
-		if err := saveScaling(ctx, tx, clusterID, nodeID, sc); err != nil {
-			return err
-		}
-		if err := poolLocked(); err != nil { // the scaling row is locked now
-			return err
-		}
+		var err error
 		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
 		return err
 	})
@@ -148,16 +144,10 @@ func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		poolLocked, err := lockNodeForScaling(ctx, tx, clusterID, nodeID)
-		if err != nil {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, lockScalingRow(ctx, tx, clusterID, nodeID)); err != nil {
 			return err
 		}
-		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
-			return err
-		}
-		if err := poolLocked(); err != nil {
-			return err
-		}
+		var err error
 		nb, err = s.scaleTx(ctx, tx, clusterID, nodeID, 0, 0)
 		return err
 	})
@@ -203,34 +193,45 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 // release needs: the cluster row FOR SHARE (a cluster update, which takes it
 // FOR NO KEY UPDATE, cannot run meanwhile, so the node pool is written with
 // the settings in force), then the node pool FOR UPDATE (allocations on the
-// node in flight commit first).
+// node in flight commit first), then the node's scaling row (lockRow: read
+// or written FOR UPDATE), which serializes the scalings of one node.
 //
-// It returns a check to run once the node's scaling row is locked: a node's
-// first scaling creates its block pool, and one that committed after the
-// pool's lock here found nothing left that pool unlocked, with allocations
-// from it free to run; the check then has the transaction run again.
-func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (func() error, error) {
+// A node's first scaling creates its block pool. When one committed after
+// the pool's lock here found nothing, the pool is unlocked and allocations
+// from it are free to run: the transaction runs again (errRetry), and its
+// pool lock finds the pool.
+func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, lockRow func() error) error {
 	if _, err := tx.Exec(ctx, sqlLockClusterShare, clusterID); err != nil {
-		return nil, err
+		return err
 	}
 	poolID := NodeBlocksPool(clusterID, nodeID).ID()
 	locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, poolID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return func() error {
-		if len(locked) > 0 {
-			return nil
-		}
-		var exists bool
-		if err := tx.QueryRow(ctx, sqlPoolExists, poolID).Scan(&exists); err != nil {
-			return err
-		}
-		if exists {
-			return errRetry
-		}
+	if err := lockRow(); err != nil {
+		return err
+	}
+	if len(locked) > 0 {
 		return nil
-	}, nil
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, sqlPoolExists, poolID).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return errRetry
+	}
+	return nil
+}
+
+// lockScalingRow is lockNodeForScaling's lockRow for a node whose settings
+// exist: ErrNotFound when they do not.
+func lockScalingRow(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) func() error {
+	return func() error {
+		_, err := loadScaling(ctx, tx, clusterID, nodeID)
+		return err
+	}
 }
 
 // loadScaling locks and reads a node's settings: the lock serializes the
@@ -588,14 +589,7 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 		poolID := NodeBlocksPool(clusterID, nodeID).ID()
 		// Instance allocations on the node in flight commit before the use
 		// below is counted.
-		poolLocked, err := lockNodeForScaling(ctx, tx, clusterID, nodeID)
-		if err != nil {
-			return err
-		}
-		if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
-			return err
-		}
-		if err := poolLocked(); err != nil {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, lockScalingRow(ctx, tx, clusterID, nodeID)); err != nil {
 			return err
 		}
 		used, err := nodeUse(ctx, tx, poolID)
