@@ -248,8 +248,14 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 			c.ID, c.Prefix, c.NodePrefix, c.InstancePrefix, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
 			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor,
 			c.asWritten())
+		var pe *pgconn.PgError
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
+		} else if errors.As(err, &pe) && pe.Code == pgerrcode.ExclusionViolation {
+			// A cluster with an overlapping prefix (this one, created by a
+			// concurrent call, or another) committed after the check above:
+			// the check, run again, names it.
+			return errRetry
 		} else if err != nil {
 			return err
 		}
@@ -261,10 +267,6 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		return insertEvent(ctx, tx, Event{Type: "cluster.created", ClusterID: c.ID, Actor: s.actor,
 			Data: map[string]any{"prefix": c.Prefix.String(), "node_prefix": c.NodePrefix.String(), "instance_prefix": c.InstancePrefix.String()}})
 	})
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == pgerrcode.ExclusionViolation {
-		return out, &InvalidError{Field: "prefix", Msg: fmt.Sprintf("%s overlaps another cluster's prefix; cluster prefixes must not overlap", c.Prefix)}
-	}
 	return out, err
 }
 

@@ -26,7 +26,8 @@ import (
 // allocation (also inside a caller's transaction that commits or rolls
 // back), exact claims, plan-time holds of two actors, releases, address
 // sets, node block scaling and release, cluster and pool updates, shrinks and
-// destroys, stale-leak reclaim) on a clock the test moves (ipam_clock, no sleeps). After every
+// destroys, a transient cluster created, used and destroyed within each
+// round, stale-leak reclaim) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: ipam.Check (no address active
 // twice anywhere, none outside its pool or its node's blocks, no reuse inside
 // the cooldown fixed at release, one IPv4 per environment, counters, settings
@@ -65,6 +66,7 @@ func TestModelCore(t *testing.T) {
 	clock := rand.New(rand.NewPCG(seed, 1))
 	rounds, ops := 0, 0
 	for time.Now().Before(deadline) {
+		m.resetTransient()
 		var wg sync.WaitGroup
 		logs := make([][]string, workers)
 		for w := 0; w < workers; w++ {
@@ -73,7 +75,7 @@ func TestModelCore(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 12; i++ {
-					logs[w] = append(logs[w], m.step(rng, w))
+					logs[w] = append(logs[w], m.step(rng, w, i == 0))
 				}
 			}()
 		}
@@ -129,6 +131,75 @@ func (m *model) cluster(i int) ipam.Cluster {
 		NodePrefix:     pfx(fmt.Sprintf("2001:db8:%x::/122", 0x10+i)),
 		InstancePrefix: pfx(fmt.Sprintf("2001:db8:%x:1::/120", 0x10+i)),
 		NodeCooldown:   6 * time.Hour, InstanceCooldown: 2 * time.Hour}
+}
+
+// The transient cluster: it does not exist when a round begins (the round
+// destroys it, forced, before its workers start), and every worker creates
+// it, creates an IPv4 pool in it, allocates in it and destroys it (not
+// forced) during the round. Its destroys succeed while it is empty, so they
+// race its creation, its pool's and the allocations, which the shared
+// clusters, rarely empty, almost never do.
+const transientCluster = "mt"
+
+func transientClusterSpec() ipam.Cluster {
+	return ipam.Cluster{ID: transientCluster, Prefix: pfx("2001:db8:30::/48"),
+		NodePrefix: pfx("2001:db8:30::/122"), InstancePrefix: pfx("2001:db8:30:1::/120"),
+		NodeCooldown: 6 * time.Hour, InstanceCooldown: 2 * time.Hour}
+}
+
+// resetTransient destroys the transient cluster (forced) between rounds and
+// forgets what was held in it.
+func (m *model) resetTransient() {
+	if err := m.sts[0].DeleteCluster(context.Background(), transientCluster, true); err != nil && !errors.Is(err, ipam.ErrNotFound) {
+		m.t.Fatalf("reset of the transient cluster: %v", err)
+	}
+	m.forgetPrefix(transientCluster + "/")
+}
+
+// transientStep is one operation on the transient cluster.
+func (m *model) transientStep(ctx context.Context, rng *rand.Rand, st *ipam.Client, w, k int) (string, []string, error) {
+	cid := transientCluster
+	pool := cid + "/v4"
+	var err error
+	switch rng.IntN(6) {
+	case 0:
+		_, err = st.CreateCluster(ctx, transientClusterSpec())
+		if ipam.Code(err) == ipam.CodeConflict {
+			err = nil
+		}
+		return "create transient cluster " + cid, nil, err
+	case 1:
+		_, err = st.CreatePool(ctx, ipam.Pool{ClusterID: cid, Name: "v4", Cooldown: time.Hour, CIDRs: []netip.Prefix{pfx("10.9.0.0/29")}})
+		if ipam.Code(err) == ipam.CodeConflict {
+			err = nil
+		}
+		return "create transient pool " + pool, nil, err
+	case 2, 3:
+		id := fmt.Sprintf("w%d-t%d", w, k)
+		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id}
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid), Owner: o})
+		var notes []string
+		if err == nil {
+			notes = m.remember(cid+"/instance/"+id, heldAddr{cid, o.Kind, o.ID, r.Address})
+		}
+		return fmt.Sprintf("allocate transient instance %s in %s", id, cid), notes, err
+	case 4:
+		env := fmt.Sprintf("w%d-t%d", w, k%3)
+		o := ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: env, EnvID: env}
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
+		var notes []string
+		if err == nil {
+			notes = m.remember(cid+"/env_ipv4/"+env, heldAddr{cid, o.Kind, o.ID, r.Address})
+		}
+		return fmt.Sprintf("allocate transient IPv4 for %s from %s", env, pool), notes, err
+	default:
+		err = st.DeleteCluster(ctx, cid, false)
+		var notes []string
+		if err == nil {
+			notes = m.clusterGone(cid)
+		}
+		return "delete transient cluster " + cid, notes, err
+	}
 }
 
 // expected reports whether err is an outcome the API promises (a refusal or
@@ -221,7 +292,7 @@ func (m *model) forget(key string) {
 // step runs one random operation for worker w and returns its log line.
 // Owners are the worker's own (their ids carry w), so the model of each owner
 // is sequential; clusters and pools are shared by every worker.
-func (m *model) step(rng *rand.Rand, w int) string {
+func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	ctx := context.Background()
 	st := m.sts[0]
 	if rng.IntN(5) == 0 {
@@ -236,7 +307,11 @@ func (m *model) step(rng *rand.Rand, w int) string {
 	var what string
 	var err error
 	var notes []string
-	switch op := rng.IntN(26); op {
+	op := rng.IntN(29)
+	if first && rng.IntN(2) == 0 {
+		op = 26 // the workers' first operations race on the transient cluster
+	}
+	switch op {
 	case 0:
 		what = "create cluster " + cid
 		_, err = st.CreateCluster(ctx, m.cluster(ci))
@@ -503,6 +578,8 @@ func (m *model) step(rng *rand.Rand, w int) string {
 				m.mu.Unlock()
 			}
 		}
+	case 26, 27, 28:
+		what, notes, err = m.transientStep(ctx, rng, st, w, k)
 	case 24:
 		// Usage read from the counters, and a recount while the other
 		// workers write: the counters (active and cooling) kept by the

@@ -555,6 +555,47 @@ func TestSeamBlockReleaseRacingFirstScalingAndAllocations(t *testing.T) {
 	})
 }
 
+// Seam: concurrent creations of one cluster, and of clusters whose prefixes
+// overlap. Exactly one creation succeeds; every other is refused with a code
+// that says why (conflict: it exists; invalid_input on prefix: it overlaps),
+// never with the database's raw exclusion-constraint error, which the
+// model test's transient cluster drew when two workers created it at once.
+func TestSeamConcurrentClusterCreation(t *testing.T) {
+	t.Parallel()
+	sts, _ := seamStores(t, "terraform", "terraform", "terraform", "terraform")
+	ctx := context.Background()
+	for round := 0; round < 20; round++ {
+		prefix := fmt.Sprintf("2001:db8:%x::/48", round)
+		ids := []string{fmt.Sprintf("c%d", round), fmt.Sprintf("c%d", round), fmt.Sprintf("c%d", round), fmt.Sprintf("other%d", round)}
+		errs := make([]error, len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = sts[i].CreateCluster(ctx, ipam.Cluster{ID: id, Prefix: pfx(prefix),
+					NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
+			}()
+		}
+		wg.Wait()
+		created := 0
+		for i, err := range errs {
+			var ie *ipam.InvalidError
+			switch {
+			case err == nil:
+				created++
+			case ipam.Code(err) == ipam.CodeConflict && strings.Contains(err.Error(), "already exists"):
+			case errors.As(err, &ie) && ie.Field == "prefix":
+			default:
+				t.Errorf("round %d: creation of %s: %v, want success, conflict or invalid prefix", round, ids[i], err)
+			}
+		}
+		if created != 1 {
+			t.Errorf("round %d: %d creations succeeded, want 1: %v", round, created, errs)
+		}
+	}
+}
+
 // raceCase is what raceDestroy races: a thing's creation, its destroy, the
 // k-th allocation from it (k = 0, 1), and how many active rows hold an
 // address there.
