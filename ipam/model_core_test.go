@@ -174,24 +174,22 @@ func (m *model) transientStep(ctx context.Context, rng *rand.Rand, st *ipam.Clie
 			err = nil
 		}
 		return "create transient pool " + pool, nil, err
-	case 2, 3:
+	case 2, 3, 4:
+		// An instance in the cluster's own pool, or an environment's IPv4.
 		id := fmt.Sprintf("w%d-t%d", w, k)
-		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id}
-		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(cid), Owner: o})
+		o, from := ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id}, ipam.ClusterPools(cid)
+		what := fmt.Sprintf("allocate transient instance %s in %s", id, cid)
+		if k%2 == 0 {
+			id = fmt.Sprintf("w%d-t%d", w, k%3)
+			o, from = ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id}, testdb.Pool(pool)
+			what = fmt.Sprintf("allocate transient IPv4 for %s from %s", id, pool)
+		}
+		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: from, Owner: o})
 		var notes []string
 		if err == nil {
-			notes = m.remember(cid+"/instance/"+id, heldAddr{cid, o.Kind, o.ID, r.Address})
+			notes = m.remember(cid+"/"+o.Kind+"/"+id, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
-		return fmt.Sprintf("allocate transient instance %s in %s", id, cid), notes, err
-	case 4:
-		env := fmt.Sprintf("w%d-t%d", w, k%3)
-		o := ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: env, EnvID: env}
-		r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: testdb.Pool(pool), Owner: o})
-		var notes []string
-		if err == nil {
-			notes = m.remember(cid+"/env_ipv4/"+env, heldAddr{cid, o.Kind, o.ID, r.Address})
-		}
-		return fmt.Sprintf("allocate transient IPv4 for %s from %s", env, pool), notes, err
+		return what, notes, err
 	default:
 		err = st.DeleteCluster(ctx, cid, false)
 		var notes []string
