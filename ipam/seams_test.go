@@ -501,10 +501,7 @@ func TestSeamDestroyRacingCreationAndAllocations(t *testing.T) {
 // the creation committed, and its cascade took the allocations made from it
 // meanwhile; it fails this test in every run without its fix.
 func TestSeamPoolDestroyRacingCreationAndAllocations(t *testing.T) {
-	t.Parallel()
-	sts, raw := seamStores(t, "terraform", "terraform", "terraform", "terraform")
-	ctx := context.Background()
-	seamCluster(t, sts[0], ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	sts, raw, ctx := raceInCluster(t)
 	raceDestroy(t, raceCase{
 		create: func(id string, round int) error {
 			_, err := sts[0].CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: id, Cooldown: time.Hour,
@@ -532,10 +529,7 @@ func TestSeamPoolDestroyRacingCreationAndAllocations(t *testing.T) {
 // test did not hit it in five runs without the check (the releases then
 // ran into lock waits instead); it guards the combination as a whole.
 func TestSeamBlockReleaseRacingFirstScalingAndAllocations(t *testing.T) {
-	t.Parallel()
-	sts, raw := seamStores(t, "terraform", "terraform", "terraform", "terraform")
-	ctx := context.Background()
-	seamCluster(t, sts[0], ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	sts, raw, ctx := raceInCluster(t)
 	raceDestroy(t, raceCase{
 		create: func(id string, _ int) error {
 			_, err := sts[0].ScaleNodeBlocks(ctx, "c1", id, scaling(1, 4))
@@ -594,6 +588,16 @@ func TestSeamConcurrentClusterCreation(t *testing.T) {
 			t.Errorf("round %d: %d creations succeeded, want 1: %v", round, created, errs)
 		}
 	}
+}
+
+// raceInCluster is the setup of a race inside cluster c1: four clients of
+// one actor (the creation, the destroy, two allocations), the raw
+// connection, and a context.
+func raceInCluster(t *testing.T) ([]*ipam.Client, *pgx.Conn, context.Context) {
+	t.Parallel()
+	sts, raw := seamStores(t, "terraform", "terraform", "terraform", "terraform")
+	seamCluster(t, sts[0], ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	return sts, raw, context.Background()
 }
 
 // raceCase is what raceDestroy races: a thing's creation, its destroy, the
