@@ -199,13 +199,7 @@ func (s *Client) runShared(b *takeBatch) {
 	}
 	for _, r := range b.reqs {
 		if !served[r] {
-			d := takeDone{}
-			if err != nil {
-				if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
-					d.err = me
-				}
-			}
-			r.done <- d
+			r.done <- takeDone{err: s.waitErr(err)}
 		}
 	}
 }

@@ -81,16 +81,23 @@ func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateR
 		return s.runOneInTx(ctx, sql, args...)
 	}
 	got, err := s.runMany(ctx, sql, args...)
-	if err != nil {
-		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
-			return AllocateResult{}, false, me
-		}
-		return AllocateResult{}, false, nil
-	}
-	if len(got) != 1 {
-		return AllocateResult{}, false, nil
+	if err != nil || len(got) != 1 {
+		return AllocateResult{}, false, s.waitErr(err)
 	}
 	return got[0], true, nil
+}
+
+// waitErr is what a failed fast statement tells its caller: a wait that ran
+// into the store's bounds (busy, timeout), which the full path would only
+// wait out again; nil for anything else, which the full path decides.
+func (s *Client) waitErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+		return me
+	}
+	return nil
 }
 
 // runMany runs runOne's batch for a statement that returns any number of

@@ -299,8 +299,7 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // and in fastFreshSQL $14 the node's blocks pool for an instance (NULL
 // otherwise) and $15 the new row's id.
 var (
-	fastFreshSQL = fastHead + `'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
-				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))
+	fastFreshSQL = fastHead + `'counter'` + counterShape + `
 			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
 			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $14)` + fastPool + `
 	), pick AS MATERIALIZED (
@@ -329,16 +328,7 @@ var (
 
 	fastReuseSQL = fastHead + `'table'` + fastPool + `
 	)` + reuseMarkCTEs + `
-	), cooled AS MATERIALIZED (
-		-- from the mark on (nothing there: the full path picks from the
-		-- queue's front)
-		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
-		FROM ipam_allocations
-		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved')
-			-- NULL, and no row, without the pool
-			AND reusable_at <= (SELECT now_at FROM pool)
-			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
-		ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
+	), cooled AS MATERIALIZED (` + reuseFromMark + `1 FOR UPDATE SKIP LOCKED
 	), a AS (
 		-- the picked row where it lies (cooled locked it, so it stays
 		-- there): a scalar subquery and a TID scan, so that no estimate can
@@ -348,6 +338,23 @@ var (
 		WHERE ctid = (SELECT cooled_ctid FROM cooled WHERE cooled_state <> 'reserved') AND ` + activateReusable + `
 		RETURNING ipam_allocations.*
 	)` + countTaken + fastTail + `(SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
+
+	// counterShape ends the pool guard of a fresh fast take (after its
+	// kind): one block, no exclusions, the gateway outside it.
+	counterShape = ` AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
+				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))`
+
+	// reuseFromMark is a table pool's fast pick, up to its LIMIT: the
+	// reusable rows from the reuse mark on (nothing there: the full path
+	// picks from the queue's front), in queue order.
+	reuseFromMark = `
+		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
+		FROM ipam_allocations
+		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved')
+			-- NULL, and no row, without the pool
+			AND reusable_at <= (SELECT now_at FROM pool)
+			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
+		ORDER BY reusable_at, ordinal LIMIT `
 
 	// reuseMarkCTEs lock the counter slot a table pool's fast take counts
 	// in (slot) and read the pool's reuse mark (mark): see countTaken.
@@ -385,13 +392,7 @@ var (
 		SELECT cidrs, ipam_now() AS now_at FROM ipam_pools
 		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'table'` + fastPool + `
 	)` + reuseMarkCTEs + `
-	), picked AS MATERIALIZED (
-		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
-		FROM ipam_allocations
-		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved')
-			AND reusable_at <= (SELECT now_at FROM pool)
-			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
-		ORDER BY reusable_at, ordinal LIMIT (SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
+	), picked AS MATERIALIZED (` + reuseFromMark + `(SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
 	), pairs AS MATERIALIZED (
 		-- the k-th owner (in the order they came) takes the k-th row (in
 		-- queue order): counts, not a window function's sort
@@ -488,8 +489,7 @@ var (
 			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = r.req_avoid)
 	), pool AS (
 		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
-		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'counter' AND cardinality(cidrs) = 1
-			AND cardinality(exclude) = 0 AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))` + fastPool + `
+		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'counter'` + counterShape + fastPool + `
 	), pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
 		WHERE pool_id = $2 AND next_ordinal + ((SELECT n FROM pool) - 1) * (SELECT stripes FROM pool) <= last_ordinal
