@@ -383,10 +383,37 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
 		}
+		if force {
+			if err := s.releaseForced(ctx, tx, now); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, sqlDeleteCluster, id); err != nil {
 			return err
 		}
 		return insertEvent(ctx, tx, Event{Type: "cluster.deleted", ClusterID: id, Actor: s.actor,
 			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})
 	})
+}
+
+// releaseForced releases, for a forced destroy of the pools, each of their
+// active addresses and live holds into its pool's cooldown, with its event:
+// the database refuses to delete a pool that still has one.
+func (s *Client) releaseForced(ctx context.Context, tx pgx.Tx, pools []string) error {
+	rows, err := tx.Query(ctx, sqlForceRelease, pools)
+	if err != nil {
+		return err
+	}
+	released, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	if err != nil {
+		return err
+	}
+	for _, a := range released {
+		if err := insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+			Data: map[string]any{"reason": "force_destroy"}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -348,6 +348,11 @@ func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 		if !force && h.Active+h.Reserved+h.Cooling > 0 {
 			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true", id, h.Active, h.Reserved, h.Cooling)}
 		}
+		if force {
+			if err := s.releaseForced(ctx, tx, []string{id}); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, sqlDeletePool, id); err != nil {
 			return err
 		}

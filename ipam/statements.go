@@ -555,8 +555,20 @@ const (
 
 // confirmHoldSQL turns the owner's plan-time hold on exactly the planned
 // address into the allocation, with its event: the usual apply of a planned
-// address, in one statement.
-var confirmHoldSQL = `WITH a AS (
+// address, in one statement. It takes the hold's pool lock (FOR KEY SHARE)
+// before it touches the row, as every allocator does: a shrink or destroy
+// holding the pool (FOR UPDATE) goes first, and the statement then finds
+// the pool as it left it (the hold gone, or still inside). Without the lock
+// the row trigger of migration 12 would still refuse an address outside the
+// pool, but only after the row was locked, against the writer's order.
+var confirmHoldSQL = `WITH held AS MATERIALIZED (
+		SELECT pool_id FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved' AND address = $4
+	), pool AS MATERIALIZED (
+		-- the pool asked for; NULL (an instance): the pool its plan took it from
+		SELECT id FROM ipam_pools
+		WHERE id = (SELECT pool_id FROM held) AND id = coalesce($11, id) AND cluster_id = $1 AND kind <> 'parked'` + fastPool + `
+	), a AS (
 		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
 			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
 			allocated_at = now_at, last_seen_at = now_at, released_at = NULL, confirmed_at = NULL,
@@ -564,9 +576,7 @@ var confirmHoldSQL = `WITH a AS (
 		` + fromClock + `
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
 			AND address = $4 AND actor = $10
-			-- the pool asked for; NULL (an instance): the pool its plan took it from
-			AND pool_id = coalesce($11, pool_id)
-			AND pool_id IN (SELECT id FROM ipam_pools WHERE cluster_id = $1 AND kind <> 'parked')
+			AND pool_id = (SELECT id FROM pool)
 		RETURNING ipam_allocations.*
 	)` + eventOfA + movedIn + countMoved + `
 	SELECT ` + allocColumnsOfA + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a` + networkJoin
@@ -688,6 +698,25 @@ const (
 		WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`
 
 	sqlDeleteCluster = `DELETE FROM ipam_clusters WHERE id = $1`
+)
+
+var (
+	// sqlForceRelease releases, for a forced destroy, every active address
+	// and live hold of the pools ($1) into its pool's cooldown, before the
+	// pools go: the database refuses to delete a pool that still has one
+	// (ipam_pools_keep_live_rows, migration 12). It returns the rows, for
+	// their events.
+	sqlForceRelease = `UPDATE ipam_allocations a SET state = 'cooling', released_at = now_at,
+			reusable_at = greatest(now_at + p.cooldown, a.cooling_until), cooling_until = greatest(now_at + p.cooldown, a.cooling_until),
+			reserved_until = NULL
+		FROM ipam_pools p, (SELECT ipam_now() AS now_at) clock
+		WHERE a.pool_id = p.id AND p.id = ANY ($1::text[])
+			AND (a.state = 'active' OR (a.state = 'reserved' AND a.reserved_until > now_at))
+		RETURNING ` + allocColumnsOfRelease
+
+	// allocColumnsOfRelease are allocColumns of the rows sqlForceRelease
+	// moved (table a), whose first columns the pool's table has too.
+	allocColumnsOfRelease = strings.Replace(allocColumns, "id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,", 1)
 )
 
 // Pools (pool.go, pool_operator.go).

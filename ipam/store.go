@@ -454,6 +454,14 @@ func (s *Client) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return err
 }
 
+// constraintInPool names the row trigger that keeps every active or held
+// allocation inside its pool (migration 12).
+const constraintInPool = "ipam_allocations_in_pool"
+
+// constraintKeepLiveRows names the pool trigger that refuses a change or
+// delete of a pool leaving an active or held allocation out (migration 12).
+const constraintKeepLiveRows = "ipam_pools_keep_live_rows"
+
 func retryable(err error) bool {
 	if errors.Is(err, errRetry) {
 		return true
@@ -463,6 +471,11 @@ func retryable(err error) bool {
 		switch pe.Code {
 		case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.UniqueViolation:
 			return true
+		case pgerrcode.CheckViolation:
+			// The pool changed under a statement that had not taken its
+			// lock first (the row trigger of migration 12): the next
+			// attempt takes it, and refuses with the reason.
+			return pe.ConstraintName == constraintInPool
 		}
 	}
 	return isConnError(err)
@@ -509,6 +522,14 @@ func (s *Client) mapErr(err error) error {
 		switch pe.Code {
 		case pgerrcode.InsufficientPrivilege:
 			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
+		case pgerrcode.CheckViolation:
+			switch pe.ConstraintName {
+			case constraintInPool:
+				return &ConflictError{Msg: "the pool changed or was deleted meanwhile, and the address is no longer inside it (" + constraintInPool + "); try again"}
+			case constraintKeepLiveRows:
+				// The message names the pool, the row's state and its address.
+				return &ConflictError{Msg: scrub(pe.Message, s.secret) + "; release it first"}
+			}
 		case pgerrcode.ForeignKeyViolation:
 			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}
 		case pgerrcode.LockNotAvailable:

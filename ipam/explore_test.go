@@ -1,0 +1,518 @@
+package ipam_test
+
+// The interleaving explorer: races found by construction, not by luck.
+//
+// Two operations of the core run against one fresh database. The first is
+// paused at one of its statement boundaries (every statement, transaction
+// control and batch that its client sends, seen by pgx's QueryTracer and
+// BatchTracer on the client's pool, fast statements and shared batches
+// included); the second then runs to its end, or until it waits for a lock
+// (seen in pg_stat_activity); then the first resumes. Every boundary of the
+// first is tried, in both orders, each on a database of its own. After each
+// run the invariants are checked (ipam.Check) together with the model: an
+// operation that told its caller it holds an address must still hold it
+// (unless a forced destroy that succeeded took it), and an address released
+// is not handed to another owner inside its cooldown (checkCooldown).
+//
+// Nothing sleeps: the pause waits for a channel, and the wait for the second
+// operation polls the server until it has ended or waits for a lock.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// exploreOp is what the tracer knows of one running operation.
+type exploreOp struct {
+	n       atomic.Int32 // statement boundaries passed
+	pid     atomic.Uint32
+	pauseAt int32 // the boundary to pause before; -1: none
+	paused  chan struct{}
+	resume  chan struct{}
+
+	mu sync.Mutex
+	// order: the statements that failed on the lock order (a deadlock, or
+	// the row trigger catching a statement that had not taken its pool's
+	// lock first), which retries hide from the caller.
+	order []string
+}
+
+// ended records a statement's failure that breaks the lock order.
+func (op *exploreOp) ended(err error) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return
+	}
+	if pe.Code == "40P01" || (pe.Code == "23514" && pe.ConstraintName == "ipam_allocations_in_pool") {
+		op.mu.Lock()
+		op.order = append(op.order, pe.Code+" "+pe.Message)
+		op.mu.Unlock()
+	}
+}
+
+type exploreKey struct{}
+
+func (op *exploreOp) boundary(conn *pgx.Conn) {
+	op.pid.Store(conn.PgConn().PID())
+	if op.n.Add(1)-1 == op.pauseAt {
+		close(op.paused)
+		<-op.resume
+	}
+}
+
+// exploreTracer pauses the operation its context names at its boundary.
+type exploreTracer struct{}
+
+func opOf(ctx context.Context) *exploreOp {
+	op, _ := ctx.Value(exploreKey{}).(*exploreOp)
+	return op
+}
+
+func (exploreTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if op := opOf(ctx); op != nil {
+		op.boundary(conn)
+	}
+	return ctx
+}
+func (exploreTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if op := opOf(ctx); op != nil {
+		op.ended(d.Err)
+	}
+}
+func (exploreTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if op := opOf(ctx); op != nil {
+		op.boundary(conn)
+	}
+	return ctx
+}
+func (exploreTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if op := opOf(ctx); op != nil {
+		op.ended(d.Err)
+	}
+}
+func (exploreTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// exploreEnv is one run's database: a client whose pool carries the tracer,
+// and a raw connection for the fixture's clock and the checks.
+type exploreEnv struct {
+	t   testing.TB
+	ctx context.Context
+	st  *ipam.Client
+	raw *pgx.Conn
+}
+
+func newExploreEnv(t testing.TB) *exploreEnv {
+	t.Helper()
+	url := testdb.New(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	cfg.ConnConfig.Tracer = exploreTracer{}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// Short lock bounds: a wait that the explorer's schedule makes endless
+	// (which it must not) fails the run as busy instead of hanging it.
+	st, err := ipam.New(pool, ipam.Options{Actor: "terraform", LockTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	return &exploreEnv{t: t, ctx: ctx, st: st, raw: raw}
+}
+
+func (e *exploreEnv) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.raw.Exec(e.ctx, sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// clock moves database time d ahead of the real clock.
+func (e *exploreEnv) clock(d time.Duration) {
+	e.t.Helper()
+	e.exec(`INSERT INTO ipam_clock (skew) VALUES ($1::interval)
+		ON CONFLICT (singleton) DO UPDATE SET skew = EXCLUDED.skew`, fmt.Sprintf("%d seconds", int64(d.Seconds())))
+}
+
+// exploreAck is what an operation told its caller.
+type exploreAck struct {
+	held     []ipam.Allocation // addresses the caller was told it holds
+	released []ipam.Owner      // owners told their address is released
+	forced   bool              // a forced destroy that succeeded: it may take acknowledged rows
+}
+
+// exploreStep is one operation of the core, run on a fixture's database.
+type exploreStep struct {
+	name string
+	run  func(ctx context.Context, e *exploreEnv) (exploreAck, error)
+}
+
+// exploreFixture sets a database up for a pair.
+type exploreFixture struct {
+	name  string
+	setup func(e *exploreEnv)
+}
+
+var ctxBG = context.Background()
+
+func envOwner(id string) ipam.Owner {
+	return ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "o1"}
+}
+
+// fixtureV4 is cluster c1 (2001:db8:1::/48) with an IPv4 pool c1/v4 of two
+// blocks, 198.51.100.0/29 and 203.0.113.0/29 (one hour cooldown), env e1's
+// plan-time hold on 203.0.113.1, expired (expired: true) or live, and with
+// active: env e0 active in the first block (so that a non-forced destroy
+// refuses).
+func fixtureV4(expired, active bool) exploreFixture {
+	name := "live hold"
+	if expired {
+		name = "expired hold"
+	}
+	if active {
+		name += ", e0 active"
+	}
+	return exploreFixture{name: name, setup: func(e *exploreEnv) {
+		e.t.Helper()
+		if _, err := e.st.CreateCluster(ctxBG, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8:1::/48"),
+			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := e.st.CreatePool(ctxBG, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")}}); err != nil {
+			e.t.Fatal(err)
+		}
+		if active {
+			if _, err := e.st.Allocate(ctxBG, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e0")}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		ttl := time.Hour
+		if expired {
+			ttl = time.Minute
+		}
+		if _, err := e.st.Reserve(ctxBG, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e1"),
+			Address: netip.MustParseAddr("203.0.113.1")}, ttl); err != nil {
+			e.t.Fatal(err)
+		}
+		if expired {
+			e.clock(2 * time.Minute)
+		}
+	}}
+}
+
+func allocStep(name string, req ipam.AllocateRequest) exploreStep {
+	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		r, err := e.st.Allocate(ctx, req)
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []ipam.Allocation{r.Allocation}}, nil
+	}}
+}
+
+func holdStep(name string, req ipam.AllocateRequest) exploreStep {
+	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		_, err := e.st.Reserve(ctx, req, time.Hour)
+		return exploreAck{}, err
+	}}
+}
+
+func releaseStep(name, cluster string, o ipam.Owner) exploreStep {
+	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		ok, err := e.st.Release(ctx, cluster, o, 0)
+		if err != nil || !ok {
+			return exploreAck{}, err
+		}
+		return exploreAck{released: []ipam.Owner{o}}, nil
+	}}
+}
+
+func poolUpdateStep(name string, cidrs, exclude []netip.Prefix) exploreStep {
+	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		_, err := e.st.UpdatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: cidrs, Exclude: exclude})
+		return exploreAck{}, err
+	}}
+}
+
+func poolDestroyStep(force bool) exploreStep {
+	return exploreStep{name: fmt.Sprintf("pool destroy (force %v)", force), run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		err := e.st.DeletePool(ctx, "c1/v4", force)
+		return exploreAck{forced: force && err == nil}, err
+	}}
+}
+
+func clusterDestroyStep(force bool) exploreStep {
+	return exploreStep{name: fmt.Sprintf("cluster destroy (force %v)", force), run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		err := e.st.DeleteCluster(ctx, "c1", force)
+		return exploreAck{forced: force && err == nil}, err
+	}}
+}
+
+var (
+	stepConfirm = allocStep("confirm of e1's hold", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"),
+		Owner: envOwner("e1"), Address: netip.MustParseAddr("203.0.113.1")})
+	stepAllocFresh = allocStep("allocate e5 (reuse queue)", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e5")})
+	stepAllocExact = allocStep("allocate e6 at 203.0.113.3 (exact)", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"),
+		Owner: envOwner("e6"), Address: netip.MustParseAddr("203.0.113.3")})
+	stepAllocNode = allocStep("allocate node n1", ipam.AllocateRequest{Pool: ipam.NodePool("c1"),
+		Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"}})
+	stepHold    = holdStep("hold for e7", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e7")})
+	stepRelease = releaseStep("release e0", "c1", envOwner("e0"))
+	stepShrink  = poolUpdateStep("shrink to the first block", []netip.Prefix{pfx("198.51.100.0/29")}, nil)
+	stepExclude = poolUpdateStep("exclude 203.0.113.0/30", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")},
+		[]netip.Prefix{pfx("203.0.113.0/30")})
+)
+
+// explorePair tries every interleaving of a and b (both orders, every
+// boundary of the first) on fresh databases, and reports each run whose
+// outcome breaks an invariant or the model.
+func explorePair(t *testing.T, fx exploreFixture, a, b exploreStep) {
+	t.Helper()
+	for _, order := range [][2]exploreStep{{a, b}, {b, a}} {
+		first, second := order[0], order[1]
+		k := countBoundaries(t, fx, first)
+		for i := 0; i <= k; i++ {
+			name := fmt.Sprintf("%s paused before statement %d of %d, then %s", first.name, i+1, k, second.name)
+			if i == k {
+				name = fmt.Sprintf("%s, then %s", first.name, second.name)
+			}
+			if msg := exploreRun(t, fx, first, second, int32(i)); msg != "" {
+				t.Errorf("%s [%s]:\n%s", name, fx.name, msg)
+			}
+		}
+	}
+}
+
+// countBoundaries runs step alone after the fixture and counts its
+// statement boundaries.
+func countBoundaries(t *testing.T, fx exploreFixture, step exploreStep) int {
+	t.Helper()
+	e := newExploreEnv(t)
+	fx.setup(e)
+	op := &exploreOp{pauseAt: -1}
+	if _, err := step.run(context.WithValue(ctxBG, exploreKey{}, op), e); err != nil {
+		t.Logf("%s alone [%s]: %v", step.name, fx.name, err)
+	}
+	return int(op.n.Load())
+}
+
+type exploreResult struct {
+	ack exploreAck
+	err error
+}
+
+// exploreRun runs first, paused before its boundary pauseAt, with second in
+// that pause, and returns what went wrong ("" when nothing did).
+func exploreRun(t *testing.T, fx exploreFixture, first, second exploreStep, pauseAt int32) string {
+	t.Helper()
+	e := newExploreEnv(t)
+	fx.setup(e)
+	op1 := &exploreOp{pauseAt: pauseAt, paused: make(chan struct{}), resume: make(chan struct{})}
+	op2 := &exploreOp{pauseAt: -1}
+	ctx1, cancel1 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op1), time.Minute)
+	defer cancel1()
+	ctx2, cancel2 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op2), time.Minute)
+	defer cancel2()
+
+	var r1, r2 exploreResult
+	done1, done2 := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done1); r1.ack, r1.err = first.run(ctx1, e) }()
+	select {
+	case <-op1.paused:
+	case <-done1:
+	}
+	go func() { defer close(done2); r2.ack, r2.err = second.run(ctx2, e) }()
+	waitEndOrLockWait(e, op2, done2)
+	select {
+	case <-op1.paused:
+		close(op1.resume)
+	default:
+		// first ended before its boundary pauseAt: nothing to resume
+	}
+	<-done1
+	<-done2
+
+	var problems []string
+	for _, r := range []struct {
+		step exploreStep
+		res  exploreResult
+	}{{first, r1}, {second, r2}} {
+		if r.res.err != nil && !expectedRefusal(r.res.err) {
+			problems = append(problems, fmt.Sprintf("  %s failed unexpectedly: %v", r.step.name, r.res.err))
+		}
+	}
+	for _, op := range []*exploreOp{op1, op2} {
+		for _, o := range op.order {
+			problems = append(problems, "  lock order broken (retried): "+o)
+		}
+	}
+	problems = append(problems, exploreVerify(e, r1.ack, r2.ack)...)
+	if len(problems) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  %s: %v\n  %s: %v\n%s", first.name, errOrOK(r1.err), second.name, errOrOK(r2.err), strings.Join(problems, "\n"))
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+// expectedRefusal: the outcomes an operation may meet when another one
+// changed the world under it (a refusal naming why), as opposed to a raw
+// error, a lock bound or a deadlock.
+func expectedRefusal(err error) bool {
+	switch ipam.Code(err) {
+	case ipam.CodeNotFound, ipam.CodeInvalid, ipam.CodeConflict, ipam.CodeExhausted, ipam.CodeAddressInUse,
+		ipam.CodeAddressCooling, ipam.CodeOwnerConflict:
+		return true
+	}
+	return false
+}
+
+// waitEndOrLockWait returns once the operation has ended or its backend
+// waits for a lock.
+func waitEndOrLockWait(e *exploreEnv, op *exploreOp, done chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if pid := op.pid.Load(); pid != 0 {
+			var waiting bool
+			err := e.raw.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`,
+				pid).Scan(&waiting)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if waiting {
+				return
+			}
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// exploreVerify checks the invariants and the model after a run.
+func exploreVerify(e *exploreEnv, acks ...exploreAck) []string {
+	var out []string
+	rep, err := e.st.Check(e.ctx, "")
+	if err != nil {
+		return []string{fmt.Sprintf("  check: %v", err)}
+	}
+	for _, v := range rep.Violations {
+		out = append(out, fmt.Sprintf("  invariant %s: %s %s %s", v.Invariant, v.PoolID, v.Address, v.Detail))
+	}
+	forced := false
+	for _, a := range acks {
+		forced = forced || a.forced
+	}
+	for _, a := range acks {
+		for _, h := range a.held {
+			if forced {
+				continue
+			}
+			var state, owner, pool string
+			err := e.raw.QueryRow(e.ctx, `SELECT state, owner_id, pool_id FROM ipam_allocations WHERE id = $1`, h.ID).Scan(&state, &owner, &pool)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				out = append(out, fmt.Sprintf("  %s was told it holds %s, and its row is gone", h.Owner.ID, h.Address))
+			case err != nil:
+				out = append(out, fmt.Sprintf("  read %s: %v", h.Address, err))
+			case state != ipam.StateActive || owner != h.Owner.ID:
+				out = append(out, fmt.Sprintf("  %s was told it holds %s, which is now %s by %s", h.Owner.ID, h.Address, state, owner))
+			}
+		}
+	}
+	// An address active in two clusters, or in two rows of one: whatever
+	// Check's own rules forgive.
+	var dups int
+	if err := e.raw.QueryRow(e.ctx, `SELECT count(*) FROM (SELECT address FROM ipam_allocations WHERE state = 'active'
+		GROUP BY address HAVING count(*) > 1) d`).Scan(&dups); err != nil {
+		out = append(out, fmt.Sprintf("  count duplicates: %v", err))
+	} else if dups > 0 {
+		out = append(out, fmt.Sprintf("  %d addresses are active twice", dups))
+	}
+	return out
+}
+
+// explorePairs are the pairs of operations the explorer drives, by fixture.
+// The ones marked short run in make test; make soak (IPAM_SOAK=1) runs all.
+var explorePairs = []struct {
+	short bool
+	fx    exploreFixture
+	a, b  exploreStep
+}{
+	// An expired plan-time hold confirmed while its pool shrinks or is destroyed.
+	{true, fixtureV4(true, true), stepConfirm, stepShrink},
+	{true, fixtureV4(true, false), stepConfirm, poolDestroyStep(false)},
+	{true, fixtureV4(true, false), stepConfirm, clusterDestroyStep(false)},
+	{true, fixtureV4(true, true), stepConfirm, stepExclude},
+	{false, fixtureV4(true, false), stepConfirm, poolDestroyStep(true)},
+	{false, fixtureV4(true, false), stepConfirm, clusterDestroyStep(true)},
+	// The same with a live hold (the shrink and the destroys refuse).
+	{false, fixtureV4(false, true), stepConfirm, stepShrink},
+	{false, fixtureV4(false, false), stepConfirm, poolDestroyStep(false)},
+	{false, fixtureV4(false, false), stepConfirm, clusterDestroyStep(false)},
+	// Allocations, holds and releases against the pool's shape writers.
+	{true, fixtureV4(true, true), stepAllocFresh, stepShrink},
+	{true, fixtureV4(true, true), stepAllocExact, stepShrink},
+	{true, fixtureV4(true, false), stepAllocFresh, poolDestroyStep(false)},
+	{false, fixtureV4(true, false), stepAllocExact, poolDestroyStep(false)},
+	{false, fixtureV4(true, true), stepAllocExact, stepExclude},
+	{false, fixtureV4(true, true), stepHold, stepShrink},
+	{false, fixtureV4(true, false), stepHold, poolDestroyStep(false)},
+	{true, fixtureV4(true, false), stepAllocNode, clusterDestroyStep(false)},
+	{false, fixtureV4(true, false), stepAllocFresh, clusterDestroyStep(false)},
+	{false, fixtureV4(true, true), stepRelease, poolDestroyStep(false)},
+	{false, fixtureV4(true, true), stepRelease, stepAllocFresh},
+	// Two allocations racing each other.
+	{false, fixtureV4(true, true), stepConfirm, stepAllocExact},
+	{false, fixtureV4(true, true), stepConfirm, stepAllocFresh},
+}
+
+func TestExploreInterleavings(t *testing.T) {
+	t.Parallel()
+	soak := os.Getenv("IPAM_SOAK") != ""
+	for _, p := range explorePairs {
+		if !p.short && !soak {
+			continue
+		}
+		t.Run(fmt.Sprintf("%s x %s [%s]", p.a.name, p.b.name, p.fx.name), func(t *testing.T) {
+			explorePair(t, p.fx, p.a, p.b)
+		})
+	}
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make mutants: deliberate breakages of the guards that keep allocations
+# safe, applied one at a time to a copy of the tree; the tests named with
+# each must fail (the mutant is killed). A mutant that survives is a missing
+# test or a dead guard. Prints killed and survived, and exits 1 when any
+# survived (or a mutation no longer applies: the guard moved).
+#
+#   scripts/mutants.sh            every mutant (starts a throwaway PostgreSQL)
+#   scripts/mutants.sh NAME...    only those
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$root"
+
+if [[ -z "${IPAM_TEST_DATABASE_URL:-}" ]]; then
+	exec bash scripts/with-postgres.sh bash "$0" "$@"
+fi
+
+# name | file | perl substitution (one match required) | go test -run pattern | package
+mutants=(
+	"confirm-forgets-pool-lock|ipam/statements.go|s/(kind <> 'parked'\` \+ )fastPool( \+ \`\n\t\), a AS \(\n\t\tUPDATE ipam_allocations SET state = 'active')/\$1\"\"\$2/|^TestExploreInterleavings\$|./ipam/"
+	"row-trigger-accepts-outside|migrations/012_in_pool.sql|s/IF NOT FOUND THEN\n        RAISE EXCEPTION 'address %/IF false THEN\n        RAISE EXCEPTION 'address %/|^TestSchemaInvariants\$|./ipam/"
+	"row-trigger-skips-confirm|migrations/012_in_pool.sql|s/AND \(OLD.state IS DISTINCT FROM NEW.state OR /AND (/|^TestSchemaInvariants\$|./ipam/"
+	"pool-trigger-accepts-shrink|migrations/012_in_pool.sql|s/IF FOUND THEN\n        RAISE EXCEPTION 'pool %/IF false THEN\n        RAISE EXCEPTION 'pool %/|^TestSchemaInvariants\$|./ipam/"
+	"pool-trigger-no-delete|migrations/012_in_pool.sql|s/AND \(TG_OP = 'DELETE' OR /AND (/|^TestSchemaInvariants\$|./ipam/"
+	"forced-destroy-keeps-live-rows|ipam/cluster.go|s/rows, err := tx.Query\(ctx, sqlForceRelease, pools\)/rows, err := tx.Query(ctx, sqlForceRelease, []string{})/|^TestExploreInterleavings\$|./ipam/"
+	"cluster-destroy-skips-recount|ipam/cluster.go|s/if !slices.Equal\(locked, now\) \{/if false \&\& !slices.Equal(locked, now) {/|^TestDeleteClusterCountsAPoolCreatedWhileItWaited\$|./ipam/"
+	"pool-blocks-may-overlap|migrations/006_invariants.sql|s/EXCLUDE USING gist \(block inet_ops WITH &&\)/EXCLUDE USING gist (block inet_ops WITH =)/|^TestSeamPoolsNeverCrossClusters\$|./ipam/"
+)
+
+want=("$@")
+work=$(mktemp -d "${TMPDIR:-/tmp}/ipam-mutants.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+killed=() survived=() broken=()
+for m in "${mutants[@]}"; do
+	IFS='|' read -r name file subst run pkg <<<"$m"
+	if ((${#want[@]})) && [[ ! " ${want[*]} " == *" $name "* ]]; then
+		continue
+	fi
+	dir="$work/$name"
+	mkdir -p "$dir"
+	tar -C "$root" --exclude=./.git --exclude=./.tools --exclude=./bin --exclude=./.demo -cf - . | tar -C "$dir" -xf -
+	if ! perl -0pi -e "\$n += ($subst); END { exit(\$n == 1 ? 0 : 1) }" "$dir/$file"; then
+		echo "mutant $name: the mutation no longer applies to $file" >&2
+		broken+=("$name")
+		continue
+	fi
+	printf '==> mutant %s (%s): go test -run %s %s\n' "$name" "$file" "$run" "$pkg" >&2
+	if (cd "$dir" && go test -count=1 -run "$run" "$pkg" >"$dir.log" 2>&1); then
+		survived+=("$name")
+		echo "    survived" >&2
+	else
+		killed+=("$name")
+		echo "    killed" >&2
+	fi
+	rm -rf "$dir"
+done
+
+echo
+echo "killed (${#killed[@]}): ${killed[*]:-}"
+echo "survived (${#survived[@]}): ${survived[*]:-}"
+if ((${#broken[@]})); then
+	echo "no longer apply (${#broken[@]}): ${broken[*]}"
+fi
+((${#survived[@]} == 0 && ${#broken[@]} == 0))
