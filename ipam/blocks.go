@@ -56,11 +56,20 @@ func (b BlockScaling) Validate() error {
 		return invalid("max_blocks", "must be at least 1")
 	case b.Demand != nil && *b.Demand < 0:
 		return invalid("demand", "must not be negative")
-	case b.BatchSize()*int64(b.MaxBlocks) > MaxNodeBlockAddresses:
-		return invalid("block_prefix_length", "/%d blocks of %d addresses x max_blocks %d = %d addresses; a node's blocks keep a row per address and may hold at most %d (use /%d or longer blocks, or fewer max_blocks)",
-			b.PrefixLength, b.BatchSize(), b.MaxBlocks, b.BatchSize()*int64(b.MaxBlocks), MaxNodeBlockAddresses, 128-bitsFor(MaxNodeBlockAddresses/int64(b.MaxBlocks)))
+	case b.tooManyAddresses():
+		return invalid("block_prefix_length", "/%d blocks of 2^%d addresses x max_blocks %d is more than %d addresses; a node's blocks keep a row per address and may hold at most that many (use /%d or longer blocks, or fewer max_blocks)",
+			b.PrefixLength, 128-b.PrefixLength, b.MaxBlocks, MaxNodeBlockAddresses, 128-bitsFor(max(MaxNodeBlockAddresses/int64(b.MaxBlocks), 1)))
 	}
 	return nil
+}
+
+// tooManyAddresses tells whether the node's blocks could hold more than
+// MaxNodeBlockAddresses: B x max_blocks > cap, judged as max_blocks >
+// floor(cap / B), which cannot overflow (B x max_blocks can: a /65 block
+// alone has 2^63 addresses).
+func (b BlockScaling) tooManyAddresses() bool {
+	h := 128 - b.PrefixLength // host bits of a block, 0 to 63
+	return h >= 62 || int64(b.MaxBlocks) > MaxNodeBlockAddresses>>h
 }
 
 // MaxNodeBlockAddresses caps what one node's blocks may materialize: a row

@@ -1,6 +1,7 @@
 package ipam_test
 
 import (
+	"math"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,11 @@ func TestBlockScalingMath(t *testing.T) {
 		{"negative min_free", ipam.BlockScaling{PrefixLength: 124, MinFree: -1, MaxFree: 1.5, MaxBlocks: 4}},
 		{"prefix length 64", ipam.BlockScaling{PrefixLength: 64, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4}},
 		{"max_blocks 0", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 0}},
+		// Sizes past int64: block size x max_blocks must be judged without overflow.
+		{"/65 (2^63 addresses a block)", ipam.BlockScaling{PrefixLength: 65, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 1}},
+		{"/66 x 2", ipam.BlockScaling{PrefixLength: 66, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 2}},
+		{"/100 x 16", ipam.BlockScaling{PrefixLength: 100, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 16}},
+		{"/120 x MaxInt", ipam.BlockScaling{PrefixLength: 120, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: math.MaxInt}},
 	}
 	for _, tc := range bad {
 		t.Run("invalid/"+tc.name, func(t *testing.T) {
