@@ -1,10 +1,10 @@
 package ipam_test
 
 import (
-	"math"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"sync"
