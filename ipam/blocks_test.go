@@ -272,3 +272,30 @@ func TestGatewayUpdateRacingBlockAllocation(t *testing.T) {
 		t.Fatalf("gateway update to %s: %v, want refused naming instance i0", a.Address, err)
 	}
 }
+
+// An instance placed in its node's blocks lies in two pools of its cluster
+// (the blocks and the cluster's instance pool): a reverse lookup still gives
+// one answer, its own row's pool.
+func TestLookupInNodeBlocksAnswersOnce(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"),
+		Owner: ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cluster := range []string{"", "c1"} {
+		got, err := st.LookupAddress(ctx, r.Address, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Allocation.PoolID != r.PoolID || got[0].Allocation.Owner.ID != "i1" {
+			t.Fatalf("lookup of %s (cluster %q): %+v, want one answer in %s", r.Address, cluster, got, r.PoolID)
+		}
+	}
+}

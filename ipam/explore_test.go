@@ -504,6 +504,10 @@ var explorePairs = []struct {
 	{false, fixtureV4(true, true), stepConfirm, stepAllocFresh},
 }
 
+// TestExploreInterleavings runs every pair of explorePairs through every
+// interleaving of their statements (the short ones in make test, all in
+// make soak) and fails on any run that breaks an invariant, loses an
+// acknowledged allocation or breaks the lock order.
 func TestExploreInterleavings(t *testing.T) {
 	t.Parallel()
 	soak := os.Getenv("IPAM_SOAK") != ""

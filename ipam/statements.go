@@ -1250,9 +1250,15 @@ const (
 
 // Address lookup and metrics (ops_lookup.go, ops_metrics.go).
 const (
-	sqlPoolsContaining = `SELECT id FROM ipam_pools
-		WHERE $1::inet <<= ANY (cidrs) AND ($2 = '' OR cluster_id = $2)
-		ORDER BY cluster_id, id`
+	// sqlPoolsContaining: one pool per cluster for an address (an address
+	// has one row in a cluster), though several may cover it (a node's
+	// blocks lie inside the cluster's instance pool): the pool of its row,
+	// else the one with the most specific block.
+	sqlPoolsContaining = `SELECT DISTINCT ON (p.cluster_id) p.id FROM ipam_pools p
+		LEFT JOIN ipam_allocations a ON a.cluster_id = p.cluster_id AND a.address = $1 AND a.pool_id = p.id
+		WHERE $1::inet <<= ANY (p.cidrs) AND ($2 = '' OR p.cluster_id = $2)
+		ORDER BY p.cluster_id, (a.id IS NOT NULL) DESC,
+			(SELECT max(masklen(c)) FROM unnest(p.cidrs) c WHERE $1::inet <<= c) DESC, p.id`
 
 	sqlClustersContaining = `SELECT id FROM ipam_clusters WHERE prefix >>= $1 AND ($2 = '' OR id = $2)`
 
