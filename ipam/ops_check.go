@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -85,10 +86,26 @@ type CheckReport struct {
 	Invariants []string    `json:"invariants"`
 	Rows       int64       `json:"rows_checked"`
 	Violations []Violation `json:"violations"`
+	// Counts is the number of violations found per invariant, all of them:
+	// the listing keeps the first maxViolationsListed of each.
+	Counts map[string]int64 `json:"violation_counts"`
 }
 
 // OK reports whether every invariant holds.
 func (r CheckReport) OK() bool { return len(r.Violations) == 0 }
+
+// allRows is the LIMIT of a check's query: none (LIMIT NULL), so that every
+// violation is counted; add lists the first ones.
+var allRows any
+
+// Total is the number of violations found, listed or not.
+func (r CheckReport) Total() int64 {
+	var n int64
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n
+}
 
 // Check verifies the invariants on the live database, in one read-only
 // snapshot, for one cluster or all. It reads every allocation row: an audit,
@@ -147,6 +164,10 @@ func checkPools(ctx context.Context, tx pgx.Tx, clusterID string) (map[string]*P
 // add appends a violation, keeping at most maxViolationsListed per invariant
 // and noting once that more were left out.
 func (r *CheckReport) add(v Violation) {
+	if r.Counts == nil {
+		r.Counts = map[string]int64{}
+	}
+	r.Counts[v.Invariant]++
 	n := 0
 	for _, x := range r.Violations {
 		if x.Invariant == v.Invariant {
@@ -162,22 +183,26 @@ func (r *CheckReport) add(v Violation) {
 	}
 }
 
-func checkUnique(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckUnique, clusterID, maxViolationsListed+1)
+func checkUnique(ctx context.Context, tx pgx.Tx, clusterID string, pools map[string]*Pool, rep *CheckReport) error {
+	// A block that mixes public and private IPv4 (refused since schema
+	// migration 13, so made before it) lets a private pool of another
+	// cluster overlap its public part.
+	for _, id := range slices.Sorted(maps.Keys(pools)) {
+		p := pools[id]
+		for _, b := range p.CIDRs {
+			if blockClass(b) == classMixed {
+				rep.add(Violation{Invariant: InvariantUniqueAddress, ClusterID: p.ClusterID, PoolID: p.ID,
+					Detail: fmt.Sprintf("block %s mixes public and private IPv4 addresses, so another cluster's private pool may overlap its public part; replace it with wholly public and wholly private blocks", b)})
+			}
+		}
+	}
+	rows, err := tx.Query(ctx, sqlCheckUnique, clusterID)
 	if err != nil {
 		return err
 	}
 	var addr netip.Prefix
 	var clusters, ids, owners []string
 	_, err = pgx.ForEachRow(rows, []any{&addr, &clusters, &ids, &owners}, func() error {
-		sameCluster := false
-		for i := 1; i < len(clusters); i++ {
-			sameCluster = sameCluster || clusters[i] == clusters[i-1]
-		}
-		// Private IPv4 blocks may be reused by several clusters.
-		if !sameCluster && addr.Addr().Is4() && !isPublic4(addr) {
-			return nil
-		}
 		rep.add(Violation{Invariant: InvariantUniqueAddress, ClusterID: strings.Join(slices.Compact(slices.Clone(clusters)), ","),
 			Address: addr.Addr().String(), AllocationID: strings.Join(ids, ","),
 			Detail: fmt.Sprintf("active %d times, held by %s", len(ids), strings.Join(owners, ", "))})
@@ -232,7 +257,7 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 // of the (cluster_id, address, at) index.
 func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
 	alloc, release := allocationEventTypes()
-	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release, allRows)
 	if err != nil {
 		return err
 	}
@@ -250,7 +275,7 @@ func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 }
 
 func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckIPv4PerEnv, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckIPv4PerEnv, clusterID, allRows)
 	if err != nil {
 		return err
 	}
@@ -265,7 +290,7 @@ func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[str
 	}
 	// The owner index keeps one row per owner id; an env_ipv4 row labelled
 	// with another environment would slip past it.
-	rows, err = tx.Query(ctx, sqlCheckIPv4EnvLabel, clusterID, maxViolationsListed+1)
+	rows, err = tx.Query(ctx, sqlCheckIPv4EnvLabel, clusterID, allRows)
 	if err != nil {
 		return err
 	}
@@ -361,7 +386,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	// Ordinals already handed out at or beyond their stripe's counter: that
 	// counter would hand them out again. Exact claims are exempt when their
 	// event marks them so.
-	rows, err = tx.Query(ctx, sqlCheckCounterOrdinals, clusterID, maxViolationsListed+1)
+	rows, err = tx.Query(ctx, sqlCheckCounterOrdinals, clusterID, allRows)
 	if err != nil {
 		return err
 	}
@@ -399,7 +424,7 @@ func checkUsageCounts(ctx context.Context, tx pgx.Tx, clusterID string, _ map[st
 	if err != nil {
 		return err
 	}
-	rows, err = tx.Query(ctx, sqlCheckCoolingCounts, clusterID, maxViolationsListed+1)
+	rows, err = tx.Query(ctx, sqlCheckCoolingCounts, clusterID, allRows)
 	if err != nil {
 		return err
 	}
@@ -519,7 +544,7 @@ func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount,
 }
 
 func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckSettings, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckSettings, clusterID, allRows)
 	if err != nil {
 		return err
 	}
@@ -533,7 +558,7 @@ func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 }
 
 func checkNodeBlocks(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckNodeBlocks, clusterID, maxViolationsListed+1)
+	rows, err := tx.Query(ctx, sqlCheckNodeBlocks, clusterID, allRows)
 	if err != nil {
 		return err
 	}

@@ -26,3 +26,7 @@ func (s *Client) BeginForTest(ctx context.Context) (pgx.Tx, error) {
 
 // RawPool is the store's pool, for tests that look at its sessions.
 func (s *Client) RawPool() *pgxpool.Pool { return s.pool.get() }
+
+// PrivateIPv4 is the core's list of private IPv4 space, for the test that
+// compares it with the schema's ipam_private_ipv4().
+var PrivateIPv4 = privateIPv4

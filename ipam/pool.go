@@ -106,10 +106,7 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, nonNil(p.Exclude),
 		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default,
 		asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
-		return err
-	}
-	if err := syncPoolBlocks(ctx, tx, &p); err != nil {
-		return err
+		return placementErr(err)
 	}
 	if _, err := tx.Exec(ctx, sqlInsertCounterSlots, p.ID, counterSlots(p.Kind)); err != nil {
 		return err
@@ -150,47 +147,52 @@ func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 }
 
 // globalBlock reports whether a pool block must be unique across every
-// cluster: all IPv6 blocks, and IPv4 blocks that are not wholly inside
-// private, shared (CGNAT), loopback or link-local space.
-func globalBlock(b netip.Prefix) bool {
+// cluster: all IPv6 blocks, and public IPv4 blocks (no private address in
+// them). A block is one of these or wholly private; one that mixes the two
+// is refused (blockClass).
+func globalBlock(b netip.Prefix) bool { return blockClass(b) == classPublic }
+
+// The classes of a pool block (ipam_block_class in the schema, migration 13).
+const (
+	classPublic  = "public"  // IPv6, or IPv4 without a private address
+	classPrivate = "private" // IPv4 wholly inside private space
+	classMixed   = "mixed"   // both: refused
+)
+
+// blockClass classifies a block as the schema's ipam_block_class does.
+func blockClass(b netip.Prefix) string {
 	if b.Addr().Is6() {
-		return true
+		return classPublic
 	}
+	overlaps := false
 	for _, special := range privateIPv4 {
 		if PrefixContains(special, b) {
-			return false
+			return classPrivate
 		}
+		overlaps = overlaps || special.Overlaps(b)
 	}
-	return true
+	if overlaps {
+		return classMixed
+	}
+	return classPublic
 }
 
+// privateIPv4 is the private (RFC 1918), shared (CGNAT), loopback and
+// link-local IPv4 space: the schema's ipam_private_ipv4(), which
+// TestPrivateIPv4MatchesSchema compares with it.
 var privateIPv4 = []netip.Prefix{
 	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
 	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("169.254.0.0/16"),
 }
 
-// syncPoolBlocks makes ipam_pool_blocks hold the pool's global blocks. Its
-// exclusion constraint refuses a block that overlaps any other cluster's or
-// pool's, and its check refuses an IPv6 block outside the cluster's prefix:
-// whatever code path writes a pool, two clusters can never hand out the same
-// address. (Node block pools lie inside the instance prefix, which is itself
-// such a block, and are kept apart by ipam_node_blocks.)
-func syncPoolBlocks(ctx context.Context, tx pgx.Tx, p *Pool) error {
-	if p.Kind != kindCounter && p.Kind != kindTable {
-		return nil
-	}
-	var global []netip.Prefix
-	for _, b := range p.CIDRs {
-		if globalBlock(b) {
-			global = append(global, b)
-		}
-	}
-	if _, err := tx.Exec(ctx, sqlDeletePoolBlocksNotIn, p.ID, global); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, sqlInsertPoolBlocks, p.ID, p.ClusterID, global)
-	return placementErr(err)
-}
+// The public blocks of a counter or table pool are rows of ipam_pool_blocks,
+// kept by the pool's trigger (migration 13) whatever statement writes the
+// pool. Their exclusion constraint refuses a block that overlaps any other
+// cluster's or pool's, and their check refuses an IPv6 block outside the
+// cluster's prefix: whatever code path writes a pool, two clusters can never
+// hand out the same address. (Node block pools lie inside the instance
+// prefix, which is itself such a block, and are kept apart by
+// ipam_node_blocks.)
 
 // placementErr names a violated placement constraint for the user.
 func placementErr(err error) error {
@@ -203,6 +205,8 @@ func placementErr(err error) error {
 		return invalid("cidrs", "a block overlaps a block of another pool or cluster (%s); IPv6 and public IPv4 blocks belong to one pool in one cluster", pe.Detail)
 	case "ipam_pool_blocks_in_cluster":
 		return invalid("cidrs", "an IPv6 block lies outside the cluster's prefix; IPv6 pools must lie inside their own cluster's prefix")
+	case "ipam_pools_blocks_unmixed", "ipam_pool_blocks_public":
+		return invalid("cidrs", "a block mixes public and private IPv4 addresses; split it so that each block is wholly public or wholly inside %s", prefixList(privateIPv4))
 	}
 	return err
 }

@@ -48,6 +48,10 @@ func PreparePool(p *Pool) error {
 		if c.Addr().Is4In6() || c.Masked() != c {
 			return invalid("cidrs", "%s is not a valid block", c)
 		}
+		if blockClass(c) == classMixed {
+			return invalid("cidrs", "%s mixes public and private IPv4 addresses; split it so that each block is wholly public or wholly inside %s (a private block may be reused by other clusters, a public one never)",
+				c, prefixList(overlapping(privateIPv4, c)))
+		}
 	}
 	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
 	if err != nil {
@@ -80,8 +84,19 @@ func PreparePool(p *Pool) error {
 }
 
 // isPublic4 reports whether an IPv4 block must be unique across clusters: it
-// is not wholly inside private, shared, loopback or link-local space.
+// holds no private, shared, loopback or link-local address.
 func isPublic4(p netip.Prefix) bool { return globalBlock(p) }
+
+// overlapping are the prefixes of ps that overlap b.
+func overlapping(ps []netip.Prefix, b netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Overlaps(b) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // checkPlacement: the pool's blocks overlap neither the cluster's node and
 // instance prefixes nor its other pools, and a public IPv4 block overlaps no
@@ -293,10 +308,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if _, err := tx.Exec(ctx, sqlUpdatePool,
 			p.ID, p.CIDRs, nonNil(p.Exclude), durationInterval(p.Cooldown), p.Size, mtu, gw, p.Default,
 			asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
-			return err
-		}
-		if err := syncPoolBlocks(ctx, tx, &p); err != nil {
-			return err
+			return placementErr(err)
 		}
 		if cur.Kind == kindCounter {
 			if _, err := tx.Exec(ctx, sqlSetStripesLast, p.ID, p.layout.LastOrdinal()); err != nil {

@@ -2,9 +2,15 @@ package ipam_test
 
 import (
 	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // TestSchemaInvariants writes past the core, as a statement that forgot
@@ -61,4 +67,112 @@ func TestSchemaInvariants(t *testing.T) {
 	allowed("a free row inside its pool handed out",
 		`UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e9', reusable_at = NULL, cooling_until = NULL
 			WHERE address = '198.51.100.6' AND state = 'free'`)
+}
+
+// The core's private IPv4 space (judged at plan) is the schema's (judged by
+// the constraints of migration 13): one definition, checked.
+func TestPrivateIPv4MatchesSchema(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	var schema []netip.Prefix
+	if err := e.raw.QueryRow(e.ctx, `SELECT ipam_private_ipv4()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(schema, ipam.PrivateIPv4) {
+		t.Fatalf("the schema's private IPv4 space %v is not the core's %v", schema, ipam.PrivateIPv4)
+	}
+}
+
+// Seam: a public IPv4 block that holds private space (10.0.0.0/7 holds
+// 10.0.0.0/8 and the public 11.0.0.0/8) was judged public as a whole, so
+// another cluster's private pool could overlap it, and 10.0.0.1 could be
+// active in both clusters with ipamctl check forgiving it as private. A
+// block is now wholly public or wholly private, at plan and in the schema.
+func TestSeamPublicBlockHoldingPrivateSpace(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	for _, c := range []struct{ id, prefix string }{{"a", "2001:db8:a::/48"}, {"b", "2001:db8:b::/48"}} {
+		if _, err := e.st.CreateCluster(e.ctx, ipam.Cluster{ID: c.id, Prefix: pfx(c.prefix),
+			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.st.CreatePool(e.ctx, ipam.Pool{ClusterID: "a", Name: "priv", CIDRs: []netip.Prefix{pfx("10.0.0.0/24")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, mixed := range []string{"10.0.0.0/7", "100.0.0.0/8", "172.0.0.0/8", "192.168.0.0/15", "0.0.0.0/0"} {
+		_, err := e.st.CreatePool(e.ctx, ipam.Pool{ClusterID: "b", Name: "pub", CIDRs: []netip.Prefix{pfx(mixed)}})
+		var inv *ipam.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "cidrs" || !strings.Contains(err.Error(), "mixes public and private") {
+			t.Errorf("pool %s: %v, want invalid_input on cidrs naming the mix", mixed, err)
+		}
+	}
+	// Wholly public and wholly private blocks are fine, a private one in
+	// several clusters too.
+	for _, ok := range []string{"11.0.0.0/24", "10.0.0.0/24"} {
+		if _, err := e.st.CreatePool(e.ctx, ipam.Pool{ClusterID: "b", Name: "p" + strings.NewReplacer(".", "-", "/", "-").Replace(ok),
+			CIDRs: []netip.Prefix{pfx(ok)}}); err != nil {
+			t.Errorf("pool %s: %v", ok, err)
+		}
+	}
+	// The schema refuses it whatever statement writes.
+	_, err := e.raw.Exec(e.ctx, `UPDATE ipam_pools SET cidrs = '{10.0.0.0/7}' WHERE id = 'b/p11-0-0-0-24'`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.ConstraintName != "ipam_pools_blocks_unmixed" {
+		t.Errorf("a mixed block written past the core: %v, want check_violation on ipam_pools_blocks_unmixed", err)
+	}
+	// And keeps every public block under the exclusion between clusters.
+	_, err = e.raw.Exec(e.ctx, `UPDATE ipam_pools SET cidrs = '{11.0.0.0/25}' WHERE id = 'a/priv'`)
+	if !errors.As(err, &pe) || pe.ConstraintName != "ipam_pool_blocks_no_overlap" {
+		t.Errorf("a public block over another cluster's, written past the core: %v, want the exclusion violation", err)
+	}
+	// A mixed block made before the rule (the constraint is NOT VALID, so
+	// old rows stay): Check reports it.
+	e.exec(`ALTER TABLE ipam_pools DROP CONSTRAINT ipam_pools_blocks_unmixed`)
+	e.exec(`ALTER TABLE ipam_pool_blocks DROP CONSTRAINT ipam_pool_blocks_public`)
+	e.exec(`UPDATE ipam_pools SET cidrs = '{10.0.0.0/7}' WHERE id = 'b/p11-0-0-0-24'`)
+	rep, err := e.st.Check(e.ctx, "")
+	if err != nil || rep.Counts[ipam.InvariantUniqueAddress] != 1 || !strings.Contains(rep.Violations[0].Detail, "10.0.0.0/7 mixes public and private") {
+		t.Errorf("a legacy mixed block: %v %v", err, rep.Counts)
+	}
+}
+
+// Seam: Check read duplicates with a limit and forgave the private ones
+// afterwards, so 101 private IPv4 addresses reused by two clusters (which is
+// fine) hid every real duplicate behind them. Every violation is now
+// counted, and only the listing is cut.
+func TestCheckCountsEveryDuplicate(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	for _, c := range []struct{ id, prefix string }{{"a", "2001:db8:a::/48"}, {"b", "2001:db8:b::/48"}} {
+		if _, err := e.st.CreateCluster(e.ctx, ipam.Cluster{ID: c.id, Prefix: pfx(c.prefix),
+			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.CreatePool(e.ctx, ipam.Pool{ClusterID: c.id, Name: "priv", CIDRs: []netip.Prefix{pfx("10.0.0.0/25")}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 101 {
+			if _, err := e.st.Allocate(e.ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool(c.id, "priv"), Owner: envOwner(fmt.Sprint("e", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.st.Allocate(e.ctx, ipam.AllocateRequest{Pool: ipam.NodePool(c.id), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := e.st.Check(e.ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("101 private addresses in two clusters: %v %+v", err, rep.Violations)
+	}
+	// Cluster b's node takes cluster a's node address, past every guard.
+	e.exec(`ALTER TABLE ipam_allocations DISABLE TRIGGER ipam_allocations_in_pool_update`)
+	e.exec(`UPDATE ipam_allocations SET address = (SELECT address FROM ipam_allocations WHERE cluster_id = 'a' AND owner_id = 'n1')
+		WHERE cluster_id = 'b' AND owner_id = 'n1'`)
+	if rep, err = e.st.Check(e.ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts[ipam.InvariantUniqueAddress] != 1 || rep.Total() < 1 {
+		t.Fatalf("an IPv6 address active in two clusters behind 101 private ones: counts %v, violations %+v", rep.Counts, rep.Violations)
+	}
 }

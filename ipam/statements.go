@@ -745,14 +745,6 @@ const (
 	// sqlPoolCIDRs reads a pool's blocks (to name an address's block).
 	sqlPoolCIDRs = `SELECT cidrs FROM ipam_pools WHERE id = $1`
 
-	// sqlDeletePoolBlocksNotIn and sqlInsertPoolBlocks make ipam_pool_blocks
-	// hold exactly the pool's global blocks (syncPoolBlocks).
-	sqlDeletePoolBlocksNotIn = `DELETE FROM ipam_pool_blocks WHERE pool_id = $1 AND NOT (block = ANY ($2::cidr[]))`
-
-	sqlInsertPoolBlocks = `INSERT INTO ipam_pool_blocks (pool_id, cluster_id, cluster_prefix, block)
-		SELECT $1, c.id, c.prefix, b FROM ipam_clusters c, unnest($3::cidr[]) b WHERE c.id = $2
-		ON CONFLICT (pool_id, block) DO NOTHING`
-
 	// sqlPlacementPeers lists the other operator pools a pool's blocks must not
 	// overlap: the cluster's, and every cluster's IPv4 ones.
 	sqlPlacementPeers = `SELECT id, cluster_id, cidrs FROM ipam_pools
@@ -1049,12 +1041,18 @@ const (
 	sqlNow          = `SELECT ipam_now()`
 	sqlCheckPoolIDs = `SELECT id FROM ipam_pools WHERE $1 = '' OR cluster_id = $1`
 
+	// sqlCheckUnique lists every address held more than once: twice in one
+	// cluster, or in several clusters unless it is private IPv4 (which
+	// clusters may reuse; ipam_block_class, migration 13). All of them: the
+	// report counts each and lists the first ones.
 	sqlCheckUnique = `SELECT address, array_agg(cluster_id ORDER BY cluster_id, id),
 			array_agg(id::text ORDER BY cluster_id, id), array_agg(coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') ORDER BY cluster_id, id)
 		FROM ipam_allocations
 		WHERE state IN ('active', 'reserved') AND ($1 = '' OR cluster_id = $1)
-		GROUP BY address HAVING count(*) > 1
-		ORDER BY address LIMIT $2`
+		GROUP BY address
+		HAVING count(*) > count(DISTINCT cluster_id)
+			OR (count(*) > 1 AND ipam_block_class(set_masklen(address, masklen(address))::cidr) <> 'private')
+		ORDER BY address`
 
 	sqlCheckInPoolRows = `SELECT id::text, cluster_id, pool_id, address, ordinal, state
 		FROM ipam_allocations WHERE $1 = '' OR cluster_id = $1`

@@ -81,7 +81,7 @@ running), prints each pool it corrected, and then checks: the repair for a usage
 						broken = append(broken, v.Invariant)
 					}
 				}
-				return &codedError{code: exitViolations, err: fmt.Errorf("%d violation(s) of %s", len(rep.Violations), strings.Join(broken, ", "))}
+				return &codedError{code: exitViolations, err: fmt.Errorf("%d violation(s) of %s", rep.Total(), strings.Join(broken, ", "))}
 			}
 			if !asJSON {
 				fmt.Fprintf(a.out, "ok: %d invariants hold over %d allocation rows\n", len(rep.Invariants), rep.Rows)
