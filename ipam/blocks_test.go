@@ -294,8 +294,64 @@ func TestLookupInNodeBlocksAnswersOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].Allocation.PoolID != r.PoolID || got[0].Allocation.Owner.ID != "i1" {
+		if len(got) != 1 || got[0].PoolID != r.PoolID || got[0].Owner.ID != "i1" {
 			t.Fatalf("lookup of %s (cluster %q): %+v, want one answer in %s", r.Address, cluster, got, r.PoolID)
 		}
+	}
+}
+
+// Seam: a plan-time hold on an instance's own cooling address, left to
+// expire, kept the address's cooldown; the node's block release counted it
+// as in use ("still has 1 instance addresses in its blocks") for up to the
+// whole instance cooldown, and usage called it reserved. One definition of a
+// hold's state now says: an expired hold that kept a cooldown is cooling. The
+// release parks it with the block, as a released address, and usage counts
+// it cooling.
+func TestExpiredHoldWithCooldownIsCooling(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	i1 := ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	h, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1}, time.Hour)
+	if err != nil || h.Address != r.Address {
+		t.Fatalf("hold on its own cooling address: %v %v, want %s", h.Address, err, r.Address)
+	}
+	if _, err := raw.Exec(ctx, `INSERT INTO ipam_clock (skew) VALUES (interval '2 hours')
+		ON CONFLICT (singleton) DO UPDATE SET skew = EXCLUDED.skew`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := st.PoolUsage(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range u.Pools {
+		if p.PoolID == r.PoolID && (p.Reserved != 0 || p.Cooling != 1) {
+			t.Errorf("usage of %s: %d reserved, %d cooling; want the expired hold counted cooling", p.PoolID, p.Reserved, p.Cooling)
+		}
+	}
+	if err := st.ReleaseNodeBlocks(ctx, "c1", "n1"); err != nil {
+		t.Fatalf("the node's block release, with an expired hold that kept a cooldown: %v", err)
+	}
+	var state string
+	var cooling bool
+	if err := raw.QueryRow(ctx, `SELECT state, reusable_at > ipam_now() + interval '20 hours' FROM ipam_allocations WHERE owner_id = 'i1'`).Scan(&state, &cooling); err != nil {
+		t.Fatal(err)
+	}
+	if state != ipam.StateCooling || !cooling {
+		t.Fatalf("the expired hold after the release: %s (still inside its cooldown: %v), want parked cooling", state, cooling)
+	}
+	if rep, err := st.Check(ctx, ""); err != nil || !rep.OK() {
+		t.Fatalf("check: %v %+v", err, rep.Violations)
 	}
 }

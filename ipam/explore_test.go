@@ -508,8 +508,10 @@ var explorePairs = []struct {
 // interleaving of their statements (the short ones in make test, all in
 // make soak) and fails on any run that breaks an invariant, loses an
 // acknowledged allocation or breaks the lock order.
+//
+// Not parallel with the package's other tests: it runs before them, so that
+// the timing-sensitive races among them do not share the machine with it.
 func TestExploreInterleavings(t *testing.T) {
-	t.Parallel()
 	soak := os.Getenv("IPAM_SOAK") != ""
 	for _, p := range explorePairs {
 		if !p.short && !soak {

@@ -33,9 +33,11 @@ func TestPoolUsage(t *testing.T) {
 		f.alloc("c1/v4", env(e))
 	}
 	// Two plan-time holds on the last free rows: one live, one expired (free).
-	f.exec(`UPDATE ipam_allocations SET state = 'reserved', owner_kind = 'env_ipv4', owner_id = 'r1', reusable_at = now() + interval '10 minutes'
+	f.exec(`UPDATE ipam_allocations SET state = 'reserved', owner_kind = 'env_ipv4', owner_id = 'r1', reusable_at = now() + interval '10 minutes',
+			reserved_until = now() + interval '10 minutes'
 		WHERE id = (SELECT id FROM ipam_allocations WHERE pool_id = 'c1/v4' AND state = 'free' ORDER BY ordinal LIMIT 1)`)
-	f.exec(`UPDATE ipam_allocations SET state = 'reserved', owner_kind = 'env_ipv4', owner_id = 'r2', reusable_at = now() - interval '1 minute'
+	f.exec(`UPDATE ipam_allocations SET state = 'reserved', owner_kind = 'env_ipv4', owner_id = 'r2', reusable_at = now() - interval '1 minute',
+			reserved_until = now() - interval '1 minute'
 		WHERE id = (SELECT id FROM ipam_allocations WHERE pool_id = 'c1/v4' AND state = 'free' ORDER BY ordinal LIMIT 1)`)
 	// The expired hold is free: e5 takes it; then the pool is full.
 	f.alloc("c1/v4", env("e5"))

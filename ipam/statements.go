@@ -581,6 +581,31 @@ var confirmHoldSQL = `WITH held AS MATERIALIZED (
 	)` + eventOfA + movedIn + countMoved + `
 	SELECT ` + allocColumnsOfA + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a` + networkJoin
 
+// The one definition of a row's state, as every reader and writer judges it
+// (at ipam_now(); the row is "a"). A hold (state 'reserved') is live while
+// reserved_until is ahead; once it expires it counts as what it left behind:
+// cooling while the cooldown it kept (reusable_at, at least cooling_until)
+// runs, free after. Usage, the destroy counts, a shrink, a node's block
+// release and scaling, listings and lookups all use these, and the schema's
+// triggers (migration 12) the same conditions.
+const (
+	// rowActive: an allocation.
+	rowActive = `a.state = 'active'`
+	// rowHeld: a live plan-time hold.
+	rowHeld = `(a.state = 'reserved' AND a.reserved_until > ipam_now())`
+	// rowLive: active or held, what a destroy or shrink must never remove.
+	rowLive = `(a.state = 'active' OR ` + rowHeld + `)`
+	// rowCooling: inside its cooldown: released, or an expired hold that
+	// kept one.
+	rowCooling = `(a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now() AND NOT ` + rowHeld + `)`
+	// rowInUse: live or cooling: what no other owner may take, and what
+	// must never be deleted.
+	rowInUse = `(a.state = 'active' OR (a.state IN ('reserved', 'cooling') AND a.reusable_at > ipam_now()))`
+	// rowReusable: free, cooled, or an expired hold with no cooldown left: a
+	// row that may be deleted or handed to anyone.
+	rowReusable = `(a.state = 'free' OR (a.state IN ('reserved', 'cooling') AND a.reusable_at <= ipam_now()))`
+)
+
 // Inventory reads (ops_list.go): keys only, in a stable order.
 const (
 	sqlListClusterIDs = `SELECT id FROM ipam_clusters ORDER BY id`
@@ -675,8 +700,8 @@ const (
 
 	// sqlDeleteReusableAddress deletes an address's row unless it is held or
 	// cooling (the new gateway's row of a node block pool).
-	sqlDeleteReusableAddress = `DELETE FROM ipam_allocations WHERE cluster_id = $1 AND address = $2
-		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`
+	sqlDeleteReusableAddress = `DELETE FROM ipam_allocations a WHERE cluster_id = $1 AND address = $2
+		AND ` + rowReusable
 
 	// sqlSetPoolSettings brings the cluster's cooldown, MTU and gateway to a
 	// pool that hands out its addresses: its node and instance pools (by id),
@@ -689,11 +714,8 @@ const (
 
 	// sqlClusterHoldings counts what a cluster still holds: active, live holds,
 	// cooling (and expired holds that kept a cooldown).
-	sqlClusterHoldings = `SELECT count(*) FILTER (WHERE a.state = 'active'),
-			count(*) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
-			-- cooling, and expired holds that kept a cooldown
-			count(*) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
-				AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
+	sqlClusterHoldings = `SELECT count(*) FILTER (WHERE ` + rowActive + `), count(*) FILTER (WHERE ` + rowHeld + `),
+			count(*) FILTER (WHERE ` + rowCooling + `)
 		FROM ipam_pools p JOIN ipam_allocations a ON a.pool_id = p.id
 		WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`
 
@@ -711,7 +733,7 @@ var (
 			reserved_until = NULL
 		FROM ipam_pools p, (SELECT ipam_now() AS now_at) clock
 		WHERE a.pool_id = p.id AND p.id = ANY ($1::text[])
-			AND (a.state = 'active' OR (a.state = 'reserved' AND a.reserved_until > now_at))
+			AND ` + rowLive + `
 		RETURNING ` + allocColumnsOfRelease
 
 	// allocColumnsOfRelease are allocColumns of the rows sqlForceRelease
@@ -767,14 +789,14 @@ const (
 	// outside its new runs ($2, $3: their bounds).
 	sqlHeldOutside = `SELECT host(address) || ' (' || state || ' by ' || coalesce(owner_kind, '') || ' ' || coalesce(owner_id, '') || ')'
 		FROM ipam_allocations a
-		WHERE pool_id = $1 AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now()))
+		WHERE pool_id = $1 AND ` + rowInUse + `
 			AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)
 		ORDER BY address LIMIT 20`
 
 	// sqlDeleteRowsOutside deletes the free and long-cooled rows of a pool
 	// outside its new runs.
 	sqlDeleteRowsOutside = `DELETE FROM ipam_allocations a WHERE pool_id = $1
-		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))
+		AND ` + rowReusable + `
 		AND NOT EXISTS (SELECT 1 FROM unnest($2::inet[], $3::inet[]) r(lo, hi) WHERE a.address BETWEEN r.lo AND r.hi)`
 
 	sqlUpdatePool = `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
@@ -786,9 +808,8 @@ const (
 	// sqlPoolHoldings counts what an operator pool still holds, as
 	// sqlClusterHoldings does for a cluster.
 	sqlPoolHoldings = `SELECT p.cluster_id,
-			count(a.id) FILTER (WHERE a.state = 'active'), count(a.id) FILTER (WHERE a.state = 'reserved' AND a.reserved_until > ipam_now()),
-			count(a.id) FILTER (WHERE a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now()
-				AND coalesce(a.reserved_until, '-infinity') <= ipam_now())
+			count(a.id) FILTER (WHERE ` + rowActive + `), count(a.id) FILTER (WHERE ` + rowHeld + `),
+			count(a.id) FILTER (WHERE ` + rowCooling + `)
 		FROM ipam_pools p LEFT JOIN ipam_allocations a ON a.pool_id = p.id AND a.state IN ('active', 'reserved', 'cooling')
 		WHERE p.id = $1 AND p.category IN ('ipv4', 'ipv6') GROUP BY p.cluster_id`
 
@@ -821,10 +842,9 @@ const (
 
 	// sqlExhaustedCounts are a full pool's figures for its ExhaustedError (run
 	// on the failure path only).
-	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now())),
-			count(*) FILTER (WHERE state = 'cooling' AND reusable_at > ipam_now()),
+	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE ` + rowLive + `), count(*) FILTER (WHERE ` + rowCooling + `),
 			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
-		FROM ipam_allocations WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`
+		FROM ipam_allocations a WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`
 
 	// sqlCounterTop is the last ordinal a counter pool's stripes hand out (-1:
 	// none): the instance counter stops below the node blocks.
@@ -864,10 +884,10 @@ const (
 	sqlActiveBlocks = `SELECT block, empty_scans FROM ipam_node_blocks
 		WHERE cluster_id = $1 AND node_id = $2 AND state = 'active' ORDER BY allocated_at, block_index`
 
-	// sqlNodeUse counts the addresses in use on a node: active, and holds not
-	// yet expired.
-	sqlNodeUse = `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1
-		AND (state = 'active' OR (state = 'reserved' AND reusable_at > ipam_now()))`
+	// sqlNodeUse counts the addresses in use on a node: active, and live
+	// holds (an expired hold that kept a cooldown is cooling: it is parked
+	// with the block, as a released address is).
+	sqlNodeUse = `SELECT count(*) FROM ipam_allocations a WHERE pool_id = $1 AND ` + rowLive
 
 	// sqlSetBlockEmptyScans and sqlResetEmptyScans count the consecutive
 	// scalings that found a block empty.
@@ -883,8 +903,8 @@ const (
 
 	// sqlDeleteReusableBlockRows deletes a released block's free and long-cooled
 	// rows.
-	sqlDeleteReusableBlockRows = `DELETE FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
-		AND (state = 'free' OR (state IN ('reserved', 'cooling') AND reusable_at <= ipam_now()))`
+	sqlDeleteReusableBlockRows = `DELETE FROM ipam_allocations a WHERE pool_id = $1 AND address BETWEEN $2 AND $3
+		AND ` + rowReusable
 
 	// sqlBlockRowCounts counts the rows left in a block, the active ones, and
 	// the latest reusable time.
@@ -892,8 +912,10 @@ const (
 		FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3`
 
 	// sqlParkBlockRows moves a released block's cooling rows to its parked pool
-	// ($4).
-	sqlParkBlockRows = `UPDATE ipam_allocations SET pool_id = $4, ordinal = address - $2::inet
+	// ($4); an expired hold that kept a cooldown is cooling (rowCooling), and
+	// is parked as such (nothing is held in a parked pool).
+	sqlParkBlockRows = `UPDATE ipam_allocations SET pool_id = $4, ordinal = address - $2::inet,
+			state = CASE WHEN state = 'reserved' THEN 'cooling' ELSE state END, reserved_until = NULL
 		WHERE pool_id = $1 AND address BETWEEN $2 AND $3`
 
 	// sqlCoolBlock releases a block: it cools for the instance cooldown, and at
@@ -935,8 +957,8 @@ const (
 
 	// sqlBlockBusy tells whether a block holds an address active, held or inside
 	// its cooldown.
-	sqlBlockBusy = `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE pool_id = $1 AND address BETWEEN $2 AND $3
-		AND (state = 'active' OR (state IN ('reserved', 'cooling') AND reusable_at > ipam_now())))`
+	sqlBlockBusy = `SELECT EXISTS (SELECT 1 FROM ipam_allocations a WHERE pool_id = $1 AND address BETWEEN $2 AND $3
+		AND ` + rowInUse + `)`
 )
 
 // Address sets (set.go): members are allocations whose set_owner is the set.
@@ -1261,8 +1283,8 @@ const (
 	sqlClustersContaining = `SELECT id FROM ipam_clusters WHERE prefix >>= $1 AND ($2 = '' OR id = $2)`
 
 	sqlLookupAddress = `SELECT ` + allocColumns + `, last_seen_at,
-			CASE WHEN state IN ('reserved', 'cooling') AND reusable_at <= ipam_now() THEN 'free' ELSE state END
-		FROM ipam_allocations WHERE cluster_id = $1 AND address = $2`
+			CASE WHEN ` + rowReusable + ` THEN 'free' WHEN ` + rowCooling + ` THEN 'cooling' ELSE state END
+		FROM ipam_allocations a WHERE cluster_id = $1 AND address = $2`
 
 	sqlMetricsFailures = `SELECT coalesce(f.cluster_id, ''), coalesce(f.pool_id, ''), coalesce(p.category, ''), f.reason, count(*)
 		FROM ipam_allocation_failures f LEFT JOIN ipam_pools p ON p.id = f.pool_id
@@ -1287,7 +1309,7 @@ const (
 //     the reuse index's range reusable_at > ipam_now(), in index order.
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
 		(` + activeCount + `)::bigint,
-		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND a.reusable_at > ipam_now()),
+		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowHeld + `),
 		(` + coolingCount + `)::bigint,
 		(SELECT a.reusable_at FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()
@@ -1304,7 +1326,11 @@ const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling
 			WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from())
 		+ (SELECT count(*) FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved')
-				AND a.reusable_at > ipam_now() AND a.reusable_at < ipam_cooling_counted_from() AND a.state = 'cooling')`
+				AND a.reusable_at > ipam_now() AND a.reusable_at < ipam_cooling_counted_from() AND a.state = 'cooling')
+		-- expired holds that kept a cooldown (the buckets count state 'cooling'
+		-- only; holds are few, on the (pool_id, state) index)
+		+ (SELECT count(*) FROM ipam_allocations a
+			WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowCooling + `)`
 
 // usagePlannerSetting, the same setting as TxSettings, keeps the planner
 // on those indexes. Each probe is
@@ -1344,9 +1370,9 @@ const (
 	// What each listed state means, the way usage counts it (statePredicates);
 	// without a state, every listed one (sqlListAnyState narrows the index
 	// scan).
-	sqlListActive       = `a.state = 'active'`
-	sqlListReserved     = `(a.state = 'reserved' AND a.reusable_at > ipam_now())`
-	sqlListCooling      = `(a.state = 'cooling' AND a.reusable_at > ipam_now())`
+	sqlListActive       = rowActive
+	sqlListReserved     = rowHeld
+	sqlListCooling      = rowCooling
 	sqlListAnyState     = "a.state IN ('active', 'reserved', 'cooling')"
 	sqlListLive         = "(" + sqlListActive + " OR " + sqlListReserved + " OR " + sqlListCooling + ")"
 	sqlLimitParamFormat = " LIMIT $%d"
