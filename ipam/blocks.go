@@ -521,7 +521,7 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 		}
 		if ord, ok := instPool.layout.Ordinal(cand.Addr()); ok {
 			if _, err := tx.Exec(ctx, sqlLowerCounterTop,
-				instPoolID, ord-1); err != nil {
+				instPoolID, ord-1, instPool.layout.SizeUpTo(ord-1)); err != nil {
 				return b, err
 			}
 		}

@@ -355,3 +355,60 @@ func TestExpiredHoldWithCooldownIsCooling(t *testing.T) {
 		t.Fatalf("check: %v %+v", err, rep.Violations)
 	}
 }
+
+// Seam: carving node blocks out of the instance pool lowered the allocator's
+// top but not the pool's recorded size, so a pool that refused with
+// ipam_exhausted showed half of it free and raised no alert, and the
+// category counted the blocks' addresses twice. Usage now counts what the
+// allocator can hand out: the instance pool's size is exactly the number of
+// allocations it takes to exhaust it, and the category adds the blocks once.
+func TestUsageAfterNodeBlocks(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/120", "2001:db8:0:1::/120")
+	ctx := context.Background()
+	sc := ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4}
+	d := int64(64)
+	sc.Demand = &d
+	nb, err := st.ScaleNodeBlocks(ctx, "c1", "n1", sc)
+	if err != nil || len(nb.Blocks) != 4 {
+		t.Fatalf("scale: %v %v", nb.Blocks, err)
+	}
+	usage := func() (inst, cat ipam.UsageCounts) {
+		u, err := st.PoolUsage(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range u.Pools {
+			if p.PoolID == "c1/instance" {
+				inst = p.UsageCounts
+			}
+		}
+		for _, c := range u.Categories {
+			if c.Category == ipam.CategoryInstance {
+				cat = c.UsageCounts
+			}
+		}
+		return inst, cat
+	}
+	inst, cat := usage()
+	n := 0
+	for ; ; n++ {
+		_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.InstancePool("c1"), Owner: instance(fmt.Sprint("i", n))})
+		if ipam.Code(err) == ipam.CodeExhausted {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inst.Size != int64(n) {
+		t.Errorf("the instance pool's size is %d, but the allocator handed out %d before ipam_exhausted", inst.Size, n)
+	}
+	if cat.Size != inst.Size+64 {
+		t.Errorf("the instance category's size is %d, want the pool's %d and the node's 64 block addresses once", cat.Size, inst.Size)
+	}
+	if inst, _ = usage(); inst.Free != 0 || !inst.Alert {
+		t.Errorf("an exhausted instance pool shows %d free (alert %v)", inst.Free, inst.Alert)
+	}
+}

@@ -263,6 +263,24 @@ func (l *Layout) Size() int64 {
 	return n
 }
 
+// SizeUpTo is the number of addresses the pool can hand out at ordinals 0
+// to top: its size once a counter's top is lowered there (a node block
+// carved above it).
+func (l *Layout) SizeUpTo(top int64) int64 {
+	top = min(top, l.last)
+	if top < 0 {
+		return 0
+	}
+	n := top + 1
+	for _, e := range l.excluded { // merged, in order
+		if e.lo > top {
+			break
+		}
+		n -= min(e.hi, top) - e.lo + 1
+	}
+	return n
+}
+
 // Addr returns the address at ordinal o.
 func (l *Layout) Addr(o int64) (netip.Addr, bool) {
 	if o < 0 || o > l.last {

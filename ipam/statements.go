@@ -946,8 +946,14 @@ const (
 	// cluster has a row.
 	sqlClusterRangeUsed = `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE cluster_id = $1 AND address BETWEEN $2 AND $3)`
 
-	// sqlLowerCounterTop keeps the instance counter below a new block.
-	sqlLowerCounterTop = `UPDATE ipam_pool_stripes SET last_ordinal = least(last_ordinal, $2) WHERE pool_id = $1`
+	// sqlLowerCounterTop keeps the instance counter below a new block ($2 its
+	// new top), and the pool's size ($3: what the pool can hand out up to
+	// that top) with it, so that usage counts what the allocator can hand
+	// out, and the block's addresses once (in the node's pool).
+	sqlLowerCounterTop = `WITH s AS (
+		UPDATE ipam_pool_stripes SET last_ordinal = least(last_ordinal, $2) WHERE pool_id = $1
+	)
+	UPDATE ipam_pools SET size = least(size, $3) WHERE id = $1`
 
 	sqlInsertNodeBlock = `INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
 		VALUES ($1, $2, $3, $4, 'active')`
