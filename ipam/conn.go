@@ -106,6 +106,106 @@ func (p dbPool) describeStatements(err error) bool {
 	return true
 }
 
+// A statement outside a transaction has no SET LOCAL bounds on its waits (a
+// transaction's are sent with its BEGIN; a fast statement sets its own in
+// its batch), and preparing a statement, the first time a connection runs
+// it, waits for the locks of its tables before any setting could apply. So
+// a read that met an operator's ACCESS EXCLUSIVE lock (VACUUM FULL, a
+// non-concurrent index build, LOCK TABLE) waited for as long as it was held.
+// waitGuard bounds such a statement until its first result: past the lock
+// bound, if a session holds a strong lock on the IPAM's tables, the
+// statement is cancelled and fails with ErrBusy naming the holder; past the
+// statement bound, with ErrTimeout. Once the first result is in, the guard
+// is disarmed, and reading the rest is the caller's business.
+type waitGuard struct {
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	mu       sync.Mutex
+	timer    *time.Timer // the armed timer (the second one once the first re-arms)
+	disarmed bool
+}
+
+// guard arms a waitGuard for a statement run with ctx; nil (and ctx as it
+// is) when the store has no bounds.
+func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
+	s := p.s
+	lock, stmt := s.bounds.lock, s.bounds.statement
+	if lock <= 0 && stmt <= 0 {
+		return ctx, nil
+	}
+	g := &waitGuard{}
+	g.ctx, g.cancel = context.WithCancelCause(ctx)
+	first := lock
+	if first <= 0 || (stmt > 0 && stmt < lock) {
+		first = stmt
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.timer = time.AfterFunc(first, func() {
+		var busy error
+		if lock > 0 && first == lock {
+			if h := s.lockHolders(); h != "" {
+				busy = &BusyError{What: "waiting for a lock another session holds; held: " + scrub(h, s.secret), Timeout: lock}
+			}
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		switch {
+		case g.disarmed:
+		case busy != nil:
+			g.cancel(busy)
+		case stmt > 0 && stmt > first:
+			g.timer = time.AfterFunc(stmt-first, func() {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				if !g.disarmed {
+					g.cancel(g.timeout(stmt))
+				}
+			})
+		case stmt > 0:
+			g.cancel(g.timeout(stmt))
+		}
+	})
+	return g.ctx, g
+}
+
+func (g *waitGuard) timeout(d time.Duration) error {
+	return &TimeoutError{What: "the statement did not answer", Timeout: d}
+}
+
+// disarm stops the guard: the statement's first result is in.
+func (g *waitGuard) disarm() {
+	if g != nil {
+		g.mu.Lock()
+		g.disarmed = true
+		g.timer.Stop()
+		g.mu.Unlock()
+	}
+}
+
+// end disarms the guard and releases its context: the statement is done.
+func (g *waitGuard) end() {
+	if g != nil {
+		g.cancel(nil)
+		g.disarm()
+	}
+}
+
+// why is the guard's own error when it cancelled the statement, else err.
+func (g *waitGuard) why(err error) error {
+	if g == nil || err == nil {
+		return err
+	}
+	if cause := context.Cause(g.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		var busy *BusyError
+		var timeout *TimeoutError
+		if errors.As(cause, &busy) || errors.As(cause, &timeout) {
+			return cause
+		}
+	}
+	return err
+}
+
 func (p dbPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return retryRow{p: p, ctx: ctx, sql: sql, args: args}
 }
@@ -119,15 +219,24 @@ type retryRow struct {
 }
 
 func (r retryRow) Scan(dest ...any) error {
-	return r.p.s.retryConn(r.ctx, func() error { return r.p.get().QueryRow(r.ctx, r.sql, r.args...).Scan(dest...) })
+	return r.p.s.retryConn(r.ctx, func() error {
+		gctx, g := r.p.guard(r.ctx)
+		defer g.end()
+		return g.why(r.p.get().QueryRow(gctx, r.sql, r.args...).Scan(dest...))
+	})
 }
 
 func (p dbPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	r := &retryRows{p: p, ctx: ctx, sql: sql, args: args}
 	err := p.s.retryConn(ctx, func() error {
 		var err error
-		r.Rows, err = p.get().Query(ctx, sql, args...)
-		return err
+		gctx, g := p.guard(ctx)
+		if r.Rows, err = p.get().Query(gctx, sql, args...); err != nil {
+			g.end()
+			return g.why(err)
+		}
+		r.guard = g
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -147,14 +256,17 @@ type retryRows struct {
 	switched bool // the statement mode was switched for this query once
 	first    time.Time
 	attempt  int
+	guard    *waitGuard // the current query's, disarmed at its first result
 }
 
 func (r *retryRows) Next() bool {
 	for {
 		if r.Rows.Next() {
 			r.seen = true
+			r.guard.disarm()
 			return true
 		}
+		r.guard.disarm()
 		err := r.Err()
 		switch {
 		case r.seen:
@@ -174,28 +286,84 @@ func (r *retryRows) Next() bool {
 		}
 		// On a failure to query again, r.Rows keeps the failure it had, and
 		// the next round judges it again (waiting again, within the bound).
-		if rows, qerr := r.p.get().Query(r.ctx, r.sql, r.args...); qerr == nil {
-			r.Rows = rows
+		gctx, g := r.p.guard(r.ctx)
+		if rows, qerr := r.p.get().Query(gctx, r.sql, r.args...); qerr == nil {
+			r.guard.end()
+			r.Rows, r.guard = rows, g
+		} else {
+			g.end()
 		}
 	}
+}
+
+// Err is the query's failure: the guard's own when it cancelled the query.
+func (r *retryRows) Err() error { return r.guard.why(r.Rows.Err()) }
+
+// Close closes the rows and releases the guard.
+func (r *retryRows) Close() {
+	r.Rows.Close()
+	r.guard.end()
 }
 
 func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
 	err := p.s.retryConn(ctx, func() error {
 		var err error
-		tag, err = p.get().Exec(ctx, sql, args...)
-		return err
+		gctx, g := p.guard(ctx)
+		defer g.end()
+		tag, err = p.get().Exec(gctx, sql, args...)
+		return g.why(err)
 	})
 	return tag, err
 }
 
+// SendBatch sends a batch. A fast statement's batch (it starts with
+// sqlFastBounds) bounds its own waits; any other is guarded until it is
+// closed.
 func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err := p.ready(ctx); err != nil {
 		return errBatch{err}
 	}
-	return p.get().SendBatch(ctx, b)
+	if len(b.QueuedQueries) > 0 && b.QueuedQueries[0].SQL == sqlFastBounds {
+		return p.get().SendBatch(ctx, b)
+	}
+	gctx, g := p.guard(ctx)
+	return guardedBatch{BatchResults: p.get().SendBatch(gctx, b), guard: g}
 }
+
+// guardedBatch reports the guard's error for a batch it cancelled, and
+// releases it on Close.
+type guardedBatch struct {
+	pgx.BatchResults
+	guard *waitGuard
+}
+
+func (b guardedBatch) Exec() (pgconn.CommandTag, error) {
+	tag, err := b.BatchResults.Exec()
+	return tag, b.guard.why(err)
+}
+
+func (b guardedBatch) Query() (pgx.Rows, error) {
+	rows, err := b.BatchResults.Query()
+	return rows, b.guard.why(err)
+}
+
+func (b guardedBatch) QueryRow() pgx.Row {
+	return guardedRow{Row: b.BatchResults.QueryRow(), guard: b.guard}
+}
+
+func (b guardedBatch) Close() error {
+	err := b.BatchResults.Close()
+	b.guard.end()
+	return b.guard.why(err)
+}
+
+type guardedRow struct {
+	pgx.Row
+	guard *waitGuard
+}
+
+func (r guardedRow) Scan(dest ...any) error { return r.guard.why(r.Row.Scan(dest...)) }
 
 func (p dbPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	var tx pgx.Tx

@@ -110,10 +110,11 @@ func (exploreTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // exploreEnv is one run's database: a client whose pool carries the tracer,
 // and a raw connection for the fixture's clock and the checks.
 type exploreEnv struct {
-	t   testing.TB
-	ctx context.Context
-	st  *ipam.Client
-	raw *pgx.Conn
+	t    testing.TB
+	ctx  context.Context
+	st   *ipam.Client
+	pool *pgxpool.Pool // the client's pool, traced: a caller's transaction begins here
+	raw  *pgx.Conn
 }
 
 func newExploreEnv(t testing.TB) *exploreEnv {
@@ -142,7 +143,7 @@ func newExploreEnv(t testing.TB) *exploreEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close(context.Background()) })
-	return &exploreEnv{t: t, ctx: ctx, st: st, raw: raw}
+	return &exploreEnv{t: t, ctx: ctx, st: st, pool: pool, raw: raw}
 }
 
 func (e *exploreEnv) exec(sql string, args ...any) {
@@ -287,6 +288,114 @@ var (
 	stepShrink  = poolUpdateStep("shrink to the first block", []netip.Prefix{pfx("198.51.100.0/29")}, nil)
 	stepExclude = poolUpdateStep("exclude 203.0.113.0/30", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")},
 		[]netip.Prefix{pfx("203.0.113.0/30")})
+)
+
+// fixtureBlocks is cluster c1 (2001:db8:1::/48) whose node n1 has instance
+// blocks (/124), instance i1 active in them, and i2's live plan-time hold
+// in them.
+var fixtureBlocks = exploreFixture{name: "node blocks", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	if _, err := e.st.CreateCluster(ctxBG, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8:1::/48"),
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", blockScaling(4)); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.Allocate(ctxBG, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i1")}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.Reserve(ctxBG, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i2")}, time.Hour); err != nil {
+		e.t.Fatal(err)
+	}
+}}
+
+func blockScaling(demand int64) ipam.BlockScaling {
+	return ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}
+}
+
+// onNode is an instance placed on node n1.
+func onNode(id string) ipam.Owner {
+	return ipam.Owner{Kind: ipam.OwnerInstance, ID: id, InstanceID: id, NodeID: "n1"}
+}
+
+// heldAddress reads an owner's held address (the fixture's), for a step
+// that confirms it.
+func (e *exploreEnv) heldAddress(owner string) netip.Addr {
+	var a netip.Prefix
+	if err := e.raw.QueryRow(e.ctx, `SELECT address FROM ipam_allocations WHERE owner_id = $1 AND state = 'reserved'`, owner).Scan(&a); err != nil {
+		e.t.Fatalf("the hold of %s: %v", owner, err)
+	}
+	return a.Addr()
+}
+
+var (
+	stepInstanceOnNode = allocStep("allocate i5 on n1", ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i5")})
+	stepHoldOnNode     = holdStep("hold for i6 on n1", ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i6")})
+	stepReleaseI1      = releaseStep("release i1", "c1", onNode("i1"))
+	stepConfirmI2      = exploreStep{name: "confirm of i2's hold", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		return allocStep("", ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i2"), Address: e.heldAddress("i2")}).run(ctx, e)
+	}}
+	stepScaleBlocks = exploreStep{name: "scale n1's blocks up", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		_, err := e.st.ScaleNodeBlocks(ctx, "c1", "n1", blockScaling(60))
+		return exploreAck{}, err
+	}}
+	stepReleaseBlocks = exploreStep{name: "release n1's blocks", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		return exploreAck{}, e.st.ReleaseNodeBlocks(ctx, "c1", "n1")
+	}}
+	// The scheduler's placement: the allocation inside its transaction.
+	stepInstanceInTx = exploreStep{name: "place i7 on n1 in the caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		a, err := e.st.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "i7", NodeID: "n1"})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []ipam.Allocation{{ClusterID: "c1", Address: a.Address, Owner: onNode("i7")}}}, nil
+	}}
+	stepEnvInTx = exploreStep{name: "enable e8's IPv4 in the caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		a, err := e.st.AllocateEnvIPv4(ctx, tx, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "e8", OrgID: "o1"})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []ipam.Allocation{{ClusterID: "c1", Address: a.Address, Owner: envOwner("e8")}}}, nil
+	}}
+	stepSetApply = exploreStep{name: "apply set s1 (a key in c1/v4)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		ms, err := e.st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{Kind: ipam.OwnerSet, ID: "s1"},
+			Add: []ipam.SetEntry{{Key: "a", Pools: []string{"c1/v4"}}}})
+		var ack exploreAck
+		for _, m := range ms {
+			ack.held = append(ack.held, m.Allocation)
+		}
+		return ack, err
+	}}
+	stepPoolCreate = exploreStep{name: "create pool c1/v6", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		_, err := e.st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v6", Cooldown: time.Hour, CIDRs: []netip.Prefix{pfx("2001:db8:1:9::/120")}})
+		return exploreAck{}, err
+	}}
+	stepClusterUpdate = exploreStep{name: "update c1's gateway and MTU", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		c, err := e.st.GetCluster(ctx, "c1")
+		if err != nil {
+			return exploreAck{}, err
+		}
+		c.GatewayIPv6, c.MTU = netip.MustParseAddr("fe80::2"), 1400
+		_, err = e.st.UpdateCluster(ctx, c)
+		return exploreAck{}, err
+	}}
 )
 
 // explorePair tries every interleaving of a and b (both orders, every
@@ -445,8 +554,10 @@ func exploreVerify(e *exploreEnv, acks ...exploreAck) []string {
 			if forced {
 				continue
 			}
-			var state, owner, pool string
-			err := e.raw.QueryRow(e.ctx, `SELECT state, owner_id, pool_id FROM ipam_allocations WHERE id = $1`, h.ID).Scan(&state, &owner, &pool)
+			// By the address in its cluster: the one row it has there.
+			var state, owner string
+			err := e.raw.QueryRow(e.ctx, `SELECT state, coalesce(owner_id, '') FROM ipam_allocations WHERE cluster_id = $1 AND address = $2`,
+				h.ClusterID, netip.PrefixFrom(h.Address, h.Address.BitLen())).Scan(&state, &owner)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				out = append(out, fmt.Sprintf("  %s was told it holds %s, and its row is gone", h.Owner.ID, h.Address))
@@ -502,6 +613,24 @@ var explorePairs = []struct {
 	// Two allocations racing each other.
 	{false, fixtureV4(true, true), stepConfirm, stepAllocExact},
 	{false, fixtureV4(true, true), stepConfirm, stepAllocFresh},
+	// A caller's transaction, a set, a new pool, a cluster update.
+	{true, fixtureV4(true, true), stepEnvInTx, stepShrink},
+	{false, fixtureV4(true, false), stepEnvInTx, poolDestroyStep(false)},
+	{false, fixtureV4(true, true), stepSetApply, stepShrink},
+	{false, fixtureV4(true, false), stepSetApply, poolDestroyStep(false)},
+	{false, fixtureV4(true, false), stepPoolCreate, clusterDestroyStep(false)},
+	{false, fixtureV4(true, true), stepAllocNode, stepClusterUpdate},
+	// A node's blocks: placements, holds and releases against scaling and release.
+	{true, fixtureBlocks, stepInstanceOnNode, stepReleaseBlocks},
+	{true, fixtureBlocks, stepInstanceInTx, stepReleaseBlocks},
+	{true, fixtureBlocks, stepConfirmI2, stepReleaseBlocks},
+	{false, fixtureBlocks, stepInstanceOnNode, stepScaleBlocks},
+	{false, fixtureBlocks, stepConfirmI2, stepScaleBlocks},
+	{false, fixtureBlocks, stepHoldOnNode, stepReleaseBlocks},
+	{false, fixtureBlocks, stepReleaseI1, stepReleaseBlocks},
+	{false, fixtureBlocks, stepScaleBlocks, stepReleaseBlocks},
+	{false, fixtureBlocks, stepInstanceOnNode, stepClusterUpdate},
+	{false, fixtureBlocks, stepInstanceOnNode, clusterDestroyStep(true)},
 }
 
 // TestExploreInterleavings runs every pair of explorePairs through every

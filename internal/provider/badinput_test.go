@@ -142,7 +142,8 @@ var badInputs = []badInput{
 	{name: "pool over the node prefix", hcl: poolRes(`cidrs = ["2001:db8::/64"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*overlaps\s+the\s+node\s+prefix`},
 	{name: "pool gateway of the wrong family", hcl: poolRes(`cidrs = ["192.0.2.0/24"]` + "\n" + `gateway = "2001:db8:ff::1"`), attr: "gateway", expect: `(?s)Invalid Pool.*gateway.*family`},
 	{name: "pool block IPv4-mapped", hcl: poolRes(`cidrs = ["::ffff:198.51.100.0/120"]`), attr: "cidrs", expect: `Invalid cidrs\[0\].*IPv4-mapped`},
-	{name: "pool of the whole IPv4 internet", hcl: poolRes(`cidrs = ["0.0.0.0/0"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*at\s+most\s+1048576`},
+	{name: "pool of the whole IPv4 internet", hcl: poolRes(`cidrs = ["0.0.0.0/0"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*mixes\s+public\s+and\s+private`},
+	{name: "pool of public IPv4 too large", hcl: poolRes(`cidrs = ["64.0.0.0/3"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*at\s+most\s+1048576`},
 
 	// ipam_env_ipv4.
 	{name: "pool id without a slash", hcl: ipv4Res(`pool_id = "v4"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `Invalid pool_id.*not a pool id`},

@@ -67,7 +67,10 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"IPv4 pools store one row per usable address (gaps are absent rows) and hand out the oldest free address first: " +
 			"never-used addresses in block order, then released ones least-recently-used once their cooldown has passed. " +
 			"IPv6 pools use the striped counter allocator of the cluster's own pools. Pools of a cluster never overlap each " +
-			"other or the cluster's node and instance prefixes, and a public IPv4 block belongs to one pool only.",
+			"other or the cluster's node and instance prefixes, and a public IPv4 block belongs to one pool only. " +
+			"An IPv4 block is either wholly private (inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, " +
+			"127.0.0.0/8 or 169.254.0.0/16), and may then be reused by other clusters, or holds no private address at all; " +
+			"a block that mixes the two is refused at plan.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<cluster_id>/<name>`; also the import ID and the `pool_id` of allocations.",
