@@ -27,7 +27,8 @@ import (
 // back), exact claims, plan-time holds of two actors, releases, address
 // sets, node block scaling and release, cluster and pool updates, shrinks and
 // destroys, a transient cluster created, used and destroyed within each
-// round, stale-leak reclaim) on a clock the test moves (ipam_clock, no sleeps). After every
+// round, stale-leak reclaim, saved plans applied late: holds confirmed after
+// the clock moved past them) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: ipam.Check (no address active
 // twice anywhere, none outside its pool or its node's blocks, no reuse inside
 // the cooldown fixed at release, one IPv4 per environment, counters, settings
@@ -305,7 +306,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	var what string
 	var err error
 	var notes []string
-	op := rng.IntN(29)
+	op := rng.IntN(30)
 	if first && rng.IntN(2) == 0 {
 		op = 26 // the workers' first operations race on the transient cluster
 	}
@@ -456,6 +457,23 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		ok, err = st.Release(ctx, cid, ipam.Owner{Kind: kind, ID: id}, 0)
 		if ok {
 			m.forget(cid + "/" + kind + "/" + id)
+		}
+	case 29:
+		// A saved plan applied, maybe late: the node's hold (taken by an
+		// earlier hold, rounds ago perhaps, the clock moved since) confirmed
+		// on exactly its address, while shrinks, destroys and others run.
+		o := ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
+		var held netip.Prefix
+		if m.db.QueryRow(ctx, `SELECT address FROM ipam_allocations WHERE cluster_id = $1 AND owner_kind = 'node' AND owner_id = $2
+			AND state = 'reserved'`, cid, o.ID).Scan(&held) != nil {
+			what = fmt.Sprintf("apply a saved plan for node %s in %s: no hold", o.ID, cid)
+			break
+		}
+		what = fmt.Sprintf("apply a saved plan for node %s in %s at %s", o.ID, cid, held.Addr())
+		var r ipam.AllocateResult
+		r, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(cid), Owner: o, Address: held.Addr()})
+		if err == nil {
+			notes = m.remember(cid+"/node/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
 		}
 	case 20:
 		o := ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
