@@ -58,6 +58,9 @@ func TestSchemaInvariants(t *testing.T) {
 	refused("an expired hold outside its pool extended", "ipam_allocations_in_pool",
 		`UPDATE ipam_allocations SET reserved_until = ipam_now() + interval '1 hour', reusable_at = ipam_now() + interval '1 hour'
 			WHERE owner_id = 'e1'`)
+	refused("a free row the pool gave up handed out", "ipam_allocations_in_pool",
+		`UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e8', reusable_at = NULL, cooling_until = NULL
+			WHERE address = '203.0.113.2' AND state = 'free'`)
 	refused("an active row inserted outside its pool", "ipam_allocations_in_pool",
 		`INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, owner_kind, owner_id)
 			VALUES (gen_random_uuid(), 'c1', 'c1/v4', '192.0.2.7/32', 99, 'active', 'env_ipv4', 'e9')`)

@@ -351,9 +351,12 @@ func TestExactClaims(t *testing.T) {
 	}
 }
 
+// A forced destroy releases each active address with its event before the
+// database lets the pools go (ipam_pools_keep_live_rows refuses a pool that
+// still has one).
 func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 	t.Parallel()
-	st, _ := newStore(t, "")
+	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
 	_, _ = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")})
@@ -368,6 +371,11 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 	}
 	if _, err := st.GetCluster(ctx, "c1"); !errors.Is(err, ipam.ErrNotFound) {
 		t.Fatal(err)
+	}
+	var released int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'node.released' AND owner_id = 'n1'
+		AND data->>'reason' = 'force_destroy'`).Scan(&released); err != nil || released != 1 {
+		t.Fatalf("the forced destroy's release of n1: %d events (%v), want 1", released, err)
 	}
 }
 
