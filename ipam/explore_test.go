@@ -160,6 +160,15 @@ func (e *exploreEnv) clock(d time.Duration) {
 		ON CONFLICT (singleton) DO UPDATE SET skew = EXCLUDED.skew`, fmt.Sprintf("%d seconds", int64(d.Seconds())))
 }
 
+// cluster creates a cluster with the default cooldowns.
+func (e *exploreEnv) cluster(id, prefix string) {
+	e.t.Helper()
+	if _, err := e.st.CreateCluster(ctxBG, ipam.Cluster{ID: id, Prefix: pfx(prefix),
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // exploreAck is what an operation told its caller.
 type exploreAck struct {
 	held     []ipam.Allocation // addresses the caller was told it holds
@@ -200,10 +209,7 @@ func fixtureV4(expired, active bool) exploreFixture {
 	}
 	return exploreFixture{name: name, setup: func(e *exploreEnv) {
 		e.t.Helper()
-		if _, err := e.st.CreateCluster(ctxBG, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8:1::/48"),
-			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
-			e.t.Fatal(err)
-		}
+		e.cluster("c1", "2001:db8:1::/48")
 		if _, err := e.st.CreatePool(ctxBG, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
 			CIDRs: []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")}}); err != nil {
 			e.t.Fatal(err)
@@ -295,10 +301,7 @@ var (
 // in them.
 var fixtureBlocks = exploreFixture{name: "node blocks", setup: func(e *exploreEnv) {
 	e.t.Helper()
-	if _, err := e.st.CreateCluster(ctxBG, ipam.Cluster{ID: "c1", Prefix: pfx("2001:db8:1::/48"),
-		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
-		e.t.Fatal(err)
-	}
+	e.cluster("c1", "2001:db8:1::/48")
 	if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", blockScaling(4)); err != nil {
 		e.t.Fatal(err)
 	}
@@ -344,36 +347,16 @@ var (
 		return exploreAck{}, e.st.ReleaseNodeBlocks(ctx, "c1", "n1")
 	}}
 	// The scheduler's placement: the allocation inside its transaction.
-	stepInstanceInTx = exploreStep{name: "place i7 on n1 in the caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-		if err != nil {
-			return exploreAck{}, err
-		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		a, err := e.st.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "i7", NodeID: "n1"})
-		if err != nil {
-			return exploreAck{}, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return exploreAck{}, err
-		}
-		return exploreAck{held: []ipam.Allocation{{ClusterID: "c1", Address: a.Address, Owner: onNode("i7")}}}, nil
-	}}
-	stepEnvInTx = exploreStep{name: "enable e8's IPv4 in the caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-		if err != nil {
-			return exploreAck{}, err
-		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		a, err := e.st.AllocateEnvIPv4(ctx, tx, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "e8", OrgID: "o1"})
-		if err != nil {
-			return exploreAck{}, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return exploreAck{}, err
-		}
-		return exploreAck{held: []ipam.Allocation{{ClusterID: "c1", Address: a.Address, Owner: envOwner("e8")}}}, nil
-	}}
+	stepInstanceInTx = inCallersTx("place i7 on n1 in the caller's transaction", onNode("i7"),
+		func(ctx context.Context, e *exploreEnv, tx pgx.Tx) (netip.Addr, error) {
+			a, err := e.st.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "i7", NodeID: "n1"})
+			return a.Address, err
+		})
+	stepEnvInTx = inCallersTx("enable e8's IPv4 in the caller's transaction", envOwner("e8"),
+		func(ctx context.Context, e *exploreEnv, tx pgx.Tx) (netip.Addr, error) {
+			a, err := e.st.AllocateEnvIPv4(ctx, tx, ipam.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "e8", OrgID: "o1"})
+			return a.Address, err
+		})
 	stepSetApply = exploreStep{name: "apply set s1 (a key in c1/v4)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		ms, err := e.st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{Kind: ipam.OwnerSet, ID: "s1"},
 			Add: []ipam.SetEntry{{Key: "a", Pools: []string{"c1/v4"}}}})
@@ -397,6 +380,26 @@ var (
 		return exploreAck{}, err
 	}}
 )
+
+// inCallersTx is the scheduler's way: an allocation for o in c1 inside a
+// transaction of the caller's own (on the traced pool), committed.
+func inCallersTx(name string, o ipam.Owner, alloc func(context.Context, *exploreEnv, pgx.Tx) (netip.Addr, error)) exploreStep {
+	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		addr, err := alloc(ctx, e, tx)
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []ipam.Allocation{{ClusterID: "c1", Address: addr, Owner: o}}}, nil
+	}}
+}
 
 // explorePair tries every interleaving of a and b (both orders, every
 // boundary of the first) on fresh databases, and reports each run whose

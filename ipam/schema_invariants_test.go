@@ -94,12 +94,8 @@ func TestPrivateIPv4MatchesSchema(t *testing.T) {
 func TestSeamPublicBlockHoldingPrivateSpace(t *testing.T) {
 	t.Parallel()
 	e := newExploreEnv(t)
-	for _, c := range []struct{ id, prefix string }{{"a", "2001:db8:a::/48"}, {"b", "2001:db8:b::/48"}} {
-		if _, err := e.st.CreateCluster(e.ctx, ipam.Cluster{ID: c.id, Prefix: pfx(c.prefix),
-			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.cluster("a", "2001:db8:a::/48")
+	e.cluster("b", "2001:db8:b::/48")
 	if _, err := e.st.CreatePool(e.ctx, ipam.Pool{ClusterID: "a", Name: "priv", CIDRs: []netip.Prefix{pfx("10.0.0.0/24")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,10 +144,7 @@ func TestCheckCountsEveryDuplicate(t *testing.T) {
 	t.Parallel()
 	e := newExploreEnv(t)
 	for _, c := range []struct{ id, prefix string }{{"a", "2001:db8:a::/48"}, {"b", "2001:db8:b::/48"}} {
-		if _, err := e.st.CreateCluster(e.ctx, ipam.Cluster{ID: c.id, Prefix: pfx(c.prefix),
-			NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown}); err != nil {
-			t.Fatal(err)
-		}
+		e.cluster(c.id, c.prefix)
 		if _, err := e.st.CreatePool(e.ctx, ipam.Pool{ClusterID: c.id, Name: "priv", CIDRs: []netip.Prefix{pfx("10.0.0.0/25")}}); err != nil {
 			t.Fatal(err)
 		}
