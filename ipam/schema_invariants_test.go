@@ -67,6 +67,15 @@ func TestSchemaInvariants(t *testing.T) {
 	refused("an active row inserted in the block the pool gave up", "ipam_allocations_in_pool",
 		`INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, owner_kind, owner_id)
 			VALUES (gen_random_uuid(), 'c1', 'c1/v4', '203.0.113.2/32', 99, 'active', 'env_ipv4', 'e9')`)
+	// Nothing deletes a row active, held or inside its cooldown, but with
+	// its pool.
+	refused("an active row deleted", "ipam_allocations_keep_cooldown",
+		`DELETE FROM ipam_allocations WHERE owner_id = 'e0'`)
+	allowed("e0 released", `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+		reusable_at = ipam_now() + interval '1 hour', cooling_until = ipam_now() + interval '1 hour' WHERE owner_id = 'e0'`)
+	refused("a cooling row deleted", "ipam_allocations_keep_cooldown",
+		`DELETE FROM ipam_allocations WHERE owner_id = 'e0'`)
+	allowed("an expired hold with no cooldown deleted", `DELETE FROM ipam_allocations WHERE owner_id = 'e1'`)
 	allowed("a free row inside its pool handed out",
 		`UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e9', reusable_at = NULL, cooling_until = NULL
 			WHERE address = '198.51.100.6' AND state = 'free'`)
