@@ -381,6 +381,44 @@ var (
 	}}
 )
 
+// fixtureV4Stale is fixtureV4(true, true) with e0 unseen for 40 days: a
+// stale leak that a reclaim would release.
+var fixtureV4Stale = exploreFixture{name: "expired hold, e0 active and stale", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	fixtureV4(true, true).setup(e)
+	e.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days'
+		WHERE owner_id = 'e0'`)
+}}
+
+var (
+	// stepReclaim: an operator's reclaim of the stale leaks (ipamctl leaks
+	// --stale-days 30, then reclaim --apply).
+	stepReclaim = exploreStep{name: "reclaim stale leaks", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		rep, err := e.st.FindStaleLeaks(ctx, "c1", nil, 30)
+		if err != nil {
+			return exploreAck{}, err
+		}
+		res, err := e.st.Reclaim(ctx, rep, ipam.ReclaimOptions{Apply: true})
+		var ack exploreAck
+		for _, r := range res {
+			if r.Outcome == ipam.OutcomeReclaimed {
+				ack.released = append(ack.released, ipam.Owner{Kind: r.Leak.OwnerKind, ID: r.Leak.OwnerID})
+			}
+		}
+		return ack, err
+	}}
+	// stepRefresh: a Terraform refresh of e0, which tells its state e0
+	// holds the address (and records that it was seen).
+	stepRefresh = exploreStep{name: "refresh e0", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		a, err := e.st.GetActive(ctx, "c1", ipam.OwnerEnvIPv4, "e0")
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []ipam.Allocation{a}}, nil
+	}}
+	stepGrow = poolUpdateStep("grow by 192.0.2.0/29", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29"), pfx("192.0.2.0/29")}, nil)
+)
+
 // inCallersTx is the scheduler's way: an allocation for o in c1 inside a
 // transaction of the caller's own (on the traced pool), committed.
 func inCallersTx(name string, o ipam.Owner, alloc func(context.Context, *exploreEnv, pgx.Tx) (netip.Addr, error)) exploreStep {
@@ -634,6 +672,14 @@ var explorePairs = []struct {
 	{false, fixtureBlocks, stepScaleBlocks, stepReleaseBlocks},
 	{false, fixtureBlocks, stepInstanceOnNode, stepClusterUpdate},
 	{false, fixtureBlocks, stepInstanceOnNode, clusterDestroyStep(true)},
+	// An operator's reclaim, and a pool that grows.
+	{true, fixtureV4Stale, stepReclaim, stepRefresh},
+	{false, fixtureV4(true, true), stepRelease, stepShrink},
+	{false, fixtureV4Stale, stepReclaim, stepRelease},
+	{false, fixtureV4Stale, stepReclaim, stepConfirm},
+	{false, fixtureV4Stale, stepReclaim, stepShrink},
+	{false, fixtureV4(true, true), stepGrow, stepAllocFresh},
+	{false, fixtureV4(true, true), stepGrow, stepConfirm},
 }
 
 // TestExploreInterleavings runs every pair of explorePairs through every

@@ -22,7 +22,19 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 		return a, s.mapErr(err)
 	}
 	if stale {
-		_, _ = s.pool.Exec(ctx, sqlConfirmSeen, a.ID, a.Generation)
+		// Recorded before the read is answered: an operator's reclaim of
+		// stale allocations checks the time under the row's lock. When the
+		// mark finds the allocation no longer active (a reclaim released it
+		// after the read), the read is answered again, so that a refresh
+		// never reports an address its owner has just lost (found by the
+		// interleaving explorer). A failed mark (a read-only role) changes
+		// nothing.
+		if tag, err := s.pool.Exec(ctx, sqlConfirmSeen, a.ID, a.Generation); err == nil && tag.RowsAffected() == 0 {
+			row := s.pool.QueryRow(ctx, sqlGetActive, clusterID, ownerKind, ownerID)
+			if a, err = scanAllocation(extraRow{row, []any{&stale, &cidrs}}); err != nil {
+				return a, s.mapErr(err)
+			}
+		}
 	}
 	for _, c := range cidrs {
 		if c.Contains(a.Address) {

@@ -376,6 +376,11 @@ func (s *Client) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Rec
 		probe := sqlReclaimProbe
 		if opt.Apply {
 			probe = sqlReclaimProbeLock
+			// The pool's lock first, then the row (the locking order, as a
+			// release takes it).
+			if _, err := tx.Exec(ctx, sqlLockPoolKeyShare, l.PoolID); err != nil {
+				return err
+			}
 		}
 		var cur current
 		err := tx.QueryRow(ctx, probe, l.AllocationID, max(rep.StaleDays, 1)).Scan(

@@ -209,9 +209,20 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 
 // sqlRelease puts the owner's active allocation (of generation $4, or any with 0)
 // into its cooldown.
-const sqlRelease = `WITH a AS (UPDATE ipam_allocations a SET state = 'cooling',
+//
+// It takes the pool's lock (FOR KEY SHARE) before the row, as every writer
+// of a pool's rows does (the locking order: pool, then rows): the release's
+// cooling count writes a bucket row whose foreign key locks the pool anyway,
+// and taken then, after the row, it deadlocked with a shrink that holds the
+// pool and renumbers the pool's rows (found by the interleaving explorer).
+var sqlRelease = `WITH held AS MATERIALIZED (
+		SELECT pool_id FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND ($4 = 0 OR generation = $4)
+	), pool AS MATERIALIZED (
+		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + fastPool + `
+	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
-	FROM ipam_pools p
+	FROM pool p
 	WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
 		AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
 	RETURNING a.*)` + movedOut + countMoved + `
