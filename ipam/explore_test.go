@@ -674,7 +674,7 @@ var explorePairs = []struct {
 	{false, fixtureBlocks, stepInstanceOnNode, clusterDestroyStep(true)},
 	// An operator's reclaim, and a pool that grows.
 	{true, fixtureV4Stale, stepReclaim, stepRefresh},
-	{false, fixtureV4(true, true), stepRelease, stepShrink},
+	{true, fixtureV4(true, true), stepRelease, stepShrink},
 	{false, fixtureV4Stale, stepReclaim, stepRelease},
 	{false, fixtureV4Stale, stepReclaim, stepConfirm},
 	{false, fixtureV4Stale, stepReclaim, stepShrink},
