@@ -94,10 +94,6 @@ type CheckReport struct {
 // OK reports whether every invariant holds.
 func (r CheckReport) OK() bool { return len(r.Violations) == 0 }
 
-// allRows is the LIMIT of a check's query: none (LIMIT NULL), so that every
-// violation is counted; add lists the first ones.
-var allRows any
-
 // Total is the number of violations found, listed or not.
 func (r CheckReport) Total() int64 {
 	var n int64
@@ -167,13 +163,8 @@ func (r *CheckReport) add(v Violation) {
 	if r.Counts == nil {
 		r.Counts = map[string]int64{}
 	}
+	n := r.Counts[v.Invariant] // listed so far: the first maxViolationsListed
 	r.Counts[v.Invariant]++
-	n := 0
-	for _, x := range r.Violations {
-		if x.Invariant == v.Invariant {
-			n++
-		}
-	}
 	switch {
 	case n < maxViolationsListed:
 		r.Violations = append(r.Violations, v)
@@ -257,7 +248,7 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 // of the (cluster_id, address, at) index.
 func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
 	alloc, release := allocationEventTypes()
-	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release, allRows)
+	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release)
 	if err != nil {
 		return err
 	}
@@ -275,7 +266,7 @@ func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 }
 
 func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckIPv4PerEnv, clusterID, allRows)
+	rows, err := tx.Query(ctx, sqlCheckIPv4PerEnv, clusterID)
 	if err != nil {
 		return err
 	}
@@ -290,7 +281,7 @@ func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[str
 	}
 	// The owner index keeps one row per owner id; an env_ipv4 row labelled
 	// with another environment would slip past it.
-	rows, err = tx.Query(ctx, sqlCheckIPv4EnvLabel, clusterID, allRows)
+	rows, err = tx.Query(ctx, sqlCheckIPv4EnvLabel, clusterID)
 	if err != nil {
 		return err
 	}
@@ -386,7 +377,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	// Ordinals already handed out at or beyond their stripe's counter: that
 	// counter would hand them out again. Exact claims are exempt when their
 	// event marks them so.
-	rows, err = tx.Query(ctx, sqlCheckCounterOrdinals, clusterID, allRows)
+	rows, err = tx.Query(ctx, sqlCheckCounterOrdinals, clusterID)
 	if err != nil {
 		return err
 	}
@@ -424,7 +415,7 @@ func checkUsageCounts(ctx context.Context, tx pgx.Tx, clusterID string, _ map[st
 	if err != nil {
 		return err
 	}
-	rows, err = tx.Query(ctx, sqlCheckCoolingCounts, clusterID, allRows)
+	rows, err = tx.Query(ctx, sqlCheckCoolingCounts, clusterID)
 	if err != nil {
 		return err
 	}
@@ -544,7 +535,7 @@ func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount,
 }
 
 func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckSettings, clusterID, allRows)
+	rows, err := tx.Query(ctx, sqlCheckSettings, clusterID)
 	if err != nil {
 		return err
 	}
@@ -558,7 +549,7 @@ func checkSettings(ctx context.Context, tx pgx.Tx, clusterID string, _ map[strin
 }
 
 func checkNodeBlocks(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
-	rows, err := tx.Query(ctx, sqlCheckNodeBlocks, clusterID, allRows)
+	rows, err := tx.Query(ctx, sqlCheckNodeBlocks, clusterID)
 	if err != nil {
 		return err
 	}

@@ -1116,14 +1116,14 @@ const (
 			AND (h.type = ANY ($2) OR h.type LIKE '%.allocated')
 			AND r.reusable > h.at
 			AND (r.kind, r.owner) IS DISTINCT FROM (coalesce(h.owner_kind, ''), coalesce(h.owner_id, ''))
-		ORDER BY h.at, h.id LIMIT $4`
+		ORDER BY h.at, h.id`
 
 	sqlCheckIPv4PerEnv = `SELECT a.cluster_id, coalesce(a.env_id, a.owner_id, ''), count(*),
 			string_agg(host(a.address) || ' (' || a.pool_id || ', ' || coalesce(a.owner_kind, '') || ' ' || coalesce(a.owner_id, '') || ')', ', ' ORDER BY a.address)
 		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
 		WHERE p.family = 4 AND a.owner_kind = 'env_ipv4' AND a.state IN ('active', 'reserved') AND ($1 = '' OR a.cluster_id = $1)
 		GROUP BY 1, 2 HAVING count(*) > 1
-		ORDER BY 1, 2 LIMIT $2`
+		ORDER BY 1, 2`
 
 	// sqlCheckIPv4EnvLabel finds env_ipv4 rows labelled with another environment
 	// than their owner.
@@ -1131,7 +1131,7 @@ const (
 		FROM ipam_allocations
 		WHERE owner_kind = 'env_ipv4' AND state IN ('active', 'reserved') AND env_id IS DISTINCT FROM owner_id
 			AND ($1 = '' OR cluster_id = $1)
-		ORDER BY cluster_id, address LIMIT $2`
+		ORDER BY cluster_id, address`
 
 	sqlCheckStripes = `SELECT s.pool_id, s.stripe, s.next_ordinal, s.last_ordinal
 		FROM ipam_pool_stripes s JOIN ipam_pools p ON p.id = s.pool_id
@@ -1160,7 +1160,7 @@ const (
 		SELECT pool_id, p.cluster_id, bucket, coalesce(counted.n, 0)::bigint, coalesce(held.n, 0)::bigint
 		FROM counted FULL JOIN held USING (pool_id, bucket) JOIN ipam_pools p ON p.id = pool_id
 		WHERE coalesce(counted.n, 0) <> coalesce(held.n, 0) AND ($1 = '' OR p.cluster_id = $1)
-		ORDER BY pool_id, bucket LIMIT $2`
+		ORDER BY pool_id, bucket`
 
 	// sqlRecountCooling sets the cooling counts of every pool (of cluster $1,
 	// or all) to a real count, returning the pools whose counted buckets were
@@ -1222,7 +1222,7 @@ const (
 		WHERE p.kind = 'counter' AND a.state IN ('active', 'reserved', 'cooling') AND ($1 = '' OR p.cluster_id = $1)
 			AND NOT EXISTS (SELECT 1 FROM ipam_events e
 				WHERE e.cluster_id = a.cluster_id AND e.address = a.address AND e.data->>'exact' = 'true')
-		ORDER BY a.pool_id, a.ordinal LIMIT $2`
+		ORDER BY a.pool_id, a.ordinal`
 
 	sqlCheckSettings = `SELECT p.cluster_id, p.id,
 			CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END::text, p.cooldown::text,
@@ -1232,7 +1232,7 @@ const (
 			AND (p.cooldown <> CASE WHEN p.category = 'node' THEN c.node_cooldown ELSE c.instance_cooldown END
 				OR p.gateway IS DISTINCT FROM c.gateway_ipv6)
 			AND ($1 = '' OR p.cluster_id = $1)
-		ORDER BY 1, 2 LIMIT $2`
+		ORDER BY 1, 2`
 
 	sqlCheckNodeBlocks = `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.state, p.kind,
 			coalesce(b.node_id, ''), coalesce(b.state, ''), coalesce(s.node_id, '')
@@ -1245,7 +1245,7 @@ const (
 			AND ($1 = '' OR a.cluster_id = $1)
 			AND NOT ((p.kind = 'blocks' AND b.state = 'active' AND b.node_id = s.node_id)
 				OR (p.kind = 'parked' AND b.state = 'cooling' AND a.state <> 'active'))
-		ORDER BY a.cluster_id, a.address LIMIT $2`
+		ORDER BY a.cluster_id, a.address`
 )
 
 // Leaks and their reclaim (ops_leaks.go).

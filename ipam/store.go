@@ -459,8 +459,14 @@ func (s *Client) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 const constraintInPool = "ipam_allocations_in_pool"
 
 // constraintKeepLiveRows names the pool trigger that refuses a change or
-// delete of a pool leaving an active or held allocation out (migration 12).
-const constraintKeepLiveRows = "ipam_pools_keep_live_rows"
+// delete of a pool leaving an active or held allocation out (migration 12),
+// and constraintKeepCooldown the row trigger that refuses to delete a row
+// active, held or inside its cooldown (migration 15). Both messages name the
+// address and its state.
+const (
+	constraintKeepLiveRows = "ipam_pools_keep_live_rows"
+	constraintKeepCooldown = "ipam_allocations_keep_cooldown"
+)
 
 func retryable(err error) bool {
 	if errors.Is(err, errRetry) {
@@ -526,9 +532,8 @@ func (s *Client) mapErr(err error) error {
 			switch pe.ConstraintName {
 			case constraintInPool:
 				return &ConflictError{Msg: "the pool changed or was deleted meanwhile, and the address is no longer inside it (" + constraintInPool + "); try again"}
-			case constraintKeepLiveRows:
-				// The message names the pool, the row's state and its address.
-				return &ConflictError{Msg: scrub(pe.Message, s.secret) + "; release it first"}
+			case constraintKeepLiveRows, constraintKeepCooldown:
+				return &ConflictError{Msg: scrub(pe.Message, s.secret)}
 			}
 		case pgerrcode.ForeignKeyViolation:
 			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}

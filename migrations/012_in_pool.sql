@@ -77,7 +77,7 @@ BEGIN
                 OR NOT (a.address <<= ANY (NEW.cidrs)) OR a.address <<= ANY (NEW.exclude))
         LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'pool % still has % address % where the change would leave it', OLD.id, r.state, host(r.address)
+        RAISE EXCEPTION 'pool % still has % address % where the change would leave it; release it first', OLD.id, r.state, host(r.address)
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ipam_pools_keep_live_rows',
                   TABLE = 'ipam_pools', SCHEMA = TG_TABLE_SCHEMA;
     END IF;
