@@ -551,7 +551,11 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 		p.ID, p.CIDRs, p.Size, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
 		return err
 	}
-	return syncTableRows(ctx, tx, &p)
+	if err := syncTableRows(ctx, tx, &p); err != nil {
+		return err
+	}
+	// A new block inherits the tombstones inside it.
+	return inheritTombstones(ctx, tx, &p)
 }
 
 // GetNodeBlocks reads a node's blocks and use without changing anything; the

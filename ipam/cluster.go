@@ -339,9 +339,10 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 // ClusterHoldings counts the addresses a cluster still holds.
 type ClusterHoldings struct{ Active, Reserved, Cooling int64 }
 
-// DeleteCluster deletes a cluster with its pools, allocations and history of
-// addresses. Unless force is set, a cluster that still holds active, reserved
-// or cooling addresses is refused, naming how many.
+// DeleteCluster deletes a cluster with its pools and allocations. Unless
+// force is set, a cluster that still holds active addresses is refused,
+// naming how many. Holds are dropped, and addresses inside their cooldown
+// stay behind as tombstones (see emptyPools).
 func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		// Pools first, then the cluster row (the locking order): allocations in
@@ -380,13 +381,11 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 		if err := tx.QueryRow(ctx, sqlClusterHoldings, id).Scan(&h.Active, &h.Reserved, &h.Cooling); err != nil {
 			return err
 		}
-		if !force && h.Active+h.Reserved+h.Cooling > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true to delete them with the cluster", id, h.Active, h.Reserved, h.Cooling)}
+		if !force && h.Active > 0 {
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active addresses; destroy the resources that hold them first, or set force_destroy = true to release them into their cooldown with the cluster", id, h.Active)}
 		}
-		if force {
-			if err := s.releaseForced(ctx, tx, now); err != nil {
-				return err
-			}
+		if err := s.emptyPools(ctx, tx, now, force); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, sqlDeleteCluster, id); err != nil {
 			return err
@@ -396,24 +395,38 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 	})
 }
 
-// releaseForced releases, for a forced destroy of the pools, each of their
-// active addresses and live holds into its pool's cooldown, with its event:
-// the database refuses to delete a pool that still has one.
-func (s *Client) releaseForced(ctx context.Context, tx pgx.Tx, pools []string) error {
-	rows, err := tx.Query(ctx, sqlForceRelease, pools)
+// emptyPools readies pools for their destroy, with an event for each row it
+// changes: the database refuses to delete a pool that still has an active
+// row or a live hold (migration 12). A destroy is never refused for holds
+// that no apply confirmed: each is dropped, keeping only a cooldown its
+// address already had. A forced destroy also releases each active address
+// into its pool's cooldown. What is still cooling then outlives the pools
+// as tombstones (migration 16), and tombstones whose cooldown has passed
+// are swept.
+func (s *Client) emptyPools(ctx context.Context, tx pgx.Tx, pools []string, force bool) error {
+	q, typ, reason := sqlDropPoolHolds, "allocation.hold_dropped", "destroy"
+	if force {
+		q, typ, reason = sqlForceRelease, "", "force_destroy"
+	}
+	rows, err := tx.Query(ctx, q, pools)
 	if err != nil {
 		return err
 	}
-	released, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
 	if err != nil {
 		return err
 	}
-	for _, a := range released {
-		if err := insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+	for _, a := range changed {
+		t := typ
+		if t == "" {
+			t = eventType(a.Owner.Kind, false)
+		}
+		if err := insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
-			Data: map[string]any{"reason": "force_destroy"}}); err != nil {
+			Data: map[string]any{"reason": reason}}); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err = tx.Exec(ctx, sqlSweepTombstones)
+	return err
 }

@@ -47,11 +47,16 @@ const (
 	// blocks, a parked pool's rows in a cooling block, and no other pool's
 	// row lies in a block (the cluster counter never enters one).
 	InvariantNodeBlocks = "node_blocks"
+	// InvariantTombstones: an address that a destroyed pool or cluster left
+	// inside its cooldown (a tombstone) has no row in the clusters it binds:
+	// a pool created over it inherited it as a cooling row, and the
+	// tombstone went.
+	InvariantTombstones = "tombstones_inherited"
 )
 
 // Invariants lists what Check verifies, in the order it checks.
 var Invariants = []string{InvariantUniqueAddress, InvariantInPool, InvariantCooldown, InvariantIPv4PerEnv, InvariantCounters,
-	InvariantUsageCounts, InvariantSettings, InvariantNodeBlocks}
+	InvariantUsageCounts, InvariantSettings, InvariantNodeBlocks, InvariantTombstones}
 
 // maxViolationsListed bounds how many violations of one invariant are listed.
 const maxViolationsListed = 100
@@ -128,7 +133,7 @@ func (s *Client) Check(ctx context.Context, clusterID string) (CheckReport, erro
 			return err
 		}
 		for _, check := range []func(context.Context, pgx.Tx, string, map[string]*Pool, *CheckReport) error{
-			checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkUsageCounts, checkSettings, checkNodeBlocks,
+			checkUnique, checkInPool, checkCooldown, checkIPv4PerEnv, checkCounters, checkUsageCounts, checkSettings, checkNodeBlocks, checkTombstones,
 		} {
 			if err := check(ctx, tx, clusterID, pools, &rep); err != nil {
 				return err
@@ -290,6 +295,23 @@ func checkIPv4PerEnv(ctx context.Context, tx pgx.Tx, clusterID string, _ map[str
 	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &owner, &env}, func() error {
 		rep.add(Violation{Invariant: InvariantIPv4PerEnv, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id,
 			Detail: fmt.Sprintf("held by env_ipv4 owner %q but labelled with environment %q", owner, env)})
+		return nil
+	})
+	return err
+}
+
+func checkTombstones(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
+	rows, err := tx.Query(ctx, sqlCheckTombstones, clusterID)
+	if err != nil {
+		return err
+	}
+	var id, cluster, pool, state, owner, left, from string
+	var addr netip.Prefix
+	var until time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &cluster, &pool, &addr, &state, &owner, &left, &from, &until}, func() error {
+		rep.add(Violation{Invariant: InvariantTombstones, ClusterID: cluster, PoolID: pool, Address: addr.Addr().String(), AllocationID: id,
+			Detail: fmt.Sprintf("%s (%s) over the tombstone %s of destroyed pool %s left cooling until %s: the pool did not inherit it",
+				state, owner, left, from, until.UTC().Format(time.RFC3339))})
 		return nil
 	})
 	return err

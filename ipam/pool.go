@@ -112,13 +112,54 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		return err
 	}
 	if p.Kind != kindCounter {
-		return nil
+		return inheritTombstones(ctx, tx, &p)
 	}
 	rows := make([][]any, p.Stripes)
 	for k := range rows {
 		rows[k] = []any{p.ID, k, p.layout.NextAllowed(int64(k), int64(p.Stripes)), p.layout.LastOrdinal()}
 	}
-	_, err := tx.CopyFrom(ctx, copyStripesTable, copyStripesColumns, pgx.CopyFromRows(rows))
+	if _, err := tx.CopyFrom(ctx, copyStripesTable, copyStripesColumns, pgx.CopyFromRows(rows)); err != nil {
+		return err
+	}
+	return inheritTombstones(ctx, tx, &p)
+}
+
+// inheritTombstones gives a new pool, or a pool's new blocks, the
+// tombstones inside them: each address a destroyed pool or cluster left
+// inside its cooldown becomes a cooling row of this pool, with its former
+// owner and cooldown, and its tombstone goes (migration 16). Until the
+// cooldown ends, the allocator steps over such a row as it does over any
+// cooling one, and the database refuses to hand out an address whose
+// tombstone a path forgot to inherit. A parked pool inherits nothing: its
+// rows are moved in, and nothing allocates from it.
+func inheritTombstones(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if p.Kind == kindParked {
+		return nil
+	}
+	if p.layout == nil {
+		if err := p.buildLayout(); err != nil {
+			return err
+		}
+	}
+	rows, err := tx.Query(ctx, sqlTombstonesIn, p.CIDRs, nonNil(p.Exclude), p.ClusterID)
+	if err != nil {
+		return err
+	}
+	addrs, err := pgx.CollectRows(rows, pgx.RowTo[netip.Prefix])
+	if err != nil {
+		return err
+	}
+	var at []netip.Prefix
+	var ords []int64
+	for _, a := range addrs {
+		if o, ok := p.layout.Ordinal(a.Addr()); ok && !p.layout.Excluded(o) {
+			at, ords = append(at, a), append(ords, o)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, sqlInheritTombstones, p.ClusterID, p.ID, at, ords)
 	return err
 }
 

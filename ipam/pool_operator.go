@@ -318,6 +318,10 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if err := syncTableRows(ctx, tx, &p); err != nil {
 			return err
 		}
+		// New blocks inherit the tombstones inside them.
+		if err := inheritTombstones(ctx, tx, &p); err != nil {
+			return err
+		}
 		if out, err = loadPoolTx(ctx, tx, p.ID); err != nil {
 			return err
 		}
@@ -335,7 +339,8 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 }
 
 // DeletePool deletes an operator pool. Unless force is set, a pool that still
-// holds active, reserved or cooling addresses is refused, naming how many.
+// holds active addresses is refused, naming how many. Holds are dropped, and
+// addresses inside their cooldown stay behind as tombstones (emptyPools).
 func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, id)
@@ -357,13 +362,11 @@ func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 		if err != nil {
 			return err
 		}
-		if !force && h.Active+h.Reserved+h.Cooling > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active, %d reserved and %d cooling (inside their cooldown) addresses; release them first, or set force_destroy = true", id, h.Active, h.Reserved, h.Cooling)}
+		if !force && h.Active > 0 {
+			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active addresses; destroy the resources that hold them first, or set force_destroy = true to release them into their cooldown with the pool", id, h.Active)}
 		}
-		if force {
-			if err := s.releaseForced(ctx, tx, []string{id}); err != nil {
-				return err
-			}
+		if err := s.emptyPools(ctx, tx, []string{id}, force); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, sqlDeletePool, id); err != nil {
 			return err

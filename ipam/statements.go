@@ -747,9 +747,76 @@ var (
 			AND ` + rowLive + `
 		RETURNING ` + allocColumnsOfRelease
 
+	// sqlDropPoolHolds drops, for a destroy, every live hold of the pools
+	// ($1): each keeps only a cooldown it already had (as sqlDropHold). It
+	// returns the rows, for their events.
+	sqlDropPoolHolds = `UPDATE ipam_allocations a SET state = 'cooling', released_at = now_at,
+			reusable_at = greatest(now_at, a.cooling_until), reserved_until = NULL
+		FROM (SELECT ipam_now() AS now_at) clock
+		WHERE a.pool_id = ANY ($1::text[]) AND ` + rowHeld + `
+		RETURNING ` + allocColumnsOfRelease
+
 	// allocColumnsOfRelease are allocColumns of the rows sqlForceRelease
 	// moved (table a), whose first columns the pool's table has too.
 	allocColumnsOfRelease = strings.Replace(allocColumns, "id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,", 1)
+)
+
+// Tombstones (pool.go, migration 16).
+const (
+	// sqlTombstonesIn lists the live tombstones inside blocks $1 but not
+	// inside exclusions $2 that bind cluster $3 (its private IPv4 ones and
+	// every global one), locking them.
+	sqlTombstonesIn = `SELECT address FROM ipam_tombstones
+		WHERE address <<= ANY ($1::cidr[]) AND NOT address <<= ANY ($2::cidr[])
+			AND scope IN ('', $3) AND scope = ipam_tombstone_scope(address, $3) AND reusable_at > ipam_now()
+		ORDER BY address FOR UPDATE`
+
+	// sqlInheritTombstones makes each tombstone of addresses $3 (at
+	// ordinals $4) a cooling row of pool $2 in cluster $1: a new row, or
+	// the pool's free row for the address; then the tombstone goes.
+	sqlInheritTombstones = `WITH t AS (
+		SELECT t.*, x.ord FROM unnest($3::inet[], $4::bigint[]) AS x(address, ord)
+		JOIN ipam_tombstones t ON t.address = x.address AND t.scope = ipam_tombstone_scope(x.address, $1)
+		WHERE t.reusable_at > ipam_now()
+	), m AS (
+		INSERT INTO ipam_allocations AS a (id, cluster_id, pool_id, address, ordinal, state, generation,
+			owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, allocated_at, released_at,
+			reusable_at, cooling_until)
+		SELECT gen_random_uuid(), $1, $2, t.address, t.ord, 'cooling', t.generation, t.owner_kind, t.owner_id,
+			t.org_id, t.env_id, t.node_id, t.instance_id, t.actor, t.released_at, t.released_at,
+			t.reusable_at, t.reusable_at
+		FROM t
+		ON CONFLICT (cluster_id, address) DO UPDATE SET state = 'cooling', generation = a.generation + 1,
+			owner_kind = EXCLUDED.owner_kind, owner_id = EXCLUDED.owner_id, org_id = EXCLUDED.org_id,
+			env_id = EXCLUDED.env_id, node_id = EXCLUDED.node_id, instance_id = EXCLUDED.instance_id,
+			actor = EXCLUDED.actor, allocated_at = EXCLUDED.allocated_at, released_at = EXCLUDED.released_at,
+			reusable_at = EXCLUDED.reusable_at, cooling_until = EXCLUDED.cooling_until
+			WHERE a.pool_id = EXCLUDED.pool_id AND a.state = 'free'
+		RETURNING a.*
+	), e AS (
+		-- its history: check's counter invariant exempts the row as it
+		-- does an exact claim (it may lie ahead of the counter)
+		INSERT INTO ipam_events (` + eventColumns + `)
+		SELECT gen_random_uuid(), 'allocation.inherited', m.cluster_id, m.pool_id, m.id, m.generation, m.address,
+			m.owner_kind, m.owner_id, m.org_id, m.env_id, m.node_id, m.instance_id, coalesce(m.actor, ''),
+			jsonb_build_object('exact', true, 'reusable_at', m.reusable_at, 'from_pool', t.pool_id)
+		FROM m JOIN t ON t.address = m.address
+	)
+	DELETE FROM ipam_tombstones x USING m
+	WHERE x.address = m.address AND x.scope = ipam_tombstone_scope(m.address, $1)`
+
+	// sqlCheckTombstones lists the rows (of cluster $1, or all) over a live
+	// tombstone that binds their cluster.
+	sqlCheckTombstones = `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.state,
+			coalesce(a.owner_kind || ' ' || a.owner_id, 'no owner'), coalesce(t.owner_kind || ' ' || t.owner_id, 'no owner'),
+			t.pool_id, t.reusable_at
+		FROM ipam_tombstones t JOIN ipam_allocations a ON a.address = t.address
+			AND ipam_tombstone_scope(a.address, a.cluster_id) = t.scope
+		WHERE t.reusable_at > ipam_now() AND ($1 = '' OR a.cluster_id = $1)
+		ORDER BY a.cluster_id, a.address`
+
+	// sqlSweepTombstones deletes tombstones whose cooldown has passed.
+	sqlSweepTombstones = `DELETE FROM ipam_tombstones WHERE reusable_at <= ipam_now()`
 )
 
 // Pools (pool.go, pool_operator.go).

@@ -461,11 +461,14 @@ const constraintInPool = "ipam_allocations_in_pool"
 // constraintKeepLiveRows names the pool trigger that refuses a change or
 // delete of a pool leaving an active or held allocation out (migration 12),
 // and constraintKeepCooldown the row trigger that refuses to delete a row
-// active, held or inside its cooldown (migration 15). Both messages name the
+// active, held or inside its cooldown (migration 15), and
+// constraintNotBuried the row trigger that refuses to hand out an address a
+// destroyed pool left cooling (migration 16). Their messages name the
 // address and its state.
 const (
 	constraintKeepLiveRows = "ipam_pools_keep_live_rows"
 	constraintKeepCooldown = "ipam_allocations_keep_cooldown"
+	constraintNotBuried    = "ipam_allocations_not_buried"
 )
 
 func retryable(err error) bool {
@@ -532,7 +535,7 @@ func (s *Client) mapErr(err error) error {
 			switch pe.ConstraintName {
 			case constraintInPool:
 				return &ConflictError{Msg: "the pool changed or was deleted meanwhile, and the address is no longer inside it (" + constraintInPool + "); try again"}
-			case constraintKeepLiveRows, constraintKeepCooldown:
+			case constraintKeepLiveRows, constraintKeepCooldown, constraintNotBuried:
 				return &ConflictError{Msg: scrub(pe.Message, s.secret)}
 			}
 		case pgerrcode.ForeignKeyViolation:

@@ -1,0 +1,307 @@
+package ipam_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// tombstones reads the live tombstones: address -> scope and owner.
+func tombstones(t *testing.T, raw *pgx.Conn) map[string]string {
+	t.Helper()
+	rows, err := raw.Query(context.Background(), `SELECT host(address), scope, owner_id FROM ipam_tombstones
+		WHERE reusable_at > ipam_now() ORDER BY address`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var a, scope, owner string
+		if err := rows.Scan(&a, &scope, &owner); err != nil {
+			t.Fatal(err)
+		}
+		out[a] = scope + "/" + owner
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mustCheck(t *testing.T, st *ipam.Client) {
+	t.Helper()
+	if rep, err := st.Check(context.Background(), ""); err != nil || !rep.OK() {
+		t.Fatalf("check: %v %+v", err, rep.Violations)
+	}
+}
+
+// A destroy of a cluster or pool that holds no active address succeeds
+// without force: holds go, and what is still cooling stays behind as
+// tombstones that a cluster or pool created later over the same addresses
+// inherits, so that none is handed out before its cooldown ends. A private
+// IPv4 tombstone binds only the cluster of its id.
+func TestTombstonesOutliveTheirCluster(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	pool := func(cluster, name, cidr string) {
+		t.Helper()
+		if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: cluster, Name: name, Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{netip.MustParsePrefix(cidr)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool("c1", "v4", "203.0.113.0/29")
+	pool("c1", "p10", "10.0.0.0/29")
+	alloc := func(cluster, poolName string, o ipam.Owner) netip.Addr {
+		t.Helper()
+		ref := ipam.ClusterPools(cluster)
+		if poolName != "" {
+			ref = ipam.OperatorPool(cluster, poolName)
+		}
+		a, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ref, Owner: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Address
+	}
+	release := func(cluster string, o ipam.Owner) {
+		t.Helper()
+		if ok, err := st.Release(ctx, cluster, o, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+	n1, n2 := alloc("c1", "", node("n1")), alloc("c1", "", node("n2"))
+	e1, e2 := alloc("c1", "v4", envOwner("e1")), alloc("c1", "p10", envOwner("e2"))
+	release("c1", node("n1"))
+	release("c1", envOwner("e1"))
+	release("c1", envOwner("e2"))
+	hold, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e3")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// n2 is active: a destroy without force is refused, naming it.
+	err = st.DeleteCluster(ctx, "c1", false)
+	var ce *ipam.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "1 active") {
+		t.Fatalf("destroy with an active address: %v, want a conflict naming 1 active", err)
+	}
+	release("c1", node("n2"))
+	// Only cooling addresses and a hold left: the destroy succeeds.
+	if err := st.DeleteCluster(ctx, "c1", false); err != nil {
+		t.Fatalf("destroy with only cooling addresses and a hold: %v", err)
+	}
+	got := tombstones(t, raw)
+	want := map[string]string{n1.String(): "/n1", n2.String(): "/n2", e1.String(): "/e1", e2.String(): "c1/e2"}
+	if len(got) != len(want) {
+		t.Fatalf("tombstones %v, want %v (the hold on %s had no cooldown)", got, want, hold.Address)
+	}
+	for a, w := range want {
+		if got[a] != w {
+			t.Errorf("tombstone of %s: %q, want %q", a, got[a], w)
+		}
+	}
+	var dropped int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'allocation.hold_dropped'
+		AND owner_id = 'e3' AND data->>'reason' = 'destroy'`).Scan(&dropped); err != nil || dropped != 1 {
+		t.Fatalf("hold_dropped events for e3: %d %v, want 1", dropped, err)
+	}
+
+	// The same prefix and blocks at once, under another cluster id: none of
+	// the cooling addresses is handed out, the private one excepted (it was
+	// c1's).
+	mkCluster(t, st, "c9", "2001:db8::/48", "", "")
+	pool("c9", "v4", "203.0.113.0/29")
+	pool("c9", "p10", "10.0.0.0/29")
+	mustCheck(t, st)
+	seen := map[netip.Addr]bool{}
+	for i := range 4 {
+		seen[alloc("c9", "", node("x"+string(rune('a'+i))))] = true
+	}
+	for i := range 4 {
+		seen[alloc("c9", "v4", envOwner("y"+string(rune('a'+i))))] = true
+	}
+	for _, a := range []netip.Addr{n1, n2, e1} {
+		if seen[a] {
+			t.Errorf("%s handed out again inside its cooldown", a)
+		}
+	}
+	var private []netip.Addr
+	for i := range 6 {
+		private = append(private, alloc("c9", "p10", envOwner("z"+string(rune('a'+i)))))
+	}
+	if !containsAddr(private, e2) {
+		t.Errorf("c9's private pool never handed out %s (got %v): c1's tombstone binds c1 only", e2, private)
+	}
+	mustCheck(t, st)
+
+	// Re-created under its own id, the private pool inherits e2's address:
+	// another owner does not get it, e2 gets it back.
+	mkCluster(t, st, "c1", "2001:db8:5::/48", "", "")
+	pool("c1", "p10", "10.0.0.0/29")
+	for i := range 5 {
+		if a := alloc("c1", "p10", envOwner("w"+string(rune('a'+i)))); a == e2 {
+			t.Fatalf("%s handed to another owner inside e2's cooldown", a)
+		}
+	}
+	if a := alloc("c1", "p10", envOwner("e2")); a != e2 {
+		t.Errorf("e2 back in c1: %s, want its own cooling address %s", a, e2)
+	}
+	if len(tombstones(t, raw)) != 0 {
+		t.Errorf("tombstones left after every one was inherited: %v", tombstones(t, raw))
+	}
+	mustCheck(t, st)
+}
+
+func containsAddr(as []netip.Addr, a netip.Addr) bool {
+	for _, b := range as {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// A forced destroy releases its active addresses into their cooldown (with
+// events) instead of deleting them: they become tombstones too.
+func TestForcedDestroyLeavesTombstones(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/29")}}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeletePool(ctx, "c1/v4", false); err == nil {
+		t.Fatal("a pool with an active address destroyed without force")
+	}
+	if err := st.DeletePool(ctx, "c1/v4", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := tombstones(t, raw); got[a.Address.String()] != "/e1" {
+		t.Fatalf("tombstones after a forced destroy: %v, want e1's %s", got, a.Address)
+	}
+	var released int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE owner_id = 'e1' AND data->>'reason' = 'force_destroy'`).Scan(&released); err != nil || released != 1 {
+		t.Fatalf("release events of the forced destroy: %d %v", released, err)
+	}
+	// The same pool at once: its first address stays e1's until it cools.
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/29")}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e2")})
+	if err != nil || b.Address == a.Address {
+		t.Fatalf("a new owner in the re-created pool: %v %v, not %s", b.Address, err, a.Address)
+	}
+	// Once the cooldown has passed, the address is anyone's again.
+	if _, err := raw.Exec(ctx, `INSERT INTO ipam_clock (skew) VALUES (interval '2 hours')
+		ON CONFLICT (singleton) DO UPDATE SET skew = EXCLUDED.skew`); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for i := range 5 {
+		c, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("f" + string(rune('a'+i)))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = seen || c.Address == a.Address
+	}
+	if !seen {
+		t.Errorf("%s never handed out after its cooldown", a.Address)
+	}
+	mustCheck(t, st)
+}
+
+// A node's blocks carved again after the cluster was destroyed and created
+// anew inherit the instance addresses still cooling in them.
+func TestNodeBlocksInheritTombstones(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	i1 := ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	a, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: i1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.DeleteCluster(ctx, "c1", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := tombstones(t, raw); got[a.Address.String()] != "/i1" {
+		t.Fatalf("tombstones: %v, want i1's %s", got, a.Address)
+	}
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: "j" + string(rune('a'+i)), InstanceID: "j" + string(rune('a'+i)), NodeID: "n1"}
+		b, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Address == a.Address {
+			t.Fatalf("%s handed to %s inside i1's cooldown", b.Address, o.ID)
+		}
+	}
+	mustCheck(t, st)
+}
+
+// The database refuses to hand out an address over a live tombstone that a
+// path forgot to inherit, whatever writes it.
+func TestSchemaRefusesBuriedAddress(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/29")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `INSERT INTO ipam_tombstones (address, scope, reusable_at, cluster_id, pool_id,
+			allocation_id, generation, owner_kind, owner_id)
+		VALUES ('203.0.113.1', '', ipam_now() + interval '1 hour', 'gone', 'gone/v4', gen_random_uuid(), 1, 'env_ipv4', 'e0')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e9',
+		reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.ConstraintName != "ipam_allocations_not_buried" {
+		t.Fatalf("a buried address handed out: %v, want check_violation on ipam_allocations_not_buried", err)
+	}
+	// Its owner may take it back.
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e0',
+		reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`); err != nil {
+		t.Fatalf("the tombstone's owner taking its address back: %v", err)
+	}
+	// check reports a tombstone that a pool covering it did not inherit.
+	rep, err := st.Check(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() {
+		t.Fatal("check passed with a live tombstone inside a pool")
+	}
+}
