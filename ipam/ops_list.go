@@ -18,6 +18,11 @@ type AllocationView struct {
 	// LastSeenAt is when a Terraform refresh last saw the allocation (written
 	// at most once an hour); zero when never.
 	LastSeenAt time.Time
+	// Tombstone: the address is cooling after its pool or cluster was
+	// destroyed (ClusterID and PoolID name them); a pool created over it
+	// inherits it. Its Category is empty, and its ID is the allocation's
+	// last one.
+	Tombstone bool
 }
 
 // ListFilter selects allocations. Empty fields match everything. State is
@@ -126,7 +131,41 @@ func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]Allocatio
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
-	return out, nil
+	// The addresses destroyed pools left cooling are listed as cooling,
+	// after the allocations (they have no category to filter by).
+	if (f.State != "" && f.State != StateCooling) || f.Category != "" || (f.Limit > 0 && len(out) >= f.Limit) {
+		return out, nil
+	}
+	where = where[:0]
+	args = args[:0]
+	eq(sqlListByCluster, f.ClusterID)
+	eq(sqlListByPool, f.PoolID)
+	eq(sqlListByOwnerKind, f.OwnerKind)
+	eq(sqlListByOrg, f.OrgID)
+	eq(sqlListByEnv, f.EnvID)
+	eq(sqlListByNode, f.NodeID)
+	eq(sqlListByInstance, f.InstanceID)
+	q = sqlListTombstones
+	for _, w := range where {
+		q += sqlAnd + w
+	}
+	q += sqlListTombstonesOrder
+	if f.Limit > 0 {
+		args = append(args, f.Limit-len(out))
+		q += fmt.Sprintf(sqlLimitParamFormat, len(args))
+	}
+	if rows, err = s.pool.Query(ctx, q, args...); err != nil {
+		return nil, s.mapErr(err)
+	}
+	buried, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) {
+		v, err := scanView(r)
+		v.Tombstone = true
+		return v, err
+	})
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return append(out, buried...), nil
 }
 
 // scanView scans allocColumns followed by the category and last_seen_at.

@@ -76,6 +76,10 @@ type ClusterUsage struct {
 	At         time.Time       `json:"at"`
 	Categories []CategoryUsage `json:"categories"`
 	Pools      []PoolUsage     `json:"pools"`
+	// Tombstones counts the addresses that destroyed pools of the cluster
+	// left inside their cooldown (no pool counts them: a pool created
+	// over one inherits it), and NextReusableAt the first to cool.
+	Tombstones CooldownQueue `json:"tombstones"`
 }
 
 // PoolUsage reports the usage of one cluster. It fails with ErrNotFound when
@@ -149,7 +153,8 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 		if _, err := s.GetCluster(ctx, clusterID); err != nil {
 			return nil, err
 		}
-		return []ClusterUsage{summarize(clusterID, at, nil)}, nil
+		out := []ClusterUsage{summarize(clusterID, at, nil)}
+		return out, s.countTombstones(ctx, clusterID, out)
 	}
 	var out []ClusterUsage
 	for i := 0; i < len(pools); {
@@ -161,7 +166,27 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 		out = append(out, summarize(pools[i].ClusterID, at, pools[i:j]))
 		i = j
 	}
-	return out, nil
+	return out, s.countTombstones(ctx, clusterID, out)
+}
+
+// countTombstones adds each cluster's tombstones to its usage.
+func (s *Client) countTombstones(ctx context.Context, clusterID string, out []ClusterUsage) error {
+	rows, err := s.pool.Query(ctx, sqlUsageTombstones, clusterID)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	var id string
+	var q CooldownQueue
+	var next *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &q.Count, &next}, func() error {
+		for i := range out {
+			if out[i].ClusterID == id {
+				out[i].Tombstones = CooldownQueue{Count: q.Count, NextReusableAt: utcPtr(next)}
+			}
+		}
+		return nil
+	})
+	return s.mapErr(err)
 }
 
 // summarize builds a cluster's usage from its pools, adding up the categories.

@@ -815,6 +815,11 @@ const (
 		WHERE t.reusable_at > ipam_now() AND ($1 = '' OR a.cluster_id = $1)
 		ORDER BY a.cluster_id, a.address`
 
+	// sqlUsageTombstones counts the live tombstones per former cluster ($1,
+	// or all), with the first to cool.
+	sqlUsageTombstones = `SELECT cluster_id, count(*), min(reusable_at) FROM ipam_tombstones
+		WHERE reusable_at > ipam_now() AND ($1 = '' OR cluster_id = $1) GROUP BY cluster_id`
+
 	// sqlSweepTombstones deletes tombstones whose cooldown has passed.
 	sqlSweepTombstones = `DELETE FROM ipam_tombstones WHERE reusable_at <= ipam_now()`
 )
@@ -1440,6 +1445,16 @@ const (
 
 	sqlListAllocationsTail = `) x
 		ORDER BY cluster_id, pool_id, ordinal`
+
+	// sqlListTombstones lists the live tombstones as scanView reads a row
+	// (allocColumns, category, last_seen_at), cooling; the filters above
+	// name columns that ipam_tombstones ("a") has too.
+	sqlListTombstones = `SELECT allocation_id, cluster_id, pool_id, address, 0::bigint, 'cooling', generation,
+			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
+			coalesce(node_id, ''), coalesce(instance_id, ''), coalesce(actor, ''), NULL::timestamptz, released_at,
+			reusable_at, false, '', true, true, '', NULL::timestamptz
+		FROM ipam_tombstones a WHERE a.reusable_at > ipam_now()`
+	sqlListTombstonesOrder = ` ORDER BY cluster_id, pool_id, address`
 
 	sqlAnd             = " AND "
 	sqlListByCluster   = "a.cluster_id = $%d"

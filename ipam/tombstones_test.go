@@ -111,6 +111,16 @@ func TestTombstonesOutliveTheirCluster(t *testing.T) {
 			t.Errorf("tombstone of %s: %q, want %q", a, got[a], w)
 		}
 	}
+	// Listed as cooling, with the pool they left.
+	views, err := st.ListAllocations(ctx, ipam.ListFilter{State: ipam.StateCooling, ClusterID: "c1"})
+	if err != nil || len(views) != 4 {
+		t.Fatalf("cooling list after the destroy: %d %v, want the 4 tombstones", len(views), err)
+	}
+	for _, v := range views {
+		if !v.Tombstone || v.State != ipam.StateCooling || v.ClusterID != "c1" || v.PoolID == "" || !v.ReusableAt.After(time.Now().Add(-time.Minute)) {
+			t.Errorf("listed tombstone: %+v", v)
+		}
+	}
 	var dropped int
 	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'allocation.hold_dropped'
 		AND owner_id = 'e3' AND data->>'reason' = 'destroy'`).Scan(&dropped); err != nil || dropped != 1 {
@@ -148,6 +158,9 @@ func TestTombstonesOutliveTheirCluster(t *testing.T) {
 	// Re-created under its own id, the private pool inherits e2's address:
 	// another owner does not get it, e2 gets it back.
 	mkCluster(t, st, "c1", "2001:db8:5::/48", "", "")
+	if u, err := st.PoolUsage(ctx, "c1"); err != nil || u.Tombstones.Count != 1 || u.Tombstones.NextReusableAt == nil {
+		t.Fatalf("usage of c1 re-created: tombstones %+v %v, want e2's", u.Tombstones, err)
+	}
 	pool("c1", "p10", "10.0.0.0/29")
 	for i := range 5 {
 		if a := alloc("c1", "p10", envOwner("w"+string(rune('a'+i)))); a == e2 {

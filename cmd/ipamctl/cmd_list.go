@@ -30,6 +30,8 @@ type allocationJSON struct {
 	ReleasedAt  *time.Time `json:"released_at,omitempty"`
 	ReusableAt  *time.Time `json:"reusable_at,omitempty"`
 	LastSeenAt  *time.Time `json:"last_seen_at,omitempty"`
+	// Tombstone: cooling after its pool or cluster was destroyed.
+	Tombstone bool `json:"tombstone,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -60,7 +62,9 @@ func (a *app) listCmd() *cobra.Command {
 		Short: "List allocations by cluster, category, pool, org, env, node, instance or state",
 		Long: `Lists the allocations that hold an address: active, reserved (a plan-time hold that has not
 expired) and cooling (released, inside its cooldown). Filters combine; without --state all three
-are listed. Addresses whose cooldown has passed are free and not listed.`,
+are listed. Addresses whose cooldown has passed are free and not listed. An address still cooling
+after its pool or cluster was destroyed is listed as "cooling (pool destroyed)" with the pool it
+left: a pool created over it inherits it.`,
 		Example: `  ipamctl list --cluster prod-eu1 --org acme
   ipamctl list --env acme-prod --state cooling
   ipamctl list --node node-17 --json`,
@@ -81,6 +85,7 @@ are listed. Addresses whose cooldown has passed are free and not listed.`,
 				out := make([]allocationJSON, len(views))
 				for i, v := range views {
 					out[i] = toJSON(v.Allocation, v.Category, v.State, v.LastSeenAt)
+					out[i].Tombstone = v.Tombstone
 				}
 				return a.writeJSON(out)
 			}
@@ -91,6 +96,9 @@ are listed. Addresses whose cooldown has passed are free and not listed.`,
 			w := a.table()
 			fmt.Fprintln(w, "ADDRESS\tSTATE\tCLUSTER\tPOOL\tOWNER\tORG\tENV\tNODE\tINSTANCE\tACTOR\tALLOCATED\tREUSABLE")
 			for _, v := range views {
+				if v.Tombstone {
+					v.State = "cooling (pool destroyed)"
+				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Address, v.State, v.ClusterID, v.PoolID,
 					v.Owner.Kind, v.Owner.ID, dash(v.Owner.OrgID), dash(v.Owner.EnvID), dash(v.Owner.NodeID), dash(v.Owner.InstanceID),
 					dash(v.Actor), ts(v.AllocatedAt), ts(v.ReusableAt))

@@ -93,7 +93,14 @@ func (a *app) printUsage(u ipam.ClusterUsage) error {
 			}
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if t := u.Tombstones; t.Count > 0 {
+		fmt.Fprintf(a.out, "%d address(es) of destroyed pools still cooling (first reusable at %s); a pool created over them inherits them: ipamctl list --cluster %s --state cooling\n",
+			t.Count, tsp(t.NextReusableAt), u.ClusterID)
+	}
+	return nil
 }
 
 // count prints a count; IPv6 pools hold up to 2^62 addresses, shown as 4.6e18.
