@@ -23,6 +23,7 @@ const (
 	CodeBusy           = "ipam_busy"
 	CodeTimeout        = "ipam_timeout"
 	CodeRefused        = "ipam_refused"
+	CodeHoldLost       = "hold_lost"
 )
 
 // Code returns the error code of err, or "" when it has none.
@@ -262,3 +263,20 @@ func (e *ReadOnlyError) Code() string { return CodeReadOnly }
 // Is matches the sentinel of the code (errors.Is(err, Err...)).
 func (e *ReadOnlyError) Is(target error) bool { return isCode(CodeReadOnly, target) }
 func (e *ReadOnlyError) Error() string        { return CodeReadOnly + ": " + e.Msg }
+
+// HoldLostError: the owner's plan-time hold expired and another owner took
+// its address, so a plan that showed that address cannot be applied. Reserve
+// says so once (and again to the same plan run), taking no new hold: the
+// next Reserve takes one.
+type HoldLostError struct {
+	Owner Owner
+	Lost  LostHold
+}
+
+func (e *HoldLostError) Error() string {
+	return fmt.Sprintf("the plan-time hold of %s %s on %s expired and %s took the address at %s; a plan that showed %s cannot be applied: run the plan again (it reserves a new address)",
+		e.Owner.Kind, e.Owner.ID, e.Lost.Address, e.Lost.TakenBy, e.Lost.At.UTC().Format(time.RFC3339), e.Lost.Address)
+}
+
+// Code is the error's stable code.
+func (e *HoldLostError) Code() string { return CodeHoldLost }

@@ -90,6 +90,34 @@ type LostHold struct {
 	Address netip.Addr
 	TakenBy string    // the owner that took it, as "<kind> <id>"
 	At      time.Time // when it was taken (database time)
+	// reported: a Reserve has said so (HoldLostError), to the plan run
+	// reportedRun.
+	reported    bool
+	reportedRun string
+}
+
+// EventHoldLossReported records that Reserve reported a lost hold
+// (HoldLostError) to a plan run (data.run).
+const EventHoldLossReported = "allocation.hold_loss_reported"
+
+// reportLostHold records, unless done, that the owner was told its hold was
+// lost. It reports nothing (false) when the owner holds an address now: its
+// plans show that one.
+func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l LostHold) (bool, error) {
+	reported := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var holds bool
+		if err := tx.QueryRow(ctx, sqlOwnerHolds, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID).Scan(&holds); err != nil || holds {
+			return err
+		}
+		reported = true
+		if l.reported {
+			return nil
+		}
+		return insertEvent(ctx, tx, Event{Type: EventHoldLossReported, ClusterID: req.Pool.ClusterID, Address: l.Address,
+			Owner: req.Owner, Actor: s.actor, Data: map[string]any{"run": s.planRun, "taken_by": l.TakenBy}})
+	})
+	return reported, s.mapErr(err)
 }
 
 // LostHoldWindow is how far back Reserve looks for a lost hold.
@@ -116,6 +144,18 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	held, found, looked := s.findHold(ctx, req, ttl)
 	if found {
 		return held, nil
+	}
+	if l := held.Lost; l != nil && (!l.reported || (l.reportedRun != "" && l.reportedRun == s.planRun)) {
+		// A plan that showed the lost address must fail when applied, and
+		// its apply re-plans this owner first: no new hold now. The next
+		// plan (of another run) takes one.
+		reported, err := s.reportLostHold(ctx, req, *l)
+		if err != nil {
+			return Hold{}, err
+		}
+		if reported {
+			return Hold{Lost: l}, &HoldLostError{Owner: req.Owner, Lost: *l}
+		}
 	}
 	h := Hold{Lost: held.Lost}
 	var err error
@@ -163,7 +203,11 @@ func lostHoldArgs(clusterID string, o Owner) []any {
 func scanLostHold(row pgx.Row) (*LostHold, error) {
 	var l LostHold
 	var p netip.Prefix
-	err := row.Scan(&p, &l.TakenBy, &l.At)
+	var run *string
+	err := row.Scan(&p, &l.TakenBy, &l.At, &run)
+	if run != nil {
+		l.reported, l.reportedRun = true, *run
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -209,7 +209,7 @@ func expected(err error) bool {
 	}
 	switch ipam.Code(err) {
 	case ipam.CodeExhausted, ipam.CodeOwnerConflict, ipam.CodeAddressInUse, ipam.CodeAddressCooling,
-		ipam.CodeInvalid, ipam.CodeConflict, "not_found":
+		ipam.CodeInvalid, ipam.CodeConflict, ipam.CodeHoldLost, "not_found":
 		return true
 	}
 	return false

@@ -1101,10 +1101,20 @@ const (
 
 	// sqlLostHold finds the owner's latest hold taken by another owner within
 	// $4.
-	sqlLostHold = `SELECT address, coalesce(data->>'taken_by', ''), at FROM ipam_events
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND type = '` + EventHoldLost + `'
-			AND at > ipam_now() - $4::interval
-		ORDER BY at DESC LIMIT 1`
+	sqlLostHold = `SELECT e.address, coalesce(e.data->>'taken_by', ''), e.at,
+			-- the run it was reported to, if it was (NULL: not yet)
+			(SELECT coalesce(r.data->>'run', '') FROM ipam_events r
+				WHERE r.cluster_id = $1 AND r.owner_kind = $2 AND r.owner_id = $3 AND r.type = '` + EventHoldLossReported + `'
+					AND r.at >= e.at
+				ORDER BY r.at DESC LIMIT 1)
+		FROM ipam_events e
+		WHERE e.cluster_id = $1 AND e.owner_kind = $2 AND e.owner_id = $3 AND e.type = '` + EventHoldLost + `'
+			AND e.at > ipam_now() - $4::interval
+		ORDER BY e.at DESC LIMIT 1`
+
+	// sqlOwnerHolds tells whether the owner has an active address or a hold.
+	sqlOwnerHolds = `SELECT EXISTS (SELECT 1 FROM ipam_allocations
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))`
 
 	// sqlConfirmSeen records that a refresh saw the allocation (sqlGetActive
 	// tells when it is due).

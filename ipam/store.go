@@ -47,6 +47,12 @@ type Config struct {
 	// fails with ipam_unavailable (default DefaultFailoverTimeout; negative:
 	// fail at once).
 	FailoverTimeout time.Duration
+	// PlanRun names the run of the tool that plans with this client (for
+	// the provider, the Terraform or OpenTofu command that started it),
+	// when it can be known: a lost plan-time hold reported to a run is
+	// reported again, without a new hold, to every plan of that same run
+	// (see Reserve). Empty: unknown.
+	PlanRun string
 }
 
 // The default bounds on waits: seconds, never forever.
@@ -79,7 +85,9 @@ type Client struct {
 	addr   string
 	secret string
 	actor  string
-	bounds bounds
+	// planRun: Config.PlanRun.
+	planRun string
+	bounds  bounds
 	// failover bounds how long a call retries while no usable server
 	// answers (see retryConn).
 	failover time.Duration
@@ -144,7 +152,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	if failover == 0 {
 		failover = DefaultFailoverTimeout
 	}
-	s := &Client{addr: addr, secret: secret, actor: cfg.Actor,
+	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun,
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
 		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}}
 	s.pool = newDBPool(s, pool, switchable)

@@ -363,7 +363,7 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 	_, _ = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")})
 	_, _ = st.Release(ctx, "c1", node("n2"), 0)
 	err := st.DeleteCluster(ctx, "c1", false)
-	if err == nil || !strings.Contains(err.Error(), "1 active, 0 reserved and 1 cooling") {
+	if err == nil || !strings.Contains(err.Error(), "still holds 1 active addresses") {
 		t.Fatalf("delete: %v", err)
 	}
 	if err := st.DeleteCluster(ctx, "c1", true); err != nil {
@@ -626,6 +626,17 @@ func TestReserveReportsLostHold(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The first plan after the loss is told, and takes no hold: a saved
+	// plan that showed the lost address is being applied, maybe.
+	_, err = st.Reserve(ctx, req, time.Hour)
+	var hl *ipam.HoldLostError
+	if !errors.As(err, &hl) || hl.Lost.Address != first.Address || hl.Lost.TakenBy != "node thief" || ipam.Code(err) != ipam.CodeHoldLost {
+		t.Fatalf("first plan after the loss: %v, want hold_lost naming %s", err, first.Address)
+	}
+	var holds int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'planned'`).Scan(&holds); err != nil || holds != 0 {
+		t.Fatalf("the reported loss left %d rows of the owner (%v), want none", holds, err)
+	}
 	h, err := st.Reserve(ctx, req, time.Hour)
 	check("new hold", h, err)
 	again, err := st.Reserve(ctx, req, time.Hour)
@@ -636,6 +647,50 @@ func TestReserveReportsLostHold(t *testing.T) {
 	// Another owner of the cluster has lost nothing.
 	if o, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("other")}, time.Hour); err != nil || o.Lost != nil {
 		t.Fatalf("other owner: %+v %v", o.Lost, err)
+	}
+}
+
+// A lost hold is reported to every plan of the run it was first reported
+// to (the re-plan of a one-command apply), and to no other.
+func TestReserveReportsLostHoldToItsRun(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	url := raw.Config().ConnString()
+	run := func(id string) *ipam.Client {
+		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, PlanRun: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	r1, r2 := run("r1"), run("r2")
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}
+	first, err := r1.Reserve(ctx, req, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
+		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("thief"), Address: first.Address}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := r1.Reserve(ctx, req, time.Hour); ipam.Code(err) != ipam.CodeHoldLost {
+			t.Fatalf("plan %d of run r1 after the loss: %v, want hold_lost", i+1, err)
+		}
+	}
+	h, err := r2.Reserve(ctx, req, time.Hour)
+	if err != nil || h.Address == first.Address || !h.Address.IsValid() {
+		t.Fatalf("a plan of another run: %v %v, want a new hold", h.Address, err)
+	}
+	// The owner holds an address again: no run is told any more.
+	if again, err := r1.Reserve(ctx, req, time.Hour); err != nil || again.ID != h.ID {
+		t.Fatalf("run r1 once the owner holds again: %v %v, want %s", again.Address, err, h.Address)
 	}
 }
 

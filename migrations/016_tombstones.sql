@@ -115,7 +115,14 @@ BEGIN
 END
 $$;
 
+-- A lost plan-time hold reported to a plan run (the core's Reserve): the
+-- owner's next plans look it up next to the loss (migration 6's index).
+CREATE INDEX ipam_events_hold_loss_reported ON ipam_events (cluster_id, owner_kind, owner_id, at)
+    WHERE type = 'allocation.hold_loss_reported';
+
 ---- create above / drop below ----
+
+DROP INDEX IF EXISTS ipam_events_hold_loss_reported;
 
 CREATE OR REPLACE FUNCTION ipam_allocations_in_pool() RETURNS trigger
     LANGUAGE plpgsql

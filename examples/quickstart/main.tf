@@ -21,9 +21,6 @@ resource "ipam_cluster" "demo" {
 
   # Optional: node_cooldown ("30d"), instance_cooldown ("24h"), gateway_ipv6,
   # mtu and dns_servers (handed to instances).
-
-  # Demo only: allow destroying the cluster while addresses are allocated.
-  force_destroy = true
 }
 
 # One address per node.

@@ -137,8 +137,9 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Validators:          []validator.List{listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
 			},
 			"force_destroy": schema.BoolAttribute{
-				MarkdownDescription: "Allow destroying the cluster while it still holds active or cooling addresses (default `false`: " +
-					"destroy fails and says how many it holds).",
+				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the cluster holds an active address; otherwise it drops plan-time holds " +
+					"and leaves the addresses inside their cooldown as tombstones, which a cluster created later over them inherits. " +
+					"With `true`, active addresses (for example ones no Terraform state manages) are released into their cooldown first.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),

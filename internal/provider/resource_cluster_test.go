@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -135,7 +136,10 @@ func TestAccCluster_badInput(t *testing.T) {
 	})
 }
 
-func TestAccCluster_destroyRefusedWhileHolding(t *testing.T) {
+// A plain destroy of a cluster whose node address is cooling succeeds, the
+// address stays behind as a tombstone, and the same cluster created again at
+// once hands another address to a new node.
+func TestAccCluster_destroyLeavesTombstones(t *testing.T) {
 	db := newAccDB(t)
 	cluster := `resource "ipam_cluster" "c" {
   name   = "c1"
@@ -150,18 +154,29 @@ func TestAccCluster_destroyRefusedWhileHolding(t *testing.T) {
   node_id    = "n1"
 }`)},
 			{
-				// The node address is gone (cooling) but the cluster still holds it.
+				// The node address is destroyed first (cooling), then the
+				// cluster, without force_destroy.
 				Config: db.config(`removed {
   from = ipam_cluster.c
   lifecycle { destroy = true }
 }`),
-				ExpectError: regexp.MustCompile(`(?s)still holds 0 active, 0 reserved and 1 cooling.*force_destroy`),
+				Check: func(*terraform.State) error {
+					if n := db.count(`SELECT count(*) FROM ipam_tombstones WHERE owner_id = 'n1' AND address = '2001:db8::1'
+						AND reusable_at > now() + interval '29 days'`); n != 1 {
+						return fmt.Errorf("n1's cooling address left %d tombstones, want 1", n)
+					}
+					return nil
+				},
 			},
-			{Config: db.config(`resource "ipam_cluster" "c" {
-  name          = "c1"
-  prefix        = "2001:db8::/48"
-  force_destroy = true
-}`)},
+			{
+				Config: db.config(cluster + `resource "ipam_node_address" "n" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "n2"
+}`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("ipam_node_address.n", tfjsonpath.New("address"), knownvalue.StringExact("2001:db8::2")),
+				},
+			},
 		},
 	})
 }

@@ -125,10 +125,12 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:          []validator.String{validAddr()},
 			},
 			"force_destroy": schema.BoolAttribute{
-				MarkdownDescription: "Allow destroying the pool while it still holds active or cooling addresses (default `false`).",
-				Optional:            true,
-				Computed:            true,
-				Default:             booldefault.StaticBool(false),
+				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the pool holds an active address; otherwise it drops plan-time holds " +
+					"and leaves the addresses inside their cooldown as tombstones, which a pool created later over them inherits. " +
+					"With `true`, active addresses (for example ones no Terraform state manages) are released into their cooldown first.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
 			},
 			"default": schema.BoolAttribute{
 				MarkdownDescription: "Make this the cluster's default pool of its family (default `false`): the pool an " +

@@ -152,7 +152,7 @@ variable "ipv4_pools" {
 }
 
 variable "force_destroy" {
-  description = "Allow destroying the cluster and its pools while they still hold active or cooling addresses. Default false: destroy fails and says how many they hold."
+  description = "Release the active addresses of the cluster and its pools into their cooldown when they are destroyed. Only for active allocations that no Terraform state manages. Default false: a destroy fails while an address is active and says how many are; cooling addresses never block it."
   type        = bool
   default     = false
   nullable    = false
