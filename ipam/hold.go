@@ -90,6 +90,11 @@ type LostHold struct {
 	Address netip.Addr
 	TakenBy string    // the owner that took it, as "<kind> <id>"
 	At      time.Time // when it was taken (database time)
+	// Block is the pool block the address lies in (as Allocation.Block),
+	// when HoldLostError reports it and its pool still has the address.
+	Block netip.Prefix
+	// poolID is the pool the hold was in.
+	poolID string
 	// reported: a Reserve has said so (HoldLostError), to the plan run
 	// reportedRun.
 	reported    bool
@@ -103,7 +108,7 @@ const EventHoldLossReported = "allocation.hold_loss_reported"
 // reportLostHold records, unless done, that the owner was told its hold was
 // lost. It reports nothing (false) when the owner holds an address now: its
 // plans show that one.
-func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l LostHold) (bool, error) {
+func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *LostHold) (bool, error) {
 	reported := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var holds bool
@@ -111,6 +116,11 @@ func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l Lost
 			return err
 		}
 		reported = true
+		if p, err := loadPool(ctx, tx, l.poolID); err == nil {
+			l.Block, _ = p.layout.BlockOf(l.Address)
+		} else if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPoolNotFound) {
+			return err
+		}
 		if l.reported {
 			return nil
 		}
@@ -149,7 +159,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		// A plan that showed the lost address must fail when applied, and
 		// its apply re-plans this owner first: no new hold now. The next
 		// plan (of another run) takes one.
-		reported, err := s.reportLostHold(ctx, req, *l)
+		reported, err := s.reportLostHold(ctx, req, l)
 		if err != nil {
 			return Hold{}, err
 		}
@@ -204,7 +214,7 @@ func scanLostHold(row pgx.Row) (*LostHold, error) {
 	var l LostHold
 	var p netip.Prefix
 	var run *string
-	err := row.Scan(&p, &l.TakenBy, &l.At, &run)
+	err := row.Scan(&p, &l.TakenBy, &l.At, &l.poolID, &run)
 	if run != nil {
 		l.reported, l.reportedRun = true, *run
 	}

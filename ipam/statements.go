@@ -1101,7 +1101,7 @@ const (
 
 	// sqlLostHold finds the owner's latest hold taken by another owner within
 	// $4.
-	sqlLostHold = `SELECT e.address, coalesce(e.data->>'taken_by', ''), e.at,
+	sqlLostHold = `SELECT e.address, coalesce(e.data->>'taken_by', ''), e.at, coalesce(e.pool_id, ''),
 			-- the run it was reported to, if it was (NULL: not yet)
 			(SELECT coalesce(r.data->>'run', '') FROM ipam_events r
 				WHERE r.cluster_id = $1 AND r.owner_kind = $2 AND r.owner_id = $3 AND r.type = '` + EventHoldLossReported + `'

@@ -276,6 +276,7 @@ const (
 	reasonUnknownID = "reservations-unknown-owner"
 	reasonNoPool    = "reservations-no-pool"
 	reasonExhausted = "reservations-exhausted"
+	reasonDestroy   = "reservations-destroy"
 )
 
 // reserveForPlan takes, or finds again, the plan-time hold of an owner being
@@ -295,6 +296,12 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
 			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
 		return ipam.Allocation{}, false
+	case currentRun().destroy:
+		// The preliminary plan of a destroy plans the configuration's
+		// creates too, but applies none: a hold would outlive it.
+		pd.warnOnce(diags, reasonDestroy, "Addresses Not Reserved by a Destroy",
+			"This command destroys: the addresses of resources it would create are not reserved, and show as \"(known after apply)\".")
+		return ipam.Allocation{}, false
 	case !keysKnown || claim.IsUnknown():
 		pd.warnOnce(diags, reasonUnknownID, "Some Addresses Known After Apply",
 			"A new address resource's owner or pool depends on values known only after apply, so its address cannot be "+
@@ -311,10 +318,22 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	}
 	a, err := pd.store.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
 	var oc *ipam.OwnerConflictError
+	var hl *ipam.HoldLostError
 	switch {
 	case err == nil:
 		warnLostHold(diags, owner, a)
 		return a.Allocation, true
+	case errors.As(err, &hl):
+		// The plan shows the lost address again, so that a saved plan
+		// that showed it, applied now, passes Terraform's re-plan and
+		// fails at create with "Planned Address No Longer Available",
+		// writing nothing. No hold is taken; the next plan takes one.
+		diags.AddAttributeWarning(path.Root("address"), "Earlier Planned Address Was Taken",
+			"An earlier plan held "+hl.Lost.Address.String()+" for "+owner.Kind+" "+owner.ID+", but that hold expired and "+
+				hl.Lost.TakenBy+" took the address at "+hl.Lost.At.UTC().Format(time.RFC3339)+". If you are applying a saved "+
+				"plan, its apply fails for this resource and allocates nothing. Run terraform plan again: the next plan "+
+				"reserves a new address.")
+		return ipam.Allocation{Address: hl.Lost.Address, Block: hl.Lost.Block}, true
 	case errors.As(err, &oc) && oc.Actor == pd.store.Actor():
 		// The owner still holds its old address under this actor: a replacement
 		// whose destroy runs first. Apply claims the address then.

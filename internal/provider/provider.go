@@ -144,7 +144,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 			"database_url depends on values known only after apply; the IPAM provider cannot plan its resources until then.")
 		return
 	}
-	cfg := ipam.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString()}
+	cfg := ipam.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString(), PlanRun: currentRun().id}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = os.Getenv(EnvDatabaseURL)
 	}

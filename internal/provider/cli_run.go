@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// cliRun is what the provider knows of the Terraform (or OpenTofu) command
+// that started its process. Terraform starts a provider process for each of
+// its walks (a plan, a destroy's preliminary plan, an apply) and tells none
+// of them the command, so the provider reads its parent's command line
+// where the system shows it (Linux's /proc). Where it cannot (another
+// system, or a provider served in-process by a test harness, whose parent
+// is not the CLI) both fields are empty and nothing depends on them.
+type cliRun struct {
+	// id names the command: the host, the CLI's process id and its start
+	// time (so a reused process id is another run). Plans of one run share
+	// what a lost hold told them (ipam.Config.PlanRun).
+	id string
+	// destroy: the command destroys (terraform destroy, plan -destroy,
+	// apply -destroy); its preliminary plan of the configuration takes no
+	// plan-time holds.
+	destroy bool
+}
+
+var (
+	runOnce sync.Once
+	run     cliRun
+)
+
+// currentRun reads the parent's command line once per process.
+func currentRun() cliRun {
+	runOnce.Do(func() { run = detectRun(os.Getppid(), "/proc") })
+	return run
+}
+
+// detectRun reads process ppid's command line and start time under proc.
+func detectRun(ppid int, proc string) cliRun {
+	raw, err := os.ReadFile(filepath.Join(proc, fmt.Sprint(ppid), "cmdline"))
+	if err != nil || len(raw) == 0 {
+		return cliRun{}
+	}
+	args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	name := filepath.Base(args[0])
+	if !strings.Contains(name, "terraform") && !strings.Contains(name, "tofu") {
+		return cliRun{}
+	}
+	stat, err := os.ReadFile(filepath.Join(proc, fmt.Sprint(ppid), "stat"))
+	if err != nil {
+		return cliRun{}
+	}
+	// Field 22 (start time) counts from the end of the command name, which
+	// may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 20 {
+		return cliRun{}
+	}
+	host, _ := os.Hostname()
+	return cliRun{id: fmt.Sprintf("%s/%d/%s", host, ppid, fields[19]), destroy: isDestroyCommand(args[1:])}
+}
+
+// isDestroyCommand tells whether CLI arguments (after the program) destroy:
+// the destroy command, or plan or apply with -destroy. Global options such
+// as -chdir=DIR come before the command.
+func isDestroyCommand(args []string) bool {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
+	}
+	if i == len(args) {
+		return false
+	}
+	switch args[i] {
+	case "destroy":
+		return true
+	case "plan", "apply":
+		for _, a := range args[i+1:] {
+			switch a {
+			case "-destroy", "--destroy", "-destroy=true", "--destroy=true":
+				return true
+			case "--":
+				return false
+			}
+		}
+	}
+	return false
+}
