@@ -81,12 +81,18 @@ type workdir struct {
 
 func newWorkdir(t *testing.T, url, hcl string) *workdir {
 	t.Helper()
-	dir := t.TempDir()
+	w := &workdir{t: t, dir: t.TempDir(), url: url}
+	w.write(hcl)
+	return w
+}
+
+// write replaces the configuration (after the provider's blocks).
+func (w *workdir) write(hcl string) {
+	w.t.Helper()
 	main := "terraform {\n  required_providers {\n    ipam = { source = \"overlayipam/ipam\" }\n  }\n}\n\nprovider \"ipam\" {}\n\n" + hcl
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o600); err != nil {
-		t.Fatal(err)
+	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(main), 0o600); err != nil {
+		w.t.Fatal(err)
 	}
-	return &workdir{t: t, dir: dir, url: url}
 }
 
 func (w *workdir) command(ctx context.Context, args ...string) *exec.Cmd {

@@ -10,10 +10,11 @@ import (
 )
 
 // A saved plan applied after its plan-time hold expired and another owner
-// took the address: Terraform's final plan cannot match the saved one, so it
-// stops the resource before apply; the provider's warning, shown with that
-// error, says why and to plan again, nothing is allocated for the owner, and
-// a new plan applies.
+// took the address: the apply's re-plan shows the planned address again
+// (so Terraform finds nothing inconsistent), with a warning saying it was
+// taken; the create fails with the provider's own error naming it and
+// saying to plan again; nothing is allocated or held for the owner; and the
+// next apply takes a new address.
 func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	url := setup(t)
 	w := newWorkdir(t, url, "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id = \"lost-1\"\n}\n")
@@ -38,13 +39,19 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the saved plan applied after its address was taken:\n%s", out)
 	}
-	for _, want := range []string{"Earlier Planned Address Was Taken", planned, "run terraform plan again"} {
+	for _, want := range []string{"Planned Address No Longer Available", "Earlier Planned Address Was Taken", planned, "run terraform plan again"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}
 	}
+	if bytes.Contains(out, []byte("inconsistent final plan")) {
+		t.Errorf("Terraform's own inconsistency error instead of the provider's:\n%s", out)
+	}
 	if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "lost-1"); err == nil {
 		t.Fatal("an address was allocated for the failed resource")
+	}
+	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'lost-1'`); n != 0 {
+		t.Fatalf("the failed apply left %d rows (a hold) for the owner, want none", n)
 	}
 	w.run("apply", "-input=false", "-auto-approve")
 	if got := w.addresses("")["ipam_node_address.n"]; got == "" || got == planned {
