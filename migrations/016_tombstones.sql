@@ -92,6 +92,7 @@ CREATE OR REPLACE FUNCTION ipam_allocations_in_pool() RETURNS trigger
 DECLARE
     t record;
 BEGIN
+    -- Inside its pool, as migration 12 had it.
     PERFORM 1 FROM ipam_pools p
         WHERE p.id = NEW.pool_id AND p.kind <> 'parked'
             AND NEW.address <<= ANY (p.cidrs) AND NOT NEW.address <<= ANY (p.exclude)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
@@ -52,8 +53,8 @@ resource "ipam_node_address" "n1" {
 // A plain terraform destroy of a cluster, a pool and their addresses
 // succeeds without force_destroy, directly and through PgBouncer in both
 // pooling modes. Its preliminary plan of a resource not yet created takes
-// no hold; the cooling addresses stay behind as tombstones; and applying
-// the same configuration at once hands out none of them.
+// no hold; the cooling addresses stay behind as tombstones; and the same
+// cluster and pool created at once hand none of them to other owners.
 func TestDestroyWithoutForce(t *testing.T) {
 	for _, via := range []string{"direct", "transaction", "session"} {
 		t.Run(via, func(t *testing.T) {
@@ -81,7 +82,9 @@ func TestDestroyWithoutForce(t *testing.T) {
 			if n := count(t, direct, `SELECT count(*) FROM ipam_tombstones WHERE reusable_at > now()`); n != 3 {
 				t.Fatalf("%d tombstones after the destroy, want the 3 cooling addresses", n)
 			}
-			w.write(destroyConfig(false))
+			// The same cluster and pool at once, for other owners.
+			w.write(strings.NewReplacer(`env_id  = "a"`, `env_id  = "c"`, `env_id  = "b"`, `env_id  = "d"`,
+				`node_id    = "n1"`, `node_id    = "n3"`).Replace(destroyConfig(false)))
 			w.run("apply", "-input=false", "-auto-approve")
 			again := w.addresses("")
 			for r, a := range first {

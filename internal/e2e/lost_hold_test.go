@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -39,8 +40,9 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the saved plan applied after its address was taken:\n%s", out)
 	}
+	said := []byte(strings.Join(strings.Fields(string(out)), " ")) // Terraform wraps its diagnostics
 	for _, want := range []string{"Planned Address No Longer Available", "Earlier Planned Address Was Taken", planned, "run terraform plan again"} {
-		if !bytes.Contains(out, []byte(want)) {
+		if !bytes.Contains(said, []byte(want)) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}
 	}
