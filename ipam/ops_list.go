@@ -105,14 +105,18 @@ func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]Allocatio
 			where = append(where, fmt.Sprintf(filter, len(args)))
 		}
 	}
-	eq(sqlListByCluster, f.ClusterID)
-	eq(sqlListByPool, f.PoolID)
+	// The filters both allocations and tombstones ("a") have.
+	filters := func() {
+		eq(sqlListByCluster, f.ClusterID)
+		eq(sqlListByPool, f.PoolID)
+		eq(sqlListByOwnerKind, f.OwnerKind)
+		eq(sqlListByOrg, f.OrgID)
+		eq(sqlListByEnv, f.EnvID)
+		eq(sqlListByNode, f.NodeID)
+		eq(sqlListByInstance, f.InstanceID)
+	}
+	filters()
 	eq(sqlListByCategory, f.Category)
-	eq(sqlListByOwnerKind, f.OwnerKind)
-	eq(sqlListByOrg, f.OrgID)
-	eq(sqlListByEnv, f.EnvID)
-	eq(sqlListByNode, f.NodeID)
-	eq(sqlListByInstance, f.InstanceID)
 	if f.State != "" {
 		where = append(where, statePredicates[f.State])
 	} else {
@@ -138,13 +142,7 @@ func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]Allocatio
 	}
 	where = where[:0]
 	args = args[:0]
-	eq(sqlListByCluster, f.ClusterID)
-	eq(sqlListByPool, f.PoolID)
-	eq(sqlListByOwnerKind, f.OwnerKind)
-	eq(sqlListByOrg, f.OrgID)
-	eq(sqlListByEnv, f.EnvID)
-	eq(sqlListByNode, f.NodeID)
-	eq(sqlListByInstance, f.InstanceID)
+	filters()
 	q = sqlListTombstones
 	for _, w := range where {
 		q += sqlAnd + w
