@@ -167,6 +167,9 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 		// node_blocks: a node block over an address the node counter handed out.
 		`INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
 			SELECT cluster_id, network(set_masklen(address, 124)), 999, 'ghost', 'active' FROM ipam_allocations WHERE owner_id = 'pn3'`,
+		// tombstones_inherited: a live tombstone under pn3's row, as a pool that forgot to inherit it would leave.
+		`INSERT INTO ipam_tombstones (address, scope, reusable_at, cluster_id, pool_id, allocation_id, generation, owner_kind, owner_id)
+			SELECT address, '', now() + interval '1 day', 'gone', 'gone/node', gen_random_uuid(), 1, 'node', 'buried' FROM ipam_allocations WHERE owner_id = 'pn3'`,
 	)
 	violations, broken, _ := invariantViolations(t, url)
 	found := map[string]int{}
