@@ -404,9 +404,9 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 // as tombstones (migration 16), and tombstones whose cooldown has passed
 // are swept.
 func (s *Client) emptyPools(ctx context.Context, tx pgx.Tx, pools []string, force bool) error {
-	q, typ, reason := sqlDropPoolHolds, "allocation.hold_dropped", "destroy"
+	q, reason := sqlDropPoolHolds, "destroy"
 	if force {
-		q, typ, reason = sqlForceRelease, "", "force_destroy"
+		q, reason = sqlForceRelease, "force_destroy"
 	}
 	rows, err := tx.Query(ctx, q, pools)
 	if err != nil {
@@ -417,9 +417,9 @@ func (s *Client) emptyPools(ctx context.Context, tx pgx.Tx, pools []string, forc
 		return err
 	}
 	for _, a := range changed {
-		t := typ
-		if t == "" {
-			t = eventType(a.Owner.Kind, false)
+		t := "allocation.hold_dropped"
+		if force {
+			t = eventType(a.Owner.Kind, false) // released
 		}
 		if err := insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,

@@ -176,12 +176,12 @@ func (s *Client) countTombstones(ctx context.Context, clusterID string, out []Cl
 		return s.mapErr(err)
 	}
 	var id string
-	var q CooldownQueue
+	var n int64
 	var next *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &q.Count, &next}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &n, &next}, func() error {
 		for i := range out {
 			if out[i].ClusterID == id {
-				out[i].Tombstones = CooldownQueue{Count: q.Count, NextReusableAt: utcPtr(next)}
+				out[i].Tombstones = CooldownQueue{Count: n, NextReusableAt: utcPtr(next)}
 			}
 		}
 		return nil

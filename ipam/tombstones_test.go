@@ -241,8 +241,11 @@ func TestForcedDestroyLeavesTombstones(t *testing.T) {
 	mustCheck(t, st)
 }
 
-// A node's blocks carved again after the cluster was destroyed and created
-// anew inherit the instance addresses still cooling in them.
+// An instance address of a node's block, still cooling when its cluster was
+// destroyed, stays a tombstone when the cluster is created anew (it lies
+// beyond what the instance counter can reach) until the node's block is
+// carved again over it: the block inherits it, and no other instance on the
+// node gets it.
 func TestNodeBlocksInheritTombstones(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -268,6 +271,14 @@ func TestNodeBlocksInheritTombstones(t *testing.T) {
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
 		t.Fatal(err)
+	}
+	if got := tombstones(t, raw); len(got) != 0 {
+		t.Fatalf("tombstones left once the block was carved again: %v", got)
+	}
+	var pool, state string
+	if err := raw.QueryRow(ctx, `SELECT pool_id, state FROM ipam_allocations WHERE address = $1 AND owner_id = 'i1'`,
+		a.Address).Scan(&pool, &state); err != nil || pool != ipam.NodeBlocksPool("c1", "n1").ID() || state != ipam.StateCooling {
+		t.Fatalf("i1's address after the block was carved again: %s %s %v, want cooling in n1's blocks", pool, state, err)
 	}
 	for i := range 8 {
 		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: "j" + string(rune('a'+i)), InstanceID: "j" + string(rune('a'+i)), NodeID: "n1"}

@@ -56,8 +56,11 @@ func detectRun(ppid int, proc string) cliRun {
 	// Field 22 (start time) counts from the end of the command name, which
 	// may hold spaces and parentheses.
 	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return cliRun{}
+	}
 	fields := strings.Fields(string(stat[i+1:]))
-	if i < 0 || len(fields) < 20 {
+	if len(fields) < 20 {
 		return cliRun{}
 	}
 	host, _ := os.Hostname()
