@@ -171,8 +171,12 @@ func TestConcurrentAllocationIsUnique(t *testing.T) {
 	if len(seen) != workers*each || minOrd != 1 {
 		t.Fatalf("%d addresses, lowest ordinal %d", len(seen), minOrd)
 	}
-	// Dense: stripes advance together, so the highest ordinal stays near the count.
-	if maxOrd > workers*each+4*int64(ipam.DefaultStripes) {
+	// Dense: stripes advance together, so the highest ordinal stays near the
+	// count. How near depends on scheduling (a stripe skipped while locked
+	// falls behind): alone this runs 5 to 95 past the count, under the full
+	// suite's load up to 129; a client that kept to one stripe would run
+	// thousands past it.
+	if maxOrd > workers*each+8*int64(ipam.DefaultStripes) {
 		t.Fatalf("highest ordinal %d for %d allocations: the space is not filled densely", maxOrd, workers*each)
 	}
 	var events, active int
