@@ -277,7 +277,7 @@ func (r *retryRows) Next() bool {
 			if r.first.IsZero() {
 				r.first = time.Now()
 			}
-			if !r.p.s.pause(r.ctx, r.attempt, r.first) {
+			if !r.p.s.pause(r.ctx, r.attempt, r.first, err) {
 				return false
 			}
 			r.attempt++
@@ -438,7 +438,7 @@ func (s *Client) retryConn(ctx context.Context, fn func() error) error {
 		if first.IsZero() {
 			first = time.Now()
 		}
-		if !s.pause(ctx, attempt, first) {
+		if !s.pause(ctx, attempt, first, err) {
 			if ctx.Err() != nil {
 				return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first), bound: s.failover}
 			}
@@ -450,9 +450,12 @@ func (s *Client) retryConn(ctx context.Context, fn func() error) error {
 
 // pause waits before the next attempt of a call that found no usable server
 // (jittered backoff growing to a second); false when the failover bound,
-// counted from first, is spent or ctx is done.
-func (s *Client) pause(ctx context.Context, attempt int, first time.Time) bool {
-	left := s.failover - time.Since(first)
+// counted from first, is spent or ctx is done. Each time the wait crosses a
+// multiple of WaitReportInterval it tells the client's OnWait what it waits
+// for (err, the last failure), so that no wait is silent.
+func (s *Client) pause(ctx context.Context, attempt int, first time.Time, err error) bool {
+	before := time.Since(first)
+	left := s.failover - before
 	if left <= 0 {
 		return false
 	}
@@ -462,8 +465,43 @@ func (s *Client) pause(ctx context.Context, attempt int, first time.Time) bool {
 	case <-ctx.Done():
 		return false
 	case <-time.After(d):
-		return true
 	}
+	if after := time.Since(first); s.onWait != nil && after/WaitReportInterval > before/WaitReportInterval {
+		w := Wait{Addr: s.addr, Waited: after, Bound: s.failover}
+		if cf, ok := s.connFailure(err); ok {
+			w.Last = cf
+		}
+		s.onWait(ctx, w)
+	}
+	return true
+}
+
+// WaitReportInterval is how often a call that waits for a usable database
+// server says so (Config.OnWait, Options.OnWait).
+const WaitReportInterval = 5 * time.Second
+
+// Wait is a call's wait for a usable database server, as OnWait reports it.
+type Wait struct {
+	// Addr is the database's host:port list.
+	Addr string
+	// Waited is how long the call has waited; Bound is the failover bound
+	// it waits at most.
+	Waited, Bound time.Duration
+	// Last is the last failure (an UnavailableError naming each host's
+	// answer), or nil.
+	Last error
+}
+
+// String says what the call waits for, in the words ipamctl and the
+// provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s".
+func (w Wait) String() string {
+	msg := fmt.Sprintf("waiting for the database at %s, %d s of %d s (failover_timeout)", w.Addr,
+		int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second))
+	var ue *UnavailableError
+	if errors.As(w.Last, &ue) && len(ue.Answers) > 0 {
+		msg += ": " + strings.Join(ue.Answers, "; ")
+	}
+	return msg
 }
 
 // waitedError is a failure that persisted for the failover bound.

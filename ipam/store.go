@@ -53,6 +53,10 @@ type Config struct {
 	// reported again, without a new hold, to every plan of that same run
 	// (see Reserve). Empty: unknown.
 	PlanRun string
+	// OnWait, when set, is told every few seconds (WaitReportInterval)
+	// while a call waits for a usable server (see FailoverTimeout), with
+	// the call's context: what it waits for and how long it has waited.
+	OnWait func(context.Context, Wait)
 }
 
 // The default bounds on waits: seconds, never forever.
@@ -91,6 +95,8 @@ type Client struct {
 	// failover bounds how long a call retries while no usable server
 	// answers (see retryConn).
 	failover time.Duration
+	// onWait: Config.OnWait.
+	onWait func(context.Context, Wait)
 	// downSince (unix nanos) is when the failure began that a call rode out
 	// for the whole failover bound in vain; 0 once a call succeeds.
 	downSince *atomic.Int64
@@ -127,6 +133,9 @@ type Options struct {
 	// transaction: the call fails at once and the caller retries the whole
 	// transaction.
 	FailoverTimeout time.Duration
+	// OnWait, when set, is told every few seconds while a call waits for a
+	// usable server (see Config.OnWait).
+	OnWait func(context.Context, Wait)
 }
 
 // New makes a client over the caller's pool; Close does not close it.
@@ -136,7 +145,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	}
 	cc := pool.Config().ConnConfig
 	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, Config{Actor: opts.Actor,
-		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout})
+		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout,
+		OnWait: opts.OnWait})
 	c.borrowed = true
 	return c, nil
 }
@@ -153,7 +163,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 		failover = DefaultFailoverTimeout
 	}
 	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun,
-		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
+		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0), onWait: cfg.OnWait,
 		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}}
 	s.pool = newDBPool(s, pool, switchable)
 	return s

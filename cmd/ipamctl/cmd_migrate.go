@@ -46,11 +46,14 @@ schema owner when the provider runs with auto_migrate = false.`,
 			return nil
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use:     "status",
-		Short:   "Show the schema version of the database and the one this ipamctl needs",
-		Long:    "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary.",
-		Example: "  ipamctl migrate status",
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the schema version of the database and the one this ipamctl needs",
+		Long: "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary.\n\n" +
+			"--json prints {\"database\", \"current\", \"latest\", \"pending\", \"state\"}, state being up_to_date, " +
+			"pending or newer (exit 1).",
+		Example: "  ipamctl migrate status\n  ipamctl migrate status --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := a.open(cmd.Context(), false)
@@ -61,6 +64,24 @@ schema owner when the provider runs with auto_migrate = false.`,
 			if err != nil {
 				return err
 			}
+			newer := fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
+			if asJSON {
+				state := "up_to_date"
+				switch {
+				case s.Current < s.Latest:
+					state = "pending"
+				case s.Current > s.Latest:
+					state = "newer"
+				}
+				if err := a.writeJSON(map[string]any{"database": st.Addr(), "current": s.Current, "latest": s.Latest,
+					"pending": max(s.Latest-s.Current, 0), "state": state}); err != nil {
+					return err
+				}
+				if state == "newer" {
+					return newer
+				}
+				return nil
+			}
 			fmt.Fprintf(a.out, "database %s: schema version %d; this ipamctl needs version %d\n", st.Addr(), s.Current, s.Latest)
 			switch {
 			case s.Current == s.Latest:
@@ -68,11 +89,13 @@ schema owner when the provider runs with auto_migrate = false.`,
 			case s.Current < s.Latest:
 				fmt.Fprintf(a.out, "%d migration(s) pending: run 'ipamctl migrate up'\n", s.Latest-s.Current)
 			default:
-				return fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
+				return newer
 			}
 			return nil
 		},
-	})
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(status)
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -189,6 +190,41 @@ func TestUnreachableDatabase(t *testing.T) {
 	}
 }
 
+// A wait for the database says what it waits for on stderr, unless --quiet,
+// and the error that ends it says what to do about that class of failure.
+func TestWaitIsReportedAndErrorsAdvise(t *testing.T) {
+	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
+		r := runCLI(context.Background(), "", "--failover-timeout", "6s", "--database-url", "postgres://ipam:s3cretPassw0rd@127.0.0.1:1/ipam", "usage")
+		r.must(t, exitError, "ipamctl: waiting for the database at 127.0.0.1:1, 5 s of 6 s", "refused the connection",
+			"IPAM Database Unreachable", "Check that host and port", "waited 6s")
+		if strings.Contains(r.out, "waiting") || strings.Contains(r.out+r.err, "s3cretPassw0rd") {
+			t.Fatalf("progress on stdout, or the password shown:\nstdout: %s\nstderr: %s", r.out, r.err)
+		}
+	})
+	t.Run("quiet", func(t *testing.T) {
+		t.Parallel()
+		r := runCLI(context.Background(), "", "--quiet", "--failover-timeout", "6s", "--database-url", "postgres://ipam@127.0.0.1:1/ipam", "usage")
+		r.must(t, exitError, "ipam_unavailable")
+		if strings.Contains(r.err, "waiting for the database") {
+			t.Fatalf("--quiet still reports the wait:\n%s", r.err)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		u, err := url.Parse(testdb.AdminURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword("no_such_role_ipamctl", "Wr0ngPassw0rd")
+		r := runCLI(context.Background(), "", "--database-url", u.String(), "usage")
+		r.must(t, exitError, "ipam_refused", "IPAM Database Refused the Connection", "credentials", "database name", "TLS")
+		if strings.Contains(r.err, "running and reachable") || strings.Contains(r.err, "Wr0ngPassw0rd") {
+			t.Fatalf("refused: wrong advice, or the password shown:\n%s", r.err)
+		}
+	})
+}
+
 func TestMigrate(t *testing.T) {
 	admin := testdb.AdminURL(t)
 	ctx := context.Background()
@@ -209,10 +245,29 @@ func TestMigrate(t *testing.T) {
 	}
 	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, 0,
 		fmt.Sprintf("schema version 0; this ipamctl needs version %d", latest), fmt.Sprintf("%d migration(s) pending", latest))
+	statusJSON := func(want string, pending int32) {
+		t.Helper()
+		r := runCLI(ctx, "", "--database-url", url, "migrate", "status", "--json").must(t, 0)
+		var got struct {
+			Database        string
+			Current, Latest int32
+			Pending         int32
+			State           string
+		}
+		if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+			t.Fatalf("migrate status --json: %v\n%s", err, r.out)
+		}
+		if got.State != want || got.Latest != latest || got.Pending != pending || got.Current != latest-pending ||
+			!strings.HasPrefix(got.Database, "127.0.0.1:") {
+			t.Fatalf("migrate status --json = %+v, want state %s with %d pending of %d", got, want, pending, latest)
+		}
+	}
+	statusJSON("pending", latest)
 	runCLI(ctx, "", "--database-url", url, "list").must(t, exitError, "schema_mismatch", "ipamctl migrate up")
 	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, fmt.Sprintf("schema migrated from version 0 to %d", latest))
 	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, "schema is up to date")
 	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, 0, "up to date")
+	statusJSON("up_to_date", 0)
 	r := runCLI(ctx, "", "--database-url", url, "migrate", "status")
 	if strings.Contains(r.out, "postgres://") {
 		t.Fatalf("status prints the URL: %s", r.out)

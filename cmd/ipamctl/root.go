@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
@@ -50,6 +51,8 @@ type app struct {
 	statementTimeout time.Duration
 	// failoverTimeout bounds how long a call rides out a failover.
 	failoverTimeout time.Duration
+	// quiet keeps the progress of a wait for the database off stderr.
+	quiet bool
 
 	store *ipam.Client
 }
@@ -70,6 +73,9 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		return exitOK
 	}
 	fmt.Fprintf(errOut, "ipamctl: %v\n", err)
+	if ex := advice.For(err); ex.Code != "" && ex.Code != ipam.CodeInvalid {
+		fmt.Fprintf(errOut, "ipamctl: %s. %s\n", ex.Title, ex.Advice)
+	}
 	var ce *codedError
 	switch {
 	case errors.As(err, &ce):
@@ -119,6 +125,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.DurationVar(&a.lockTimeout, "lock-timeout", ipam.DefaultLockTimeout, "how long one operation may wait for a lock another session holds (0: no bound); past it: ipam_busy")
 	pf.DurationVar(&a.statementTimeout, "statement-timeout", ipam.DefaultStatementTimeout, "how long one statement may run (0: no bound); past it: ipam_timeout")
 	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipam.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "do not report on stderr, every 5 s, a wait for the database")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
 		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
@@ -140,7 +147,7 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) 
 	}
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
 		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout),
-		FailoverTimeout: noBoundIfZero(a.failoverTimeout)})
+		FailoverTimeout: noBoundIfZero(a.failoverTimeout), OnWait: a.reportWait})
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +158,14 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) 
 		}
 	}
 	return st, nil
+}
+
+// reportWait says on stderr what a call waits for, unless --quiet: no wait
+// for the database is silent.
+func (a *app) reportWait(_ context.Context, w ipam.Wait) {
+	if !a.quiet {
+		fmt.Fprintf(a.errOut, "ipamctl: %s\n", w)
+	}
 }
 
 func (a *app) table() *tabwriter.Writer {

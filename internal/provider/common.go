@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
@@ -149,36 +150,51 @@ func requireStore(st *ipam.Client, diags *diag.Diagnostics) bool {
 }
 
 // addCoreError turns a core error into a diagnostic: bad input is attached to
-// the attribute it names; everything else carries the error code first.
+// the attribute it names. Everything else is titled for its class (package
+// advice, the one source ipamctl shares): a failure to use the database at
+// all by the class alone ("IPAM Database Unreachable", not the operation that
+// never ran), any other by the operation and the class. The detail says what
+// the failure left behind and what to do, then the error, code first.
 func addCoreError(diags *diag.Diagnostics, summary string, err error) {
 	var ie *ipam.InvalidError
 	if errors.As(err, &ie) && ie.Field != "" {
 		diags.AddAttributeError(path.Root(ie.Field), summary, ie.Msg)
 		return
 	}
-	detail := err.Error()
-	switch ipam.Code(err) {
-	case ipam.CodeUnavailable, ipam.CodeRefused:
-		detail += "\n\n" + unavailableHint(summary)
-	case ipam.CodeExhausted:
-		detail += "\n\nNothing was allocated. Add blocks to the pool (a cluster's node and instance prefixes are fixed: " +
-			"use a larger prefix for a new cluster), release unused addresses, or wait for cooling addresses to become reusable."
-	}
-	diags.AddError(summary, detail)
+	diags.AddError(coreErrorText(summary, err))
 }
 
-// unavailableHint says what a failure to reach the database left behind,
-// for the operation the summary names.
-func unavailableHint(summary string) string {
+// coreErrorText is the summary and detail of addCoreError.
+func coreErrorText(summary string, err error) (string, string) {
+	ex := advice.For(err)
+	title := summary + ": " + ex.Title
+	detail := ex.Advice
+	switch {
+	case ex.Code == "":
+		title = summary
+	case ex.Connection:
+		title = ex.Title
+		if left := leftBehind(summary); left != "" {
+			detail = left + "\n\n" + detail
+		}
+	}
+	return title, detail + "\n\n" + err.Error()
+}
+
+// leftBehind says what a failure to use the database left behind, for the
+// operation the summary names.
+func leftBehind(summary string) string {
 	switch {
 	case strings.HasPrefix(summary, "Unable to Allocate"), strings.HasPrefix(summary, "Unable to Reserve"),
 		strings.HasPrefix(summary, "Unable to Create"):
-		return "No allocation was made. Check that the database is running and reachable, then apply again."
+		return summary + ": no allocation was made. Apply again once the database can be used."
 	case strings.HasPrefix(summary, "Unable to Release"), strings.HasPrefix(summary, "Unable to Delete"):
-		return "Nothing was released: the address is still held and the resource stays in the state. " +
-			"Check that the database is running and reachable, then destroy again."
+		return summary + ": nothing was released, the address is still held and the resource stays in the state. " +
+			"Destroy again once the database can be used."
+	case strings.HasPrefix(summary, "Unable to Configure"), strings.HasPrefix(summary, "Unable to Migrate"):
+		return "The provider could not start using the IPAM database: nothing was read or written, and its schema was not changed."
 	}
-	return "Check that the database is running and reachable, then try again."
+	return summary + ": nothing was changed."
 }
 
 const privateGeneration = "generation"

@@ -5,11 +5,14 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -157,6 +160,8 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	cfg.LockTimeout = waitBound(m.LockTimeout)
 	cfg.StatementTimeout = waitBound(m.StmtTimeout)
 	cfg.FailoverTimeout = waitBound(m.FailoverTime)
+	var waited waits
+	cfg.OnWait = waited.report
 	st, err := ipam.Open(ctx, cfg)
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Configure the IPAM Provider", err)
@@ -176,6 +181,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 		addCoreError(&resp.Diagnostics, "IPAM Database Schema Mismatch", err)
 		return
 	}
+	waited.warn(&resp.Diagnostics)
 	pd := &providerData{store: st, reservations: m.Reservations.IsNull() || m.Reservations.ValueBool(), reservationTTL: time.Hour}
 	if !m.ReservationTTL.IsNull() {
 		pd.reservationTTL, _ = ipam.ParseDuration(m.ReservationTTL.ValueString())
@@ -224,4 +230,36 @@ func waitBound(v types.String) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// waits logs each report of a wait for the database at INFO, and remembers
+// the longest, so that a plan or apply that waited says so in a warning:
+// no wait is silent.
+type waits struct {
+	mu      sync.Mutex
+	longest ipam.Wait
+}
+
+func (w *waits) report(ctx context.Context, wait ipam.Wait) {
+	tflog.Info(ctx, "IPAM: "+wait.String(), map[string]any{"database": wait.Addr,
+		"waited_seconds": int(wait.Waited.Seconds()), "failover_timeout_seconds": int(wait.Bound.Seconds())})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wait.Waited > w.longest.Waited {
+		w.longest = wait
+	}
+}
+
+// warn adds the warning of a wait that ended with the database answering.
+func (w *waits) warn(diags *diag.Diagnostics) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.longest.Waited == 0 {
+		return
+	}
+	diags.AddWarning("Waited for the IPAM Database",
+		fmt.Sprintf("The provider waited at least %s for a usable server at %s before the database answered (%s). "+
+			"A switchover or restart explains a short wait; a database that is often this slow to answer makes every plan "+
+			"wait: check its health, or the host list of the connection string.",
+			ipam.FormatDuration(w.longest.Waited.Round(time.Second)), w.longest.Addr, w.longest.String()))
 }

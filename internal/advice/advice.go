@@ -1,0 +1,155 @@
+// Package advice names each class of the IPAM core's errors and says what to
+// do about it: the one source of that text for the provider's diagnostics
+// and ipamctl's messages, so the two never give different advice.
+package advice
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// Explanation is what a failure is called and what to do about it.
+type Explanation struct {
+	// Code is the error's code ("" when it has none).
+	Code string
+	// Title names the class, in title case ("IPAM Database Unreachable").
+	Title string
+	// Advice says what to do, in whole sentences.
+	Advice string
+	// Connection is true for the classes that say nothing about the
+	// request itself: the database could not be reached or used, so the
+	// operation never ran (unreachable, refused, busy, timed out, read-only,
+	// schema mismatch).
+	Connection bool
+}
+
+// Codes lists every code For explains, for tests and generated tables.
+var Codes = []string{
+	ipam.CodeRefused, ipam.CodeUnavailable, ipam.CodeBusy, ipam.CodeTimeout, ipam.CodeReadOnly, ipam.CodeSchema,
+	ipam.CodeExhausted, ipam.CodeOwnerConflict, ipam.CodeAddressInUse, ipam.CodeAddressCooling, ipam.CodeInvalid,
+	ipam.CodeNotFound, ipam.CodeConflict, ipam.CodeHoldLost,
+}
+
+// For explains err.
+func For(err error) Explanation {
+	code := ipam.Code(err)
+	e := Explanation{Code: code}
+	switch code {
+	case ipam.CodeRefused:
+		e.Title, e.Connection = "IPAM Database Refused the Connection", true
+		e.Advice = "A server answered and refused the connection for good, so waiting or retrying will not help. " +
+			"Check the credentials (the user name and password of database_url, IPAM_DATABASE_URL or PGUSER/PGPASSWORD), " +
+			"the database name (it must exist, and the role must be allowed to connect to it), and the TLS settings " +
+			"(sslmode, sslrootcert: the server's certificate must verify, and a pooler must accept the connection's startup parameters)."
+	case ipam.CodeUnavailable:
+		e.Title, e.Connection = "IPAM Database Unreachable", true
+		e.Advice = unavailable(err)
+	case ipam.CodeBusy:
+		e.Title, e.Connection = "IPAM Database Busy", true
+		e.Advice = busy(err)
+	case ipam.CodeTimeout:
+		e.Title, e.Connection = "IPAM Statement Timed Out", true
+		e.Advice = "A statement ran past statement_timeout and was canceled; nothing was written. The server is overloaded " +
+			"or the bound is too short for this operation: check the server's load (pg_stat_activity), then try again, or " +
+			"raise statement_timeout (provider) / --statement-timeout (ipamctl)."
+	case ipam.CodeReadOnly:
+		e.Title, e.Connection = "IPAM Database Is Read-Only", true
+		e.Advice = "The database refused a write: the role lacks the grants the IPAM needs, or the server (or session) is " +
+			"read-only, as a standby is. Connect to the primary (list every host with target_session_attrs=read-write) as a " +
+			"role with the grants of the database setup guide. Planning works read-only; applying does not."
+	case ipam.CodeSchema:
+		e.Title, e.Connection = "IPAM Database Schema Mismatch", true
+		e.Advice = "The database schema is not the one this binary was built for. If it is older, run `ipamctl migrate up` " +
+			"(or let the provider migrate: auto_migrate = true). If it is newer, upgrade the provider or ipamctl to the " +
+			"version that migrated it; `ipamctl migrate status` shows both versions."
+	case ipam.CodeExhausted:
+		e.Title = "Pool Exhausted"
+		e.Advice = "Nothing was allocated. Add blocks to the pool (a cluster's node and instance prefixes are fixed: use a " +
+			"larger prefix for a new cluster), release unused addresses (`ipamctl leaks`, `ipamctl release`), or wait for " +
+			"cooling addresses to become reusable (the message says when the next one does)."
+	case ipam.CodeOwnerConflict:
+		e.Title = "Owner Managed Elsewhere"
+		e.Advice = "The owner already holds an address that another configuration or actor manages, and nothing was " +
+			"allocated. If this configuration should manage it, import it (the import ID is given above); if it is left " +
+			"over, release it with `ipamctl release`; if two configurations really declare the same owner, give each " +
+			"its own actor."
+	case ipam.CodeAddressInUse:
+		e.Title = "Address In Use"
+		e.Advice = "The exact address asked for is held by another owner (or by another owner's plan-time hold). Ask for " +
+			"another address, or leave it unset to get a free one; `ipamctl lookup ADDRESS` names the holder, and " +
+			"`ipamctl release` frees it if its holder is gone."
+	case ipam.CodeAddressCooling:
+		e.Title = "Address Cooling Down"
+		e.Advice = "The exact address asked for was released and is inside its cooldown, so only its last owner may take " +
+			"it back until the time given. Ask for another address, leave it unset to get a free one, or wait."
+	case ipam.CodeInvalid:
+		e.Title = "Invalid Input"
+		e.Advice = "Correct the input named above; nothing was written."
+	case ipam.CodeNotFound:
+		e.Title = "Not Found"
+		e.Advice = "The cluster, pool or allocation named does not exist (or no longer does). Check the name " +
+			"(`ipamctl usage` lists clusters and pools), or create it first."
+	case ipam.CodeConflict:
+		e.Title = "Conflicting Change"
+		e.Advice = "Existing data, or a change made at the same time, kept this from completing; nothing was written. " +
+			"If something still depends on what was to change, the message names it: remove or release that first. " +
+			"Otherwise try again."
+	case ipam.CodeHoldLost:
+		e.Title = "Planned Address Taken"
+		e.Advice = "The plan's hold on the address expired and another owner took it. Nothing was allocated: run the plan " +
+			"again (it reserves a new address) and apply that plan."
+	default:
+		e.Title = "IPAM Error"
+		e.Advice = "This failure has no IPAM error code; the message above is the underlying one. Whether anything was " +
+			"written cannot be told from it: `ipamctl check` verifies the database's invariants."
+	}
+	return e
+}
+
+// unavailable names the host and port tried and how long the call waited.
+func unavailable(err error) string {
+	var ue *ipam.UnavailableError
+	if !errors.As(err, &ue) {
+		return "No usable database server answered. Check the host and port of the connection string, and that " +
+			"PostgreSQL runs and accepts connections there."
+	}
+	var b strings.Builder
+	if ue.Reached {
+		fmt.Fprintf(&b, "The servers at %s answered, but none could be used (read-only, shutting down, or the session was lost). "+
+			"Point the connection string at the primary, or list every host with target_session_attrs=read-write. ", ue.Addr)
+	} else {
+		fmt.Fprintf(&b, "Nothing usable answered at %s. Check that host and port (database_url, IPAM_DATABASE_URL or "+
+			"PGHOST/PGPORT), that PostgreSQL runs and listens there, and that no firewall is in between. ", ue.Addr)
+	}
+	switch {
+	case ue.Waited > 0:
+		fmt.Fprintf(&b, "The call waited %s for a usable server (failover_timeout %s): a switchover or restart that "+
+			"takes longer needs a larger failover_timeout (provider) / --failover-timeout (ipamctl).",
+			ipam.FormatDuration(ue.Waited.Round(time.Second)), ipam.FormatDuration(ue.Bound))
+	default:
+		b.WriteString("The call did not wait (failover_timeout is off, or an earlier call of this run already waited it out in vain).")
+	}
+	return b.String()
+}
+
+// busy names the session that holds the lock, when the error does.
+func busy(err error) string {
+	holder := ""
+	var be *ipam.BusyError
+	if errors.As(err, &be) {
+		if _, h, ok := strings.Cut(be.What, "held: "); ok {
+			holder = h
+		}
+	}
+	who := "Another session held a lock past lock_timeout; nothing was written."
+	if holder != "" {
+		who = "Another session held a lock past lock_timeout; nothing was written. The holder: " + holder + "."
+	}
+	return who + " Wait for it to finish (a migration, another apply, an operator's VACUUM FULL or LOCK TABLE) and try " +
+		"again; if it is stuck, find it in pg_stat_activity and pg_locks and end it (pg_terminate_backend). " +
+		"lock_timeout (provider) / --lock-timeout (ipamctl) sets how long to wait."
+}
