@@ -17,6 +17,12 @@ import (
 // configureWith runs the provider's Configure with only database_url set.
 func configureWith(ctx context.Context, t *testing.T, url string) diag.Diagnostics {
 	t.Helper()
+	return configureWithFailover(ctx, t, url, "1s")
+}
+
+// configureWithFailover is configureWith with the failover_timeout given.
+func configureWithFailover(ctx context.Context, t *testing.T, url, failover string) diag.Diagnostics {
+	t.Helper()
 	p := New("test")()
 	var sresp provider.SchemaResponse
 	p.Schema(ctx, provider.SchemaRequest{}, &sresp)
@@ -27,7 +33,7 @@ func configureWith(ctx context.Context, t *testing.T, url string) diag.Diagnosti
 	}
 	vals["database_url"] = tftypes.NewValue(tftypes.String, url)
 	vals["connect_timeout"] = tftypes.NewValue(tftypes.String, "2s")
-	vals["failover_timeout"] = tftypes.NewValue(tftypes.String, "1s")
+	vals["failover_timeout"] = tftypes.NewValue(tftypes.String, failover)
 	var resp provider.ConfigureResponse
 	p.Configure(ctx, provider.ConfigureRequest{Config: tfsdk.Config{Schema: sresp.Schema, Raw: tftypes.NewValue(typ, vals)}}, &resp)
 	return resp.Diagnostics

@@ -192,7 +192,7 @@ resource "ipam_cluster" "c" {
   prefix = "2001:db8::/48"
 }`,
 			// The error names host and port; the password never appears (checked below).
-			ExpectError: regexp.MustCompile(`(?s)ipam_unavailable: the IPAM database at 127\.0\.0\.1:1 cannot be reached`),
+			ExpectError: regexp.MustCompile(`(?s)IPAM Database Unreachable.*Check that host and port.*ipam_unavailable: the IPAM database at 127\.0\.0\.1:1 cannot be reached`),
 		}},
 	})
 }

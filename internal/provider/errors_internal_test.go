@@ -1,0 +1,160 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// Each class of failure gets its own title: one that never reached the
+// database is named for that, not for the operation that never ran.
+func TestCoreErrorTitles(t *testing.T) {
+	const op = "Unable to Allocate Node Address"
+	for _, c := range []struct {
+		err   error
+		title string
+	}{
+		{&ipam.RefusedError{Addr: "db:5432"}, "IPAM Database Refused the Connection"},
+		{&ipam.UnavailableError{Addr: "db:5432", Err: errors.New("x")}, "IPAM Database Unreachable"},
+		{&ipam.BusyError{What: "x"}, "IPAM Database Busy"},
+		{&ipam.TimeoutError{What: "x"}, "IPAM Statement Timed Out"},
+		{&ipam.ReadOnlyError{Msg: "x"}, "IPAM Database Is Read-Only"},
+		{&ipam.SchemaError{Msg: "x"}, "IPAM Database Schema Mismatch"},
+		{&ipam.ExhaustedError{PoolID: "p"}, op + ": Pool Exhausted"},
+		{&ipam.OwnerConflictError{}, op + ": Owner Managed Elsewhere"},
+		{&ipam.AddressInUseError{}, op + ": Address In Use"},
+		{&ipam.AddressCoolingError{}, op + ": Address Cooling Down"},
+		{ipam.ErrNotFound, op + ": Not Found"},
+		{&ipam.ConflictError{Msg: "x"}, op + ": Conflicting Change"},
+		{errors.New("boom"), op},
+	} {
+		title, detail := coreErrorText(op, c.err)
+		if title != c.title {
+			t.Errorf("%T: title %q, want %q", c.err, title, c.title)
+		}
+		if ex := advice.For(c.err); !strings.Contains(detail, ex.Advice) || !strings.HasSuffix(detail, c.err.Error()) {
+			t.Errorf("%T: the detail lacks the advice, or does not end with the error:\n%s", c.err, detail)
+		}
+	}
+}
+
+// Configure against a database that is not there, or that refuses us: the
+// title names that, and the advice fits it.
+func TestConfigureErrorsAdvise(t *testing.T) {
+	ctx := context.Background()
+	diags := configureWith(ctx, t, "postgres://ipam:Sup3rSecretPw@127.0.0.1:1/ipam?sslmode=disable")
+	if len(diags) != 1 || diags[0].Summary() != "IPAM Database Unreachable" ||
+		!strings.Contains(diags[0].Detail(), "Check that host and port") || strings.Contains(diags[0].Summary(), "Migrate") {
+		t.Fatalf("unreachable: %v", diags)
+	}
+	u, err := url.Parse(testdb.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("no_such_role_provider", "Sup3rSecretPw")
+	diags = configureWith(ctx, t, u.String())
+	if len(diags) != 1 || diags[0].Summary() != "IPAM Database Refused the Connection" {
+		t.Fatalf("refused: %v", diags)
+	}
+	d := diags[0].Detail()
+	for _, want := range []string{"ipam_refused", "credentials", "database name", "TLS"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("refused: the detail lacks %q:\n%s", want, d)
+		}
+	}
+	if strings.Contains(d, "running and reachable") || strings.Contains(d, "Sup3rSecretPw") {
+		t.Errorf("refused: wrong advice, or the password shown:\n%s", d)
+	}
+}
+
+// A configure that waited for the database before it answered says so.
+func TestConfigureWaitIsWarned(t *testing.T) {
+	ctx := context.Background()
+	target, err := url.Parse(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lateForwarder(t, target.Host, 6*time.Second)
+	u := *target
+	u.Host = addr
+	diags := configureWithFailover(ctx, t, u.String(), "30s")
+	if diags.HasError() {
+		t.Fatalf("configure failed: %v", diags)
+	}
+	var warned bool
+	for _, d := range diags {
+		if d.Summary() == "Waited for the IPAM Database" && strings.Contains(d.Detail(), addr) &&
+			strings.Contains(d.Detail(), "waiting for the database at "+addr) {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("configure waited for the database and said nothing: %v", diags)
+	}
+}
+
+// lateForwarder reserves a local port where nothing listens (connections are
+// refused) until after, then forwards it to target: a database that comes
+// up late.
+func lateForwarder(t *testing.T, target string, after time.Duration) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var mu sync.Mutex
+	done := false
+	var ln net.Listener
+	timer := time.AfterFunc(after, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			t.Errorf("listen again on %s: %v", addr, err)
+			return
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					s, err := net.Dial("tcp", target)
+					if err != nil {
+						return
+					}
+					defer s.Close()
+					go func() { _, _ = io.Copy(s, c) }()
+					_, _ = io.Copy(c, s)
+				}()
+			}
+		}()
+	})
+	t.Cleanup(func() {
+		timer.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		if ln != nil {
+			ln.Close()
+		}
+	})
+	return addr
+}
