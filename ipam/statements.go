@@ -1367,6 +1367,22 @@ const (
 		SELECT ` + allocColumns + ` FROM a`
 )
 
+// An operator's release of one allocation (ops_release.go).
+const (
+	// sqlReleaseFind finds the active allocations of an address ($1, with
+	// cluster $2 or every cluster when '') or of an owner ($3 kind, $4 id,
+	// in cluster $2): its id, pool, generation and when a Terraform state
+	// confirmed it (a refresh or an import read it).
+	sqlReleaseFind = `SELECT id, pool_id, generation, confirmed_at FROM ipam_allocations
+		WHERE state = 'active' AND ($2 = '' OR cluster_id = $2)
+			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
+		ORDER BY cluster_id LIMIT 2`
+
+	// sqlReleaseProbeLock locks the row found, and says whether it is still
+	// the active allocation of that generation, and its confirmation.
+	sqlReleaseProbeLock = `SELECT state = 'active' AND generation = $2, confirmed_at FROM ipam_allocations WHERE id = $1` + sqlForUpdate
+)
+
 // Address lookup and metrics (ops_lookup.go, ops_metrics.go).
 const (
 	// sqlPoolsContaining: one pool per cluster for an address (an address

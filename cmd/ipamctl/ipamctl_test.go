@@ -674,3 +674,39 @@ func TestScale(t *testing.T) {
 	w.ipamctl("", "scale", "--cluster", "c1", "--node", "nope").must(t, 1, "has no instance blocks")
 	w.ipamctl("", "scale", "--node", "n1").must(t, 1, "--node needs --cluster")
 }
+
+// release frees one allocation into its cooldown, by address or by owner,
+// with its event and reason; what a Terraform state confirmed is refused,
+// naming the owner, unless --force, which warns.
+func TestRelease(t *testing.T) {
+	w := newWorld(t)
+	i1 := w.alloc("c1/instance", instance("i1", "acme", "prod"))
+	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1", OrgID: "acme"})
+	if _, err := w.st.GetActive(w.ctx, "c1", ipam.OwnerEnvIPv4, "e1"); err != nil { // a Terraform refresh confirms it
+		t.Fatal(err)
+	}
+
+	w.ipamctl("", "release", i1.Address.String()).must(t, exitError, "--reason is required")
+	w.ipamctl("", "release", "--kind", "instance", "--reason", "x").must(t, exitError, "give an address, or --kind and --owner")
+	w.ipamctl("", "release", "--kind", "instance", "--owner", "i1", "--reason", "x").must(t, exitError, "--cluster")
+	w.ipamctl("", "release", i1.Address.String(), "--reason", "instance i1 deleted by hand").
+		must(t, 0, "released "+i1.Address.String(), `instance "i1"`, "cooldown until")
+	w.ipamctl("", "lookup", i1.Address.String()).must(t, 0, "cooling")
+	r := w.ipamctl("", "events", "--type", "instance.released", "--json").must(t, 0, "instance i1 deleted by hand", `"released_by":"operator"`)
+	if !strings.Contains(r.out, `"actor":"ipamctl"`) {
+		t.Fatalf("the event does not name the operator's actor:\n%s", r.out)
+	}
+	w.ipamctl("", "release", i1.Address.String(), "--reason", "again").must(t, exitError, "not_found", "no active allocation of "+i1.Address.String())
+
+	// Confirmed by a Terraform state: refused, naming the owner; nothing changes.
+	args := []string{"release", "--cluster", "c1", "--kind", "env_ipv4", "--owner", "e1", "--reason", "env e1 retired"}
+	w.ipamctl("", args...).must(t, exitError, "conflict:", `env_ipv4 "e1"`, "a Terraform state confirmed it", "with force")
+	w.ipamctl("", "list", "--cluster", "c1", "--kind", "env_ipv4").must(t, 0, "e1", "active")
+	r = w.ipamctl("", append(args, "--force", "--json")...).must(t, 0, "WARNING: --force released", `env_ipv4 "e1" still uses it`)
+	var got releaseJSON
+	if err := json.Unmarshal([]byte(r.out), &got); err != nil || !got.Forced || got.Allocation.OwnerID != "e1" || got.Allocation.State != ipam.StateCooling {
+		t.Fatalf("release --force --json: %v\n%s", err, r.out)
+	}
+	w.ipamctl("", "events", "--type", "env.ipv4_addon_disabled", "--json").must(t, 0, `"forced":true`, "env e1 retired")
+	w.ipamctl("", "check").must(t, 0)
+}

@@ -102,7 +102,7 @@ func isUsageError(err error) bool {
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ipamctl",
-		Short: "Operate the IPAM: migrations, usage, lookups, events, leaks, reclaim, checks, metrics and block scaling",
+		Short: "Operate the IPAM: migrations, usage, lookups, events, leaks, reclaim, release, checks, metrics and block scaling",
 		Long: `ipamctl is the operator CLI of the IPAM behind the Terraform provider. It runs the same core
 against the same PostgreSQL database, for what Terraform is not made for.
 
@@ -127,7 +127,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipam.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable")
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "do not report on stderr, every 5 s, a wait for the database")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
-		a.reclaimCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
+		a.reclaimCmd(), a.releaseCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
 }
 

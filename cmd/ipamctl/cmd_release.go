@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+func (a *app) releaseCmd() *cobra.Command {
+	var cluster, kind, owner, reason string
+	var force, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "release [ADDRESS]",
+		Short: "Release one allocation into its cooldown: by address, or by owner kind and id",
+		Long: `Releases one active allocation into its pool's cooldown, as a destroy would, and records
+the owner kind's release event (instance.released, node.released, ...) with --reason, the
+actor (--actor) and "released_by": "operator". Nothing else may take the address before its
+cooldown ends.
+
+An allocation that a Terraform state confirmed (a refresh or an import read it) belongs to
+that configuration, which still uses it: it is refused (exit 1), naming the owner. Remove the
+owner from that configuration and apply instead. --force releases it anyway, with a warning
+on stderr and "forced": true in the event; that configuration's next refresh drops the
+resource and its next apply allocates a new address.
+
+Give the address, or --kind and --owner with --cluster. --cluster is needed with an address
+only when several clusters reuse it (a private IPv4 block).`,
+		Example: `  ipamctl release 2001:db8:0:1::2a --reason "instance i-42 deleted outside Terraform"
+  ipamctl release --cluster prod-eu1 --kind instance --owner i-42 --reason "ticket OPS-7"
+  ipamctl release 198.51.100.7 --cluster prod-eu1 --reason "node gone" --force`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := ipam.ReleaseRequest{ClusterID: cluster, OwnerKind: kind, OwnerID: owner, Reason: reason, Force: force}
+			switch {
+			case len(args) == 1 && (kind != "" || owner != ""):
+				return fmt.Errorf("give an address or --kind and --owner, not both")
+			case len(args) == 1:
+				addr, err := ipam.ParseAddr(args[0])
+				if err != nil {
+					return err
+				}
+				req.Address = addr
+			case kind == "" || owner == "":
+				return fmt.Errorf("give an address, or --kind and --owner (with --cluster)")
+			}
+			if reason == "" {
+				return fmt.Errorf("--reason is required: say why the allocation is released (it is recorded with the event)")
+			}
+			st, err := a.open(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			r, err := st.ReleaseAllocation(cmd.Context(), req)
+			if err != nil {
+				return releaseFlagError(err)
+			}
+			if !r.ConfirmedAt.IsZero() {
+				fmt.Fprintf(a.errOut, "ipamctl: WARNING: --force released %s, which a Terraform state confirmed at %s: the "+
+					"configuration that declares %s %q still uses it. Its next refresh drops the resource, and its next apply "+
+					"allocates a new address.\n", r.Address, r.ConfirmedAt.UTC().Format(time.RFC3339), r.Owner.Kind, r.Owner.ID)
+			}
+			if asJSON {
+				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, "", r.State, time.Time{}), Reason: reason,
+					Forced: !r.ConfirmedAt.IsZero()})
+			}
+			fmt.Fprintf(a.out, "released %s (%s %q, cluster %s, pool %s) into cooldown until %s\n", r.Address, r.Owner.Kind,
+				r.Owner.ID, r.ClusterID, r.PoolID, r.ReusableAt.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cluster, "cluster", "", "the allocation's cluster (required with --kind/--owner)")
+	f.StringVar(&kind, "kind", "", "owner kind: node, instance, env_ipv4 or set")
+	f.StringVar(&owner, "owner", "", "owner id (an address set member's is <set owner id>#<key>)")
+	f.StringVar(&reason, "reason", "", "why it is released, recorded with the event (required)")
+	f.BoolVar(&force, "force", false, "release even what a Terraform state confirmed (that configuration loses the address)")
+	f.BoolVar(&asJSON, "json", false, "print the released allocation as JSON")
+	return cmd
+}
+
+type releaseJSON struct {
+	Allocation allocationJSON `json:"allocation"`
+	Reason     string         `json:"reason"`
+	Forced     bool           `json:"forced"`
+}
+
+// releaseFlagError names the flag of a wrong input.
+func releaseFlagError(err error) error {
+	if ie, ok := err.(*ipam.InvalidError); ok && ie.Field == "owner_id" {
+		return fmt.Errorf("--owner: %s", ie.Msg)
+	}
+	return flagError(err)
+}
+

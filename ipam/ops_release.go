@@ -1,0 +1,165 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ReleaseRequest names one active allocation for an operator to release:
+// by Address, or by OwnerKind and OwnerID (with ClusterID).
+type ReleaseRequest struct {
+	// ClusterID is the allocation's cluster: required with an owner; with
+	// an address, needed only when several clusters reuse that address.
+	ClusterID string
+	Address   netip.Addr
+	OwnerKind string
+	OwnerID   string
+	// Reason is recorded with the release's event: why it was released.
+	Reason string
+	// Force releases an allocation that a Terraform state confirmed (a
+	// refresh or an import read it). That configuration still declares the
+	// owner: its next refresh drops the resource, and its next apply
+	// allocates a new address.
+	Force bool
+}
+
+// ReleaseResult is what ReleaseAllocation released.
+type ReleaseResult struct {
+	Allocation
+	// ConfirmedAt is when a Terraform state confirmed the allocation (zero:
+	// never): set only on a forced release.
+	ConfirmedAt time.Time
+}
+
+// ConfirmedError: an operator's release is refused because a Terraform state
+// confirmed the allocation: the configuration that declares its owner still
+// uses it. ReleaseRequest.Force overrides.
+type ConfirmedError struct {
+	Allocation  Allocation
+	ConfirmedAt time.Time
+}
+
+func (e *ConfirmedError) Code() string { return CodeConflict }
+
+// Is matches ErrConflict.
+func (e *ConfirmedError) Is(target error) bool { return isCode(CodeConflict, target) }
+
+func (e *ConfirmedError) Error() string {
+	a := e.Allocation
+	return fmt.Sprintf("%s: %s is held by %s %q in cluster %q (actor %q), and a Terraform state confirmed it at %s "+
+		"(a refresh or an import read it): releasing it would hand the address to another owner while that "+
+		"configuration still uses it. Remove the owner from that configuration and apply, or release it anyway with force",
+		CodeConflict, a.Address, a.Owner.Kind, a.Owner.ID, a.ClusterID, a.Actor, e.ConfirmedAt.UTC().Format(time.RFC3339))
+}
+
+// ReleaseAllocation is an operator's release of one active allocation into
+// its pool's cooldown, through the same statement as reclaim, with the
+// owner kind's release event carrying the reason (and "forced"). An
+// allocation that a Terraform state confirmed is refused with a
+// ConfirmedError unless Force is set. The pool's lock is taken first, then
+// the row's, as every release takes them.
+func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
+	var addr *netip.Prefix
+	switch {
+	case req.Reason == "":
+		return ReleaseResult{}, invalid("reason", "is required: say why the allocation is released (it is recorded with the event)")
+	case req.Address.IsValid() && req.OwnerID != "":
+		return ReleaseResult{}, invalid("address", "give an address or an owner, not both")
+	case req.Address.IsValid():
+		p := netip.PrefixFrom(req.Address.Unmap(), req.Address.Unmap().BitLen())
+		addr = &p
+	case req.OwnerKind == "" || req.OwnerID == "":
+		return ReleaseResult{}, invalid("owner_id", "give an address, or an owner kind and id")
+	case req.ClusterID == "":
+		return ReleaseResult{}, invalid("cluster_id", "is required to release by owner")
+	}
+	if req.ClusterID != "" {
+		if err := ValidateID("cluster_id", req.ClusterID); err != nil {
+			return ReleaseResult{}, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+		}
+	}
+	var res ReleaseResult
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		res = ReleaseResult{}
+		rows, err := tx.Query(ctx, sqlReleaseFind, addr, req.ClusterID, req.OwnerKind, req.OwnerID)
+		if err != nil {
+			return err
+		}
+		type found struct {
+			id        uuid.UUID
+			pool      string
+			gen       int64
+			confirmed *time.Time
+		}
+		var fs []found
+		for rows.Next() {
+			var f found
+			if err := rows.Scan(&f.id, &f.pool, &f.gen, &f.confirmed); err != nil {
+				rows.Close()
+				return err
+			}
+			fs = append(fs, f)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		what := fmt.Sprintf("%s %q", req.OwnerKind, req.OwnerID)
+		if addr != nil {
+			what = req.Address.String()
+		}
+		switch len(fs) {
+		case 0:
+			return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
+		case 2:
+			return invalid("cluster_id", "%s is active in several clusters (a reused private IPv4 block): name the cluster", what)
+		}
+		f := fs[0]
+		if _, err := tx.Exec(ctx, sqlLockPoolKeyShare, f.pool); err != nil {
+			return err
+		}
+		var same bool
+		if err := tx.QueryRow(ctx, sqlReleaseProbeLock, f.id, f.gen).Scan(&same, &f.confirmed); err != nil {
+			return err
+		}
+		if !same {
+			return errRetry // released or handed out again meanwhile: look again
+		}
+		a, err := scanAllocation(tx.QueryRow(ctx, sqlReclaim, f.id, f.gen))
+		if errors.Is(err, ErrNotFound) {
+			return errRetry
+		}
+		if err != nil {
+			return err
+		}
+		if f.confirmed != nil {
+			if !req.Force {
+				// Nothing is written: the rollback undoes the release.
+				return &ConfirmedError{Allocation: a, ConfirmedAt: *f.confirmed}
+			}
+			res.ConfirmedAt = *f.confirmed
+		}
+		res.Allocation = a
+		data := map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339), "reason": req.Reason,
+			"released_by": "operator", "holder_actor": a.Actor}
+		if f.confirmed != nil {
+			data["forced"] = true
+			data["confirmed_at"] = f.confirmed.UTC().Format(time.RFC3339)
+		}
+		return insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: data})
+	})
+	return res, s.mapErr(err)
+}
+
+func inCluster(id string) string {
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf(" in cluster %q", id)
+}

@@ -1,0 +1,107 @@
+package ipam_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// An operator releases one allocation into its cooldown, with the owner
+// kind's release event carrying the reason; what a Terraform state
+// confirmed is refused unless forced, and the refusal writes nothing.
+func TestReleaseAllocation(t *testing.T) {
+	f := newOpsFixture(t)
+	events := func(typ string) []ipam.Event {
+		t.Helper()
+		evs, err := f.st.ListEvents(f.ctx, ipam.EventFilter{ClusterID: "c1", Types: []string{typ}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	state := func(addr string) string {
+		t.Helper()
+		var s string
+		if err := f.raw.QueryRow(f.ctx, "SELECT state FROM ipam_allocations WHERE address = $1::inet", addr).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	t.Run("by address", func(t *testing.T) {
+		a := f.alloc("c1/instance", ipam.Owner{Kind: ipam.OwnerInstance, ID: "i1", InstanceID: "i1"})
+		r, err := f.st.ReleaseAllocation(f.ctx, ipam.ReleaseRequest{Address: a.Address, Reason: "instance i1 was deleted by hand"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Address != a.Address || r.State != ipam.StateCooling || r.ReusableAt.IsZero() || !r.ConfirmedAt.IsZero() {
+			t.Fatalf("released %+v", r)
+		}
+		if s := state(a.Address.String()); s != ipam.StateCooling {
+			t.Fatalf("the row is %s, want cooling", s)
+		}
+		evs := events("instance.released")
+		if len(evs) != 1 || evs[0].Data["reason"] != "instance i1 was deleted by hand" || evs[0].Data["released_by"] != "operator" ||
+			evs[0].Data["forced"] != nil || evs[0].Actor != "terraform" {
+			t.Fatalf("events %+v", evs)
+		}
+		// Released already: nothing is active there any more.
+		if _, err := f.st.ReleaseAllocation(f.ctx, ipam.ReleaseRequest{Address: a.Address, Reason: "again"}); !errors.Is(err, ipam.ErrNotFound) {
+			t.Fatalf("a second release: %v, want not_found", err)
+		}
+	})
+
+	t.Run("confirmed by a Terraform state", func(t *testing.T) {
+		o := ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"}
+		a := f.alloc("c1/node", o)
+		if _, err := f.st.GetActive(f.ctx, "c1", ipam.OwnerNode, "n1"); err != nil { // a refresh confirms it
+			t.Fatal(err)
+		}
+		req := ipam.ReleaseRequest{ClusterID: "c1", OwnerKind: ipam.OwnerNode, OwnerID: "n1", Reason: "node n1 was decommissioned"}
+		_, err := f.st.ReleaseAllocation(f.ctx, req)
+		var ce *ipam.ConfirmedError
+		if !errors.As(err, &ce) || !errors.Is(err, ipam.ErrConflict) || !strings.Contains(err.Error(), `node "n1"`) ||
+			!strings.Contains(err.Error(), "Terraform state confirmed it") {
+			t.Fatalf("releasing a confirmed allocation: %v, want a conflict naming the owner and the confirmation", err)
+		}
+		if s := state(a.Address.String()); s != ipam.StateActive {
+			t.Fatalf("the refused release left the row %s", s)
+		}
+		if evs := events("node.released"); len(evs) != 0 {
+			t.Fatalf("the refused release wrote events: %+v", evs)
+		}
+		req.Force = true
+		r, err := f.st.ReleaseAllocation(f.ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ConfirmedAt.IsZero() || state(a.Address.String()) != ipam.StateCooling {
+			t.Fatalf("a forced release: %+v", r)
+		}
+		if evs := events("node.released"); len(evs) != 1 || evs[0].Data["forced"] != true || evs[0].Data["confirmed_at"] == nil {
+			t.Fatalf("the forced release's event: %+v", evs)
+		}
+	})
+
+	t.Run("bad requests", func(t *testing.T) {
+		for _, c := range []struct {
+			req   ipam.ReleaseRequest
+			field string
+		}{
+			{ipam.ReleaseRequest{ClusterID: "c1", OwnerKind: "node", OwnerID: "n9"}, "reason"},
+			{ipam.ReleaseRequest{Reason: "x", OwnerKind: "node", OwnerID: "n9"}, "cluster_id"},
+			{ipam.ReleaseRequest{Reason: "x", ClusterID: "c1"}, "owner_id"},
+		} {
+			_, err := f.st.ReleaseAllocation(f.ctx, c.req)
+			var ie *ipam.InvalidError
+			if !errors.As(err, &ie) || ie.Field != c.field {
+				t.Errorf("%+v: %v, want invalid_input naming %s", c.req, err, c.field)
+			}
+		}
+		if _, err := f.st.ReleaseAllocation(f.ctx, ipam.ReleaseRequest{Reason: "x", ClusterID: "c1", OwnerKind: "node", OwnerID: "n9"}); !errors.Is(err, ipam.ErrNotFound) {
+			t.Errorf("an owner without an allocation: %v, want not_found", err)
+		}
+	})
+}
