@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -272,6 +273,29 @@ func activeBlocks(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) ([]n
 }
 
 // nodeUse counts the addresses in use on a node: active, and reserved holds not yet expired.
+// nodeInUse is the refusal to release a node's blocks that instance
+// addresses still use: it names them (the first few), so that the operator
+// knows whose they are, whether Terraform's or a scheduler's.
+func nodeInUse(ctx context.Context, q pgx.Tx, clusterID, nodeID, poolID string, used int64) error {
+	const shown = 5
+	rows, err := q.Query(ctx, sqlNodeUsers, poolID, shown)
+	if err != nil {
+		return err
+	}
+	users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	who := strings.Join(users, ", ")
+	if used > int64(len(users)) {
+		who += fmt.Sprintf(" and %d more", used-int64(len(users)))
+	}
+	return &ConflictError{Msg: fmt.Sprintf("node %q still has %d instance addresses in its blocks: %s; release them first "+
+		"(destroy their resources, or `ipamctl release --cluster %s --kind instance --owner ID --reason ...` for an "+
+		"instance placed by another system), then destroy the blocks again",
+		nodeID, used, who, clusterID)}
+}
+
 func nodeUse(ctx context.Context, q querier, poolID string) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, sqlNodeUse, poolID).Scan(&n)
@@ -610,7 +634,7 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 			return err
 		}
 		if used > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("node %q still has %d instance addresses in its blocks; release them first", nodeID, used)}
+			return nodeInUse(ctx, tx, clusterID, nodeID, poolID, used)
 		}
 		cluster, err := scanCluster(tx.QueryRow(ctx, sqlLoadCluster, clusterID))
 		if err != nil {

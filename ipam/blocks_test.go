@@ -412,3 +412,34 @@ func TestUsageAfterNodeBlocks(t *testing.T) {
 		t.Errorf("an exhausted instance pool shows %d free (alert %v)", inst.Free, inst.Alert)
 	}
 }
+
+// A node's blocks are not released while instances use them, and the
+// refusal names them, with the actor that placed each (a scheduler's
+// instance is released with ipamctl release, not by Terraform).
+func TestReleaseNodeBlocksNamesTheInstancesInTheWay(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	sched, err := ipam.Open(ctx, ipam.Config{DatabaseURL: raw.Config().ConnString(), Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sched.Close)
+	r, err := sched.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "vm-7", NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.ReleaseNodeBlocks(ctx, "c1", "n1")
+	if !errors.Is(err, ipam.ErrConflict) {
+		t.Fatalf("releasing blocks in use: %v, want conflict", err)
+	}
+	for _, want := range []string{`node "n1" still has 1 instance addresses`, "instance vm-7 (" + r.Address.String() + ", actor scheduler)", "ipamctl release --cluster c1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+}

@@ -972,6 +972,12 @@ const (
 	// with the block, as a released address is).
 	sqlNodeUse = `SELECT count(*) FROM ipam_allocations a WHERE pool_id = $1 AND ` + rowLive
 
+	// sqlNodeUsers names the first owners in use on a node (as sqlNodeUse
+	// counts them), for a refusal to release its blocks.
+	sqlNodeUsers = `SELECT owner_kind || ' ' || owner_id || ' (' || host(address) || ', actor ' || coalesce(actor, '?') ||
+			CASE WHEN state = 'reserved' THEN ', a plan-time hold' ELSE '' END || ')'
+		FROM ipam_allocations a WHERE pool_id = $1 AND ` + rowLive + ` ORDER BY address LIMIT $2`
+
 	// sqlSetBlockEmptyScans and sqlResetEmptyScans count the consecutive
 	// scalings that found a block empty.
 	sqlSetBlockEmptyScans = `UPDATE ipam_node_blocks SET empty_scans = $3 WHERE cluster_id = $1 AND block = $2`

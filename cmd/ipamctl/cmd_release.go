@@ -94,4 +94,3 @@ func releaseFlagError(err error) error {
 	}
 	return flagError(err)
 }
-
