@@ -224,17 +224,17 @@ func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner)
 
 func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
 	conflict := &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
-		Address: held.Address.String(), Actor: held.Actor}
+		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID}
 	switch {
 	case held.Actor != s.actor:
-		conflict.Detail = fmt.Sprintf("import it into this configuration (`terraform import ... %s/%s`) or release it with ipamctl before allocating it as actor %q",
-			held.ClusterID, held.Owner.ID, s.actor)
+		conflict.Detail = fmt.Sprintf("import it into the configuration that should manage it, or release it with ipamctl before allocating it as actor %q",
+			s.actor)
 		return conflict
 	case held.State == StateActive && held.Confirmed:
 		// Adoption is for a retried or killed apply finding its own work, not
 		// for a second configuration declaring the same owner.
-		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); import it (`terraform import ... %s/%s`) instead of declaring it again, or give each configuration its own actor",
-			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow), held.ClusterID, held.Owner.ID)
+		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); import it instead of declaring it again, or give each configuration its own actor",
+			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return conflict
 	case held.PoolID != pool.ID:
 		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)

@@ -238,7 +238,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		err := tx.QueryRow(ctx, sqlOverlappingCluster, c.Prefix).Scan(&other, &otherPrefix)
 		switch {
 		case err == nil && other == c.ID:
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it to manage it", c.ID), ExistingKind: "cluster", ExistingID: c.ID}
 		case err == nil:
 			return &InvalidError{Field: "prefix", Msg: fmt.Sprintf("%s overlaps cluster %q (%s); cluster prefixes must not overlap", c.Prefix, other, otherPrefix)}
 		case !errors.Is(err, pgx.ErrNoRows):
@@ -250,7 +250,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 			c.asWritten())
 		var pe *pgconn.PgError
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it with `terraform import ipam_cluster.NAME %s`", c.ID, c.ID)}
+			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it to manage it", c.ID), ExistingKind: "cluster", ExistingID: c.ID}
 		} else if errors.As(err, &pe) && pe.Code == pgerrcode.ExclusionViolation {
 			// A cluster with an overlapping prefix (this one, created by a
 			// concurrent call, or another) committed after the check above:

@@ -124,6 +124,11 @@ type OwnerConflictError struct {
 	Address   string
 	Actor     string
 	Detail    string
+	// PoolID is the pool of the address held, and SetID the address set
+	// of a member (kind "set"): with the fields above, what a tool needs to
+	// name the held allocation (the provider builds its import ID).
+	PoolID string
+	SetID  string
 }
 
 func (e *OwnerConflictError) Code() string { return CodeOwnerConflict }
@@ -205,7 +210,13 @@ func invalid(field, format string, args ...any) error {
 }
 
 // ConflictError: the change is refused because of existing data.
-type ConflictError struct{ Msg string }
+type ConflictError struct {
+	Msg string
+	// ExistingKind ("cluster", "pool") and ExistingID name the object that
+	// already exists, when that is the conflict (a tool can offer to import
+	// it); empty otherwise.
+	ExistingKind, ExistingID string
+}
 
 func (e *ConflictError) Code() string { return CodeConflict }
 

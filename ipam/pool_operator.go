@@ -187,7 +187,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 			return err
 		}
 		if exists {
-			return &ConflictError{Msg: fmt.Sprintf("pool %q already exists; import it with `terraform import ipam_pool.NAME %s`", p.ID, p.ID)}
+			return &ConflictError{Msg: fmt.Sprintf("pool %q already exists; import it to manage it", p.ID), ExistingKind: "pool", ExistingID: p.ID}
 		}
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err

@@ -74,7 +74,7 @@ func For(err error) Explanation {
 	case ipam.CodeOwnerConflict:
 		e.Title = "Owner Managed Elsewhere"
 		e.Advice = "The owner already holds an address that another configuration or actor manages, and nothing was " +
-			"allocated. If this configuration should manage it, import it (the import ID is given above); if it is left " +
+			"allocated. If this configuration should manage it, import it (with the import ID given with it); if it is left " +
 			"over, release it with `ipamctl release`; if two configurations really declare the same owner, give each " +
 			"its own actor."
 	case ipam.CodeAddressInUse:
@@ -94,6 +94,13 @@ func For(err error) Explanation {
 		e.Advice = "The cluster, pool or allocation named does not exist (or no longer does). Check the name " +
 			"(`ipamctl usage` lists clusters and pools), or create it first."
 	case ipam.CodeConflict:
+		var ce *ipam.ConflictError
+		if errors.As(err, &ce) && ce.ExistingKind != "" {
+			e.Title = "Already Exists"
+			e.Advice = "The " + ce.ExistingKind + " " + ce.ExistingID + " already exists, and nothing was written. If this " +
+				"configuration should manage it, import it (with the import ID given with it); otherwise choose another name."
+			break
+		}
 		e.Title = "Conflicting Change"
 		e.Advice = "Existing data, or a change made at the same time, kept this from completing; nothing was written. " +
 			"If something still depends on what was to change, the message names it: remove or release that first. " +

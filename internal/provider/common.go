@@ -178,7 +178,18 @@ func coreErrorText(summary string, err error) (string, string) {
 			detail = left + "\n\n" + detail
 		}
 	}
+	if hint := importHint(err); hint != "" {
+		detail += "\n\n" + hint
+	}
 	return title, detail + "\n\n" + err.Error()
+}
+
+// withHint is importHint(err) after a space, or "".
+func withHint(err error) string {
+	if h := importHint(err); h != "" {
+		return " " + h
+	}
+	return ""
 }
 
 // leftBehind says what a failure to use the database left behind, for the

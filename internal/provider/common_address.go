@@ -349,7 +349,8 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	case isRefusal(err):
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Cannot Be Reserved",
 			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
-				". Its address shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first.")
+				". Its address shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first."+
+				withHint(err))
 	case errors.Is(err, ipam.ErrNotFound) || errors.Is(err, ipam.ErrPoolNotFound):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
 			poolName(pool)+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+

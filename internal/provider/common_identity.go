@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -10,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // resourceIdentity is a resource's identity (Terraform 1.12+): attributes of
@@ -87,5 +91,52 @@ func (ri resourceIdentity) importID(ctx context.Context, req resource.ImportStat
 		}
 		parts = append(parts, v.ValueString())
 	}
-	return strings.Join(parts, "/"), true
+	return ri.format(parts...), true
+}
+
+// format is the string import id of the identity's values, in its order:
+// the one formatter of import ids, which every hint naming one uses.
+func (ri resourceIdentity) format(values ...string) string {
+	return strings.Join(values, "/")
+}
+
+// importHint says how to import what a core error says already exists or is
+// held (an owner's allocation, a cluster, a pool) into the resource that
+// manages it, with the import id built by that resource's formatter; "" for
+// any other error.
+func importHint(err error) string {
+	typ, id := importTarget(err)
+	if typ == "" {
+		return ""
+	}
+	return fmt.Sprintf("To manage it from this configuration, import it: terraform import %s.NAME %s "+
+		"(or an import block: to = %s.NAME, id = %q).", typ, id, typ, id)
+}
+
+// importTarget is the resource type and import id of what err names.
+func importTarget(err error) (typ, id string) {
+	var oc *ipam.OwnerConflictError
+	var ce *ipam.ConflictError
+	switch {
+	case errors.As(err, &oc):
+		switch oc.OwnerKind {
+		case ipam.OwnerNode:
+			return "ipam_node_address", nodeAddressIdentity.format(oc.ClusterID, oc.OwnerID)
+		case ipam.OwnerInstance:
+			return "ipam_instance_address", instanceIdentity.format(oc.ClusterID, oc.OwnerID)
+		case ipam.OwnerEnvIPv4:
+			return "ipam_env_ipv4", envIPv4Identity.format(oc.PoolID, oc.OwnerID)
+		case ipam.OwnerSet:
+			return "ipam_address_set", addressSetIdentity.format(oc.ClusterID, oc.SetID)
+		}
+	case errors.As(err, &ce):
+		switch ce.ExistingKind {
+		case "cluster":
+			return "ipam_cluster", clusterIdentity.format(ce.ExistingID)
+		case "pool":
+			cluster, name, _ := strings.Cut(ce.ExistingID, "/")
+			return "ipam_pool", poolIdentity.format(cluster, name)
+		}
+	}
+	return "", ""
 }

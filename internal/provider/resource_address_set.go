@@ -344,7 +344,8 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 		// member never fails the plan terraform destroy runs first.
 		diags.AddAttributeWarning(path.Root("addresses").AtMapKey(key), "Address Cannot Be Reserved",
 			"No address can be reserved for key "+key+" at plan time: "+err.Error()+
-				". It shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first.")
+				". It shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first."+
+				withHint(err))
 	default:
 		addCoreError(diags, "Unable to Reserve Address "+key, err)
 	}
