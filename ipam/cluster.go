@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -221,6 +222,36 @@ func hostPrefixes(as []netip.Addr) []netip.Prefix {
 		out[i] = netip.PrefixFrom(a, a.BitLen())
 	}
 	return out
+}
+
+// CheckClusterPrefix checks a cluster's prefix against the database without
+// writing, for plan time: every other cluster whose prefix overlaps it is
+// named, in one error on prefix. A cluster of the same id is not a problem
+// here (an update, or a replacement).
+func (s *Client) CheckClusterPrefix(ctx context.Context, id string, prefix netip.Prefix) error {
+	c := Cluster{ID: id, Prefix: prefix}
+	var others []string
+	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
+		others = nil
+		rows, err := tx.Query(ctx, sqlOverlappingClusters, c.Prefix, c.ID)
+		if err != nil {
+			return err
+		}
+		others, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+			var id string
+			var p netip.Prefix
+			err := r.Scan(&id, &p)
+			return fmt.Sprintf("cluster %q (%s)", id, p), err
+		})
+		return err
+	})
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if len(others) > 0 {
+		return invalid("prefix", "%s overlaps %s; cluster prefixes must not overlap", c.Prefix, strings.Join(others, ", "))
+	}
+	return nil
 }
 
 // CreateCluster creates a cluster and its node and instance pools.

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
@@ -196,9 +197,11 @@ func newLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr,
 		next += n
 	}
 	l.last = next - 1
+	var bad []error // every bad exclusion, not only the first
 	for _, e := range exclude {
 		if familyOf(e.Addr()) != l.Family {
-			return nil, fmt.Errorf("exclusion %s is not of the pool's address family", e)
+			bad = append(bad, fmt.Errorf("exclusion %s is not of the pool's address family", e))
+			continue
 		}
 		found := false
 		for _, b := range l.blocks {
@@ -215,8 +218,11 @@ func newLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr,
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("exclusion %s is not inside any block of the pool", e)
+			bad = append(bad, fmt.Errorf("exclusion %s is not inside any block of the pool", e))
 		}
+	}
+	if len(bad) > 0 {
+		return nil, errors.Join(bad...)
 	}
 	if gateway.IsValid() {
 		if o, ok := l.Ordinal(gateway); ok {

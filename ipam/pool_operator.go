@@ -55,11 +55,20 @@ func PreparePool(p *Pool) error {
 	}
 	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
 	if err != nil {
-		field := "cidrs"
-		if strings.HasPrefix(err.Error(), "exclusion") {
-			field = "exclude"
+		// One InvalidError per problem (every bad exclusion is named).
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
 		}
-		return &InvalidError{Field: field, Msg: err.Error()}
+		var out []error
+		for _, e := range errs {
+			field := "cidrs"
+			if strings.HasPrefix(e.Error(), "exclusion") {
+				field = "exclude"
+			}
+			out = append(out, &InvalidError{Field: field, Msg: e.Error()})
+		}
+		return errors.Join(out...)
 	}
 	if p.Gateway.IsValid() && familyOf(p.Gateway) != l.Family {
 		return invalid("gateway", "%s is not of the pool's address family", p.Gateway)
@@ -102,23 +111,28 @@ func overlapping(ps []netip.Prefix, b netip.Prefix) []netip.Prefix {
 // instance prefixes nor its other pools, and a public IPv4 block overlaps no
 // other cluster's pool.
 func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
+	// Every problem is named, not only the first: one error each, joined.
+	// A missing cluster is one (classified ErrNotFound: at plan time it may
+	// be created by the same apply); the other pools are checked anyway.
+	var problems []error
 	c, err := scanCluster(q.QueryRow(ctx, sqlLoadCluster, p.ClusterID))
-	if errors.Is(err, ErrNotFound) {
-		return invalid("cluster_id", "cluster %q does not exist", p.ClusterID)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		problems = append(problems, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist", p.ClusterID), Err: ErrNotFound})
+	case err != nil:
 		return err
-	}
-	for _, b := range p.CIDRs {
-		if b.Addr().Is6() && !PrefixContains(c.Prefix, b) {
-			return invalid("cidrs", "%s is outside the prefix %s of cluster %q; an IPv6 pool lies inside its own cluster's prefix", b, c.Prefix, c.ID)
-		}
-		for _, sys := range []struct {
-			what string
-			p    netip.Prefix
-		}{{"node", c.NodePrefix}, {"instance", c.InstancePrefix}} {
-			if b.Overlaps(sys.p) {
-				return invalid("cidrs", "%s overlaps the %s prefix %s of cluster %q", b, sys.what, sys.p, c.ID)
+	default:
+		for _, b := range p.CIDRs {
+			if b.Addr().Is6() && !PrefixContains(c.Prefix, b) {
+				problems = append(problems, invalid("cidrs", "%s is outside the prefix %s of cluster %q; an IPv6 pool lies inside its own cluster's prefix", b, c.Prefix, c.ID))
+			}
+			for _, sys := range []struct {
+				what string
+				p    netip.Prefix
+			}{{"node", c.NodePrefix}, {"instance", c.InstancePrefix}} {
+				if b.Overlaps(sys.p) {
+					problems = append(problems, invalid("cidrs", "%s overlaps the %s prefix %s of cluster %q", b, sys.what, sys.p, c.ID))
+				}
 			}
 		}
 	}
@@ -144,15 +158,14 @@ func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
 					continue
 				}
 				if o.cluster == p.ClusterID {
-					return invalid("cidrs", "%s overlaps %s of pool %q; pools of one cluster must not overlap", b, ob, o.id)
-				}
-				if b.Addr().Is4() && isPublic4(b) {
-					return invalid("cidrs", "%s overlaps %s of pool %q in cluster %q; public IPv4 blocks belong to one pool only", b, ob, o.id, o.cluster)
+					problems = append(problems, invalid("cidrs", "%s overlaps %s of pool %q; pools of one cluster must not overlap", b, ob, o.id))
+				} else if b.Addr().Is4() && isPublic4(b) {
+					problems = append(problems, invalid("cidrs", "%s overlaps %s of pool %q in cluster %q; public IPv4 blocks belong to one pool only", b, ob, o.id, o.cluster))
 				}
 			}
 		}
 	}
-	return nil
+	return errors.Join(problems...)
 }
 
 // CheckPool validates a pool against the database without writing: for plan time.

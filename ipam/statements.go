@@ -694,6 +694,10 @@ const (
 	// sqlOverlappingCluster finds a cluster whose prefix overlaps $1.
 	sqlOverlappingCluster = `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 LIMIT 1`
 
+	// sqlOverlappingClusters lists every other cluster whose prefix overlaps
+	// $1 (for a plan-time check that names them all).
+	sqlOverlappingClusters = `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 AND id <> $2 ORDER BY id`
+
 	sqlInsertCluster = `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
 			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)

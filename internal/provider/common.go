@@ -156,12 +156,28 @@ func requireStore(st *ipam.Client, diags *diag.Diagnostics) bool {
 // never ran), any other by the operation and the class. The detail says what
 // the failure left behind and what to do, then the error, code first.
 func addCoreError(diags *diag.Diagnostics, summary string, err error) {
+	if errs := problems(err); len(errs) > 1 {
+		// Several problems, each named: one diagnostic each.
+		for _, e := range errs {
+			addCoreError(diags, summary, e)
+		}
+		return
+	}
 	var ie *ipam.InvalidError
 	if errors.As(err, &ie) && ie.Field != "" {
 		diags.AddAttributeError(path.Root(ie.Field), summary, ie.Msg)
 		return
 	}
 	diags.AddError(coreErrorText(summary, err))
+}
+
+// problems are the errors the core joined into err (it names every problem
+// of an input, not only the first), or err alone.
+func problems(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // coreErrorText is the summary and detail of addCoreError.

@@ -219,6 +219,15 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		state = &clusterResourceModel{}
 		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
 	}
+	if r.store != nil && !plan.Name.IsUnknown() && !currentRun().destroy &&
+		(state == nil || !state.Prefix.Equal(plan.Prefix)) {
+		// Another cluster's overlapping prefix fails the plan, as it would
+		// fail the apply (a destroy's preliminary plan is left alone).
+		if err := r.store.CheckClusterPrefix(ctx, plan.Name.ValueString(), c.Prefix); ipam.Code(err) == ipam.CodeInvalid {
+			addCoreError(&resp.Diagnostics, "Invalid Cluster", err)
+			return
+		}
+	}
 	for _, x := range []struct {
 		name     string
 		value    netip.Prefix

@@ -334,9 +334,14 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		}
 	}
 	if r.store != nil && clusterKnown {
-		if _, err := r.store.GetCluster(ctx, p.ClusterID); err == nil {
-			if err := r.store.CheckPool(ctx, p); err != nil && ipam.Code(err) == ipam.CodeInvalid {
-				addCoreError(&resp.Diagnostics, "Invalid Pool", err)
+		// Every placement problem the database can tell now (a block another
+		// pool holds, here or, for public IPv4, in another cluster), all of
+		// them; a cluster this same apply creates is no problem.
+		if err := r.store.CheckPool(ctx, p); err != nil && ipam.Code(err) == ipam.CodeInvalid {
+			for _, e := range problems(err) {
+				if !errors.Is(e, ipam.ErrNotFound) {
+					addCoreError(&resp.Diagnostics, "Invalid Pool", e)
+				}
 			}
 		}
 	}
