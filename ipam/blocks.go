@@ -129,6 +129,62 @@ func (n NodeBlocks) Free() int64 { return n.Capacity - n.Used }
 // only blocks that are empty (no active, reserved or cooling address) on two
 // consecutive scalings, never the node's last block.
 func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) (NodeBlocks, error) {
+	return s.scaleNodeBlocks(ctx, clusterID, nodeID, sc, false)
+}
+
+// CreateNodeBlocks is ScaleNodeBlocks for a configuration that declares the
+// node's blocks anew (a Terraform create). Blocks the node has already are
+// adopted by the rule of every allocation: only by the actor that created
+// them, and only while no Terraform state has confirmed them and they are
+// younger than the adoption window (a retried or killed apply finding its
+// own work). Anything else is an OwnerConflictError (kind OwnerNodeBlocks):
+// import them instead.
+func (s *Client) CreateNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) (NodeBlocks, error) {
+	return s.scaleNodeBlocks(ctx, clusterID, nodeID, sc, true)
+}
+
+// ConfirmNodeBlocks records that a Terraform state read the node's blocks
+// (a refresh or an import): from then on only that configuration manages
+// them, and a create elsewhere is refused.
+func (s *Client) ConfirmNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
+	_, err := s.pool.Exec(ctx, sqlConfirmNodeBlocks, clusterID, nodeID)
+	return s.mapErr(err)
+}
+
+// OwnerNodeBlocks is the owner kind an OwnerConflictError names for a node's
+// instance blocks (they are not an allocation, and no event carries it).
+const OwnerNodeBlocks = "node_blocks"
+
+// checkBlocksAdoptable refuses a create of blocks the node has already,
+// unless they are the same actor's unconfirmed work (see CreateNodeBlocks).
+func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+	var actor string
+	var created time.Time
+	var confirmed bool
+	err := tx.QueryRow(ctx, sqlNodeBlocksOwner, clusterID, nodeID).Scan(&actor, &created, &confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	conflict := &OwnerConflictError{ClusterID: clusterID, OwnerKind: OwnerNodeBlocks, OwnerID: nodeID,
+		Address: "instance blocks", Actor: actor}
+	switch {
+	case actor != s.actor:
+		conflict.Detail = fmt.Sprintf("import them into the configuration that should manage them, or release them "+
+			"before creating them as actor %q", s.actor)
+		return conflict
+	case confirmed:
+		conflict.Detail = fmt.Sprintf("since %s they are managed by a configuration whose refresh has seen them (or that "+
+			"made them over %s ago); import them instead of declaring them again, or give each configuration its own actor",
+			created.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
+		return conflict
+	}
+	return nil
+}
+
+func (s *Client) scaleNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling, create bool) (NodeBlocks, error) {
 	if err := ValidateID("node_id", nodeID); err != nil {
 		return NodeBlocks{}, &InvalidError{Field: "node_id", Msg: err.Error()}
 	}
@@ -138,7 +194,12 @@ func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
-			return saveScaling(ctx, tx, clusterID, nodeID, sc)
+			if create {
+				if err := s.checkBlocksAdoptable(ctx, tx, clusterID, nodeID); err != nil {
+					return err
+				}
+			}
+			return saveScaling(ctx, tx, clusterID, nodeID, sc, s.actor)
 		}); err != nil {
 			return err
 		}
@@ -177,7 +238,7 @@ func (s *Client) NodesWithBlocks(ctx context.Context, clusterID string) ([][2]st
 	return out, s.mapErr(err)
 }
 
-func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc BlockScaling) error {
+func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc BlockScaling, actor string) error {
 	var cur int
 	err := tx.QueryRow(ctx, sqlBlockLength, clusterID).Scan(&cur)
 	if err == nil && cur != sc.PrefixLength {
@@ -195,7 +256,7 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 		return invalid("cluster_id", "cluster %q does not exist", clusterID)
 	}
 	_, err = tx.Exec(ctx, sqlSaveNodeScaling,
-		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand)
+		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand, actor)
 	return err
 }
 

@@ -443,3 +443,40 @@ func TestReleaseNodeBlocksNamesTheInstancesInTheWay(t *testing.T) {
 		}
 	}
 }
+
+// A create of a node's blocks adopts them by the rule of every allocation:
+// its own unconfirmed work only. Confirmed blocks (a Terraform state read
+// them), or another actor's, are refused with owner_conflict.
+func TestCreateNodeBlocksAdoptsOnlyItsOwnUnconfirmedWork(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	// A retried create (the first one's answer was lost): adopted.
+	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
+		t.Fatalf("a retried create: %v", err)
+	}
+	other, err := ipam.Open(ctx, ipam.Config{DatabaseURL: raw.Config().ConnString(), Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	var oc *ipam.OwnerConflictError
+	if _, err := other.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); !errors.As(err, &oc) || oc.OwnerKind != ipam.OwnerNodeBlocks ||
+		oc.Actor != "terraform" || oc.OwnerID != "n1" {
+		t.Fatalf("another actor's create: %v, want owner_conflict naming actor terraform", err)
+	}
+	if err := st.ConfirmNodeBlocks(ctx, "c1", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); !errors.As(err, &oc) || !strings.Contains(err.Error(), "refresh has seen them") {
+		t.Fatalf("a create of confirmed blocks: %v, want owner_conflict", err)
+	}
+	// Scaling (an update, ipamctl scale) is not a create: it goes on.
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(8, 4)); err != nil {
+		t.Fatalf("scaling confirmed blocks: %v", err)
+	}
+}

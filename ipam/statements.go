@@ -954,8 +954,8 @@ const (
 	sqlBlockLength = `SELECT block_prefix_length FROM ipam_block_counters WHERE cluster_id = $1`
 
 	sqlSaveNodeScaling = `INSERT INTO ipam_node_block_settings (cluster_id, node_id, block_prefix_length, min_free_fraction,
-			max_free_fraction, max_blocks, demand)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+			max_free_fraction, max_blocks, demand, actor, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ipam_now())
 		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
 			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
 			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`
@@ -966,6 +966,18 @@ const (
 		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
 
 	sqlLockNodeScaling   = sqlNodeScaling + sqlForUpdate
+
+	// sqlNodeBlocksOwner locks a node's settings and tells who created its
+	// blocks, when, and whether they are confirmed: a Terraform state read
+	// them, or they are older than the adoption window (as for an
+	// allocation, allocColumns).
+	sqlNodeBlocksOwner = `SELECT coalesce(actor, ''), created_at,
+			confirmed_at IS NOT NULL OR created_at < ipam_now() - interval '` + adoptionWindowSQL + `'
+		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2` + sqlForUpdate
+
+	// sqlConfirmNodeBlocks records that a Terraform state read a node's blocks.
+	sqlConfirmNodeBlocks = `UPDATE ipam_node_block_settings SET confirmed_at = ipam_now()
+		WHERE cluster_id = $1 AND node_id = $2 AND confirmed_at IS NULL`
 	sqlDeleteNodeScaling = `DELETE FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
 
 	sqlActiveBlocks = `SELECT block, empty_scans FROM ipam_node_blocks

@@ -128,6 +128,8 @@ func importTarget(err error) (typ, id string) {
 			return "ipam_env_ipv4", envIPv4Identity.format(oc.PoolID, oc.OwnerID)
 		case ipam.OwnerSet:
 			return "ipam_address_set", addressSetIdentity.format(oc.ClusterID, oc.SetID)
+		case ipam.OwnerNodeBlocks:
+			return "ipam_node_instance_blocks", nodeBlocksIdentity.format(oc.ClusterID, oc.OwnerID)
 		}
 	case errors.As(err, &ce):
 		switch ce.ExistingKind {

@@ -57,6 +57,13 @@ func TestAccImportHintsImport(t *testing.T) {
   }
 }
 `, testCluster + pool, "c1/lb-1", false},
+		// Node blocks follow the same rule: refused, not re-adopted silently.
+		{"ipam_node_instance_blocks.b", `resource "ipam_node_instance_blocks" "b" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-a"
+  demand     = 10
+}
+`, testCluster, "c1/node-a", false},
 	} {
 		typ := strings.Split(c.addr, ".")[0]
 		t.Run(typ, func(t *testing.T) {

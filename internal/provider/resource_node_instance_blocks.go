@@ -246,7 +246,7 @@ func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	nb, err := r.store.ScaleNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	nb, err := r.store.CreateNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
 	r.pd.forgetInstancePools()
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Create Node Instance Blocks", err)
@@ -275,6 +275,9 @@ func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest,
 		addCoreError(&resp.Diagnostics, "Unable to Read Node Instance Blocks", err)
 		return
 	}
+	// This state holds the blocks now: a create elsewhere is refused. A
+	// failed mark (a read-only role) changes nothing, as for an address.
+	_ = r.store.ConfirmNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
 	state.fill(nb)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
