@@ -965,7 +965,7 @@ const (
 	sqlNodeScaling = `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
 		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
 
-	sqlLockNodeScaling   = sqlNodeScaling + sqlForUpdate
+	sqlLockNodeScaling = sqlNodeScaling + sqlForUpdate
 
 	// sqlNodeBlocksOwner locks a node's settings and tells who created its
 	// blocks, when, and whether they are confirmed: a Terraform state read
