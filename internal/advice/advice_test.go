@@ -98,3 +98,16 @@ type codeOnly string
 
 func (c codeOnly) Error() string { return string(c) }
 func (c codeOnly) Code() string  { return string(c) }
+
+// The guide's table of errors lists every code there is advice for.
+func TestErrorTableListsEveryCode(t *testing.T) {
+	src, err := os.ReadFile("../../templates/guides/production-database.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range Codes {
+		if !regexp.MustCompile("(?m)^\\| [^|]*`" + code + "`").Match(src) {
+			t.Errorf("the error table of the production-database guide has no row for %s", code)
+		}
+	}
+}

@@ -214,14 +214,14 @@ func leftBehind(summary string) string {
 	switch {
 	case strings.HasPrefix(summary, "Unable to Allocate"), strings.HasPrefix(summary, "Unable to Reserve"),
 		strings.HasPrefix(summary, "Unable to Create"):
-		return summary + ": no allocation was made. Apply again once the database can be used."
+		return "No allocation was made. Apply again once the database can be used."
 	case strings.HasPrefix(summary, "Unable to Release"), strings.HasPrefix(summary, "Unable to Delete"):
-		return summary + ": nothing was released, the address is still held and the resource stays in the state. " +
+		return "Nothing was released: the address is still held and the resource stays in the state. " +
 			"Destroy again once the database can be used."
 	case strings.HasPrefix(summary, "Unable to Configure"), strings.HasPrefix(summary, "Unable to Migrate"):
 		return "The provider could not start using the IPAM database: nothing was read or written, and its schema was not changed."
 	}
-	return summary + ": nothing was changed."
+	return "Nothing was changed."
 }
 
 const privateGeneration = "generation"
