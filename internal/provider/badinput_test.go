@@ -102,7 +102,7 @@ var badInputs = []badInput{
 	{name: "duplicate DNS servers", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `dns_servers = ["2001:db8::53", "2001:db8::53"]`), attr: "dns_servers", expect: `(?s)dns_servers.*duplicate`},
 	{name: "IPv4 DNS server", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `dns_servers = ["8.8.8.8"]`), attr: "dns_servers", expect: `Invalid dns_servers\[0\].*not an IPv6\s+address`},
 	{name: "MTU below IPv6 minimum", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `mtu = 1279`), attr: "mtu", expect: `mtu\s+value\s+must\s+be\s+between\s+1280\s+and\s+65535`},
-	{name: "cluster prefix overlapping cluster c1", atApply: true, hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8::/32"`), attr: "prefix", expect: `(?s)Unable to Create Cluster.*prefix.*overlaps cluster\s+"c1"`},
+	{name: "cluster prefix overlapping cluster c1", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8::/32"`), attr: "prefix", expect: `(?s)Invalid Cluster.*prefix.*overlaps cluster\s+"c1"`},
 
 	// ipam_node_address.
 	{name: "node id with SQL", hcl: nodeRes(`node_id = "n1' OR '1'='1"`), attr: "node_id", expect: `Invalid node_id.*may only\s+contain`},
