@@ -158,3 +158,22 @@ func lateForwarder(t *testing.T, target string, after time.Duration) string {
 	})
 	return addr
 }
+
+// A wait reported during a plan, apply or read is warned of once, on the
+// next answer: not silently, and not again and again.
+func TestGuardWarnsOfAWaitOnce(t *testing.T) {
+	g := &contextGuard{waits: &waits{}}
+	if d := g.warnWaited(nil); len(d) != 0 {
+		t.Fatalf("a warning without a wait: %v", d)
+	}
+	g.waits.report(context.Background(), ipam.Wait{Addr: "db:5432", Waited: 7 * time.Second, Bound: 30 * time.Second})
+	g.waits.report(context.Background(), ipam.Wait{Addr: "db:5432", Waited: 5 * time.Second, Bound: 30 * time.Second})
+	d := g.warnWaited(nil)
+	if len(d) != 1 || d[0].Summary != "Waited for the IPAM Database" ||
+		!strings.Contains(d[0].Detail, "waited at least 7s") || !strings.Contains(d[0].Detail, "waiting for the database at db:5432, 7 s of 30 s") {
+		t.Fatalf("the warning of a 7 s wait: %+v", d)
+	}
+	if d := g.warnWaited(nil); len(d) != 0 {
+		t.Fatalf("the same wait warned of twice: %v", d)
+	}
+}

@@ -36,6 +36,9 @@ const EnvDatabaseURL = "IPAM_DATABASE_URL"
 
 type ipamProvider struct {
 	version string
+	// waits gathers the waits for the database of this provider process
+	// (see waits); the server's guard warns of them.
+	waits *waits
 }
 
 type ipamProviderModel struct {
@@ -53,7 +56,7 @@ type ipamProviderModel struct {
 
 // New returns the provider factory for a version (set by the release build).
 func New(version string) func() provider.Provider {
-	return func() provider.Provider { return &ipamProvider{version: version} }
+	return func() provider.Provider { return &ipamProvider{version: version, waits: &waits{}} }
 }
 
 func (p *ipamProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -160,7 +163,10 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	cfg.LockTimeout = waitBound(m.LockTimeout)
 	cfg.StatementTimeout = waitBound(m.StmtTimeout)
 	cfg.FailoverTimeout = waitBound(m.FailoverTime)
-	var waited waits
+	waited := p.waits
+	if waited == nil {
+		waited = &waits{}
+	}
 	cfg.OnWait = waited.report
 	st, err := ipam.Open(ctx, cfg)
 	if err != nil {
@@ -232,12 +238,13 @@ func waitBound(v types.String) time.Duration {
 	return d
 }
 
-// waits logs each report of a wait for the database at INFO, and remembers
-// the longest, so that a plan or apply that waited says so in a warning:
-// no wait is silent.
+// waits logs each report of a wait for the database at INFO, and keeps the
+// longest not yet warned of, so that a plan or apply that waited says so in
+// a warning (at configure, or on the next answer of a plan, apply or read:
+// see contextGuard): no wait is silent.
 type waits struct {
 	mu      sync.Mutex
-	longest ipam.Wait
+	pending ipam.Wait
 }
 
 func (w *waits) report(ctx context.Context, wait ipam.Wait) {
@@ -245,21 +252,34 @@ func (w *waits) report(ctx context.Context, wait ipam.Wait) {
 		"waited_seconds": int(wait.Waited.Seconds()), "failover_timeout_seconds": int(wait.Bound.Seconds())})
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if wait.Waited > w.longest.Waited {
-		w.longest = wait
+	if wait.Waited > w.pending.Waited {
+		w.pending = wait
 	}
 }
 
-// warn adds the warning of a wait that ended with the database answering.
-func (w *waits) warn(diags *diag.Diagnostics) {
+// take returns the summary and detail of the warning of the longest wait
+// reported since the last one taken; ok is false when there was none.
+func (w *waits) take() (summary, detail string, ok bool) {
+	if w == nil {
+		return "", "", false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.longest.Waited == 0 {
-		return
+	if w.pending.Waited == 0 {
+		return "", "", false
 	}
-	diags.AddWarning("Waited for the IPAM Database",
-		fmt.Sprintf("The provider waited at least %s for a usable server at %s before the database answered (%s). "+
-			"A switchover or restart explains a short wait; a database that is often this slow to answer makes every plan "+
-			"wait: check its health, or the host list of the connection string.",
-			ipam.FormatDuration(w.longest.Waited.Round(time.Second)), w.longest.Addr, w.longest.String()))
+	longest := w.pending
+	w.pending = ipam.Wait{}
+	return "Waited for the IPAM Database",
+		fmt.Sprintf("The provider waited at least %s for a usable server at %s (%s). A switchover or restart explains "+
+			"a short wait; a database that is often this slow to answer makes every plan wait: check its health, or the "+
+			"host list of the connection string.",
+			ipam.FormatDuration(longest.Waited.Truncate(time.Second)), longest.Addr, longest.String()), true
+}
+
+// warn adds the warning of a wait, if one was reported.
+func (w *waits) warn(diags *diag.Diagnostics) {
+	if summary, detail, ok := w.take(); ok {
+		diags.AddWarning(summary, detail)
+	}
 }

@@ -15,11 +15,14 @@ import (
 // the acceptance tests both serve it.
 func NewServer(version string) func() (tfprotov6.ProviderServer, error) {
 	return func() (tfprotov6.ProviderServer, error) {
-		inner, err := providerserver.NewProtocol6WithError(New(version)())()
+		p := New(version)()
+		inner, err := providerserver.NewProtocol6WithError(p)()
 		if err != nil {
 			return nil, err
 		}
-		return guardContexts(inner), nil
+		g := guardContexts(inner)
+		g.waits = p.(*ipamProvider).waits
+		return g, nil
 	}
 }
 
@@ -65,6 +68,18 @@ type contextGuard struct {
 	requests atomic.Int64
 	streams  atomic.Int64
 	releases atomic.Int64 // for tests
+	// waits are the provider's waits for the database: a plan, apply or
+	// read answered after one carries its warning.
+	waits *waits
+}
+
+// warnWaited appends the warning of a wait for the database, if one was
+// reported since the last (see waits).
+func (g *contextGuard) warnWaited(diags []*tfprotov6.Diagnostic) []*tfprotov6.Diagnostic {
+	if summary, detail, ok := g.waits.take(); ok {
+		diags = append(diags, &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityWarning, Summary: summary, Detail: detail})
+	}
+	return diags
 }
 
 func guardContexts(inner tfprotov6.ProviderServer) *contextGuard {
@@ -122,15 +137,27 @@ func (g *contextGuard) UpgradeResourceState(ctx context.Context, req *tfprotov6.
 }
 
 func (g *contextGuard) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, error) {
-	return guarded(g, ctx, req, g.ProviderServer.ReadResource)
+	resp, err := guarded(g, ctx, req, g.ProviderServer.ReadResource)
+	if resp != nil {
+		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
+	}
+	return resp, err
 }
 
 func (g *contextGuard) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
-	return guarded(g, ctx, req, g.ProviderServer.PlanResourceChange)
+	resp, err := guarded(g, ctx, req, g.ProviderServer.PlanResourceChange)
+	if resp != nil {
+		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
+	}
+	return resp, err
 }
 
 func (g *contextGuard) ApplyResourceChange(ctx context.Context, req *tfprotov6.ApplyResourceChangeRequest) (*tfprotov6.ApplyResourceChangeResponse, error) {
-	return guarded(g, ctx, req, g.ProviderServer.ApplyResourceChange)
+	resp, err := guarded(g, ctx, req, g.ProviderServer.ApplyResourceChange)
+	if resp != nil {
+		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
+	}
+	return resp, err
 }
 
 func (g *contextGuard) ImportResourceState(ctx context.Context, req *tfprotov6.ImportResourceStateRequest) (*tfprotov6.ImportResourceStateResponse, error) {
@@ -154,7 +181,11 @@ func (g *contextGuard) ValidateDataResourceConfig(ctx context.Context, req *tfpr
 }
 
 func (g *contextGuard) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
-	return guarded(g, ctx, req, g.ProviderServer.ReadDataSource)
+	resp, err := guarded(g, ctx, req, g.ProviderServer.ReadDataSource)
+	if resp != nil {
+		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
+	}
+	return resp, err
 }
 
 func (g *contextGuard) GetFunctions(ctx context.Context, req *tfprotov6.GetFunctionsRequest) (*tfprotov6.GetFunctionsResponse, error) {
