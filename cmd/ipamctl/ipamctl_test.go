@@ -700,7 +700,8 @@ func TestRelease(t *testing.T) {
 
 	// Confirmed by a Terraform state: refused, naming the owner; nothing changes.
 	args := []string{"release", "--cluster", "c1", "--kind", "env_ipv4", "--owner", "e1", "--reason", "env e1 retired"}
-	w.ipamctl("", args...).must(t, exitError, "conflict:", `env_ipv4 "e1"`, "a Terraform state confirmed it", "with force")
+	w.ipamctl("", args...).must(t, exitError, "conflict:", `env_ipv4 "e1"`, "a Terraform state confirmed it", "with force",
+		"Held by a Terraform State. Nothing was released")
 	w.ipamctl("", "list", "--cluster", "c1", "--kind", "env_ipv4").must(t, 0, "e1", "active")
 	r = w.ipamctl("", append(args, "--force", "--json")...).must(t, 0, "WARNING: --force released", `env_ipv4 "e1" still uses it`)
 	var got releaseJSON

@@ -95,6 +95,14 @@ func For(err error) Explanation {
 			"(`ipamctl usage` lists clusters and pools), or create it first."
 	case ipam.CodeConflict:
 		var ce *ipam.ConflictError
+		var confirmed *ipam.ConfirmedError
+		if errors.As(err, &confirmed) {
+			e.Title = "Held by a Terraform State"
+			e.Advice = "Nothing was released: a Terraform configuration holds this allocation and still uses it. Remove " +
+				"its owner from that configuration and apply. Release it anyway only if that configuration is gone for " +
+				"good (`ipamctl release --force`): its next refresh drops the resource, its next apply allocates anew."
+			break
+		}
 		if errors.As(err, &ce) && ce.ExistingKind != "" {
 			e.Title = "Already Exists"
 			e.Advice = "The " + ce.ExistingKind + " " + ce.ExistingID + " already exists, and nothing was written. If this " +

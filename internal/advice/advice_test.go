@@ -40,6 +40,7 @@ func TestEveryCodeHasItsOwnTitleAndAdvice(t *testing.T) {
 		{ipam.ErrNotFound, []string{"does not exist"}, nil, false},
 		{&ipam.ConflictError{Msg: "x"}, []string{"try again", "depends"}, nil, false},
 		{&ipam.ConflictError{Msg: "x", ExistingKind: "pool", ExistingID: "c1/a"}, []string{"pool c1/a already exists", "import it"}, []string{"try again"}, false},
+		{&ipam.ConfirmedError{}, []string{"Nothing was released", "--force"}, []string{"try again"}, false},
 		{&ipam.HoldLostError{}, []string{"run the plan again"}, nil, false},
 	}
 	titles := map[string]string{}
