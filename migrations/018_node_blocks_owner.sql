@@ -1,4 +1,4 @@
--- Migration 17: a node's instance blocks record the actor that created them,
+-- Migration 18: a node's instance blocks record the actor that created them,
 -- when, and when a Terraform state confirmed them (a refresh or an import
 -- read them). A create that finds a node's blocks adopts them by the rule of
 -- every allocation: only its own unconfirmed work of the last hour (a retried
