@@ -169,7 +169,7 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	if err != nil {
 		return res, err
 	}
-	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+	if held, err = s.settleHold(ctx, tx, pool, req, held, true); err != nil {
 		return res, err
 	}
 	switch {

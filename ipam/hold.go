@@ -13,7 +13,10 @@ import (
 // active row must be adoptable (same actor, pool and address). A hold of
 // another actor that has expired, or a hold of ours for another address than
 // the one now asked for, is dropped (nil is returned) so the request proceeds.
-func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
+// At apply (an allocation, not a plan's hold), an active row that a plan
+// marked as being replaced, whose owner now asks for another pool or
+// address, is released into cooldown for the owner (nil is returned).
+func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation, apply bool) (*Allocation, error) {
 	if held == nil {
 		return nil, nil
 	}
@@ -27,7 +30,28 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return nil, s.dropHold(ctx, tx, *held)
 		}
 	}
-	return held, s.checkAdoptable(pool, req, *held)
+	err := s.checkAdoptable(pool, req, *held)
+	var oc *OwnerConflictError
+	if apply && held.State == StateActive && held.Actor == s.actor && errors.As(err, &oc) {
+		// The create half of a replacement that moves the owner's address
+		// (another pool, another claimed address), planned by a plan that
+		// saw the old object: the old address cools for the owner, and the
+		// old object's destroy, with its older generation, releases nothing.
+		var replacing bool
+		if qerr := tx.QueryRow(ctx, sqlReplacing, held.ID).Scan(&replacing); qerr != nil {
+			return nil, qerr
+		}
+		if replacing {
+			if rerr := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation); rerr != nil {
+				if errors.Is(rerr, ErrNotFound) {
+					rerr = errRetry
+				}
+				return nil, rerr
+			}
+			return nil, nil
+		}
+	}
+	return held, err
 }
 
 // reserveTx is Reserve inside the caller's transaction.
@@ -39,7 +63,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	if err != nil {
 		return Allocation{}, err
 	}
-	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+	if held, err = s.settleHold(ctx, tx, pool, req, held, false); err != nil {
 		return Allocation{}, err
 	}
 	switch {
@@ -226,4 +250,28 @@ func scanLostHold(row pgx.Row) (*LostHold, error) {
 	}
 	l.Address = p.Addr()
 	return &l, nil
+}
+
+// MarkReplacement records that a plan replaces the owner's active allocation
+// of this actor: Terraform's create half of a replacement, planned by the
+// plan that saw the old object in its state. Until ttl has passed, and while
+// nothing else changes the allocation, a create of the same owner by this
+// actor takes it over instead of failing with owner_conflict: it keeps the
+// address (and a plan shows it), or, asking for another pool or address,
+// releases it into cooldown for the owner and takes the new one. The old
+// object's destroy carries the older generation and releases nothing. It
+// returns ErrNotFound when the owner holds no active allocation of this
+// actor.
+func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner, ttl time.Duration) (Allocation, error) {
+	if err := ValidateOwner(o); err != nil {
+		return Allocation{}, err
+	}
+	if err := ValidateID("cluster_id", clusterID); err != nil {
+		return Allocation{}, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	}
+	if ttl <= 0 {
+		return Allocation{}, invalid("reservation_ttl", "must be positive")
+	}
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl)))
+	return a, s.mapErr(err)
 }

@@ -316,6 +316,14 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		}
 		addr = a
 	}
+	if pd.seenInState(pool.ClusterID, owner) {
+		// The create half of a replacement of an object this plan saw in
+		// its state: the owner's allocation is marked, so that the create
+		// takes it over (the plan then shows the address it keeps) instead
+		// of refusing it as another configuration's. Nothing to mark (the
+		// owner holds nothing under this actor) is no error.
+		_, _ = pd.store.MarkReplacement(ctx, pool.ClusterID, owner, pd.reservationTTL)
+	}
 	a, err := pd.store.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
 	var oc *ipam.OwnerConflictError
 	var hl *ipam.HoldLostError

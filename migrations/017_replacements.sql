@@ -1,0 +1,18 @@
+-- Migration 17: a plan may mark an active allocation as being replaced.
+--
+-- Terraform replaces a resource in two halves: a create of the new object
+-- and a destroy of the old one, in that order under create_before_destroy.
+-- Both halves are the same owner, and an owner holds one address, so the
+-- create finds the old object's allocation, confirmed by the refreshes of
+-- the state that manages it, and a confirmed allocation is not adopted by a
+-- create (that would let a second configuration take it over). The plan
+-- that saw the old object in its state and plans the new one marks the
+-- allocation: until replace_until, and for as long as its generation is
+-- replace_generation (any hand-out, adoption or release ends the mark), a
+-- create of the same owner and actor takes it over: it keeps the address,
+-- or releases it into cooldown for the owner and takes the new one. The
+-- old object's destroy then carries an older generation and releases
+-- nothing.
+ALTER TABLE ipam_allocations
+    ADD COLUMN replace_until      timestamptz,
+    ADD COLUMN replace_generation bigint;
