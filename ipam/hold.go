@@ -13,10 +13,7 @@ import (
 // active row must be adoptable (same actor, pool and address). A hold of
 // another actor that has expired, or a hold of ours for another address than
 // the one now asked for, is dropped (nil is returned) so the request proceeds.
-// At apply (an allocation, not a plan's hold), an active row that a plan
-// marked as being replaced, whose owner now asks for another pool or
-// address, is released into cooldown for the owner (nil is returned).
-func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation, apply bool) (*Allocation, error) {
+func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
 	if held == nil {
 		return nil, nil
 	}
@@ -30,28 +27,7 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return nil, s.dropHold(ctx, tx, *held)
 		}
 	}
-	err := s.checkAdoptable(pool, req, *held)
-	var oc *OwnerConflictError
-	if apply && held.State == StateActive && held.Actor == s.actor && errors.As(err, &oc) {
-		// The create half of a replacement that moves the owner's address
-		// (another pool, another claimed address), planned by a plan that
-		// saw the old object: the old address cools for the owner, and the
-		// old object's destroy, with its older generation, releases nothing.
-		var replacing bool
-		if qerr := tx.QueryRow(ctx, sqlReplacing, held.ID).Scan(&replacing); qerr != nil {
-			return nil, qerr
-		}
-		if replacing {
-			if rerr := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation); rerr != nil {
-				if errors.Is(rerr, ErrNotFound) {
-					rerr = errRetry
-				}
-				return nil, rerr
-			}
-			return nil, nil
-		}
-	}
-	return held, err
+	return held, s.checkAdoptable(pool, req, *held)
 }
 
 // reserveTx is Reserve inside the caller's transaction.
@@ -63,7 +39,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	if err != nil {
 		return Allocation{}, err
 	}
-	if held, err = s.settleHold(ctx, tx, pool, req, held, false); err != nil {
+	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
 		return Allocation{}, err
 	}
 	switch {

@@ -96,6 +96,9 @@ func TestMarkedReplacementIsTakenOver(t *testing.T) {
 	if ok, err := st.Release(ctx, "c1", node("n1"), b.Generation); err != nil || ok {
 		t.Fatalf("the replaced object's destroy released: %v %v", ok, err)
 	}
+	if got, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil || got.Address != moved.Address || got.Generation <= b.Generation {
+		t.Fatalf("after the replaced object's destroy: %+v %v, want %s active past generation %d", got, err, moved.Address, b.Generation)
+	}
 
 	// An expired mark is no mark.
 	if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil {

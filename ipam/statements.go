@@ -921,6 +921,10 @@ const (
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4
 		RETURNING ` + allocColumns
 
+	// sqlGenerationPast sets a row's generation ($2) past $3.
+	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
+		RETURNING ` + allocColumns
+
 	// sqlReplacing tells whether a row is marked as being replaced.
 	sqlReplacing = `SELECT ` + replacingSQL + ` FROM ipam_allocations WHERE id = $1`
 
