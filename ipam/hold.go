@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -27,7 +28,33 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return nil, s.dropHold(ctx, tx, *held)
 		}
 	}
-	return held, s.checkAdoptable(pool, req, *held)
+	if err := s.checkAdoptable(pool, req, *held); err != nil {
+		return held, err
+	}
+	return held, s.checkOrigin(ctx, tx, *held)
+}
+
+// checkOrigin refuses to adopt an active allocation recorded for another
+// origin (another configuration's working directory), unless a plan marked
+// it as being replaced.
+func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
+	if s.origin == "" || held.State != StateActive {
+		return nil
+	}
+	var origin string
+	var replacing bool
+	if err := tx.QueryRow(ctx, sqlOrigin, held.ID).Scan(&origin, &replacing); err != nil {
+		return err
+	}
+	if origin == "" || origin == s.origin || replacing {
+		return nil
+	}
+	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
+		Address: held.Address.String(), Actor: held.Actor, Detail: fmt.Sprintf(
+			"it was made at %s by the configuration in %q, and this one runs in %q; import it (`terraform import ... %s/%s`) "+
+				"instead of declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
+				"set the provider's origin to %q for one apply",
+			held.AllocatedAt.UTC().Format(time.RFC3339), origin, s.origin, held.ClusterID, held.Owner.ID, origin)}
 }
 
 // reserveTx is Reserve inside the caller's transaction.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +116,65 @@ func TestMarkedReplacementIsTakenOver(t *testing.T) {
 	}
 	if _, err := st.Allocate(ctx, moved); ipam.Code(err) != ipam.CodeOwnerConflict {
 		t.Fatalf("a create after the mark expired: %v, want owner_conflict", err)
+	}
+}
+
+// An unconfirmed allocation (a killed apply's) is adopted only from the
+// origin that made it: another working directory of the same actor is
+// another configuration, refused at plan (Reserve) and at apply; the same
+// origin, or an allocation with none recorded, adopts as before.
+func TestOriginDecidesAdoption(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	open := func(origin string) *ipam.Client {
+		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	a, b := open("/work/a"), open("/work/b")
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")}
+	first, err := a.Allocate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var origin string
+	if err := raw.QueryRow(ctx, `SELECT origin FROM ipam_allocations WHERE owner_id = 'n1'`).Scan(&origin); err != nil || origin != "/work/a" {
+		t.Fatalf("recorded origin %q (%v), want /work/a", origin, err)
+	}
+	if _, err := b.Reserve(ctx, req, time.Hour); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("another origin's plan: %v, want owner_conflict", err)
+	}
+	if _, err := b.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict || !strings.Contains(err.Error(), `"/work/a"`) {
+		t.Fatalf("another origin's create: %v, want owner_conflict naming /work/a", err)
+	}
+	if h, err := a.Reserve(ctx, req, time.Hour); err != nil || h.Address != first.Address {
+		t.Fatalf("the same origin's plan: %+v %v", h, err)
+	}
+	again, err := a.Allocate(ctx, req)
+	if err != nil || !again.Adopted || again.Address != first.Address {
+		t.Fatalf("the same origin's create: %+v %v", again, err)
+	}
+	// The adoption recorded the origin again, for its new generation.
+	if _, err := b.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("another origin's create after the adoption: %v, want owner_conflict", err)
+	}
+	// Given the first origin, the other directory adopts.
+	if r, err := open("/work/a").Allocate(ctx, req); err != nil || !r.Adopted {
+		t.Fatalf("another directory given the origin: %+v %v", r, err)
+	}
+	// No origin recorded (an allocation of the Go API): the actor decides.
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")}); err != nil || !r.Adopted {
+		t.Fatalf("an allocation with no origin: %+v %v", r, err)
+	}
+	if _, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Origin: "a\x00b"}); ipam.Code(err) != ipam.CodeInvalid {
+		t.Fatalf("an origin with a NUL byte: %v", err)
 	}
 }

@@ -925,6 +925,16 @@ const (
 	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
 		RETURNING ` + allocColumns
 
+	// sqlRecordOrigin records the configuration ($3) that made an active
+	// allocation of generation $2 (migration 17).
+	sqlRecordOrigin = `UPDATE ipam_allocations SET origin = $3, origin_generation = generation
+		WHERE id = $1 AND generation = $2 AND state = 'active'`
+
+	// sqlOrigin reads an allocation's recorded origin ('' when none is, or
+	// the generation moved on), and whether a plan marked it as replaced.
+	sqlOrigin = `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, ''), ` + replacingSQL + `
+		FROM ipam_allocations WHERE id = $1`
+
 	// sqlReplacing tells whether a row is marked as being replaced.
 	sqlReplacing = `SELECT ` + replacingSQL + ` FROM ipam_allocations WHERE id = $1`
 
@@ -1100,7 +1110,9 @@ const (
 	// allocation) of this actor, whether it has more than $5 left, and its
 	// pool's blocks.
 	sqlFindHold = `SELECT ` + allocColumns + `,
-			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `')
+			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `'
+				-- made by this origin, or by none recorded (checkOrigin)
+				AND ($6::text = '' OR origin_generation IS DISTINCT FROM generation OR origin = $6))
 				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
 			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 		FROM ipam_allocations a
