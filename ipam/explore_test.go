@@ -445,6 +445,29 @@ var (
 			CIDRs: []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")}})
 		return exploreAck{}, err
 	}}
+	// stepReplaceE0: a create_before_destroy replacement of e0 that moves
+	// it to 203.0.113.3: the plan's mark, then the create, which releases
+	// e0's address into cooldown for e0 and claims the new one.
+	stepReplaceE0 = exploreStep{name: "replace e0, moving it to 203.0.113.3", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		if _, err := e.st.MarkReplacement(ctx, "c1", envOwner("e0"), time.Hour); err != nil {
+			return exploreAck{}, err
+		}
+		return allocStep("", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e0"),
+			Address: netip.MustParseAddr("203.0.113.3")}).run(ctx, e)
+	}}
+	// stepDestroyOldE0: the replaced object's destroy, carrying the
+	// generation e0's allocation had when the fixture made it.
+	stepDestroyOldE0 = exploreStep{name: "destroy e0's replaced object", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		var gen int64
+		if err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_events WHERE owner_id = 'e0' ORDER BY at, generation LIMIT 1`).Scan(&gen); err != nil {
+			return exploreAck{}, err
+		}
+		ok, err := e.st.Release(ctx, "c1", envOwner("e0"), gen)
+		if err != nil || !ok {
+			return exploreAck{}, err
+		}
+		return exploreAck{released: []ipam.Owner{envOwner("e0")}}, nil
+	}}
 	// stepSetOnNode: set s2 adds a key in node n1's blocks.
 	stepSetOnNode = exploreStep{name: "apply set s2 (a key on n1)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		ms, err := e.st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{Kind: ipam.OwnerSet, ID: "s2", NodeID: "n1"},
@@ -741,6 +764,11 @@ var explorePairs = []struct {
 	{false, fixtureV4Cooling, clusterDestroyStep(false), stepPoolCreateOver},
 	{false, fixtureV4Cooling, poolDestroyStep(true), stepPoolCreateOver},
 	{true, fixtureBlocks, stepHoldOnNode, clusterDestroyStep(true)},
+	// A replacement that moves its owner's address, against a release of
+	// the same owner and the pool's shape writers.
+	{true, fixtureV4(true, true), stepReplaceE0, stepDestroyOldE0},
+	{false, fixtureV4(true, true), stepReplaceE0, stepShrink},
+	{false, fixtureV4(true, true), stepReplaceE0, stepAllocExact},
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},
