@@ -918,7 +918,7 @@ const (
 	// sqlMarkReplacement marks the owner's active allocation of this actor
 	// as being replaced by a plan, for $5 (migration 17).
 	sqlMarkReplacement = `UPDATE ipam_allocations SET replace_until = ipam_now() + $5::interval, replace_generation = generation
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4 AND generation = $6
 		RETURNING ` + allocColumns
 
 	// sqlGenerationPast sets a row's generation ($2) past $3.
