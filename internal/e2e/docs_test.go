@@ -24,10 +24,11 @@ package e2e
 //     <!-- test-setup: COMMAND --> runs COMMAND first (for what the page
 //     assumes but does not show, e.g. an address allocated elsewhere);
 //     <!-- not-run: REASON --> skips the block.
-//   - Go (```go) needs <!-- go-example: ExampleName -->: every line of the
-//     block (import lines among the file's imports, the others in order in the
-//     function's body) appears in that Example function of
-//     ipam/example_test.go, which the unit tier compiles and runs. Or
+//   - Go (```go) needs <!-- go-example: FUNC... -->: every line of the block
+//     (import lines among the file's imports, the others in order in the
+//     bodies of the functions named, taken one after the other) appears in
+//     ipam/example_test.go, whose Example functions call them; the unit tier
+//     compiles that file and runs the Examples, checking their output. Or
 //     <!-- not-run: REASON -->.
 //   - In the generated pages (docs/ outside docs/guides), an HCL or shell
 //     block must be an examples/ file, verbatim; TestDocs/examples applies those
@@ -36,6 +37,9 @@ package e2e
 //     imports with every import.sh and import block, and runs the list
 //     resources with `terraform query` where the CLI has it.
 //   - Other fences (output samples, SQL, connection strings) are not run.
+//     An output sample marked <!-- sample-of: COMMAND --> is checked: the test
+//     runs COMMAND at that point of the page, and every line of the sample but
+//     "..." must appear in its output, in order.
 //
 // Facts that several pages state are checked against the code in
 // TestDocsFacts: event names, error codes, provider option defaults and the
@@ -50,6 +54,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +70,7 @@ import (
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/internal/tfcli"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // fence is one fenced code block of a Markdown file.
@@ -225,7 +231,7 @@ func TestDocs(t *testing.T) {
 			case f.lang == "hcl" && f.marks["file"] == "":
 				t.Errorf("%s: an HCL block needs <!-- file: NAME --> (written to the page's working directory and run by its shell blocks) or <!-- not-run: reason -->", f)
 			case f.lang == "go" && f.marks["go-example"] == "":
-				t.Errorf("%s: a Go block needs <!-- go-example: ExampleName --> (its lines in that Example of ipam/example_test.go) or <!-- not-run: reason -->", f)
+				t.Errorf("%s: a Go block needs <!-- go-example: FUNC... --> (its lines in those functions of ipam/example_test.go) or <!-- not-run: reason -->", f)
 			}
 		}
 	}
@@ -289,18 +295,23 @@ func checkGoExample(t *testing.T, root string, f fence, name string) {
 	for _, im := range file.Imports {
 		imports[strings.TrimSpace(string(src[fset.Position(im.Pos()).Offset:fset.Position(im.End()).Offset]))] = true
 	}
+	// The bodies of the functions named, one after the other.
 	var body []string
-	for _, d := range file.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == name && fn.Body != nil {
-			text := string(src[fset.Position(fn.Body.Pos()).Offset:fset.Position(fn.Body.End()).Offset])
-			for _, l := range strings.Split(text, "\n") {
-				body = append(body, strings.TrimSpace(l))
+	for _, fname := range strings.Fields(name) {
+		found := false
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == fname && fn.Body != nil {
+				found = true
+				text := string(src[fset.Position(fn.Body.Pos()).Offset:fset.Position(fn.Body.End()).Offset])
+				for _, l := range strings.Split(text, "\n") {
+					body = append(body, strings.TrimSpace(l))
+				}
 			}
 		}
-	}
-	if body == nil {
-		t.Errorf("%s: <!-- go-example: %s -->: ipam/example_test.go has no function %s", f, name, name)
-		return
+		if !found {
+			t.Errorf("%s: <!-- go-example: %s -->: ipam/example_test.go has no function %s", f, name, fname)
+			return
+		}
 	}
 	inImport := false
 	next := 0
@@ -336,6 +347,7 @@ func checkGoExample(t *testing.T, root string, f fence, name string) {
 type shellEnv struct {
 	t   *testing.T
 	dir string // the working directory
+	url string // the database
 	env []string
 }
 
@@ -379,7 +391,7 @@ func newShellEnv(t *testing.T, url, dir string) *shellEnv {
 	}
 	env = append(env, "PATH="+toolDir(t)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"IPAM_DATABASE_URL="+url, "TF_CLI_CONFIG_FILE="+cliConfig, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1")
-	return &shellEnv{t: t, dir: dir, env: env}
+	return &shellEnv{t: t, dir: dir, url: url, env: env}
 }
 
 // run runs a shell script (bash -e) in the environment, answering "yes" to
@@ -417,10 +429,68 @@ func (s *shellEnv) emptyPlan(f fence) {
 // blocks run, for what the page assumes exists (given as IPAM_DATABASE_URL,
 // the working directory and the shell environment).
 var pageSetups = map[string]func(t *testing.T, s *shellEnv){
-	"README.md": func(t *testing.T, s *shellEnv) {
-		// The README's Go snippet and `make demo` are checked by the go and
-		// demo parts; its configuration runs here.
+	// What the operations guide looks at: cluster prod, an instance on node
+	// fra1-node-01 (which has instance blocks) and one whose instance is gone,
+	// and the inventory of the live ones.
+	"docs/guides/operations.md": func(t *testing.T, s *shellEnv) {
+		c, ctx := s.client(t, "scheduler")
+		s.must(t, "cluster", c.CreateClusterErr(ctx, "prod", "2001:db8::/48"))
+		_, err := c.ScaleNodeBlocks(ctx, "prod", "fra1-node-01", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 4})
+		s.must(t, "node blocks", err)
+		for _, inst := range []string{"web-1", "web-2"} {
+			_, err := c.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "prod", InstanceID: inst, OrgID: "acme", EnvID: "shop-prod", NodeID: "fra1-node-01"})
+			s.must(t, inst, err)
+		}
+		s.write(t, "live-instances.txt", "web-1\n")
 	},
+	// Addresses allocated outside the configuration that the guide imports.
+	"docs/guides/plan-time-reservations.md": func(t *testing.T, s *shellEnv) {
+		c, ctx := s.client(t, "scheduler")
+		s.must(t, "cluster", c.CreateClusterErr(ctx, "prod", "2001:db8::/48"))
+		_, err := c.CreatePool(ctx, ipam.Pool{ClusterID: "prod", Name: "public-v4", CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}})
+		s.must(t, "pool", err)
+		_, err = c.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "prod", NodeID: "node-1"})
+		s.must(t, "node-1", err)
+		_, err = c.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "prod", NodeID: "node-2", Address: netip.MustParseAddr("2001:db8::2")})
+		s.must(t, "node-2", err)
+		_, err = c.AllocateEnvIPv4(ctx, nil, ipam.EnvIPv4Request{ClusterID: "prod", Pool: "public-v4", OrgID: "acme", EnvID: "shop", Address: netip.MustParseAddr("198.51.100.7")})
+		s.must(t, "env shop", err)
+	},
+}
+
+// client opens the page's database through the core, closed at the end of the test.
+func (s *shellEnv) client(t *testing.T, actor string) (*docClient, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: s.url, Actor: actor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &docClient{c}, ctx
+}
+
+type docClient struct{ *ipam.Client }
+
+// CreateClusterErr creates a cluster with the default settings.
+func (c *docClient) CreateClusterErr(ctx context.Context, id, prefix string) error {
+	_, err := c.CreateCluster(ctx, ipam.Cluster{ID: id, Prefix: netip.MustParsePrefix(prefix),
+		NodeCooldown: ipam.DefaultNodeCooldown, InstanceCooldown: ipam.DefaultInstanceCooldown})
+	return err
+}
+
+func (s *shellEnv) must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("page setup: %s: %v", what, err)
+	}
+}
+
+func (s *shellEnv) write(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(s.dir, name), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var applyRE = regexp.MustCompile(`(?m)^\s*terraform (apply|import)\b`)
@@ -432,6 +502,15 @@ func runPage(t *testing.T, root, page string, fs []fence) {
 	if setup := pageSetups[page]; setup != nil {
 		setup(t, s)
 	}
+	// A page that shows resources but not the terraform block gets the one
+	// every configuration has.
+	own := false
+	for _, f := range fs {
+		own = own || (f.marks["file"] != "" && strings.Contains(f.body, "required_providers"))
+	}
+	if !own {
+		s.write(t, "versions.tf", "terraform {\n  required_providers {\n    ipam = { source = \"overlayipam/ipam\" }\n  }\n}\n\nprovider \"ipam\" {}\n")
+	}
 	for _, f := range fs {
 		if _, skip := f.marks["not-run"]; skip {
 			continue
@@ -440,6 +519,14 @@ func runPage(t *testing.T, root, page string, fs []fence) {
 			if out, err := s.run(s.dir, cmd); err != nil {
 				t.Fatalf("%s: the test-setup command failed: %v\n%s", f, err, out)
 			}
+		}
+		if cmd := f.marks["sample-of"]; cmd != "" {
+			out, err := s.run(s.dir, cmd)
+			if err != nil {
+				t.Fatalf("%s: %s (whose output the block shows) failed: %v\n%s", f, cmd, err, out)
+			}
+			checkSample(t, f, out)
+			continue
 		}
 		switch f.lang {
 		case "hcl":
@@ -458,6 +545,31 @@ func runPage(t *testing.T, root, page string, fs []fence) {
 			if applyRE.MatchString(f.body) {
 				s.emptyPlan(f)
 			}
+		}
+	}
+}
+
+// checkSample checks that the lines of a sample output block, but for lines
+// "...", appear in out in the same order (leading and trailing blanks aside).
+func checkSample(t *testing.T, f fence, out string) {
+	t.Helper()
+	got := strings.Split(out, "\n")
+	next := 0
+	for i, l := range strings.Split(f.body, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || l == "..." {
+			continue
+		}
+		found := false
+		for ; next < len(got); next++ {
+			if strings.TrimSpace(got[next]) == l {
+				found, next = true, next+1
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s:%d: the sample line is not in the output of %s (in this order): %s\noutput:\n%s", f.file, f.line+1+i, f.marks["sample-of"], l, out)
+			return
 		}
 	}
 }
@@ -485,26 +597,17 @@ func runDemoBlock(t *testing.T, root string, s *shellEnv, f fence) {
 			t.Fatalf("%s: make demo printed no commands to paste:\n%s", f, out)
 		}
 		// Pasted into the shell that ran make demo, in the same directory.
-		for _, h := range hints {
-			hout, err := s.run(root, strings.Join(hints[:indexOf(hints, h)+1], "\n"))
-			if err != nil {
-				t.Fatalf("%s: the command make demo printed fails when pasted: %s (%v)\n%s\nmake demo printed:\n%s", f, h, err, hout, out)
-			}
+		paste := "trap 'echo \"FAILED: $BASH_COMMAND\" >&2' ERR\n" + strings.Join(hints, "\n")
+		if hout, err := s.run(root, paste); err != nil {
+			t.Fatalf("%s: the commands make demo printed fail when pasted (%v):\n%s\nmake demo printed:\n%s", f, err, hout, out)
+		} else if !strings.Contains(hout, "No changes.") {
+			t.Errorf("%s: the pasted terraform plan of the demo is not empty:\n%s", f, hout)
 		}
 	}
 }
 
-func indexOf(xs []string, x string) int {
-	for i, v := range xs {
-		if v == x {
-			return i
-		}
-	}
-	return -1
-}
-
-// demoHints returns the commands scripts/demo.sh prints after "Paste" (lines
-// indented by two spaces, comments dropped).
+// demoHints returns the commands scripts/demo.sh prints after "Paste these"
+// (lines indented by two spaces, comments dropped).
 func demoHints(out string) []string {
 	var hints []string
 	on := false
@@ -512,7 +615,7 @@ func demoHints(out string) []string {
 	for sc.Scan() {
 		l := sc.Text()
 		switch {
-		case strings.HasPrefix(l, "Paste"):
+		case strings.Contains(l, "Paste these"):
 			on = true
 		case on && strings.HasPrefix(l, "  "):
 			if cmd, _, _ := strings.Cut(l, "  #"); strings.TrimSpace(cmd) != "" {
