@@ -339,6 +339,14 @@ func TestEvents(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &e); err != nil || e.Type != "instance.released" || e.Data["reusable_at"] == nil || e.Address == "" {
 		t.Fatalf("event %v %+v", err, e)
 	}
+	// A misspelt type is refused, not answered with nothing.
+	w.ipamctl("", "events", "--type", "env.ipv4_addon_allocation_failed").must(t, exitError,
+		`--type: "env.ipv4_addon_allocation_failed" matches no event type`, "env.ipv4_addon.allocation_failed")
+	w.ipamctl("", "events", "--type", "instanc.*").must(t, exitError, `--type: "instanc.*" matches no event type`)
+	w.ipamctl("", "events", "--type", "env.ipv4_addon.allocation_failed", "--type", "allocation.*").must(t, 0)
+	w.exec(`INSERT INTO ipam_events (id, type, actor, data) VALUES (gen_random_uuid(), 'future.thing', 'newer', '{}')`)
+	w.ipamctl("", "events", "--type", "future.thing").must(t, 0, "future.thing") // written by a newer binary
+	w.exec(`DELETE FROM ipam_events WHERE type = 'future.thing'`)
 	w.ipamctl("", "events", "--since", "soon").must(t, exitError, "--since \"soon\"")
 	w.ipamctl("", "events", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)).must(t, 0)
 	if r := w.ipamctl("", "events", "--limit", "1"); !strings.Contains(r.out, "instance.released") || strings.Count(r.out, "\n") != 1 {
