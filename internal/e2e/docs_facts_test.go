@@ -26,21 +26,11 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
-// factPages are the Markdown pages whose facts are checked: README.md,
-// docs/ and the module READMEs.
+// factPages reads the pages of docPages.
 func factPages(t *testing.T, root string) map[string]string {
 	t.Helper()
-	pages := docPages(t, root)
-	more, err := filepath.Glob(filepath.Join(root, "examples", "modules", "*", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range append(more, filepath.Join(root, "examples", "modules", "README.md")) {
-		rel, _ := filepath.Rel(root, p)
-		pages = append(pages, rel)
-	}
 	out := map[string]string{}
-	for _, p := range pages {
+	for _, p := range docPages(t, root) {
 		out[p] = mustRead(t, filepath.Join(root, p))
 	}
 	return out

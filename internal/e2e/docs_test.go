@@ -1,8 +1,8 @@
 package e2e
 
 // The documentation is tested: every fenced HCL, shell and Go block of
-// README.md and docs/ (the guides come from templates/guides, the generated
-// pages' examples from examples/) runs in this test, or is marked as not
+// README.md, docs/ (the guides come from templates/guides, the generated
+// pages' examples from examples/) and the module READMEs runs in this test, or is marked as not
 // runnable with a reason. A broken block fails the test with its file and
 // line.
 //
@@ -151,11 +151,20 @@ func parseFences(t *testing.T, root, rel string) []fence {
 	return out
 }
 
-// docPages lists README.md and every Markdown file under docs/.
+// docPages lists README.md, every Markdown file under docs/ and the module
+// READMEs.
 func docPages(t *testing.T, root string) []string {
 	t.Helper()
-	pages := []string{"README.md"}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
+	pages := []string{"README.md", "examples/modules/README.md"}
+	more, err := filepath.Glob(filepath.Join(root, "examples", "modules", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range more {
+		rel, _ := filepath.Rel(root, p)
+		pages = append(pages, rel)
+	}
+	err = filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
