@@ -46,7 +46,7 @@ func TestDocsFacts(t *testing.T) {
 	t.Run("event names", func(t *testing.T) {
 		known := ipam.EventTypes()
 		// An event name in backticks: `node.enrolled`, `instance.*`.
-		re := regexp.MustCompile("`((?:cluster|pool|allocation|node|instance|env|set)\\.[a-z_.]*\\*?)`")
+		re := regexp.MustCompile("`((?:cluster|pool|allocation|node|instance|env|env_ipv4|set)\\.[a-z0-9_.]*\\*?)`")
 		n := 0
 		for _, page := range sortedKeys(pages) {
 			text := pages[page]

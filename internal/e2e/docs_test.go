@@ -399,7 +399,9 @@ func newShellEnv(t *testing.T, url, dir string) *shellEnv {
 		}
 	}
 	env = append(env, "PATH="+toolDir(t)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"IPAM_DATABASE_URL="+url, "TF_CLI_CONFIG_FILE="+cliConfig, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1")
+		"IPAM_DATABASE_URL="+url, "TF_CLI_CONFIG_FILE="+cliConfig, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
+		// Failures read better without colour codes.
+		"TF_CLI_ARGS_plan=-no-color", "TF_CLI_ARGS_apply=-no-color", "TF_CLI_ARGS_import=-no-color", "TF_CLI_ARGS_destroy=-no-color")
 	return &shellEnv{t: t, dir: dir, url: url, env: env}
 }
 
@@ -711,12 +713,12 @@ func runExamples(t *testing.T, root string) {
 		addrs = append(addrs, addrOf(t, p))
 	}
 	names = make([]string, len(imports))
-	var scripts []string // as a user would: forget one, import it again
 	for i, p := range imports {
 		names[i] = rel(p)
-		scripts = append(scripts, "terraform state rm "+addrs[i]+" >/dev/null", mustRead(t, p))
 	}
-	must(a, names, strings.Join(scripts, "\n"))
+	for i, p := range imports { // as a user would: forget one, import it again
+		must(a, []string{rel(p)}, "terraform state rm "+addrs[i]+" >/dev/null\n"+mustRead(t, p))
+	}
 	checkEmptyPlan(t, a, names)
 	importBlocks := map[string][]string{"string id": glob("resources/*/import-by-string-id.tf")}
 	if v.LessThan(version.Must(version.NewVersion("1.12.0"))) {
