@@ -45,8 +45,8 @@ up() {
 
 	say "building the provider and ipamctl into $(shown "$demo/bin")"
 	mkdir -p "$demo/bin" "$work"
-	go build -ldflags "-X main.version=demo" -o "$demo/bin/terraform-provider-ipam" .
-	go build -ldflags "-X main.version=demo" -o "$demo/bin/ipamctl" ./cmd/ipamctl
+	# One go build: terraform-provider-ipam and ipamctl, linked in parallel.
+	go build -ldflags "-X main.version=demo" -o "$demo/bin/" . ./cmd/ipamctl
 
 	cat >"$rc_file" <<RC
 # Written by scripts/demo.sh: use the locally built provider.
@@ -64,9 +64,9 @@ RC
 	else
 		own_db=1
 		if bash scripts/pg.sh status "$pgdir"; then
-			say "reusing the demo PostgreSQL in .demo/pg"
+			say "reusing the demo PostgreSQL in $(shown "$pgdir")"
 		else
-			say "starting PostgreSQL in .demo/pg"
+			say "starting PostgreSQL in $(shown "$pgdir")"
 			bash scripts/pg.sh start "$pgdir"
 		fi
 		use_database

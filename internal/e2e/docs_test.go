@@ -586,11 +586,27 @@ func checkSample(t *testing.T, f fence, out string) {
 }
 
 // runDemoBlock runs README's `make demo` block line by line from the
-// repository root, with the demo in a temporary directory and the test's
-// database, and after `make demo` pastes the commands it printed.
+// repository root, as a newcomer would: with neither IPAM_DATABASE_URL nor
+// TF_CLI_CONFIG_FILE set, so the demo starts its own PostgreSQL, and with the
+// demo in a temporary directory (DEMO_DIR) instead of .demo/. After `make
+// demo` it pastes the commands the demo printed.
 func runDemoBlock(t *testing.T, root string, s *shellEnv, f fence) {
-	demoDir := filepath.Join(t.TempDir(), "demo")
-	s.env = append(s.env, "DEMO_DIR="+demoDir)
+	// Short: the server's unix socket lives under it.
+	demoDir, err := os.MkdirTemp("", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("bash", filepath.Join(root, "scripts", "pg.sh"), "stop", filepath.Join(demoDir, "pg")).Run()
+		_ = os.RemoveAll(demoDir)
+	})
+	env := s.env[:0:0]
+	for _, kv := range s.env {
+		if k, _, _ := strings.Cut(kv, "="); k != "IPAM_DATABASE_URL" && k != "TF_CLI_CONFIG_FILE" {
+			env = append(env, kv)
+		}
+	}
+	s = &shellEnv{t: t, dir: s.dir, env: append(env, "DEMO_DIR="+demoDir)}
 	for _, line := range strings.Split(f.body, "\n") {
 		cmd, _, _ := strings.Cut(line, "#")
 		if cmd = strings.TrimSpace(cmd); cmd == "" {
