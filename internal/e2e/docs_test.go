@@ -2,18 +2,23 @@ package e2e
 
 // The documentation is tested: every fenced HCL, shell and Go block of
 // README.md, docs/ (the guides come from templates/guides, the generated
-// pages' examples from examples/) and the module READMEs runs in this test, or is marked as not
-// runnable with a reason. A broken block fails the test with its file and
-// line.
+// pages' examples from examples/) and the module READMEs runs in this test,
+// or is marked as not runnable with a reason. A broken block fails the test
+// with its file and line. Run it alone with
+// TESTFLAGS="-run TestDocs" bash scripts/test.sh e2e.
 //
 // For contributors, the rules and the markers. A marker is an HTML comment on
 // the line(s) right above a fence (blank lines between are allowed); Markdown
 // renderers and the registry hide it.
 //
-//   - HCL (```terraform, ```hcl) in a guide or README.md needs
+//   - HCL (```terraform, ```hcl) in a guide or a README needs
 //     <!-- file: NAME --> (the test writes the block to NAME in the page's
 //     working directory; the page's shell blocks below then plan and apply it)
-//     or <!-- not-run: REASON -->.
+//     or <!-- not-run: REASON -->. A page whose blocks have no terraform block
+//     gets a versions.tf with the provider's required_providers and an empty
+//     provider block, which the reader's configuration has. What a page
+//     assumes exists in the database (a cluster, addresses allocated
+//     elsewhere) is made by its entry in pageSetups.
 //   - Shell (```shell, ```sh, ```bash) runs as is, with bash -e, in the page's
 //     working directory, one block after the other. Its environment is the
 //     reader's after the page's setup: IPAM_DATABASE_URL names a fresh test
@@ -23,7 +28,10 @@ package e2e
 //     or imports, the test checks that `terraform plan` is empty.
 //     <!-- test-setup: COMMAND --> runs COMMAND first (for what the page
 //     assumes but does not show, e.g. an address allocated elsewhere);
-//     <!-- not-run: REASON --> skips the block.
+//     <!-- not-run: REASON --> skips the block. README.md's `make demo` block
+//     is marked <!-- run: demo -->: its lines run from the repository root as a
+//     newcomer's (no IPAM_DATABASE_URL, so the demo starts its own server),
+//     and the commands `make demo` prints are pasted and must work.
 //   - Go (```go) needs <!-- go-example: FUNC... -->: every line of the block
 //     (import lines among the file's imports, the others in order in the
 //     bodies of the functions named, taken one after the other) appears in
@@ -59,6 +67,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -223,6 +232,11 @@ func TestDocs(t *testing.T) {
 		fs := parseFences(t, root, page)
 		pages[page] = fs
 		for _, f := range fs {
+			for m := range f.marks {
+				if !slices.Contains([]string{"not-run", "file", "go-example", "test-setup", "sample-of", "run"}, m) {
+					t.Errorf("%s: unknown marker <!-- %s: -->", f, m)
+				}
+			}
 			if !runnable(f.lang) {
 				continue
 			}
