@@ -1168,6 +1168,10 @@ const (
 			instance_id, actor, data)
 		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`
 
+	// sqlEventTypeSeen: is there an event whose type is LIKE $1 (a type this
+	// binary does not write)?
+	sqlEventTypeSeen = `SELECT EXISTS (SELECT 1 FROM ipam_events WHERE type LIKE $1)`
+
 	// sqlListEvents lists events (ListEvents) oldest first; sqlListEventsNewest
 	// newest first, for a limit (sqlLimitFormat) to keep the newest.
 	sqlListEvents       = sqlListEventsHead + `ASC, id ASC`
