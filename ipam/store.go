@@ -57,13 +57,23 @@ type Config struct {
 	// while a call waits for a usable server (see FailoverTimeout), with
 	// the call's context: what it waits for and how long it has waited.
 	OnWait func(context.Context, Wait)
+	// Origin names the configuration this client allocates for (for the
+	// provider, its working directory), recorded with each allocation that
+	// Allocate makes. A create that finds its owner's unconfirmed allocation
+	// adopts it only from the same origin (see Allocate). Empty: none is
+	// recorded and none is compared.
+	Origin string
 }
 
 // The default bounds on waits: seconds, never forever.
 const (
 	DefaultLockTimeout      = 30 * time.Second
 	DefaultStatementTimeout = 120 * time.Second
+	DefaultConnectTimeout   = 10 * time.Second
 )
+
+// DefaultMaxConnections is the pool size of Open when Config.MaxConnections is 0.
+const DefaultMaxConnections = 4
 
 // bounds are the per-transaction settings of a store's waits.
 type bounds struct{ lock, statement time.Duration }
@@ -91,7 +101,9 @@ type Client struct {
 	actor  string
 	// planRun: Config.PlanRun.
 	planRun string
-	bounds  bounds
+	// origin: Config.Origin.
+	origin string
+	bounds bounds
 	// failover bounds how long a call retries while no usable server
 	// answers (see retryConn).
 	failover time.Duration
@@ -162,7 +174,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	if failover == 0 {
 		failover = DefaultFailoverTimeout
 	}
-	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun,
+	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin,
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0), onWait: cfg.OnWait,
 		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}}
 	s.pool = newDBPool(s, pool, switchable)
@@ -202,15 +214,18 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 // and creates the pool. It does not connect:
 // call Ping or Migrate to find out whether the database answers.
 func Open(ctx context.Context, cfg Config) (*Client, error) {
+	if err := ValidateOrigin(cfg.Origin); err != nil {
+		return nil, err
+	}
 	pc, err := parsePoolConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = 4
+		cfg.MaxConnections = DefaultMaxConnections
 	}
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = 10 * time.Second
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	pc.MaxConns = cfg.MaxConnections
 	pc.MinConns = 0

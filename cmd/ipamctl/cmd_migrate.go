@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -50,9 +51,8 @@ schema owner when the provider runs with auto_migrate = false.`,
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the schema version of the database and the one this ipamctl needs",
-		Long: "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary.\n\n" +
-			"--json prints {\"database\", \"current\", \"latest\", \"pending\", \"state\"}, state being up_to_date, " +
-			"pending or newer (exit 1).",
+		Long: "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary. " +
+			"--json prints {\"database\", \"current\", \"latest\", \"pending\"} (pending: migrations to apply; negative when the database is newer).",
 		Example: "  ipamctl migrate status\n  ipamctl migrate status --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -66,18 +66,17 @@ schema owner when the provider runs with auto_migrate = false.`,
 			}
 			newer := fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
 			if asJSON {
-				state := "up_to_date"
-				switch {
-				case s.Current < s.Latest:
-					state = "pending"
-				case s.Current > s.Latest:
-					state = "newer"
-				}
-				if err := a.writeJSON(map[string]any{"database": st.Addr(), "current": s.Current, "latest": s.Latest,
-					"pending": max(s.Latest-s.Current, 0), "state": state}); err != nil {
+				b, err := json.Marshal(struct {
+					Database string `json:"database"`
+					Current  int64  `json:"current"`
+					Latest   int64  `json:"latest"`
+					Pending  int64  `json:"pending"`
+				}{st.Addr(), int64(s.Current), int64(s.Latest), int64(s.Latest) - int64(s.Current)})
+				if err != nil {
 					return err
 				}
-				if state == "newer" {
+				fmt.Fprintf(a.out, "%s\n", b)
+				if s.Current > s.Latest {
 					return newer
 				}
 				return nil
@@ -94,7 +93,7 @@ schema owner when the provider runs with auto_migrate = false.`,
 			return nil
 		},
 	}
-	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	status.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
 	cmd.AddCommand(status)
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
@@ -244,6 +245,18 @@ func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnost
 	}
 	b, _ := json.Marshal(generationJSON{Generation: gen})
 	return p.SetKey(ctx, privateGeneration, b)
+}
+
+// replacedGeneration: in the plan of a create, the generation of the object
+// it replaces, or 0. Terraform plans a replacement as the old object, then
+// as a create with no prior state but with the private state the first plan
+// returned, which holds the old object's generation (set by its create or
+// refresh); a plain create has none.
+func replacedGeneration(ctx context.Context, req resource.ModifyPlanRequest) int64 {
+	if !req.State.Raw.IsNull() || req.Private == nil {
+		return 0
+	}
+	return getGeneration(ctx, req.Private)
 }
 
 func getGeneration(ctx context.Context, p privateState) int64 {

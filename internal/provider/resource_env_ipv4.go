@@ -138,7 +138,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, plan.pool(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), plan.pool(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
 	if !ok {
 		return
 	}

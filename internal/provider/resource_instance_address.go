@@ -247,7 +247,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	if r.pd == nil {
 		return
 	}
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
 		!plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return

@@ -155,7 +155,7 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return
 	}
