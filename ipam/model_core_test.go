@@ -511,6 +511,9 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		if err != nil {
 			break
 		}
+		if r.Address != old.Address {
+			m.forget(h.cluster + "/node/" + o.ID) // the move released the old address
+		}
 		notes = m.remember(h.cluster+"/node/"+o.ID, heldAddr{h.cluster, o.Kind, o.ID, r.Address})
 		if released, rerr := st.Release(ctx, h.cluster, o, old.Generation); rerr != nil || released {
 			notes = append(notes, fmt.Sprintf("the replaced object's destroy of node %s (generation %d) released %v (%v); the create holds %s generation %d",
