@@ -44,7 +44,7 @@ type idSlot struct {
 	// optional: an empty value is valid here (a filter that matches
 	// anything, every cluster, or a label left unset).
 	optional bool
-	call   func(ctx context.Context, st *ipam.Client, v string) error
+	call     func(ctx context.Context, st *ipam.Client, v string) error
 }
 
 func nodeOwner(id string) ipam.Owner { return ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id} }
