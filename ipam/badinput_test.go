@@ -489,7 +489,7 @@ func valueCases() []valueCase {
 		{"blocks /65 (2^63 addresses a block)", "block_prefix_length", scale(func(b *ipam.BlockScaling) { b.PrefixLength = 65; b.MaxBlocks = 1 })},
 		{"blocks /66 x 2", "block_prefix_length", scale(func(b *ipam.BlockScaling) { b.PrefixLength = 66; b.MaxBlocks = 2 })},
 		{"blocks /129", "block_prefix_length", scale(func(b *ipam.BlockScaling) { b.PrefixLength = 129 })},
-		{"max_blocks MaxInt", "block_prefix_length", scale(func(b *ipam.BlockScaling) { b.MaxBlocks = math.MaxInt })},
+		{"max_blocks MaxInt", "max_blocks", scale(func(b *ipam.BlockScaling) { b.MaxBlocks = math.MaxInt })},
 		{"max_blocks 0", "max_blocks", scale(func(b *ipam.BlockScaling) { b.MaxBlocks = 0 })},
 		{"max_blocks negative", "max_blocks", scale(func(b *ipam.BlockScaling) { b.MaxBlocks = -1 })},
 		{"min_free NaN", "min_free_fraction", scale(func(b *ipam.BlockScaling) { b.MinFree = math.NaN() })},

@@ -59,7 +59,12 @@ func (b BlockScaling) Validate() error {
 	case b.Demand != nil && *b.Demand < 0:
 		return invalid("demand", "must not be negative")
 	case b.tooManyAddresses():
-		return invalid("block_prefix_length", "/%d blocks of 2^%d addresses x max_blocks %d are too many: a node's blocks keep a row per address and may hold at most %d (use /%d or longer blocks, or fewer max_blocks)",
+		// The block alone past the cap is its length's fault; else the count's.
+		field := "max_blocks"
+		if h := 128 - b.PrefixLength; h >= 62 || int64(1)<<h > MaxNodeBlockAddresses {
+			field = "block_prefix_length"
+		}
+		return invalid(field, "/%d blocks of 2^%d addresses x max_blocks %d are too many: a node's blocks keep a row per address and may hold at most %d (use /%d or longer blocks, or fewer max_blocks)",
 			b.PrefixLength, 128-b.PrefixLength, b.MaxBlocks, MaxNodeBlockAddresses, 128-bitsFor(max(MaxNodeBlockAddresses/int64(b.MaxBlocks), 1)))
 	}
 	return nil
