@@ -353,7 +353,7 @@ func updateC1(mod func(*ipam.Cluster)) func(ctx context.Context, st *ipam.Client
 
 func pool2(mod func(*ipam.Pool)) func(ctx context.Context, st *ipam.Client) error {
 	return func(ctx context.Context, st *ipam.Client) error {
-		p := ipam.Pool{ClusterID: "c1", Name: "p2", CIDRs: prefixes("2001:db8:ff::/64")}
+		p := ipam.Pool{ClusterID: "c1", Name: "p2", CIDRs: prefixes("2001:db8:0:ff::/64")}
 		mod(&p)
 		_, err := st.CreatePool(ctx, p)
 		return err
@@ -419,7 +419,7 @@ func valueCases() []valueCase {
 
 		// Pools.
 		{"pool with an empty block", "cidrs", pool2(func(p *ipam.Pool) { p.CIDRs = []netip.Prefix{{}} })},
-		{"pool block with host bits", "cidrs", pool2(func(p *ipam.Pool) { p.CIDRs = []netip.Prefix{hostBits("2001:db8:ff::1/64")} })},
+		{"pool block with host bits", "cidrs", pool2(func(p *ipam.Pool) { p.CIDRs = []netip.Prefix{hostBits("2001:db8:0:ff::1/64")} })},
 		{"pool block IPv4-mapped", "cidrs", pool2(func(p *ipam.Pool) { p.CIDRs = []netip.Prefix{hostBits("::ffff:203.0.113.0/120")} })},
 		{"pool gateway with zone", "gateway", pool2(func(p *ipam.Pool) { p.Gateway = zoned })},
 		{"pool gateway IPv4-mapped", "gateway", pool2(func(p *ipam.Pool) { p.Gateway = netip.MustParseAddr("::ffff:203.0.113.1") })},
@@ -428,7 +428,7 @@ func valueCases() []valueCase {
 		{"pool mtu 2^40", "mtu", pool2(func(p *ipam.Pool) { p.MTU = 1 << 40 })},
 		{"pool mtu 67", "mtu", pool2(func(p *ipam.Pool) { p.MTU = 67 })},
 		{"pool exclusion empty", "exclude", pool2(func(p *ipam.Pool) { p.Exclude = []netip.Prefix{{}} })},
-		{"pool exclusion with host bits", "exclude", pool2(func(p *ipam.Pool) { p.Exclude = []netip.Prefix{hostBits("2001:db8:ff::1/120")} })},
+		{"pool exclusion with host bits", "exclude", pool2(func(p *ipam.Pool) { p.Exclude = []netip.Prefix{hostBits("2001:db8:0:ff::1/120")} })},
 		{"pool cooldown negative", "cooldown", pool2(func(p *ipam.Pool) { p.Cooldown = -time.Second })},
 		{"pool without blocks", "cidrs", pool2(func(p *ipam.Pool) { p.CIDRs = nil })},
 		{"update: pool mtu -1", "mtu", updateV4(func(p *ipam.Pool) { p.MTU = -1 })},
@@ -592,6 +592,22 @@ func TestBadInputRefusedAtTheEdge(t *testing.T) {
 	}
 	if _, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "s1"},
 		Add: []ipam.SetEntry{{Key: "a", Pools: []string{"c1/v4"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Controls: each bad value below changes one field of a call that,
+	// unchanged, succeeds.
+	for name, ok := range map[string]func(context.Context, *ipam.Client) error{
+		"cluster": cluster2(func(*ipam.Cluster) {}), "pool": pool2(func(*ipam.Pool) {}),
+		"cluster update": updateC1(func(*ipam.Cluster) {}), "pool update": updateV4(func(*ipam.Pool) {}),
+	} {
+		if err := ok(ctx, st); err != nil {
+			t.Fatalf("control %s: %v", name, err)
+		}
+	}
+	if err := st.DeleteCluster(ctx, "c2", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeletePool(ctx, "c1/p2", false); err != nil {
 		t.Fatal(err)
 	}
 	before := rowCounts(t, raw)
