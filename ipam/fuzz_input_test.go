@@ -349,7 +349,7 @@ func eventTypeSpec(s string) bool {
 		return false
 	}
 	body := strings.TrimSuffix(s, "*")
-	if body == "" || !(body[0] >= 'a' && body[0] <= 'z') {
+	if body == "" || body[0] < 'a' || body[0] > 'z' {
 		return false
 	}
 	if strings.HasSuffix(s, "*") {
@@ -361,7 +361,7 @@ func eventTypeSpec(s string) bool {
 		}
 		for i := 0; i < len(seg); i++ {
 			c := seg[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
 				return false
 			}
 		}

@@ -190,14 +190,6 @@ func checkOptionalAddr(field string, a netip.Addr, family int) error {
 	return checkAddr(field, a, family)
 }
 
-// checkRange checks that v lies in [lo, hi].
-func checkRange(field string, v, lo, hi int64) error {
-	if v < lo || v > hi {
-		return invalid(field, "%d is out of range: between %d and %d", v, lo, hi)
-	}
-	return nil
-}
-
 // MaxStaleDays bounds the age a stale-leak search looks back (100 years, as
 // ParseDuration's days).
 const MaxStaleDays = 100 * 365

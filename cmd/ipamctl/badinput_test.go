@@ -75,7 +75,7 @@ func TestBadInputFlags(t *testing.T) {
 			lines = append(lines, badLine{args, flag})
 		}
 	}
-	for _, l := range []badLine{
+	lines = append(lines, []badLine{
 		{[]string{"events", "--limit", "-5"}, "--limit"},
 		{[]string{"events", "--type", "*"}, "--type"},
 		{[]string{"events", "--type", "Instance.Allocated"}, "--type"},
@@ -97,9 +97,7 @@ func TestBadInputFlags(t *testing.T) {
 		{[]string{"--failover-timeout", "-30s", "check"}, "--failover-timeout"},
 		{[]string{"--connect-timeout", "-1s", "usage"}, "--connect-timeout"},
 		{[]string{"--statement-timeout", "-1h", "scale", "--cluster", "c1", "--node", "n1"}, "--statement-timeout"},
-	} {
-		lines = append(lines, l)
-	}
+	}...)
 	refused := 0
 	for _, l := range lines {
 		r := w.ipamctl("", l.args...)
