@@ -42,7 +42,7 @@ The report goes to --output (default: standard output); a summary goes to standa
 				return err
 			}
 			if inventory == "" && (staleDays < 1 || staleDays > ipam.MaxStaleDays) {
-				return fmt.Errorf("--stale-days: %d is out of range: between 1 and %d", staleDays, ipam.MaxStaleDays)
+				return fmt.Errorf("--stale-days: must be at least 1 and at most %d (100 years); got %d", ipam.MaxStaleDays, staleDays)
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
