@@ -102,7 +102,9 @@ var hotStatements = []hotStatement{
 	{name: "refresh read", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
 	{name: "hold look (a plan's first read)", db: "growth",
-		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", "bench", 5 * time.Minute} }},
+		params: func(f *planFixture) []any {
+			return []any{f.clusterID, "instance", "pre-2", "bench", 5 * time.Minute, "/work/bench"}
+		}},
 }
 
 // watchedTables may never be read by a sequential scan, nor by an index scan

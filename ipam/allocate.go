@@ -34,6 +34,9 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		return res, err
 	}
 	if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
+		if err == nil {
+			s.recordOrigin(ctx, r.Allocation)
+		}
 		return r, err
 	}
 	var pool *Pool
@@ -61,6 +64,7 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		return res, err
 	}
 	res.Block, _ = pool.layout.BlockOf(res.Address)
+	s.recordOrigin(ctx, res.Allocation)
 	if req.Owner.Kind == OwnerInstance {
 		cl, err := s.GetCluster(ctx, req.Pool.ClusterID)
 		res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
@@ -172,7 +176,14 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	if err != nil {
 		return res, err
 	}
-	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+	var movedFrom int64
+	held, err = s.settleHold(ctx, tx, pool, req, held)
+	if held != nil && err != nil {
+		if movedFrom, err = s.moveReplaced(ctx, tx, *held, err); err == nil {
+			held = nil
+		}
+	}
+	if err != nil {
 		return res, err
 	}
 	switch {
@@ -185,10 +196,52 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	default:
 		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
 	}
+	if err == nil && movedFrom > 0 && res.Generation <= movedFrom {
+		// Past the replaced row's generation: the replaced object's destroy,
+		// carrying it, must not match the new row either.
+		res.Allocation, err = scanAllocation(tx.QueryRow(ctx, sqlGenerationPast, res.ID, res.Generation, movedFrom))
+	}
 	if err == nil {
 		res.Block, _ = pool.layout.BlockOf(res.Address)
 	}
 	return res, err
+}
+
+// recordOrigin records the client's origin with an allocation it made, after
+// the allocation's commit (in a caller's transaction, with it). A failure
+// records nothing and fails nothing: an allocation with no origin is adopted
+// as before origins existed, by its actor alone.
+func (s *Client) recordOrigin(ctx context.Context, a Allocation) {
+	if s.origin != "" && a.State == StateActive {
+		_, _ = s.pool.Exec(ctx, sqlRecordOrigin, a.ID, a.Generation, s.origin)
+	}
+}
+
+// moveReplaced: the create half of a replacement that moves the owner's
+// address (another pool, another claimed address) finds the old object's
+// allocation, which settleHold refused (refusal). If a plan of this actor
+// marked it as being replaced, it is released into cooldown for the owner
+// in this transaction, and its generation returned, so that the new row's
+// is set past it; otherwise the refusal stands.
+func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, refusal error) (int64, error) {
+	var oc *OwnerConflictError
+	if held.State != StateActive || held.Actor != s.actor || !errors.As(refusal, &oc) {
+		return 0, refusal
+	}
+	var replacing bool
+	if err := tx.QueryRow(ctx, sqlReplacing, held.ID).Scan(&replacing); err != nil {
+		return 0, err
+	}
+	if !replacing {
+		return 0, refusal
+	}
+	if err := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = errRetry
+		}
+		return 0, err
+	}
+	return held.Generation, nil
 }
 
 // take hands out an address that no one holds: the exact one asked for, the

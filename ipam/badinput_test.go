@@ -128,6 +128,14 @@ func idSlots() []idSlot {
 			_, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: nodeOwner(v)}, time.Minute)
 			return err
 		}},
+		{"MarkReplacement clusterID", "cluster_id", false, func(ctx context.Context, st *ipam.Client, v string) error {
+			_, err := st.MarkReplacement(ctx, v, nodeOwner("n1"), time.Minute)
+			return err
+		}},
+		{"MarkReplacement Owner.ID", "node_id", false, func(ctx context.Context, st *ipam.Client, v string) error {
+			_, err := st.MarkReplacement(ctx, "c1", nodeOwner(v), time.Minute)
+			return err
+		}},
 		{"AllocateNode ClusterID", "NodeRequest.ClusterID", false, func(ctx context.Context, st *ipam.Client, v string) error {
 			_, err := st.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: v, NodeID: "n9"})
 			return err
@@ -537,6 +545,10 @@ func valueCases() []valueCase {
 		}},
 		{"Open max_connections negative", "max_connections", func(ctx context.Context, _ *ipam.Client) error {
 			_, err := ipam.Open(ctx, ipam.Config{DatabaseURL: "postgres://u@127.0.0.1:1/db", MaxConnections: -1})
+			return err
+		}},
+		{"Open origin with a newline", "origin", func(ctx context.Context, _ *ipam.Client) error {
+			_, err := ipam.Open(ctx, ipam.Config{DatabaseURL: "postgres://u@127.0.0.1:1/db", Origin: "/work/a\nb"})
 			return err
 		}},
 		{"Open connect_timeout negative", "connect_timeout", func(ctx context.Context, _ *ipam.Client) error {

@@ -337,6 +337,11 @@ var (
 	stepHoldOnNode     = holdStep("hold for i6 on n1", ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i6")})
 	stepReleaseI1      = releaseStep("release i1", "c1", onNode("i1"))
 	stepConfirmI2      = exploreStep{name: "confirm of i2's hold", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		var n int
+		if err := e.raw.QueryRow(ctx, `SELECT count(*) FROM ipam_clusters WHERE id = 'c1'`).Scan(&n); err != nil || n == 0 {
+			// a forced destroy ran first: the apply's confirm finds no cluster
+			return exploreAck{}, fmt.Errorf("cluster c1: %w", ipam.ErrNotFound)
+		}
 		return allocStep("", ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: onNode("i2"), Address: e.heldAddress("i2")}).run(ctx, e)
 	}}
 	stepScaleBlocks = exploreStep{name: "scale n1's blocks up", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
@@ -417,6 +422,62 @@ var (
 		return exploreAck{held: []ipam.Allocation{a}}, nil
 	}}
 	stepGrow = poolUpdateStep("grow by 192.0.2.0/29", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29"), pfx("192.0.2.0/29")}, nil)
+)
+
+// fixtureV4Cooling is fixtureV4(false, false) with env e0's address
+// released (cooling for an hour) and a second cluster c2 (2001:db8:2::/48):
+// a non-forced destroy of c1/v4 or c1 succeeds and leaves e0's address as a
+// tombstone, which a pool created over the same blocks must inherit.
+var fixtureV4Cooling = exploreFixture{name: "live hold, e0 cooling, cluster c2", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	fixtureV4(false, true).setup(e)
+	if ok, err := e.st.Release(ctxBG, "c1", envOwner("e0"), 0); err != nil || !ok {
+		e.t.Fatalf("release e0: %v %v", ok, err)
+	}
+	e.cluster("c2", "2001:db8:2::/48")
+}}
+
+var (
+	// stepPoolCreateOver: c2's pool over c1/v4's blocks, which the
+	// exclusion between clusters refuses while c1/v4 exists.
+	stepPoolCreateOver = exploreStep{name: "create pool c2/v4 over c1/v4's blocks", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		_, err := e.st.CreatePool(ctx, ipam.Pool{ClusterID: "c2", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")}})
+		return exploreAck{}, err
+	}}
+	// stepReplaceE0: a create_before_destroy replacement of e0 that moves
+	// it to 203.0.113.3: the plan's mark, then the create, which releases
+	// e0's address into cooldown for e0 and claims the new one.
+	stepReplaceE0 = exploreStep{name: "replace e0, moving it to 203.0.113.3", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		if _, err := e.st.MarkReplacement(ctx, "c1", envOwner("e0"), time.Hour); err != nil {
+			return exploreAck{}, err
+		}
+		return allocStep("", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e0"),
+			Address: netip.MustParseAddr("203.0.113.3")}).run(ctx, e)
+	}}
+	// stepDestroyOldE0: the replaced object's destroy, carrying the
+	// generation e0's allocation had when the fixture made it.
+	stepDestroyOldE0 = exploreStep{name: "destroy e0's replaced object", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		var gen int64
+		if err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_events WHERE owner_id = 'e0' ORDER BY at, generation LIMIT 1`).Scan(&gen); err != nil {
+			return exploreAck{}, err
+		}
+		ok, err := e.st.Release(ctx, "c1", envOwner("e0"), gen)
+		if err != nil || !ok {
+			return exploreAck{}, err
+		}
+		return exploreAck{released: []ipam.Owner{envOwner("e0")}}, nil
+	}}
+	// stepSetOnNode: set s2 adds a key in node n1's blocks.
+	stepSetOnNode = exploreStep{name: "apply set s2 (a key on n1)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		ms, err := e.st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{Kind: ipam.OwnerSet, ID: "s2", NodeID: "n1"},
+			Add: []ipam.SetEntry{{Key: "a", Pools: []string{"c1/blocks/n1"}}}})
+		var ack exploreAck
+		for _, m := range ms {
+			ack.held = append(ack.held, m.Allocation)
+		}
+		return ack, err
+	}}
 )
 
 // inCallersTx is the scheduler's way: an allocation for o in c1 inside a
@@ -609,6 +670,23 @@ func exploreVerify(e *exploreEnv, acks ...exploreAck) []string {
 			}
 		}
 	}
+	// A live tombstone inside an operator pool that it binds, with no row
+	// at its address: the pool was created or grew without inheriting it.
+	rows, err := e.raw.Query(e.ctx, `SELECT t.address::text, p.id FROM ipam_tombstones t JOIN ipam_pools p
+		ON p.category IN ('ipv4', 'ipv6') AND p.kind <> 'parked' AND t.address <<= ANY (p.cidrs) AND NOT t.address <<= ANY (p.exclude)
+			AND t.scope = ipam_tombstone_scope(t.address, p.cluster_id)
+		WHERE t.reusable_at > ipam_now()
+			AND NOT EXISTS (SELECT 1 FROM ipam_allocations a WHERE a.cluster_id = p.cluster_id AND a.address = t.address)`)
+	if err == nil {
+		var addr, pool string
+		_, err = pgx.ForEachRow(rows, []any{&addr, &pool}, func() error {
+			out = append(out, fmt.Sprintf("  pool %s did not inherit the tombstone %s", pool, addr))
+			return nil
+		})
+	}
+	if err != nil {
+		out = append(out, fmt.Sprintf("  read tombstones: %v", err))
+	}
 	// An address active in two clusters, or in two rows of one: whatever
 	// Check's own rules forgive.
 	var dups int
@@ -680,6 +758,20 @@ var explorePairs = []struct {
 	{false, fixtureV4Stale, stepReclaim, stepShrink},
 	{false, fixtureV4(true, true), stepGrow, stepAllocFresh},
 	{false, fixtureV4(true, true), stepGrow, stepConfirm},
+	// Destroys that leave tombstones against the pools that must inherit
+	// them, and forced destroys and sets against a node's blocks.
+	{true, fixtureV4Cooling, poolDestroyStep(false), stepPoolCreateOver},
+	{false, fixtureV4Cooling, clusterDestroyStep(false), stepPoolCreateOver},
+	{false, fixtureV4Cooling, poolDestroyStep(true), stepPoolCreateOver},
+	{true, fixtureBlocks, stepHoldOnNode, clusterDestroyStep(true)},
+	// A replacement that moves its owner's address, against a release of
+	// the same owner and the pool's shape writers.
+	{true, fixtureV4(true, true), stepReplaceE0, stepDestroyOldE0},
+	{false, fixtureV4(true, true), stepReplaceE0, stepShrink},
+	{false, fixtureV4(true, true), stepReplaceE0, stepAllocExact},
+	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
+	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
+	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},
 }
 
 // TestExploreInterleavings runs every pair of explorePairs through every

@@ -390,7 +390,7 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 		"owner probe":                     {"c1", "instance", "i-7"},
 		"release":                         {"c1", "instance", "i-7", int64(0)},
 		"refresh read":                    {"c1", "instance", "i-7"},
-		"hold look (a plan's first read)": {"c1", "instance", "i-7", "test", 5 * time.Minute},
+		"hold look (a plan's first read)": {"c1", "instance", "i-7", "test", 5 * time.Minute, "/work/test"},
 		"fast path: a fresh allocation in one statement (a counter pool)": {"c1", "c1/instance", "instance", "i-99", "acme", "prod", nil, "i-99",
 			"test", time.Duration(0), nil, id, "instance.allocated", nil, id},
 		"fast path: a reused allocation in one statement (an IPv4 table pool)": {"c1", "c1/v4", "env_ipv4", "e-99", "acme", "e-99", nil, nil,

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -27,7 +28,33 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return nil, s.dropHold(ctx, tx, *held)
 		}
 	}
-	return held, s.checkAdoptable(pool, req, *held)
+	if err := s.checkAdoptable(pool, req, *held); err != nil {
+		return held, err
+	}
+	return held, s.checkOrigin(ctx, tx, *held)
+}
+
+// checkOrigin refuses to adopt an active allocation recorded for another
+// origin (another configuration's working directory), unless a plan marked
+// it as being replaced.
+func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
+	if s.origin == "" || held.State != StateActive {
+		return nil
+	}
+	var origin string
+	var replacing bool
+	if err := tx.QueryRow(ctx, sqlOrigin, held.ID).Scan(&origin, &replacing); err != nil {
+		return err
+	}
+	if origin == "" || origin == s.origin || replacing {
+		return nil
+	}
+	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
+		Address: held.Address.String(), Actor: held.Actor, Detail: fmt.Sprintf(
+			"it was made at %s by the configuration in %q, and this one runs in %q; import it (`terraform import ... %s/%s`) "+
+				"instead of declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
+				"set the provider's origin to %q for one apply",
+			held.AllocatedAt.UTC().Format(time.RFC3339), origin, s.origin, held.ClusterID, held.Owner.ID, origin)}
 }
 
 // reserveTx is Reserve inside the caller's transaction.
@@ -226,4 +253,28 @@ func scanLostHold(row pgx.Row) (*LostHold, error) {
 	}
 	l.Address = p.Addr()
 	return &l, nil
+}
+
+// MarkReplacement records that a plan replaces the owner's active allocation
+// of this actor: Terraform's create half of a replacement, planned by the
+// plan that saw the old object in its state. Until ttl has passed, and while
+// nothing else changes the allocation, a create of the same owner by this
+// actor takes it over instead of failing with owner_conflict: it keeps the
+// address (and a plan shows it), or, asking for another pool or address,
+// releases it into cooldown for the owner and takes the new one. The old
+// object's destroy carries the older generation and releases nothing. It
+// returns ErrNotFound when the owner holds no active allocation of this
+// actor.
+func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner, ttl time.Duration) (Allocation, error) {
+	if err := ValidateOwner(o); err != nil {
+		return Allocation{}, err
+	}
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return Allocation{}, err
+	}
+	if ttl <= 0 {
+		return Allocation{}, invalid("reservation_ttl", "must be positive")
+	}
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl)))
+	return a, s.mapErr(err)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -87,6 +88,26 @@ func FormatDuration(d time.Duration) string {
 		r = strings.TrimSuffix(r, "0m")
 	}
 	return r
+}
+
+// MaxOriginLength bounds Config.Origin (a working directory's path).
+const MaxOriginLength = 1024
+
+// ValidateOrigin checks a configuration's origin (Config.Origin): at most
+// MaxOriginLength bytes of valid UTF-8, without control characters.
+func ValidateOrigin(s string) error {
+	if len(s) > MaxOriginLength {
+		return &InvalidError{Field: "origin", Msg: fmt.Sprintf("must be at most %d characters, not %d", MaxOriginLength, len(s))}
+	}
+	if !utf8.ValidString(s) {
+		return &InvalidError{Field: "origin", Msg: "must be valid UTF-8"}
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return &InvalidError{Field: "origin", Msg: fmt.Sprintf("must not contain the control character %U", r)}
+		}
+	}
+	return nil
 }
 
 // The checks below are the one judgment of every input at the package edge.

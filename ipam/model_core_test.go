@@ -306,7 +306,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	var what string
 	var err error
 	var notes []string
-	op := rng.IntN(30)
+	op := rng.IntN(31)
 	if first && rng.IntN(2) == 0 {
 		op = 26 // the workers' first operations race on the transient cluster
 	}
@@ -474,6 +474,44 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		r, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(cid), Owner: o, Address: held.Addr()})
 		if err == nil {
 			notes = m.remember(cid+"/node/"+o.ID, heldAddr{cid, o.Kind, o.ID, r.Address})
+		}
+	case 30:
+		// A Terraform replacement of a node this worker holds, in the
+		// create-first order: the plan marks the allocation, the create
+		// keeps it or claims another address (the old one cools for the
+		// node), and the old object's destroy, with its generation,
+		// releases nothing.
+		h, ok := m.heldBy(rng, fmt.Sprintf("w%d-n", w))
+		if !ok || h.kind != ipam.OwnerNode {
+			what = "replace a node: none held"
+			break
+		}
+		o := ipam.Owner{Kind: ipam.OwnerNode, ID: h.id, NodeID: h.id}
+		var old ipam.Allocation
+		if old, err = st.MarkReplacement(ctx, h.cluster, o, time.Hour); err != nil {
+			what = fmt.Sprintf("replace node %s in %s: mark", o.ID, h.cluster)
+			if errors.Is(err, ipam.ErrNotFound) {
+				err = nil // released or reclaimed meanwhile
+			}
+			break
+		}
+		var addr netip.Addr
+		if rng.IntN(2) == 0 {
+			addr = netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::%x", 0x10+ci, 1+rng.IntN(12)))
+			if h.cluster != cid {
+				addr = netip.Addr{}
+			}
+		}
+		what = fmt.Sprintf("replace node %s in %s (claim %v)", o.ID, h.cluster, addr)
+		var r ipam.AllocateResult
+		r, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(h.cluster), Owner: o, Address: addr})
+		if err != nil {
+			break
+		}
+		notes = m.remember(h.cluster+"/node/"+o.ID, heldAddr{h.cluster, o.Kind, o.ID, r.Address})
+		if released, rerr := st.Release(ctx, h.cluster, o, old.Generation); rerr != nil || released {
+			notes = append(notes, fmt.Sprintf("the replaced object's destroy of node %s (generation %d) released %v (%v); the create holds %s generation %d",
+				o.ID, old.Generation, released, rerr, r.Address, r.Generation))
 		}
 	case 20:
 		o := ipam.Owner{Kind: ipam.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}

@@ -65,7 +65,12 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
 	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
-	coalesce(confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `', false)`
+	coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
+		AND NOT ` + replacingSQL + `, false)`
+
+// replacingSQL: a plan marked the row as being replaced (migration 17), and
+// nothing has changed it since.
+const replacingSQL = `coalesce(replace_generation = generation AND replace_until > ipam_now() AND state = 'active', false)`
 
 // allocColumnsOfA are allocColumns of the row a that the statement itself
 // handed out (the fast statements): its allocated_at is the statement's one
@@ -910,6 +915,29 @@ var (
 const (
 	// sqlAdopt hands the owner's active allocation to a create that finds it: a
 	// new generation, and its labels brought up to date.
+	// sqlMarkReplacement marks the owner's active allocation of this actor
+	// as being replaced by a plan, for $5 (migration 17).
+	sqlMarkReplacement = `UPDATE ipam_allocations SET replace_until = ipam_now() + $5::interval, replace_generation = generation
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4
+		RETURNING ` + allocColumns
+
+	// sqlGenerationPast sets a row's generation ($2) past $3.
+	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
+		RETURNING ` + allocColumns
+
+	// sqlRecordOrigin records the configuration ($3) that made an active
+	// allocation of generation $2 (migration 17).
+	sqlRecordOrigin = `UPDATE ipam_allocations SET origin = $3, origin_generation = generation
+		WHERE id = $1 AND generation = $2 AND state = 'active'`
+
+	// sqlOrigin reads an allocation's recorded origin ('' when none is, or
+	// the generation moved on), and whether a plan marked it as replaced.
+	sqlOrigin = `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, ''), ` + replacingSQL + `
+		FROM ipam_allocations WHERE id = $1`
+
+	// sqlReplacing tells whether a row is marked as being replaced.
+	sqlReplacing = `SELECT ` + replacingSQL + ` FROM ipam_allocations WHERE id = $1`
+
 	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
 			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
 		WHERE id = $1 AND generation = $2 AND state = 'active'
@@ -1082,7 +1110,9 @@ const (
 	// allocation) of this actor, whether it has more than $5 left, and its
 	// pool's blocks.
 	sqlFindHold = `SELECT ` + allocColumns + `,
-			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `')
+			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `'
+				-- made by this origin, or by none recorded (checkOrigin)
+				AND ($6::text = '' OR origin_generation IS DISTINCT FROM generation OR origin = $6))
 				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
 			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 		FROM ipam_allocations a

@@ -53,6 +53,12 @@ type Config struct {
 	// reported again, without a new hold, to every plan of that same run
 	// (see Reserve). Empty: unknown.
 	PlanRun string
+	// Origin names the configuration this client allocates for (for the
+	// provider, its working directory), recorded with each allocation that
+	// Allocate makes. A create that finds its owner's unconfirmed allocation
+	// adopts it only from the same origin (see Allocate). Empty: none is
+	// recorded and none is compared.
+	Origin string
 }
 
 // The default bounds on waits: seconds, never forever.
@@ -87,7 +93,9 @@ type Client struct {
 	actor  string
 	// planRun: Config.PlanRun.
 	planRun string
-	bounds  bounds
+	// origin: Config.Origin.
+	origin string
+	bounds bounds
 	// failover bounds how long a call retries while no usable server
 	// answers (see retryConn).
 	failover time.Duration
@@ -155,7 +163,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	if failover == 0 {
 		failover = DefaultFailoverTimeout
 	}
-	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun,
+	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin,
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
 		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}}
 	s.pool = newDBPool(s, pool, switchable)
@@ -196,6 +204,9 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 // call Ping or Migrate to find out whether the database answers.
 func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err := checkFilterIDs("actor", cfg.Actor); err != nil {
+		return nil, err
+	}
+	if err := ValidateOrigin(cfg.Origin); err != nil {
 		return nil, err
 	}
 	switch {

@@ -38,6 +38,11 @@ mutants=(
 	"release-locks-pool-late|ipam/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\` \+ )fastPool/\$1\"\"/|^TestExploreInterleavings\$|./ipam/"
 	"refresh-answers-stale|ipam/lookup.go|s/err == nil && tag.RowsAffected\(\) == 0 \{/err == nil \&\& false \&\& tag.RowsAffected() == 0 {/|^TestExploreInterleavings\$|./ipam/"
 	"reads-unguarded|ipam/conn.go|s/if lock <= 0 && stmt <= 0 \{\n\t\treturn ctx, nil/if true {\n\t\treturn ctx, nil/|^TestReadsWaitAtMostTheLockBound\$|./ipam/"
+	"replacement-mark-never-ends|ipam/statements.go|s/coalesce\(replace_generation = generation AND /coalesce(/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
+	"create-moves-unmarked-owner|ipam/allocate.go|s/\tif !replacing \{/\tif false {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
+	"moved-row-keeps-generation|ipam/allocate.go|s/if err == nil && movedFrom > 0 && res.Generation <= movedFrom \{/if false \&\& movedFrom > 0 {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
+	"adoption-ignores-origin|ipam/hold.go|s/if origin == \"\" \|\| origin == s.origin \|\| replacing \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
+	"hold-look-ignores-origin|ipam/statements.go|s/AND \(\\\$6::text = '' OR/AND (true OR/|^TestOriginDecidesAdoption\$|./ipam/"
 )
 
 want=("$@")

@@ -77,6 +77,7 @@ type workdir struct {
 	t   *testing.T
 	dir string
 	url string
+	env []string // more environment for terraform
 }
 
 func newWorkdir(t *testing.T, url, hcl string) *workdir {
@@ -100,6 +101,7 @@ func (w *workdir) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd.Dir = w.dir
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
 		"IPAM_DATABASE_URL="+w.url, "TF_LOG=")
+	cmd.Env = append(cmd.Env, w.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }

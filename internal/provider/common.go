@@ -36,6 +36,25 @@ type providerData struct {
 	// instancePools caches, for plans, the pool an instance on a node
 	// draws from (see instancePool).
 	instancePools instancePoolCache
+	// inState remembers the owners whose objects this plan saw in its state
+	// (see sawInState).
+	inState sync.Map
+}
+
+// sawInState records that this plan (one provider process) planned an
+// object of the state that holds owner o's address in cluster clusterID.
+// Terraform plans a replacement as that object first and then, in the same
+// process, as a create with no prior state: a create of an owner seen here
+// is the create half of a replacement (see reserveForPlan).
+func (pd *providerData) sawInState(clusterID string, o ipam.Owner) {
+	if pd != nil && clusterID != "" && o.ID != "" {
+		pd.inState.Store(clusterID+"\x00"+o.Kind+"\x00"+o.ID, true)
+	}
+}
+
+func (pd *providerData) seenInState(clusterID string, o ipam.Owner) bool {
+	_, ok := pd.inState.Load(clusterID + "\x00" + o.Kind + "\x00" + o.ID)
+	return ok
 }
 
 // instancePoolCache holds, per cluster and node, the pool an instance on

@@ -316,6 +316,14 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		}
 		addr = a
 	}
+	if pd.seenInState(pool.ClusterID, owner) {
+		// The create half of a replacement of an object this plan saw in
+		// its state: the owner's allocation is marked, so that the create
+		// takes it over (the plan then shows the address it keeps) instead
+		// of refusing it as another configuration's. Nothing to mark (the
+		// owner holds nothing under this actor) is no error.
+		_, _ = pd.store.MarkReplacement(ctx, pool.ClusterID, owner, pd.reservationTTL)
+	}
 	a, err := pd.store.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
 	var oc *ipam.OwnerConflictError
 	var hl *ipam.HoldLostError
@@ -334,9 +342,13 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				"plan, its apply fails for this resource and allocates nothing. Run terraform plan again: the next plan "+
 				"reserves a new address.")
 		return ipam.Allocation{Address: hl.Lost.Address, Block: hl.Lost.Block}, true
-	case errors.As(err, &oc) && oc.Actor == pd.store.Actor():
-		// The owner still holds its old address under this actor: a replacement
-		// whose destroy runs first. Apply claims the address then.
+	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && pd.seenInState(pool.ClusterID, owner):
+		// The owner still holds its old address under this actor: a
+		// replacement that moves it. Apply takes the new address then.
+	case errors.As(err, &oc):
+		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
+			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
+				". Applying this create fails with the same error.")
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",

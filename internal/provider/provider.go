@@ -31,6 +31,9 @@ var (
 // EnvDatabaseURL is read when the provider's database_url is not set.
 const EnvDatabaseURL = "IPAM_DATABASE_URL"
 
+// EnvOrigin is read when the provider's origin is not set.
+const EnvOrigin = "IPAM_ORIGIN"
+
 type ipamProvider struct {
 	version string
 }
@@ -44,6 +47,7 @@ type ipamProviderModel struct {
 	StmtTimeout    types.String `tfsdk:"statement_timeout"`
 	FailoverTime   types.String `tfsdk:"failover_timeout"`
 	Actor          types.String `tfsdk:"actor"`
+	Origin         types.String `tfsdk:"origin"`
 	Reservations   types.Bool   `tfsdk:"plan_reservations"`
 	ReservationTTL types.String `tfsdk:"reservation_ttl"`
 }
@@ -115,6 +119,15 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 				Optional:   true,
 				Validators: []validator.String{validID("actor")},
 			},
+			"origin": schema.StringAttribute{
+				MarkdownDescription: "Which configuration this is, recorded with every address it creates (default: `IPAM_ORIGIN`, " +
+					"else the working directory). A create that finds its owner's address made by an apply that never finished " +
+					"(killed before its state was saved) adopts it only from the same `actor` and origin; from another origin it " +
+					"fails with `owner_conflict`, since that is a second configuration declaring the owner. Set it when one " +
+					"configuration runs in changing directories (a CI job with a new checkout path each time).",
+				Optional:   true,
+				Validators: []validator.String{validOrigin()},
+			},
 			"plan_reservations": schema.BoolAttribute{
 				MarkdownDescription: "Show the real address in the plan (default `true`): planning a new address resource takes, or finds " +
 					"again, a short-lived hold for its owner, and apply turns that hold into the allocation, so the applied address " +
@@ -144,7 +157,8 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 			"database_url depends on values known only after apply; the IPAM provider cannot plan its resources until then.")
 		return
 	}
-	cfg := ipam.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString(), PlanRun: currentRun().id}
+	cfg := ipam.Config{DatabaseURL: m.DatabaseURL.ValueString(), Actor: m.Actor.ValueString(), PlanRun: currentRun().id,
+		Origin: configOrigin(m.Origin)}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = os.Getenv(EnvDatabaseURL)
 	}
@@ -224,4 +238,20 @@ func waitBound(v types.String) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// configOrigin is the provider's origin: the option, else IPAM_ORIGIN, else
+// the working directory (Terraform starts the provider in the directory of
+// the configuration, after -chdir).
+func configOrigin(v types.String) string {
+	if o := v.ValueString(); o != "" {
+		return o
+	}
+	if o := os.Getenv(EnvOrigin); o != "" {
+		return o
+	}
+	if wd, err := os.Getwd(); err == nil {
+		return wd
+	}
+	return ""
 }

@@ -235,6 +235,12 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 		r.moveIntoNodeBlocks(ctx, req, resp, planNode, stateNode)
 	}
 	networkUnknownOnUpdate(ctx, req, resp)
+	if !req.State.Raw.IsNull() && !req.Plan.Raw.IsNull() {
+		var state instanceAddressResourceModel
+		if !getModel(ctx, req.State.Get, &state).HasError() {
+			r.pd.sawInState(state.ClusterID.ValueString(), state.owner())
+		}
+	}
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}

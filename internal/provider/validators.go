@@ -40,6 +40,14 @@ func validID(what string) validator.String {
 	}
 }
 
+// validOrigin: a configuration's origin as the core accepts it.
+func validOrigin() validator.String {
+	return stringCheck{
+		desc:  fmt.Sprintf("1 to %d characters, none of them a control character", ipam.MaxOriginLength),
+		check: ipam.ValidateOrigin,
+	}
+}
+
 // validClusterPrefix: an IPv6 prefix of length /64 or shorter.
 func validClusterPrefix() validator.String {
 	return stringCheck{

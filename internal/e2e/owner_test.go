@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// ownerConfig: a cluster made by the core (c1, pool c1/v4, see setup), a
+// node address and an environment's IPv4.
+const ownerConfig = `resource "ipam_node_address" "n1" {
+  cluster_id = "c1"
+  node_id    = "n1"
+}
+resource "ipam_env_ipv4" "e1" {
+  pool_id = "c1/v4"
+  org_id  = "o1"
+  env_id  = "e1"
+}
+`
+
+// One owner, one configuration: a second working directory (its own state)
+// that declares owners the first one manages is refused with owner_conflict
+// at apply, warned at plan, and writes nothing, even before the first
+// configuration's next refresh. A killed apply (its state lost) recovers
+// with the next apply from its own directory, or from another one given
+// the first one's origin.
+func TestOneOwnerOneConfiguration(t *testing.T) {
+	url := setup(t)
+	first := newWorkdir(t, url, ownerConfig)
+	first.run("apply", "-input=false", "-auto-approve")
+	held := activeAddresses(t, url)
+
+	// Before any refresh of the first configuration.
+	second := newWorkdir(t, url, ownerConfig)
+	plan := string(second.run("plan", "-input=false"))
+	if !strings.Contains(plan, "Is Managed Elsewhere") || !strings.Contains(plan, "owner_conflict") {
+		t.Errorf("the second configuration's plan does not warn:\n%s", plan)
+	}
+	out, err := second.try("apply", "-input=false", "-auto-approve")
+	if err == nil || !strings.Contains(string(out), "owner_conflict") || !strings.Contains(string(out), "terraform import") {
+		t.Fatalf("the second configuration's apply: %v\n%s", err, out)
+	}
+	if got := second.addresses(""); len(got) != 0 {
+		t.Errorf("the second configuration's state holds %v", got)
+	}
+	if now := activeAddresses(t, url); len(now) != len(held) {
+		t.Errorf("active allocations %v, want %v", now, held)
+	}
+
+	// A killed apply: its creates committed, its state never saved.
+	killed := newWorkdir(t, url, strings.ReplaceAll(strings.ReplaceAll(ownerConfig, "n1", "n2"), "e1", "e2"))
+	killed.run("apply", "-input=false", "-auto-approve")
+	want := killed.addresses("")
+	loseState := func(w *workdir) {
+		if err := os.Remove(filepath.Join(w.dir, "terraform.tfstate")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loseState(killed)
+	// The next apply from the same directory adopts every allocation.
+	killed.run("apply", "-input=false", "-auto-approve")
+	if got := killed.addresses(""); !equalMaps(got, want) {
+		t.Fatalf("the next apply from the same directory: %v, want %v", got, want)
+	}
+	loseState(killed)
+	// Resumed elsewhere: refused, naming the origin to give; given it, one
+	// apply adopts every allocation.
+	elsewhere := newWorkdir(t, url, strings.ReplaceAll(strings.ReplaceAll(ownerConfig, "n1", "n2"), "e1", "e2"))
+	out, err = elsewhere.try("apply", "-input=false", "-auto-approve")
+	if err == nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "set the provider's origin") {
+		t.Fatalf("resumed elsewhere without the origin: %v\n%s", err, out)
+	}
+	elsewhere.env = []string{"IPAM_ORIGIN=" + killed.dir}
+	elsewhere.run("apply", "-input=false", "-auto-approve")
+	if got := elsewhere.addresses(""); !equalMaps(got, want) {
+		t.Fatalf("resumed elsewhere with the origin: %v, want %v", got, want)
+	}
+	if out := elsewhere.run("plan", "-input=false", "-detailed-exitcode"); !strings.Contains(string(out), "No changes") {
+		t.Fatalf("plan after the recovery is not empty:\n%s", out)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

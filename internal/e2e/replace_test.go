@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+)
+
+// replaceConfig is two clusters, node n1's address in cluster "in" (with
+// a claimed address when claim is set), and instance i1 on node n1, with
+// node n1's instance blocks when blocks is set. cbd puts every address
+// resource under create_before_destroy.
+func replaceConfig(cbd bool, in, claim string, blocks bool) string {
+	lc := ""
+	if cbd {
+		lc = "\n  lifecycle {\n    create_before_destroy = true\n  }"
+	}
+	claimLine := ""
+	if claim != "" {
+		claimLine = fmt.Sprintf("\n  address    = %q", claim)
+	}
+	hcl := fmt.Sprintf(`resource "ipam_cluster" "a" {
+  name   = "a"
+  prefix = "2001:db8:a::/48"
+}
+resource "ipam_cluster" "b" {
+  name   = "b"
+  prefix = "2001:db8:b::/48"
+}
+resource "ipam_node_address" "n1" {
+  cluster_id = ipam_cluster.%s.id
+  node_id    = "n1"%s%s
+}
+resource "ipam_instance_address" "i1" {
+  cluster_id  = ipam_cluster.a.id
+  instance_id = "i1"
+  org_id      = "o1"
+  env_id      = "e1"
+  node_id     = "n1"%s
+}
+`, in, claimLine, lc, lc)
+	if blocks {
+		hcl += `resource "ipam_node_instance_blocks" "n1" {
+  cluster_id    = ipam_cluster.a.id
+  node_id       = "n1"
+  block_prefix_length = 124
+  demand              = 2
+}
+`
+	}
+	return hcl
+}
+
+// Replacements keep or move the owner's address in both orders: Terraform's
+// own (-replace), a claimed address changed, a cluster_id changed, and an
+// instance moving into its node's blocks; with and without
+// create_before_destroy. Each ends with one active address per owner, the
+// old one cooling for its owner, and an empty plan.
+func TestReplacementsInBothOrders(t *testing.T) {
+	for _, cbd := range []bool{false, true} {
+		t.Run(fmt.Sprintf("create_before_destroy=%v", cbd), func(t *testing.T) {
+			url := testdb.New(t)
+			w := newWorkdir(t, url, replaceConfig(cbd, "a", "", false))
+			w.run("apply", "-input=false", "-auto-approve")
+			first := w.addresses("")
+			node, inst := first["ipam_node_address.n1"], first["ipam_instance_address.i1"]
+			if node != "2001:db8:a::1" {
+				t.Fatalf("n1 got %s, want 2001:db8:a::1", node)
+			}
+			w.run("plan", "-input=false") // a refresh confirms both
+
+			// Terraform's own replacement of an unchanged resource keeps its
+			// address, which the saved plan shows.
+			w.run("plan", "-input=false", "-replace=ipam_node_address.n1", "-out=replace.tfplan")
+			if got := w.addresses("replace.tfplan")["ipam_node_address.n1"]; got != node {
+				t.Errorf("-replace: the plan shows %q for n1, want its own %s", got, node)
+			}
+			w.run("apply", "-input=false", "replace.tfplan")
+			if got := w.addresses("")["ipam_node_address.n1"]; got != node {
+				t.Errorf("-replace: n1 has %s, want its own %s back", got, node)
+			}
+			expectOwners(t, url, "node/n1", node)
+
+			// A claimed address changed: the new one, the old one cools for n1.
+			w.write(replaceConfig(cbd, "a", "2001:db8:a::9", false))
+			w.run("apply", "-input=false", "-auto-approve")
+			if got := w.addresses("")["ipam_node_address.n1"]; got != "2001:db8:a::9" {
+				t.Errorf("claim: n1 has %s, want 2001:db8:a::9", got)
+			}
+			expectOwners(t, url, "node/n1", "2001:db8:a::9")
+
+			// cluster_id changed: an address of cluster b.
+			w.write(replaceConfig(cbd, "b", "", false))
+			w.run("apply", "-input=false", "-auto-approve")
+			if got := w.addresses("")["ipam_node_address.n1"]; !strings.HasPrefix(got, "2001:db8:b::") {
+				t.Errorf("cluster_id: n1 has %s, want one of cluster b", got)
+			}
+
+			// The instance moves into its node's blocks: the apply that makes
+			// them leaves it alone, the next one replaces it.
+			w.write(replaceConfig(cbd, "b", "", true))
+			w.run("apply", "-input=false", "-auto-approve")
+			if got := w.addresses("")["ipam_instance_address.i1"]; got != inst {
+				t.Errorf("blocks: the apply that made them moved i1 to %s", got)
+			}
+			w.run("apply", "-input=false", "-auto-approve")
+			got := w.addresses("")["ipam_instance_address.i1"]
+			if got == inst {
+				t.Errorf("blocks: i1 kept %s, outside n1's blocks", got)
+			}
+			expectOwners(t, url, "instance/i1", got)
+			if out := w.run("plan", "-input=false", "-detailed-exitcode"); !strings.Contains(string(out), "No changes") {
+				t.Fatalf("plan after the replacements is not empty:\n%s", out)
+			}
+		})
+	}
+}
+
+// expectOwners: owner (kind/id) holds exactly the active address want.
+func expectOwners(t *testing.T, url, owner, want string) {
+	t.Helper()
+	var held []string
+	for a, o := range activeAddresses(t, url) {
+		if o == owner {
+			held = append(held, a)
+		}
+	}
+	if len(held) != 1 || held[0] != want {
+		t.Errorf("%s holds %v, want exactly %s", owner, held, want)
+	}
+}

@@ -1,0 +1,180 @@
+package ipam_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// A confirmed allocation is taken over by a create only after a plan of the
+// same actor marked it as being replaced: keeping its address, or, for
+// another address, releasing it into cooldown for its owner; the replaced
+// object's destroy then releases nothing. Another actor's create, or any
+// change to the allocation, ends nothing but is refused as before.
+func TestMarkedReplacementIsTakenOver(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")}
+	a, err := st.Allocate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil { // a refresh confirms it
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a create of a confirmed owner, unmarked: %v, want owner_conflict", err)
+	}
+
+	// Another actor cannot mark it.
+	other, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "team-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.MarkReplacement(ctx, "c1", node("n1"), time.Hour); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("another actor's mark: %v, want not found", err)
+	}
+	if _, err := st.MarkReplacement(ctx, "c1\n", node("n1"), time.Hour); ipam.Code(err) != ipam.CodeInvalid {
+		t.Fatalf("a bad cluster id: %v", err)
+	}
+
+	// Keep: the plan shows the address, the create adopts it, the stale
+	// destroy releases nothing.
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := st.Reserve(ctx, req, time.Hour); err != nil || h.Address != a.Address {
+		t.Fatalf("the plan of the create half: %+v %v, want %s", h, err, a.Address)
+	}
+	if _, err := other.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("another actor's create of a marked owner: %v, want owner_conflict", err)
+	}
+	b, err := st.Allocate(ctx, req)
+	if err != nil || !b.Adopted || b.Address != a.Address {
+		t.Fatalf("the create half: %+v %v", b, err)
+	}
+	if ok, err := st.Release(ctx, "c1", node("n1"), a.Generation); err != nil || ok {
+		t.Fatalf("the replaced object's destroy released: %v %v", ok, err)
+	}
+	// The adoption ended the mark: another create is refused again.
+	if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET confirmed_at = now() WHERE owner_id = 'n1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a create after the mark was used: %v, want owner_conflict", err)
+	}
+
+	// Move: a claimed address elsewhere; the plan takes no hold and releases
+	// nothing, the create releases the old address into cooldown for n1.
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	moved := req
+	moved.Address = netip.MustParseAddr("2001:db8::9")
+	if _, err := st.Reserve(ctx, moved, time.Hour); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("the plan of a moving create half: %v, want owner_conflict (known after apply)", err)
+	}
+	c, err := st.Allocate(ctx, moved)
+	if err != nil || c.Address != moved.Address {
+		t.Fatalf("the moving create half: %+v %v", c, err)
+	}
+	var state, owner string
+	if err := raw.QueryRow(ctx, `SELECT state, owner_id FROM ipam_allocations WHERE address = $1`,
+		netip.PrefixFrom(a.Address, 128)).Scan(&state, &owner); err != nil || state != ipam.StateCooling || owner != "n1" {
+		t.Fatalf("the old address: %s of %s (%v), want cooling for n1", state, owner, err)
+	}
+	if ok, err := st.Release(ctx, "c1", node("n1"), b.Generation); err != nil || ok {
+		t.Fatalf("the replaced object's destroy released: %v %v", ok, err)
+	}
+	if got, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil || got.Address != moved.Address || got.Generation <= b.Generation {
+		t.Fatalf("after the replaced object's destroy: %+v %v, want %s active past generation %d", got, err, moved.Address, b.Generation)
+	}
+
+	// An expired mark is no mark.
+	if _, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET confirmed_at = now() WHERE owner_id = 'n1' AND state = 'active'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET replace_until = now() - interval '1 second' WHERE owner_id = 'n1' AND state = 'active'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, moved); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a create after the mark expired: %v, want owner_conflict", err)
+	}
+}
+
+// An unconfirmed allocation (a killed apply's) is adopted only from the
+// origin that made it: another working directory of the same actor is
+// another configuration, refused at plan (Reserve) and at apply; the same
+// origin, or an allocation with none recorded, adopts as before.
+func TestOriginDecidesAdoption(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	open := func(origin string) *ipam.Client {
+		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	a, b := open("/work/a"), open("/work/b")
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")}
+	first, err := a.Allocate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var origin string
+	if err := raw.QueryRow(ctx, `SELECT origin FROM ipam_allocations WHERE owner_id = 'n1'`).Scan(&origin); err != nil || origin != "/work/a" {
+		t.Fatalf("recorded origin %q (%v), want /work/a", origin, err)
+	}
+	if _, err := b.Reserve(ctx, req, time.Hour); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("another origin's plan: %v, want owner_conflict", err)
+	}
+	if _, err := b.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict || !strings.Contains(err.Error(), `"/work/a"`) {
+		t.Fatalf("another origin's create: %v, want owner_conflict naming /work/a", err)
+	}
+	if h, err := a.Reserve(ctx, req, time.Hour); err != nil || h.Address != first.Address {
+		t.Fatalf("the same origin's plan: %+v %v", h, err)
+	}
+	again, err := a.Allocate(ctx, req)
+	if err != nil || !again.Adopted || again.Address != first.Address {
+		t.Fatalf("the same origin's create: %+v %v", again, err)
+	}
+	// The adoption recorded the origin again, for its new generation.
+	if _, err := b.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("another origin's create after the adoption: %v, want owner_conflict", err)
+	}
+	// Given the first origin, the other directory adopts.
+	if r, err := open("/work/a").Allocate(ctx, req); err != nil || !r.Adopted {
+		t.Fatalf("another directory given the origin: %+v %v", r, err)
+	}
+	// No origin recorded (an allocation of the Go API): the actor decides.
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")}); err != nil || !r.Adopted {
+		t.Fatalf("an allocation with no origin: %+v %v", r, err)
+	}
+	if _, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Origin: "a\x00b"}); ipam.Code(err) != ipam.CodeInvalid {
+		t.Fatalf("an origin with a NUL byte: %v", err)
+	}
+}
