@@ -548,7 +548,7 @@ func valueCases() []valueCase {
 			return err
 		}},
 		{"Open origin with a newline", "origin", func(ctx context.Context, _ *ipam.Client) error {
-			_, err := ipam.Open(ctx, ipam.Config{DatabaseURL: "postgres://u@127.0.0.1:1/db", Origin: "/work/a\nb"})
+			_, err := ipam.Open(ctx, ipam.Config{DatabaseURL: "postgres://u@127.0.0.1:1/db", Origin: "envs/prod\nx"})
 			return err
 		}},
 		{"Open connect_timeout negative", "connect_timeout", func(ctx context.Context, _ *ipam.Client) error {
