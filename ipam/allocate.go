@@ -603,7 +603,7 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 		if err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: o.Kind + ".relabeled", ClusterID: a.ClusterID, PoolID: a.PoolID,
+		return insertEvent(ctx, tx, Event{Type: relabelEventType(o.Kind), ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,6 +30,41 @@ var eventTypes = map[string]struct{ allocated, released string }{
 	OwnerNode:     {"node.enrolled", "node.released"},
 	OwnerInstance: {"instance.allocated", "instance.released"},
 	OwnerEnvIPv4:  {"env.ipv4_addon_enabled", "env.ipv4_addon_disabled"},
+}
+
+// failureEventType is the type of the event of a failed allocation:
+// "<kind>.allocation_failed", with the environment IPv4 add-on's kind written
+// as env.ipv4_addon (env.ipv4_addon.allocation_failed).
+func failureEventType(kind string) string {
+	if kind == OwnerEnvIPv4 {
+		kind = "env.ipv4_addon"
+	}
+	return kind + ".allocation_failed"
+}
+
+// relabelEventType is the type of the event of an owner's labels changing.
+func relabelEventType(kind string) string { return kind + ".relabeled" }
+
+// otherEventTypes are the event types that are not an owner kind's (those
+// come from eventType, failureEventType and relabelEventType).
+var otherEventTypes = []string{
+	"cluster.created", "cluster.updated", "cluster.deleted",
+	"pool.created", "pool.updated", "pool.deleted",
+	"allocation.reserved", "allocation.adopted", "allocation.hold_dropped", "allocation.inherited",
+	EventHoldLost, EventHoldLossReported, EventReclaimed,
+	"node.blocks_scaled", "node.blocks_released",
+}
+
+// EventTypes lists every event type the IPAM writes, sorted: the names that
+// EventFilter.Types (and `ipamctl events --type`) match and the
+// documentation may use. TestEventTypesAreListed keeps it complete.
+func EventTypes() []string {
+	out := slices.Clone(otherEventTypes)
+	for _, kind := range []string{OwnerNode, OwnerInstance, OwnerEnvIPv4, OwnerSet} {
+		out = append(out, eventType(kind, true), eventType(kind, false), failureEventType(kind), relabelEventType(kind))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func eventType(kind string, allocated bool) string {
@@ -90,15 +126,11 @@ const failureRecordTimeout = 5 * time.Second
 // instance.allocation_failed) carrying the reason. Best effort: a failure to
 // record is not reported over the allocation error itself.
 func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
-	kind := o.Kind
-	if kind == OwnerEnvIPv4 {
-		kind = "env.ipv4_addon" // env.ipv4_addon_allocation_failed, beside env.ipv4_addon_enabled
-	}
 	// Its own connection, bounded: a caller whose transaction holds the last
 	// connection of a shared pool must not wait on this forever.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
 	defer cancel()
 	_, _ = s.pool.Exec(rctx, sqlRecordFailure,
 		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
-		newID(), kind+".allocation_failed", nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
+		newID(), failureEventType(o.Kind), nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
 }

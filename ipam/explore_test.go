@@ -449,7 +449,11 @@ var (
 	// it to 203.0.113.3: the plan's mark, then the create, which releases
 	// e0's address into cooldown for e0 and claims the new one.
 	stepReplaceE0 = exploreStep{name: "replace e0, moving it to 203.0.113.3", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		if _, err := e.st.MarkReplacement(ctx, "c1", envOwner("e0"), time.Hour); err != nil {
+		gen, err := e0Generation(ctx, e)
+		if err != nil {
+			return exploreAck{}, err
+		}
+		if _, err := e.st.MarkReplacement(ctx, "c1", envOwner("e0"), gen, time.Hour); err != nil {
 			return exploreAck{}, err
 		}
 		return allocStep("", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e0"),
@@ -458,8 +462,8 @@ var (
 	// stepDestroyOldE0: the replaced object's destroy, carrying the
 	// generation e0's allocation had when the fixture made it.
 	stepDestroyOldE0 = exploreStep{name: "destroy e0's replaced object", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		var gen int64
-		if err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_events WHERE owner_id = 'e0' ORDER BY at, generation LIMIT 1`).Scan(&gen); err != nil {
+		gen, err := e0Generation(ctx, e)
+		if err != nil {
 			return exploreAck{}, err
 		}
 		ok, err := e.st.Release(ctx, "c1", envOwner("e0"), gen)
@@ -479,6 +483,14 @@ var (
 		return ack, err
 	}}
 )
+
+// e0Generation: the generation e0's allocation had when the fixture made it
+// (its first event's), which the replaced object's private state holds.
+func e0Generation(ctx context.Context, e *exploreEnv) (int64, error) {
+	var gen int64
+	err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_events WHERE owner_id = 'e0' ORDER BY at, generation LIMIT 1`).Scan(&gen)
+	return gen, err
+}
 
 // inCallersTx is the scheduler's way: an allocation for o in c1 inside a
 // transaction of the caller's own (on the traced pool), committed.

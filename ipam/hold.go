@@ -256,16 +256,16 @@ func scanLostHold(row pgx.Row) (*LostHold, error) {
 }
 
 // MarkReplacement records that a plan replaces the owner's active allocation
-// of this actor: Terraform's create half of a replacement, planned by the
-// plan that saw the old object in its state. Until ttl has passed, and while
+// of this actor, of the given generation (the replaced object's):
+// Terraform's create half of a replacement. Until ttl has passed, and while
 // nothing else changes the allocation, a create of the same owner by this
 // actor takes it over instead of failing with owner_conflict: it keeps the
 // address (and a plan shows it), or, asking for another pool or address,
 // releases it into cooldown for the owner and takes the new one. The old
 // object's destroy carries the older generation and releases nothing. It
 // returns ErrNotFound when the owner holds no active allocation of this
-// actor.
-func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner, ttl time.Duration) (Allocation, error) {
+// actor and generation.
+func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner, generation int64, ttl time.Duration) (Allocation, error) {
 	if err := ValidateOwner(o); err != nil {
 		return Allocation{}, err
 	}
@@ -275,6 +275,9 @@ func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner,
 	if ttl <= 0 {
 		return Allocation{}, invalid("reservation_ttl", "must be positive")
 	}
-	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl)))
+	if generation <= 0 {
+		return Allocation{}, invalid("generation", "must be the replaced allocation's generation, a positive number")
+	}
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl), generation))
 	return a, s.mapErr(err)
 }

@@ -488,7 +488,10 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		}
 		o := ipam.Owner{Kind: ipam.OwnerNode, ID: h.id, NodeID: h.id}
 		var old ipam.Allocation
-		if old, err = st.MarkReplacement(ctx, h.cluster, o, time.Hour); err != nil {
+		if old, err = st.GetActive(ctx, h.cluster, o.Kind, o.ID); err == nil {
+			old, err = st.MarkReplacement(ctx, h.cluster, o, old.Generation, time.Hour)
+		}
+		if err != nil {
 			what = fmt.Sprintf("replace node %s in %s: mark", o.ID, h.cluster)
 			if errors.Is(err, ipam.ErrNotFound) {
 				err = nil // released or reclaimed meanwhile

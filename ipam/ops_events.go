@@ -35,6 +35,7 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 		return nil, invalid("limit", "%d is negative: give the number of newest events to keep, or 0 for all", f.Limit)
 	}
 	exact, prefixes := []string{}, []string{}
+	known := EventTypes()
 	for _, t := range f.Types {
 		if err := ValidateEventType(t); err != nil {
 			return nil, err
@@ -42,9 +43,19 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 		switch {
 		case strings.HasSuffix(t, "*"):
 			p := strings.TrimSuffix(t, "*")
-			p = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p)
-			prefixes = append(prefixes, p+"%")
+			pattern := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
+			if !slices.ContainsFunc(known, func(k string) bool { return strings.HasPrefix(k, p) }) {
+				if err := s.eventTypeSeen(ctx, t, pattern, known); err != nil {
+					return nil, err
+				}
+			}
+			prefixes = append(prefixes, pattern)
 		default:
+			if !slices.Contains(known, t) {
+				if err := s.eventTypeSeen(ctx, t, strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(t), known); err != nil {
+					return nil, err
+				}
+			}
 			exact = append(exact, t)
 		}
 	}
@@ -78,6 +89,21 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 		slices.Reverse(out)
 	}
 	return out, nil
+}
+
+// eventTypeSeen accepts a type (or pattern, a LIKE pattern) that this binary
+// does not write only when the database holds such events (written by a
+// newer binary, say), so that a misspelt type is refused instead of
+// matching nothing.
+func (s *Client) eventTypeSeen(ctx context.Context, typ, like string, known []string) error {
+	var seen bool
+	if err := s.pool.QueryRow(ctx, sqlEventTypeSeen, like).Scan(&seen); err != nil {
+		return s.mapErr(err)
+	}
+	if !seen {
+		return invalid("type", "%q matches no event type; the types are %s (a prefix ending in '*' matches several)", typ, strings.Join(known, ", "))
+	}
+	return nil
 }
 
 // allocationEventTypes and releaseEventTypes are the event types that hand an

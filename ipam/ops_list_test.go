@@ -204,6 +204,12 @@ func TestListEvents(t *testing.T) {
 	}
 	t.Run("type *", func(t *testing.T) {
 		t.Parallel()
+		// A type that matches nothing the IPAM writes is refused, not answered with nothing.
+		for _, typ := range []string{"env.ipv4_addon_allocation_failed", "nodes.*"} {
+			if _, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{typ}}); ipam.Code(err) != ipam.CodeInvalid || !strings.Contains(err.Error(), "matches no event type") {
+				t.Errorf("ListEvents(Types: %s): %v, want invalid_input naming the known types", typ, err)
+			}
+		}
 		if _, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{"*"}}); ipam.Code(err) != ipam.CodeInvalid {
 			t.Errorf("type *: %v", err)
 		}

@@ -39,16 +39,22 @@ func TestMarkedReplacementIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.MarkReplacement(ctx, "c1", node("n1"), time.Hour); !errors.Is(err, ipam.ErrNotFound) {
+	if _, err := other.MarkReplacement(ctx, "c1", node("n1"), a.Generation, time.Hour); !errors.Is(err, ipam.ErrNotFound) {
 		t.Fatalf("another actor's mark: %v, want not found", err)
 	}
-	if _, err := st.MarkReplacement(ctx, "c1\n", node("n1"), time.Hour); ipam.Code(err) != ipam.CodeInvalid {
+	if _, err := st.MarkReplacement(ctx, "c1\n", node("n1"), a.Generation, time.Hour); ipam.Code(err) != ipam.CodeInvalid {
 		t.Fatalf("a bad cluster id: %v", err)
+	}
+
+	// Another generation (the object replaced is not this allocation's) is
+	// no mark.
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), a.Generation+7, time.Hour); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("a mark of another generation: %v, want not found", err)
 	}
 
 	// Keep: the plan shows the address, the create adopts it, the stale
 	// destroy releases nothing.
-	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), time.Hour); err != nil {
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), a.Generation, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := st.Reserve(ctx, req, time.Hour); err != nil || h.Address != a.Address {
@@ -77,7 +83,7 @@ func TestMarkedReplacementIsTakenOver(t *testing.T) {
 
 	// Move: a claimed address elsewhere; the plan takes no hold and releases
 	// nothing, the create releases the old address into cooldown for n1.
-	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), time.Hour); err != nil {
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), b.Generation, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	moved := req
@@ -108,7 +114,11 @@ func TestMarkedReplacementIsTakenOver(t *testing.T) {
 	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET confirmed_at = now() WHERE owner_id = 'n1' AND state = 'active'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), time.Second); err != nil {
+	cur, err := st.GetActive(ctx, "c1", ipam.OwnerNode, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkReplacement(ctx, "c1", node("n1"), cur.Generation, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET replace_until = now() - interval '1 second' WHERE owner_id = 'n1' AND state = 'active'`); err != nil {

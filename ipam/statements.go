@@ -918,7 +918,7 @@ const (
 	// sqlMarkReplacement marks the owner's active allocation of this actor
 	// as being replaced by a plan, for $5 (migration 17).
 	sqlMarkReplacement = `UPDATE ipam_allocations SET replace_until = ipam_now() + $5::interval, replace_generation = generation
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4 AND generation = $6
 		RETURNING ` + allocColumns
 
 	// sqlGenerationPast sets a row's generation ($2) past $3.
@@ -1167,6 +1167,10 @@ const (
 		INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
 			instance_id, actor, data)
 		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`
+
+	// sqlEventTypeSeen: is there an event whose type is LIKE $1 (a type this
+	// binary does not write)?
+	sqlEventTypeSeen = `SELECT EXISTS (SELECT 1 FROM ipam_events WHERE type LIKE $1)`
 
 	// sqlListEvents lists events (ListEvents) oldest first; sqlListEventsNewest
 	// newest first, for a limit (sqlLimitFormat) to keep the newest.

@@ -65,7 +65,11 @@ type Config struct {
 const (
 	DefaultLockTimeout      = 30 * time.Second
 	DefaultStatementTimeout = 120 * time.Second
+	DefaultConnectTimeout   = 10 * time.Second
 )
+
+// DefaultMaxConnections is the pool size of Open when Config.MaxConnections is 0.
+const DefaultMaxConnections = 4
 
 // bounds are the per-transaction settings of a store's waits.
 type bounds struct{ lock, statement time.Duration }
@@ -220,10 +224,10 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = 4
+		cfg.MaxConnections = DefaultMaxConnections
 	}
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = 10 * time.Second
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	pc.MaxConns = cfg.MaxConnections
 	pc.MinConns = 0

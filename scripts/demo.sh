@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Local end-to-end demo of the provider (make demo / make demo-down).
 #
-#   scripts/demo.sh up     build the provider, start PostgreSQL in .demo/pg
-#                          (unless IPAM_DATABASE_URL is set) and apply
-#                          examples/quickstart with a dev_overrides CLI config
+#   scripts/demo.sh up     build the provider and ipamctl, start PostgreSQL in
+#                          .demo/pg (unless IPAM_DATABASE_URL is set), apply
+#                          examples/quickstart with a dev_overrides CLI config,
+#                          show ipamctl usage and print commands to paste
 #   scripts/demo.sh down   destroy the demo resources, stop PostgreSQL and
 #                          remove .demo/
+#
+# DEMO_DIR puts the demo somewhere else than .demo/ (the tests do).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
 
-demo=$root/.demo
+demo=${DEMO_DIR:-$root/.demo}
 pgdir=$demo/pg
 work=$demo/work
 rc_file=$demo/terraformrc
@@ -40,9 +43,10 @@ up() {
 	local tf
 	tf=$(bash scripts/ensure-terraform.sh)
 
-	say "building the provider into .demo/bin"
+	say "building the provider and ipamctl into $(shown "$demo/bin")"
 	mkdir -p "$demo/bin" "$work"
-	go build -ldflags "-X main.version=demo" -o "$demo/bin/terraform-provider-ipam" .
+	# One go build: terraform-provider-ipam and ipamctl, linked in parallel.
+	go build -ldflags "-X main.version=demo" -o "$demo/bin/" . ./cmd/ipamctl
 
 	cat >"$rc_file" <<RC
 # Written by scripts/demo.sh: use the locally built provider.
@@ -60,9 +64,9 @@ RC
 	else
 		own_db=1
 		if bash scripts/pg.sh status "$pgdir"; then
-			say "reusing the demo PostgreSQL in .demo/pg"
+			say "reusing the demo PostgreSQL in $(shown "$pgdir")"
 		else
-			say "starting PostgreSQL in .demo/pg"
+			say "starting PostgreSQL in $(shown "$pgdir")"
 			bash scripts/pg.sh start "$pgdir"
 		fi
 		use_database
@@ -81,15 +85,44 @@ RC
 	say "outputs"
 	"$tf" -chdir="$work" output "${color[@]}"
 
+	say "ipamctl usage --cluster demo"
+	"$demo/bin/ipamctl" usage --cluster demo
+
+	# Commands to paste, from the directory make demo ran in (the tests paste
+	# them): everything they need is spelled out, the database's password
+	# excepted (it stays in the URL file or the caller's environment).
+	local tfcmd=terraform
+	[[ "$(command -v terraform 2>/dev/null || true)" == "$tf" ]] || tfcmd=$tf
 	echo
-	echo "The demo is up. Inspect the allocations with:"
+	echo "The demo is up. Paste these to look around (make demo-down removes it all):"
 	if ((own_db)); then
-		echo "  psql \"\$(cat .demo/pg/url)\" -c 'select * from ipam_nodes'"
+		echo "  export IPAM_DATABASE_URL=\"\$(cat $(shown "$pgdir/url"))\""
 	else
-		echo "  psql \"\$IPAM_DATABASE_URL\" -c 'select * from ipam_nodes'"
+		echo "  # IPAM_DATABASE_URL: the database you gave make demo (already set in this shell)"
 	fi
-	echo "Change .demo/work/*.tf and run: TF_CLI_CONFIG_FILE=.demo/terraformrc $tf -chdir=.demo/work apply"
-	echo "Tear it down with: make demo-down"
+	echo "  export TF_CLI_CONFIG_FILE=$(absolute "$rc_file")   # the provider built above, no terraform init"
+	echo "  $(shown "$demo/bin/ipamctl") list --cluster demo"
+	echo "  $(shown "$demo/bin/ipamctl") events --since 1h --type 'node.*'"
+	echo "  $tfcmd -chdir=$(shown "$work") plan   # edit $(shown "$work")/*.tf, then apply"
+	if command -v psql >/dev/null 2>&1; then
+		echo "  psql \"\$IPAM_DATABASE_URL\" -c 'select node_id, overlay_ipv6, state from ipam_nodes'"
+	fi
+}
+
+# shown prints a path relative to the repository root when it is under it
+# (what a user at the root types), else absolute.
+shown() {
+	case $1 in
+	"$root"/*) printf '%s\n' "${1#"$root"/}" ;;
+	*) printf '%s\n' "$1" ;;
+	esac
+}
+
+absolute() {
+	case $1 in
+	/*) printf '%s\n' "$1" ;;
+	*) printf '%s/%s\n' "$root" "$1" ;;
+	esac
 }
 
 down() {

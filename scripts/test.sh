@@ -37,6 +37,21 @@ check() {
 		fi
 	fi
 
+	# The go line is what a program importing the ipam package inherits from
+	# `go mod tidy`: it must be the lowest the dependencies allow, never raised
+	# for the provider's sake. go vet (below) then checks that no file uses a
+	# standard library API newer than it, and the compiler its language level.
+	step "go.mod's go line is the lowest the dependencies allow"
+	local goline need
+	goline=$(go mod edit -json | sed -n 's/^[[:space:]]*"Go": "\(.*\)",*$/\1/p')
+	need=$(go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.GoVersion}}{{end}}{{end}}' ./... | grep . | sort -uV | tail -n 1)
+	if [[ "$goline" != "$need" ]]; then
+		echo "go.mod says go $goline; the dependencies need go $need, and a higher line would force it on every" >&2
+		echo "program that imports the ipam package: set go $need (go mod edit -go=$need)" >&2
+		exit 1
+	fi
+	go build -gcflags=-lang="go$(cut -d. -f1,2 <<<"$goline")" ./ipam
+
 	step "go vet ./..."
 	go vet ./...
 

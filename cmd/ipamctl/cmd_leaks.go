@@ -82,7 +82,7 @@ The report goes to --output (default: standard output); a summary goes to standa
 				}
 				where = output
 			}
-			fmt.Fprintf(a.errOut, "%d suspected leak(s) in a %s report (%s); review it, then run 'ipamctl reclaim --from-report' (a dry run unless --apply)\n",
+			fmt.Fprintf(a.errOut, "%d suspected leak(s) in the %s report (%s); review it, then run 'ipamctl reclaim --from-report' (a dry run unless --apply)\n",
 				len(rep.Leaks), rep.Kind, where)
 			return nil
 		},

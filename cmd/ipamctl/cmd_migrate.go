@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -46,11 +47,13 @@ schema owner when the provider runs with auto_migrate = false.`,
 			return nil
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use:     "status",
-		Short:   "Show the schema version of the database and the one this ipamctl needs",
-		Long:    "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary.",
-		Example: "  ipamctl migrate status",
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the schema version of the database and the one this ipamctl needs",
+		Long: "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary. " +
+			"--json prints {\"database\", \"current\", \"latest\", \"pending\"} (pending: migrations to apply; negative when the database is newer).",
+		Example: "  ipamctl migrate status\n  ipamctl migrate status --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := a.open(cmd.Context(), false)
@@ -61,6 +64,23 @@ schema owner when the provider runs with auto_migrate = false.`,
 			if err != nil {
 				return err
 			}
+			newer := fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
+			if asJSON {
+				b, err := json.Marshal(struct {
+					Database string `json:"database"`
+					Current  int64  `json:"current"`
+					Latest   int64  `json:"latest"`
+					Pending  int64  `json:"pending"`
+				}{st.Addr(), int64(s.Current), int64(s.Latest), int64(s.Latest) - int64(s.Current)})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "%s\n", b)
+				if s.Current > s.Latest {
+					return newer
+				}
+				return nil
+			}
 			fmt.Fprintf(a.out, "database %s: schema version %d; this ipamctl needs version %d\n", st.Addr(), s.Current, s.Latest)
 			switch {
 			case s.Current == s.Latest:
@@ -68,11 +88,13 @@ schema owner when the provider runs with auto_migrate = false.`,
 			case s.Current < s.Latest:
 				fmt.Fprintf(a.out, "%d migration(s) pending: run 'ipamctl migrate up'\n", s.Latest-s.Current)
 			default:
-				return fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
+				return newer
 			}
 			return nil
 		},
-	})
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
+	cmd.AddCommand(status)
 	return cmd
 }
 

@@ -146,7 +146,9 @@ func TestHelpOfEveryCommandHasAnExample(t *testing.T) {
 	}
 	for _, p := range paths {
 		r := runCLI(context.Background(), "", append(p, "--help")...)
-		if r.code != 0 || !strings.Contains(r.out, "Examples:") || !strings.Contains(r.out, "ipamctl") {
+		// The Examples section is there and not empty: its first line is a command.
+		_, examples, _ := strings.Cut(r.out, "Examples:\n")
+		if first, _, _ := strings.Cut(examples, "\n"); r.code != 0 || strings.TrimSpace(first) == "" || !strings.Contains(examples, "ipamctl ") {
 			t.Errorf("ipamctl %s --help: exit %d, output:\n%s%s", strings.Join(p, " "), r.code, r.out, r.err)
 		}
 	}
@@ -213,6 +215,14 @@ func TestMigrate(t *testing.T) {
 	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, fmt.Sprintf("schema migrated from version 0 to %d", latest))
 	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, "schema is up to date")
 	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, 0, "up to date")
+	var js struct {
+		Database                 string
+		Current, Latest, Pending int64
+	}
+	if r := runCLI(ctx, "", "--database-url", url, "migrate", "status", "--json").must(t, 0); json.Unmarshal([]byte(r.out), &js) != nil ||
+		js.Current != int64(latest) || js.Latest != int64(latest) || js.Pending != 0 || js.Database == "" {
+		t.Fatalf("migrate status --json: %+v\n%s", js, r.out)
+	}
 	r := runCLI(ctx, "", "--database-url", url, "migrate", "status")
 	if strings.Contains(r.out, "postgres://") {
 		t.Fatalf("status prints the URL: %s", r.out)
@@ -339,6 +349,14 @@ func TestEvents(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &e); err != nil || e.Type != "instance.released" || e.Data["reusable_at"] == nil || e.Address == "" {
 		t.Fatalf("event %v %+v", err, e)
 	}
+	// A misspelt type is refused, not answered with nothing.
+	w.ipamctl("", "events", "--type", "env.ipv4_addon_allocation_failed").must(t, exitError,
+		`--type: "env.ipv4_addon_allocation_failed" matches no event type`, "env.ipv4_addon.allocation_failed")
+	w.ipamctl("", "events", "--type", "instanc.*").must(t, exitError, `--type: "instanc.*" matches no event type`)
+	w.ipamctl("", "events", "--type", "env.ipv4_addon.allocation_failed", "--type", "allocation.*").must(t, 0)
+	w.exec(`INSERT INTO ipam_events (id, type, actor, data) VALUES (gen_random_uuid(), 'future.thing', 'newer', '{}')`)
+	w.ipamctl("", "events", "--type", "future.thing").must(t, 0, "future.thing") // written by a newer binary
+	w.exec(`DELETE FROM ipam_events WHERE type = 'future.thing'`)
 	w.ipamctl("", "events", "--since", "soon").must(t, exitError, "--since \"soon\"")
 	w.ipamctl("", "events", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)).must(t, 0)
 	if r := w.ipamctl("", "events", "--limit", "1"); !strings.Contains(r.out, "instance.released") || strings.Count(r.out, "\n") != 1 {
@@ -393,7 +411,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 	w.alloc("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"})
 	report := filepath.Join(t.TempDir(), "leaks.json")
 	w.ipamctl("", "leaks", "--inventory", writeFile(t, "inv.txt", "i1\ni2\n"), "--kind", "instance", "-o", report).
-		must(t, 0, "3 suspected leak(s) in a inventory report")
+		must(t, 0, "3 suspected leak(s) in the inventory report")
 	rep := readReport(t, report)
 	var owners []string
 	for _, l := range rep.Leaks {
@@ -445,7 +463,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 	// Stale: n1 has not been seen by Terraform for 40 days.
 	w.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days' WHERE owner_id = 'n1'`)
 	stale := filepath.Join(t.TempDir(), "stale.json")
-	w.ipamctl("", "leaks", "--stale-days", "30", "-o", stale).must(t, 0, "1 suspected leak(s) in a stale report")
+	w.ipamctl("", "leaks", "--stale-days", "30", "-o", stale).must(t, 0, "1 suspected leak(s) in the stale report")
 	w.ipamctl("", "reclaim", "--from-report", stale, "--apply").must(t, 0, "reclaimed 1, refused 0 of 1", "reclaimed", "node n1")
 	if got := w.query(`SELECT state FROM ipam_allocations WHERE owner_id = 'n1'`); got != "cooling" {
 		t.Fatalf("n1 is %s", got)

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -36,25 +37,6 @@ type providerData struct {
 	// instancePools caches, for plans, the pool an instance on a node
 	// draws from (see instancePool).
 	instancePools instancePoolCache
-	// inState remembers the owners whose objects this plan saw in its state
-	// (see sawInState).
-	inState sync.Map
-}
-
-// sawInState records that this plan (one provider process) planned an
-// object of the state that holds owner o's address in cluster clusterID.
-// Terraform plans a replacement as that object first and then, in the same
-// process, as a create with no prior state: a create of an owner seen here
-// is the create half of a replacement (see reserveForPlan).
-func (pd *providerData) sawInState(clusterID string, o ipam.Owner) {
-	if pd != nil && clusterID != "" && o.ID != "" {
-		pd.inState.Store(clusterID+"\x00"+o.Kind+"\x00"+o.ID, true)
-	}
-}
-
-func (pd *providerData) seenInState(clusterID string, o ipam.Owner) bool {
-	_, ok := pd.inState.Load(clusterID + "\x00" + o.Kind + "\x00" + o.ID)
-	return ok
 }
 
 // instancePoolCache holds, per cluster and node, the pool an instance on
@@ -220,6 +202,18 @@ func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnost
 	}
 	b, _ := json.Marshal(generationJSON{Generation: gen})
 	return p.SetKey(ctx, privateGeneration, b)
+}
+
+// replacedGeneration: in the plan of a create, the generation of the object
+// it replaces, or 0. Terraform plans a replacement as the old object, then
+// as a create with no prior state but with the private state the first plan
+// returned, which holds the old object's generation (set by its create or
+// refresh); a plain create has none.
+func replacedGeneration(ctx context.Context, req resource.ModifyPlanRequest) int64 {
+	if !req.State.Raw.IsNull() || req.Private == nil {
+		return 0
+	}
+	return getGeneration(ctx, req.Private)
 }
 
 func getGeneration(ctx context.Context, p privateState) int64 {

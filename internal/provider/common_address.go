@@ -288,7 +288,7 @@ const (
 // apply fails with the same error. It does not fail the plan, because
 // `terraform destroy` plans the whole configuration first (a normal-mode
 // refresh plan), and one new resource's conflict must not stop a destroy.
-func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, pool ipam.PoolRef, owner ipam.Owner, keysKnown bool, claim types.String) (ipam.Allocation, bool) {
+func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnostics, replaces int64, pool ipam.PoolRef, owner ipam.Owner, keysKnown bool, claim types.String) (ipam.Allocation, bool) {
 	switch {
 	case pd == nil:
 		return ipam.Allocation{}, false
@@ -316,13 +316,13 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		}
 		addr = a
 	}
-	if pd.seenInState(pool.ClusterID, owner) {
-		// The create half of a replacement of an object this plan saw in
-		// its state: the owner's allocation is marked, so that the create
-		// takes it over (the plan then shows the address it keeps) instead
-		// of refusing it as another configuration's. Nothing to mark (the
-		// owner holds nothing under this actor) is no error.
-		_, _ = pd.store.MarkReplacement(ctx, pool.ClusterID, owner, pd.reservationTTL)
+	if replaces > 0 {
+		// The create half of a replacement: the owner's allocation, if it
+		// is still the replaced object's (its generation), is marked, so
+		// that the create takes it over (the plan then shows the address it
+		// keeps) instead of refusing it as another configuration's. Nothing
+		// to mark (another cluster, a released allocation) is no error.
+		_, _ = pd.store.MarkReplacement(ctx, pool.ClusterID, owner, replaces, pd.reservationTTL)
 	}
 	a, err := pd.store.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
 	var oc *ipam.OwnerConflictError
@@ -342,7 +342,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				"plan, its apply fails for this resource and allocates nothing. Run terraform plan again: the next plan "+
 				"reserves a new address.")
 		return ipam.Allocation{Address: hl.Lost.Address, Block: hl.Lost.Block}, true
-	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && pd.seenInState(pool.ClusterID, owner):
+	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && replaces > 0:
 		// The owner still holds its old address under this actor: a
 		// replacement that moves it. Apply takes the new address then.
 	case errors.As(err, &oc):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 
@@ -133,7 +134,7 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 						Validators:          []validator.String{validAddr()},
 					},
 					"cidr": schema.StringAttribute{
-						MarkdownDescription: "The address with its pool block's prefix length.",
+						MarkdownDescription: "The address as a CIDR: an IPv6 address as its `/128` (as `ipam_instance_address` gives it), an IPv4 address with its pool block's prefix length (as `ipam_env_ipv4`, e.g. `198.51.100.7/24`).",
 						Computed:            true,
 					},
 					"pool_id": schema.StringAttribute{
@@ -297,7 +298,7 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		if r.store != nil && keysKnown && !c.Pools.IsUnknown() && !resp.Diagnostics.HasError() {
 			if m, ok := r.reserve(ctx, plan, key, c, &resp.Diagnostics); ok {
 				e.Address = sameAddr(c.Address, m.Address)
-				e.CIDR = types.StringValue(m.CIDR().String())
+				e.CIDR = types.StringValue(memberCIDR(m.CIDR()))
 				e.PoolID = types.StringValue(m.PoolID)
 				e.Family = types.StringValue(familyName(m.Family))
 			}
@@ -408,7 +409,7 @@ func fill(ctx context.Context, m *addressSetModel, members []ipam.SetMember, dia
 			e.Pools, _ = types.ListValueFrom(ctx, types.StringType, mem.Request.Pools)
 		}
 		e.Address = sameAddr(e.Address, mem.Address)
-		e.CIDR = types.StringValue(mem.CIDR().String())
+		e.CIDR = types.StringValue(memberCIDR(mem.CIDR()))
 		e.PoolID = types.StringValue(mem.PoolID)
 		out[mem.Key] = e
 	}
@@ -563,4 +564,15 @@ func (r *addressSetResource) ImportState(ctx context.Context, req resource.Impor
 		return
 	}
 	importPair(ctx, id, resp, "owner_id", "")
+}
+
+// memberCIDR is a member's cidr: an IPv6 address as its /128, as
+// ipam_instance_address and ipam_node_address give it (the instance's overlay
+// address, not the /64 it came from); an IPv4 address with its pool block's
+// length, as ipam_env_ipv4 gives it.
+func memberCIDR(p netip.Prefix) string {
+	if p.Addr().Is6() {
+		return netip.PrefixFrom(p.Addr(), 128).String()
+	}
+	return p.String()
 }

@@ -83,6 +83,8 @@ func TestAccAddressSet_editsMoveOnlyTheirKeys(t *testing.T) {
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("c").AtMapKey("pool_id"), knownvalue.StringExact("c1/big")),
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("c").AtMapKey("cidr"), knownvalue.StringExact("203.0.113.1/24")),
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("overlay").AtMapKey("family"), knownvalue.StringExact("ipv6")),
+					// The overlay address as its /128, as ipam_instance_address gives it.
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("overlay").AtMapKey("cidr"), knownvalue.StringExact("2001:db8:0:1::1/128")),
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("addresses").AtMapKey("a").AtMapKey("family"), knownvalue.StringExact("ipv4")),
 				},
 			},

@@ -129,12 +129,6 @@ func (r *envIPv4Resource) Configure(_ context.Context, req resource.ConfigureReq
 
 func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "pool_id", func(p string) string { return p }))
-	if !req.State.Raw.IsNull() && !req.Plan.Raw.IsNull() {
-		var state envIPv4ResourceModel
-		if !getModel(ctx, req.State.Get, &state).HasError() {
-			r.pd.sawInState(state.pool().ClusterID, state.owner())
-		}
-	}
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}
@@ -144,7 +138,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, plan.pool(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), plan.pool(), plan.owner(), !plan.PoolID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown(), config)
 	if !ok {
 		return
 	}

@@ -235,12 +235,6 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 		r.moveIntoNodeBlocks(ctx, req, resp, planNode, stateNode)
 	}
 	networkUnknownOnUpdate(ctx, req, resp)
-	if !req.State.Raw.IsNull() && !req.Plan.Raw.IsNull() {
-		var state instanceAddressResourceModel
-		if !getModel(ctx, req.State.Get, &state).HasError() {
-			r.pd.sawInState(state.ClusterID.ValueString(), state.owner())
-		}
-	}
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}
@@ -253,7 +247,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	if r.pd == nil {
 		return
 	}
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),
 		!plan.ClusterID.IsUnknown() && !plan.InstanceID.IsUnknown() && !plan.OrgID.IsUnknown() && !plan.EnvID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return

@@ -146,12 +146,6 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 	checkClaimAtPlan(ctx, r.store, req, resp, plannedPool(ctx, req, "cluster_id", func(c string) string {
 		return ipam.NodePool(c).ID()
 	}))
-	if !req.State.Raw.IsNull() && !req.Plan.Raw.IsNull() {
-		var state nodeAddressResourceModel
-		if !getModel(ctx, req.State.Get, &state).HasError() {
-			r.pd.sawInState(state.ClusterID.ValueString(), state.owner())
-		}
-	}
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() || resp.Diagnostics.HasError() {
 		return // only a create (or the create half of a replacement) takes a hold
 	}
@@ -161,7 +155,7 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return
 	}
 	config := configAddress(ctx, req.Config)
-	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
+	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(), !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown(), config)
 	if !ok {
 		return
 	}

@@ -1,6 +1,6 @@
 # Who holds (or last held) an address seen in a flow log?
 data "ipam_address" "suspect" {
-  address = "2001:db8:0:1::2a"
+  address = "2001:db8:100:1::2a"
 }
 
 output "owner" {

@@ -2,7 +2,7 @@
 # node prefix.
 variable "node_overlay" {
   type    = string
-  default = "2001:db8:abcd::5"
+  default = "2001:db8:100::5"
 }
 
 resource "terraform_data" "node" {
@@ -10,7 +10,7 @@ resource "terraform_data" "node" {
 
   lifecycle {
     precondition {
-      condition     = provider::ipam::cidr_contains(ipam_cluster.prod.node_prefix, var.node_overlay)
+      condition     = provider::ipam::cidr_contains(ipam_cluster.example.node_prefix, var.node_overlay)
       error_message = "The node address must lie inside the cluster's node prefix."
     }
   }

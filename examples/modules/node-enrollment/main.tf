@@ -1,5 +1,5 @@
 # One stable overlay /128 per node, and the WireGuard peer AllowedIPs of each
-# node: its /128, then the instance blocks it hosts.
+# node: its /128 and the instance blocks it hosts, as the fewest CIDRs.
 
 resource "ipam_node_address" "this" {
   for_each = toset(var.nodes)
@@ -12,6 +12,6 @@ resource "ipam_node_address" "this" {
 locals {
   allowed_ips = {
     for node, a in ipam_node_address.this :
-    node => concat([a.cidr], lookup(var.instance_blocks, node, []))
+    node => provider::ipam::wireguard_allowed_ips(concat([a.cidr], lookup(var.instance_blocks, node, [])))
   }
 }

@@ -14,7 +14,7 @@ output "cidrs" {
 }
 
 output "allowed_ips" {
-  description = "Node ID => WireGuard peer AllowedIPs of the node: its /128, followed by its instance_blocks."
+  description = "Node ID => WireGuard peer AllowedIPs of the node: its /128 and its instance_blocks, sorted, with adjacent blocks merged (provider::ipam::wireguard_allowed_ips)."
   value       = local.allowed_ips
 
   precondition {

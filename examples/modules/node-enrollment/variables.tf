@@ -38,7 +38,7 @@ variable "addresses" {
 }
 
 variable "instance_blocks" {
-  description = "Optional node ID => CIDR blocks of the instances hosted on that node, added to the node's WireGuard peer AllowedIPs after its /128. Empty by default (instance blocks are not allocated by the provider yet)."
+  description = "Optional node ID => CIDR blocks of the instances hosted on that node, added to the node's WireGuard peer AllowedIPs with its /128, e.g. the blocks of its ipam_node_instance_blocks. Empty by default."
   type        = map(list(string))
   default     = {}
   nullable    = false

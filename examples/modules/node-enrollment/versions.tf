@@ -1,6 +1,7 @@
 terraform {
-  # optional() object attributes (1.3), strcontains() (1.5).
-  required_version = ">= 1.5.0"
+  # optional() object attributes (1.3), strcontains() (1.5), provider
+  # functions (1.8).
+  required_version = ">= 1.8.0"
 
   required_providers {
     ipam = {

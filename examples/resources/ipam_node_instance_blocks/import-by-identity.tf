@@ -1,7 +1,7 @@
 import {
-  to = ipam_node_instance_blocks.node["fra1-node-01"]
+  to = ipam_node_instance_blocks.node["fra1-node-02"]
   identity = {
     cluster_id = "fra1"
-    node_id    = "fra1-node-01"
+    node_id    = "fra1-node-02"
   }
 }

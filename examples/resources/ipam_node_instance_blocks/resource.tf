@@ -3,10 +3,10 @@
 # ceil(0.5 + 25/16) = 3 blocks, 48 addresses. Instances placed on the node
 # take addresses inside its blocks, so WireGuard can route whole blocks.
 resource "ipam_node_instance_blocks" "node" {
-  for_each = toset(["fra1-node-01", "fra1-node-02"])
+  for_each = ipam_node_address.workers # fra1-node-02, -03 and -04
 
   cluster_id          = ipam_cluster.example.id
-  node_id             = each.key
+  node_id             = each.value.node_id
   block_prefix_length = 124
   min_free_fraction   = 0.5
   max_free_fraction   = 1.5
@@ -18,6 +18,6 @@ output "allowed_ips" {
   # The WireGuard AllowedIPs of each node's peer entry: its /128 and its blocks.
   value = {
     for id, b in ipam_node_instance_blocks.node :
-    id => concat([ipam_node_address.node[id].cidr], b.blocks)
+    id => concat([ipam_node_address.workers[id].cidr], b.blocks)
   }
 }

@@ -9,6 +9,13 @@ resource "ipam_pool" "public_v4" {
   cooldown   = "24h"
 }
 
+# A second pool, tried when the first is full (see ipam_address_set).
+resource "ipam_pool" "overflow_v4" {
+  cluster_id = ipam_cluster.example.id
+  name       = "overflow-v4"
+  cidrs      = ["192.0.2.0/26"]
+}
+
 output "public_v4_size" {
   value = ipam_pool.public_v4.size # known at plan time
 }
