@@ -129,11 +129,11 @@ func idSlots() []idSlot {
 			return err
 		}},
 		{"MarkReplacement clusterID", "cluster_id", false, func(ctx context.Context, st *ipam.Client, v string) error {
-			_, err := st.MarkReplacement(ctx, v, nodeOwner("n1"), time.Minute)
+			_, err := st.MarkReplacement(ctx, v, nodeOwner("n1"), 1, time.Minute)
 			return err
 		}},
 		{"MarkReplacement Owner.ID", "node_id", false, func(ctx context.Context, st *ipam.Client, v string) error {
-			_, err := st.MarkReplacement(ctx, "c1", nodeOwner(v), time.Minute)
+			_, err := st.MarkReplacement(ctx, "c1", nodeOwner(v), 1, time.Minute)
 			return err
 		}},
 		{"AllocateNode ClusterID", "NodeRequest.ClusterID", false, func(ctx context.Context, st *ipam.Client, v string) error {
@@ -477,6 +477,10 @@ func valueCases() []valueCase {
 		}},
 
 		// Numbers and durations.
+		{"MarkReplacement generation 0", "generation", func(ctx context.Context, st *ipam.Client) error {
+			_, err := st.MarkReplacement(ctx, "c1", nodeOwner("n1"), 0, time.Minute)
+			return err
+		}},
 		{"Release generation -1", "generation", func(ctx context.Context, st *ipam.Client) error {
 			_, err := st.Release(ctx, "c1", nodeOwner("n1"), -1)
 			return err
