@@ -79,8 +79,11 @@ func checkRequest(req AllocateRequest) error {
 	if err := ValidateOwner(req.Owner); err != nil {
 		return err
 	}
-	if err := ValidateID("cluster_id", req.Pool.ClusterID); err != nil {
-		return &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	if err := checkPoolRef("cluster_id", "pool_id", req.Pool); err != nil {
+		return err
+	}
+	if err := checkOptionalAddr("address", req.Address, 0); err != nil {
+		return err
 	}
 	if req.Pool.Name == "" && !ownPool(req).valid() {
 		return invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
@@ -587,6 +590,9 @@ func prefixList(ps []netip.Prefix) string {
 // UpdateLabels changes the lookup labels (org, env, node, instance) of the
 // owner's active allocation, leaving its address alone.
 func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (Allocation, error) {
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return Allocation{}, err
+	}
 	if err := ValidateOwner(o); err != nil {
 		return Allocation{}, err
 	}
@@ -610,6 +616,12 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 // the pool: inside one of its blocks and not excluded. For plan-time checks;
 // whether it is free is only known at apply.
 func (s *Client) CheckClaim(ctx context.Context, poolID string, addr netip.Addr) error {
+	if err := checkPoolID("pool_id", poolID); err != nil {
+		return err
+	}
+	if err := checkAddr("address", addr, 0); err != nil {
+		return err
+	}
 	p, err := loadPool(ctx, s.pool, poolID)
 	if err != nil {
 		return s.mapErr(err)

@@ -49,8 +49,10 @@ func (b BlockScaling) Validate() error {
 		return invalid("block_prefix_length", "/%d is out of range: blocks are /65 to /128", b.PrefixLength)
 	case b.MaxBlocks < 1:
 		return invalid("max_blocks", "must be at least 1")
-	case b.MinFree < 0 || math.IsNaN(b.MinFree):
-		return invalid("min_free_fraction", "must be at least 0")
+	case b.MinFree < 0 || math.IsNaN(b.MinFree) || math.IsInf(b.MinFree, 0):
+		return invalid("min_free_fraction", "%g is out of range: a finite number, at least 0", b.MinFree)
+	case math.IsInf(b.MaxFree, 0):
+		return invalid("max_free_fraction", "%g is out of range: a finite number, at least min_free_fraction + 1", b.MaxFree)
 	case b.MaxFree < b.MinFree+1 || math.IsNaN(b.MaxFree):
 		return invalid("max_free_fraction", "%g must be at least min_free_fraction + 1 (%g) for the scaling to converge", b.MaxFree, b.MinFree+1)
 	case b.MaxBlocks < 1:
@@ -58,7 +60,12 @@ func (b BlockScaling) Validate() error {
 	case b.Demand != nil && *b.Demand < 0:
 		return invalid("demand", "must not be negative")
 	case b.tooManyAddresses():
-		return invalid("block_prefix_length", "/%d blocks of 2^%d addresses x max_blocks %d are too many: a node's blocks keep a row per address and may hold at most %d (use /%d or longer blocks, or fewer max_blocks)",
+		// The block alone past the cap is its length's fault; else the count's.
+		field := "max_blocks"
+		if h := 128 - b.PrefixLength; h >= 62 || int64(1)<<h > MaxNodeBlockAddresses {
+			field = "block_prefix_length"
+		}
+		return invalid(field, "/%d blocks of 2^%d addresses x max_blocks %d are too many: a node's blocks keep a row per address and may hold at most %d (use /%d or longer blocks, or fewer max_blocks)",
 			b.PrefixLength, 128-b.PrefixLength, b.MaxBlocks, MaxNodeBlockAddresses, 128-bitsFor(max(MaxNodeBlockAddresses/int64(b.MaxBlocks), 1)))
 	}
 	return nil
@@ -185,8 +192,8 @@ func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID,
 }
 
 func (s *Client) scaleNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling, create bool) (NodeBlocks, error) {
-	if err := ValidateID("node_id", nodeID); err != nil {
-		return NodeBlocks{}, &InvalidError{Field: "node_id", Msg: err.Error()}
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return NodeBlocks{}, err
 	}
 	if err := sc.Validate(); err != nil {
 		return NodeBlocks{}, err
@@ -214,6 +221,9 @@ func (s *Client) scaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 // ipamctl scale); ErrNotFound when the node has no blocks.
 func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return nb, err
+	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, lockScalingRow(ctx, tx, clusterID, nodeID)); err != nil {
 			return err
@@ -227,6 +237,9 @@ func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string
 
 // NodesWithBlocks lists the nodes of a cluster (all clusters when empty) that have blocks.
 func (s *Client) NodesWithBlocks(ctx context.Context, clusterID string) ([][2]string, error) {
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, sqlNodesWithBlocks, clusterID)
 	if err != nil {
 		return nil, s.mapErr(err)
@@ -647,6 +660,9 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 // target is what a scaling would aim for now.
 func (s *Client) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (NodeBlocks, error) {
 	var nb NodeBlocks
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return nb, err
+	}
 	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		nb = NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
 		var err error
@@ -683,6 +699,9 @@ func (s *Client) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (N
 // instance cooldown). Refused while any instance address on the node is
 // active or reserved.
 func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return err
+	}
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		poolID := NodeBlocksPool(clusterID, nodeID).ID()
 		// Instance allocations on the node in flight commit before the use
@@ -770,6 +789,12 @@ func (s *Client) plannedInstancePool(ctx context.Context, tx pgx.Tx, clusterID s
 // InstancePoolID names the pool an instance on nodeID draws from now.
 func (s *Client) InstancePoolID(ctx context.Context, clusterID, nodeID string) (string, error) {
 	var id string
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return id, err
+	}
+	if err := checkFilterIDs("node_id", nodeID); err != nil {
+		return id, err
+	}
 	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		p, err := instancePool(ctx, tx, clusterID, nodeID)
 		if err == nil {
@@ -784,6 +809,9 @@ func (s *Client) InstancePoolID(ctx context.Context, clusterID, nodeID string) (
 // would aim for, and whether it would change anything now: add blocks, or
 // look at (and eventually release) empty surplus blocks.
 func (s *Client) PreviewNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) (NodeBlocks, bool, error) {
+	if err := sc.Validate(); err != nil {
+		return NodeBlocks{}, false, err
+	}
 	nb, err := s.GetNodeBlocks(ctx, clusterID, nodeID)
 	if err != nil {
 		return nb, false, err

@@ -22,6 +22,12 @@ const (
 	MinInstanceCooldown     = time.Hour
 	DefaultMTU              = 1420
 	DefaultGatewayIPv6      = "fe80::1"
+	// MinClusterMTU and MaxMTU bound a cluster's MTU (IPv6's minimum link
+	// MTU, and the largest an IP packet can be); MinPoolMTU is IPv4's
+	// minimum, for an operator pool's.
+	MinClusterMTU = 1280
+	MinPoolMTU    = 68
+	MaxMTU        = 65535
 	// MaxClusterPrefixLen: a cluster prefix is at least a /64.
 	MaxClusterPrefixLen = 64
 	// DefaultStripes is the number of counters per pool (see DESIGN.md).
@@ -56,6 +62,23 @@ type Cluster struct {
 // ApplyDefaults fills the zero fields with the spec's defaults, carving the
 // sub-prefixes out of the cluster prefix.
 func (c *Cluster) ApplyDefaults() error {
+	// A value given is judged as given: only a zero value takes the default.
+	if err := checkPrefix("prefix", c.Prefix, 0); err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		field string
+		p     netip.Prefix
+	}{{"node_prefix", c.NodePrefix}, {"instance_prefix", c.InstancePrefix}} {
+		if x.p != (netip.Prefix{}) {
+			if err := checkPrefix(x.field, x.p, 6); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkOptionalAddr("gateway_ipv6", c.GatewayIPv6, 6); err != nil {
+		return err
+	}
 	if c.NodeCooldown == 0 {
 		c.NodeCooldown = DefaultNodeCooldown
 	}
@@ -118,8 +141,17 @@ func (c *Cluster) Validate() error {
 	if err := ValidateID("name", c.ID); err != nil {
 		return &InvalidError{Field: "name", Msg: err.Error()}
 	}
+	if err := checkPrefix("prefix", c.Prefix, 0); err != nil {
+		return err
+	}
 	if err := ValidateClusterPrefix(c.Prefix); err != nil {
 		return &InvalidError{Field: "prefix", Msg: err.Error()}
+	}
+	if err := checkPrefix("node_prefix", c.NodePrefix, 6); err != nil {
+		return err
+	}
+	if err := checkPrefix("instance_prefix", c.InstancePrefix, 6); err != nil {
+		return err
 	}
 	if err := ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix); err != nil {
 		return err
@@ -130,15 +162,15 @@ func (c *Cluster) Validate() error {
 	if c.InstanceCooldown < MinInstanceCooldown {
 		return invalid("instance_cooldown", "%s is shorter than the minimum of 1h (the spec recommends 24h)", FormatDuration(c.InstanceCooldown))
 	}
-	if !c.GatewayIPv6.Is6() || c.GatewayIPv6.Is4In6() || c.GatewayIPv6.Zone() != "" {
-		return invalid("gateway_ipv6", "%s is not a plain IPv6 address", c.GatewayIPv6)
+	if err := checkAddr("gateway_ipv6", c.GatewayIPv6, 6); err != nil {
+		return err
 	}
-	if c.MTU < 1280 || c.MTU > 65535 {
-		return invalid("mtu", "%d is out of range: IPv6 needs at least 1280, at most 65535", c.MTU)
+	if c.MTU < MinClusterMTU || c.MTU > MaxMTU {
+		return invalid("mtu", "%d is out of range: IPv6 needs at least %d, at most %d", c.MTU, MinClusterMTU, MaxMTU)
 	}
 	for _, d := range c.DNSServers {
-		if !d.Is6() || d.Is4In6() || d.Zone() != "" {
-			return invalid("dns_servers", "%s is not a plain IPv6 address", d)
+		if err := checkAddr("dns_servers", d, 6); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -303,6 +335,9 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 
 // GetCluster reads one cluster.
 func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
+	if err := checkIDs("cluster_id", id); err != nil {
+		return Cluster{}, err
+	}
 	c, err := scanCluster(s.querier().QueryRow(ctx, sqlLoadCluster, id))
 	return c, s.mapErr(err)
 }
@@ -312,6 +347,12 @@ func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
 // address already cooling keeps the reusable time fixed at its release.
 func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 	var out Cluster
+	if err := checkIDs("name", c.ID); err != nil {
+		return out, err
+	}
+	if err := c.Validate(); err != nil {
+		return out, err
+	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		cur, err := scanCluster(tx.QueryRow(ctx, sqlLoadClusterNoKeyUpdate, c.ID))
 		if err != nil {
@@ -319,9 +360,6 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		}
 		if c.Prefix != cur.Prefix || c.NodePrefix != cur.NodePrefix || c.InstancePrefix != cur.InstancePrefix {
 			return invalid("prefix", "the prefixes of cluster %q cannot change in place; replace the cluster", c.ID)
-		}
-		if err := c.Validate(); err != nil {
-			return err
 		}
 		if c.GatewayIPv6 != cur.GatewayIPv6 {
 			// A new gateway changes what the cluster's pools may hand out.
@@ -375,6 +413,9 @@ type ClusterHoldings struct{ Active, Reserved, Cooling int64 }
 // naming how many. Holds are dropped, and addresses inside their cooldown
 // stay behind as tombstones (see emptyPools).
 func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error {
+	if err := checkIDs("cluster_id", id); err != nil {
+		return err
+	}
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		// Pools first, then the cluster row (the locking order): allocations in
 		// flight commit before the counts below are taken.

@@ -8,6 +8,9 @@ package ipam
 
 import (
 	"context"
+	"errors"
+	"math"
+	"math/big"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -293,4 +296,166 @@ func TestOpenErrorHidesPassword(t *testing.T) {
 			t.Errorf("BUG: the error for a malformed connection string shows the password (%q): %v", c.secret, err)
 		}
 	}
+}
+
+// edgeSeeds are hostile inputs of every family the edge judges.
+var edgeSeeds = []string{"c1", "", strings.Repeat("a", 128), strings.Repeat("a", 129), "c1\x00", "c1\nx", "c1\u202ex",
+	"c1'; DROP TABLE ipam_events; --", "../../etc/passwd", "c 1", "c1%", "-c1", "c1\xff", "сluster", "blocks/n1", "blocks/",
+	"blocks/-n", "c1/v4", "node", "2001:DB8:200::1/48", "fe80::1%eth0", "::ffff:1.2.3.4", "instance.*", "instance.allocated", "*"}
+
+// FuzzEdgeIDs: every check of the package edge judges an identifier by the
+// one rule (idSpec), whether it creates, reads, releases or filters, and a
+// refusal is an InvalidError naming the field it was given.
+func FuzzEdgeIDs(f *testing.F) {
+	for _, s := range edgeSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		valid := idSpec(s)
+		named := func(what string, err error, field string) {
+			t.Helper()
+			if (err == nil) != valid {
+				t.Fatalf("%s(%q) = %v, but the rule says valid = %v", what, s, err, valid)
+			}
+			var ie *InvalidError
+			if err != nil && (!errors.As(err, &ie) || ie.Field != field || !errors.Is(err, ErrInvalid)) {
+				t.Fatalf("%s(%q) = %v, want an InvalidError naming %s", what, s, err, field)
+			}
+		}
+		named("checkIDs", checkIDs("cluster_id", s), "cluster_id")
+		if s != "" {
+			named("checkFilterIDs", checkFilterIDs("node_id", s), "node_id")
+		} else if err := checkFilterIDs("node_id", s); err != nil {
+			t.Fatalf("an empty filter is refused: %v", err)
+		}
+		named("ValidateOwner(node)", ValidateOwner(Owner{Kind: OwnerNode, ID: s}), "node_id")
+		named("checkPoolRef(cluster)", checkPoolRef("cluster_id", "pool_id", PoolRef{s, "v4"}), "cluster_id")
+		_, err := ParsePoolRef("pool_id", "c1/"+s)
+		blocks := strings.HasPrefix(s, blocksPrefix) && idSpec(strings.TrimPrefix(s, blocksPrefix))
+		if (err == nil) != (valid || blocks) {
+			t.Fatalf("ParsePoolRef(c1/%q) = %v, but the rule says valid = %v", s, err, valid || blocks)
+		}
+		if ValidateSetKey(s) == nil && !valid && !strings.HasPrefix(s, "_") {
+			t.Fatalf("set key %q is valid but no id could be", s)
+		}
+	})
+}
+
+// eventTypeSpec states the event type filter rule independently: 1 to 64
+// bytes of lowercase letters, digits, '_' and '.', starting with a letter,
+// no empty segment, optionally ending in '*' (a prefix).
+func eventTypeSpec(s string) bool {
+	if len(s) == 0 || len(s) > MaxEventTypeLength {
+		return false
+	}
+	body := strings.TrimSuffix(s, "*")
+	if body == "" || body[0] < 'a' || body[0] > 'z' {
+		return false
+	}
+	if strings.HasSuffix(s, "*") {
+		body = strings.TrimSuffix(body, ".")
+	}
+	for _, seg := range strings.Split(body, ".") {
+		if seg == "" {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// FuzzValidateEventType: ValidateEventType accepts exactly what
+// eventTypeSpec states, and refuses naming "type".
+func FuzzValidateEventType(f *testing.F) {
+	for _, s := range edgeSeeds {
+		f.Add(s)
+	}
+	f.Add("env.ipv4_addon_enabled")
+	f.Add("node.*")
+	f.Add("a..b")
+	f.Add("Instance.allocated")
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateEventType(s)
+		if (err == nil) != eventTypeSpec(s) {
+			t.Fatalf("ValidateEventType(%q) = %v, but the rule says valid = %v", s, err, eventTypeSpec(s))
+		}
+		var ie *InvalidError
+		if err != nil && (!errors.As(err, &ie) || ie.Field != "type") {
+			t.Fatalf("ValidateEventType(%q) = %v, want an InvalidError naming type", s, err)
+		}
+	})
+}
+
+// FuzzEdgePrefixAddr: a prefix or address that reaches the Go API already
+// parsed (netip's lenient parsers keep host bits, zones and IPv4 mapping) is
+// judged by checkPrefix/checkAddr exactly as the strict string parsers the
+// provider and ipamctl use judge its text: one rule, whatever the face.
+func FuzzEdgePrefixAddr(f *testing.F) {
+	for _, s := range edgeSeeds {
+		f.Add(s)
+	}
+	for _, s := range []string{"2001:db8::/48", "192.0.2.0/24", "192.0.2.1/24", "::ffff:192.0.2.0/120", "2001:db8::1", "192.0.2.1", "fe80::1%25eth0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			_, strict := ParsePrefix(s)
+			if edge := checkPrefix("prefix", p, 0); (edge == nil) != (strict == nil) {
+				t.Fatalf("%q: checkPrefix = %v, ParsePrefix = %v", s, edge, strict)
+			}
+			if edge := checkPrefix("prefix", p, 6); edge == nil && !p.Addr().Is6() {
+				t.Fatalf("%q: checkPrefix accepted it as IPv6", s)
+			}
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			_, strict := ParseAddr(s)
+			if edge := checkAddr("address", a, 0); (edge == nil) != (strict == nil) {
+				t.Fatalf("%q: checkAddr = %v, ParseAddr = %v", s, edge, strict)
+			}
+		}
+	})
+}
+
+// FuzzBlockScalingValidate: settings Validate accepts are finite, inside
+// their ranges, and a node's blocks under them hold at most
+// MaxNodeBlockAddresses addresses, computed without overflow (big.Int);
+// TargetBlocks then stays between 1 and max_blocks.
+func FuzzBlockScalingValidate(f *testing.F) {
+	f.Add(124, 16, 0.5, 1.5, int64(25))
+	f.Add(65, 1, 0.5, 1.5, int64(-1))
+	f.Add(66, 2, 0.0, 1.0, int64(0))
+	f.Add(120, math.MaxInt, 0.5, 1.5, int64(1))
+	f.Add(128, 1<<20, 0.0, 1.0, int64(math.MaxInt64))
+	f.Add(124, 4, math.Inf(1), math.Inf(1), int64(3))
+	f.Add(124, 4, math.NaN(), 2.0, int64(3))
+	f.Fuzz(func(t *testing.T, pl, maxBlocks int, minFree, maxFree float64, used int64) {
+		b := BlockScaling{PrefixLength: pl, MaxBlocks: maxBlocks, MinFree: minFree, MaxFree: maxFree}
+		err := b.Validate()
+		if err != nil {
+			var ie *InvalidError
+			if !errors.As(err, &ie) || ie.Field == "" {
+				t.Fatalf("%+v: %v is not an InvalidError naming a field", b, err)
+			}
+			return
+		}
+		if pl < 65 || pl > 128 || maxBlocks < 1 || math.IsNaN(minFree) || math.IsInf(minFree, 0) || math.IsInf(maxFree, 0) ||
+			minFree < 0 || maxFree < minFree+1 {
+			t.Fatalf("%+v accepted", b)
+		}
+		total := new(big.Int).Lsh(big.NewInt(1), uint(128-pl))
+		total.Mul(total, big.NewInt(int64(maxBlocks)))
+		if total.Cmp(big.NewInt(MaxNodeBlockAddresses)) > 0 {
+			t.Fatalf("%+v accepted: its blocks would hold %s addresses", b, total)
+		}
+		if used >= 0 {
+			if n := b.TargetBlocks(used); n < 1 || n > maxBlocks {
+				t.Fatalf("%+v: TargetBlocks(%d) = %d", b, used, n)
+			}
+		}
+	})
 }

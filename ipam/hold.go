@@ -269,8 +269,8 @@ func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner,
 	if err := ValidateOwner(o); err != nil {
 		return Allocation{}, err
 	}
-	if err := ValidateID("cluster_id", clusterID); err != nil {
-		return Allocation{}, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return Allocation{}, err
 	}
 	if ttl <= 0 {
 		return Allocation{}, invalid("reservation_ttl", "must be positive")

@@ -3,6 +3,7 @@ package ipam
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -105,6 +106,127 @@ func ValidateOrigin(s string) error {
 		if unicode.IsControl(r) {
 			return &InvalidError{Field: "origin", Msg: fmt.Sprintf("must not contain the control character %U", r)}
 		}
+	}
+	return nil
+}
+
+// The checks below are the one judgment of every input at the package edge.
+// Each exported entry point runs them on what it was given before any
+// statement: an id meets the same rule whether it creates, reads, releases or
+// filters; prefixes and addresses are canonical, of the right family and
+// without zones; numbers lie inside their documented ranges. A refusal is an
+// InvalidError naming the field (ErrInvalid), and nothing is written.
+
+// checkIDs checks identifiers given as field, value pairs.
+func checkIDs(fieldValues ...string) error {
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		if err := ValidateID(fieldValues[i], fieldValues[i+1]); err != nil {
+			return &InvalidError{Field: fieldValues[i], Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// checkFilterIDs is checkIDs where an empty value means "any" (a filter, or
+// every cluster).
+func checkFilterIDs(fieldValues ...string) error {
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		if fieldValues[i+1] == "" {
+			continue
+		}
+		if err := checkIDs(fieldValues[i], fieldValues[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validPoolName tells whether name can name a pool in its cluster: an id (an
+// operator pool, or the cluster's node or instance pool), or a node's blocks
+// ("blocks/<node_id>").
+func validPoolName(name string) bool {
+	if rest, ok := strings.CutPrefix(name, blocksPrefix); ok {
+		return ValidateID("node_id", rest) == nil
+	}
+	return ValidateID("pool", name) == nil
+}
+
+// checkPoolID checks a pool's key, "<cluster_id>/<name>".
+func checkPoolID(field, id string) error {
+	_, err := ParsePoolRef(field, id)
+	return err
+}
+
+// checkPoolRef checks a request's pool: its cluster, and its name when one
+// is given.
+func checkPoolRef(clusterField, nameField string, r PoolRef) error {
+	if err := checkIDs(clusterField, r.ClusterID); err != nil {
+		return err
+	}
+	if r.Name != "" && !validPoolName(r.Name) {
+		return invalid(nameField, "%q is not a pool name: letters, digits, '.', '_', ':', '@' and '-', starting with a letter or digit, at most %d characters",
+			truncate(r.Name, 40), MaxIDLength)
+	}
+	return nil
+}
+
+// checkPrefix checks a prefix: valid, not IPv4-mapped, without host bits,
+// and of family (4 or 6; 0: either).
+func checkPrefix(field string, p netip.Prefix, family int) error {
+	switch {
+	case !p.IsValid():
+		return invalid(field, "is empty or not a valid CIDR prefix (expected e.g. 2001:db8::/48 or 192.0.2.0/24)")
+	case p.Addr().Is4In6():
+		return invalid(field, "%s is an IPv4-mapped IPv6 prefix; write the IPv4 prefix itself", p)
+	case p.Masked() != p:
+		return invalid(field, "%s has host bits set; did you mean %s?", p, p.Masked())
+	case family != 0 && familyOf(p.Addr()) != family:
+		return invalid(field, "%s is not an IPv%d prefix", p, family)
+	}
+	return nil
+}
+
+// checkAddr checks an address: valid, without zone (a zone means nothing
+// outside one host's links), not IPv4-mapped, and of family (0: either).
+func checkAddr(field string, a netip.Addr, family int) error {
+	switch {
+	case !a.IsValid():
+		return invalid(field, "is empty or not a valid IP address (expected e.g. 2001:db8::1 or 192.0.2.1)")
+	case a.Zone() != "":
+		return invalid(field, "%s has a zone (%%%s); zones are not allowed: give the plain address", a.WithZone(""), truncate(a.Zone(), 20))
+	case a.Is4In6():
+		return invalid(field, "%s is an IPv4-mapped IPv6 address; write the IPv4 address itself", a)
+	case family != 0 && familyOf(a) != family:
+		return invalid(field, "%s is not an IPv%d address", a, family)
+	}
+	return nil
+}
+
+// checkOptionalAddr is checkAddr for an address that may be left unset
+// (the zero Addr).
+func checkOptionalAddr(field string, a netip.Addr, family int) error {
+	if a == (netip.Addr{}) {
+		return nil
+	}
+	return checkAddr(field, a, family)
+}
+
+// MaxStaleDays bounds the age a stale-leak search looks back (100 years, as
+// ParseDuration's days).
+const MaxStaleDays = 100 * 365
+
+// MaxEventTypeLength bounds an event type or type prefix.
+const MaxEventTypeLength = 64
+
+var eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*(\.?\*)?$`)
+
+// ValidateEventType checks an event type filter: an exact type
+// ("instance.allocated") or a prefix ending in '*' ("instance.*"): lowercase
+// letters, digits, '_' and '.'.
+func ValidateEventType(t string) error {
+	if len(t) > MaxEventTypeLength || !eventTypePattern.MatchString(t) {
+		return invalid("type", "%q is not an event type: give e.g. instance.allocated or instance.* (lowercase letters, digits, '_' and '.', at most %d characters)",
+			truncate(t, 40), MaxEventTypeLength)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -14,6 +16,21 @@ import (
 // failing the read (a read-only role simply does not record).
 func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID string) (Allocation, error) {
 	var a Allocation
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return a, err
+	}
+	if !slices.Contains(OwnerKinds, ownerKind) {
+		return a, notAKind("owner_kind", ownerKind)
+	}
+	if ownerKind == OwnerSet {
+		// A member's id is "<set id>#<key>".
+		set, _, _ := strings.Cut(ownerID, "#")
+		if err := validateSetMember(Owner{Kind: OwnerSet, ID: ownerID, SetID: set}); err != nil {
+			return a, err
+		}
+	} else if err := checkIDs("owner_id", ownerID); err != nil {
+		return a, err
+	}
 	var stale bool
 	var cidrs []netip.Prefix
 	row := s.pool.QueryRow(ctx, sqlGetActive, clusterID, ownerKind, ownerID)
@@ -48,6 +65,9 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 // whichever cluster holds it; ambiguous when two clusters (private IPv4 pools)
 // hold it.
 func (s *Client) FindActiveByAddress(ctx context.Context, addr netip.Addr) (Allocation, error) {
+	if err := checkAddr("address", addr, 0); err != nil {
+		return Allocation{}, err
+	}
 	rows, err := s.pool.Query(ctx, sqlActiveByAddress,
 		netip.PrefixFrom(addr, addr.BitLen()))
 	if err != nil {

@@ -28,17 +28,19 @@ type EventFilter struct {
 
 // ListEvents lists the events matching the filter, oldest first.
 func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error) {
-	if f.ClusterID != "" {
-		if err := ValidateID("cluster_id", f.ClusterID); err != nil {
-			return nil, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", f.ClusterID); err != nil {
+		return nil, err
+	}
+	if f.Limit < 0 {
+		return nil, invalid("limit", "%d is negative: give the number of newest events to keep, or 0 for all", f.Limit)
 	}
 	exact, prefixes := []string{}, []string{}
 	known := EventTypes()
 	for _, t := range f.Types {
+		if err := ValidateEventType(t); err != nil {
+			return nil, err
+		}
 		switch {
-		case t == "" || t == "*":
-			return nil, invalid("type", "%q is not an event type: give e.g. instance.allocated or instance.*", t)
 		case strings.HasSuffix(t, "*"):
 			p := strings.TrimSuffix(t, "*")
 			pattern := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"

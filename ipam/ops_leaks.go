@@ -208,6 +208,8 @@ func ReadLeakReport(r io.Reader) (LeakReport, error) {
 		return rep, invalid("report", "has kind %q; expected %q or %q", rep.Kind, LeakInventory, LeakStale)
 	case rep.Kind == LeakStale && rep.StaleDays < 1:
 		return rep, invalid("report", "is a stale report without stale_days")
+	case rep.StaleDays < 0 || rep.StaleDays > MaxStaleDays:
+		return rep, invalid("report", "has stale_days %d; expected 1 to %d", rep.StaleDays, MaxStaleDays)
 	case rep.GeneratedAt.IsZero():
 		return rep, invalid("report", "has no generated_at")
 	}
@@ -285,6 +287,9 @@ func (s *Client) FindStaleLeaks(ctx context.Context, clusterID string, kinds []s
 	if days < 1 {
 		return rep, invalid("stale_days", "must be at least 1 (Terraform records a last-seen time at most once an hour)")
 	}
+	if days > MaxStaleDays {
+		return rep, invalid("stale_days", "%d is out of range: at most %d (100 years)", days, MaxStaleDays)
+	}
 	if clusterID != "" {
 		if err := ValidateID("cluster_id", clusterID); err != nil {
 			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
@@ -354,6 +359,12 @@ type ReclaimOptions struct {
 // still absent: not in the current inventory, or still stale. Anything else
 // refuses that leak, so a report can never release a live allocation.
 func (s *Client) Reclaim(ctx context.Context, rep LeakReport, opt ReclaimOptions) ([]ReclaimResult, error) {
+	if rep.StaleDays < 0 || rep.StaleDays > MaxStaleDays || (rep.Kind == LeakStale && rep.StaleDays < 1) {
+		return nil, invalid("report", "has stale_days %d; expected 1 to %d", rep.StaleDays, MaxStaleDays)
+	}
+	if err := checkFilterIDs("cluster_id", rep.ClusterID); err != nil {
+		return nil, err
+	}
 	if rep.Kind == LeakInventory && opt.Apply && opt.Inventory == nil {
 		return nil, invalid("inventory", "applying a report made from an inventory needs the current inventory: "+
 			"every owner is checked against it again right before its address is released")

@@ -44,9 +44,20 @@ func PreparePool(p *Pool) error {
 	if p.Cooldown < 0 {
 		return invalid("cooldown", "must not be negative")
 	}
+	if p.MTU != 0 && (p.MTU < MinPoolMTU || p.MTU > MaxMTU) {
+		return invalid("mtu", "%d is out of range: between %d and %d (or unset)", p.MTU, MinPoolMTU, MaxMTU)
+	}
+	if err := checkOptionalAddr("gateway", p.Gateway, 0); err != nil {
+		return err
+	}
+	for _, e := range p.Exclude {
+		if err := checkPrefix("exclude", e, 0); err != nil {
+			return err
+		}
+	}
 	for _, c := range p.CIDRs {
-		if c.Addr().Is4In6() || c.Masked() != c {
-			return invalid("cidrs", "%s is not a valid block", c)
+		if err := checkPrefix("cidrs", c, 0); err != nil {
+			return err
 		}
 		if blockClass(c) == classMixed {
 			return invalid("cidrs", "%s mixes public and private IPv4 addresses; split it so that each block is wholly public or wholly inside %s (a private block may be reused by other clusters, a public one never)",
@@ -248,6 +259,9 @@ func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
 
 // GetPool reads one pool.
 func (s *Client) GetPool(ctx context.Context, id string) (Pool, error) {
+	if err := checkPoolID("pool_id", id); err != nil {
+		return Pool{}, err
+	}
 	p, err := loadPool(ctx, s.pool, id)
 	if err != nil {
 		return Pool{}, s.mapErr(err)
@@ -355,6 +369,9 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 // holds active addresses is refused, naming how many. Holds are dropped, and
 // addresses inside their cooldown stay behind as tombstones (emptyPools).
 func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
+	if err := checkPoolID("pool_id", id); err != nil {
+		return err
+	}
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, id)
 		if err != nil {

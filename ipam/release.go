@@ -13,6 +13,15 @@ import (
 // whatever is active): a stale release, whose generation has since moved on, is
 // a no-op and reports false.
 func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generation int64) (bool, error) {
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return false, err
+	}
+	if err := ValidateOwner(o); err != nil {
+		return false, err
+	}
+	if generation < 0 {
+		return false, invalid("generation", "%d is negative: give an allocation's generation, or 0 for whatever is active", generation)
+	}
 	released := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		err := s.releaseTx(ctx, tx, clusterID, o, generation)

@@ -131,9 +131,6 @@ func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID
 }
 
 func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
-	if err := ValidateOwner(Owner{Kind: kind, ID: id}); err != nil {
-		return nameInput(err, releaseFields)
-	}
 	_, err := c.InTx(tx).Release(ctx, clusterID, Owner{Kind: kind, ID: id}, 0)
 	return nameInput(err, releaseFields)
 }

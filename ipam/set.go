@@ -49,6 +49,34 @@ func validateSetMember(o Owner) error {
 	return nil
 }
 
+// checkSet checks a set's cluster, its id (Owner.ID) and its labels.
+func checkSet(clusterID string, o Owner) error {
+	if err := checkIDs("cluster_id", clusterID, "owner_id", o.ID); err != nil {
+		return err
+	}
+	return checkFilterIDs("org_id", o.OrgID, "env_id", o.EnvID, "node_id", o.NodeID, "instance_id", o.InstanceID)
+}
+
+// checkSetEntry checks one key's request on its own (the database judges
+// whether its pools exist and hold its address).
+func checkSetEntry(e SetEntry) error {
+	if err := ValidateSetKey(e.Key); err != nil {
+		return &InvalidError{Field: "addresses", Msg: err.Error()}
+	}
+	for _, id := range e.Pools {
+		if err := checkPoolID("addresses", id); err != nil {
+			return &InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: pools: %s", e.Key, err.(*InvalidError).Msg)}
+		}
+	}
+	if e.Family != 0 && e.Family != 4 && e.Family != 6 {
+		return invalid("addresses", "key %q: family %d is not 4 or 6", e.Key, e.Family)
+	}
+	if err := checkOptionalAddr("addresses", e.Address, e.Family); err != nil {
+		return &InvalidError{Field: "addresses", Msg: fmt.Sprintf("key %q: address %s", e.Key, err.(*InvalidError).Msg)}
+	}
+	return nil
+}
+
 // SetEntry is the request of one key: exactly one of Pools (tried in order
 // when one is full), Family (the cluster's default pool of that family) or
 // Address (exactly this one; Pools, when given too, must hold it).
@@ -93,19 +121,25 @@ type SetChange struct {
 // ones, in one transaction: either every change lands or none does. It
 // returns the members the set holds afterwards.
 func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error) {
-	if err := ValidateID("owner_id", ch.Owner.ID); err != nil {
-		return nil, &InvalidError{Field: "owner_id", Msg: err.Error()}
+	if err := checkSet(ch.ClusterID, ch.Owner); err != nil {
+		return nil, err
 	}
 	setID := ch.Owner.ID
 	seen := map[string]bool{}
 	for _, e := range ch.Add {
-		if err := ValidateSetKey(e.Key); err != nil {
-			return nil, &InvalidError{Field: "addresses", Msg: err.Error()}
+		if err := checkSetEntry(e); err != nil {
+			return nil, err
 		}
 		if seen[e.Key] {
 			return nil, invalid("addresses", "key %q appears twice", e.Key)
 		}
 		seen[e.Key] = true
+	}
+	for _, key := range ch.Remove {
+		// A key no set key could be is refused, not released as nothing.
+		if err := ValidateSetKey(key); err != nil {
+			return nil, &InvalidError{Field: "addresses", Msg: "removing " + err.Error()}
+		}
 	}
 	var failedPool string
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -309,6 +343,9 @@ func defaultPool(ctx context.Context, tx pgx.Tx, clusterID string, family int) (
 // were seen (at most once an hour each, and confirming them: see Allocation.
 // Confirmed), never failing the read for it.
 func (s *Client) GetSet(ctx context.Context, clusterID, setID string) ([]SetMember, error) {
+	if err := checkIDs("cluster_id", clusterID, "owner_id", setID); err != nil {
+		return nil, err
+	}
 	return s.getSet(ctx, clusterID, setID, true)
 }
 
@@ -352,6 +389,9 @@ func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool)
 
 // UpdateSetLabels changes the labels of every member of a set in place.
 func (s *Client) UpdateSetLabels(ctx context.Context, clusterID string, labels Owner) error {
+	if err := checkSet(clusterID, labels); err != nil {
+		return err
+	}
 	return s.withTx(ctx, func(tx pgx.Tx) error { return relabelSet(ctx, tx, clusterID, labels) })
 }
 
@@ -363,6 +403,9 @@ func relabelSet(ctx context.Context, tx pgx.Tx, clusterID string, labels Owner) 
 
 // ReleaseSet releases every member of a set into cooling, in one transaction.
 func (s *Client) ReleaseSet(ctx context.Context, clusterID, setID string) error {
+	if err := checkIDs("cluster_id", clusterID, "owner_id", setID); err != nil {
+		return err
+	}
 	members, err := s.getSet(ctx, clusterID, setID, false)
 	if err != nil {
 		return err
@@ -381,6 +424,15 @@ func (s *Client) ReleaseSet(ctx context.Context, clusterID, setID string) error 
 // ReserveSetEntry takes the plan-time hold of one key, trying its pools in order.
 func (s *Client) ReserveSetEntry(ctx context.Context, clusterID string, labels Owner, e SetEntry, ttl time.Duration) (SetMember, error) {
 	var m SetMember
+	if err := checkSet(clusterID, labels); err != nil {
+		return m, err
+	}
+	if err := checkSetEntry(e); err != nil {
+		return m, err
+	}
+	if ttl <= 0 {
+		return m, invalid("reservation_ttl", "must be positive")
+	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		pools, err := s.entryPools(ctx, tx, clusterID, e)
 		if err != nil {

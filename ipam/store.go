@@ -155,6 +155,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if pool == nil {
 		return nil, &InvalidError{Field: "pool", Msg: "a pgx pool is required"}
 	}
+	if err := checkFilterIDs("actor", opts.Actor); err != nil {
+		return nil, err
+	}
 	cc := pool.Config().ConnConfig
 	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, Config{Actor: opts.Actor,
 		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout,
@@ -214,8 +217,17 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 // and creates the pool. It does not connect:
 // call Ping or Migrate to find out whether the database answers.
 func Open(ctx context.Context, cfg Config) (*Client, error) {
+	if err := checkFilterIDs("actor", cfg.Actor); err != nil {
+		return nil, err
+	}
 	if err := ValidateOrigin(cfg.Origin); err != nil {
 		return nil, err
+	}
+	switch {
+	case cfg.MaxConnections < 0:
+		return nil, invalid("max_connections", "%d is negative: give at least 1, or 0 for the default (4)", cfg.MaxConnections)
+	case cfg.ConnectTimeout < 0:
+		return nil, invalid("connect_timeout", "%s is negative: give a positive duration, or 0 for the default (10s)", cfg.ConnectTimeout)
 	}
 	pc, err := parsePoolConfig(cfg.DatabaseURL)
 	if err != nil {
@@ -583,9 +595,61 @@ func (s *Client) mapErr(err error) error {
 			if strings.Contains(pe.Message, "statement timeout") {
 				return &TimeoutError{What: scrub(pe.Message, s.secret), Timeout: s.bounds.statement}
 			}
+		case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.UniqueViolation:
+			// Retried by withTx up to its bound; still failing past it.
+			return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing (%s); try again", scrub(pe.Message, s.secret))}
 		}
 	}
+	if ie := s.refusedValue(err); ie != nil {
+		return ie
+	}
 	return errors.New(scrub(err.Error(), s.secret))
+}
+
+// refusedValue maps a value the database or the driver refused (a data
+// exception of class 22, such as a NUL byte in text or host bits in a cidr;
+// a NOT NULL or CHECK violation; a program limit such as an index row too
+// large; a number the driver cannot encode into its column's type) to
+// invalid_input, naming the column when the database names one. The checks
+// at the package edge refuse such input before any statement runs: this is
+// the net under them, so that no such error reaches a caller raw. Nil when
+// err is none of these.
+func (s *Client) refusedValue(err error) *InvalidError {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		field := pe.ColumnName
+		if field == "" {
+			field = constraintField(pe.ConstraintName)
+		}
+		msg := fmt.Sprintf("the database refused a value: %s (SQLSTATE %s)", scrub(pe.Message, s.secret), pe.Code)
+		switch {
+		case pe.Code == pgerrcode.NotNullViolation:
+			return &InvalidError{Field: field, Msg: "must be given (the database refused an empty value)"}
+		case pe.Code == pgerrcode.CheckViolation, strings.HasPrefix(pe.Code, "22"), strings.HasPrefix(pe.Code, "54"):
+			return &InvalidError{Field: field, Msg: msg}
+		}
+		return nil
+	}
+	if m := err.Error(); strings.Contains(m, "failed to encode args[") || strings.Contains(m, "unable to encode") {
+		return &InvalidError{Field: "input", Msg: "a value does not fit the type the database stores it as: " + scrub(rootCause(err), s.secret)}
+	}
+	return nil
+}
+
+// constraintField names the column a CHECK constraint guards, from
+// PostgreSQL's default name "<table>_<column>_check" ("input" when it cannot
+// be told).
+func constraintField(constraint string) string {
+	name, ok := strings.CutSuffix(constraint, "_check")
+	if !ok {
+		return "input"
+	}
+	for _, table := range []string{"ipam_clusters_", "ipam_pools_", "ipam_allocations_", "ipam_node_block_settings_", "ipam_events_"} {
+		if col, found := strings.CutPrefix(name, table); found && col != "" {
+			return col
+		}
+	}
+	return "input"
 }
 
 // lockHolders names the sessions holding strong locks on the IPAM's tables

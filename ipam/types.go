@@ -3,6 +3,7 @@ package ipam
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,8 +135,8 @@ func (r PoolRef) String() string {
 // ParsePoolRef reads a pool's key back; field names the input for the error.
 func ParsePoolRef(field, id string) (PoolRef, error) {
 	c, n, ok := strings.Cut(id, "/")
-	if !ok || ValidateID("cluster", c) != nil || ValidateID("pool", n) != nil {
-		return PoolRef{}, invalid(field, "%q is not a pool id: expected <cluster_id>/<name>", truncate(id, 40))
+	if !ok || ValidateID("cluster", c) != nil || !validPoolName(n) {
+		return PoolRef{}, invalid(field, "%q is not a pool id: expected <cluster_id>/<name>, each letters, digits, '.', '_', ':', '@' and '-'", truncate(id, 40))
 	}
 	return PoolRef{c, n}, nil
 }
@@ -218,6 +219,9 @@ func ValidateOwner(o Owner) error {
 	}
 	if o.Kind == "" {
 		return invalid("owner_kind", "must not be empty")
+	}
+	if !slices.Contains(OwnerKinds, o.Kind) {
+		return notAKind("owner_kind", o.Kind)
 	}
 	if o.Kind == OwnerSet {
 		return validateSetMember(o)

@@ -41,6 +41,9 @@ running), prints each pool it corrected, and then checks: the repair for a usage
   ipamctl check --recount-usage`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkIDFlags("cluster", cluster); err != nil {
+				return err
+			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err

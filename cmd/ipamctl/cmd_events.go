@@ -59,6 +59,17 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if interval <= 0 {
 				return fmt.Errorf("--interval must be positive")
 			}
+			if err := checkIDFlags("cluster", cluster); err != nil {
+				return err
+			}
+			for _, t := range types {
+				if err := ipam.ValidateEventType(t); err != nil {
+					return flagError(err)
+				}
+			}
+			if limit < 0 {
+				return fmt.Errorf("--limit: %d is negative: give the number of newest events to print, or 0 for all", limit)
+			}
 			st, err := a.open(ctx, true)
 			if err != nil {
 				return err

@@ -38,6 +38,12 @@ The report goes to --output (default: standard output); a summary goes to standa
 			if (inventory == "") == (staleDays == 0) {
 				return fmt.Errorf("give exactly one of --inventory FILE and --stale-days N")
 			}
+			if err := checkIDFlags("cluster", cluster); err != nil {
+				return err
+			}
+			if inventory == "" && (staleDays < 1 || staleDays > ipam.MaxStaleDays) {
+				return fmt.Errorf("--stale-days: must be at least 1 and at most %d (100 years); got %d", ipam.MaxStaleDays, staleDays)
+			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err

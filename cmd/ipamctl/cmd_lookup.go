@@ -29,6 +29,9 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 			if err != nil {
 				return err
 			}
+			if err := checkIDFlags("cluster", cluster); err != nil {
+				return err
+			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err

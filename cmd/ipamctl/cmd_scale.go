@@ -36,6 +36,9 @@ Without --node every node with blocks is scaled (of --cluster, or of all cluster
 			if interval < 0 {
 				return errors.New("--interval must not be negative")
 			}
+			if err := checkIDFlags("cluster", cluster, "node", node); err != nil {
+				return err
+			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err

@@ -28,6 +28,9 @@ above 80 %.`,
   ipamctl usage --json | jq '.[].categories[] | select(.alert)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkIDFlags("cluster", cluster); err != nil {
+				return err
+			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err

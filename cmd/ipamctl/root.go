@@ -114,8 +114,9 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
   ipamctl migrate up
   ipamctl usage --cluster prod-eu1
   ipamctl lookup 2001:db8:0:1::2a`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: a.checkGlobalFlags,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
@@ -137,9 +138,6 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) {
 	if a.store != nil {
 		return a.store, nil
-	}
-	if err := ipam.ValidateID("actor", a.actor); err != nil {
-		return nil, fmt.Errorf("--actor: %w", err)
 	}
 	url := a.databaseURL
 	if url == "" {

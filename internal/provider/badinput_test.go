@@ -1,10 +1,12 @@
 package provider
 
 import (
-	"fmt"
+	"context"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -58,6 +60,14 @@ func poolRes(body string) string {
 	return "resource \"ipam_pool\" \"bad\" {\n  cluster_id = \"c1\"\n  name = \"bad\"\n" + body + "\n}\n"
 }
 
+func blocksRes(body string) string {
+	return "resource \"ipam_node_instance_blocks\" \"bad\" {\n  cluster_id = \"c1\"\n  node_id = \"n1\"\n" + body + "\n}\n"
+}
+
+func setRes(body string) string {
+	return "resource \"ipam_address_set\" \"bad\" {\n  cluster_id = \"c1\"\n  owner_id = \"s1\"\n" + body + "\n}\n"
+}
+
 func ipv4Res(body string) string {
 	return "resource \"ipam_env_ipv4\" \"bad\" {\n  org_id = \"acme\"\n" + body + "\n}\n"
 }
@@ -102,6 +112,13 @@ var badInputs = []badInput{
 	{name: "duplicate DNS servers", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `dns_servers = ["2001:db8::53", "2001:db8::53"]`), attr: "dns_servers", expect: `(?s)dns_servers.*duplicate`},
 	{name: "IPv4 DNS server", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `dns_servers = ["8.8.8.8"]`), attr: "dns_servers", expect: `Invalid dns_servers\[0\].*not an IPv6\s+address`},
 	{name: "MTU below IPv6 minimum", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `mtu = 1279`), attr: "mtu", expect: `mtu\s+value\s+must\s+be\s+between\s+1280\s+and\s+65535`},
+	{name: "node_prefix with host bits", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:200::/48"` + "\n" + `node_prefix = "2001:DB8:200::1/48"`), attr: "node_prefix", expect: `Invalid node_prefix.*host bits`},
+	{name: "instance_prefix with host bits", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:200::/48"` + "\n" + `instance_prefix = "2001:db8:200:1::1/64"`), attr: "instance_prefix", expect: `Invalid instance_prefix.*host bits`},
+	{name: "cluster prefix with host bits, upper case", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:DB8:200::1/48"`), attr: "prefix", expect: `Invalid prefix.*host bits`},
+	{name: "DNS server with zone", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `dns_servers = ["fe80::53%eth0"]`), attr: "dns_servers", expect: `Invalid dns_servers\[0\].*zones`},
+	{name: "DNS server null", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `dns_servers = [null]`), attr: "dns_servers", expect: `Invalid dns_servers\[0\].*is null`},
+	{name: "MTU 2^40", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8:1::/48"` + "\n" + `mtu = 1099511627776`), attr: "mtu", expect: `mtu\s+value\s+must\s+be\s+between\s+1280\s+and\s+65535`},
+	{name: "cluster name with an RTL override", hcl: clusterRes(`name = "c\u202e2"` + "\n" + `prefix = "2001:db8:1::/48"`), attr: "name", expect: `Invalid name.*may only\s+contain`},
 	{name: "cluster prefix overlapping cluster c1", hcl: clusterRes(`name = "c2"` + "\n" + `prefix = "2001:db8::/32"`), attr: "prefix", expect: `(?s)Invalid Cluster.*prefix.*overlaps cluster\s+"c1"`},
 
 	// ipam_node_address.
@@ -141,6 +158,13 @@ var badInputs = []badInput{
 	{name: "pool named like a system pool", hcl: "resource \"ipam_pool\" \"bad\" {\n  cluster_id = \"c1\"\n  name = \"node\"\n  cidrs = [\"192.0.2.0/24\"]\n}\n", attr: "name", expect: `(?s)Invalid Pool.*name.*cluster's\s+own\s+pool`},
 	{name: "pool over the node prefix", hcl: poolRes(`cidrs = ["2001:db8::/64"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*overlaps\s+the\s+node\s+prefix`},
 	{name: "pool gateway of the wrong family", hcl: poolRes(`cidrs = ["192.0.2.0/24"]` + "\n" + `gateway = "2001:db8:ff::1"`), attr: "gateway", expect: `(?s)Invalid Pool.*gateway.*family`},
+	{name: "pool with a null block", hcl: poolRes(`cidrs = [null]`), attr: "cidrs", expect: `Invalid cidrs\[0\].*is null`},
+	{name: "pool with an empty block", hcl: poolRes(`cidrs = [""]`), attr: "cidrs", expect: `Invalid cidrs\[0\].*not a valid CIDR`},
+	{name: "pool exclusion null", hcl: poolRes(`cidrs = ["192.0.2.0/24"]` + "\n" + `exclude = [null]`), attr: "exclude", expect: `Invalid exclude\[0\].*is null`},
+	{name: "pool gateway with zone", hcl: poolRes(`cidrs = ["2001:db8:ff::/64"]` + "\n" + `gateway = "fe80::1%eth0"`), attr: "gateway", expect: `Invalid gateway.*zones`},
+	{name: "pool MTU -1", hcl: poolRes(`cidrs = ["192.0.2.0/24"]` + "\n" + `mtu = -1`), attr: "mtu", expect: `mtu\s+value\s+must\s+be\s+between\s+68\s+and\s+65535`},
+	{name: "pool MTU 2^40", hcl: poolRes(`cidrs = ["192.0.2.0/24"]` + "\n" + `mtu = 1099511627776`), attr: "mtu", expect: `mtu\s+value\s+must\s+be\s+between\s+68\s+and\s+65535`},
+	{name: "pool name with NUL", hcl: "resource \"ipam_pool\" \"bad\" {\n  cluster_id = \"c1\"\n  name = \"v\u00004\"\n  cidrs = [\"192.0.2.0/24\"]\n}\n", attr: "name", expect: `Invalid name.*may only\s+contain`},
 	{name: "pool block IPv4-mapped", hcl: poolRes(`cidrs = ["::ffff:198.51.100.0/120"]`), attr: "cidrs", expect: `Invalid cidrs\[0\].*IPv4-mapped`},
 	{name: "pool of the whole IPv4 internet", hcl: poolRes(`cidrs = ["0.0.0.0/0"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*mixes\s+public\s+and\s+private`},
 	{name: "pool of public IPv4 too large", hcl: poolRes(`cidrs = ["64.0.0.0/3"]`), attr: "cidrs", expect: `(?s)Invalid Pool.*cidrs.*at\s+most\s+1048576`},
@@ -153,6 +177,28 @@ var badInputs = []badInput{
 	{name: "env id of 10,000 characters", hcl: ipv4Res(`pool_id = "c1/v4"` + "\n" + `env_id = "` + long10k + `"`), attr: "env_id", expect: `Invalid env_id.*10000\s+characters`},
 	{name: "IPv4 from a pool that does not exist", atApply: true, hcl: ipv4Res(`pool_id = "c1/nope"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `(?s)pool_id.*pool\s+c1/nope\s+does\s+not\s+exist`},
 
+	{name: "pool id with NUL", hcl: ipv4Res(`pool_id = "c1/v\u00004"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `Invalid pool_id.*may only\s+contain`},
+	{name: "cluster id in a pool id with NUL", hcl: ipv4Res(`pool_id = "c\u00001/v4"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `Invalid pool_id.*may only\s+contain`},
+
+	// ipam_node_instance_blocks.
+	{name: "blocks /65 (2^63 addresses a block)", hcl: blocksRes(`block_prefix_length = 65` + "\n" + `max_blocks = 1`), attr: "block_prefix_length", expect: `(?s)Invalid Block Scaling.*block_prefix_length`},
+	{name: "blocks /66 x 2", hcl: blocksRes(`block_prefix_length = 66` + "\n" + `max_blocks = 2`), attr: "block_prefix_length", expect: `(?s)Invalid Block Scaling.*block_prefix_length`},
+	{name: "blocks max_blocks near MaxInt64", hcl: blocksRes(`max_blocks = 9223372036854775807`), attr: "max_blocks", expect: `(?s)Invalid Block Scaling.*max_blocks\s+9223372036854775807\s+are\s+too\s+many`},
+	{name: "blocks /129", hcl: blocksRes(`block_prefix_length = 129`), attr: "block_prefix_length", expect: `block_prefix_length\s+value\s+must\s+be\s+between\s+65\s+and\s+128`},
+	{name: "blocks max_free below min_free + 1", hcl: blocksRes(`min_free_fraction = 0.5` + "\n" + `max_free_fraction = 1`), attr: "max_free_fraction", expect: `(?s)Invalid Block Scaling.*max_free_fraction`},
+	{name: "blocks demand negative", hcl: blocksRes(`demand = -1`), attr: "demand", expect: `demand\s+value\s+must\s+be\s+at\s+least\s+0`},
+	{name: "blocks node id with SQL", hcl: "resource \"ipam_node_instance_blocks\" \"bad\" {\n  cluster_id = \"c1\"\n  node_id = \"n1'; --\"\n}\n", attr: "node_id", expect: `Invalid node_id.*may only\s+contain`},
+
+	// ipam_address_set.
+	{name: "set key with SQL", hcl: setRes(`addresses = { "a'; --" = { family = "ipv6" } }`), attr: "addresses", expect: `(?s)addresses.*key`},
+	{name: "set key of 64 characters", hcl: setRes(`addresses = { "` + strings.Repeat("k", 64) + `" = { family = "ipv6" } }`), attr: "addresses", expect: `(?s)addresses.*key`},
+	{name: "set key with NUL", hcl: setRes(`addresses = { "k\u0000" = { family = "ipv6" } }`), attr: "addresses", expect: `(?s)addresses.*key`},
+	{name: "set pool id with NUL", hcl: setRes(`addresses = { a = { pools = ["c1/v\u00004"] } }`), attr: "pools", expect: `(?s)Invalid addresses\["a"\]\.pools\[0\].*may only\s+contain`},
+	{name: "set pool null", hcl: setRes(`addresses = { a = { pools = [null] } }`), attr: "pools", expect: `(?s)Invalid addresses\["a"\]\.pools\[0\].*is null`},
+	{name: "set address with zone", hcl: setRes(`addresses = { a = { address = "fe80::1%eth0" } }`), attr: "address", expect: `(?s)Invalid addresses\["a"\]\.address.*zones`},
+	{name: "set family ipv5", hcl: setRes(`addresses = { a = { family = "ipv5" } }`), attr: "family", expect: `(?s)family.*value\s+must\s+be\s+one\s+of`},
+	{name: "set owner id with an RTL override", hcl: "resource \"ipam_address_set\" \"bad\" {\n  cluster_id = \"c1\"\n  owner_id = \"s\u202e1\"\n  addresses = { a = { family = \"ipv6\" } }\n}\n", attr: "owner_id", expect: `Invalid owner_id.*may only\s+contain`},
+
 	// data source ipam_cluster.
 	{name: "data source name with SQL", hcl: "data \"ipam_cluster\" \"bad\" {\n  name = \"x'; --\"\n}\n", attr: "name", expect: `Invalid name.*may only\s+contain`},
 	{name: "data source name empty", hcl: "data \"ipam_cluster\" \"bad\" {\n  name = \"\"\n}\n", attr: "name", expect: `Invalid name.*must not be\s+empty`},
@@ -163,19 +209,31 @@ var badInputs = []badInput{
 	{name: "invalid UTF-8 in an id", hcl: nodeRes("node_id = \"n\xff\xfe\""), attr: "node_id", expect: `(?s)Invalid character encoding.*node_id|(?s)node_id.*UTF-8`},
 }
 
+// rowCounts counts the rows of every table of the IPAM's schema, in one
+// statement.
+func rowCounts(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var out string
+	if err := c.QueryRow(ctx, `SELECT string_agg(table_name || '=' || (xpath('/row/c/text()',
+			query_to_xml(format('SELECT count(*) AS c FROM %I', table_name), false, true, '')))[1]::text, ' ' ORDER BY table_name)
+		FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // TestAccBadInput_table runs every bad input against a database that holds a
 // cluster and a pool, and counts the rows of every table before and after
 // each one: no bad input writes anything, not even a plan-time hold.
 func TestAccBadInput_table(t *testing.T) {
 	db := newAccDB(t)
-	tables := []string{"ipam_clusters", "ipam_pools", "ipam_pool_stripes", "ipam_pool_counters", "ipam_pool_cooling", "ipam_allocations", "ipam_events", "ipam_allocation_failures"}
-	snapshot := func() string {
-		var b strings.Builder
-		for _, table := range tables {
-			fmt.Fprintf(&b, "%s=%d ", table, db.count("SELECT count(*) FROM "+table))
-		}
-		return b.String()
-	}
+	snapshot := func() string { return rowCounts(t, db.URL) }
 	var baseline, previous string
 	unchanged := func() {
 		if got := snapshot(); got != baseline {

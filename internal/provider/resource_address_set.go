@@ -119,7 +119,7 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 						MarkdownDescription: "Pool ids to try in order, e.g. `[ipam_pool.a.id, ipam_pool.b.id]`.",
 						ElementType:         types.StringType,
 						Optional:            true,
-						Validators:          []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(validPoolID()), listvalidator.UniqueValues()},
+						Validators:          []validator.List{listvalidator.SizeAtLeast(1), noNullElements{}, listvalidator.ValueStringsAre(validPoolID()), listvalidator.UniqueValues()},
 					},
 					"family": schema.StringAttribute{
 						MarkdownDescription: "`ipv4` or `ipv6`. Set it to ask for any address of that family; otherwise it reports the family of the address.",

@@ -134,7 +134,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Optional:            true,
 				Computed:            true,
 				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
-				Validators:          []validator.List{listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
+				Validators:          []validator.List{noNullElements{}, listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
 			},
 			"force_destroy": schema.BoolAttribute{
 				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the cluster holds an active address; otherwise it drops plan-time holds " +

@@ -160,3 +160,26 @@ func truncateForMsg(s string) string {
 func validPoolID() validator.String {
 	return stringCheck{desc: "a pool id, <cluster_id>/<name>", check: validPoolIDString}
 }
+
+// noNullElements refuses a list holding a null element ([null], or a
+// variable left null), which the element validators do not see: a null block
+// or address means nothing. The diagnostic names the attribute and the
+// element.
+type noNullElements struct{}
+
+func (noNullElements) Description(context.Context) string { return "no element may be null" }
+func (v noNullElements) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (noNullElements) ValidateList(_ context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for i, e := range req.ConfigValue.Elements() {
+		if e.IsNull() {
+			p := req.Path.AtListIndex(i)
+			resp.Diagnostics.AddAttributeError(p, "Invalid "+p.String(), fmt.Sprintf("%s is null; every element of %s must be given", p, req.Path))
+		}
+	}
+}
