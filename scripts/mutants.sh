@@ -41,7 +41,7 @@ mutants=(
 	"replacement-mark-never-ends|ipam/statements.go|s/coalesce\(replace_generation = generation AND /coalesce(/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"create-moves-unmarked-owner|ipam/allocate.go|s/\tif !replacing \{/\tif false {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"moved-row-keeps-generation|ipam/allocate.go|s/if err == nil && movedFrom > 0 && res.Generation <= movedFrom \{/if false \&\& movedFrom > 0 {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
-	"adoption-ignores-origin|ipam/hold.go|s/if origin == \"\" \|\| origin == s.origin \|\| replacing \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
+	"adoption-ignores-origin|ipam/hold.go|s/if origin == \"\" \x7c\x7c origin == s.origin \x7c\x7c replacing \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
 	"hold-look-ignores-origin|ipam/statements.go|s/AND \(\\\$6::text = '' OR/AND (true OR/|^TestOriginDecidesAdoption\$|./ipam/"
 )
 
