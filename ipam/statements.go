@@ -524,7 +524,7 @@ var (
 	), ranked AS MATERIALIZED (
 		-- each stripe picked, its rank in next-ordinal order and how many
 		-- were picked (counts, not a window function's sort)
-		SELECT p.*, (SELECT count(*) FROM pick q WHERE q.next_ordinal < p.next_ordinal) AS rank,
+		SELECT p.*, (SELECT count(*) FROM pick q WHERE (q.next_ordinal, q.stripe) < (p.next_ordinal, p.stripe)) AS rank,
 			(SELECT count(*) FROM pick) AS m
 		FROM pick p
 	), place AS MATERIALIZED (
