@@ -38,6 +38,7 @@ func HotStatements() []Statement {
 		{"exact claim probe", sqlClaimProbe},
 		{"release", sqlRelease},
 		{"fast path: a fresh allocation in one statement (a counter pool)", fastFreshSQL},
+		{"fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", fastFreshInTxSQL},
 		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
 		{"fast path: fresh allocations of several owners in one statement (a counter pool)", fastFreshBatchSQL},
 		{"fast path: reused allocations of several owners in one statement (an IPv4 table pool)", fastReuseBatchSQL},
@@ -101,19 +102,17 @@ const sqlLoadPool = `SELECT ` + poolColumns + ` FROM ipam_pools WHERE id = $1`
 
 // The stripe pick locks the stripe with the lowest next ordinal (skipping
 // those other allocators hold, or waiting for them) and advances it by one
-// stride ($2), returning the ordinal it had. Like the fast takes' pick
-// (freshPick), it takes the stripes in the order its snapshot sees them and
-// steps over one that another allocator advanced since (the recheck of the
-// lock fails the equality): after waiting for a stripe, it goes on to the
-// next instead of taking the one it waited for one stride further on. When
-// it steps over all of them it finds none, and takeFresh tries again with a
-// new snapshot. The picks are MATERIALIZED CTEs so they run exactly once: a
-// subquery in UPDATE ... FROM may be rescanned by the join and pick a second
-// stripe.
+// stride ($2), returning the ordinal it had. The pick that skips (the first
+// takeFresh tries) is the fast takes' (freshPick): it takes the stripes in
+// the order its snapshot sees them and steps over one that another
+// allocator advanced since (the recheck of the lock fails the equality).
+// The pick that waits (when every stripe with room is locked or was stepped
+// over) takes the stripe it waited for at its new next ordinal: stepping
+// over it would wait again for the next, one holder after another. The picks
+// are MATERIALIZED CTEs so they run exactly once: a subquery in UPDATE ...
+// FROM may be rescanned by the join and pick a second stripe.
 const (
-	sqlTakeStripe     = sqlTakeStripeHead + `FOR UPDATE SKIP LOCKED` + sqlTakeStripeTail
-	sqlTakeStripeWait = sqlTakeStripeHead + `FOR UPDATE` + sqlTakeStripeTail
-	sqlTakeStripeHead = `WITH cand AS MATERIALIZED (
+	sqlTakeStripe = `WITH cand AS MATERIALIZED (
 		SELECT stripe, next_ordinal FROM ipam_pool_stripes
 		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
 		ORDER BY next_ordinal
@@ -121,11 +120,16 @@ const (
 		SELECT l.stripe FROM cand c, LATERAL (
 			SELECT stripe FROM ipam_pool_stripes st
 			WHERE st.pool_id = $1 AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
-			`
-	sqlTakeStripeTail = `
+			FOR UPDATE SKIP LOCKED
 		) l
 		LIMIT 1
-	)
+	)` + sqlTakeStripeTail
+	sqlTakeStripeWait = `WITH pick AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE
+	)` + sqlTakeStripeTail
+	sqlTakeStripeTail = `
 	UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
 	FROM pick
 	WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
@@ -324,10 +328,27 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // and in fastFreshSQL $14 the node's blocks pool for an instance (NULL
 // otherwise) and $15 the new row's id.
 var (
-	fastFreshSQL = fastHead + `'counter'` + counterShape + `
+	fastFreshSQL = fastFreshHead + freshPick + `1` + fastFreshTail
+
+	// fastFreshInTxSQL is fastFreshSQL for a caller's transaction (InTx,
+	// the scheduler's placement): it takes the lowest unlocked stripe at its
+	// current next ordinal, as the full path's waiting pick does, which is
+	// one stride past the lowest free ordinal when another allocator
+	// advanced it since the statement's snapshot. Its locks last until the
+	// caller commits, and stepping over such a stripe would hold it too, so
+	// that concurrent placements would soon find every stripe locked and
+	// wait for each other.
+	fastFreshInTxSQL = fastFreshHead + `, pick AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED` + fastFreshTail
+
+	// fastFreshHead and fastFreshTail are fastFreshSQL around its pick.
+	fastFreshHead = fastHead + `'counter'` + counterShape + `
 			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
 			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $14)` + fastPool + `
-	)` + freshPick + `1
+	)`
+	fastFreshTail = `
 	), s AS (
 		-- the picked stripe by its key: one probe, not a walk over the
 		-- pool's stripes (nor its TID: when the pick locked a version
