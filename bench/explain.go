@@ -72,6 +72,11 @@ var hotStatements = []hotStatement{
 			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
 				uuid.New(), "instance.allocated", f.clusterID + "/blocks/n1", uuid.New()}
 		}},
+	{name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", db: "growth",
+		params: func(f *planFixture) []any {
+			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
+				uuid.New(), "instance.allocated", f.clusterID + "/blocks/n1", uuid.New()}
+		}},
 	{name: "fast path: fresh allocations of several owners in one statement (a counter pool)", db: "growth",
 		params: func(f *planFixture) []any {
 			// Arrays as PostgreSQL writes them (the values are EXECUTE's literals).

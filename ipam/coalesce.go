@@ -21,18 +21,23 @@ import (
 // address sets and allocations in a caller's transaction never share.
 //
 // Every guarantee is the single statement's, per owner: each owner is probed
-// (it must hold nothing, its node no blocks), a counter pool's ordinals are
-// consecutive in one stripe (as if its advances had come one after another)
-// and a table pool's rows are the next reusable ones from the mark on, the
-// unique constraints decide against every other writer, each row's event and
-// the pool's count are in the same statement, and the caller learns of its
-// address only after the commit. The shared fate is all or nothing: when the
-// statement fails, nothing of it is written, and every caller in it goes on
-// to the full path alone, which decides as it would have without the batch.
-// An owner that was not served (it holds something, its node has blocks, no
-// stripe has room for the whole batch, fewer rows are reusable than owners,
-// or a row picked is another owner's expired hold) goes on to the full path
-// too. A batch never holds one owner twice.
+// (it must hold nothing, its node no blocks); in a counter pool the owners
+// take the lowest free ordinals the statement can lock, as the single
+// statement takes its one: the next ordinal of n stripes, the n unlocked ones
+// lowest as the statement's snapshot sees them and not advanced since (only
+// a batch of more owners than stripes free advances a stripe twice), so
+// that owners allocated at once get consecutive addresses when nothing else
+// allocates from the pool; in a table pool the rows are the next reusable
+// ones from the mark on; the unique constraints decide against every other
+// writer, each row's event and the pool's count are in the same statement,
+// and the caller learns of its address only after the commit. The shared
+// fate is all or nothing: when the statement fails, nothing of it is
+// written, and every caller in it goes on to the full path alone, which
+// decides as it would have without the batch. An owner that was not served
+// (it holds something, its node has blocks, its stripe has no room for its
+// advance, fewer rows are reusable than owners, or a row picked is another
+// owner's expired hold) goes on to the full path too. A batch never holds
+// one owner twice.
 //
 // A caller whose context ends while it waits leaves the batch if the batch
 // has not started; once started, its allocation may commit after it has

@@ -228,3 +228,122 @@ func TestSharedStatementWaiterThatGivesUp(t *testing.T) {
 		t.Errorf("the caller that gave up has %d allocations (%v), want none", n, err)
 	}
 }
+
+// Owners allocated at once get consecutive addresses from the start of the
+// pool, through the shared statement too. Two allocations are held in flight
+// (as in TestSharedStatementWaiterThatGivesUp) and n more gather behind them;
+// once the pool's row is let go, the two take ::1 and ::2 and one statement
+// serves the n (their rows share one transaction) with ::3 to ::n+2. With
+// 62 owners, more than the pool's 32 stripes, the two in flight give up
+// first, so that the statement is alone: it takes every stripe, most of them
+// twice, and hands out the 62 addresses after theirs (if they were served
+// before they went; a statement interrupted mid-flight may commit).
+func TestSharedStatementHandsOutConsecutiveAddresses(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mon, err := pgx.Connect(ctx, raw.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close(ctx)
+	for _, tc := range []struct {
+		n      int
+		giveUp bool // the two in flight give up before the pool's row is let go
+	}{{3, false}, {20, false}, {30, false}, {62, true}} {
+		n := tc.n
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			cl := fmt.Sprintf("c%d", n)
+			mkCluster(t, st, cl, fmt.Sprintf("2001:db8:%x::/48", n), "", "")
+			tx, err := raw.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = $1 FOR UPDATE`, cl+"/node"); err != nil {
+				t.Fatal(err)
+			}
+			type res struct {
+				id   string
+				addr netip.Addr
+				err  error
+			}
+			results := make(chan res, n+2)
+			start := func(ctx context.Context, id string) {
+				go func() {
+					a, err := st.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: cl, NodeID: id})
+					results <- res{id, a.Address, err}
+				}()
+			}
+			inFlight, giveUp := context.WithCancel(ctx)
+			defer giveUp()
+			start(inFlight, "running-1")
+			start(inFlight, "running-2")
+			for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting != 2; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d allocations wait for the pool's row, want 2", waiting)
+				}
+				if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range n {
+				start(ctx, fmt.Sprintf("n%02d", i))
+			}
+			for deadline := time.Now().Add(10 * time.Second); st.Gathered(cl+"/node", ipam.OwnerNode) != n; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d callers gathered, want %d", st.Gathered(cl+"/node", ipam.OwnerNode), n)
+				}
+			}
+			want := n + 2
+			if tc.giveUp {
+				giveUp()
+				for range 2 {
+					if r := <-results; r.err == nil {
+						t.Fatalf("%s gave up and got %s", r.id, r.addr)
+					}
+				}
+				want = n
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := map[netip.Addr]string{}
+			for range want {
+				r := <-results
+				if r.err != nil {
+					t.Fatalf("%s: %v", r.id, r.err)
+				}
+				got[r.addr] = r.id
+			}
+			// What the pool handed out: ordinals 1 to the count, whether or
+			// not the two that gave up were served before they went.
+			var count, lowest, highest int
+			if err := raw.QueryRow(ctx, `SELECT count(*), min(ordinal), max(ordinal) FROM ipam_allocations
+				WHERE pool_id = $1 AND state = 'active'`, cl+"/node").Scan(&count, &lowest, &highest); err != nil {
+				t.Fatal(err)
+			}
+			if count < want || lowest != 1 || highest != count {
+				t.Errorf("%d owners hold ordinals %d to %d, want 1 to %d; the callers got %v", count, lowest, highest, count, got)
+			}
+			for i := 1; i <= count-want; i++ {
+				delete(got, netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::%x", n, i))) // the two that gave up
+			}
+			for i := count - want + 1; i <= count; i++ {
+				if a := netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::%x", n, i)); got[a] == "" {
+					t.Errorf("%s is not handed out; the %d callers got %v", a, want, got)
+				}
+			}
+			var rows, txs, events int
+			if err := raw.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text),
+					count(*) FILTER (WHERE EXISTS (SELECT 1 FROM ipam_events e WHERE e.allocation_id = a.id))
+				FROM ipam_allocations a WHERE cluster_id = $1 AND owner_id LIKE 'n%'`, cl).Scan(&rows, &txs, &events); err != nil {
+				t.Fatal(err)
+			}
+			if rows != n || txs != 1 || events != n {
+				t.Errorf("the %d gathered owners have %d rows in %d transactions, %d with their event: want one statement for all", n, rows, txs, events)
+			}
+		})
+	}
+}

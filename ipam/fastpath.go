@@ -60,6 +60,9 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 		// A standalone allocation: it may share a statement (coalesce.go).
 		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, single, o, args)
 	}
+	if s.outer != nil && single == fastFreshSQL {
+		single = fastFreshInTxSQL // its locks last until the caller commits
+	}
 	return s.runOne(ctx, single, args...)
 }
 

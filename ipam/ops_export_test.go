@@ -30,3 +30,16 @@ func (s *Client) RawPool() *pgxpool.Pool { return s.pool.get() }
 // PrivateIPv4 is the core's list of private IPv4 space, for the test that
 // compares it with the schema's ipam_private_ipv4().
 var PrivateIPv4 = privateIPv4
+
+// Gathered is how many callers wait in the batch gathering for the pool
+// named id (owners of kind), for the tests that make one statement serve
+// several owners.
+func (s *Client) Gathered(id, kind string) int {
+	c := s.shared
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q := c.pools[id+"\x00"+kind]; q != nil && q.next != nil {
+		return len(q.next.reqs)
+	}
+	return 0
+}

@@ -38,6 +38,7 @@ func HotStatements() []Statement {
 		{"exact claim probe", sqlClaimProbe},
 		{"release", sqlRelease},
 		{"fast path: a fresh allocation in one statement (a counter pool)", fastFreshSQL},
+		{"fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", fastFreshInTxSQL},
 		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
 		{"fast path: fresh allocations of several owners in one statement (a counter pool)", fastFreshBatchSQL},
 		{"fast path: reused allocations of several owners in one statement (an IPv4 table pool)", fastReuseBatchSQL},
@@ -106,17 +107,34 @@ const sqlLoadPool = `SELECT ` + poolColumns + ` FROM ipam_pools WHERE id = $1`
 
 // The stripe pick locks the stripe with the lowest next ordinal (skipping
 // those other allocators hold, or waiting for them) and advances it by one
-// stride ($2), returning the ordinal it had. The pick is a MATERIALIZED CTE so
-// it runs exactly once: a subquery in UPDATE ... FROM may be rescanned by the
-// join and pick a second stripe.
+// stride ($2), returning the ordinal it had. The pick that skips (the first
+// takeFresh tries) is the fast takes' (freshPick): it takes the stripes in
+// the order its snapshot sees them and steps over one that another
+// allocator advanced since (the recheck of the lock fails the equality).
+// The pick that waits (when every stripe with room is locked or was stepped
+// over) takes the stripe it waited for at its new next ordinal: stepping
+// over it would wait again for the next, one holder after another. The picks
+// are MATERIALIZED CTEs so they run exactly once: a subquery in UPDATE ...
+// FROM may be rescanned by the join and pick a second stripe.
 const (
-	sqlTakeStripe     = sqlTakeStripeHead + `FOR UPDATE SKIP LOCKED` + sqlTakeStripeTail
-	sqlTakeStripeWait = sqlTakeStripeHead + `FOR UPDATE` + sqlTakeStripeTail
-	sqlTakeStripeHead = `WITH pick AS MATERIALIZED (
+	sqlTakeStripe = `WITH cand AS MATERIALIZED (
+		SELECT stripe, next_ordinal FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+		ORDER BY next_ordinal
+	), pick AS MATERIALIZED (
+		SELECT l.stripe FROM cand c, LATERAL (
+			SELECT stripe FROM ipam_pool_stripes st
+			WHERE st.pool_id = $1 AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
+			FOR UPDATE SKIP LOCKED
+		) l
+		LIMIT 1
+	)` + sqlTakeStripeTail
+	sqlTakeStripeWait = `WITH pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
 		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
-		ORDER BY next_ordinal LIMIT 1 `
-	sqlTakeStripeTail = `)
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE
+	)` + sqlTakeStripeTail
+	sqlTakeStripeTail = `
 	UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
 	FROM pick
 	WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
@@ -315,13 +333,27 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 // and in fastFreshSQL $14 the node's blocks pool for an instance (NULL
 // otherwise) and $15 the new row's id.
 var (
-	fastFreshSQL = fastHead + `'counter'` + counterShape + `
-			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
-			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $14)` + fastPool + `
-	), pick AS MATERIALIZED (
+	fastFreshSQL = fastFreshHead + freshPick + `1` + fastFreshTail
+
+	// fastFreshInTxSQL is fastFreshSQL for a caller's transaction (InTx,
+	// the scheduler's placement): it takes the lowest unlocked stripe at its
+	// current next ordinal, as the full path's waiting pick does, which is
+	// one stride past the lowest free ordinal when another allocator
+	// advanced it since the statement's snapshot. Its locks last until the
+	// caller commits, and stepping over such a stripe would hold it too, so
+	// that concurrent placements would soon find every stripe locked and
+	// wait for each other.
+	fastFreshInTxSQL = fastFreshHead + `, pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
 		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED` + fastFreshTail
+
+	// fastFreshHead and fastFreshTail are fastFreshSQL around its pick.
+	fastFreshHead = fastHead + `'counter'` + counterShape + `
+			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
+			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $14)` + fastPool + `
+	)`
+	fastFreshTail = `
 	), s AS (
 		-- the picked stripe by its key: one probe, not a walk over the
 		-- pool's stripes (nor its TID: when the pick locked a version
@@ -488,15 +520,23 @@ var (
 
 	// fastFreshBatchSQL is fastFreshSQL for several owners at once, the
 	// allocations a client gathered into one statement (coalesce.go): each
-	// owner's probes, the pool guard with its lock, one stripe with room for
-	// every owner served, advanced past them all, and a row and an event per
-	// owner, in one statement. Owners that hold something, or whose node has
-	// blocks, are left out (they return no row, and take the full path); so
-	// is everyone when no stripe has room for all. Parameters: $1 cluster,
-	// $2 pool, $3 owner kind, $4 actor, $5 event type, then one array per
-	// owner field, in the same order: $6 ids, $7 orgs, $8 envs, $9 nodes,
-	// $10 instances, $11 the node's blocks pool (NULL: none), $12 event ids,
-	// $13 row ids.
+	// owner's probes, the pool guard with its lock, then the stripe pick of
+	// the single statement for n owners: the n unlocked stripes with the
+	// lowest next ordinals (fewer when fewer are free), each advanced by the
+	// owners it serves, and a row and an event per owner, in one statement.
+	// The k-th owner served (in the order they came) takes the stripe of
+	// rank k mod m among the m picked (in next-ordinal order), at its
+	// (k div m)-th advance: n owners take the next ordinal of n stripes,
+	// which are the pool's n lowest free ordinals when the stripes' next
+	// ordinals are consecutive and nothing else holds a stripe, and only a
+	// batch of more owners than stripes free takes a stripe twice. Owners
+	// that hold something, or whose node has blocks, are left out (they
+	// return no row, and take the full path), and so is an owner whose
+	// stripe has no room for its advance. Parameters: $1 cluster, $2 pool,
+	// $3 owner kind, $4 actor, $5 event type, then one array per owner
+	// field, in the same order: $6 ids, $7 orgs, $8 envs, $9 nodes, $10
+	// instances, $11 the node's blocks pool (NULL: none), $12 event ids, $13
+	// row ids.
 	fastFreshBatchSQL = `WITH req AS MATERIALIZED (
 		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::uuid[], $13::uuid[])
 			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
@@ -506,30 +546,62 @@ var (
 	), pool AS (
 		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
 		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'counter'` + counterShape + fastPool + `
-	), pick AS MATERIALIZED (
-		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $2 AND next_ordinal + ((SELECT n FROM pool) - 1) * (SELECT stripes FROM pool) <= last_ordinal
-		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED
+	)` + freshPick + `(SELECT n FROM pool)
+	), ranked AS MATERIALIZED (
+		-- each stripe picked, its rank in next-ordinal order and how many
+		-- were picked (counts, not a window function's sort)
+		SELECT p.*, (SELECT count(*) FROM pick q WHERE (q.next_ordinal, q.stripe) < (p.next_ordinal, p.stripe)) AS rank,
+			(SELECT count(*) FROM pick) AS m
+		FROM pick p
+	), place AS MATERIALIZED (
+		-- each owner served: its stripe and its advance of that stripe
+		SELECT f.*, r.stripe, f.req_k / r.m AS req_round
+		FROM (SELECT f.*, (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n) AS req_k FROM fresh f) f, ranked r, pool
+		WHERE r.rank = f.req_k % r.m AND r.next_ordinal + (f.req_k / r.m) * pool.stripes <= r.last_ordinal
 	), s AS (
-		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + pool.n * pool.stripes, active = st.active + pool.n
-		FROM pool
-		WHERE st.pool_id = $2 AND st.stripe = (SELECT stripe FROM pick)
-			AND st.next_ordinal + (pool.n - 1) * pool.stripes <= st.last_ordinal
-		RETURNING st.next_ordinal - pool.n * pool.stripes AS ord
+		-- the stripes picked by their key (see fastFreshSQL), each advanced
+		-- past the owners it serves
+		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + c.k * pool.stripes, active = st.active + c.k
+		FROM (SELECT r.stripe, (SELECT count(*) FROM place w WHERE w.stripe = r.stripe) AS k FROM ranked r) c, pool
+		WHERE st.pool_id = $2 AND st.stripe = ANY (ARRAY(SELECT stripe FROM ranked)) AND st.stripe = c.stripe AND c.k > 0
+			AND st.next_ordinal + (c.k - 1) * pool.stripes <= st.last_ordinal
+		RETURNING st.stripe, st.next_ordinal - c.k * pool.stripes AS ord
 	), a AS (
 		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		SELECT f.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + f.req_k * pool.stripes),
-			s.ord + f.req_k * pool.stripes, 'active', 1, $3, f.req_owner, f.req_org, f.req_env, f.req_node,
-			f.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
-		-- each owner's place among those served, in the order they came (a
-		-- count, not a window function's sort)
-		FROM (SELECT f.*, (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n) AS req_k FROM fresh f) f, s, pool
+		SELECT w.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + w.req_round * pool.stripes),
+			s.ord + w.req_round * pool.stripes, 'active', 1, $3, w.req_owner, w.req_org, w.req_env, w.req_node,
+			w.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
+		FROM place w JOIN s ON s.stripe = w.stripe, pool
 		RETURNING *
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `, at)
 		SELECT r.req_event, $5, ` + eventOfRow + `, '{}', a.allocated_at FROM a JOIN req r ON r.req_row = a.id
 	)
 	SELECT ` + allocColumnsOfA + `, (SELECT block FROM pool)` + fastNetwork
+
+	// freshPick is the stripe pick of the fast fresh takes, up to its LIMIT
+	// (the stripes it takes): the pool's stripes with room, lowest next
+	// ordinal first, as the statement's snapshot sees them (cand), and of
+	// those the first that no other allocator holds and that still has the
+	// next ordinal seen (pick). A stripe that another allocator advanced and
+	// let go since the snapshot is locked at its new version, which is no
+	// longer the lowest: the recheck of its lock fails the equality, and
+	// the pick steps over it (keeping its lock) to the next. Without that,
+	// an allocator that read the stripes just before another's commit took
+	// the stripe the other had just advanced, one stride past the lowest
+	// free ordinal. One probe by the key per stripe tried.
+	freshPick = `, cand AS MATERIALIZED (
+		SELECT stripe, next_ordinal FROM ipam_pool_stripes
+		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
+		ORDER BY next_ordinal
+	), pick AS MATERIALIZED (
+		-- in cand's order (a nested loop over it keeps it)
+		SELECT l.* FROM cand c, LATERAL (
+			SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes st
+			WHERE st.pool_id = $2 AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
+			FOR UPDATE SKIP LOCKED
+		) l
+		LIMIT `
 
 	// fastHead is the owner probe and the start of the pool guard, up to
 	// the kind it requires.
