@@ -63,6 +63,12 @@ func TestMapErrNamesRefusedValues(t *testing.T) {
 		{"index row too large (54000)", &pgconn.PgError{Code: "54000", Message: "index row size exceeds maximum"}, CodeInvalid, "input"},
 		{"serialization failure past the retries", &pgconn.PgError{Code: "40001", Message: "could not serialize access"}, CodeConflict, ""},
 		{"unique violation past the retries", &pgconn.PgError{Code: "23505", Message: "duplicate key value"}, CodeConflict, ""},
+		{"an undefined table (42P01)", sqlstate(real(`SELECT count(*) FROM ipam_no_such_table`), "42P01"), CodeSchema, ""},
+		{"an undefined column (42703)", sqlstate(real(`SELECT no_such_column FROM (SELECT 1 AS x) t`), "42703"), CodeSchema, ""},
+		{"disk full (53100)", &pgconn.PgError{Code: "53100", Message: "could not extend file"}, CodeUnavailable, ""},
+		{"shutting down (57P01)", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, CodeUnavailable, ""},
+		{"internal error (XX000)", &pgconn.PgError{Code: "XX000", Message: "cache lookup failed"}, CodeUnavailable, ""},
+		{"a trigger's refusal (P0001)", &pgconn.PgError{Code: "P0001", Message: "refused"}, CodeConflict, ""},
 	}
 	for _, c := range cases {
 		got := s.mapErr(c.err)

@@ -603,7 +603,35 @@ func (s *Client) mapErr(err error) error {
 	if ie := s.refusedValue(err); ie != nil {
 		return ie
 	}
+	if ce := s.serverClass(err); ce != nil {
+		return ce
+	}
 	return errors.New(scrub(err.Error(), s.secret))
+}
+
+// serverClass codes what is left of the server's refusals by their SQLSTATE
+// class: the schema is not what this binary expects (class 42: an undefined
+// table, column or function), the server cannot serve now (53 insufficient
+// resources, 57 operator intervention, 58 system error, XX internal error),
+// or a trigger refused the change (P0001). Nil for an error that is not the
+// server's.
+func (s *Client) serverClass(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	msg := fmt.Sprintf("%s (SQLSTATE %s)", scrub(pe.Message, s.secret), pe.Code)
+	switch {
+	case strings.HasPrefix(pe.Code, "42"):
+		return &SchemaError{Msg: "the database does not have what this version expects: " + msg +
+			"; apply the migrations (ipamctl migrate up, or auto_migrate) or use the version the schema was made for"}
+	case strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "57"), strings.HasPrefix(pe.Code, "58"),
+		strings.HasPrefix(pe.Code, "XX"):
+		return &UnavailableError{Addr: s.addr, Reached: true, Answers: []string{msg}, Err: errors.New(msg)}
+	case pe.Code == "P0001":
+		return &ConflictError{Msg: msg}
+	}
+	return nil
 }
 
 // refusedValue maps a value the database or the driver refused (a data
