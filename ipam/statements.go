@@ -526,7 +526,13 @@ var (
 	// owners it serves, and a row and an event per owner, in one statement.
 	// The k-th owner served (in the order they came) takes the stripe of
 	// rank k mod m among the m picked (in next-ordinal order), at its
-	// (k div m)-th advance: n owners take the next ordinal of n stripes,
+	// (k div m)-th advance. The numbers and ranks are row_number() over the
+	// rows as their scans yield them, and each stripe's share of owners is
+	// worked out, not counted: an earlier form counted them with a subquery
+	// per owner and per stripe, whose n² little scans cost more than the
+	// rest of the statement (server CPU per allocation, 16 clients: 307 µs
+	// against 201 µs). The pairing decides nothing but which owner gets
+	// which of the addresses; the addresses are the same in any order: n owners take the next ordinal of n stripes,
 	// which are the pool's n lowest free ordinals when the stripes' next
 	// ordinals are consecutive and nothing else holds a stripe, and only a
 	// batch of more owners than stripes free takes a stripe twice. Owners
@@ -541,37 +547,39 @@ var (
 		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::uuid[], $13::uuid[])
 			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
 	), fresh AS MATERIALIZED (
-		-- the owners served: those that hold nothing, and whose node has no blocks` + batchOwnersFree + `
-			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = r.req_avoid)
+		-- the owners served: those that hold nothing, and whose node has no
+		-- blocks, each numbered from 0 (req_k) as the scan of req yields them
+		SELECT f.*, row_number() OVER () - 1 AS req_k FROM (` + batchOwnersFree + `
+			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = r.req_avoid)) f
 	), pool AS (
 		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
 		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'counter'` + counterShape + fastPool + `
 	)` + freshPick + `(SELECT n FROM pool)
 	), ranked AS MATERIALIZED (
-		-- each stripe picked, its rank in next-ordinal order and how many
-		-- were picked (counts, not a window function's sort)
-		SELECT p.*, (SELECT count(*) FROM pick q WHERE (q.next_ordinal, q.stripe) < (p.next_ordinal, p.stripe)) AS rank,
-			(SELECT count(*) FROM pick) AS m
-		FROM pick p
-	), place AS MATERIALIZED (
-		-- each owner served: its stripe and its advance of that stripe
-		SELECT f.*, r.stripe, f.req_k / r.m AS req_round
-		FROM (SELECT f.*, (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n) AS req_k FROM fresh f) f, ranked r, pool
-		WHERE r.rank = f.req_k % r.m AND r.next_ordinal + (f.req_k / r.m) * pool.stripes <= r.last_ordinal
+		-- each stripe picked, its rank (from 0, in the pick's next-ordinal
+		-- order), how many were picked (m) and how many owners it serves
+		-- (k): one for each of the n owners whose number is its rank modulo
+		-- m, as far as its room goes
+		SELECT r.*, least(r.n / r.m + (r.rank < r.n % r.m)::int, (r.last_ordinal - r.next_ordinal) / r.stride + 1) AS k
+		FROM (SELECT p.*, row_number() OVER () - 1 AS rank, count(*) OVER () AS m,
+				(SELECT n FROM pool) AS n, (SELECT stripes FROM pool) AS stride
+			FROM pick p) r
 	), s AS (
 		-- the stripes picked by their key (see fastFreshSQL), each advanced
 		-- past the owners it serves
-		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + c.k * pool.stripes, active = st.active + c.k
-		FROM (SELECT r.stripe, (SELECT count(*) FROM place w WHERE w.stripe = r.stripe) AS k FROM ranked r) c, pool
-		WHERE st.pool_id = $2 AND st.stripe = ANY (ARRAY(SELECT stripe FROM ranked)) AND st.stripe = c.stripe AND c.k > 0
-			AND st.next_ordinal + (c.k - 1) * pool.stripes <= st.last_ordinal
-		RETURNING st.stripe, st.next_ordinal - c.k * pool.stripes AS ord
+		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + r.k * r.stride, active = st.active + r.k
+		FROM ranked r
+		WHERE st.pool_id = $2 AND st.stripe = ANY (ARRAY(SELECT stripe FROM ranked)) AND st.stripe = r.stripe
+			AND st.next_ordinal = r.next_ordinal AND r.k > 0
+		RETURNING r.rank, r.m, r.k, r.next_ordinal AS ord
 	), a AS (
+		-- owner number j takes the stripe of rank j mod m, at its (j div
+		-- m)-th advance
 		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		SELECT w.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + w.req_round * pool.stripes),
-			s.ord + w.req_round * pool.stripes, 'active', 1, $3, w.req_owner, w.req_org, w.req_env, w.req_node,
-			w.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
-		FROM place w JOIN s ON s.stripe = w.stripe, pool
+		SELECT f.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + (f.req_k / s.m) * pool.stripes),
+			s.ord + (f.req_k / s.m) * pool.stripes, 'active', 1, $3, f.req_owner, f.req_org, f.req_env, f.req_node,
+			f.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
+		FROM fresh f JOIN s ON s.rank = f.req_k % s.m AND f.req_k / s.m < s.k, pool
 		RETURNING *
 	), e AS (
 		INSERT INTO ipam_events (` + eventColumns + `, at)
