@@ -204,7 +204,8 @@ func TestPoolGrowAndRefusedShrink(t *testing.T) {
 }
 
 // 16 goroutines allocate and release over a small pool with gaps and a short
-// cooldown; the event history proves no reuse inside the cooldown.
+// cooldown; the event history proves no reuse inside the cooldown, and that
+// addresses did pass from one owner to another.
 func TestIPv4ConcurrentChurn(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -220,12 +221,18 @@ func TestIPv4ConcurrentChurn(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	allocs := 0
+	start := time.Now()
 	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 30 {
-				o := env(fmt.Sprintf("w%d-%d", w, i%3))
+			// Each worker cycles through three owners and moves on to three
+			// new ones every ten rounds, for at least four cooldowns: the
+			// owners it leaves behind let their addresses cool past the
+			// cooldown, so that other owners, finding the pool exhausted,
+			// take them (owners that come back sooner take their own).
+			for i := 0; i < 30 || time.Since(start) < 4*cooldown; i++ {
+				o := env(fmt.Sprintf("w%d-%d", w, i%3+3*(i/10)))
 				r, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: p.Ref(), Owner: o})
 				if ipam.Code(err) == ipam.CodeExhausted {
 					time.Sleep(20 * time.Millisecond)

@@ -442,12 +442,12 @@ var (
 	)` + reuseMarkCTEs + `
 	), picked AS MATERIALIZED (` + reuseFromMark + `(SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
 	), pairs AS MATERIALIZED (
-		-- the k-th owner (in the order they came) takes the k-th row (in
-		-- queue order): counts, not a window function's sort
-		SELECT c.*, f.* FROM picked c, fresh f
+		-- the k-th owner (as the scan of fresh yields them) takes the k-th
+		-- row (as the pick yields them, in queue order): row_number() over
+		-- each scan, no sort and no count per pair
+		SELECT c.*, f.* FROM (SELECT p.*, row_number() OVER () AS pick_n FROM picked p) c
+			JOIN (SELECT g.*, row_number() OVER () AS fresh_n FROM fresh g) f ON f.fresh_n = c.pick_n
 		WHERE NOT EXISTS (SELECT 1 FROM picked WHERE cooled_state = 'reserved')
-			AND (SELECT count(*) FROM picked p WHERE (p.cooled_at, p.cooled_ordinal) < (c.cooled_at, c.cooled_ordinal))
-				= (SELECT count(*) FROM fresh g WHERE g.req_n < f.req_n)
 	), a AS (
 		UPDATE ipam_allocations t SET ` + batchActivate.Replace(activateSet) + `
 		FROM pairs p, pool

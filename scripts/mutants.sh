@@ -43,6 +43,7 @@ mutants=(
 	"moved-row-keeps-generation|ipam/allocate.go|s/if err == nil && movedFrom > 0 && res.Generation <= movedFrom \{/if false \&\& movedFrom > 0 {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"adoption-ignores-origin|ipam/hold.go|s/if origin == \"\" \x7c\x7c origin == s.origin \x7c\x7c replacing \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
 	"hold-look-ignores-origin|ipam/statements.go|s/AND \(\\\$6::text = '' OR/AND (true OR/|^TestOriginDecidesAdoption\$|./ipam/"
+	"batch-shares-a-stripe-advance|ipam/statements.go|s/JOIN s ON s.rank = f.req_k % s.m AND/JOIN s ON s.rank = (f.req_k \/ 2) % s.m AND/|^TestSharedStatementHandsOutConsecutiveAddresses\$|./ipam/"
 )
 
 want=("$@")
