@@ -531,9 +531,9 @@ var (
 	// worked out, not counted: an earlier form counted them with a subquery
 	// per owner and per stripe, whose n² little scans cost more than the
 	// rest of the statement (server CPU per allocation, 16 clients: 307 µs
-	// against 201 µs). The pairing decides nothing but which owner gets
-	// which of the addresses; the addresses are the same in any order: n owners take the next ordinal of n stripes,
-	// which are the pool's n lowest free ordinals when the stripes' next
+	// against 201 µs). The pairing decides only which owner gets which of
+	// the addresses, not the addresses: n owners take the next ordinal of n
+	// stripes, which are the pool's n lowest free ordinals when the stripes' next
 	// ordinals are consecutive and nothing else holds a stripe, and only a
 	// batch of more owners than stripes free takes a stripe twice. Owners
 	// that hold something, or whose node has blocks, are left out (they
