@@ -278,9 +278,15 @@ func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner)
 		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
 }
 
-func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
-	conflict := &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
+// ownerConflict is the owner_conflict error of an allocation another
+// configuration or actor manages (its Detail says why and what to do).
+func ownerConflict(held Allocation) *OwnerConflictError {
+	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
 		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID}
+}
+
+func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
+	conflict := ownerConflict(held)
 	switch {
 	case held.Actor != s.actor:
 		conflict.Detail = fmt.Sprintf("import it into the configuration that should manage it, or release it with ipamctl before allocating it as actor %q",

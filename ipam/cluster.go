@@ -138,8 +138,8 @@ func ValidateSubPrefixes(cluster, node, instance netip.Prefix) error {
 
 // Validate checks the whole cluster after defaults are applied.
 func (c *Cluster) Validate() error {
-	if err := ValidateID("name", c.ID); err != nil {
-		return &InvalidError{Field: "name", Msg: err.Error()}
+	if err := checkIDs("name", c.ID); err != nil {
+		return err
 	}
 	if err := checkPrefix("prefix", c.Prefix, 0); err != nil {
 		return err

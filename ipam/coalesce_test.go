@@ -199,15 +199,7 @@ func TestSharedStatementWaiterThatGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mon.Close(ctx)
-	for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting != 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d allocations wait for the pool's row, want 2", waiting)
-		}
-		if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitForLockWaiters(ctx, t, mon, 2)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start(short, "gives-up")
@@ -279,15 +271,7 @@ func TestSharedStatementHandsOutConsecutiveAddresses(t *testing.T) {
 			defer giveUp()
 			start(inFlight, "running-1")
 			start(inFlight, "running-2")
-			for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting != 2; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d allocations wait for the pool's row, want 2", waiting)
-				}
-				if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting); err != nil {
-					t.Fatal(err)
-				}
-			}
+			waitForLockWaiters(ctx, t, mon, 2)
 			for i := range n {
 				start(ctx, fmt.Sprintf("n%02d", i))
 			}
@@ -345,5 +329,21 @@ func TestSharedStatementHandsOutConsecutiveAddresses(t *testing.T) {
 				t.Errorf("the %d gathered owners have %d rows in %d transactions, %d with their event: want one statement for all", n, rows, txs, events)
 			}
 		})
+	}
+}
+
+// waitForLockWaiters waits (10 s at most) until want sessions of the test's
+// database wait for a lock: the allocations that hold the pool's statements
+// running, so that the next callers gather into a shared one.
+func waitForLockWaiters(ctx context.Context, t *testing.T, mon *pgx.Conn, want int) {
+	t.Helper()
+	for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d allocations wait for the pool's row, want %d", waiting, want)
+		}
+		if err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -49,12 +49,12 @@ func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) er
 	if origin == "" || origin == s.origin || replacing {
 		return nil
 	}
-	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
-		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID, Detail: fmt.Sprintf(
-			"it was made at %s by the configuration in %q, and this one runs in %q; import it instead of declaring it "+
-				"again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
-				"set the provider's origin to %q for one apply",
-			held.AllocatedAt.UTC().Format(time.RFC3339), origin, s.origin, origin)}
+	conflict := ownerConflict(held)
+	conflict.Detail = fmt.Sprintf("it was made at %s by the configuration in %q, and this one runs in %q; import it instead of "+
+		"declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
+		"set the provider's origin to %q for one apply",
+		held.AllocatedAt.UTC().Format(time.RFC3339), origin, s.origin, origin)
+	return conflict
 }
 
 // reserveTx is Reserve inside the caller's transaction.

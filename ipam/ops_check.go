@@ -113,10 +113,8 @@ func (r CheckReport) Total() int64 {
 // not a hot path.
 func (s *Client) Check(ctx context.Context, clusterID string) (CheckReport, error) {
 	rep := CheckReport{ClusterID: clusterID, Invariants: Invariants, Violations: []Violation{}}
-	if clusterID != "" {
-		if err := ValidateID("cluster_id", clusterID); err != nil {
-			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return rep, err
 	}
 	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, sqlNow).Scan(&rep.At); err != nil {
@@ -476,10 +474,8 @@ type Recount struct {
 // change a cooldown wait for it, allocations of fresh or reusable addresses
 // do not. It returns the pools whose counts were wrong.
 func (s *Client) RecountUsage(ctx context.Context, clusterID string) ([]Recount, error) {
-	if clusterID != "" {
-		if err := ValidateID("cluster_id", clusterID); err != nil {
-			return nil, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return nil, err
 	}
 	type pool struct{ id, kind string }
 	var pools []pool

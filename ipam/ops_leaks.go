@@ -243,10 +243,8 @@ func scanLeak(r pgx.CollectableRow) (Leak, error) {
 // owners are compared with an anti-join against the unnested inventory.
 func (s *Client) FindInventoryLeaks(ctx context.Context, clusterID string, inv Inventory) (LeakReport, error) {
 	rep := LeakReport{Version: LeakReportVersion, Kind: LeakInventory, ClusterID: clusterID, OwnerKinds: inv.Kinds(), Leaks: []Leak{}}
-	if clusterID != "" {
-		if err := ValidateID("cluster_id", clusterID); err != nil {
-			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return rep, err
 	}
 	if len(inv) == 0 {
 		return rep, invalid("inventory", "names no owner kind")
@@ -290,10 +288,8 @@ func (s *Client) FindStaleLeaks(ctx context.Context, clusterID string, kinds []s
 	if days > MaxStaleDays {
 		return rep, invalid("stale_days", "%d is out of range: at most %d (100 years)", days, MaxStaleDays)
 	}
-	if clusterID != "" {
-		if err := ValidateID("cluster_id", clusterID); err != nil {
-			return rep, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return rep, err
 	}
 	for _, k := range kinds {
 		if !slices.Contains(OwnerKinds, k) {

@@ -199,10 +199,8 @@ func (s *Client) ListClusterIDs(ctx context.Context) ([]string, error) {
 // ordered by id. Operator pools are the categories CategoryIPv4 and
 // CategoryIPv6; the node and instance pools belong to their cluster.
 func (s *Client) ListPools(ctx context.Context, clusterID string, categories ...string) ([]PoolRef, error) {
-	if clusterID != "" {
-		if err := ValidateID("cluster_id", clusterID); err != nil {
-			return nil, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return nil, err
 	}
 	for _, c := range categories {
 		if !slices.Contains(Categories, c) {

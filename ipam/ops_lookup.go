@@ -44,10 +44,8 @@ func (s *Client) LookupAddress(ctx context.Context, addr netip.Addr, clusterID s
 		return nil, invalid("address", "%q is not a plain IP address", addr)
 	}
 	addr = addr.Unmap()
-	if clusterID != "" {
-		if err := ValidateID("cluster_id", clusterID); err != nil {
-			return nil, &InvalidError{Field: "cluster_id", Msg: err.Error()}
-		}
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return nil, err
 	}
 	host := netip.PrefixFrom(addr, addr.BitLen())
 	var out []AddressInfo

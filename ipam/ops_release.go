@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,9 +81,12 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 	case req.ClusterID == "":
 		return ReleaseResult{}, invalid("cluster_id", "is required to release by owner")
 	}
-	if req.ClusterID != "" {
-		if err := ValidateID("cluster_id", req.ClusterID); err != nil {
-			return ReleaseResult{}, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	if err := checkFilterIDs("cluster_id", req.ClusterID); err != nil {
+		return ReleaseResult{}, err
+	}
+	if addr == nil {
+		if err := checkOwnerKey(req.OwnerKind, req.OwnerID); err != nil {
+			return ReleaseResult{}, err
 		}
 	}
 	var res ReleaseResult
@@ -155,6 +160,19 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: data})
 	})
 	return res, s.mapErr(err)
+}
+
+// checkOwnerKey checks an owner named by kind and id, as ValidateOwner
+// checks the owner of an allocation (a set member's id is <set>#<key>).
+func checkOwnerKey(kind, id string) error {
+	if !slices.Contains(OwnerKinds, kind) {
+		return notAKind("owner_kind", kind)
+	}
+	if kind == OwnerSet {
+		set, _, _ := strings.Cut(id, "#")
+		return validateSetMember(Owner{Kind: kind, ID: id, SetID: set})
+	}
+	return checkIDs("owner_id", id)
 }
 
 func inCluster(id string) string {

@@ -93,6 +93,10 @@ func TestReleaseAllocation(t *testing.T) {
 			{ipam.ReleaseRequest{ClusterID: "c1", OwnerKind: "node", OwnerID: "n9"}, "reason"},
 			{ipam.ReleaseRequest{Reason: "x", OwnerKind: "node", OwnerID: "n9"}, "cluster_id"},
 			{ipam.ReleaseRequest{Reason: "x", ClusterID: "c1"}, "owner_id"},
+			{ipam.ReleaseRequest{Reason: "x", ClusterID: "c1", OwnerKind: "vm", OwnerID: "n9"}, "owner_kind"},
+			{ipam.ReleaseRequest{Reason: "x", ClusterID: "c1", OwnerKind: "node", OwnerID: "n 9"}, "owner_id"},
+			{ipam.ReleaseRequest{Reason: "x", ClusterID: "c1", OwnerKind: "set", OwnerID: "s1"}, "owner_id"},
+			{ipam.ReleaseRequest{Reason: "x", ClusterID: "c 1", OwnerKind: "node", OwnerID: "n9"}, "cluster_id"},
 		} {
 			_, err := f.st.ReleaseAllocation(f.ctx, c.req)
 			var ie *ipam.InvalidError

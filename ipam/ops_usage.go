@@ -85,8 +85,8 @@ type ClusterUsage struct {
 // PoolUsage reports the usage of one cluster. It fails with ErrNotFound when
 // the cluster does not exist.
 func (s *Client) PoolUsage(ctx context.Context, clusterID string) (ClusterUsage, error) {
-	if err := ValidateID("cluster_id", clusterID); err != nil {
-		return ClusterUsage{}, &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return ClusterUsage{}, err
 	}
 	all, err := s.usage(ctx, clusterID)
 	if err != nil {

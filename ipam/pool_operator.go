@@ -29,11 +29,11 @@ var reservedPoolNames = []string{CategoryNode, CategoryInstance}
 // blocks of one family that do not overlap, exclusions inside the pool, a
 // usable size. It fills ID, Family, Category, Kind, Stripes and Size.
 func PreparePool(p *Pool) error {
-	if err := ValidateID("cluster_id", p.ClusterID); err != nil {
-		return &InvalidError{Field: "cluster_id", Msg: err.Error()}
+	if err := checkIDs("cluster_id", p.ClusterID); err != nil {
+		return err
 	}
-	if err := ValidateID("name", p.Name); err != nil {
-		return &InvalidError{Field: "name", Msg: err.Error()}
+	if err := checkIDs("name", p.Name); err != nil {
+		return err
 	}
 	if slices.Contains(reservedPoolNames, p.Name) {
 		return invalid("name", "%q is the name of a cluster's own pool; pick another", p.Name)

@@ -40,8 +40,8 @@ func validateSetMember(o Owner) error {
 	if !ok || set != o.SetID {
 		return invalid("owner_id", "set member id %q is not <owner_id>#<key>", o.ID)
 	}
-	if err := ValidateID("owner_id", set); err != nil {
-		return &InvalidError{Field: "owner_id", Msg: err.Error()}
+	if err := checkIDs("owner_id", set); err != nil {
+		return err
 	}
 	if err := ValidateSetKey(key); err != nil {
 		return &InvalidError{Field: "addresses", Msg: err.Error()}

@@ -207,15 +207,8 @@ func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.ext
 
 // ValidateOwner checks the owner's key and labels.
 func ValidateOwner(o Owner) error {
-	for _, f := range []struct{ field, v string }{
-		{"org_id", o.OrgID}, {"env_id", o.EnvID}, {"node_id", o.NodeID}, {"instance_id", o.InstanceID},
-	} {
-		if f.v == "" {
-			continue
-		}
-		if err := ValidateID(f.field, f.v); err != nil {
-			return &InvalidError{Field: f.field, Msg: err.Error()}
-		}
+	if err := checkFilterIDs("org_id", o.OrgID, "env_id", o.EnvID, "node_id", o.NodeID, "instance_id", o.InstanceID); err != nil {
+		return err
 	}
 	if o.Kind == "" {
 		return invalid("owner_kind", "must not be empty")
