@@ -154,6 +154,9 @@ func (s *Client) CreateNodeBlocks(ctx context.Context, clusterID, nodeID string,
 // (a refresh or an import): from then on only that configuration manages
 // them, and a create elsewhere is refused.
 func (s *Client) ConfirmNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return err
+	}
 	_, err := s.pool.Exec(ctx, sqlConfirmNodeBlocks, clusterID, nodeID)
 	return s.mapErr(err)
 }

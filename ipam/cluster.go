@@ -261,19 +261,17 @@ func hostPrefixes(as []netip.Addr) []netip.Prefix {
 // named, in one error on prefix. A cluster of the same id is not a problem
 // here (an update, or a replacement).
 func (s *Client) CheckClusterPrefix(ctx context.Context, id string, prefix netip.Prefix) error {
-	c := Cluster{ID: id, Prefix: prefix}
 	var others []string
 	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
-		others = nil
-		rows, err := tx.Query(ctx, sqlOverlappingClusters, c.Prefix, c.ID)
+		rows, err := tx.Query(ctx, sqlOverlappingClusters, prefix, id)
 		if err != nil {
 			return err
 		}
 		others, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-			var id string
+			var other string
 			var p netip.Prefix
-			err := r.Scan(&id, &p)
-			return fmt.Sprintf("cluster %q (%s)", id, p), err
+			err := r.Scan(&other, &p)
+			return fmt.Sprintf("cluster %q (%s)", other, p), err
 		})
 		return err
 	})
@@ -281,7 +279,7 @@ func (s *Client) CheckClusterPrefix(ctx context.Context, id string, prefix netip
 		return s.mapErr(err)
 	}
 	if len(others) > 0 {
-		return invalid("prefix", "%s overlaps %s; cluster prefixes must not overlap", c.Prefix, strings.Join(others, ", "))
+		return invalid("prefix", "%s overlaps %s; cluster prefixes must not overlap", prefix, strings.Join(others, ", "))
 	}
 	return nil
 }
