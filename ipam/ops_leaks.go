@@ -279,7 +279,11 @@ func (s *Client) FindInventoryLeaks(ctx context.Context, clusterID string, inv I
 
 // FindStaleLeaks reports the active allocations (of the given owner kinds, or
 // all) that no Terraform refresh has seen for days days: their last-seen time,
-// or their allocation time when never seen, is older.
+// or their allocation time when never seen, is older. Only allocations whose
+// holder refreshes what it holds are judged by age: those a Terraform state
+// has read (a refresh or an import) or a configuration made (Config.Origin).
+// The scheduler's, and any other caller's without an origin, are never
+// stale: their holders prove liveness by an inventory (FindInventoryLeaks).
 func (s *Client) FindStaleLeaks(ctx context.Context, clusterID string, kinds []string, days int) (LeakReport, error) {
 	rep := LeakReport{Version: LeakReportVersion, Kind: LeakStale, ClusterID: clusterID, OwnerKinds: kinds, StaleDays: days, Leaks: []Leak{}}
 	if days < 1 {
@@ -467,7 +471,8 @@ func refusal(rep LeakReport, l Leak, opt ReclaimOptions, cur current) string {
 		}
 	case LeakStale:
 		if !cur.stale {
-			return fmt.Sprintf("it is no longer stale: seen or allocated within the last %d days", rep.StaleDays)
+			return fmt.Sprintf("it is not stale: seen or allocated within the last %d days, or held by a caller "+
+				"that does not refresh what it holds (such as the scheduler: reclaim those by inventory)", rep.StaleDays)
 		}
 	}
 	return ""

@@ -190,8 +190,16 @@ func TestStaleLeaks(t *testing.T) {
 	f.alloc("c1/node", node("n2"))
 	f.alloc("c1/v4", env("prod"))
 	f.alloc("c1/instance", instance("fresh"))
-	f.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days'
-		WHERE owner_id IN ('n1', 'n2', 'prod')`)
+	f.alloc("c1/instance", instance("sched"))
+	// n1 and n2 were read by a refresh, prod was made by a configuration
+	// (its origin), sched by the scheduler (neither): age alone never
+	// makes the scheduler's allocation a leak.
+	f.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days',
+		confirmed_at = now() - interval '59 days' WHERE owner_id IN ('n1', 'n2')`)
+	f.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days',
+		origin = '/work/cfg', origin_generation = generation WHERE owner_id = 'prod'`)
+	f.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '60 days'
+		WHERE owner_id = 'sched'`)
 	f.exec(`UPDATE ipam_allocations SET last_seen_at = NULL WHERE owner_id = 'prod'`) // never seen: allocation time counts
 	rep, err := f.st.FindStaleLeaks(f.ctx, "", nil, 30)
 	if err != nil {
@@ -222,12 +230,26 @@ func TestStaleLeaks(t *testing.T) {
 	}
 	// A stale report with the seen time moved back but not stale any more.
 	f.alloc("c1/node", node("n3"))
-	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() - interval '40 days' WHERE owner_id = 'n3'`)
+	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() - interval '40 days', confirmed_at = now() - interval '40 days'
+		WHERE owner_id = 'n3'`)
 	rep, _ = f.st.FindStaleLeaks(f.ctx, "", []string{"node"}, 30)
 	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() - interval '2 days' WHERE owner_id = 'n3'`)
 	res, err = f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true})
-	if err != nil || outcomes(res) != "n3:refused" || !strings.Contains(res[0].Reason, "no longer stale") {
+	if err != nil || outcomes(res) != "n3:refused" || !strings.Contains(res[0].Reason, "not stale") {
 		t.Fatalf("no longer stale: %+v %v", res, err)
+	}
+	// A report that names the scheduler's allocation anyway (written by
+	// hand, or by an older version) releases nothing.
+	sched, err := f.st.GetActive(f.ctx, "c1", "instance", "sched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE ipam_allocations SET confirmed_at = NULL, last_seen_at = now() - interval '60 days' WHERE owner_id = 'sched'`)
+	rep.Leaks = []ipam.Leak{{AllocationID: sched.ID, ClusterID: "c1", PoolID: sched.PoolID, Address: sched.Address.String(),
+		Generation: sched.Generation, OwnerKind: "instance", OwnerID: "sched"}}
+	res, err = f.st.Reclaim(f.ctx, rep, ipam.ReclaimOptions{Apply: true})
+	if err != nil || outcomes(res) != "sched:refused" || !strings.Contains(res[0].Reason, "does not refresh") {
+		t.Fatalf("the scheduler's allocation in a stale report: %+v %v", res, err)
 	}
 }
 

@@ -862,9 +862,21 @@ const (
 
 	// sqlInheritTombstones makes each tombstone of addresses $3 (at
 	// ordinals $4) a cooling row of pool $2 in cluster $1: a new row, or
-	// the pool's free row for the address; then the tombstone goes.
+	// the pool's free row for the address; then the tombstone goes. An
+	// owner is an owner in its own cluster only: a tombstone of another
+	// cluster keeps its owner as "<former cluster>/<owner id>", a key no
+	// owner can have (ValidateID refuses '/'), and none of its labels, so
+	// no owner of this cluster takes it back inside its cooldown
+	// (migration 19).
 	sqlInheritTombstones = `WITH t AS (
-		SELECT t.*, x.ord FROM unnest($3::inet[], $4::bigint[]) AS x(address, ord)
+		SELECT t.address, t.reusable_at, t.released_at, t.pool_id, t.cluster_id AS from_cluster, t.generation,
+			t.owner_kind, t.actor, x.ord,
+			CASE WHEN t.cluster_id = $1 THEN t.owner_id ELSE t.cluster_id || '/' || t.owner_id END AS owner_id,
+			CASE WHEN t.cluster_id = $1 THEN t.org_id END AS org_id,
+			CASE WHEN t.cluster_id = $1 THEN t.env_id END AS env_id,
+			CASE WHEN t.cluster_id = $1 THEN t.node_id END AS node_id,
+			CASE WHEN t.cluster_id = $1 THEN t.instance_id END AS instance_id
+		FROM unnest($3::inet[], $4::bigint[]) AS x(address, ord)
 		JOIN ipam_tombstones t ON t.address = x.address AND t.scope = ipam_tombstone_scope(x.address, $1)
 		WHERE t.reusable_at > ipam_now()
 	), m AS (
@@ -888,7 +900,8 @@ const (
 		INSERT INTO ipam_events (` + eventColumns + `)
 		SELECT gen_random_uuid(), 'allocation.inherited', m.cluster_id, m.pool_id, m.id, m.generation, m.address,
 			m.owner_kind, m.owner_id, m.org_id, m.env_id, m.node_id, m.instance_id, coalesce(m.actor, ''),
-			jsonb_build_object('exact', true, 'reusable_at', m.reusable_at, 'from_pool', t.pool_id)
+			jsonb_build_object('exact', true, 'reusable_at', m.reusable_at, 'from_pool', t.pool_id,
+				'from_cluster', t.from_cluster)
 		FROM m JOIN t ON t.address = m.address
 	)
 	DELETE FROM ipam_tombstones x USING m
@@ -1466,8 +1479,18 @@ const (
 		ORDER BY a.cluster_id, a.address`
 )
 
+// staleSQL: allocation a is stale after $3 days. Age alone proves nothing
+// of a holder that does not refresh what it holds (the scheduler, any Go
+// caller without an origin): only an allocation that a Terraform state has
+// read (a refresh or an import confirmed it) or that a configuration made
+// (its origin is recorded for this generation) is stale once no refresh
+// has seen it, or it was made, that many days ago. The others prove they
+// are live by an inventory.
+const staleSQL = `(a.confirmed_at IS NOT NULL OR a.origin_generation = a.generation)
+	AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)`
+
 // Leaks and their reclaim (ops_leaks.go).
-const (
+var (
 	// sqlInventoryLeaks lists the active allocations of an owner kind ($1) whose
 	// owner is not in the inventory ($3).
 	sqlInventoryLeaks = `SELECT ` + leakColumns + `
@@ -1482,13 +1505,13 @@ const (
 		FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
 		WHERE a.state = 'active' AND ($1 = '' OR a.cluster_id = $1)
 			AND (cardinality($2::text[]) = 0 OR a.owner_kind = ANY ($2))
-			AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)
+			AND ` + staleSQL + `
 		ORDER BY a.cluster_id, a.pool_id, a.ordinal`
 
 	// sqlReclaimProbe reads a leak's row again (and, for $2 days, whether it is
 	// stale); sqlReclaimProbeLock locks it too, before it is reclaimed.
 	sqlReclaimProbe = `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''),
-			coalesce(` + inventoryID + `, ''), last_seen_at, coalesce(last_seen_at, allocated_at) < ipam_now() - make_interval(days => $2)
+			coalesce(` + inventoryID + `, ''), last_seen_at, coalesce(` + strings.ReplaceAll(staleSQL, "$3", "$2") + `, false)
 		FROM ipam_allocations a WHERE id = $1`
 
 	sqlReclaimProbeLock = sqlReclaimProbe + sqlForUpdate

@@ -10,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/migrations"
 )
 
 // tombstones reads the live tombstones: address -> scope and owner.
@@ -309,13 +311,20 @@ func TestSchemaRefusesBuriedAddress(t *testing.T) {
 		VALUES ('203.0.113.1', '', ipam_now() + interval '1 hour', 'gone', 'gone/v4', gen_random_uuid(), 1, 'env_ipv4', 'e0')`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e9',
-		reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`)
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.ConstraintName != "ipam_allocations_not_buried" {
-		t.Fatalf("a buried address handed out: %v, want check_violation on ipam_allocations_not_buried", err)
+	for _, owner := range []string{"e9", "e0"} {
+		// Neither another owner nor an owner of the same id in another
+		// cluster.
+		_, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = $1,
+			reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`, owner)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.ConstraintName != "ipam_allocations_not_buried" {
+			t.Fatalf("a buried address handed out to c1's %s: %v, want check_violation on ipam_allocations_not_buried", owner, err)
+		}
 	}
-	// Its owner may take it back.
+	// Its owner in its own cluster may take it back.
+	if _, err := raw.Exec(ctx, `UPDATE ipam_tombstones SET cluster_id = 'c1' WHERE address = '203.0.113.1'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e0',
 		reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`); err != nil {
 		t.Fatalf("the tombstone's owner taking its address back: %v", err)
@@ -327,5 +336,142 @@ func TestSchemaRefusesBuriedAddress(t *testing.T) {
 	}
 	if rep.OK() {
 		t.Fatal("check passed with a live tombstone inside a pool")
+	}
+}
+
+// An owner key means something only inside its cluster: env "prod" and
+// instance "web-1" of a cluster built over a destroyed cluster's prefix and
+// public IPv4 block are not the destroyed cluster's "prod" and "web-1".
+// Inside the cooldown they get none of its addresses; the rows the new
+// cluster inherits name their former cluster and carry none of the former
+// owner's labels, and once the cooldown has passed the addresses are
+// anyone's again.
+func TestTombstoneOwnerIsScopedByCluster(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	v4 := func(cluster string) ipam.PoolRef {
+		t.Helper()
+		if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: cluster, Name: "v4", Cooldown: 720 * time.Hour,
+			CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/30")}}); err != nil {
+			t.Fatal(err)
+		}
+		return ipam.OperatorPool(cluster, "v4")
+	}
+	prod, web := envOwner("prod"), ipam.Owner{Kind: ipam.OwnerInstance, ID: "web-1", InstanceID: "web-1", OrgID: "acme", EnvID: "prod"}
+	mkCluster(t, st, "fra1", "2001:db8::/48", "", "")
+	pool := v4("fra1")
+	oldIPv4, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: pool, Owner: prod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldWeb, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("fra1"), Owner: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []ipam.Owner{prod, web} {
+		if ok, err := st.Release(ctx, "fra1", o, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+	if err := st.DeleteCluster(ctx, "fra1", false); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another org's cluster on the same prefix and block, with owners of
+	// the same names.
+	mkCluster(t, st, "ams1", "2001:db8::/48", "", "")
+	pool = v4("ams1")
+	newIPv4, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: pool, Owner: prod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newIPv4.Address == oldIPv4.Address {
+		t.Errorf("ams1's env prod got %s, fra1's prod's public IPv4 inside its 720 h cooldown", newIPv4.Address)
+	}
+	newWeb, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("ams1"), Owner: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newWeb.Address == oldWeb.Address {
+		t.Errorf("ams1's instance web-1 got %s, fra1's web-1's address inside its cooldown", newWeb.Address)
+	}
+	// The inherited row names its former cluster and owner, and lists
+	// under no label of this cluster.
+	var owner string
+	var env *string
+	if err := raw.QueryRow(ctx, `SELECT owner_id, env_id FROM ipam_allocations WHERE cluster_id = 'ams1' AND address = $1`,
+		oldIPv4.Address).Scan(&owner, &env); err != nil || owner != "fra1/prod" || env != nil {
+		t.Errorf("ams1's row of %s: owner %q env %v (%v), want owner \"fra1/prod\" and no env", oldIPv4.Address, owner, env, err)
+	}
+	if l, err := st.ListAllocations(ctx, ipam.ListFilter{ClusterID: "ams1", EnvID: "prod"}); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, a := range l {
+			if a.Address == oldIPv4.Address || a.Address == oldWeb.Address {
+				t.Errorf("ams1's env prod lists fra1's %s", a.Address)
+			}
+		}
+	}
+	mustCheck(t, st)
+	// The database refuses it too, whatever path forgets: a tombstone of
+	// fra1 over an address no pool has inherited binds ams1's prod.
+	if _, err := raw.Exec(ctx, `INSERT INTO ipam_tombstones (address, scope, reusable_at, cluster_id, pool_id,
+			allocation_id, generation, owner_kind, owner_id)
+		VALUES ('2001:db8::ffff', '', ipam_now() + interval '1 hour', 'fra1', 'fra1/node', gen_random_uuid(), 1, 'node', 'n7')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("ams1"), Owner: node("n7"),
+		Address: netip.MustParseAddr("2001:db8::ffff")}); err == nil {
+		t.Error("ams1's node n7 claimed fra1's n7's tombstoned address")
+	}
+}
+
+// A database that another cluster's pool inherited a tombstone into before
+// owners were scoped by cluster is mended by the upgrade: the row's owner
+// becomes "<former cluster>/<owner>" without labels. The test goes down to
+// the version before and up again, so the down migration runs too.
+func TestUpgradeScopesInheritedTombstones(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	m, err := migrate.NewMigrator(ctx, raw, ipam.VersionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LoadMigrations(migrations.FS); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MigrateTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	mkCluster(t, st, "fra1", "2001:db8::/48", "", "")
+	a, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("fra1"), Owner: instance("web-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "fra1", instance("web-1"), 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.DeleteCluster(ctx, "fra1", false); err != nil {
+		t.Fatal(err)
+	}
+	mkCluster(t, st, "ams1", "2001:db8::/48", "", "")
+	// What the version before left: the former owner's key and labels.
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET owner_id = 'web-1', instance_id = 'web-1', env_id = 'env'
+		WHERE cluster_id = 'ams1' AND address = $1`, a.Address); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var owner string
+	var inst *string
+	if err := raw.QueryRow(ctx, `SELECT owner_id, instance_id FROM ipam_allocations WHERE cluster_id = 'ams1' AND address = $1`,
+		a.Address).Scan(&owner, &inst); err != nil || owner != "fra1/web-1" || inst != nil {
+		t.Fatalf("after the upgrade: owner %q instance %v (%v), want \"fra1/web-1\" without labels", owner, inst, err)
+	}
+	if b, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("ams1"), Owner: instance("web-1")}); err != nil || b.Address == a.Address {
+		t.Fatalf("ams1's web-1 after the upgrade: %v %v, not fra1's %s", b.Address, err, a.Address)
 	}
 }

@@ -19,7 +19,7 @@ fi
 # name | file | perl substitution (one match required) | go test -run pattern | package
 mutants=(
 	"confirm-forgets-pool-lock|ipam/statements.go|s/(kind <> 'parked'\` \+ )fastPool( \+ \`\n\t\), a AS \(\n\t\tUPDATE ipam_allocations SET state = 'active')/\$1\"\"\$2/|^TestExploreInterleavings\$|./ipam/"
-	"row-trigger-accepts-outside|migrations/016_tombstones.sql|s/(-- Inside its pool, as migration 12 had it\.\n(?:.*\n){4})    IF NOT FOUND THEN/\$1    IF false THEN/|^TestSchemaInvariants\$|./ipam/"
+	"row-trigger-accepts-outside|migrations/019_tombstone_cluster.sql|s/(-- Inside its pool, as migration 12 had it\.\n(?:.*\n){4})    IF NOT FOUND THEN/\$1    IF false THEN/|^TestSchemaInvariants\$|./ipam/"
 	"row-trigger-skips-confirm|migrations/012_in_pool.sql|s/AND \(OLD.state IS DISTINCT FROM NEW.state OR /AND (/|^TestSchemaInvariants\$|./ipam/"
 	"pool-trigger-accepts-shrink|migrations/012_in_pool.sql|s/IF FOUND THEN\n        RAISE EXCEPTION 'pool %/IF false THEN\n        RAISE EXCEPTION 'pool %/|^TestSchemaInvariants\$|./ipam/"
 	"pool-trigger-no-delete|migrations/012_in_pool.sql|s/AND \(TG_OP = 'DELETE' OR /AND (/|^TestSchemaInvariants\$|./ipam/"
@@ -33,7 +33,10 @@ mutants=(
 	"cooling-row-deletable|migrations/016_tombstones.sql|s/IF OLD.state <> 'active' AND NOT EXISTS \(SELECT 1 FROM ipam_pools WHERE id = OLD.pool_id\) THEN/IF true THEN/|^TestSchemaInvariants\$|./ipam/"
 	"destroy-buries-nothing|migrations/016_tombstones.sql|s/IF until > ipam_now\(\) THEN/IF false THEN/|^TestTombstonesOutliveTheirCluster\$|./ipam/"
 	"new-pool-inherits-nothing|ipam/pool.go|s/if p.Kind == kindParked \{\n\t\treturn nil/if true {\n\t\treturn nil/|^(TestTombstonesOutliveTheirCluster|TestForcedDestroyLeavesTombstones)\$|./ipam/"
-	"row-trigger-digs-up-tombstones|migrations/016_tombstones.sql|s/AND \(owner_kind, owner_id\) IS DISTINCT FROM \(NEW.owner_kind, NEW.owner_id\);/AND false;/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
+	"row-trigger-digs-up-tombstones|migrations/019_tombstone_cluster.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND false;/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
+	"tombstone-owner-ignores-cluster|migrations/019_tombstone_cluster.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND (owner_kind, owner_id) IS DISTINCT FROM (NEW.owner_kind, NEW.owner_id);/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
+	"stale-judges-every-holder|ipam/statements.go|s/\(a.confirmed_at IS NOT NULL OR a.origin_generation = a.generation\)\n\tAND /true AND /|^TestStaleLeaks\$|./ipam/"
+	"inherit-keeps-foreign-owner|ipam/statements.go|s/ELSE t.cluster_id \x7c\x7c '\/' \x7c\x7c t.owner_id END AS owner_id/ELSE t.owner_id END AS owner_id/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/"
 	"lost-hold-takes-new-hold|ipam/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/"
 	"release-locks-pool-late|ipam/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\` \+ )fastPool/\$1\"\"/|^TestExploreInterleavings\$|./ipam/"
 	"refresh-answers-stale|ipam/lookup.go|s/err == nil && tag.RowsAffected\(\) == 0 \{/err == nil \&\& false \&\& tag.RowsAffected() == 0 {/|^TestExploreInterleavings\$|./ipam/"

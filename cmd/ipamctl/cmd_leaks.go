@@ -28,6 +28,8 @@ func (a *app) leaksCmd() *cobra.Command {
                      (it would report them all) unless --allow-empty.
   --stale-days N     active allocations that no Terraform refresh has seen for N days (a
                      refresh records a last-seen time at most once an hour), of --kind if given.
+                     Only allocations a Terraform state read or a configuration made: the
+                     scheduler's never refresh, so age proves nothing of them (use --inventory).
 
 The report goes to --output (default: standard output); a summary goes to standard error.`,
 		Example: `  platform-inventory --instances | ipamctl leaks --inventory - --kind instance -o leaks.json
@@ -90,7 +92,7 @@ The report goes to --output (default: standard output); a summary goes to standa
 	fl := cmd.Flags()
 	fl.StringVar(&inventory, "inventory", "", "file of the owners that still exist, or - for standard input")
 	fl.StringVar(&kind, "kind", "", "owner kind: node, instance, env_ipv4 or set (the kind of a plain inventory; a filter for --stale-days)")
-	fl.IntVar(&staleDays, "stale-days", 0, "report active allocations no Terraform refresh has seen for this many days")
+	fl.IntVar(&staleDays, "stale-days", 0, "report active allocations that Terraform manages and no refresh has seen for this many days")
 	fl.StringVar(&cluster, "cluster", "", "only this cluster")
 	fl.StringVarP(&output, "output", "o", "", "write the report to this file (default: standard output)")
 	fl.BoolVar(&allowEmpty, "allow-empty", false, "accept an inventory that lists no owner of a kind (every allocation of it is then reported)")

@@ -498,8 +498,12 @@ func TestLeaksAndReclaim(t *testing.T) {
 		t.Fatalf("reclaimed events: %s", got)
 	}
 
-	// Stale: n1 has not been seen by Terraform for 40 days.
-	w.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days' WHERE owner_id = 'n1'`)
+	// Stale: n1, which a Terraform refresh read, has not been seen for 40
+	// days. i1, made as long ago by a caller that does not refresh (the
+	// scheduler), is not stale: age alone proves nothing of it.
+	w.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days',
+		confirmed_at = now() - interval '59 days' WHERE owner_id = 'n1'`)
+	w.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '60 days' WHERE owner_id = 'i1'`)
 	stale := filepath.Join(t.TempDir(), "stale.json")
 	w.ipamctl("", "leaks", "--stale-days", "30", "-o", stale).must(t, 0, "1 suspected leak(s) in the stale report")
 	w.ipamctl("", "reclaim", "--from-report", stale, "--apply").must(t, 0, "reclaimed 1, refused 0 of 1", "reclaimed", "node n1")
