@@ -122,6 +122,9 @@ type NodeBlocks struct {
 	Capacity     int64
 	Used         int64 // active and reserved addresses on the node
 	TargetBlocks int
+	// Generation moves on each time a create takes the blocks over (see
+	// CreateNodeBlocks); a release carrying an older one releases nothing.
+	Generation int64
 	// Added and Released are what the last Scale changed.
 	Added    []netip.Prefix
 	Released []netip.Prefix
@@ -144,8 +147,10 @@ func (s *Client) ScaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 // adopted by the rule of every allocation: only by the actor that created
 // them, and only while no Terraform state has confirmed them and they are
 // younger than the adoption window (a retried or killed apply finding its
-// own work). Anything else is an OwnerConflictError (kind OwnerNodeBlocks):
-// import them instead.
+// own work), or while a plan of that actor marks them as being replaced
+// (MarkNodeBlocksReplacement). Anything else is an OwnerConflictError (kind
+// OwnerNodeBlocks): import them instead. Taking them over moves their
+// Generation on.
 func (s *Client) CreateNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) (NodeBlocks, error) {
 	return s.scaleNodeBlocks(ctx, clusterID, nodeID, sc, true)
 }
@@ -165,13 +170,42 @@ func (s *Client) ConfirmNodeBlocks(ctx context.Context, clusterID, nodeID string
 // instance blocks (they are not an allocation, and no event carries it).
 const OwnerNodeBlocks = "node_blocks"
 
+// MarkNodeBlocksReplacement records that a plan replaces the node's blocks
+// of this actor and generation (the replaced object's): Terraform's create
+// half of a replacement. Until ttl has passed, and while nothing else takes
+// the blocks over, a create of the same node by this actor takes them over
+// (CreateNodeBlocks) instead of failing with owner_conflict; the old
+// object's destroy then carries the older generation and releases nothing.
+// It returns ErrNotFound when the node has no blocks of this actor and
+// generation.
+func (s *Client) MarkNodeBlocksReplacement(ctx context.Context, clusterID, nodeID string, generation int64, ttl time.Duration) error {
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return invalid("reservation_ttl", "must be positive")
+	}
+	if generation <= 0 {
+		return invalid("generation", "must be the replaced blocks' generation, a positive number")
+	}
+	tag, err := s.pool.Exec(ctx, sqlMarkNodeBlocksReplacement, clusterID, nodeID, s.actor, durationInterval(ttl), generation)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // checkBlocksAdoptable refuses a create of blocks the node has already,
-// unless they are the same actor's unconfirmed work (see CreateNodeBlocks).
+// unless they are the same actor's unconfirmed work or marked as being
+// replaced (see CreateNodeBlocks); those it takes over.
 func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
 	var actor string
 	var created time.Time
-	var confirmed bool
-	err := tx.QueryRow(ctx, sqlNodeBlocksOwner, clusterID, nodeID).Scan(&actor, &created, &confirmed)
+	var confirmed, replacing bool
+	err := tx.QueryRow(ctx, sqlNodeBlocksOwner, clusterID, nodeID).Scan(&actor, &created, &confirmed, &replacing)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -185,13 +219,14 @@ func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID,
 		conflict.Detail = fmt.Sprintf("import them into the configuration that should manage them, or release them "+
 			"before creating them as actor %q", s.actor)
 		return conflict
-	case confirmed:
+	case confirmed && !replacing:
 		conflict.Detail = fmt.Sprintf("since %s they are managed by a configuration whose refresh has seen them (or that "+
 			"made them over %s ago); import them instead of declaring them again, or give each configuration its own actor",
 			created.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return conflict
 	}
-	return nil
+	_, err = tx.Exec(ctx, sqlTakeOverNodeBlocks, clusterID, nodeID)
+	return err
 }
 
 func (s *Client) scaleNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling, create bool) (NodeBlocks, error) {
@@ -324,13 +359,20 @@ func lockScalingRow(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) fu
 // loadScaling locks and reads a node's settings: the lock serializes the
 // scaling of one node (other nodes go on).
 func loadScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (BlockScaling, error) {
-	var sc BlockScaling
-	err := tx.QueryRow(ctx, sqlLockNodeScaling, clusterID, nodeID).Scan(
-		&sc.PrefixLength, &sc.MinFree, &sc.MaxFree, &sc.MaxBlocks, &sc.Demand)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return sc, ErrNotFound
-	}
+	sc, _, err := loadScalingGeneration(ctx, tx, clusterID, nodeID)
 	return sc, err
+}
+
+// loadScalingGeneration is loadScaling with the blocks' generation.
+func loadScalingGeneration(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (BlockScaling, int64, error) {
+	var sc BlockScaling
+	var gen int64
+	err := tx.QueryRow(ctx, sqlLockNodeScaling, clusterID, nodeID).Scan(
+		&sc.PrefixLength, &sc.MinFree, &sc.MaxFree, &sc.MaxBlocks, &sc.Demand, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sc, 0, ErrNotFound
+	}
+	return sc, gen, err
 }
 
 type nodeBlock struct {
@@ -385,11 +427,11 @@ func nodeUse(ctx context.Context, q querier, poolID string) (int64, error) {
 // at least (its blocks may be full of cooling addresses), up to max_blocks.
 func (s *Client) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, minUsed int64, minBlocks int) (NodeBlocks, error) {
 	nb := NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
-	sc, err := loadScaling(ctx, tx, clusterID, nodeID)
+	sc, gen, err := loadScalingGeneration(ctx, tx, clusterID, nodeID)
 	if err != nil {
 		return nb, err
 	}
-	nb.Scaling = sc
+	nb.Scaling, nb.Generation = sc, gen
 	// FOR SHARE: the node pool is written with the cluster settings in force
 	// (a cluster update waits, or has committed and is read here).
 	cluster, err := scanCluster(tx.QueryRow(ctx, sqlLoadClusterShare, clusterID))
@@ -670,7 +712,8 @@ func (s *Client) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (N
 		nb = NodeBlocks{ClusterID: clusterID, NodeID: nodeID}
 		var err error
 		err = tx.QueryRow(ctx, sqlNodeScaling, clusterID, nodeID).Scan(
-			&nb.Scaling.PrefixLength, &nb.Scaling.MinFree, &nb.Scaling.MaxFree, &nb.Scaling.MaxBlocks, &nb.Scaling.Demand)
+			&nb.Scaling.PrefixLength, &nb.Scaling.MinFree, &nb.Scaling.MaxFree, &nb.Scaling.MaxBlocks, &nb.Scaling.Demand,
+			&nb.Generation)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -702,15 +745,38 @@ func (s *Client) GetNodeBlocks(ctx context.Context, clusterID, nodeID string) (N
 // instance cooldown). Refused while any instance address on the node is
 // active or reserved.
 func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
+	_, err := s.ReleaseNodeBlocksAt(ctx, clusterID, nodeID, 0)
+	return err
+}
+
+// ReleaseNodeBlocksAt is ReleaseNodeBlocks carrying the blocks' generation
+// a state read (NodeBlocks.Generation; 0: whatever it is now): when the
+// blocks' generation has moved on (the create half of a replacement took
+// them over), it releases nothing and returns false, as a stale release of
+// an address does.
+func (s *Client) ReleaseNodeBlocksAt(ctx context.Context, clusterID, nodeID string, generation int64) (bool, error) {
 	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
-		return err
+		return false, err
 	}
-	return s.withTx(ctx, func(tx pgx.Tx) error {
+	if generation < 0 {
+		return false, invalid("generation", "must be the blocks' generation (a positive number) or 0")
+	}
+	released := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		released = false
 		poolID := NodeBlocksPool(clusterID, nodeID).ID()
 		// Instance allocations on the node in flight commit before the use
 		// below is counted.
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, lockScalingRow(ctx, tx, clusterID, nodeID)); err != nil {
+		var gen int64
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
+			var err error
+			_, gen, err = loadScalingGeneration(ctx, tx, clusterID, nodeID)
 			return err
+		}); err != nil {
+			return err
+		}
+		if generation > 0 && gen != generation {
+			return nil
 		}
 		used, err := nodeUse(ctx, tx, poolID)
 		if err != nil {
@@ -727,12 +793,12 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 		if err != nil {
 			return err
 		}
-		var released []netip.Prefix
+		var gone []netip.Prefix
 		for _, b := range blocks {
 			if err := releaseBlock(ctx, tx, cluster, poolID, b.prefix, true); err != nil {
 				return err
 			}
-			released = append(released, b.prefix)
+			gone = append(gone, b.prefix)
 		}
 		// Every row still inside its cooldown was parked with its block; what
 		// is left of the pool has none.
@@ -742,10 +808,12 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 		if _, err := tx.Exec(ctx, sqlDeleteNodeScaling, clusterID, nodeID); err != nil {
 			return err
 		}
+		released = true
 		return insertEvent(ctx, tx, Event{Type: "node.blocks_released", ClusterID: clusterID, PoolID: poolID,
 			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID}, Actor: s.actor,
-			Data: map[string]any{"released": prefixList(released)}})
+			Data: map[string]any{"released": prefixList(gone)}})
 	})
+	return released, err
 }
 
 // instancePool is the pool an instance draws from: its node's blocks when the

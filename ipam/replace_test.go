@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,101 @@ func TestOriginDecidesAdoption(t *testing.T) {
 	}
 	if _, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Origin: "a\x00b"}); ipam.Code(err) != ipam.CodeInvalid {
 		t.Fatalf("an origin with a NUL byte: %v", err)
+	}
+}
+
+// A node's instance blocks and an address set's members are replaced like
+// an address: confirmed, a create of the same actor takes them over only
+// after a plan marked them (at the generation the replaced object read);
+// taking over moves the generation on, so the replaced object's destroy,
+// carrying the older one, releases nothing; a destroy carrying the current
+// generation releases them.
+func TestMarkedBlocksAndSetsAreTakenOver(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+
+	nb, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ConfirmNodeBlocks(ctx, "c1", "n1"); err != nil { // a refresh confirms them
+		t.Fatal(err)
+	}
+	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a create of confirmed blocks, unmarked: %v, want owner_conflict", err)
+	}
+	if err := st.MarkNodeBlocksReplacement(ctx, "c1", "n1", nb.Generation+1, time.Hour); !errors.Is(err, ipam.ErrNotFound) {
+		t.Fatalf("a mark of another generation: %v, want not found", err)
+	}
+	if err := st.MarkNodeBlocksReplacement(ctx, "c1", "n1", nb.Generation, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4))
+	if err != nil {
+		t.Fatalf("a create of marked blocks: %v", err)
+	}
+	if taken.Generation <= nb.Generation || !slices.Equal(taken.Blocks, nb.Blocks) {
+		t.Fatalf("taken over: generation %d blocks %v, want past %d and the same %v", taken.Generation, taken.Blocks, nb.Generation, nb.Blocks)
+	}
+	// The mark is spent: a second create is refused again once confirmed.
+	if err := st.ConfirmNodeBlocks(ctx, "c1", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a second create after the take-over: %v, want owner_conflict", err)
+	}
+	if ok, err := st.ReleaseNodeBlocksAt(ctx, "c1", "n1", nb.Generation); err != nil || ok {
+		t.Fatalf("the replaced object's destroy: released %v, %v; want nothing released", ok, err)
+	}
+	if got, err := st.GetNodeBlocks(ctx, "c1", "n1"); err != nil || !slices.Equal(got.Blocks, nb.Blocks) {
+		t.Fatalf("n1's blocks after the stale destroy: %v %v", got.Blocks, err)
+	}
+	if ok, err := st.ReleaseNodeBlocksAt(ctx, "c1", "n1", taken.Generation); err != nil || !ok {
+		t.Fatalf("the destroy of the new object: released %v, %v", ok, err)
+	}
+
+	// An address set: each member at its own generation.
+	labels := ipam.Owner{ID: "vm-1"}
+	members, err := st.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: labels,
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}, {Key: "b", Family: 6}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := map[string]int64{}
+	for _, m := range members {
+		gens[m.Key] = m.Generation
+	}
+	if _, err := st.GetSet(ctx, "c1", "vm-1"); err != nil { // a refresh confirms them
+		t.Fatal(err)
+	}
+	again := ipam.SetChange{ClusterID: "c1", Owner: labels, Add: []ipam.SetEntry{{Key: "a", Family: 6}, {Key: "b", Family: 6}}}
+	if _, err := st.ApplySet(ctx, again); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a create of a confirmed set, unmarked: %v, want owner_conflict", err)
+	}
+	if err := st.MarkSetReplacement(ctx, "c1", "vm-1", gens, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	now, err := st.ApplySet(ctx, again)
+	if err != nil {
+		t.Fatalf("a create of a marked set: %v", err)
+	}
+	for i, m := range now {
+		if m.Address != members[i].Address || m.Generation <= gens[m.Key] {
+			t.Fatalf("member %s taken over: %s at %d, want %s past %d", m.Key, m.Address, m.Generation, members[i].Address, gens[m.Key])
+		}
+	}
+	if err := st.ReleaseSetAt(ctx, "c1", "vm-1", gens); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetSet(ctx, "c1", "vm-1"); err != nil || len(got) != 2 {
+		t.Fatalf("the set after the replaced object's destroy: %d members %v, want both", len(got), err)
+	}
+	if err := st.ReleaseSetAt(ctx, "c1", "vm-1", map[string]int64{"a": now[0].Generation}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetSet(ctx, "c1", "vm-1"); err != nil || len(got) != 1 || got[0].Key != "b" {
+		t.Fatalf("the set after releasing a at its generation: %+v %v, want b alone", got, err)
 	}
 }

@@ -421,6 +421,52 @@ func (s *Client) ReleaseSet(ctx context.Context, clusterID, setID string) error 
 	})
 }
 
+// ReleaseSetAt releases, in one transaction, the members of a set that are
+// still at the generations given (key -> generation): what the destroy of a
+// set carries from its state. A member whose generation moved on is another
+// holder's now (the create half of a replacement took it over, or it was
+// released and handed out again) and is left alone, as is a member already
+// gone.
+func (s *Client) ReleaseSetAt(ctx context.Context, clusterID, setID string, generations map[string]int64) error {
+	if err := checkIDs("cluster_id", clusterID, "owner_id", setID); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(generations))
+	for key, gen := range generations {
+		if err := ValidateSetKey(key); err != nil {
+			return &InvalidError{Field: "addresses", Msg: "releasing " + err.Error()}
+		}
+		if gen <= 0 {
+			return invalid("generation", "key %q: must be the member's generation, a positive number", key)
+		}
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return s.withTx(ctx, func(tx pgx.Tx) error {
+		for _, key := range keys {
+			err := s.releaseTx(ctx, tx, clusterID, SetMemberOwner(Owner{}, setID, key), generations[key])
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// MarkSetReplacement is MarkReplacement for the members of a set, each at
+// the generation given (key -> generation): the plan of a set that
+// replaces another object of the same set marks what that object holds, so
+// that the create takes each member over. A member whose generation moved
+// on is not marked.
+func (s *Client) MarkSetReplacement(ctx context.Context, clusterID, setID string, generations map[string]int64, ttl time.Duration) error {
+	for key, gen := range generations {
+		if _, err := s.MarkReplacement(ctx, clusterID, SetMemberOwner(Owner{}, setID, key), gen, ttl); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
 // ReserveSetEntry takes the plan-time hold of one key, trying its pools in order.
 func (s *Client) ReserveSetEntry(ctx context.Context, clusterID string, labels Owner, e SetEntry, ttl time.Duration) (SetMember, error) {
 	var m SetMember

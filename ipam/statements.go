@@ -1083,7 +1083,7 @@ const (
 
 	// sqlNodeScaling reads a node's scaling settings; sqlLockNodeScaling locks
 	// them too, which serializes the scaling of one node.
-	sqlNodeScaling = `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand
+	sqlNodeScaling = `SELECT block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand, generation
 		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
 
 	sqlLockNodeScaling = sqlNodeScaling + sqlForUpdate
@@ -1093,8 +1093,25 @@ const (
 	// them, or they are older than the adoption window (as for an
 	// allocation, allocColumns).
 	sqlNodeBlocksOwner = `SELECT coalesce(actor, ''), created_at,
-			confirmed_at IS NOT NULL OR created_at < ipam_now() - interval '` + adoptionWindowSQL + `'
+			confirmed_at IS NOT NULL OR created_at < ipam_now() - interval '` + adoptionWindowSQL + `',
+			coalesce(replace_generation = generation AND replace_until > ipam_now(), false)
 		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2` + sqlForUpdate
+
+	// sqlTakeOverNodeBlocks: a create took a node's blocks over (adopted
+	// them, or replaced the object that held them): a new generation, not
+	// confirmed until its own state reads them, no mark (migration 20).
+	sqlTakeOverNodeBlocks = `UPDATE ipam_node_block_settings SET generation = generation + 1, created_at = ipam_now(),
+			confirmed_at = NULL, replace_until = NULL, replace_generation = NULL
+		WHERE cluster_id = $1 AND node_id = $2`
+
+	// sqlMarkNodeBlocksReplacement marks a node's blocks of actor $3 and
+	// generation $5 as being replaced, for $4 (migration 20).
+	sqlMarkNodeBlocksReplacement = `UPDATE ipam_node_block_settings SET replace_until = ipam_now() + $4::interval,
+			replace_generation = generation
+		WHERE cluster_id = $1 AND node_id = $2 AND actor = $3 AND generation = $5`
+
+	// sqlNodeBlocksGeneration reads a node's blocks' generation.
+	sqlNodeBlocksGeneration = `SELECT generation FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
 
 	// sqlConfirmNodeBlocks records that a Terraform state read a node's blocks.
 	sqlConfirmNodeBlocks = `UPDATE ipam_node_block_settings SET confirmed_at = ipam_now()

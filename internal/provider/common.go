@@ -259,6 +259,41 @@ func replacedGeneration(ctx context.Context, req resource.ModifyPlanRequest) int
 	return getGeneration(ctx, req.Private)
 }
 
+// privateMemberGenerations keeps an address set's members' generations (key
+// -> generation) in private state: the set's destroy releases only those
+// still at them, and the plan of a replacement marks them (see
+// replacedMembers).
+const privateMemberGenerations = "member_generations"
+
+func setMemberGenerations(ctx context.Context, p privateState, members []ipam.SetMember) diag.Diagnostics {
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	gens := make(map[string]int64, len(members))
+	for _, m := range members {
+		gens[m.Key] = m.Generation
+	}
+	b, _ := json.Marshal(gens)
+	return p.SetKey(ctx, privateMemberGenerations, b)
+}
+
+// memberGenerations reads what setMemberGenerations kept; nil when nothing
+// is (a state written before this version, or none).
+func memberGenerations(ctx context.Context, p privateState) map[string]int64 {
+	if v := reflect.ValueOf(p); p == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil
+	}
+	b, diags := p.GetKey(ctx, privateMemberGenerations)
+	if diags.HasError() || len(b) == 0 {
+		return nil
+	}
+	var gens map[string]int64
+	if json.Unmarshal(b, &gens) != nil {
+		return nil
+	}
+	return gens
+}
+
 func getGeneration(ctx context.Context, p privateState) int64 {
 	b, diags := p.GetKey(ctx, privateGeneration)
 	if diags.HasError() || len(b) == 0 {

@@ -275,6 +275,14 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	cfg := entries(ctx, config.Addresses, &resp.Diagnostics)
 	planned := entries(ctx, plan.Addresses, &resp.Diagnostics)
 	keysKnown := !plan.ClusterID.IsUnknown() && !plan.OwnerID.IsUnknown()
+	if gens := replacedMembers(ctx, req); len(gens) > 0 && r.store != nil && keysKnown && !currentRun().destroy {
+		// The create half of a replacement: the members the replaced
+		// object holds, if still at its generations, are marked, so that
+		// the create takes each over (keeping its address) instead of
+		// refusing it as another configuration's. Nothing to mark (another
+		// cluster or set, a released member) is no error.
+		_ = r.store.MarkSetReplacement(ctx, plan.ClusterID.ValueString(), plan.OwnerID.ValueString(), gens, r.pd.reservationTTL)
+	}
 	keys := make([]string, 0, len(planned))
 	for k := range planned {
 		keys = append(keys, k)
@@ -421,9 +429,19 @@ func fill(ctx context.Context, m *addressSetModel, members []ipam.SetMember, dia
 	}
 }
 
+// replacedMembers: in the plan of a create, the member generations of the
+// set object it replaces (see replacedGeneration), or nil.
+func replacedMembers(ctx context.Context, req resource.ModifyPlanRequest) map[string]int64 {
+	if !req.State.Raw.IsNull() || req.Private == nil {
+		return nil
+	}
+	return memberGenerations(ctx, req.Private)
+}
+
 // apply runs one set change: keys to release and keys to allocate, the
-// planned addresses claimed exactly.
-func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, relabel bool, diags *diag.Diagnostics) bool {
+// planned addresses claimed exactly. It returns the members the set holds
+// afterwards, or nil when it failed.
+func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, relabel bool, diags *diag.Diagnostics) []ipam.SetMember {
 	planned := entries(ctx, plan.Addresses, diags)
 	cfg := entries(ctx, configMap, diags)
 	ch := ipam.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove, Relabel: relabel}
@@ -432,7 +450,7 @@ func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, c
 		se, err := planned[key].core(ctx, key, cfg[key])
 		if err != nil {
 			addCoreError(diags, "Invalid Address Set", err)
-			return false
+			return nil
 		}
 		fromHold = fromHold || (se.Address.IsValid() && !se.Requested)
 		ch.Add = append(ch.Add, se)
@@ -443,13 +461,16 @@ func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, c
 			diags.AddAttributeError(path.Root("addresses"), "Planned Address No Longer Available",
 				"A plan-time hold of this set expired and its address was taken before apply ("+err.Error()+"). "+
 					"Nothing was changed: run terraform plan again.")
-			return false
+			return nil
 		}
 		addCoreError(diags, "Unable to Apply Address Set", err)
-		return false
+		return nil
 	}
 	fill(ctx, plan, members, diags)
-	return true
+	if members == nil {
+		members = []ipam.SetMember{}
+	}
+	return members
 }
 
 func (r *addressSetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -468,9 +489,11 @@ func (r *addressSetResource) Create(ctx context.Context, req resource.CreateRequ
 		add = append(add, k)
 	}
 	sort.Strings(add)
-	if !r.apply(ctx, &plan, config.Addresses, nil, add, false, &resp.Diagnostics) {
+	members := r.apply(ctx, &plan, config.Addresses, nil, add, false, &resp.Diagnostics)
+	if members == nil {
 		return
 	}
+	resp.Diagnostics.Append(setMemberGenerations(ctx, resp.Private, members)...)
 	plan.ID = types.StringValue(plan.ClusterID.ValueString() + "/" + plan.OwnerID.ValueString())
 	resp.Diagnostics.Append(resp.State.Set(ctx, keepLabels(plan, config))...)
 }
@@ -502,6 +525,7 @@ func (r *addressSetResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	fill(ctx, &state, members, &resp.Diagnostics)
+	resp.Diagnostics.Append(setMemberGenerations(ctx, resp.Private, members)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
@@ -538,9 +562,11 @@ func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequ
 	sort.Strings(add)
 	// Labels and members change in one transaction: all or nothing.
 	relabel := !plan.OrgID.Equal(state.OrgID) || !plan.EnvID.Equal(state.EnvID) || !plan.NodeID.Equal(state.NodeID) || !plan.InstanceID.Equal(state.InstanceID)
-	if !r.apply(ctx, &plan, config.Addresses, remove, add, relabel, &resp.Diagnostics) {
+	members := r.apply(ctx, &plan, config.Addresses, remove, add, relabel, &resp.Diagnostics)
+	if members == nil {
 		return
 	}
+	resp.Diagnostics.Append(setMemberGenerations(ctx, resp.Private, members)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, keepLabels(plan, config))...)
 }
 
@@ -553,7 +579,16 @@ func (r *addressSetResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if err := r.store.ReleaseSet(ctx, state.ClusterID.ValueString(), state.OwnerID.ValueString()); err != nil {
+	// The members at the generations this state read: none that the create
+	// half of a replacement took over. A state written before generations
+	// were kept releases the whole set.
+	var err error
+	if gens := memberGenerations(ctx, req.Private); gens != nil {
+		err = r.store.ReleaseSetAt(ctx, state.ClusterID.ValueString(), state.OwnerID.ValueString(), gens)
+	} else {
+		err = r.store.ReleaseSet(ctx, state.ClusterID.ValueString(), state.OwnerID.ValueString())
+	}
+	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to Release Address Set", err)
 	}
 }

@@ -212,7 +212,11 @@ func (r *nodeBlocksResource) ValidateConfig(ctx context.Context, req resource.Va
 // whenever a scaling would change the blocks now (growth needed, or empty
 // surplus to look at), so use alone (demand unset) drives the node's size.
 func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() || r.store == nil {
+	if req.Plan.Raw.IsNull() || r.store == nil {
+		return
+	}
+	if req.State.Raw.IsNull() {
+		r.markReplaced(ctx, req, resp)
 		return
 	}
 	var plan, state nodeBlocksModel
@@ -236,6 +240,25 @@ func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.Modify
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
 
+// markReplaced: in the plan of the create half of a replacement, the
+// node's blocks, if still the replaced object's (its generation), are
+// marked, so that the create takes them over instead of refusing them as
+// another configuration's. Nothing to mark (another node or cluster,
+// released blocks) is no error; neither is a failed mark (a read-only
+// role): the apply then fails with owner_conflict, as before.
+func (r *nodeBlocksResource) markReplaced(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	gen := replacedGeneration(ctx, req)
+	if gen <= 0 || r.pd == nil || currentRun().destroy {
+		return
+	}
+	var plan nodeBlocksModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || plan.ClusterID.IsUnknown() || plan.NodeID.IsUnknown() {
+		return
+	}
+	_ = r.store.MarkNodeBlocksReplacement(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), gen, r.pd.reservationTTL)
+}
+
 func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	defer nodeBlocksIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	if !requireStore(r.store, &resp.Diagnostics) {
@@ -253,6 +276,7 @@ func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequ
 		return
 	}
 	plan.fill(nb)
+	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, nb.Generation)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 }
 
@@ -279,6 +303,7 @@ func (r *nodeBlocksResource) Read(ctx context.Context, req resource.ReadRequest,
 	// failed mark (a read-only role) changes nothing, as for an address.
 	_ = r.store.ConfirmNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
 	state.fill(nb)
+	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, nb.Generation)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
 
@@ -311,7 +336,10 @@ func (r *nodeBlocksResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	err := r.store.ReleaseNodeBlocks(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString())
+	// Carrying the generation this state read: blocks that the create half
+	// of a replacement took over are not released (0, a state written
+	// before generations were kept: whatever the node has).
+	_, err := r.store.ReleaseNodeBlocksAt(ctx, state.ClusterID.ValueString(), state.NodeID.ValueString(), getGeneration(ctx, req.Private))
 	r.pd.forgetInstancePools()
 	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		addCoreError(&resp.Diagnostics, "Unable to Release Node Instance Blocks", err)

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+)
+
+// replaceOwnedConfig is an address set of two keys and a node's instance
+// blocks, both under create_before_destroy.
+const replaceOwnedConfig = `resource "ipam_cluster" "a" {
+  name   = "a"
+  prefix = "2001:db8:a::/48"
+}
+resource "ipam_address_set" "vm" {
+  cluster_id = ipam_cluster.a.id
+  owner_id   = "vm-1"
+  addresses = {
+    overlay = { family = "ipv6" }
+    second  = { family = "ipv6" }
+  }
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+resource "ipam_node_instance_blocks" "n1" {
+  cluster_id          = ipam_cluster.a.id
+  node_id             = "n1"
+  block_prefix_length = 124
+  demand              = 2
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+`
+
+// An address set and a node's instance blocks can be replaced under
+// create_before_destroy (-replace), as the single addresses can: the create
+// half takes over what the replaced object holds (the set keeps each key's
+// address, the node keeps its blocks), and the destroy half of the old
+// object, carrying the generations its state read, releases nothing the
+// new one holds. (A taint under create_before_destroy is not covered: the
+// plan of a tainted object's replacement carries neither its state nor its
+// private state, for any resource.)
+func TestReplacingSetsAndNodeBlocks(t *testing.T) {
+	url := testdb.New(t)
+	w := newWorkdir(t, url, replaceOwnedConfig)
+	w.run("apply", "-input=false", "-auto-approve")
+	w.run("plan", "-input=false") // a refresh confirms them
+	members, blocks := setMembers(t, url), nodeBlocks(t, url)
+	if len(members) != 2 || len(blocks) != 1 {
+		t.Fatalf("after the first apply: members %v, blocks %v", members, blocks)
+	}
+	for _, how := range [][]string{
+		{"apply", "-input=false", "-auto-approve", "-replace=ipam_address_set.vm"},
+		{"apply", "-input=false", "-auto-approve", "-replace=ipam_node_instance_blocks.n1"},
+	} {
+		w.run(how...)
+		if got := setMembers(t, url); fmt.Sprint(got) != fmt.Sprint(members) {
+			t.Errorf("after %s: the set holds %v, want its own %v", strings.Join(how, " "), got, members)
+		}
+		if got := nodeBlocks(t, url); fmt.Sprint(got) != fmt.Sprint(blocks) {
+			t.Errorf("after %s: n1's blocks %v, want its own %v", strings.Join(how, " "), got, blocks)
+		}
+		if out := w.run("plan", "-input=false"); !strings.Contains(string(out), "No changes") {
+			t.Fatalf("plan after %s is not empty:\n%s", strings.Join(how, " "), out)
+		}
+	}
+}
+
+// setMembers: key -> address of vm-1's active members.
+func setMembers(t *testing.T, url string) map[string]string {
+	t.Helper()
+	return queryMap(t, url, `SELECT split_part(owner_id, '#', 2), host(address) FROM ipam_allocations
+		WHERE owner_kind = 'set' AND state = 'active'`)
+}
+
+// nodeBlocks: block -> state of n1's blocks that are not cooling.
+func nodeBlocks(t *testing.T, url string) map[string]string {
+	t.Helper()
+	return queryMap(t, url, `SELECT block::text, state FROM ipam_node_blocks WHERE node_id = 'n1' AND state = 'active'`)
+}
+
+func queryMap(t *testing.T, url, q string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
