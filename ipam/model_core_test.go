@@ -27,12 +27,17 @@ import (
 // back), exact claims, plan-time holds of two actors, releases, address
 // sets, node block scaling and release, cluster and pool updates, shrinks and
 // destroys, a transient cluster created, used and destroyed within each
-// round, stale-leak reclaim, saved plans applied late: holds confirmed after
+// round (under one of two ids, on one prefix, so that each round's cluster
+// inherits the tombstones of another cluster whose owners have the same
+// ids), stale-leak reclaim, saved plans applied late: holds confirmed after
 // the clock moved past them) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: ipam.Check (no address active
 // twice anywhere, none outside its pool or its node's blocks, no reuse inside
 // the cooldown fixed at release, one IPv4 per environment, counters, settings
-// in force), no IPv6 pool block of two clusters overlapping, and the model:
+// in force), no IPv6 pool block of two clusters overlapping, no address
+// that a pool inherited from another cluster handed out inside the cooldown
+// it was inherited with (to anyone, its former owner's namesake included),
+// and the model:
 // every address a caller was told it holds is still active for it.
 //
 // The seed is logged; IPAM_MODEL_SEED replays it. IPAM_MODEL_DURATION
@@ -67,7 +72,7 @@ func TestModelCore(t *testing.T) {
 	clock := rand.New(rand.NewPCG(seed, 1))
 	rounds, ops := 0, 0
 	for time.Now().Before(deadline) {
-		m.resetTransient()
+		m.resetTransient(rounds)
 		var wg sync.WaitGroup
 		logs := make([][]string, workers)
 		for w := 0; w < workers; w++ {
@@ -119,6 +124,8 @@ type model struct {
 	db   *pgxpool.Pool // the callers' own transactions (package ipam's way)
 	mu   sync.Mutex
 	held map[string]heldAddr // owner key -> what the caller was told it holds
+	// transient is the id of this round's transient cluster.
+	transient string
 	// outcomes counts each operation's results, for the closing log line.
 	outcomes map[string]int
 }
@@ -139,32 +146,70 @@ func (m *model) cluster(i int) ipam.Cluster {
 // it, creates an IPv4 pool in it, allocates in it and destroys it (not
 // forced) during the round. Its destroys succeed while it is empty, so they
 // race its creation, its pool's and the allocations, which the shared
-// clusters, rarely empty, almost never do.
-const transientCluster = "mt"
+// clusters, rarely empty, almost never do. Rounds alternate between two
+// ids on the same prefix: the forced destroy leaves the round's addresses
+// as tombstones, which the next round's cluster, another cluster whose
+// owners have the same ids, inherits.
+var transientClusters = [2]string{"mt", "mu"}
 
-func transientClusterSpec() ipam.Cluster {
-	return ipam.Cluster{ID: transientCluster, Prefix: pfx("2001:db8:30::/48"),
+func transientClusterSpec(id string) ipam.Cluster {
+	return ipam.Cluster{ID: id, Prefix: pfx("2001:db8:30::/48"),
 		NodePrefix: pfx("2001:db8:30::/122"), InstancePrefix: pfx("2001:db8:30:1::/120"),
 		NodeCooldown: 6 * time.Hour, InstanceCooldown: 2 * time.Hour}
 }
 
-// resetTransient destroys the transient cluster (forced) between rounds and
-// forgets what was held in it.
-func (m *model) resetTransient() {
-	if err := m.sts[0].DeleteCluster(context.Background(), transientCluster, true); err != nil && !errors.Is(err, ipam.ErrNotFound) {
-		m.t.Fatalf("reset of the transient cluster: %v", err)
+// resetTransient destroys the transient cluster (forced) between rounds,
+// forgets what was held in it, and names the next round's. The next
+// round's cluster is another cluster on the same prefix: each instance that
+// held an address in the destroyed one asks the new one for an address at
+// once (inside the cooldown of the destroy's release), and must not get its
+// namesake's; then the new cluster is destroyed again, so that the round
+// begins without it.
+func (m *model) resetTransient(round int) {
+	ctx := context.Background()
+	next := transientClusters[round%2]
+	if m.transient != "" {
+		if err := m.sts[0].DeleteCluster(ctx, m.transient, true); err != nil && !errors.Is(err, ipam.ErrNotFound) {
+			m.t.Fatalf("reset of the transient cluster: %v", err)
+		}
+		var left []heldAddr
+		m.mu.Lock()
+		for key, h := range m.held {
+			if strings.HasPrefix(key, m.transient+"/") && h.kind == ipam.OwnerInstance {
+				left = append(left, h)
+			}
+		}
+		m.mu.Unlock()
+		m.forgetPrefix(m.transient + "/")
+		if len(left) > 0 {
+			if _, err := m.sts[0].CreateCluster(ctx, transientClusterSpec(next)); err != nil {
+				m.t.Fatalf("the next transient cluster: %v", err)
+			}
+			for _, h := range left {
+				o := ipam.Owner{Kind: ipam.OwnerInstance, ID: h.id, InstanceID: h.id}
+				a, err := m.sts[0].Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools(next), Owner: o})
+				if err == nil && a.Address == h.addr {
+					m.t.Errorf("instance %s of cluster %s got %s, which %s's instance %s left cooling", h.id, next, a.Address, h.cluster, h.id)
+				} else if err != nil && !expected(err) {
+					m.t.Errorf("instance %s of cluster %s: %v", h.id, next, err)
+				}
+			}
+			if err := m.sts[0].DeleteCluster(ctx, next, true); err != nil {
+				m.t.Fatalf("reset of the next transient cluster: %v", err)
+			}
+		}
 	}
-	m.forgetPrefix(transientCluster + "/")
+	m.transient = next
 }
 
 // transientStep is one operation on the transient cluster.
 func (m *model) transientStep(ctx context.Context, rng *rand.Rand, st *ipam.Client, w, k int) (string, []string, error) {
-	cid := transientCluster
+	cid := m.transient
 	pool := cid + "/v4"
 	var err error
 	switch rng.IntN(6) {
 	case 0:
-		_, err = st.CreateCluster(ctx, transientClusterSpec())
+		_, err = st.CreateCluster(ctx, transientClusterSpec(cid))
 		if ipam.Code(err) == ipam.CodeConflict {
 			err = nil
 		}
@@ -764,6 +809,15 @@ func (m *model) check() []string {
 		bad = append(bad, err.Error())
 	} else if overlaps > 0 {
 		bad = append(bad, fmt.Sprintf("%d IPv6 pool blocks overlap across clusters", overlaps))
+	}
+	var dug int64
+	if err := m.raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations a JOIN ipam_events e ON e.allocation_id = a.id
+		WHERE e.type = 'allocation.inherited' AND e.generation < a.generation AND a.state IN ('active', 'reserved')
+			AND split_part(e.data->>'from_pool', '/', 1) <> a.cluster_id
+			AND (e.data->>'reusable_at')::timestamptz > a.allocated_at`).Scan(&dug); err != nil {
+		bad = append(bad, err.Error())
+	} else if dug > 0 {
+		bad = append(bad, fmt.Sprintf("%d addresses inherited from another cluster were handed out inside their cooldown", dug))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

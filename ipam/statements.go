@@ -1110,9 +1110,6 @@ const (
 			replace_generation = generation
 		WHERE cluster_id = $1 AND node_id = $2 AND actor = $3 AND generation = $5`
 
-	// sqlNodeBlocksGeneration reads a node's blocks' generation.
-	sqlNodeBlocksGeneration = `SELECT generation FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
-
 	// sqlConfirmNodeBlocks records that a Terraform state read a node's blocks.
 	sqlConfirmNodeBlocks = `UPDATE ipam_node_block_settings SET confirmed_at = ipam_now()
 		WHERE cluster_id = $1 AND node_id = $2 AND confirmed_at IS NULL`
