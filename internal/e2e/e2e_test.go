@@ -211,23 +211,33 @@ func mixed(user string, n int) string {
 
 func activeAddresses(t *testing.T, url string) map[string]string {
 	t.Helper()
+	return queryMap(t, url, `SELECT host(address), owner_kind || '/' || owner_id FROM ipam_allocations WHERE state = 'active'`)
+}
+
+// queryMap runs q, which selects two text columns, into a map of the
+// first to the second.
+func queryMap(t *testing.T, url, q string) map[string]string {
+	t.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT host(address), owner_kind || '/' || owner_id FROM ipam_allocations WHERE state = 'active'`)
+	rows, err := c.Query(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for rows.Next() {
-		var a, o string
-		if err := rows.Scan(&a, &o); err != nil {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
 			t.Fatal(err)
 		}
-		out[a] = o
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
@@ -84,30 +81,4 @@ func setMembers(t *testing.T, url string) map[string]string {
 func nodeBlocks(t *testing.T, url string) map[string]string {
 	t.Helper()
 	return queryMap(t, url, `SELECT block::text, state FROM ipam_node_blocks WHERE node_id = 'n1' AND state = 'active'`)
-}
-
-func queryMap(t *testing.T, url, q string) map[string]string {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		out[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
