@@ -57,6 +57,11 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 		return st, err
 	}
 	st.Latest = int32(len(m.Migrations))
+	defs, err := migrations.Definitions()
+	if err != nil {
+		return st, err
+	}
+	applied := false // a numbered migration ran in this call
 	for {
 		done := false
 		err := s.retryConn(ctx, func() error {
@@ -84,6 +89,9 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 				return err
 			}
 			if st.Current == st.Latest {
+				if err := applyDefinitions(ctx, tx, defs, applied); err != nil {
+					return err
+				}
 				done = true
 				return tx.Commit(ctx)
 			}
@@ -100,12 +108,44 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 				return err
 			}
 			st.Current = next.Sequence
+			applied = true
 			return nil
 		})
 		if err != nil || done {
 			return st, s.mapErr(err)
 		}
 	}
+}
+
+// applyDefinitions applies the function definitions (migrations.Definitions)
+// whose checksum differs from the one the database records, or all of them
+// after a numbered migration ran (it may have replaced one), and records
+// them (migration 21). It runs in Migrate's last transaction, under the
+// migration lock.
+func applyDefinitions(ctx context.Context, tx pgx.Tx, defs []migrations.Definition, all bool) error {
+	rows, err := tx.Query(ctx, sqlDefinitionChecksums)
+	if err != nil {
+		return err
+	}
+	have := map[string]string{}
+	var name, sum string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &sum}, func() error { have[name] = sum; return nil }); err != nil {
+		return err
+	}
+	for _, d := range defs {
+		if !all && have[d.Name] == d.Checksum {
+			continue
+		}
+		// Sent without arguments: the file's statements go in one
+		// simple-protocol message, as a migration's do.
+		if _, err := tx.Exec(ctx, d.SQL); err != nil {
+			return fmt.Errorf("function definition %s: %w", d.Name, err)
+		}
+		if _, err := tx.Exec(ctx, sqlRecordDefinition, d.Name, d.Checksum); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SchemaStatus reads the schema version without changing anything.

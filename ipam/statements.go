@@ -1709,7 +1709,12 @@ const (
 // Migrations (migrate.go): tern's version table, under tern's advisory lock
 // taken per transaction.
 const (
-	sqlMigrationLock      = `SELECT pg_advisory_xact_lock($1)`
+	sqlMigrationLock = `SELECT pg_advisory_xact_lock($1)`
+	// sqlDefinitionChecksums and sqlRecordDefinition read and record the
+	// function definitions applied (migration 21).
+	sqlDefinitionChecksums = `SELECT name, checksum FROM ipam_schema_definitions`
+	sqlRecordDefinition    = `INSERT INTO ipam_schema_definitions (name, checksum) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`
 	sqlTableExists        = `SELECT to_regclass($1) IS NOT NULL`
 	sqlCreateVersionTable = `CREATE TABLE ` + VersionTable + `(version int4 NOT NULL); INSERT INTO ` + VersionTable + `(version) VALUES (0)`
 	sqlSchemaVersion      = `SELECT version FROM ` + VersionTable

@@ -14,6 +14,7 @@ import (
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/migrations"
 )
 
 // newStore opens a store on a fresh migrated database; raw is a plain
@@ -733,5 +734,54 @@ func TestReservationConfirmedAtApply(t *testing.T) {
 	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'instance.allocated' AND instance_id = 'i1'`).Scan(&n)
 	if n != 1 {
 		t.Fatalf("%d instance.allocated events for i1", n)
+	}
+}
+
+// Migrate applies the current definition of every function after the
+// numbered migrations, and again whenever the database records another
+// checksum for one (a definition changed since, or was replaced by hand):
+// the function a migration left older, or one edited in place, is put back.
+func TestMigrateAppliesFunctionDefinitions(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	defs, err := migrations.Definitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_schema_definitions`).Scan(&n); err != nil || n != len(defs) {
+		t.Fatalf("definitions recorded: %d %v, want %d", n, err, len(defs))
+	}
+	scope := func() string {
+		t.Helper()
+		var s string
+		if err := raw.QueryRow(ctx, `SELECT ipam_tombstone_scope('10.0.0.1', 'c1')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if scope() != "c1" {
+		t.Fatalf("ipam_tombstone_scope of a private address: %q, want the cluster", scope())
+	}
+	// An older definition (as a numbered migration left it, or a binary
+	// before a change), recorded under its own checksum: Migrate applies
+	// the current one.
+	if _, err := raw.Exec(ctx, `CREATE OR REPLACE FUNCTION ipam_tombstone_scope(address inet, cluster text) RETURNS text
+		LANGUAGE sql IMMUTABLE AS $$ SELECT 'edited' $$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_schema_definitions SET checksum = 'older' WHERE name = 'ipam_tombstone_scope'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if scope() != "c1" {
+		t.Fatalf("after Migrate with another checksum recorded: %q, want the current definition back", scope())
+	}
+	var sum string
+	if err := raw.QueryRow(ctx, `SELECT checksum FROM ipam_schema_definitions WHERE name = 'ipam_tombstone_scope'`).Scan(&sum); err != nil || sum == "older" {
+		t.Fatalf("recorded checksum: %q %v", sum, err)
 	}
 }

@@ -10,37 +10,9 @@
 -- cluster inherits the tombstone as a cooling row that no owner there can
 -- claim (the core writes it under the owner id "<former cluster>/<owner>",
 -- which no valid owner id can be, and without the former owner's labels).
-CREATE OR REPLACE FUNCTION ipam_allocations_in_pool() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-DECLARE
-    t record;
-BEGIN
-    -- Inside its pool, as migration 12 had it.
-    PERFORM 1 FROM ipam_pools p
-        WHERE p.id = NEW.pool_id AND p.kind <> 'parked'
-            AND NEW.address <<= ANY (p.cidrs) AND NOT NEW.address <<= ANY (p.exclude)
-        FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'address % is not inside pool % (changed or deleted meanwhile)', host(NEW.address), NEW.pool_id
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ipam_allocations_in_pool',
-                  TABLE = 'ipam_allocations', SCHEMA = TG_TABLE_SCHEMA;
-    END IF;
-    -- Not over another owner's tombstone still cooling; the owner is its
-    -- owner in the cluster of the same id only.
-    SELECT * INTO t FROM ipam_tombstones
-        WHERE address = NEW.address AND scope = ipam_tombstone_scope(NEW.address, NEW.cluster_id)
-            AND reusable_at > ipam_now()
-            AND (cluster_id, owner_kind, owner_id) IS DISTINCT FROM (NEW.cluster_id, NEW.owner_kind, NEW.owner_id);
-    IF FOUND THEN
-        RAISE EXCEPTION 'address % is cooling until % (left by % % of destroyed pool %); it was not inherited by pool %',
-                host(NEW.address), t.reusable_at, t.owner_kind, t.owner_id, t.pool_id, NEW.pool_id
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'ipam_allocations_not_buried',
-                  TABLE = 'ipam_allocations', SCHEMA = TG_TABLE_SCHEMA;
-    END IF;
-    RETURN NEW;
-END
-$$;
+-- The row trigger of migration 12 matches a tombstone's owner with its
+-- cluster: see functions/ipam_allocations_in_pool.sql (applied after the
+-- numbered migrations).
 
 -- Rows that a pool of another cluster inherited before this version, under
 -- their former owner's key and still cooling, become claimable by no owner

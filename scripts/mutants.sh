@@ -17,24 +17,27 @@ if [[ -z "${IPAM_TEST_DATABASE_URL:-}" ]]; then
 fi
 
 # name | file | perl substitution (one match required) | go test -run pattern | package
+# A guard inside a function is mutated in its current definition
+# (migrations/functions/NAME.sql), never in a numbered migration: Migrate
+# applies the definitions last, so a mutant of an older copy would be dead.
 mutants=(
 	"confirm-forgets-pool-lock|ipam/statements.go|s/(kind <> 'parked'\` \+ )fastPool( \+ \`\n\t\), a AS \(\n\t\tUPDATE ipam_allocations SET state = 'active')/\$1\"\"\$2/|^TestExploreInterleavings\$|./ipam/"
-	"row-trigger-accepts-outside|migrations/019_tombstone_cluster.sql|s/(-- Inside its pool, as migration 12 had it\.\n(?:.*\n){4})    IF NOT FOUND THEN/\$1    IF false THEN/|^TestSchemaInvariants\$|./ipam/"
+	"row-trigger-accepts-outside|migrations/functions/ipam_allocations_in_pool.sql|s/(-- Inside its pool, as migration 12 had it\.\n(?:.*\n){4})    IF NOT FOUND THEN/\$1    IF false THEN/|^TestSchemaInvariants\$|./ipam/"
 	"row-trigger-skips-confirm|migrations/012_in_pool.sql|s/AND \(OLD.state IS DISTINCT FROM NEW.state OR /AND (/|^TestSchemaInvariants\$|./ipam/"
-	"pool-trigger-accepts-shrink|migrations/012_in_pool.sql|s/IF FOUND THEN\n        RAISE EXCEPTION 'pool %/IF false THEN\n        RAISE EXCEPTION 'pool %/|^TestSchemaInvariants\$|./ipam/"
-	"pool-trigger-no-delete|migrations/012_in_pool.sql|s/AND \(TG_OP = 'DELETE' OR /AND (/|^TestSchemaInvariants\$|./ipam/"
+	"pool-trigger-accepts-shrink|migrations/functions/ipam_pools_keep_live_rows.sql|s/IF FOUND THEN\n        RAISE EXCEPTION 'pool %/IF false THEN\n        RAISE EXCEPTION 'pool %/|^TestSchemaInvariants\$|./ipam/"
+	"pool-trigger-no-delete|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND \(TG_OP = 'DELETE' OR /AND (/|^TestSchemaInvariants\$|./ipam/"
 	"forced-destroy-keeps-live-rows|ipam/cluster.go|s/q, reason = sqlForceRelease, /q, reason = sqlDropPoolHolds, /|^TestDeleteClusterRefusesWhileHolding\$|./ipam/"
 	"cluster-destroy-skips-recount|ipam/cluster.go|s/if !slices.Equal\(locked, now\) \{/if false \&\& !slices.Equal(locked, now) {/|^TestDeleteClusterCountsAPoolCreatedWhileItWaited\$|./ipam/"
 	"pool-blocks-may-overlap|migrations/006_invariants.sql|s/EXCLUDE USING gist \(block inet_ops WITH &&\)/EXCLUDE USING gist (block inet_ops WITH =)/|^TestSeamPoolsNeverCrossClusters\$|./ipam/"
-	"mixed-block-is-public|migrations/013_public_private.sql|s/        WHEN b && ANY \(ipam_private_ipv4\(\)\) THEN 'mixed'\n//|^TestSeamPublicBlockHoldingPrivateSpace\$|./ipam/"
+	"mixed-block-is-public|migrations/functions/ipam_block_class.sql|s/        WHEN b && ANY \(ipam_private_ipv4\(\)\) THEN 'mixed'\n//|^TestSeamPublicBlockHoldingPrivateSpace\$|./ipam/"
 	"check-forgives-cross-cluster-duplicates|ipam/statements.go|s/OR \(count\(\*\) > 1 AND ipam_block_class/OR (false AND ipam_block_class/|^TestCheckCountsEveryDuplicate\$|./ipam/"
 	"node-use-counts-expired-holds|ipam/statements.go|s/(sqlNodeUse = .SELECT count\(\*\) FROM ipam_allocations a WHERE pool_id = \\\$1 AND . \+ )rowLive/\$1rowInUse/|^TestExpiredHoldWithCooldownIsCooling\$|./ipam/"
 	"counter-top-keeps-size|ipam/statements.go|s/UPDATE ipam_pools SET size = least\(size, \\\$3\) WHERE id = \\\$1/UPDATE ipam_pools SET size = size WHERE id = \\\$1 AND \\\$3::bigint IS NOT NULL/|^TestUsageAfterNodeBlocks\$|./ipam/"
-	"cooling-row-deletable|migrations/016_tombstones.sql|s/IF OLD.state <> 'active' AND NOT EXISTS \(SELECT 1 FROM ipam_pools WHERE id = OLD.pool_id\) THEN/IF true THEN/|^TestSchemaInvariants\$|./ipam/"
-	"destroy-buries-nothing|migrations/016_tombstones.sql|s/IF until > ipam_now\(\) THEN/IF false THEN/|^TestTombstonesOutliveTheirCluster\$|./ipam/"
+	"cooling-row-deletable|migrations/functions/ipam_allocations_keep_cooldown.sql|s/IF OLD.state <> 'active' AND NOT EXISTS \(SELECT 1 FROM ipam_pools WHERE id = OLD.pool_id\) THEN/IF true THEN/|^TestSchemaInvariants\$|./ipam/"
+	"destroy-buries-nothing|migrations/functions/ipam_allocations_keep_cooldown.sql|s/IF until > ipam_now\(\) THEN/IF false THEN/|^TestTombstonesOutliveTheirCluster\$|./ipam/"
 	"new-pool-inherits-nothing|ipam/pool.go|s/if p.Kind == kindParked \{\n\t\treturn nil/if true {\n\t\treturn nil/|^(TestTombstonesOutliveTheirCluster|TestForcedDestroyLeavesTombstones)\$|./ipam/"
-	"row-trigger-digs-up-tombstones|migrations/019_tombstone_cluster.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND false;/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
-	"tombstone-owner-ignores-cluster|migrations/019_tombstone_cluster.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND (owner_kind, owner_id) IS DISTINCT FROM (NEW.owner_kind, NEW.owner_id);/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
+	"row-trigger-digs-up-tombstones|migrations/functions/ipam_allocations_in_pool.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND false;/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
+	"tombstone-owner-ignores-cluster|migrations/functions/ipam_allocations_in_pool.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND (owner_kind, owner_id) IS DISTINCT FROM (NEW.owner_kind, NEW.owner_id);/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
 	"stale-judges-every-holder|ipam/statements.go|s/\(a.confirmed_at IS NOT NULL OR a.origin_generation = a.generation\)\n\tAND /true AND /|^TestStaleLeaks\$|./ipam/"
 	"inherit-keeps-foreign-owner|ipam/statements.go|s/ELSE t.cluster_id \x7c\x7c '\/' \x7c\x7c t.owner_id END AS owner_id/ELSE t.owner_id END AS owner_id/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/"
 	"lost-hold-takes-new-hold|ipam/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/"

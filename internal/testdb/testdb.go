@@ -111,13 +111,16 @@ func WithDatabase(u, db string) string {
 
 func migrationsHash() (string, error) {
 	h := sha256.New()
-	entries, err := fs.ReadDir(migrations.FS, ".")
+	// Every file: the numbered migrations and the function definitions.
+	var names []string
+	err := fs.WalkDir(migrations.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, p)
+		}
+		return err
+	})
 	if err != nil {
 		return "", err
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
 	}
 	sort.Strings(names)
 	for _, n := range names {
