@@ -9,7 +9,7 @@ TOOLS_BIN := $(CURDIR)/.tools/bin
 
 # golangci-lint, goreleaser and tfplugindocs are `tool` directives of tools/go.mod (the pins).
 
-.PHONY: help build install fmt vet lint test check unit acc e2e testacc docs demo demo-down release-check clean
+.PHONY: help build install fmt vet lint test quick check unit acc e2e testacc docs demo demo-down release-check clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET"
@@ -44,6 +44,9 @@ lint: ## Run golangci-lint (.golangci.yml; the version tools/go.mod pins)
 
 test: ## The test command CI runs: check, then the unit, acc and e2e tiers in one go test run (names the tiers that fail)
 	bash scripts/test.sh all
+
+quick: ## The core's short tier: go test -short ./ipam/... ./migrations/... (throwaway PostgreSQL; no explorer, no model test)
+	bash scripts/with-postgres.sh go test -short -count=1 ./ipam/... ./migrations/...
 
 check: ## Tier check: gofmt, go vet, golangci-lint, docs/ fresh
 	bash scripts/test.sh check

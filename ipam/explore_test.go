@@ -794,6 +794,9 @@ var explorePairs = []struct {
 // Not parallel with the package's other tests: it runs before them, so that
 // the timing-sensitive races among them do not share the machine with it.
 func TestExploreInterleavings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the interleaving explorer runs in the full tier (make test) and in make soak")
+	}
 	soak := os.Getenv("IPAM_SOAK") != ""
 	for _, p := range explorePairs {
 		if !p.short && !soak {

@@ -43,6 +43,9 @@ import (
 // The seed is logged; IPAM_MODEL_SEED replays it. IPAM_MODEL_DURATION
 // (default 40s; 30m under IPAM_SOAK=1) bounds the run.
 func TestModelCore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the randomized model test runs in the full tier (make test) and in make soak")
+	}
 	seed := testdb.ModelSeed(t)
 	duration := 40 * time.Second
 	if os.Getenv("IPAM_SOAK") != "" {
