@@ -395,7 +395,7 @@ func (s *Client) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Rec
 		}
 		var cur current
 		err := tx.QueryRow(ctx, probe, l.AllocationID, max(rep.StaleDays, 1)).Scan(
-			&cur.state, &cur.gen, &cur.kind, &cur.id, &cur.invID, &cur.seen, &cur.stale)
+			&cur.state, &cur.gen, &cur.kind, &cur.id, &cur.invID, &cur.seen, &cur.stale, &cur.stateHeld)
 		if errors.Is(err, pgx.ErrNoRows) {
 			res.Outcome, res.Reason = OutcomeRefused, "the allocation no longer exists"
 			return nil
@@ -444,6 +444,7 @@ type current struct {
 	gen             int64
 	seen            *time.Time
 	stale           bool
+	stateHeld       bool // a Terraform state holds it (stateHeldSQL)
 }
 
 // refusal says why a leak must not be reclaimed now, or "".
@@ -460,6 +461,14 @@ func refusal(rep LeakReport, l Leak, opt ReclaimOptions, cur current) string {
 	}
 	switch rep.Kind {
 	case LeakInventory:
+		if cur.stateHeld {
+			// An inventory is the platform's list of its own owners: an
+			// allocation a Terraform configuration manages is not its to
+			// judge, listed or not.
+			return "a Terraform state holds it (a configuration created it, or a refresh or an import read it), so " +
+				"the inventory cannot judge it: remove its owner from that configuration, reclaim it by staleness " +
+				"once that state is gone, or release it with `ipamctl release --force`"
+		}
 		if opt.Inventory == nil {
 			return ""
 		}

@@ -181,6 +181,21 @@ func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 	if err != nil || len(res) == 0 || res[0].Outcome != "refused" || !strings.Contains(res[0].Reason, "lists no owners of kind instance") {
 		t.Fatalf("wrong kind: %+v %v", res, err)
 	}
+	// An instance a Terraform configuration created (its origin recorded),
+	// not yet refreshed, is not the inventory's to judge: the dry run says
+	// so, and an apply releases nothing.
+	f.alloc("c1/instance", instance("i8"))
+	f.exec(`UPDATE ipam_allocations SET origin = '/work/static', origin_generation = generation WHERE owner_id = 'i8'`)
+	rep3, err := f.st.FindInventoryLeaks(f.ctx, "c1", inv("i1", "i2", "i3", "i4", "i6"))
+	if err != nil || leakOwners(rep3) != "i8" {
+		t.Fatalf("leaks with i8: %q %v", leakOwners(rep3), err)
+	}
+	for _, opt := range []ipam.ReclaimOptions{{}, {Apply: true, Inventory: inv("i1")}} {
+		res, err = f.st.Reclaim(f.ctx, rep3, opt)
+		if err != nil || outcomes(res) != "i8:refused" || !strings.Contains(res[0].Reason, "a Terraform state holds it") {
+			t.Fatalf("reclaim (apply %v) of an instance a Terraform state holds: %+v %v", opt.Apply, res, err)
+		}
+	}
 }
 
 func TestStaleLeaks(t *testing.T) {

@@ -24,10 +24,10 @@ type ReleaseRequest struct {
 	OwnerID   string
 	// Reason is recorded with the release's event: why it was released.
 	Reason string
-	// Force releases an allocation that a Terraform state confirmed (a
-	// refresh or an import read it). That configuration still declares the
-	// owner: its next refresh drops the resource, and its next apply
-	// allocates a new address.
+	// Force releases an allocation that a Terraform state holds: a refresh
+	// or an import read it, or a configuration created it. That
+	// configuration still declares the owner: its next refresh drops the
+	// resource, and its next apply allocates an address again.
 	Force bool
 }
 
@@ -37,14 +37,20 @@ type ReleaseResult struct {
 	// ConfirmedAt is when a Terraform state confirmed the allocation (zero:
 	// never): set only on a forced release.
 	ConfirmedAt time.Time
+	// Forced: a Terraform state held the allocation (it was confirmed, or
+	// a configuration created it), and Force released it anyway.
+	Forced bool
 }
 
 // ConfirmedError: an operator's release is refused because a Terraform state
-// confirmed the allocation: the configuration that declares its owner still
-// uses it. ReleaseRequest.Force overrides.
+// holds the allocation: a refresh or an import confirmed it, or (Created)
+// a configuration created it and its state holds it before its first
+// refresh. The configuration that declares its owner still uses it.
+// ReleaseRequest.Force overrides.
 type ConfirmedError struct {
 	Allocation  Allocation
-	ConfirmedAt time.Time
+	ConfirmedAt time.Time // zero when Created
+	Created     bool
 }
 
 func (e *ConfirmedError) Code() string { return CodeConflict }
@@ -54,10 +60,15 @@ func (e *ConfirmedError) Is(target error) bool { return isCode(CodeConflict, tar
 
 func (e *ConfirmedError) Error() string {
 	a := e.Allocation
-	return fmt.Sprintf("%s: %s is held by %s %q in cluster %q (actor %q), and a Terraform state confirmed it at %s "+
-		"(a refresh or an import read it): releasing it would hand the address to another owner while that "+
-		"configuration still uses it. Remove the owner from that configuration and apply, or release it anyway with force",
-		CodeConflict, a.Address, a.Owner.Kind, a.Owner.ID, a.ClusterID, a.Actor, e.ConfirmedAt.UTC().Format(time.RFC3339))
+	held := fmt.Sprintf("a Terraform state confirmed it at %s (a refresh or an import read it)", e.ConfirmedAt.UTC().Format(time.RFC3339))
+	if e.Created {
+		held = fmt.Sprintf("a Terraform configuration created it at %s and its state holds it (its next refresh confirms it)",
+			a.AllocatedAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: %s is held by %s %q in cluster %q (actor %q), and %s: releasing it would hand the address to "+
+		"another owner while that configuration still uses it. Remove the owner from that configuration and apply, or "+
+		"release it anyway with force",
+		CodeConflict, a.Address, a.Owner.Kind, a.Owner.ID, a.ClusterID, a.Actor, held)
 }
 
 // ReleaseAllocation is an operator's release of one active allocation into
@@ -101,11 +112,12 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 			pool      string
 			gen       int64
 			confirmed *time.Time
+			held      bool // a Terraform state holds it (stateHeldSQL)
 		}
 		var fs []found
 		for rows.Next() {
 			var f found
-			if err := rows.Scan(&f.id, &f.pool, &f.gen, &f.confirmed); err != nil {
+			if err := rows.Scan(&f.id, &f.pool, &f.gen, &f.confirmed, &f.held); err != nil {
 				rows.Close()
 				return err
 			}
@@ -129,7 +141,7 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 			return err
 		}
 		var same bool
-		if err := tx.QueryRow(ctx, sqlReleaseProbeLock, f.id, f.gen).Scan(&same, &f.confirmed); err != nil {
+		if err := tx.QueryRow(ctx, sqlReleaseProbeLock, f.id, f.gen).Scan(&same, &f.confirmed, &f.held); err != nil {
 			return err
 		}
 		if !same {
@@ -142,18 +154,27 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 		if err != nil {
 			return err
 		}
-		if f.confirmed != nil {
+		if f.held {
 			if !req.Force {
 				// Nothing is written: the rollback undoes the release.
-				return &ConfirmedError{Allocation: a, ConfirmedAt: *f.confirmed}
+				ce := &ConfirmedError{Allocation: a, Created: f.confirmed == nil}
+				if f.confirmed != nil {
+					ce.ConfirmedAt = *f.confirmed
+				}
+				return ce
 			}
-			res.ConfirmedAt = *f.confirmed
+			res.Forced = true
+			if f.confirmed != nil {
+				res.ConfirmedAt = *f.confirmed
+			}
 		}
 		res.Allocation = a
 		data := map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339), "reason": req.Reason,
 			"released_by": "operator", "holder_actor": a.Actor}
-		if f.confirmed != nil {
+		if f.held {
 			data["forced"] = true
+		}
+		if f.confirmed != nil {
 			data["confirmed_at"] = f.confirmed.UTC().Format(time.RFC3339)
 		}
 		return insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,

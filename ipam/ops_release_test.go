@@ -85,6 +85,28 @@ func TestReleaseAllocation(t *testing.T) {
 		}
 	})
 
+	t.Run("created by a Terraform configuration", func(t *testing.T) {
+		// A create's state holds the allocation before any refresh confirms
+		// it: its origin says a configuration made it.
+		o := ipam.Owner{Kind: ipam.OwnerNode, ID: "n2", NodeID: "n2"}
+		a := f.alloc("c1/node", o)
+		f.exec(`UPDATE ipam_allocations SET origin = '/work/nodes', origin_generation = generation WHERE owner_id = 'n2'`)
+		req := ipam.ReleaseRequest{ClusterID: "c1", OwnerKind: ipam.OwnerNode, OwnerID: "n2", Reason: "looks unused"}
+		_, err := f.st.ReleaseAllocation(f.ctx, req)
+		var ce *ipam.ConfirmedError
+		if !errors.As(err, &ce) || !ce.Created || !strings.Contains(err.Error(), "a Terraform configuration created it") {
+			t.Fatalf("releasing a fresh create: %v, want a conflict saying a configuration created it", err)
+		}
+		if s := state(a.Address.String()); s != ipam.StateActive {
+			t.Fatalf("the refused release left the row %s", s)
+		}
+		req.Force = true
+		r, err := f.st.ReleaseAllocation(f.ctx, req)
+		if err != nil || !r.Forced || !r.ConfirmedAt.IsZero() {
+			t.Fatalf("a forced release of a fresh create: %+v %v", r, err)
+		}
+	})
+
 	t.Run("bad requests", func(t *testing.T) {
 		for _, c := range []struct {
 			req   ipam.ReleaseRequest

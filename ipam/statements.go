@@ -1500,8 +1500,15 @@ const (
 // (its origin is recorded for this generation) is stale once no refresh
 // has seen it, or it was made, that many days ago. The others prove they
 // are live by an inventory.
-const staleSQL = `(a.confirmed_at IS NOT NULL OR a.origin_generation = a.generation)
+const staleSQL = stateHeldSQL + `
 	AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)`
+
+// stateHeldSQL: a Terraform state holds allocation a: a refresh or an
+// import read it (confirmed_at), or a configuration created it (its origin
+// is recorded for this generation) and the state that create wrote holds it
+// even before its first refresh. An operator's release refuses such an
+// allocation without force, and only such an allocation is stale by age.
+const stateHeldSQL = `(a.confirmed_at IS NOT NULL OR a.origin_generation = a.generation)`
 
 // Leaks and their reclaim (ops_leaks.go).
 var (
@@ -1525,7 +1532,8 @@ var (
 	// sqlReclaimProbe reads a leak's row again (and, for $2 days, whether it is
 	// stale); sqlReclaimProbeLock locks it too, before it is reclaimed.
 	sqlReclaimProbe = `SELECT state, generation, coalesce(owner_kind, ''), coalesce(owner_id, ''),
-			coalesce(` + inventoryID + `, ''), last_seen_at, coalesce(` + strings.ReplaceAll(staleSQL, "$3", "$2") + `, false)
+			coalesce(` + inventoryID + `, ''), last_seen_at, coalesce(` + strings.ReplaceAll(staleSQL, "$3", "$2") + `, false),
+			coalesce(` + stateHeldSQL + `, false)
 		FROM ipam_allocations a WHERE id = $1`
 
 	sqlReclaimProbeLock = sqlReclaimProbe + sqlForUpdate
@@ -1546,14 +1554,17 @@ const (
 	// cluster $2 or every cluster when '') or of an owner ($3 kind, $4 id,
 	// in cluster $2): its id, pool, generation and when a Terraform state
 	// confirmed it (a refresh or an import read it).
-	sqlReleaseFind = `SELECT id, pool_id, generation, confirmed_at FROM ipam_allocations
+	sqlReleaseFind = `SELECT id, pool_id, generation, confirmed_at, coalesce(` + stateHeldSQL + `, false)
+		FROM ipam_allocations a
 		WHERE state = 'active' AND ($2 = '' OR cluster_id = $2)
 			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
 		ORDER BY cluster_id LIMIT 2`
 
 	// sqlReleaseProbeLock locks the row found, and says whether it is still
-	// the active allocation of that generation, and its confirmation.
-	sqlReleaseProbeLock = `SELECT state = 'active' AND generation = $2, confirmed_at FROM ipam_allocations WHERE id = $1` + sqlForUpdate
+	// the active allocation of that generation, its confirmation, and
+	// whether a Terraform state holds it.
+	sqlReleaseProbeLock = `SELECT state = 'active' AND generation = $2, confirmed_at, coalesce(` + stateHeldSQL + `, false)
+		FROM ipam_allocations a WHERE id = $1` + sqlForUpdate
 )
 
 // Address lookup and metrics (ops_lookup.go, ops_metrics.go).

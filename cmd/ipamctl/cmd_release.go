@@ -20,8 +20,8 @@ the owner kind's release event (instance.released, node.released, ...) with --re
 actor (--actor) and "released_by": "operator". Nothing else may take the address before its
 cooldown ends.
 
-An allocation that a Terraform state confirmed (a refresh or an import read it) belongs to
-that configuration, which still uses it: it is refused (exit 1), naming the owner. Remove the
+An allocation that a Terraform state holds (a configuration created it, or a refresh or an
+import read it) belongs to that configuration, which still uses it: it is refused (exit 1), naming the owner. Remove the
 owner from that configuration and apply instead. --force releases it anyway, with a warning
 on stderr and "forced": true in the event; that configuration's next refresh drops the
 resource and its next apply allocates a new address.
@@ -57,14 +57,18 @@ only when several clusters reuse it (a private IPv4 block).`,
 			if err != nil {
 				return releaseFlagError(err)
 			}
-			if !r.ConfirmedAt.IsZero() {
-				fmt.Fprintf(a.errOut, "ipamctl: WARNING: --force released %s, which a Terraform state confirmed at %s: the "+
+			if r.Forced {
+				held := "a Terraform configuration created"
+				if !r.ConfirmedAt.IsZero() {
+					held = "a Terraform state confirmed at " + r.ConfirmedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(a.errOut, "ipamctl: WARNING: --force released %s, which %s: the "+
 					"configuration that declares %s %q still uses it. Its next refresh drops the resource, and its next apply "+
-					"allocates a new address.\n", r.Address, r.ConfirmedAt.UTC().Format(time.RFC3339), r.Owner.Kind, r.Owner.ID)
+					"allocates a new address.\n", r.Address, held, r.Owner.Kind, r.Owner.ID)
 			}
 			if asJSON {
 				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, "", r.State, time.Time{}), Reason: reason,
-					Forced: !r.ConfirmedAt.IsZero()})
+					Forced: r.Forced})
 			}
 			fmt.Fprintf(a.out, "released %s (%s %q, cluster %s, pool %s) into cooldown until %s\n", r.Address, r.Owner.Kind,
 				r.Owner.ID, r.ClusterID, r.PoolID, r.ReusableAt.UTC().Format(time.RFC3339))
