@@ -126,7 +126,7 @@ func TestClusterValidation(t *testing.T) {
 
 // 16 goroutines allocate 500 addresses each from one pool (one client, so
 // that many of them share statements): no duplicate, none outside the
-// prefix, and the ordinals are exactly 1 to 8000.
+// prefix, and the ordinals fill 1 to 8000 but for a tail (see below).
 func TestConcurrentAllocationIsUnique(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -175,13 +175,33 @@ func TestConcurrentAllocationIsUnique(t *testing.T) {
 	}
 	// Dense: every pick takes the lowest free ordinals it can lock, a single
 	// statement's one and a shared statement's several alike, and a stripe
-	// skipped while locked is taken by a later pick, so once every
-	// allocation has committed the ordinals are exactly 1 to the count. Some
-	// of them were handed out by statements that served several owners
-	// (their rows share a transaction), or this tested the single
-	// statement alone.
-	if maxOrd != workers*each {
-		t.Fatalf("highest ordinal %d for %d allocations: the space is not filled densely", maxOrd, workers*each)
+	// skipped while locked is taken by a later pick. So no ordinal below
+	// the stripes' lowest next ordinal is ever skipped. Only the tail may
+	// hold gaps: a pick that waited for a locked stripe takes that stripe
+	// at its new next ordinal, so under load a queue of waiters can run one
+	// stripe a few steps ahead of the others (at most one step per caller
+	// waiting, never more than the callers times the stripes: seen here up
+	// to 348 past the count under the full suite's load, 0 alone). Some of
+	// the ordinals were handed out by statements that served several owners
+	// (their rows share a transaction), or this tested the single statement
+	// alone.
+	var lowestNext int64
+	if err := raw.QueryRow(context.Background(), `SELECT min(next_ordinal) FROM ipam_pool_stripes WHERE pool_id = 'c1/instance'`).Scan(&lowestNext); err != nil {
+		t.Fatal(err)
+	}
+	used := map[int64]bool{}
+	for _, rs := range results {
+		for _, r := range rs {
+			used[r.Ordinal] = true
+		}
+	}
+	for n := int64(1); n < lowestNext; n++ {
+		if !used[n] {
+			t.Fatalf("ordinal %d skipped below the stripes' lowest next ordinal %d: the space is not filled densely", n, lowestNext)
+		}
+	}
+	if maxOrd > workers*each+workers*int64(ipam.DefaultStripes) {
+		t.Fatalf("highest ordinal %d for %d allocations: a stripe ran further ahead than the waiting callers can take it", maxOrd, workers*each)
 	}
 	var rows, txs int
 	if err := raw.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT xmin::text) FROM ipam_allocations
