@@ -39,6 +39,7 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		}
 		return r, err
 	}
+	s.paths.full.Add(1)
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error

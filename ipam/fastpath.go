@@ -19,6 +19,9 @@ import (
 // path". In a caller's transaction the statement runs inside it, in a
 // savepoint (runOneInTx).
 func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
+	if s.paths.fastOff.Load() {
+		return AllocateResult{}, false, nil
+	}
 	if !req.Address.IsValid() {
 		return s.fastTake(ctx, req, 0)
 	}
@@ -35,7 +38,7 @@ func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 // statement hands over when they exist.
 func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
 	pool := ownPool(req)
-	if !pool.valid() {
+	if !pool.valid() || s.paths.fastOff.Load() {
 		return AllocateResult{}, false, nil
 	}
 	o := req.Owner

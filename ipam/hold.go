@@ -214,6 +214,7 @@ func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 			return res.Allocation, err
 		}
 	}
+	s.paths.full.Add(1)
 	var a Allocation
 	var pool *Pool
 	err := s.withTx(ctx, func(tx pgx.Tx) error {

@@ -19,6 +19,14 @@ func (s *Client) FastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 	return r.Allocation, ok
 }
 
+// FullPathRuns is how many allocations and holds of the client (and its
+// InTx views) ran the full path.
+func (s *Client) FullPathRuns() int64 { return s.paths.full.Load() }
+
+// ForceFullPath sends every allocation and hold of the client (and its
+// InTx views) to the full path, or back to the fast paths.
+func (s *Client) ForceFullPath(on bool) { s.paths.fastOff.Store(on) }
+
 // BeginForTest opens a transaction the way every core transaction is opened.
 func (s *Client) BeginForTest(ctx context.Context) (pgx.Tx, error) {
 	return s.begin(ctx, pgx.ReadCommitted, false)

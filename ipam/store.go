@@ -120,6 +120,20 @@ type Client struct {
 	// shared gathers concurrent allocations of one pool into one
 	// statement (coalesce.go); shared with InTx's copies.
 	shared *coalescer
+	// paths counts the allocations and holds that ran the full path, and
+	// can turn the fast paths off; shared with InTx's copies.
+	paths *pathStats
+}
+
+// pathStats is what the path-conformance tests see of the hand-out paths:
+// how many calls ran the full path (the fast statement handed nothing out,
+// or failed), and a switch that sends every call there. A fast statement
+// that lacks a guard hands over to the full path (the database refuses
+// what it would have handed out), so the full path's count is how a test
+// tells a missing guard from a served call.
+type pathStats struct {
+	full    atomic.Int64
+	fastOff atomic.Bool
 }
 
 // Options configure a client over a pool the caller made (New).
@@ -179,7 +193,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	}
 	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin,
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0), onWait: cfg.OnWait,
-		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}}
+		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
 	s.pool = newDBPool(s, pool, switchable)
 	return s
 }
