@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -233,6 +234,23 @@ func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportSt
 	if i <= 0 || validPoolIDString(id[:i]) != nil || ipam.ValidateID("env_id", id[i+1:]) != nil {
 		resp.Diagnostics.AddError("Invalid Import ID", "Expected `<cluster_id>/<pool name>/<env_id>` or an address, got "+id)
 		return
+	}
+	// The import adopts only what its ID names: an environment's IPv4 held
+	// in another pool of the cluster is not this pool's, and adopting it
+	// would record that other pool (and the next plan would move the
+	// environment's public address).
+	if r.store != nil {
+		pool, err := ipam.ParsePoolRef("id", id[:i])
+		if err == nil {
+			a, err := r.store.GetActive(ctx, pool.ClusterID, ipam.OwnerEnvIPv4, id[i+1:])
+			if err == nil && a.PoolID != pool.ID() {
+				resp.Diagnostics.AddError("Import ID Names Another Pool",
+					fmt.Sprintf("Environment %q holds its IPv4 %s in pool %s, not in pool %s: nothing was imported. To manage "+
+						"that address, import it with the ID %s/%s (and pool_id = %q in the configuration).",
+						id[i+1:], a.Address, a.PoolID, pool.ID(), a.PoolID, id[i+1:], a.PoolID))
+				return
+			}
+		}
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), id[:i])...)

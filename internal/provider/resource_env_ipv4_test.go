@@ -54,6 +54,12 @@ func TestAccEnvIPv4_lifecycle(t *testing.T) {
 			},
 			{ResourceName: res, ImportState: true, ImportStateVerify: true, ImportStateId: "c1/a/prod"},
 			{
+				// An import adopts only what its ID names: prod's IPv4 lies in
+				// pool a, not b.
+				ResourceName: res, ImportState: true, ImportStateId: "c1/b/prod",
+				ExpectError: regexp.MustCompile(`(?s)Import ID Names Another Pool.*198\.51\.100\.1\s+in\s+pool\s+c1/a,\s+not\s+in\s+pool\s+c1/b.*c1/a/prod`),
+			},
+			{
 				// A second IPv4 for the same environment, from another pool, is refused.
 				Config: db.config(twoPools + prod + `resource "ipam_env_ipv4" "again" {
   pool_id = ipam_pool.b.id
