@@ -66,7 +66,7 @@ var hotStatements = []hotStatement{
 	{name: "exact claim probe", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
 	{name: "release", db: "growth",
-		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0)} }},
+		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0), "bench"} }},
 	{name: "fast path: a fresh allocation in one statement (a counter pool)", db: "growth",
 		params: func(f *planFixture) []any {
 			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,

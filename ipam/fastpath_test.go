@@ -388,7 +388,7 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	id := uuid.New()
 	args := map[string][]any{
 		"owner probe":                     {"c1", "instance", "i-7"},
-		"release":                         {"c1", "instance", "i-7", int64(0)},
+		"release":                         {"c1", "instance", "i-7", int64(0), "test"},
 		"refresh read":                    {"c1", "instance", "i-7"},
 		"hold look (a plan's first read)": {"c1", "instance", "i-7", "test", 5 * time.Minute, "/work/test"},
 		"fast path: a fresh allocation in one statement (a counter pool)": {"c1", "c1/instance", "instance", "i-99", "acme", "prod", nil, "i-99",

@@ -3,15 +3,21 @@ package ipam
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // Release moves the owner's active address to cooling, with reusable_at fixed
-// now from the pool's cooldown. It carries the allocation's generation (0 for
-// whatever is active): a stale release, whose generation has since moved on, is
-// a no-op and reports false.
+// now from the pool's cooldown. It carries the allocation's generation: a
+// stale release, whose generation has since moved on, is a no-op and reports
+// false. With generation 0 it releases whatever is active, if this client's
+// actor made it; another actor's allocation (Terraform's, say, for the
+// scheduler) is refused with an OwnerConflictError naming its holder: a
+// release that names no holder never takes another manager's address. The
+// generation an allocation returned proves the caller read it, and releases
+// it whoever made it.
 func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generation int64) (bool, error) {
 	if err := checkIDs("cluster_id", clusterID); err != nil {
 		return false, err
@@ -38,7 +44,19 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 // releaseTx is Release inside the caller's transaction; ErrNotFound when
 // there was nothing (of that generation) to release.
 func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease, clusterID, o.Kind, o.ID, generation))
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease, clusterID, o.Kind, o.ID, generation, s.actor))
+	if errors.Is(err, ErrNotFound) && generation == 0 {
+		// Nothing of this actor's: another manager's allocation is a
+		// refusal, not a no-op.
+		held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID))
+		if herr == nil && held.Actor != s.actor {
+			conflict := ownerConflict(held)
+			conflict.Detail = fmt.Sprintf("a release without the allocation's generation releases only this actor's (%q); "+
+				"release it from the configuration or system that manages it, with the generation its allocation returned, "+
+				"or with ipamctl release --force", s.actor)
+			return conflict
+		}
+	}
 	if err != nil {
 		return err
 	}

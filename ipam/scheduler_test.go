@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 
@@ -329,5 +330,49 @@ func TestConcurrentPlacementsAndOtherCalls(t *testing.T) {
 	}
 	if _, err := s.client.GetCluster(ctx, "missing"); !errors.Is(err, ipam.ErrNotFound) {
 		t.Fatalf("missing cluster: %v, want ErrNotFound", err)
+	}
+}
+
+// A release that names no holder takes no other manager's allocation: the
+// scheduler's ReleaseInstance of an instance that Terraform allocated is
+// refused with owner_conflict naming Terraform's actor, as its
+// AllocateInstance is, and leaves the address active. A release that
+// carries the allocation's generation (the caller read it) releases it.
+func TestReleaseWithoutGenerationKeepsToItsActor(t *testing.T) {
+	t.Parallel()
+	tf, _ := newStore(t, "terraform")
+	ctx := context.Background()
+	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
+	a, err := tf.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: instance("web-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, tf), Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sched.Close()
+	err = sched.ReleaseInstance(ctx, nil, "c1", "web-1")
+	var oc *ipam.OwnerConflictError
+	if !errors.As(err, &oc) || oc.Actor != "terraform" || !strings.Contains(err.Error(), "without the allocation's generation") {
+		t.Fatalf("the scheduler's release of Terraform's instance: %v, want owner_conflict naming actor terraform", err)
+	}
+	if got, err := tf.GetActive(ctx, "c1", ipam.OwnerInstance, "web-1"); err != nil || got.Address != a.Address {
+		t.Fatalf("after the refused release: %v %v, want %s still active", got.Address, err, a.Address)
+	}
+	// Its own allocations it releases without a generation; what is not
+	// held at all is still a no-op.
+	if _, err := sched.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: "job-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.ReleaseInstance(ctx, nil, "c1", "job-1"); err != nil {
+		t.Fatalf("the scheduler's release of its own instance: %v", err)
+	}
+	if err := sched.ReleaseInstance(ctx, nil, "c1", "never"); err != nil {
+		t.Fatalf("releasing what is not held: %v, want a no-op", err)
+	}
+	// With the generation it read, any caller releases it.
+	if ok, err := sched.Release(ctx, "c1", instance("web-1"), a.Generation); err != nil || !ok {
+		t.Fatalf("a release carrying the generation: %v %v", ok, err)
 	}
 }

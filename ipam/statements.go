@@ -226,12 +226,19 @@ const (
 		AND (reusable_at <= now_at OR (owner_kind = $3 AND owner_id = $4))`
 )
 
+// sqlActiveOfOwner reads the owner's active allocation, if any (a refused
+// release names it).
+const sqlActiveOfOwner = `SELECT ` + allocColumns + ` FROM ipam_allocations
+	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
+
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
 const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 	WHERE cluster_id = $1 AND address = $2 FOR UPDATE`
 
 // sqlRelease puts the owner's active allocation (of generation $4, or any with 0)
-// into its cooldown.
+// into its cooldown. A release without a generation releases only an
+// allocation of its own actor ($5): one that names no holder must not take
+// another manager's allocation (releaseTx says owner_conflict then).
 //
 // It takes the pool's lock (FOR KEY SHARE) before the row, as every writer
 // of a pool's rows does (the locking order: pool, then rows): the release's
@@ -240,14 +247,15 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 // pool and renumbers the pool's rows (found by the interleaving explorer).
 var sqlRelease = `WITH held AS MATERIALIZED (
 		SELECT pool_id FROM ipam_allocations
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND ($4 = 0 OR generation = $4)
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
+			AND (generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5))
 	), pool AS MATERIALIZED (
 		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + fastPool + `
 	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
 	FROM pool p
 	WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
-		AND a.state = 'active' AND ($4 = 0 OR a.generation = $4)
+		AND a.state = 'active' AND (a.generation = $4 OR ($4 = 0 AND coalesce(a.actor, '') = $5))
 	RETURNING a.*)` + movedOut + countMoved + `
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 		coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
