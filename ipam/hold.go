@@ -43,7 +43,7 @@ func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) er
 	}
 	var origin string
 	var replacing bool
-	if err := tx.QueryRow(ctx, sqlOrigin, held.ID).Scan(&origin, &replacing); err != nil {
+	if err := tx.QueryRow(ctx, sqlOrigin, held.ID, s.origin).Scan(&origin, &replacing); err != nil {
 		return err
 	}
 	if origin == "" || origin == s.origin || replacing {
@@ -279,6 +279,6 @@ func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner,
 	if generation <= 0 {
 		return Allocation{}, invalid("generation", "must be the replaced allocation's generation, a positive number")
 	}
-	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl), generation))
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl), generation, s.origin))
 	return a, s.mapErr(err)
 }

@@ -285,3 +285,40 @@ func TestMarkedBlocksAndSetsAreTakenOver(t *testing.T) {
 		t.Fatalf("the set after releasing a at its generation: %+v %v, want b alone", got, err)
 	}
 }
+
+// A replacement mark holds only for the configuration that made it: once
+// configuration A (one origin) has planned a replacement of its node, a
+// create of the same owner by configuration B (the same actor, another
+// origin) is still refused, and A's own create takes the allocation over.
+func TestReplacementMarkHoldsForItsOrigin(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	open := func(origin string) *ipam.Client {
+		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	a, b := open("/work/a"), open("/work/b")
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("web-1")}
+	first, err := a.Allocate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GetActive(ctx, "c1", ipam.OwnerNode, "web-1"); err != nil { // A's refresh confirms it
+		t.Fatal(err)
+	}
+	if _, err := a.MarkReplacement(ctx, "c1", node("web-1"), first.Generation, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("B's create while A's plan marks the replacement: %v, want owner_conflict", err)
+	}
+	if got, err := a.Allocate(ctx, req); err != nil || got.Address != first.Address || got.Generation <= first.Generation {
+		t.Fatalf("A's create half of its replacement: %+v %v, want %s taken over", got, err, first.Address)
+	}
+}

@@ -73,6 +73,12 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 // nothing has changed it since.
 const replacingSQL = `coalesce(replace_generation = generation AND replace_until > ipam_now() AND state = 'active', false)`
 
+// replacingForSQL: replacingSQL, by a plan of the caller's origin ($2): a
+// mark holds only for the configuration that made it (migration 22). A mark
+// that records no origin (made by a client without one, or before
+// migration 22) holds for the actor, as before.
+const replacingForSQL = `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = $2::text))`
+
 // allocColumnsOfA are allocColumns of the row a that the statement itself
 // handed out (the fast statements): its allocated_at is the statement's one
 // read of the clock, so it stands in for ipam_now(), which reads the test
@@ -1021,8 +1027,9 @@ const (
 	// sqlAdopt hands the owner's active allocation to a create that finds it: a
 	// new generation, and its labels brought up to date.
 	// sqlMarkReplacement marks the owner's active allocation of this actor
-	// as being replaced by a plan, for $5 (migration 17).
-	sqlMarkReplacement = `UPDATE ipam_allocations SET replace_until = ipam_now() + $5::interval, replace_generation = generation
+	// as being replaced by a plan of origin $7, for $5 (migrations 17, 22).
+	sqlMarkReplacement = `UPDATE ipam_allocations SET replace_until = ipam_now() + $5::interval, replace_generation = generation,
+			replace_origin = nullif($7, '')
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4 AND generation = $6
 		RETURNING ` + allocColumns
 
@@ -1036,12 +1043,14 @@ const (
 		WHERE id = $1 AND generation = $2 AND state = 'active'`
 
 	// sqlOrigin reads an allocation's recorded origin ('' when none is, or
-	// the generation moved on), and whether a plan marked it as replaced.
-	sqlOrigin = `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, ''), ` + replacingSQL + `
+	// the generation moved on), and whether a plan of origin $2 marked it
+	// as replaced.
+	sqlOrigin = `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, ''), ` + replacingForSQL + `
 		FROM ipam_allocations WHERE id = $1`
 
-	// sqlReplacing tells whether a row is marked as being replaced.
-	sqlReplacing = `SELECT ` + replacingSQL + ` FROM ipam_allocations WHERE id = $1`
+	// sqlReplacing tells whether a plan of origin $2 marked a row as being
+	// replaced.
+	sqlReplacing = `SELECT ` + replacingForSQL + ` FROM ipam_allocations WHERE id = $1`
 
 	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
 			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
