@@ -480,3 +480,49 @@ func TestCreateNodeBlocksAdoptsOnlyItsOwnUnconfirmedWork(t *testing.T) {
 		t.Fatalf("scaling confirmed blocks: %v", err)
 	}
 }
+
+// An instance allocation (or a plan-time hold) racing the release of its
+// node's blocks either lands in the blocks (and the release is refused),
+// or, the blocks gone, in the cluster's instance pool: never a bare
+// not_found, though cluster, node and owner all exist.
+func TestInstanceRacingBlockReleaseFindsItsPool(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	var notFound []string
+	for round := range 40 {
+		nodeID := fmt.Sprintf("n%d", round)
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", nodeID, scaling(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		o := ipam.Owner{Kind: ipam.OwnerInstance, ID: "i" + nodeID, InstanceID: "i" + nodeID, NodeID: nodeID}
+		var wg sync.WaitGroup
+		var allocErr, releaseErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if round%2 == 0 {
+				_, allocErr = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o})
+			} else {
+				_, allocErr = st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: o}, time.Hour)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			releaseErr = st.ReleaseNodeBlocks(ctx, "c1", nodeID)
+		}()
+		wg.Wait()
+		if errors.Is(allocErr, ipam.ErrNotFound) {
+			notFound = append(notFound, fmt.Sprintf("round %d: %v", round, allocErr))
+		} else if allocErr != nil {
+			t.Fatalf("round %d: the instance's allocation: %v", round, allocErr)
+		}
+		if releaseErr != nil && ipam.Code(releaseErr) != ipam.CodeConflict {
+			t.Fatalf("round %d: the blocks' release: %v", round, releaseErr)
+		}
+	}
+	if len(notFound) > 0 {
+		t.Fatalf("%d of 40 racing rounds answered not_found:\n%s", len(notFound), strings.Join(notFound, "\n"))
+	}
+}

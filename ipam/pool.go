@@ -263,13 +263,17 @@ func placementErr(err error) error {
 
 // lockPoolShared takes the allocator's lock on the pool row and reports
 // errRetry when the pool changed since p was read (the transaction runs again
-// with the new shape), ErrNotFound when it is gone.
+// with the new shape) or is gone (it runs again and resolves its pool anew).
 func lockPoolShared(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	var updated time.Time
 	err := tx.QueryRow(ctx, sqlLockPoolKeyShare, p.ID).Scan(&updated)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return ErrNotFound
+		// Deleted since it was resolved (a node's blocks released under an
+		// instance's allocation, say): resolve again, which finds the pool
+		// the request draws from now, or says what does not exist. A bare
+		// not_found would name nothing that is missing.
+		return errRetry
 	case err != nil:
 		return err
 	case !updated.Equal(p.UpdatedAt):
