@@ -196,6 +196,7 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		res.Adopted = true
 	default:
 		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
+		err = s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
 	}
 	if err == nil && movedFrom > 0 && res.Generation <= movedFrom {
 		// Past the replaced row's generation: the replaced object's destroy,
@@ -243,6 +244,26 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, r
 		return 0, err
 	}
 	return held.Generation, nil
+}
+
+// ownerWon turns a hand-out that failed for want of room (ipam_exhausted),
+// or on an address the owner itself holds (address_in_use), into a new
+// attempt when the owner holds an allocation now: a concurrent request of
+// the same owner won the race for the last free address (or for the
+// address both claimed) and has committed since. The attempt finds the
+// owner's allocation and adopts it, or refuses it by the rule of every
+// allocation (owner_conflict), so concurrent requests of one owner agree,
+// and no failure is recorded for the loser.
+func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, err error) error {
+	var ex *ExhaustedError
+	var iu *AddressInUseError
+	if !errors.As(err, &ex) && (!errors.As(err, &iu) || iu.OwnerKind != o.Kind || iu.OwnerID != o.ID) {
+		return err
+	}
+	if held, _, herr := s.ownerRows(ctx, tx, clusterID, o); herr == nil && held != nil {
+		return errRetry
+	}
+	return err
 }
 
 // take hands out an address that no one holds: the exact one asked for, the

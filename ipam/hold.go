@@ -80,7 +80,8 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	case held != nil:
 		return *held, nil
 	}
-	return s.take(ctx, tx, pool, req, cooling, ttl)
+	a, err := s.take(ctx, tx, pool, req, cooling, ttl)
+	return a, s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
 }
 
 // dropHold returns a hold to the pool at once, without cooldown: its address

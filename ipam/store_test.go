@@ -805,3 +805,54 @@ func TestMigrateAppliesFunctionDefinitions(t *testing.T) {
 		t.Fatalf("recorded checksum: %q %v", sum, err)
 	}
 }
+
+// Concurrent requests for one owner agree on one answer: two allocations of
+// an environment racing for its pool's last free address both get it (one
+// adopts the other's), and two exact claims of one address by one node
+// both get it; neither answers ipam_exhausted or address_in_use naming the
+// owner itself, and no allocation failure is recorded.
+func TestConcurrentRequestsOfOneOwnerAgree(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	const rounds = 30
+	race := func(round int, req ipam.AllocateRequest) {
+		t.Helper()
+		var wg sync.WaitGroup
+		got := make([]ipam.AllocateResult, 2)
+		errs := make([]error, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], errs[i] = st.Allocate(ctx, req)
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: request %d of %s %s: %v", round, i, req.Owner.Kind, req.Owner.ID, err)
+			}
+		}
+		if got[0].Address != got[1].Address {
+			t.Fatalf("round %d: the two requests of %s got %s and %s", round, req.Owner.ID, got[0].Address, got[1].Address)
+		}
+	}
+	for r := range rounds {
+		// A pool of one address: both race for its last free one.
+		name := fmt.Sprintf("one%d", r)
+		if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: name, Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("203.0.113.%d/32", r+1))}}); err != nil {
+			t.Fatal(err)
+		}
+		race(r, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", name), Owner: envOwner(fmt.Sprintf("e%d", r))})
+		// Both claim one address exactly.
+		race(r, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: node(fmt.Sprintf("n%d", r)),
+			Address: netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", 0x100+r))})
+	}
+	var failures int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocation_failures`).Scan(&failures); err != nil || failures != 0 {
+		t.Fatalf("allocation failures recorded: %d %v, want none", failures, err)
+	}
+}
