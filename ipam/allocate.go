@@ -34,9 +34,6 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		return res, err
 	}
 	if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
-		if err == nil {
-			s.recordOrigin(ctx, r.Allocation)
-		}
 		return r, err
 	}
 	s.paths.full.Add(1)
@@ -65,7 +62,6 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		return res, err
 	}
 	res.Block, _ = pool.layout.BlockOf(res.Address)
-	s.recordOrigin(ctx, res.Allocation)
 	if req.Owner.Kind == OwnerInstance {
 		cl, err := s.GetCluster(ctx, req.Pool.ClusterID)
 		res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
@@ -207,16 +203,6 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		res.Block, _ = pool.layout.BlockOf(res.Address)
 	}
 	return res, err
-}
-
-// recordOrigin records the client's origin with an allocation it made, after
-// the allocation's commit (in a caller's transaction, with it). A failure
-// records nothing and fails nothing: an allocation with no origin is adopted
-// as before origins existed, by its actor alone.
-func (s *Client) recordOrigin(ctx context.Context, a Allocation) {
-	if s.origin != "" && a.State == StateActive {
-		_, _ = s.pool.Exec(ctx, sqlRecordOrigin, a.ID, a.Generation, s.origin)
-	}
 }
 
 // moveReplaced: the create half of a replacement that moves the owner's

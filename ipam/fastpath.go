@@ -118,7 +118,7 @@ func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]Alloca
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlFastBounds,
-		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10))
+		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10), s.origin)
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()

@@ -3,9 +3,11 @@ package ipam_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -320,5 +322,65 @@ func TestReplacementMarkHoldsForItsOrigin(t *testing.T) {
 	}
 	if got, err := a.Allocate(ctx, req); err != nil || got.Address != first.Address || got.Generation <= first.Generation {
 		t.Fatalf("A's create half of its replacement: %+v %v, want %s taken over", got, err, first.Address)
+	}
+}
+
+// The manager is written by the statement that allocates: an allocation
+// carries its configuration's origin the moment it commits, on the fast
+// path and the full path alike, so two configurations (two origins, one
+// actor) creating one owner at the same moment never both succeed: the
+// loser finds the winner's origin and is refused.
+func TestConcurrentCreatesOfTwoOriginsNeverBothSucceed(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	open := func(origin string) *ipam.Client {
+		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	a, b := open("/work/it's-a"), open(`C:\work\b`)
+	// Recorded at once, by either path.
+	for i, full := range []bool{false, true} {
+		a.ForceFullPath(full)
+		r, err := a.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(fmt.Sprintf("solo%d", i))})
+		a.ForceFullPath(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var origin string
+		if err := raw.QueryRow(ctx, `SELECT coalesce(origin, '') FROM ipam_allocations WHERE id = $1 AND origin_generation = generation`,
+			r.ID).Scan(&origin); err != nil || origin != "/work/it's-a" {
+			t.Fatalf("origin recorded with the allocation (full path %v): %q %v", full, origin, err)
+		}
+	}
+	both := 0
+	for round := range 100 {
+		req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(fmt.Sprintf("n%d", round))}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, c := range []*ipam.Client{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = c.Allocate(ctx, req)
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil && ipam.Code(err) != ipam.CodeOwnerConflict {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if errs[0] == nil && errs[1] == nil {
+			both++
+		}
+	}
+	if both > 0 {
+		t.Fatalf("in %d of 100 rounds both configurations' creates of one owner succeeded", both)
 	}
 }

@@ -750,7 +750,8 @@ const (
 // (runOne), the transaction bounds, TxSettings and fastPlans: set_config with
 // is_local, so they end with the statement's own transaction.
 const sqlFastBounds = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
-	set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', ` + fastPlans + `, true)`
+	set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', ` + fastPlans + `, true),
+	set_config('ipam.origin', $3, true)`
 
 // fastPlans is the plan_cache_mode of the one-statement allocations: always
 // the generic plan, the one prepared once per connection. Left to choose,
@@ -1037,11 +1038,6 @@ const (
 	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
 		RETURNING ` + allocColumns
 
-	// sqlRecordOrigin records the configuration ($3) that made an active
-	// allocation of generation $2 (migration 17).
-	sqlRecordOrigin = `UPDATE ipam_allocations SET origin = $3, origin_generation = generation
-		WHERE id = $1 AND generation = $2 AND state = 'active'`
-
 	// sqlOrigin reads an allocation's recorded origin ('' when none is, or
 	// the generation moved on), and whether a plan of origin $2 marked it
 	// as replaced.
@@ -1052,7 +1048,12 @@ const (
 	// replaced.
 	sqlReplacing = `SELECT ` + replacingForSQL + ` FROM ipam_allocations WHERE id = $1`
 
+	// It records the adopting client's origin (ipam.origin) for the new
+	// generation, as the row trigger does for a row that becomes active.
 	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
+			origin = coalesce(nullif(current_setting('ipam.origin', true), ''), origin),
+			origin_generation = CASE WHEN nullif(current_setting('ipam.origin', true), '') IS NULL THEN origin_generation
+				ELSE generation + 1 END,
 			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
 		WHERE id = $1 AND generation = $2 AND state = 'active'
 		RETURNING ` + allocColumns

@@ -101,9 +101,13 @@ type Client struct {
 	actor  string
 	// planRun: Config.PlanRun.
 	planRun string
-	// origin: Config.Origin.
-	origin string
-	bounds bounds
+	// origin: Config.Origin. originSetting is the statement that gives it
+	// to the database for each transaction (ipam.origin, which the row
+	// trigger records with every allocation it sees become active: the
+	// manager is written by the statement that allocates), "" when none.
+	origin        string
+	originSetting string
+	bounds        bounds
 	// failover bounds how long a call retries while no usable server
 	// answers (see retryConn).
 	failover time.Duration
@@ -191,11 +195,26 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	if failover == 0 {
 		failover = DefaultFailoverTimeout
 	}
-	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin,
+	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin, originSetting: originSetting(cfg.Origin),
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0), onWait: cfg.OnWait,
 		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
 	s.pool = newDBPool(s, pool, switchable)
 	return s
+}
+
+// originSetting is the SET LOCAL of ipam.origin sent with each BEGIN (""
+// for no origin). The origin is quoted as a string literal that reads the
+// same whatever standard_conforming_strings is: quotes doubled, and with a
+// backslash, an escape string whose backslashes are doubled.
+func originSetting(origin string) string {
+	if origin == "" {
+		return ""
+	}
+	lit := "'" + strings.ReplaceAll(origin, "'", "''") + "'"
+	if strings.Contains(origin, `\`) {
+		lit = "E'" + strings.ReplaceAll(strings.ReplaceAll(origin, `\`, `\\`), "'", "''") + "'"
+	}
+	return "; SET LOCAL ipam.origin = " + lit
 }
 
 // begin opens a transaction of the store's own: the one place that does, so
@@ -209,7 +228,7 @@ func (s *Client) begin(ctx context.Context, iso pgx.TxIsoLevel, readOnly bool) (
 	if readOnly {
 		q += " READ ONLY"
 	}
-	return s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q + "; " + s.bounds.setLocal()})
+	return s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q + "; " + s.bounds.setLocal() + s.originSetting})
 }
 
 // InTx is a view of the store whose writes (allocations, releases, their

@@ -46,6 +46,7 @@ mutants=(
 	"replacement-mark-any-origin|ipam/statements.go|s/ AND \(replace_origin IS NULL OR replace_origin = \\\$2::text\)\)\`/)\`/|^TestReplacementMarkHoldsForItsOrigin\$|./ipam/"
 	"vanished-pool-is-not-found|ipam/pool.go|s/would name nothing that is missing.\n\t\treturn errRetry/would name nothing that is missing.\n\t\treturn ErrNotFound/|^TestInstanceRacingBlockReleaseFindsItsPool\$|./ipam/"
 	"same-owner-loser-exhausted|ipam/allocate.go|s/\n\t\terr = s.ownerWon\(ctx, tx, pool.ClusterID, req.Owner, err\)//|^TestConcurrentRequestsOfOneOwnerAgree\$|./ipam/"
+	"trigger-records-no-origin|migrations/functions/ipam_allocations_in_pool.sql|s/IF NEW.state = 'active' AND coalesce\(current_setting\('ipam.origin', true\), ''\) <> '' THEN/IF false THEN/|^TestConcurrentCreatesOfTwoOriginsNeverBothSucceed\$|./ipam/"
 	"inherit-keeps-foreign-owner|ipam/statements.go|s/ELSE t.cluster_id \x7c\x7c '\/' \x7c\x7c t.owner_id END AS owner_id/ELSE t.owner_id END AS owner_id/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/"
 	"lost-hold-takes-new-hold|ipam/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/"
 	"release-locks-pool-late|ipam/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\` \+ )fastPool/\$1\"\"/|^TestExploreInterleavings\$|./ipam/"

@@ -10,6 +10,12 @@
 -- inherit it. An owner key means something only inside its cluster, so a
 -- tombstone's owner takes its address back only in the cluster of the same
 -- id. The triggers that call it are in migration 12.
+--
+-- It also records who manages a row that becomes active: the origin of the
+-- configuration whose transaction hands it out (the client sets ipam.origin
+-- for its transactions; empty: none), for the row's new generation. So the
+-- manager is written by the statement that allocates, never by a second one
+-- after the commit that a concurrent create could overtake (migration 23).
 CREATE OR REPLACE FUNCTION ipam_allocations_in_pool() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -37,6 +43,10 @@ BEGIN
                 host(NEW.address), t.reusable_at, t.owner_kind, t.owner_id, t.pool_id, NEW.pool_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ipam_allocations_not_buried',
                   TABLE = 'ipam_allocations', SCHEMA = TG_TABLE_SCHEMA;
+    END IF;
+    IF NEW.state = 'active' AND coalesce(current_setting('ipam.origin', true), '') <> '' THEN
+        NEW.origin := current_setting('ipam.origin', true);
+        NEW.origin_generation := NEW.generation;
     END IF;
     RETURN NEW;
 END
