@@ -149,8 +149,17 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 			}
 		}
 		for _, key := range ch.Remove {
-			err := s.releaseTx(ctx, tx, ch.ClusterID, SetMemberOwner(ch.Owner, setID, key), 0)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			// The set's configuration manages its members, whoever made
+			// them (an imported set): each goes at its current generation.
+			o := SetMemberOwner(ch.Owner, setID, key)
+			m, err := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, ch.ClusterID, o.Kind, o.ID))
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.releaseTx(ctx, tx, ch.ClusterID, o, m.Generation); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}
@@ -412,8 +421,10 @@ func (s *Client) ReleaseSet(ctx context.Context, clusterID, setID string) error 
 	}
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		for _, m := range members {
-			// A member released meanwhile (out of band) is simply gone.
-			if err := s.releaseTx(ctx, tx, clusterID, m.Owner, 0); err != nil && !errors.Is(err, ErrNotFound) {
+			// At the generation just read: the set's configuration manages
+			// its members, whoever made them. A member released meanwhile
+			// (out of band), or handed out again, is left alone.
+			if err := s.releaseTx(ctx, tx, clusterID, m.Owner, m.Generation); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}

@@ -186,3 +186,32 @@ func TestAddressSetsConcurrent(t *testing.T) {
 		t.Fatalf("%d full sets, %d successes, want %d", full, succeeded, 256/keys)
 	}
 }
+
+// A set's configuration manages its members whoever made them (a set
+// imported from another actor): removing a key, or the whole set, releases
+// them, though a release that names no holder keeps to its own actor.
+func TestSetOfAnotherActorIsReleasedByItsConfiguration(t *testing.T) {
+	t.Parallel()
+	other, _ := newStore(t, "scheduler")
+	ctx := context.Background()
+	mkCluster(t, other, "c1", "2001:db8::/48", "", "")
+	labels := ipam.Owner{ID: "vm-9"}
+	if _, err := other.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: labels,
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}, {Key: "b", Family: 6}, {Key: "c", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, other), Actor: "terraform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	if _, err := tf.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: labels, Remove: []string{"a"}}); err != nil {
+		t.Fatalf("removing a key of an imported set: %v", err)
+	}
+	if err := tf.ReleaseSet(ctx, "c1", "vm-9"); err != nil {
+		t.Fatalf("releasing an imported set: %v", err)
+	}
+	if m, err := tf.GetSet(ctx, "c1", "vm-9"); err != nil || len(m) != 0 {
+		t.Fatalf("the set after its release: %d members %v", len(m), err)
+	}
+}
