@@ -141,14 +141,7 @@ func TestOriginDecidesAdoption(t *testing.T) {
 	st, raw := newStore(t, "terraform")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	open := func(origin string) *ipam.Client {
-		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	open := func(origin string) *ipam.Client { return openOrigin(t, st, "", origin) }
 	a, b := open("/work/a"), open("/work/b")
 	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n1")}
 	first, err := a.Allocate(ctx, req)
@@ -297,14 +290,7 @@ func TestReplacementMarkHoldsForItsOrigin(t *testing.T) {
 	st, _ := newStore(t, "terraform")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	open := func(origin string) *ipam.Client {
-		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "terraform", Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	open := func(origin string) *ipam.Client { return openOrigin(t, st, "terraform", origin) }
 	a, b := open("/work/a"), open("/work/b")
 	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("web-1")}
 	first, err := a.Allocate(ctx, req)
@@ -335,14 +321,7 @@ func TestConcurrentCreatesOfTwoOriginsNeverBothSucceed(t *testing.T) {
 	st, raw := newStore(t, "terraform")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	open := func(origin string) *ipam.Client {
-		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "terraform", Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	open := func(origin string) *ipam.Client { return openOrigin(t, st, "terraform", origin) }
 	a, b := open("/work/it's-a"), open(`C:\work\b`)
 	// Recorded at once, by either path.
 	for i, full := range []bool{false, true} {
@@ -383,4 +362,16 @@ func TestConcurrentCreatesOfTwoOriginsNeverBothSucceed(t *testing.T) {
 	if both > 0 {
 		t.Fatalf("in %d of 100 rounds both configurations' creates of one owner succeeded", both)
 	}
+}
+
+// openOrigin opens a second client on st's database, as actor with origin:
+// another configuration.
+func openOrigin(t *testing.T, st *ipam.Client, actor, origin string) *ipam.Client {
+	t.Helper()
+	c, err := ipam.Open(context.Background(), ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: actor, Origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
