@@ -38,7 +38,7 @@ mutants=(
 	"new-pool-inherits-nothing|ipam/pool.go|s/if p.Kind == kindParked \{\n\t\treturn nil/if true {\n\t\treturn nil/|^(TestTombstonesOutliveTheirCluster|TestForcedDestroyLeavesTombstones)\$|./ipam/"
 	"row-trigger-digs-up-tombstones|migrations/functions/ipam_allocations_in_pool.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND false;/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
 	"tombstone-owner-ignores-cluster|migrations/functions/ipam_allocations_in_pool.sql|s/AND \(cluster_id, owner_kind, owner_id\) IS DISTINCT FROM \(NEW.cluster_id, NEW.owner_kind, NEW.owner_id\);/AND (owner_kind, owner_id) IS DISTINCT FROM (NEW.owner_kind, NEW.owner_id);/|^TestSchemaRefusesBuriedAddress\$|./ipam/"
-	"stale-judges-every-holder|ipam/statements.go|s/\(a.confirmed_at IS NOT NULL OR a.origin_generation = a.generation\)\n\tAND /true AND /|^TestStaleLeaks\$|./ipam/"
+	"stale-judges-every-holder|ipam/statements.go|s/const staleSQL = stateHeldSQL \+ \`\n\tAND /const staleSQL = \`/|^TestStaleLeaks\$|./ipam/"
 	"release-ignores-fresh-create|ipam/ops_release.go|s/if f.held \{\n(\t+)if !req.Force/if f.confirmed != nil {\n\$1if !req.Force/|^TestReleaseAllocation\$|./ipam/"
 	"inventory-judges-terraform-allocations|ipam/ops_leaks.go|s/if cur.stateHeld \{/if false {/|^TestInventoryLeaksAndSafeReclaim\$|./ipam/"
 	"fast-owner-probe-forgets-cooling|ipam/statements.go|s/\n\t\t\tOR EXISTS \(SELECT 1 FROM ipam_allocations\n\t\t\t\tWHERE cluster_id = \\\$1 AND owner_kind = \\\$3 AND owner_id = \\\$4 AND state = 'cooling'\)//|^TestHandOutRulesOnEveryPath\$|./ipam/"
