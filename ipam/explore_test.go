@@ -386,13 +386,14 @@ var (
 	}}
 )
 
-// fixtureV4Stale is fixtureV4(true, true) with e0 unseen for 40 days: a
-// stale leak that a reclaim would release.
+// fixtureV4Stale is fixtureV4(true, true) with e0, which a Terraform state
+// read 59 days ago, unseen for 40 days: a stale leak that a reclaim would
+// release (only what a state holds is stale by age).
 var fixtureV4Stale = exploreFixture{name: "expired hold, e0 active and stale", setup: func(e *exploreEnv) {
 	e.t.Helper()
 	fixtureV4(true, true).setup(e)
-	e.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days'
-		WHERE owner_id = 'e0'`)
+	e.exec(`UPDATE ipam_allocations SET allocated_at = now() - interval '60 days', last_seen_at = now() - interval '40 days',
+		confirmed_at = now() - interval '59 days' WHERE owner_id = 'e0'`)
 }}
 
 var (
