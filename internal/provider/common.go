@@ -231,6 +231,13 @@ type generationJSON struct {
 	Generation int64 `json:"generation"`
 }
 
+// noPrivate: the request or response carries no private state (nil, or a
+// nil pointer in the interface: a list result of terraform query).
+func noPrivate(p privateState) bool {
+	v := reflect.ValueOf(p)
+	return p == nil || (v.Kind() == reflect.Pointer && v.IsNil())
+}
+
 // privateState is the subset of the framework's private state API we use.
 type privateState interface {
 	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
@@ -240,7 +247,7 @@ type privateState interface {
 // setGeneration keeps the allocation's generation in private state, so that
 // delete carries it and a stale release is a no-op.
 func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnostics {
-	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+	if noPrivate(p) {
 		return nil // a list result (terraform query) has no private state
 	}
 	b, _ := json.Marshal(generationJSON{Generation: gen})
@@ -266,7 +273,7 @@ func replacedGeneration(ctx context.Context, req resource.ModifyPlanRequest) int
 const privateMemberGenerations = "member_generations"
 
 func setMemberGenerations(ctx context.Context, p privateState, members []ipam.SetMember) diag.Diagnostics {
-	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+	if noPrivate(p) {
 		return nil
 	}
 	gens := make(map[string]int64, len(members))
@@ -280,7 +287,7 @@ func setMemberGenerations(ctx context.Context, p privateState, members []ipam.Se
 // memberGenerations reads what setMemberGenerations kept; nil when nothing
 // is (a state written before this version, or none).
 func memberGenerations(ctx context.Context, p privateState) map[string]int64 {
-	if v := reflect.ValueOf(p); p == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
+	if noPrivate(p) {
 		return nil
 	}
 	b, diags := p.GetKey(ctx, privateMemberGenerations)
