@@ -159,7 +159,7 @@ func (s *Client) CreateNodeBlocks(ctx context.Context, clusterID, nodeID string,
 // (a refresh or an import): from then on only that configuration manages
 // them, and a create elsewhere is refused.
 func (s *Client) ConfirmNodeBlocks(ctx context.Context, clusterID, nodeID string) error {
-	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil || s.peek {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, sqlConfirmNodeBlocks, clusterID, nodeID)

@@ -129,6 +129,9 @@ type OwnerConflictError struct {
 	// name the held allocation (the provider builds its import ID).
 	PoolID string
 	SetID  string
+	// Held: what the owner holds is another configuration's live plan-time
+	// hold, not an allocation (nothing to import yet).
+	Held bool
 }
 
 func (e *OwnerConflictError) Code() string { return CodeOwnerConflict }
@@ -137,6 +140,10 @@ func (e *OwnerConflictError) Code() string { return CodeOwnerConflict }
 func (e *OwnerConflictError) Is(target error) bool { return isCode(CodeOwnerConflict, target) }
 
 func (e *OwnerConflictError) Error() string {
+	if e.Held {
+		return fmt.Sprintf("%s: %s %q in cluster %q is held at %s by a plan of actor %q; %s",
+			CodeOwnerConflict, e.OwnerKind, e.OwnerID, e.ClusterID, e.Address, e.Actor, e.Detail)
+	}
 	return fmt.Sprintf("%s: %s %q in cluster %q already holds %s, allocated by actor %q; %s",
 		CodeOwnerConflict, e.OwnerKind, e.OwnerID, e.ClusterID, e.Address, e.Actor, e.Detail)
 }

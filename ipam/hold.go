@@ -19,13 +19,26 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return nil, nil
 	}
 	if held.State == StateReserved {
-		// Another actor's hold is judged by its own expiry, not by the
-		// cooldown it may keep: an abandoned plan never blocks an owner for
-		// longer than reservation_ttl.
-		stale := held.Actor != s.actor && held.HoldExpired
-		moved := held.Actor == s.actor && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
-		if stale || moved {
-			return nil, s.dropHold(ctx, tx, *held)
+		// A hold is its planning manager's: the actor and, for a
+		// configuration, its origin. Another manager's hold is judged by its
+		// own expiry, not by the cooldown it may keep: an abandoned plan
+		// never blocks an owner for longer than reservation_ttl. Taken over
+		// after that, it is recorded as lost to its manager, whose saved plan
+		// then fails with owner_conflict (Reserve, ownerTaken).
+		foreign := held.Actor != s.actor || !s.ownOrigin(*held)
+		moved := !foreign && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
+		switch {
+		case foreign && held.HoldExpired:
+			return nil, s.dropHold(ctx, tx, *held, true)
+		case moved:
+			return nil, s.dropHold(ctx, tx, *held, false)
+		case foreign && held.Actor == s.actor:
+			conflict := ownerConflict(*held)
+			conflict.Held = true
+			conflict.Detail = fmt.Sprintf("that plan is the configuration's in %q and holds it until %s, and this one runs in %q; "+
+				"apply that plan, or wait for its hold to expire, before declaring the owner here",
+				held.Origin, held.ReusableAt.UTC().Format(time.RFC3339), s.origin)
+			return held, conflict
 		}
 	}
 	if err := s.checkAdoptable(pool, req, *held); err != nil {
@@ -34,26 +47,28 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	return held, s.checkOrigin(ctx, tx, *held)
 }
 
+// ownOrigin reports whether a row is this client's configuration's, or no
+// configuration's (ownOriginSQL in Go).
+func (s *Client) ownOrigin(a Allocation) bool {
+	return a.Origin == "" || a.Origin == s.origin
+}
+
 // checkOrigin refuses to adopt an active allocation recorded for another
-// origin (another configuration's working directory), unless a plan marked
-// it as being replaced.
+// origin (another configuration's working directory), unless a plan of this
+// one marked it as being replaced.
 func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
-	if s.origin == "" || held.State != StateActive {
+	if held.State != StateActive || s.ownOrigin(held) {
 		return nil
 	}
-	var origin string
 	var replacing bool
-	if err := tx.QueryRow(ctx, sqlOrigin, held.ID, s.origin).Scan(&origin, &replacing); err != nil {
+	if err := tx.QueryRow(ctx, sqlReplacing, held.ID, s.origin).Scan(&replacing); err != nil || replacing {
 		return err
-	}
-	if origin == "" || origin == s.origin || replacing {
-		return nil
 	}
 	conflict := ownerConflict(held)
 	conflict.Detail = fmt.Sprintf("it was made at %s by the configuration in %q, and this one runs in %q; import it instead of "+
 		"declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
 		"set the provider's origin to %q for one apply",
-		held.AllocatedAt.UTC().Format(time.RFC3339), origin, s.origin, origin)
+		held.AllocatedAt.UTC().Format(time.RFC3339), held.Origin, s.origin, held.Origin)
 	return conflict
 }
 
@@ -85,8 +100,9 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 }
 
 // dropHold returns a hold to the pool at once, without cooldown: its address
-// was never routed.
-func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
+// was never routed. lost: another manager of the owner drops it, which is
+// recorded for the hold's manager (EventHoldLost, ownerTaken).
+func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation, lost bool) error {
 	// A cooldown the hold kept (cooling_until, fixed at the address's last
 	// release) stays; the hold's own time does not.
 	tag, err := tx.Exec(ctx, sqlDropHold, h.ID, h.Generation)
@@ -95,6 +111,14 @@ func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return errRetry
+	}
+	if lost {
+		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: h.ClusterID, PoolID: h.PoolID, AllocationID: h.ID,
+			Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor,
+			Data: map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true,
+				"taken_by": s.manager()}}); err != nil {
+			return err
+		}
 	}
 	return insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
 		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
@@ -123,6 +147,11 @@ type LostHold struct {
 	Block netip.Prefix
 	// poolID is the pool the hold was in.
 	poolID string
+	// ownerTaken: another manager of the same owner dropped the expired hold
+	// and took the owner (TakenBy names that manager); holderActor and
+	// holderOrigin are the hold's manager.
+	ownerTaken                bool
+	holderActor, holderOrigin string
 	// reported: a Reserve has said so (HoldLostError), to the plan run
 	// reportedRun.
 	reported    bool
@@ -134,13 +163,14 @@ type LostHold struct {
 const EventHoldLossReported = "allocation.hold_loss_reported"
 
 // reportLostHold records, unless done, that the owner was told its hold was
-// lost. It reports nothing (false) when the owner holds an address now: its
-// plans show that one.
+// lost. It reports nothing (false) when the owner holds an address now, its
+// plans showing that one, unless the hold was lost with the owner
+// (ownerTaken): the owner holds what another manager took.
 func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *LostHold) (bool, error) {
 	reported := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var holds bool
-		if err := tx.QueryRow(ctx, sqlOwnerHolds, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID).Scan(&holds); err != nil || holds {
+		if err := tx.QueryRow(ctx, sqlOwnerHolds, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID).Scan(&holds); err != nil || (holds && !l.ownerTaken) {
 			return err
 		}
 		reported = true
@@ -183,7 +213,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	if found {
 		return held, nil
 	}
-	if l := held.Lost; l != nil && (!l.reported || (l.reportedRun != "" && l.reportedRun == s.planRun)) {
+	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
 		// A plan that showed the lost address must fail when applied, and
 		// its apply re-plans this owner first: no new hold now. The next
 		// plan (of another run) takes one.
@@ -198,13 +228,46 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	h := Hold{Lost: held.Lost}
 	var err error
 	if h.Allocation, err = s.reserve(ctx, req, ttl); err != nil {
-		return h, err
+		return s.ownerTaken(ctx, req, h, err)
 	}
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
 		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(req.Pool.ClusterID, req.Owner)...))
 	}
 	return h, nil
+}
+
+// toReport: a lost hold not reported yet, or reported to this plan run.
+func (s *Client) toReport(l *LostHold) bool {
+	return l != nil && (!l.reported || (l.reportedRun != "" && l.reportedRun == s.planRun))
+}
+
+// ownerTaken is Reserve's answer when the hold is refused as another
+// manager's (owner_conflict): if this manager's own hold of the owner
+// expired and that manager took the owner, Hold.Lost names the address the
+// earlier plan showed (reported once, as HoldLostError is), so that the
+// apply of a saved plan re-plans it unchanged and fails at create with the
+// same owner_conflict; otherwise Lost is nil.
+func (s *Client) ownerTaken(ctx context.Context, req AllocateRequest, h Hold, err error) (Hold, error) {
+	l := h.Lost
+	h.Lost = nil
+	var oc *OwnerConflictError
+	if !errors.As(err, &oc) || !s.toReport(l) || !l.ownerTaken || l.holderActor != s.actor || l.holderOrigin != s.origin {
+		return h, err
+	}
+	if reported, rerr := s.reportLostHold(ctx, req, l); rerr == nil && reported {
+		h.Lost = l
+	}
+	return h, err
+}
+
+// manager names this client as a manager of allocations: its actor, and
+// its origin when it has one.
+func (s *Client) manager() string {
+	if s.origin == "" {
+		return fmt.Sprintf("actor %q", s.actor)
+	}
+	return fmt.Sprintf("actor %q in %q", s.actor, s.origin)
 }
 
 // reserve takes or renews the hold: the fast path's one statement, else the
@@ -243,7 +306,7 @@ func scanLostHold(row pgx.Row) (*LostHold, error) {
 	var l LostHold
 	var p netip.Prefix
 	var run *string
-	err := row.Scan(&p, &l.TakenBy, &l.At, &l.poolID, &run)
+	err := row.Scan(&p, &l.TakenBy, &l.At, &l.poolID, &l.ownerTaken, &l.holderActor, &l.holderOrigin, &run)
 	if run != nil {
 		l.reported, l.reportedRun = true, *run
 	}

@@ -38,7 +38,7 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 	if err != nil {
 		return a, s.mapErr(err)
 	}
-	if stale {
+	if stale && !s.peek {
 		// Recorded before the read is answered: an operator's reclaim of
 		// stale allocations checks the time under the row's lock. When the
 		// mark finds the allocation no longer active (a reclaim released it

@@ -13,8 +13,9 @@ import (
 // now from the pool's cooldown. It carries the allocation's generation: a
 // stale release, whose generation has since moved on, is a no-op and reports
 // false. With generation 0 it releases whatever is active, if this client's
-// actor made it; another actor's allocation (Terraform's, say, for the
-// scheduler) is refused with an OwnerConflictError naming its holder: a
+// manager made it (its actor, and its origin or none); another manager's
+// allocation (Terraform's, say, for the scheduler, or another
+// configuration's) is refused with an OwnerConflictError naming its holder: a
 // release that names no holder never takes another manager's address. The
 // generation an allocation returned proves the caller read it, and releases
 // it whoever made it.
@@ -49,11 +50,11 @@ func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o O
 		// Nothing of this actor's: another manager's allocation is a
 		// refusal, not a no-op.
 		held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID))
-		if herr == nil && held.Actor != s.actor {
+		if herr == nil && (held.Actor != s.actor || !s.ownOrigin(held)) {
 			conflict := ownerConflict(held)
-			conflict.Detail = fmt.Sprintf("a release without the allocation's generation releases only this actor's (%q); "+
+			conflict.Detail = fmt.Sprintf("a release without the allocation's generation releases only this manager's (%s); "+
 				"release it from the configuration or system that manages it, with the generation its allocation returned, "+
-				"or with ipamctl release --force", s.actor)
+				"or with ipamctl release --force", s.manager())
 			return conflict
 		}
 	}

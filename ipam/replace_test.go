@@ -173,6 +173,16 @@ func TestOriginDecidesAdoption(t *testing.T) {
 	if r, err := open("/work/a").Allocate(ctx, req); err != nil || !r.Adopted {
 		t.Fatalf("another directory given the origin: %+v %v", r, err)
 	}
+	// A client without an origin (the Go API, same actor) neither adopts
+	// nor releases without its generation what a configuration made.
+	if _, err := st.Allocate(ctx, req); ipam.Code(err) != ipam.CodeOwnerConflict {
+		t.Fatalf("a client without an origin creating a configuration's owner: %v, want owner_conflict", err)
+	}
+	for name, c := range map[string]*ipam.Client{"another origin": b, "no origin": st} {
+		if _, err := c.Release(ctx, "c1", node("n1"), 0); ipam.Code(err) != ipam.CodeOwnerConflict {
+			t.Fatalf("a release without generation from %s: %v, want owner_conflict", name, err)
+		}
+	}
 	// No origin recorded (an allocation of the Go API): the actor decides.
 	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2")}); err != nil {
 		t.Fatal(err)
@@ -308,6 +318,78 @@ func TestReplacementMarkHoldsForItsOrigin(t *testing.T) {
 	}
 	if got, err := a.Allocate(ctx, req); err != nil || got.Address != first.Address || got.Generation <= first.Generation {
 		t.Fatalf("A's create half of its replacement: %+v %v, want %s taken over", got, err, first.Address)
+	}
+}
+
+// A plan-time hold is its planning configuration's: while it is live,
+// another configuration of the same actor may neither renew it (its plan),
+// nor confirm it (its create, claiming the held address on the fast path or
+// not), nor take it on the full path: owner_conflict naming the hold. Once
+// it expired, the other configuration takes the owner; the first one's next
+// Reserve (its saved plan's apply re-planning) is refused with the same
+// owner_conflict and names, once per plan run, the address its plan showed
+// (Hold.Lost), so the plan can show it again and the create fail with the
+// refusal.
+func TestHoldIsItsConfigurations(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	open := func(origin, run string) *ipam.Client {
+		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: testdbURLOf(t, st), Actor: "terraform", Origin: origin, PlanRun: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	a, b := open("/work/a", "run-1"), open("/work/b", "")
+	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("web-1")}
+	h, err := a.Reserve(ctx, req, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func(what string, err error) {
+		t.Helper()
+		var oc *ipam.OwnerConflictError
+		if !errors.As(err, &oc) || !oc.Held || !strings.Contains(err.Error(), `"/work/a"`) {
+			t.Fatalf("%s during A's live hold: %v, want owner_conflict naming A's hold", what, err)
+		}
+	}
+	_, err = b.Reserve(ctx, req, time.Hour)
+	held("B's plan", err)
+	claim := req
+	claim.Address = h.Address
+	_, err = b.Allocate(ctx, claim)
+	held("B's create claiming the held address", err)
+	b.ForceFullPath(true)
+	_, err = b.Allocate(ctx, claim)
+	held("B's create on the full path", err)
+	_, err = b.Allocate(ctx, req)
+	held("B's create without a claim", err)
+	if got, err := a.Reserve(ctx, req, time.Hour); err != nil || got.Address != h.Address {
+		t.Fatalf("A's plan again: %+v %v, want its hold %s", got, err, h.Address)
+	}
+
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reserved_until = now() - interval '1 second',
+		reusable_at = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Allocate(ctx, req); err != nil {
+		t.Fatalf("B's create after A's hold expired: %v", err)
+	}
+	for _, try := range []string{"the apply's re-plan", "again in the same run"} {
+		got, err := a.Reserve(ctx, req, time.Hour)
+		if ipam.Code(err) != ipam.CodeOwnerConflict || got.Lost == nil || got.Lost.Address != h.Address || !got.Lost.Block.IsValid() ||
+			!strings.Contains(got.Lost.TakenBy, "/work/b") {
+			t.Fatalf("A's Reserve (%s) after B took the owner: %+v %v, want owner_conflict and Lost %s taken by B", try, got, err, h.Address)
+		}
+	}
+	if got, err := open("/work/a", "run-2").Reserve(ctx, req, time.Hour); ipam.Code(err) != ipam.CodeOwnerConflict || got.Lost != nil {
+		t.Fatalf("A's plan of a later run: %+v %v, want owner_conflict and no Lost", got, err)
+	}
+	if got, err := open("/work/c", "run-1").Reserve(ctx, req, time.Hour); ipam.Code(err) != ipam.CodeOwnerConflict || got.Lost != nil {
+		t.Fatalf("a third configuration's plan: %+v %v, want owner_conflict and no Lost (the hold was not its)", got, err)
 	}
 }
 

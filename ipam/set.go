@@ -355,7 +355,7 @@ func (s *Client) GetSet(ctx context.Context, clusterID, setID string) ([]SetMemb
 	if err := checkIDs("cluster_id", clusterID, "owner_id", setID); err != nil {
 		return nil, err
 	}
-	return s.getSet(ctx, clusterID, setID, true)
+	return s.getSet(ctx, clusterID, setID, !s.peek)
 }
 
 func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool) ([]SetMember, error) {

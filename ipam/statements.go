@@ -67,7 +67,20 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
 	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
 	coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
-		AND NOT ` + replacingSQL + `, false)`
+		AND NOT ` + replacingSQL + `, false), ` + originSQL
+
+// originSQL is the origin recorded for the row's current generation: the
+// configuration that made the allocation or took the hold ('' for none).
+const originSQL = `coalesce(CASE WHEN origin_generation = generation THEN origin END, '')`
+
+// ownOriginSQL: the row is the configuration's whose origin the expression
+// mine gives, or no configuration's (no origin recorded for its
+// generation). A caller without an origin (the Go API) owns only rows of
+// no configuration. It is the one statement of the rule in SQL; Go judges
+// it from Allocation.Origin (Client.ownOrigin).
+func ownOriginSQL(mine string) string {
+	return `(` + originSQL + ` IN ('', coalesce(` + mine + `, '')))`
+}
 
 // replacingSQL: a plan marked the row as being replaced (migration 17), and
 // nothing has changed it since.
@@ -254,7 +267,7 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 var sqlRelease = `WITH held AS MATERIALIZED (
 		SELECT pool_id FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
-			AND (generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5))
+			AND (generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5 AND ` + ownOriginSQL("current_setting('ipam.origin', true)") + `))
 	), pool AS MATERIALIZED (
 		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + fastPool + `
 	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
@@ -266,7 +279,7 @@ var sqlRelease = `WITH held AS MATERIALIZED (
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 		coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true FROM a`
+		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true, '' FROM a`
 
 // Usage counters (ipam_pool_counters). A pool's active count is the sum of
 // its counter slots and of its stripes' active column (activeCount): the fast
@@ -685,7 +698,7 @@ var confirmHoldSQL = `WITH held AS MATERIALIZED (
 			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
 		` + fromClock + `
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
-			AND address = $4 AND actor = $10
+			AND address = $4 AND actor = $10 AND ` + ownOriginSQL("current_setting('ipam.origin', true)") + `
 			AND pool_id = (SELECT id FROM pool)
 		RETURNING ipam_allocations.*
 	)` + eventOfA + movedIn + countMoved + `
@@ -1038,12 +1051,6 @@ const (
 	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
 		RETURNING ` + allocColumns
 
-	// sqlOrigin reads an allocation's recorded origin ('' when none is, or
-	// the generation moved on), and whether a plan of origin $2 marked it
-	// as replaced.
-	sqlOrigin = `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, ''), ` + replacingForSQL + `
-		FROM ipam_allocations WHERE id = $1`
-
 	// sqlReplacing tells whether a plan of origin $2 marked a row as being
 	// replaced.
 	sqlReplacing = `SELECT ` + replacingForSQL + ` FROM ipam_allocations WHERE id = $1`
@@ -1250,21 +1257,20 @@ const (
 		WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`
 )
 
+// sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
+// allocation) of this actor and of origin $6 (or none recorded), whether
+// it has more than $5 left, and its pool's blocks.
+var sqlFindHold = `SELECT ` + allocColumns + `,
+		((state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `')
+			OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval))
+			AND ` + ownOriginSQL("$6::text") + `,
+		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
+	FROM ipam_allocations a
+	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`
+
 // Plan-time holds (hold.go, fastpath.go's findHold) and refresh reads
 // (lookup.go); the release itself is sqlRelease above.
 const (
-	// sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
-	// allocation) of this actor, whether it has more than $5 left, and its
-	// pool's blocks.
-	sqlFindHold = `SELECT ` + allocColumns + `,
-			(state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `'
-				-- made by this origin, or by none recorded (checkOrigin)
-				AND ($6::text = '' OR origin_generation IS DISTINCT FROM generation OR origin = $6))
-				OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval),
-			(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
-		FROM ipam_allocations a
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`
-
 	sqlExtendHold = `UPDATE ipam_allocations
 		SET reserved_until = ipam_now() + $3::interval,
 			reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
@@ -1276,9 +1282,11 @@ const (
 			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
 		WHERE id = $1 AND generation = $2 AND state = 'reserved'`
 
-	// sqlLostHold finds the owner's latest hold taken by another owner within
-	// $4.
+	// sqlLostHold finds the owner's latest hold taken by another owner, or
+	// dropped by another manager of the owner, within $4.
 	sqlLostHold = `SELECT e.address, coalesce(e.data->>'taken_by', ''), e.at, coalesce(e.pool_id, ''),
+			coalesce((e.data->>'owner_taken')::boolean, false), coalesce(e.data->>'holder_actor', ''),
+			coalesce(e.data->>'holder_origin', ''),
 			-- the run it was reported to, if it was (NULL: not yet)
 			(SELECT coalesce(r.data->>'run', '') FROM ipam_events r
 				WHERE r.cluster_id = $1 AND r.owner_kind = $2 AND r.owner_id = $3 AND r.type = '` + EventHoldLossReported + `'
@@ -1680,7 +1688,7 @@ const (
 	sqlListTombstones = `SELECT allocation_id, cluster_id, pool_id, address, 0::bigint, 'cooling', generation,
 			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
 			coalesce(node_id, ''), coalesce(instance_id, ''), coalesce(actor, ''), NULL::timestamptz, released_at,
-			reusable_at, false, '', true, true, '', NULL::timestamptz
+			reusable_at, false, '', true, true, '', '', NULL::timestamptz
 		FROM ipam_tombstones a WHERE a.reusable_at > ipam_now()`
 	sqlListTombstonesOrder = ` ORDER BY cluster_id, pool_id, address`
 

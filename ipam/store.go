@@ -121,6 +121,8 @@ type Client struct {
 	// outer, when set, is the caller's transaction: writes run inside it
 	// (see InTx) and commit or roll back with it.
 	outer pgx.Tx
+	// peek: reads record no refresh (see Peek).
+	peek bool
 	// shared gathers concurrent allocations of one pool into one
 	// statement (coalesce.go); shared with InTx's copies.
 	shared *coalescer
@@ -243,6 +245,17 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 	}
 	c := *s
 	c.outer = tx
+	return &c
+}
+
+// Peek is a view of the store whose reads record nothing: GetActive,
+// GetSet and ConfirmNodeBlocks do not mark what they read as held by a
+// Terraform state. It is for reads that no state keeps (a `terraform query`
+// listing, a look before an import), which must not make another manager's
+// allocation look managed by a state.
+func (s *Client) Peek() *Client {
+	c := *s
+	c.peek = true
 	return &c
 }
 

@@ -67,6 +67,10 @@ type Allocation struct {
 	// or the adoption window has passed since it was made: from then on only
 	// its own configuration manages it, and a create elsewhere is refused.
 	Confirmed bool
+	// Origin is the configuration that made the allocation or took the
+	// hold, for its current generation (Config.Origin; empty: none
+	// recorded). Only that configuration manages it.
+	Origin string
 }
 
 // AdoptionWindow is how long after it was made an allocation that no refresh
@@ -180,7 +184,7 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 	var allocated, released, reusable *time.Time
 	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
-		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed)
+		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed, &a.Origin)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, ErrNotFound
 	}

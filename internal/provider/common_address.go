@@ -342,6 +342,19 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				"plan, its apply fails for this resource and allocates nothing. Run terraform plan again: the next plan "+
 				"reserves a new address.")
 		return ipam.Allocation{Address: hl.Lost.Address, Block: hl.Lost.Block}, true
+	case errors.As(err, &oc) && a.Lost != nil:
+		// This configuration's earlier plan held the owner, and another
+		// manager took it once the hold expired. The plan shows the held
+		// address again, so that a saved plan that showed it, applied now,
+		// passes Terraform's re-plan and fails at create with this same
+		// owner_conflict, writing nothing.
+		lost := a.Lost.Address.String()
+		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
+			"An earlier plan of this configuration held "+lost+" for "+owner.Kind+" "+owner.ID+", but that hold expired and "+
+				a.Lost.TakenBy+" took the "+owner.Kind+" at "+a.Lost.At.UTC().Format(time.RFC3339)+": "+err.Error()+
+				". Applying this create (a saved plan that showed "+lost+" included) fails with the same error and allocates nothing."+
+				withHint(err))
+		return ipam.Allocation{Address: a.Lost.Address, Block: a.Lost.Block}, true
 	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && replaces > 0:
 		// The owner still holds its old address under this actor: a
 		// replacement that moves it. Apply takes the new address then.

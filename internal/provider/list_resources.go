@@ -193,8 +193,12 @@ func (l *inventoryList) Configure(ctx context.Context, req resource.ConfigureReq
 	if pd == nil {
 		return
 	}
-	l.store = pd.store
+	// A listing reads what no state holds yet: its reads must not mark
+	// another manager's allocation as held by a state (ipam.Client.Peek).
+	peek := &providerData{store: pd.store.Peek(), reservations: pd.reservations, reservationTTL: pd.reservationTTL}
+	l.store = peek.store
 	l.res = l.newResource()
+	req.ProviderData = peek
 	l.res.Configure(ctx, req, resp)
 }
 

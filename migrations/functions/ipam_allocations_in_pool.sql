@@ -1,5 +1,5 @@
 -- The current definition of ipam_allocations_in_pool: created by migration 12, last changed
--- by migration 19. Migrate applies it after the numbered migrations (see README.md
+-- by migration 24. Migrate applies it after the numbered migrations (see README.md
 -- beside this file); a change here is a change of this one file.
 --
 -- Invariant: nothing enters 'active' or 'reserved' outside its pool (a block
@@ -11,11 +11,13 @@
 -- tombstone's owner takes its address back only in the cluster of the same
 -- id. The triggers that call it are in migration 12.
 --
--- It also records who manages a row that becomes active: the origin of the
--- configuration whose transaction hands it out (the client sets ipam.origin
--- for its transactions; empty: none), for the row's new generation. So the
--- manager is written by the statement that allocates, never by a second one
--- after the commit that a concurrent create could overtake (migration 23).
+-- It also records who manages a row that becomes active or held: the origin
+-- of the configuration whose transaction hands it out or holds it for a plan
+-- (the client sets ipam.origin for its transactions; empty: none), for the
+-- row's new generation. So the manager is written by the statement that
+-- allocates, never by a second one after the commit that a concurrent create
+-- could overtake (migration 23), and a plan-time hold is its planning
+-- configuration's (migration 24).
 CREATE OR REPLACE FUNCTION ipam_allocations_in_pool() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -44,7 +46,7 @@ BEGIN
             USING ERRCODE = 'check_violation', CONSTRAINT = 'ipam_allocations_not_buried',
                   TABLE = 'ipam_allocations', SCHEMA = TG_TABLE_SCHEMA;
     END IF;
-    IF NEW.state = 'active' AND coalesce(current_setting('ipam.origin', true), '') <> '' THEN
+    IF coalesce(current_setting('ipam.origin', true), '') <> '' THEN
         NEW.origin := current_setting('ipam.origin', true);
         NEW.origin_generation := NEW.generation;
     END IF;

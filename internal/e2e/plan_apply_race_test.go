@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+// A plan-time hold is its planning configuration's: another configuration
+// of the same actor declaring the owner is refused (owner_conflict naming
+// the hold, with no import advice) while the hold is live. Once it expired,
+// another manager (that configuration, or the scheduler) takes the owner,
+// and the saved plan's apply fails with the provider's own owner_conflict,
+// never with Terraform's "Provider produced inconsistent final plan", and
+// the other manager keeps the owner.
+func TestOwnerTakenBetweenPlanAndApply(t *testing.T) {
+	const hcl = "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id = \"race-1\"\n}\n"
+	expire := func(t *testing.T, url string) {
+		sqlExec(t, url, `UPDATE ipam_allocations SET reserved_until = now() - interval '1 second',
+			reusable_at = now() - interval '1 second' WHERE state = 'reserved'`)
+	}
+	for _, tc := range []struct {
+		name string
+		take func(t *testing.T, url string)
+	}{
+		{"another configuration", func(t *testing.T, url string) {
+			other := newWorkdir(t, url, hcl)
+			out, err := other.try("apply", "-input=false", "-auto-approve")
+			said := strings.Join(strings.Fields(string(out)), " ")
+			if err == nil || !strings.Contains(said, "owner_conflict") || !strings.Contains(said, "held at") || strings.Contains(said, "terraform import") {
+				t.Fatalf("another configuration's apply during the first one's live hold: %v\n%s", err, out)
+			}
+			expire(t, url)
+			other.run("apply", "-input=false", "-auto-approve")
+		}},
+		{"the scheduler", func(t *testing.T, url string) {
+			expire(t, url)
+			ctx := context.Background()
+			st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "race-1", NodeID: "race-1"}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := setup(t)
+			w := newWorkdir(t, url, hcl)
+			w.run("plan", "-input=false", "-out=tfplan")
+			tc.take(t, url)
+			before := activeAddresses(t, url)
+			out, err := w.try("apply", "-input=false", "tfplan")
+			if err == nil {
+				t.Fatalf("the saved plan applied after another manager took its owner:\n%s", out)
+			}
+			said := []byte(strings.Join(strings.Fields(string(out)), " "))
+			if bytes.Contains(said, []byte("inconsistent final plan")) || bytes.Contains(said, []byte("bug in the provider")) {
+				t.Errorf("Terraform's provider-bug error instead of the provider's own:\n%s", out)
+			}
+			if !bytes.Contains(said, []byte("owner_conflict")) || !bytes.Contains(said, []byte("allocates nothing")) {
+				t.Errorf("apply output lacks owner_conflict:\n%s", out)
+			}
+			if after := activeAddresses(t, url); !equalMaps(after, before) {
+				t.Errorf("the failed apply changed the allocations: %v, want %v", after, before)
+			}
+		})
+	}
+}
