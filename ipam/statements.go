@@ -70,7 +70,7 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 		AND NOT ` + replacingSQL + `, false), ` + originSQL
 
 // originSQL is the origin recorded for the row's current generation: the
-// configuration that made the allocation or took the hold (” for none).
+// configuration that made the allocation or took the hold (empty for none).
 const originSQL = `coalesce(CASE WHEN origin_generation = generation THEN origin END, '')`
 
 // ownOriginSQL: the row is the configuration's whose origin the expression
