@@ -23,6 +23,9 @@ type AllocationView struct {
 	// inherits it. Its Category is empty, and its ID is the allocation's
 	// last one.
 	Tombstone bool
+	// StateHeld: a Terraform state holds the allocation (a refresh or an
+	// import read it, or a configuration made it; Origin names that one).
+	StateHeld bool
 }
 
 // ListFilter selects allocations. Empty fields match everything. State is
@@ -37,6 +40,9 @@ type ListFilter struct {
 	NodeID     string
 	InstanceID string
 	State      string
+	// Unmanaged keeps only the allocations no Terraform state holds (what
+	// `terraform query` offers to adopt).
+	Unmanaged bool
 	// Limit caps the number of allocations returned (0: no cap).
 	Limit int
 }
@@ -117,6 +123,9 @@ func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]Allocatio
 	}
 	filters()
 	eq(sqlListByCategory, f.Category)
+	if f.Unmanaged {
+		where = append(where, sqlListUnmanaged)
+	}
 	if f.State != "" {
 		where = append(where, statePredicates[f.State])
 	} else {
@@ -166,11 +175,12 @@ func (s *Client) ListAllocations(ctx context.Context, f ListFilter) ([]Allocatio
 	return append(out, buried...), nil
 }
 
-// scanView scans allocColumns followed by the category and last_seen_at.
+// scanView scans allocColumns followed by the category, last_seen_at and
+// whether a state holds the allocation.
 func scanView(row pgx.Row) (AllocationView, error) {
 	var v AllocationView
 	var seen *time.Time
-	a, err := scanAllocation(extraRow{row, []any{&v.Category, &seen}})
+	a, err := scanAllocation(extraRow{row, []any{&v.Category, &seen, &v.StateHeld}})
 	v.Allocation = a
 	if seen != nil {
 		v.LastSeenAt = *seen
@@ -213,6 +223,67 @@ func (s *Client) ListPools(ctx context.Context, clusterID string, categories ...
 	}
 	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PoolRef])
 	return refs, s.mapErr(err)
+}
+
+// Kinds of object Managers judges.
+const (
+	ManagedCluster    = "cluster"
+	ManagedPool       = "pool"
+	ManagedSet        = "set"         // id "<cluster>/<set id>"
+	ManagedNodeBlocks = "node_blocks" // id "<cluster>/<node id>"
+)
+
+// Managers tells which of the objects ids of one kind a Terraform state
+// holds: one a configuration created (its origin recorded) or a read of the
+// provider saw (a refresh or an import). It maps each such id to the origin
+// of the configuration that made it, "" when only a read saw it. A set is
+// held when a state holds any of its active members. `terraform query`
+// leaves what a state holds out of its listings unless asked: adopting it
+// would make two states manage one object.
+func (s *Client) Managers(ctx context.Context, kind string, ids []string) (map[string]string, error) {
+	q, ok := map[string]string{ManagedCluster: sqlManagersClusters, ManagedPool: sqlManagersPools,
+		ManagedSet: sqlManagersSets, ManagedNodeBlocks: sqlManagersNodeBlocks}[kind]
+	if !ok {
+		return nil, invalid("kind", "%q is not a kind Managers judges: expected one of cluster, pool, set, node_blocks", truncate(kind, 40))
+	}
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, q, ids)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	var id, origin string
+	_, err = pgx.ForEachRow(rows, []any{&id, &origin}, func() error {
+		out[id] = origin
+		return nil
+	})
+	return out, s.mapErr(err)
+}
+
+// ConfirmCluster records that a Terraform state read the cluster (a
+// refresh or an import): `terraform query` then leaves it out of its
+// listing unless asked (Managers). A Peek view records nothing.
+func (s *Client) ConfirmCluster(ctx context.Context, id string) error {
+	return s.confirmRead(ctx, sqlConfirmCluster, "id", id)
+}
+
+// ConfirmPool records that a Terraform state read the pool, as
+// ConfirmCluster does for a cluster.
+func (s *Client) ConfirmPool(ctx context.Context, id string) error {
+	return s.confirmRead(ctx, sqlConfirmPool, "pool_id", id)
+}
+
+func (s *Client) confirmRead(ctx context.Context, sql, field, id string) error {
+	if id == "" {
+		return invalid(field, "must not be empty")
+	}
+	if s.peek {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, sql, id)
+	return s.mapErr(err)
 }
 
 // SetRef names an address set: its cluster and its owner id (the set id).

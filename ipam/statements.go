@@ -69,6 +69,10 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 	coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
 		AND NOT ` + replacingSQL + `, false), ` + originSQL
 
+// callerOriginSQL is the origin of the configuration whose transaction runs
+// the statement (ipam.origin, set with its BEGIN), NULL for none.
+const callerOriginSQL = `nullif(current_setting('ipam.origin', true), '')`
+
 // originSQL is the origin recorded for the row's current generation: the
 // configuration that made the allocation or took the hold (empty for none).
 const originSQL = `coalesce(CASE WHEN origin_generation = generation THEN origin END, '')`
@@ -812,8 +816,8 @@ const (
 	sqlOverlappingClusters = `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 AND id <> $2 ORDER BY id`
 
 	sqlInsertCluster = `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
-			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, ` + callerOriginSQL + `)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING ` + clusterColumns
 
@@ -957,8 +961,8 @@ const (
 // Pools (pool.go, pool_operator.go).
 const (
 	sqlInsertPool = `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
-			cooldown, size, stripes, mtu, gateway, is_default, as_written)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+			cooldown, size, stripes, mtu, gateway, is_default, as_written, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, ` + callerOriginSQL + `)`
 
 	// sqlLockPoolKeyShare is the allocator's pool lock (lockPoolShared): it
 	// reads updated_at, to tell whether the pool changed since it was loaded.
@@ -1058,9 +1062,8 @@ const (
 	// It records the adopting client's origin (ipam.origin) for the new
 	// generation, as the row trigger does for a row that becomes active.
 	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
-			origin = coalesce(nullif(current_setting('ipam.origin', true), ''), origin),
-			origin_generation = CASE WHEN nullif(current_setting('ipam.origin', true), '') IS NULL THEN origin_generation
-				ELSE generation + 1 END,
+			origin = coalesce(` + callerOriginSQL + `, origin),
+			origin_generation = CASE WHEN ` + callerOriginSQL + ` IS NULL THEN origin_generation ELSE generation + 1 END,
 			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
 		WHERE id = $1 AND generation = $2 AND state = 'active'
 		RETURNING ` + allocColumns
@@ -1138,6 +1141,25 @@ const (
 	// sqlConfirmNodeBlocks records that a Terraform state read a node's blocks.
 	sqlConfirmNodeBlocks = `UPDATE ipam_node_block_settings SET confirmed_at = ipam_now()
 		WHERE cluster_id = $1 AND node_id = $2 AND confirmed_at IS NULL`
+	// sqlConfirmCluster and sqlConfirmPool record that a read of the
+	// provider (a refresh or an import) saw the cluster or pool.
+	sqlConfirmCluster = `UPDATE ipam_clusters SET confirmed_at = ipam_now() WHERE id = $1 AND confirmed_at IS NULL`
+	sqlConfirmPool    = `UPDATE ipam_pools SET confirmed_at = ipam_now() WHERE id = $1 AND confirmed_at IS NULL`
+
+	// sqlManagers* find, among the ids $1, those a Terraform state holds,
+	// with the origin of the configuration that made them ('' when only a
+	// read saw them): clusters, pools, address sets ("<cluster>/<set>":
+	// any member a state holds) and nodes' blocks ("<cluster>/<node>").
+	sqlManagersClusters = `SELECT id, coalesce(origin, '') FROM ipam_clusters
+		WHERE id = ANY ($1) AND (origin IS NOT NULL OR confirmed_at IS NOT NULL)`
+	sqlManagersPools = `SELECT id, coalesce(origin, '') FROM ipam_pools
+		WHERE id = ANY ($1) AND (origin IS NOT NULL OR confirmed_at IS NOT NULL)`
+	sqlManagersSets = `SELECT a.cluster_id || '/' || a.set_owner, max(` + originSQL + `)
+		FROM ipam_allocations a
+		WHERE a.state = 'active' AND a.set_owner IS NOT NULL AND a.cluster_id || '/' || a.set_owner = ANY ($1) AND ` + stateHeldSQL + `
+		GROUP BY 1`
+	sqlManagersNodeBlocks = `SELECT cluster_id || '/' || node_id, '' FROM ipam_node_block_settings
+		WHERE cluster_id || '/' || node_id = ANY ($1) AND confirmed_at IS NOT NULL`
 	sqlDeleteNodeScaling = `DELETE FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
 
 	sqlActiveBlocks = `SELECT block, empty_scans FROM ipam_node_blocks
@@ -1675,24 +1697,26 @@ const usageFailuresSQL = `SELECT f.pool_id, f.reason, count(*) FROM ipam_allocat
 // filters given joined by sqlAnd, the tail, and a limit (sqlLimitParamFormat).
 // Each filter is a format taking its parameter's number.
 const (
-	sqlListAllocationsHead = `SELECT ` + allocColumns + `, category, last_seen_at FROM (
-			SELECT a.*, p.category FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+	sqlListAllocationsHead = `SELECT ` + allocColumns + `, category, last_seen_at, state_held FROM (
+			SELECT a.*, p.category, coalesce(` + stateHeldSQL + `, false) AS state_held
+			FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
 			WHERE `
 
 	sqlListAllocationsTail = `) x
 		ORDER BY cluster_id, pool_id, ordinal`
 
 	// sqlListTombstones lists the live tombstones as scanView reads a row
-	// (allocColumns, category, last_seen_at), cooling; the filters above
+	// (allocColumns, category, last_seen_at, state_held), cooling; the filters above
 	// name columns that ipam_tombstones ("a") has too.
 	sqlListTombstones = `SELECT allocation_id, cluster_id, pool_id, address, 0::bigint, 'cooling', generation,
 			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
 			coalesce(node_id, ''), coalesce(instance_id, ''), coalesce(actor, ''), NULL::timestamptz, released_at,
-			reusable_at, false, '', true, true, '', '', NULL::timestamptz
+			reusable_at, false, '', true, true, '', '', NULL::timestamptz, false
 		FROM ipam_tombstones a WHERE a.reusable_at > ipam_now()`
 	sqlListTombstonesOrder = ` ORDER BY cluster_id, pool_id, address`
 
 	sqlAnd             = " AND "
+	sqlListUnmanaged   = "NOT coalesce(" + stateHeldSQL + ", false)"
 	sqlListByCluster   = "a.cluster_id = $%d"
 	sqlListByPool      = "a.pool_id = $%d"
 	sqlListByCategory  = "p.category = $%d"

@@ -243,3 +243,88 @@ list "ipam_node_instance_blocks" "nodes" {
 		t.Errorf("a query with category \"v6\" gave %v:\n%s", err, out)
 	}
 }
+
+// What a Terraform state already holds is not offered for adoption: a
+// configuration's pool and node address, and the cluster once its refresh
+// read it, are left out of `terraform query` (the scheduler's allocation
+// and the core's pool are listed); `include_managed = true` lists them too,
+// each marked and warned about, naming the configuration. A listing
+// confirms nothing: the scheduler's allocation it read is still held by no
+// state afterwards (so no stale report or release rule starts to treat it
+// as a state's).
+func TestQueryLeavesOutWhatAStateHolds(t *testing.T) {
+	t.Parallel()
+	requireCLI(t, "1.14.0", "terraform query")
+	url := setup(t)
+	ctx := context.Background()
+	scheduler, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scheduler.Close()
+	if _, err := scheduler.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "c1", NodeID: "sched-1"}); err != nil {
+		t.Fatal(err)
+	}
+	managing := newWorkdir(t, url, `
+resource "ipam_pool" "extra" {
+  cluster_id = "c1"
+  name       = "extra"
+  cidrs      = ["192.0.2.0/24"]
+}
+resource "ipam_node_address" "tf" {
+  cluster_id = "c1"
+  node_id    = "tf-1"
+}
+import {
+  to = ipam_cluster.c1
+  id = "c1"
+}
+resource "ipam_cluster" "c1" {
+  name   = "c1"
+  prefix = "2001:db8::/48"
+}
+`)
+	managing.run("apply", "-input=false", "-auto-approve")
+
+	w := newWorkdir(t, url, "")
+	query := func(include bool, types ...string) string {
+		t.Helper()
+		cfg := ""
+		if include {
+			cfg = "  config {\n    include_managed = true\n  }\n"
+		}
+		q := ""
+		for _, typ := range types {
+			q += "list \"" + typ + "\" \"all\" {\n  provider = ipam\n" + cfg + "}\n"
+		}
+		if err := os.WriteFile(filepath.Join(w.dir, "adopt.tfquery.hcl"), []byte(q), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(w.run("query"))), " ")
+	}
+	all := []string{"ipam_cluster", "ipam_pool", "ipam_node_address"}
+	out := query(false, all...)
+	for _, listed := range []string{"sched-1", "c1/v4"} {
+		if !strings.Contains(out, listed) {
+			t.Errorf("terraform query did not list %s:\n%s", listed, out)
+		}
+	}
+	for _, held := range []string{"tf-1", "c1/extra", "list.ipam_cluster.all name="} {
+		if strings.Contains(out, held) {
+			t.Errorf("terraform query listed %s, which another state holds:\n%s", held, out)
+		}
+	}
+	out = query(true, all...)
+	for _, held := range []string{"tf-1 (2001:db8::", "c1/extra (managed elsewhere)", "name=c1 c1 (managed elsewhere)", "Managed by Another Configuration",
+		"terraform state rm"} {
+		if !strings.Contains(out, held) {
+			t.Errorf("terraform query with include_managed lacks %q:\n%s", held, out)
+		}
+	}
+	if out = query(true, "ipam_pool"); !strings.Contains(out, "the Terraform configuration in \""+managing.dir+"\"") {
+		t.Errorf("the warning on the pool does not name the configuration that created it:\n%s", out)
+	}
+	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'sched-1' AND confirmed_at IS NOT NULL`); n != 0 {
+		t.Errorf("listing confirmed the scheduler's allocation: no state holds it")
+	}
+}

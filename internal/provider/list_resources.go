@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -34,9 +35,13 @@ type adoptable interface {
 }
 
 // listEntry is one thing found: the resource's string import id and the name
-// `terraform query` shows for it.
+// `terraform query` shows for it, and whether a Terraform state holds it
+// already (managedBy: the origin of the configuration that made it, if
+// recorded).
 type listEntry struct {
 	importID, display string
+	managed           bool
+	managedBy         string
 }
 
 // inventoryList lists one resource type's objects.
@@ -48,8 +53,12 @@ type inventoryList struct {
 	filters     map[string]listFilter
 	newResource func() adoptable
 	// find lists the entries matching the set filters (by attribute; unset
-	// ones are absent), at most limit of them when limit > 0.
-	find func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error)
+	// ones are absent). Without managedKind it says which a state holds,
+	// leaves them out unless includeManaged, and returns at most limit
+	// entries when limit > 0; with managedKind (an ipam.Managed* kind) it
+	// returns every entry, and List asks Client.Managers which a state holds.
+	find        func(ctx context.Context, st *ipam.Client, f map[string]string, includeManaged bool, limit int) ([]listEntry, error)
+	managedKind string
 
 	res   adoptable
 	store *ipam.Client
@@ -89,13 +98,13 @@ func listResources() []func() list.ListResource {
 		return func() list.ListResource {
 			return &inventoryList{typeSuffix: suffix, noun: "allocations", filters: allocFilters, newResource: newResource,
 				description: "Finds the active " + what + " for `terraform query`, to adopt them",
-				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, includeManaged bool, limit int) ([]listEntry, error) {
 					views, err := st.ListAllocations(ctx, ipam.ListFilter{ClusterID: f["cluster_id"], PoolID: f["pool_id"],
 						OrgID: f["org_id"], EnvID: f["env_id"], NodeID: f["node_id"],
-						OwnerKind: kind, State: ipam.StateActive, Limit: limit})
+						OwnerKind: kind, State: ipam.StateActive, Unmanaged: !includeManaged, Limit: limit})
 					var out []listEntry
 					for _, v := range views {
-						out = append(out, listEntry{importID(v), v.Owner.ID + " (" + v.Address.String() + ")"})
+						out = append(out, listEntry{importID(v), v.Owner.ID + " (" + v.Address.String() + ")", v.StateHeld, v.Origin})
 					}
 					return out, err
 				}}
@@ -112,44 +121,47 @@ func listResources() []func() list.ListResource {
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_cluster", noun: "clusters", filters: map[string]listFilter{},
 				description: "Finds every cluster for `terraform query`, to adopt them",
-				newResource: func() adoptable { return &clusterResource{} },
-				find: func(ctx context.Context, st *ipam.Client, _ map[string]string, limit int) ([]listEntry, error) {
+				newResource: func() adoptable { return &clusterResource{} }, managedKind: ipam.ManagedCluster,
+				find: func(ctx context.Context, st *ipam.Client, _ map[string]string, _ bool, _ int) ([]listEntry, error) {
 					ids, err := st.ListClusterIDs(ctx)
-					return capped(entriesOf(ids, func(id string) string { return id }), limit), err
+					return entriesOf(ids, func(id string) string { return id }), err
 				}}
 		},
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_pool", noun: "pools", newResource: func() adoptable { return &poolResource{} },
+				managedKind: ipam.ManagedPool,
 				description: "Finds the operator pools (IPv4 add-on and extra IPv6 pools) for `terraform query`, to adopt them. " +
 					"A cluster's own node and instance pools belong to its `ipam_cluster` and are not listed",
 				filters: map[string]listFilter{"cluster_id": filterCluster,
 					"category": {"of this category (`ipv4` or `ipv6`)", stringvalidator.OneOf(operatorCategories...)}},
-				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, _ bool, _ int) ([]listEntry, error) {
 					cats := operatorCategories
 					if c, ok := f["category"]; ok {
 						cats = []string{c}
 					}
 					refs, err := st.ListPools(ctx, f["cluster_id"], cats...)
-					return capped(entriesOf(refs, ipam.PoolRef.ID), limit), err
+					return entriesOf(refs, ipam.PoolRef.ID), err
 				}}
 		},
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_address_set", noun: "sets", newResource: func() adoptable { return &addressSetResource{} },
+				managedKind: ipam.ManagedSet,
 				description: "Finds the address sets with at least one active member for `terraform query`, to adopt them",
 				filters:     map[string]listFilter{"cluster_id": filterCluster, "org_id": filterOrg, "env_id": filterEnv},
-				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, _ bool, _ int) ([]listEntry, error) {
 					refs, err := st.ListSets(ctx, f["cluster_id"], f["org_id"], f["env_id"])
-					return capped(entriesOf(refs, func(r ipam.SetRef) string { return r.ClusterID + "/" + r.SetID }), limit), err
+					return entriesOf(refs, func(r ipam.SetRef) string { return r.ClusterID + "/" + r.SetID }), err
 				}}
 		},
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_node_instance_blocks", noun: "nodes", newResource: func() adoptable { return &nodeBlocksResource{} },
+				managedKind: ipam.ManagedNodeBlocks,
 				description: "Finds the nodes that hold instance blocks for `terraform query`, to adopt their `ipam_node_instance_blocks`",
 				filters:     map[string]listFilter{"cluster_id": filterCluster, "node_id": {"with this id", validID("node_id")}},
-				find: func(ctx context.Context, st *ipam.Client, f map[string]string, limit int) ([]listEntry, error) {
+				find: func(ctx context.Context, st *ipam.Client, f map[string]string, _ bool, _ int) ([]listEntry, error) {
 					nodes, err := st.NodesWithBlocks(ctx, f["cluster_id"])
 					nodes = slices.DeleteFunc(nodes, func(n [2]string) bool { return f["node_id"] != "" && n[1] != f["node_id"] })
-					return capped(entriesOf(nodes, func(n [2]string) string { return n[0] + "/" + n[1] }), limit), err
+					return entriesOf(nodes, func(n [2]string) string { return n[0] + "/" + n[1] }), err
 				}}
 		},
 	}
@@ -159,7 +171,7 @@ func listResources() []func() list.ListResource {
 func entriesOf[T any](xs []T, id func(T) string) []listEntry {
 	out := make([]listEntry, 0, len(xs))
 	for _, x := range xs {
-		out = append(out, listEntry{id(x), id(x)})
+		out = append(out, listEntry{importID: id(x), display: id(x)})
 	}
 	return out
 }
@@ -171,12 +183,53 @@ func capped(es []listEntry, limit int) []listEntry {
 	return es
 }
 
+// markManaged marks the entries a Terraform state holds (Client.Managers)
+// and, unless includeManaged, leaves them out.
+func markManaged(ctx context.Context, st *ipam.Client, kind string, es []listEntry, includeManaged bool) ([]listEntry, error) {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.importID
+	}
+	managers, err := st.Managers(ctx, kind, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := es[:0]
+	for _, e := range es {
+		e.managedBy, e.managed = managers[e.importID]
+		if !e.managed || includeManaged {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// includeManagedAttr is the list attribute that lists what a state holds too.
+const includeManagedAttr = "include_managed"
+
+// managedWarning says, on a list result, that a state holds it already.
+func managedWarning(e listEntry) (summary, detail string) {
+	by := "a Terraform state (a refresh or an import read it)"
+	if e.managedBy != "" {
+		by = fmt.Sprintf("the Terraform configuration in %q (it created it)", e.managedBy)
+	}
+	return "Managed by Another Configuration",
+		e.importID + " is managed by " + by + ". Adopting it here as well would let two states manage it, and either one's " +
+			"destroy would remove it under the other. To move it on purpose: `terraform state rm` it from the other " +
+			"configuration first, then apply this one's import block."
+}
+
 func (l *inventoryList) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + l.typeSuffix
 }
 
 func (l *inventoryList) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
-	attrs := map[string]schema.Attribute{}
+	attrs := map[string]schema.Attribute{
+		includeManagedAttr: schema.BoolAttribute{Optional: true, MarkdownDescription: "List " + l.noun + " a Terraform state " +
+			"already holds too (one another configuration created, or whose refresh or import read it), each with a " +
+			"warning naming that configuration. Default `false`: they are left out, since adopting one would let two " +
+			"states manage it."},
+	}
 	for name, f := range l.filters {
 		attrs[name] = schema.StringAttribute{Optional: true, MarkdownDescription: "Only " + l.noun + " " + f.keeps + ".",
 			Validators: []validator.String{f.check}}
@@ -212,11 +265,17 @@ func (l *inventoryList) List(ctx context.Context, req list.ListRequest, stream *
 			f[name] = v.ValueString()
 		}
 	}
+	var include types.Bool
+	diags.Append(req.Config.GetAttribute(ctx, path.Root(includeManagedAttr), &include)...)
 	if !requireStore(l.store, &diags) || diags.HasError() {
 		stream.Results = list.ListResultsStreamDiagnostics(diags)
 		return
 	}
-	entries, err := l.find(ctx, l.store, f, int(req.Limit))
+	entries, err := l.find(ctx, l.store, f, include.ValueBool(), int(req.Limit))
+	if err == nil && l.managedKind != "" {
+		entries, err = markManaged(ctx, l.store, l.managedKind, entries, include.ValueBool())
+		entries = capped(entries, int(req.Limit))
+	}
 	if err != nil {
 		addCoreError(&diags, "Unable to List", err)
 		stream.Results = list.ListResultsStreamDiagnostics(diags)
@@ -229,6 +288,10 @@ func (l *inventoryList) List(ctx context.Context, req list.ListRequest, stream *
 				continue // gone since it was listed
 			}
 			result.DisplayName = e.display
+			if e.managed {
+				result.DisplayName += " (managed elsewhere)"
+				result.Diagnostics.AddWarning(managedWarning(e))
+			}
 			if !push(result) {
 				return
 			}

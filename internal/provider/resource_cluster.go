@@ -346,6 +346,10 @@ func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, re
 		addCoreError(&resp.Diagnostics, "Unable to Read Cluster", err)
 		return
 	}
+	// This state holds the cluster now: `terraform query` leaves it out of
+	// its listing unless asked. A failed mark (a read-only role) changes
+	// nothing, as for an address.
+	_ = r.store.ConfirmCluster(ctx, c.ID)
 	state.fromCore(c)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }

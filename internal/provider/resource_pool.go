@@ -389,6 +389,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		addCoreError(&resp.Diagnostics, "Unable to Read Pool", err)
 		return
 	}
+	_ = r.store.ConfirmPool(ctx, p.ID) // as a cluster's Read does
 	state.fromCore(p)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }
