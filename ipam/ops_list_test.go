@@ -281,3 +281,109 @@ func TestInventory(t *testing.T) {
 		}
 	})
 }
+
+// What a Terraform state holds, which `terraform query` leaves out unless
+// asked: a cluster or pool a configuration created (its origin) or a read
+// of the provider saw (Confirm*), an allocation a state holds, a set with
+// such a member, a node's blocks a read saw. Reads through Peek record
+// nothing, so listing the scheduler's allocations never makes them a
+// state's.
+func TestManagersAndPeek(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	cfg := openOrigin(t, f.st, "terraform", "/work/a")
+	peek := f.st.Peek()
+	if _, err := cfg.CreatePool(f.ctx, ipam.Pool{ClusterID: "c1", Name: "extra", Cooldown: time.Hour,
+		CIDRs: prefixes("192.0.2.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	managers := func(kind string, ids ...string) string {
+		t.Helper()
+		m, err := f.st.Managers(f.ctx, kind, ids)
+		if err != nil {
+			t.Fatalf("Managers(%s): %v", kind, err)
+		}
+		return fmt.Sprint(m)
+	}
+	if got := managers(ipam.ManagedPool, "c1/v4", "c1/extra"); got != "map[c1/extra:/work/a]" {
+		t.Errorf("pools a state holds: %s, want only c1/extra, by /work/a", got)
+	}
+	for _, c := range []*ipam.Client{peek, f.st} {
+		if err := c.ConfirmPool(f.ctx, "c1/v4"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConfirmCluster(f.ctx, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool][2]string{true: {"map[]", "map[c1/extra:/work/a]"}, false: {"map[c1:]", "map[c1/extra:/work/a c1/v4:]"}}[c == peek]
+		if got := [2]string{managers(ipam.ManagedCluster, "c1", "c9"), managers(ipam.ManagedPool, "c1/v4", "c1/extra")}; got != want {
+			t.Errorf("after a read (peek %v): clusters and pools held %v, want %v", c == peek, got, want)
+		}
+	}
+
+	// Allocations: the scheduler's, read through Peek, stays no state's.
+	sched := openOrigin(t, f.st, "scheduler", "")
+	if _, err := sched.Allocate(f.ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("s1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Allocate(f.ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	unmanaged := func() string {
+		t.Helper()
+		views, err := f.st.ListAllocations(f.ctx, ipam.ListFilter{ClusterID: "c1", OwnerKind: ipam.OwnerNode, Unmanaged: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, v := range views {
+			ids = append(ids, v.Owner.ID)
+		}
+		return strings.Join(ids, " ")
+	}
+	if _, err := peek.GetActive(f.ctx, "c1", ipam.OwnerNode, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := unmanaged(); got != "s1" {
+		t.Errorf("allocations no state holds after a peek: %q, want s1", got)
+	}
+	views, err := f.st.ListAllocations(f.ctx, ipam.ListFilter{ClusterID: "c1", OwnerKind: ipam.OwnerNode})
+	if err != nil || len(views) != 2 || views[0].StateHeld == views[1].StateHeld {
+		t.Fatalf("every node allocation: %+v %v, want s1 and t1, one held by a state", views, err)
+	}
+	for _, v := range views {
+		if v.StateHeld != (v.Owner.ID == "t1") || (v.Owner.ID == "t1" && v.Origin != "/work/a") {
+			t.Errorf("%s: StateHeld %v, Origin %q", v.Owner.ID, v.StateHeld, v.Origin)
+		}
+	}
+	if _, err := f.st.GetActive(f.ctx, "c1", ipam.OwnerNode, "s1"); err != nil { // a refresh
+		t.Fatal(err)
+	}
+	if got := unmanaged(); got != "" {
+		t.Errorf("allocations no state holds after a refresh of s1: %q, want none", got)
+	}
+
+	// Sets and node blocks.
+	if _, err := sched.ApplySet(f.ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "web", OrgID: "acme"},
+		Add: []ipam.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sched.ScaleNodeBlocks(f.ctx, "c1", "n1", scaling(10, 16)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*ipam.Client{peek, f.st} {
+		if _, err := c.GetSet(f.ctx, "c1", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConfirmNodeBlocks(f.ctx, "c1", "n1"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool][2]string{true: {"map[]", "map[]"}, false: {"map[c1/web:]", "map[c1/n1:]"}}[c == peek]
+		if got := [2]string{managers(ipam.ManagedSet, "c1/web"), managers(ipam.ManagedNodeBlocks, "c1/n1")}; got != want {
+			t.Errorf("after a read (peek %v): sets and blocks held %v, want %v", c == peek, got, want)
+		}
+	}
+	if _, err := f.st.Managers(f.ctx, "allocation", nil); !errors.Is(err, ipam.ErrInvalid) || !strings.Contains(err.Error(), "node_blocks") {
+		t.Errorf("an unknown kind: %v, want invalid naming the kinds", err)
+	}
+}

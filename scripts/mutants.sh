@@ -66,6 +66,9 @@ mutants=(
 	"lost-hold-shown-to-anyone|ipam/hold.go|s/ \x7c\x7c l.holderActor != s.actor \x7c\x7c l.holderOrigin != s.origin \{/ {/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"release-without-generation-ignores-origin|ipam/statements.go|s/= \\\$5 AND \` \+ ownOriginSQL\(\"current_setting\('ipam.origin', true\)\"\) \+ \`\)\)/= \\\$5))/|^TestOriginDecidesAdoption\$|./ipam/"
 	"go-client-adopts-configurations|ipam/hold.go|s/return a.Origin == \"\" \x7c\x7c a.Origin == s.origin/return s.origin == \"\" \x7c\x7c a.Origin == \"\" \x7c\x7c a.Origin == s.origin/|^TestOriginDecidesAdoption\$|./ipam/"
+	"listing-confirms|ipam/lookup.go|s/if stale && !s.peek \{/if stale {/|^TestManagersAndPeek\$|./ipam/"
+	"listing-offers-managed-allocations|ipam/ops_list.go|s/if f.Unmanaged \{/if false {/|^TestManagersAndPeek\$|./ipam/"
+	"pool-created-without-origin|ipam/statements.go|s/\\\$15, \` \+ callerOriginSQL \+ \`\)/\\\$15, NULL)/|^TestManagersAndPeek\$|./ipam/"
 	"batch-shares-a-stripe-advance|ipam/statements.go|s/JOIN s ON s.rank = f.req_k % s.m AND/JOIN s ON s.rank = (f.req_k \/ 2) % s.m AND/|^TestSharedStatementHandsOutConsecutiveAddresses\$|./ipam/"
 )
 

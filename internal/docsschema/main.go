@@ -104,7 +104,7 @@ func identitySchemas(ctx context.Context, server tfprotov6.ProviderServer) (map[
 }
 
 // listSchemas converts the list resources' configuration schemas, which
-// are flat blocks of string attributes.
+// are flat blocks of string and bool attributes.
 func listSchemas(ctx context.Context, server tfprotov6.ProviderServer) (map[string]*tfjson.Schema, error) {
 	resp, err := server.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
 	if err != nil {
@@ -121,10 +121,11 @@ func listSchemas(ctx context.Context, server tfprotov6.ProviderServer) (map[stri
 		b := &tfjson.SchemaBlock{Attributes: map[string]*tfjson.SchemaAttribute{}, Description: s.Block.Description,
 			DescriptionKind: descriptionKind(s.Block.DescriptionKind)}
 		for _, a := range s.Block.Attributes {
-			if !a.Type.Is(tftypes.String) || a.NestedType != nil {
-				return nil, fmt.Errorf("list resource %s.%s: only string attributes are converted", name, a.Name)
+			ty := map[bool]cty.Type{true: cty.String, false: cty.Bool}[a.Type.Is(tftypes.String)]
+			if !(a.Type.Is(tftypes.String) || a.Type.Is(tftypes.Bool)) || a.NestedType != nil {
+				return nil, fmt.Errorf("list resource %s.%s: only string and bool attributes are converted", name, a.Name)
 			}
-			b.Attributes[a.Name] = &tfjson.SchemaAttribute{AttributeType: cty.String, Description: a.Description,
+			b.Attributes[a.Name] = &tfjson.SchemaAttribute{AttributeType: ty, Description: a.Description,
 				DescriptionKind: descriptionKind(a.DescriptionKind), Required: a.Required, Optional: a.Optional,
 				Computed: a.Computed, Sensitive: a.Sensitive, Deprecated: a.Deprecated}
 		}

@@ -235,9 +235,10 @@ func (l *inventoryList) ListResourceConfigSchema(_ context.Context, _ list.ListR
 			Validators: []validator.String{f.check}}
 	}
 	desc := l.description + ": `terraform query -generate-config-out=FILE` writes an import block and the configuration of each."
-	if len(attrs) > 0 {
+	if len(l.filters) > 0 {
 		desc += " Every filter is optional; set filters narrow the list together."
 	}
+	desc += " What a Terraform state already holds is left out unless `include_managed` is true."
 	resp.Schema = schema.Schema{MarkdownDescription: desc, Attributes: attrs}
 }
 
