@@ -59,7 +59,7 @@ mutants=(
 	"blocks-release-ignores-generation|ipam/blocks.go|s/if generation > 0 && gen != generation \{/if false {/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"set-release-ignores-generation|ipam/set.go|s/SetMemberOwner\(Owner\{\}, setID, key\), generations\[key\]\)/SetMemberOwner(Owner{}, setID, key), 0)/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"adoption-ignores-origin|ipam/hold.go|s/if held.State != StateActive \x7c\x7c s.ownOrigin\(held\) \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
-	"hold-look-ignores-origin|ipam/statements.go|s/AND \` \+ ownOriginSQL\(\"\\\$6::text\"\) \+ \`,/AND true,/|^TestOriginDecidesAdoption\$|./ipam/"
+	"hold-look-ignores-origin|ipam/statements.go|s/AND \` \+ ownOriginSQL\(\"\\\$6::text\"\) \+ \`,/AND true,/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"hold-confirm-ignores-origin|ipam/statements.go|s/AND actor = \\\$10 AND \` \+ ownOriginSQL\(\"current_setting\('ipam.origin', true\)\"\) \+ \`/AND actor = \\\$10/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"foreign-live-hold-taken|ipam/hold.go|s/\tcase foreign && held.Actor == s.actor:/\tcase false:/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"owner-taken-hold-forgotten|ipam/hold.go|s/return s.ownerTaken\(ctx, req, h, err\)/return h, err/|^TestHoldIsItsConfigurations\$|./ipam/"
