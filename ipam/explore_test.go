@@ -174,6 +174,9 @@ type exploreAck struct {
 	held     []ipam.Allocation // addresses the caller was told it holds
 	released []ipam.Owner      // owners told their address is released
 	forced   bool              // a forced destroy that succeeded: it may take acknowledged rows
+	// origin: the configuration the step allocated for; its held rows must
+	// record it (one manager per allocation).
+	origin string
 }
 
 // exploreStep is one operation of the core, run on a fixture's database.
@@ -243,6 +246,21 @@ func allocStep(name string, req ipam.AllocateRequest) exploreStep {
 	}}
 }
 
+// originAllocStep allocates as configuration origin (actor terraform).
+func originAllocStep(name, origin string, req ipam.AllocateRequest) exploreStep {
+	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		st, err := ipam.New(e.pool, ipam.Options{Actor: "terraform", Origin: origin, LockTimeout: 20 * time.Second})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		r, err := st.Allocate(ctx, req)
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []ipam.Allocation{r.Allocation}, origin: origin}, nil
+	}}
+}
+
 func holdStep(name string, req ipam.AllocateRequest) exploreStep {
 	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		_, err := e.st.Reserve(ctx, req, time.Hour)
@@ -291,6 +309,9 @@ var (
 		Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "n1", NodeID: "n1"}})
 	stepHold    = holdStep("hold for e7", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e7")})
 	stepRelease = releaseStep("release e0", "c1", envOwner("e0"))
+	// Two configurations (one actor, two origins) creating one owner.
+	stepCreateE8A = originAllocStep("configuration A creates e8", "/work/a", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e8")})
+	stepCreateE8B = originAllocStep("configuration B creates e8", "/work/b", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e8")})
 	stepShrink  = poolUpdateStep("shrink to the first block", []netip.Prefix{pfx("198.51.100.0/29")}, nil)
 	stepExclude = poolUpdateStep("exclude 203.0.113.0/30", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")},
 		[]netip.Prefix{pfx("203.0.113.0/30")})
@@ -680,6 +701,14 @@ func exploreVerify(e *exploreEnv, acks ...exploreAck) []string {
 				out = append(out, fmt.Sprintf("  read %s: %v", h.Address, err))
 			case state != ipam.StateActive || owner != h.Owner.ID:
 				out = append(out, fmt.Sprintf("  %s was told it holds %s, which is now %s by %s", h.Owner.ID, h.Address, state, owner))
+			case a.origin != "":
+				var origin string
+				if err := e.raw.QueryRow(e.ctx, `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, '')
+					FROM ipam_allocations WHERE cluster_id = $1 AND address = $2`, h.ClusterID,
+					netip.PrefixFrom(h.Address, h.Address.BitLen())).Scan(&origin); err != nil || origin != a.origin {
+					out = append(out, fmt.Sprintf("  the configuration in %s was told it manages %s's %s, which records %q (%v)",
+						a.origin, h.Owner.ID, h.Address, origin, err))
+				}
 			}
 		}
 	}
@@ -785,6 +814,8 @@ var explorePairs = []struct {
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},
+	// Two configurations creating one owner: never both its managers.
+	{true, fixtureV4(true, true), stepCreateE8A, stepCreateE8B},
 }
 
 // TestExploreInterleavings runs every pair of explorePairs through every

@@ -168,6 +168,9 @@ type Options struct {
 	// OnWait, when set, is told every few seconds while a call waits for a
 	// usable server (see Config.OnWait).
 	OnWait func(context.Context, Wait)
+	// Origin names the configuration this client allocates for (see
+	// Config.Origin). Empty: none.
+	Origin string
 }
 
 // New makes a client over the caller's pool; Close does not close it.
@@ -178,10 +181,13 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if err := checkFilterIDs("actor", opts.Actor); err != nil {
 		return nil, err
 	}
+	if err := ValidateOrigin(opts.Origin); err != nil {
+		return nil, err
+	}
 	cc := pool.Config().ConnConfig
 	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, Config{Actor: opts.Actor,
 		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout,
-		OnWait: opts.OnWait})
+		OnWait: opts.OnWait, Origin: opts.Origin})
 	c.borrowed = true
 	return c, nil
 }
