@@ -312,8 +312,8 @@ var (
 	// Two configurations (one actor, two origins) creating one owner.
 	stepCreateE8A = originAllocStep("configuration A creates e8", "/work/a", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e8")})
 	stepCreateE8B = originAllocStep("configuration B creates e8", "/work/b", ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: envOwner("e8")})
-	stepShrink  = poolUpdateStep("shrink to the first block", []netip.Prefix{pfx("198.51.100.0/29")}, nil)
-	stepExclude = poolUpdateStep("exclude 203.0.113.0/30", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")},
+	stepShrink    = poolUpdateStep("shrink to the first block", []netip.Prefix{pfx("198.51.100.0/29")}, nil)
+	stepExclude   = poolUpdateStep("exclude 203.0.113.0/30", []netip.Prefix{pfx("198.51.100.0/29"), pfx("203.0.113.0/29")},
 		[]netip.Prefix{pfx("203.0.113.0/30")})
 )
 

@@ -169,9 +169,9 @@ func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []n
 // runOneInTx runs a one-statement allocation inside the caller's transaction
 // (InTx), in one round trip: a savepoint, a guard that fails unless the
 // transaction is READ COMMITTED (the allocator's isolation) and sets the
-// statement's planning (fastPlans), the statement, the caller's planning back
-// and the savepoint's release go in one batch, which stops at the first
-// error. The caller's transaction keeps its own bounds on waits, as the full
+// statement's planning (fastPlans) and the client's origin, the statement,
+// the caller's planning back and the savepoint's release go in one batch,
+// which stops at the first error. The caller's transaction keeps its own bounds on waits, as the full
 // path does in it. When anything fails, everything the batch did is rolled
 // back to the savepoint and the full path takes over (and names a wrong
 // isolation), so the caller's transaction is left as it was.
@@ -183,7 +183,7 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	var a Allocation
 	b := &pgx.Batch{}
 	b.Queue(sqlFastSavepoint)
-	b.Queue(sqlFastGuard)
+	b.Queue(sqlFastGuard, s.origin)
 	b.Queue(sql, args...)
 	b.Queue(sqlFastCallersPlans)
 	b.Queue(sqlFastRelease)

@@ -756,7 +756,7 @@ const (
 const (
 	sqlFastSavepoint = `SAVEPOINT ipam_fast`
 	sqlFastGuard     = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int,
-		set_config('plan_cache_mode', ` + fastPlans + `, true)
+		set_config('plan_cache_mode', ` + fastPlans + `, true), set_config('ipam.origin', $1, true)
 	FROM (SELECT set_config('ipam.callers_plan_cache_mode', current_setting('plan_cache_mode'), true)) saved`
 	sqlFastCallersPlans = `SELECT set_config('plan_cache_mode', current_setting('ipam.callers_plan_cache_mode'), true)`
 	sqlFastRelease      = `RELEASE SAVEPOINT ipam_fast`
@@ -1753,7 +1753,9 @@ const (
 	// sqlTxBoundsFormat sets a transaction's bounds (milliseconds; 0: none) and
 	// its TxSettings.
 	sqlTxBoundsFormat = "SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; %s"
-	sqlTxIsolation    = `SELECT current_setting('transaction_isolation')`
+	// sqlTxIsolation reads the caller's transaction's isolation and gives it
+	// the client's origin ($1), as BEGIN does for the client's own.
+	sqlTxIsolation = `SELECT current_setting('transaction_isolation'), set_config('ipam.origin', $1, true)`
 
 	// sqlLockHolders names the sessions holding strong locks on the IPAM's
 	// tables, for a busy error.

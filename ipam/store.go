@@ -502,7 +502,8 @@ func (s *Client) querier() querier {
 // savepoint. A broken connection ends the caller's transaction: no retry.
 func (s *Client) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var iso string
-	if err := s.outer.QueryRow(ctx, sqlTxIsolation).Scan(&iso); err != nil {
+	var origin string
+	if err := s.outer.QueryRow(ctx, sqlTxIsolation, s.origin).Scan(&iso, &origin); err != nil {
 		return s.mapErr(err)
 	}
 	if iso != "read committed" {
