@@ -816,8 +816,8 @@ const (
 	sqlOverlappingClusters = `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 AND id <> $2 ORDER BY id`
 
 	sqlInsertCluster = `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
-			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written, origin)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, ` + callerOriginSQL + `)
+			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING ` + clusterColumns
 
@@ -961,8 +961,8 @@ const (
 // Pools (pool.go, pool_operator.go).
 const (
 	sqlInsertPool = `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
-			cooldown, size, stripes, mtu, gateway, is_default, as_written, origin)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, ` + callerOriginSQL + `)`
+			cooldown, size, stripes, mtu, gateway, is_default, as_written)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 
 	// sqlLockPoolKeyShare is the allocator's pool lock (lockPoolShared): it
 	// reads updated_at, to tell whether the pool changed since it was loaded.
@@ -1143,17 +1143,17 @@ const (
 		WHERE cluster_id = $1 AND node_id = $2 AND confirmed_at IS NULL`
 	// sqlConfirmCluster and sqlConfirmPool record that a read of the
 	// provider (a refresh or an import) saw the cluster or pool.
-	sqlConfirmCluster = `UPDATE ipam_clusters SET confirmed_at = ipam_now() WHERE id = $1 AND confirmed_at IS NULL`
-	sqlConfirmPool    = `UPDATE ipam_pools SET confirmed_at = ipam_now() WHERE id = $1 AND confirmed_at IS NULL`
+	sqlConfirmCluster = `UPDATE ipam_clusters SET read_at = ipam_now() WHERE id = $1 AND read_at IS NULL`
+	sqlConfirmPool    = `UPDATE ipam_pools SET read_at = ipam_now() WHERE id = $1 AND read_at IS NULL`
 
 	// sqlManagers* find, among the ids $1, those a Terraform state holds,
 	// with the origin of the configuration that made them ('' when only a
 	// read saw them): clusters, pools, address sets ("<cluster>/<set>":
 	// any member a state holds) and nodes' blocks ("<cluster>/<node>").
-	sqlManagersClusters = `SELECT id, coalesce(origin, '') FROM ipam_clusters
-		WHERE id = ANY ($1) AND (origin IS NOT NULL OR confirmed_at IS NOT NULL)`
-	sqlManagersPools = `SELECT id, coalesce(origin, '') FROM ipam_pools
-		WHERE id = ANY ($1) AND (origin IS NOT NULL OR confirmed_at IS NOT NULL)`
+	sqlManagersClusters = `SELECT id, coalesce(creator_origin, '') FROM ipam_clusters
+		WHERE id = ANY ($1) AND (creator_origin IS NOT NULL OR read_at IS NOT NULL)`
+	sqlManagersPools = `SELECT id, coalesce(creator_origin, '') FROM ipam_pools
+		WHERE id = ANY ($1) AND (creator_origin IS NOT NULL OR read_at IS NOT NULL)`
 	sqlManagersSets = `SELECT a.cluster_id || '/' || a.set_owner, max(` + originSQL + `)
 		FROM ipam_allocations a
 		WHERE a.state = 'active' AND a.set_owner IS NOT NULL AND a.cluster_id || '/' || a.set_owner = ANY ($1) AND ` + stateHeldSQL + `

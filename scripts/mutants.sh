@@ -68,7 +68,7 @@ mutants=(
 	"go-client-adopts-configurations|ipam/hold.go|s/return a.Origin == \"\" \x7c\x7c a.Origin == s.origin/return s.origin == \"\" \x7c\x7c a.Origin == \"\" \x7c\x7c a.Origin == s.origin/|^TestOriginDecidesAdoption\$|./ipam/"
 	"listing-confirms|ipam/lookup.go|s/if stale && !s.peek \{/if stale {/|^TestManagersAndPeek\$|./ipam/"
 	"listing-offers-managed-allocations|ipam/ops_list.go|s/if f.Unmanaged \{/if false {/|^TestManagersAndPeek\$|./ipam/"
-	"pool-created-without-origin|ipam/statements.go|s/\\\$15, \` \+ callerOriginSQL \+ \`\)/\\\$15, NULL)/|^TestManagersAndPeek\$|./ipam/"
+	"pool-created-without-origin|migrations/functions/ipam_record_creator_origin.sql|s/NEW.creator_origin := nullif\(current_setting\('ipam.origin', true\), ''\);/NEW.creator_origin := NULL;/|^TestManagersAndPeek\$|./ipam/"
 	"batch-shares-a-stripe-advance|ipam/statements.go|s/JOIN s ON s.rank = f.req_k % s.m AND/JOIN s ON s.rank = (f.req_k \/ 2) % s.m AND/|^TestSharedStatementHandsOutConsecutiveAddresses\$|./ipam/"
 )
 
