@@ -3,11 +3,14 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -80,7 +83,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"prefix": schema.StringAttribute{
-				MarkdownDescription: "The cluster's IPv6 prefix: at least a `/64`, ideally a `/56` or `/48`. Prefixes of two clusters never overlap. Changing it replaces the cluster.",
+				MarkdownDescription: "The cluster's IPv6 prefix: at least a `/64`, ideally a `/56` or `/48`. Prefixes of two clusters never overlap. Changing it replaces the cluster, which its active addresses prevent: while any is active, the plan fails naming them (destroy their resources first, or move them to a new cluster).",
 				Required:            true,
 				Validators:          []validator.String{validClusterPrefix()},
 				PlanModifiers:       []planmodifier.String{requiresReplaceIfPrefixChanges()},
@@ -251,7 +254,52 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 			}
 		}
 	}
+	if state != nil && (len(resp.RequiresReplace) > 0 || !state.Prefix.Equal(plan.Prefix)) && state.Name.Equal(plan.Name) {
+		r.strandedByReplacement(ctx, *state, &resp.Diagnostics)
+	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// strandedByReplacement says, at plan, what replacing the cluster (a new
+// prefix or sub-prefix) would do to its active addresses: the destroy half
+// is refused while any is active, so without force_destroy the plan fails
+// naming them and what to do; with it, a warning says they are released
+// into their cooldown while the resources that hold them keep them. A
+// destroy's preliminary plan is left alone, and so is a failed look-up
+// (the apply decides).
+func (r *clusterResource) strandedByReplacement(ctx context.Context, state clusterResourceModel, diags *diag.Diagnostics) {
+	if r.store == nil || currentRun().destroy {
+		return
+	}
+	u, err := r.store.PoolUsage(ctx, state.ID.ValueString())
+	if err != nil {
+		return
+	}
+	var active int64
+	var per []string
+	for _, c := range u.Categories {
+		if c.Active > 0 {
+			active += c.Active
+			per = append(per, fmt.Sprintf("%d %s", c.Active, c.Category))
+		}
+	}
+	if active == 0 {
+		return
+	}
+	what := fmt.Sprintf("Changing the prefix (or a sub-prefix) of cluster %q replaces it, and it holds %d active %s (%s). ",
+		state.ID.ValueString(), active, map[bool]string{true: "address", false: "addresses"}[active == 1], strings.Join(per, ", "))
+	if state.ForceDestroy.ValueBool() {
+		diags.AddAttributeWarning(path.Root("prefix"), "Replacing the Cluster Releases Its Addresses",
+			what+"force_destroy is true, so the replacement releases them into their cooldown while the resources that "+
+				"hold them keep them in their states: their next refresh drops them and the next apply allocates them again "+
+				"from the new prefix.")
+		return
+	}
+	diags.AddAttributeError(path.Root("prefix"), "Cluster Replacement Would Strand Its Addresses",
+		what+"A cluster is destroyed only once no address in it is active, so this apply would fail half-way. Either "+
+			"destroy the resources that hold the addresses first (a separate apply, or terraform destroy -target=...), then "+
+			"change the prefix; or declare a new ipam_cluster with another name and the new prefix and move the resources "+
+			"to it. Do not set force_destroy for this: it would release addresses that those resources still hold.")
 }
 
 // toCore converts a fully known plan to the core's cluster.

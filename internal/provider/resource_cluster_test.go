@@ -93,6 +93,48 @@ func TestAccCluster_lifecycle(t *testing.T) {
 	})
 }
 
+// A prefix change of a cluster whose addresses are active would fail half-way
+// at apply (the replacement's destroy is refused): the plan fails instead,
+// naming the addresses and what to do, and nothing changes. With
+// force_destroy set the plan warns that they are released.
+func TestAccCluster_prefixChangeWithActiveAddresses(t *testing.T) {
+	db := newAccDB(t)
+	cfg := func(prefix string, force bool) string {
+		return db.config(fmt.Sprintf(`resource "ipam_cluster" "test" {
+  name          = "c1"
+  prefix        = %q
+  force_destroy = %v
+}
+resource "ipam_node_address" "n" {
+  cluster_id = ipam_cluster.test.id
+  node_id    = "n1"
+}`, prefix, force))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: cfg("2a01:4f8:abcd::/48", false)},
+			{
+				Config: cfg("2a01:4f8:beef::/48", false),
+				ExpectError: regexp.MustCompile(`(?s)Cluster Replacement Would Strand Its Addresses.*cluster "c1".*1 active\s+address \(1\s+node\).*` +
+					`destroy\s+the\s+resources.*new\s+ipam_cluster`),
+			},
+			{
+				Config: cfg("2a01:4f8:abcd::/48", false),
+				Check: func(*terraform.State) error {
+					return db.expectRows(1, `SELECT count(*) FROM ipam_clusters WHERE prefix = '2a01:4f8:abcd::/48'`)()
+				},
+			},
+			{Config: cfg("2a01:4f8:abcd::/48", true)},
+			{
+				Config:             cfg("2a01:4f8:beef::/48", true),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true, // planned, with the warning
+			},
+		},
+	})
+}
+
 func TestAccCluster_badInput(t *testing.T) {
 	db := newAccDB(t)
 	cases := []struct{ hcl, want string }{
