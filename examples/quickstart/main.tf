@@ -38,4 +38,6 @@ resource "ipam_instance_address" "web" {
   org_id      = "acme"
   env_id      = "prod"
   node_id     = "node-a"
+
+  cluster_network_revision = ipam_cluster.demo.network_revision
 }

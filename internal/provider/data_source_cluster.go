@@ -33,6 +33,7 @@ type clusterDataSourceModel struct {
 	InstanceCooldown types.String `tfsdk:"instance_cooldown"`
 	GatewayIPv6      types.String `tfsdk:"gateway_ipv6"`
 	MTU              types.Int64  `tfsdk:"mtu"`
+	NetworkRevision  types.String `tfsdk:"network_revision"`
 	DNSServers       types.List   `tfsdk:"dns_servers"`
 	CreatedAt        types.String `tfsdk:"created_at"`
 }
@@ -66,6 +67,9 @@ func (d *clusterDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 				MarkdownDescription: "DNS servers handed to instances.", ElementType: types.StringType, Computed: true,
 			},
 			"created_at": computed("When the cluster was created (RFC 3339)."),
+			"network_revision": computed("A digest of `gateway_ipv6`, `mtu` and `dns_servers`, as `ipam_cluster` has it: give it to " +
+				"each `ipam_instance_address` as `cluster_network_revision`, so that a change of these settings (by the configuration " +
+				"that manages the cluster) updates the instances' network blocks at this configuration's next apply."),
 		},
 	}
 }
@@ -102,5 +106,6 @@ func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(types.ListNull(types.StringType), c.DNSServers)
 	m.CreatedAt = timeString(c.CreatedAt)
+	m.NetworkRevision = types.StringValue(networkRevision(ipam.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}))
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -54,6 +56,7 @@ type clusterResourceModel struct {
 	MTU              types.Int64  `tfsdk:"mtu"`
 	DNSServers       types.List   `tfsdk:"dns_servers"`
 	ForceDestroy     types.Bool   `tfsdk:"force_destroy"`
+	NetworkRevision  types.String `tfsdk:"network_revision"`
 }
 
 func (r *clusterResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -139,6 +142,13 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
 				Validators:          []validator.List{noNullElements{}, listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
 			},
+			"network_revision": schema.StringAttribute{
+				MarkdownDescription: "Changes, in the plan, whenever `gateway_ipv6`, `mtu` or `dns_servers` change (a digest of them). " +
+					"Give it to each `ipam_instance_address` of the cluster as `cluster_network_revision`, so that a change of " +
+					"these settings updates every instance's network block, and the WorkloadSpec outputs built from it, in " +
+					"the same apply.",
+				Computed: true,
+			},
 			"force_destroy": schema.BoolAttribute{
 				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the cluster holds an active address; otherwise it drops plan-time holds " +
 					"and leaves the addresses inside their cooldown as tombstones, which a cluster created later over them inherits. " +
@@ -212,6 +222,7 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Name.IsUnknown() {
 		plan.ID = plan.Name // known at plan, so address resources can reserve against it
 	}
+	plan.NetworkRevision = plannedNetworkRevision(ctx, plan)
 	config.Prefix = plan.Prefix
 	c, err := config.plannedSubPrefixes()
 	if err != nil {
@@ -302,6 +313,51 @@ func (r *clusterResource) strandedByReplacement(ctx context.Context, state clust
 			"to it. Do not set force_destroy for this: it would release addresses that those resources still hold.")
 }
 
+// networkRevision is a digest of the network settings instances are
+// handed: the same settings, however spelled, give the same revision.
+func networkRevision(n ipam.Network) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%d", n.GatewayIPv6, n.MTU)
+	for _, d := range n.DNSServers {
+		fmt.Fprintf(h, "|%s", d)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// plannedNetworkRevision is the plan's network_revision: unknown while a
+// setting is.
+func plannedNetworkRevision(ctx context.Context, m clusterResourceModel) types.String {
+	if m.GatewayIPv6.IsUnknown() || m.MTU.IsUnknown() || m.DNSServers.IsUnknown() {
+		return types.StringUnknown()
+	}
+	c, err := m.networkOf(ctx)
+	if err != nil {
+		return types.StringUnknown()
+	}
+	return types.StringValue(networkRevision(c))
+}
+
+// networkOf reads the network settings of a known model.
+func (m *clusterResourceModel) networkOf(ctx context.Context) (ipam.Network, error) {
+	var n ipam.Network
+	var err error
+	if n.GatewayIPv6, err = ipam.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
+		return n, &ipam.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
+	}
+	n.MTU = int(m.MTU.ValueInt64())
+	var dns []string
+	m.DNSServers.ElementsAs(ctx, &dns, false)
+	n.DNSServers = []netip.Addr{}
+	for _, d := range dns {
+		a, err := ipam.ParseAddr(d)
+		if err != nil {
+			return n, &ipam.InvalidError{Field: "dns_servers", Msg: err.Error()}
+		}
+		n.DNSServers = append(n.DNSServers, a)
+	}
+	return n, nil
+}
+
 // toCore converts a fully known plan to the core's cluster.
 func (m *clusterResourceModel) toCore(ctx context.Context) (ipam.Cluster, error) {
 	c, err := m.plannedSubPrefixes()
@@ -317,21 +373,9 @@ func (m *clusterResourceModel) toCore(ctx context.Context) (ipam.Cluster, error)
 	}
 	c.AsWritten = map[string]string{"node_cooldown": m.NodeCooldown.ValueString(), "instance_cooldown": m.InstanceCooldown.ValueString(),
 		"prefix": m.Prefix.ValueString(), "node_prefix": m.NodePrefix.ValueString(), "instance_prefix": m.InstancePrefix.ValueString()}
-	if c.GatewayIPv6, err = ipam.ParseAddr(m.GatewayIPv6.ValueString()); err != nil {
-		return c, &ipam.InvalidError{Field: "gateway_ipv6", Msg: err.Error()}
-	}
-	c.MTU = int(m.MTU.ValueInt64())
-	var dns []string
-	m.DNSServers.ElementsAs(ctx, &dns, false)
-	c.DNSServers = []netip.Addr{}
-	for _, d := range dns {
-		a, err := ipam.ParseAddr(d)
-		if err != nil {
-			return c, &ipam.InvalidError{Field: "dns_servers", Msg: err.Error()}
-		}
-		c.DNSServers = append(c.DNSServers, a)
-	}
-	return c, nil
+	n, err := m.networkOf(ctx)
+	c.GatewayIPv6, c.MTU, c.DNSServers = n.GatewayIPv6, n.MTU, n.DNSServers
+	return c, err
 }
 
 // fromCore fills the model from the core's cluster, keeping the user's
@@ -347,6 +391,7 @@ func (m *clusterResourceModel) fromCore(c ipam.Cluster) {
 	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(m.DNSServers, c.DNSServers)
+	m.NetworkRevision = types.StringValue(networkRevision(ipam.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}))
 	if m.ForceDestroy.IsNull() || m.ForceDestroy.IsUnknown() {
 		m.ForceDestroy = types.BoolValue(false)
 	}

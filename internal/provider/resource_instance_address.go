@@ -42,6 +42,8 @@ type instanceAddressResourceModel struct {
 	GatewayIPv6 types.String `tfsdk:"gateway_ipv6"`
 	MTU         types.Int64  `tfsdk:"mtu"`
 	DNSServers  types.List   `tfsdk:"dns_servers"`
+	// ClusterNetworkRevision: the cluster's network_revision, as given.
+	ClusterNetworkRevision types.String `tfsdk:"cluster_network_revision"`
 }
 
 func (m *instanceAddressResourceModel) owner() ipam.Owner {
@@ -92,6 +94,13 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 			"has instance blocks: then the instance is replaced, with an address from the new node's blocks.",
 		Optional:   true,
 		Validators: []validator.String{validID("node_id")},
+	}
+	attrs["cluster_network_revision"] = schema.StringAttribute{
+		MarkdownDescription: "Set it to the cluster's `network_revision` (`ipam_cluster.NAME.network_revision`, or the " +
+			"`ipam_cluster` data source's) so that a change of the cluster's `gateway_ipv6`, `mtu` or `dns_servers` updates " +
+			"this instance's network block (and what is built from it) in the same apply; without it the block follows " +
+			"the cluster at the next refresh. Only its change matters: the address stays.",
+		Optional: true,
 	}
 	attrs["gateway_ipv6"] = schema.StringAttribute{
 		MarkdownDescription: "WorkloadSpec `network.gateway_ipv6`, from the cluster.",

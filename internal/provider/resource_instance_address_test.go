@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
@@ -96,6 +97,68 @@ func TestAccInstanceAddress_lifecycle(t *testing.T) {
 				Check: func(*terraform.State) error {
 					return db.expectRows(1, `SELECT count(*) FROM ipam_allocations WHERE instance_id = 'web-1' AND env_id = 'staging' AND state = 'active'`)()
 				},
+			},
+		},
+	})
+}
+
+// Given the cluster's network_revision, an instance's network block (and an
+// output built from it) follows a change of the cluster's MTU or DNS servers
+// in the same apply, its address kept; the plan after it is empty.
+func TestAccInstanceAddress_clusterSettingsInTheSameApply(t *testing.T) {
+	db := newAccDB(t)
+	res := "ipam_instance_address.i"
+	cfg := func(mtu int, dns string) string {
+		return db.config(fmt.Sprintf(`resource "ipam_cluster" "c" {
+  name          = "c1"
+  prefix        = "2001:db8::/48"
+  mtu           = %d
+  dns_servers   = [%q]
+  force_destroy = true
+}
+resource "ipam_instance_address" "i" {
+  cluster_id               = ipam_cluster.c.id
+  instance_id              = "web-1"
+  org_id                   = "acme"
+  env_id                   = "prod"
+  cluster_network_revision = ipam_cluster.c.network_revision
+}
+output "workload_mtu" {
+  value = ipam_instance_address.i.mtu
+}`, mtu, dns))
+	}
+	same := statecheck.CompareValue(compare.ValuesSame())
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:            cfg(1420, "2001:db8::53"),
+				ConfigStateChecks: []statecheck.StateCheck{same.AddStateValue(res, tfjsonpath.New("address"))},
+			},
+			{
+				Config: cfg(1380, "2001:db8::54"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("ipam_cluster.c", plancheck.ResourceActionUpdate),
+						plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+						plancheck.ExpectUnknownValue(res, tfjsonpath.New("mtu")),
+					},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("mtu"), knownvalue.Int64Exact(1380)),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("dns_servers"), knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("2001:db8::54")})),
+					statecheck.ExpectKnownOutputValue("workload_mtu", knownvalue.Int64Exact(1380)),
+					same.AddStateValue(res, tfjsonpath.New("address")),
+				},
+			},
+			{
+				// A change of something else of the cluster leaves the instances alone.
+				Config: strings.Replace(cfg(1380, "2001:db8::54"), `force_destroy = true`, `force_destroy = true
+  instance_cooldown = "2h"`, 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionNoop),
+				}},
 			},
 		},
 	})

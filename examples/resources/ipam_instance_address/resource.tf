@@ -5,6 +5,10 @@ resource "ipam_instance_address" "example" {
   org_id      = "acme"
   env_id      = "production"
   node_id     = ipam_node_address.example.node_id # may change in place
+
+  # A change of the cluster's gateway, MTU or DNS servers updates the
+  # network block below in the same apply.
+  cluster_network_revision = ipam_cluster.example.network_revision
 }
 
 # The network block of the instance's WorkloadSpec.
