@@ -580,6 +580,12 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	}
 	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
 	switch {
+	case sameOwner && cur.State == StateReserved:
+		// The owner holds nothing by this attempt's first read (ownerRows),
+		// so its hold here was taken since, by a concurrent plan, maybe
+		// another manager's: the attempt reads again, and the hold is judged
+		// by the rule of every hold (settleHold), not taken over here.
+		return Allocation{}, errRetry
 	case cur.PoolID != pool.ID:
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
 	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:

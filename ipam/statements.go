@@ -66,8 +66,13 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
 	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
-	coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
-		AND NOT ` + replacingSQL + `, false), ` + originSQL
+	` + confirmedSQL + `, ` + originSQL
+
+// confirmedSQL: the allocation is past adoption (Allocation.Confirmed): a
+// read of the provider saw it, or the adoption window has passed since it
+// was made, and no plan marks it as being replaced.
+const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
+		AND NOT ` + replacingSQL + `, false)`
 
 // callerOriginSQL is the origin of the configuration whose transaction runs
 // the statement (ipam.origin, set with its BEGIN), NULL for none.
@@ -1065,7 +1070,10 @@ const (
 			origin = coalesce(` + callerOriginSQL + `, origin),
 			origin_generation = CASE WHEN ` + callerOriginSQL + ` IS NULL THEN origin_generation ELSE generation + 1 END,
 			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
-		WHERE id = $1 AND generation = $2 AND state = 'active'
+		-- still unconfirmed: a refresh that confirmed it since it was read
+		-- (which moves no generation) makes the adoption try again, and be
+		-- refused
+		WHERE id = $1 AND generation = $2 AND state = 'active' AND NOT ` + confirmedSQL + `
 		RETURNING ` + allocColumns
 
 	// sqlSetStripeNext moves a locked stripe's counter (over excluded or exactly
