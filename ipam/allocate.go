@@ -300,6 +300,15 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 		conflict.Detail = fmt.Sprintf("import it into the configuration that should manage it, or release it with ipamctl before allocating it as actor %q",
 			s.actor)
 		return conflict
+	case held.State == StateActive && held.Confirmed && s.origin != "" && held.Origin == s.origin:
+		// This configuration's own, read by its refresh: a second resource
+		// of it declaring the owner, or the create half of a replacement
+		// whose plan could not mark it (a taint under create_before_destroy:
+		// Terraform plans that create without the tainted object's state).
+		conflict.Detail = "this same configuration manages it: if its resource is tainted under create_before_destroy, " +
+			"untaint it and replace it with terraform apply -replace=ADDRESS (whose plan marks the allocation, so the new object " +
+			"takes it over); if two resources of this configuration declare the owner, remove one"
+		return conflict
 	case held.State == StateActive && held.Confirmed:
 		// Adoption is for a retried or killed apply finding its own work, not
 		// for a second configuration declaring the same owner.

@@ -72,3 +72,29 @@ func TestOwnerTakenBetweenPlanAndApply(t *testing.T) {
 		})
 	}
 }
+
+// A taint under create_before_destroy: Terraform plans the new object's
+// create without the tainted object's state, so nothing tells it from a
+// second resource declaring the owner, and the apply is refused. The
+// refusal says what works (untaint, then -replace, whose plan marks the
+// allocation), and that works: the owner keeps its address.
+func TestTaintUnderCreateBeforeDestroySaysToReplace(t *testing.T) {
+	url := setup(t)
+	w := newWorkdir(t, url, "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id    = \"taint-1\"\n"+
+		"  lifecycle {\n    create_before_destroy = true\n  }\n}\n")
+	w.run("apply", "-input=false", "-auto-approve")
+	w.run("plan", "-input=false") // a refresh reads it: this state holds it
+	before := activeAddresses(t, url)
+	w.run("taint", "ipam_node_address.n")
+	out, err := w.try("apply", "-input=false", "-auto-approve")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(said, "owner_conflict") || !strings.Contains(said, "untaint it and replace it with terraform apply -replace=ADDRESS") {
+		t.Fatalf("the apply after a taint under create_before_destroy: %v\n%s", err, out)
+	}
+	w.run("untaint", "ipam_node_address.n")
+	w.run("apply", "-input=false", "-auto-approve", "-replace=ipam_node_address.n")
+	if after := activeAddresses(t, url); !equalMaps(after, before) {
+		t.Fatalf("after -replace: %v, want %v (the address kept)", after, before)
+	}
+	w.requireEmptyPlan()
+}
