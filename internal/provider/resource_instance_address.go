@@ -57,6 +57,11 @@ func (m *instanceAddressResourceModel) fillNetwork(n ipam.Network) {
 	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, n.GatewayIPv6)
 	m.MTU = types.Int64Value(int64(n.MTU))
 	m.DNSServers = addrList(m.DNSServers, n.DNSServers)
+	if m.ClusterNetworkRevision.IsNull() || m.ClusterNetworkRevision.IsUnknown() {
+		// Unset (or imported): the cluster's, so that a configuration that
+		// gives the cluster's revision plans nothing after an import.
+		m.ClusterNetworkRevision = types.StringValue(networkRevision(n))
+	}
 }
 
 func (m *instanceAddressResourceModel) fillLabels(a ipam.Allocation) {
@@ -99,8 +104,11 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 		MarkdownDescription: "Set it to the cluster's `network_revision` (`ipam_cluster.NAME.network_revision`, or the " +
 			"`ipam_cluster` data source's) so that a change of the cluster's `gateway_ipv6`, `mtu` or `dns_servers` updates " +
 			"this instance's network block (and what is built from it) in the same apply; without it the block follows " +
-			"the cluster at the next refresh. Only its change matters: the address stays.",
-		Optional: true,
+			"the cluster at the next refresh. Only its change matters: the address stays. Unset, it records the cluster's " +
+			"revision when the instance was created or imported.",
+		Optional:      true,
+		Computed:      true,
+		PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 	}
 	attrs["gateway_ipv6"] = schema.StringAttribute{
 		MarkdownDescription: "WorkloadSpec `network.gateway_ipv6`, from the cluster.",
