@@ -49,11 +49,7 @@ func TestQueryAdoptsAllocationsMadeOutsideTerraform(t *testing.T) {
 	requireCLI(t, "1.14.0", "terraform query")
 	url := setup(t)
 	ctx := context.Background()
-	scheduler, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scheduler.Close()
+	scheduler := openAs(t, url, "scheduler")
 	want := map[string]string{} // owner id -> address
 	for i := range 3 {
 		n, err := scheduler.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "c1", NodeID: fmt.Sprintf("node-%d", i)})
@@ -146,11 +142,7 @@ func TestQueryAdoptsClustersPoolsSetsAndBlocks(t *testing.T) {
 	requireCLI(t, "1.14.0", "terraform query")
 	url := setup(t)
 	ctx := context.Background()
-	op, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "ipamctl"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
+	op := openAs(t, url, "ipamctl")
 	if _, err := op.ApplySet(ctx, ipam.SetChange{ClusterID: "c1", Owner: ipam.Owner{ID: "web", OrgID: "acme", EnvID: "prod"},
 		Add: []ipam.SetEntry{{Key: "v6", Family: 6}, {Key: "v4", Pools: []string{"c1/v4"}}}}); err != nil {
 		t.Fatal(err)
@@ -257,11 +249,7 @@ func TestQueryLeavesOutWhatAStateHolds(t *testing.T) {
 	requireCLI(t, "1.14.0", "terraform query")
 	url := setup(t)
 	ctx := context.Background()
-	scheduler, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scheduler.Close()
+	scheduler := openAs(t, url, "scheduler")
 	if _, err := scheduler.AllocateNode(ctx, nil, ipam.NodeRequest{ClusterID: "c1", NodeID: "sched-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -192,6 +192,18 @@ func setup(t *testing.T) string {
 	return url
 }
 
+// openAs opens a client of the core as actor on the database at url,
+// closed when the test ends.
+func openAs(t *testing.T, url, actor string) *ipam.Client {
+	t.Helper()
+	st, err := ipam.Open(context.Background(), ipam.Config{DatabaseURL: url, Actor: actor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
 // mixed writes n resources for one user: node, instance and IPv4 in turn.
 func mixed(user string, n int) string {
 	var b strings.Builder

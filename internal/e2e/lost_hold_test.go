@@ -28,11 +28,7 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	sqlExec(t, url, `UPDATE ipam_allocations SET reserved_until = now() - interval '1 second',
 		reusable_at = now() - interval '1 second' WHERE state = 'reserved'`)
 	ctx := context.Background()
-	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "someone-else"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openAs(t, url, "someone-else")
 	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "thief", NodeID: "thief"}, Address: addr}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,13 +38,7 @@ func TestOwnerTakenBetweenPlanAndApply(t *testing.T) {
 		}},
 		{"the scheduler", func(t *testing.T, url string) {
 			expire(t, url)
-			ctx := context.Background()
-			st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "scheduler"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "race-1", NodeID: "race-1"}}); err != nil {
+			if _, err := openAs(t, url, "scheduler").Allocate(context.Background(), ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "race-1", NodeID: "race-1"}}); err != nil {
 				t.Fatal(err)
 			}
 		}},
