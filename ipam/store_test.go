@@ -500,7 +500,7 @@ func beginOn(t *testing.T, c *pgx.Conn) pgx.Tx {
 func waitBlockedBy(t *testing.T, mon *pgx.Conn, tx pgx.Tx, who, what string) {
 	t.Helper()
 	pid := tx.Conn().PgConn().PID()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(hangBound); ; time.Sleep(10 * time.Millisecond) {
 		var n int
 		if err := mon.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {

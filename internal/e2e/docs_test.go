@@ -73,7 +73,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-version"
 
@@ -422,7 +421,7 @@ func newShellEnv(t *testing.T, url, dir string) *shellEnv {
 // run runs a shell script (bash -e) in the environment, answering "yes" to
 // every question, and returns its combined output.
 func (s *shellEnv) run(dir, script string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = dir

@@ -21,8 +21,11 @@ func TestFailoverBound(t *testing.T) {
 	url := createDatabase(t, srv.url("postgres"), "ipam")
 	seed(t, url)
 	ctx := context.Background()
+	// The bounds of the calls that must ride an outage out are waitBound,
+	// generous for a busy machine; the connect timeout too (a connection
+	// attempt timing out would hide what the server answered).
 	open := func(u string, bound time.Duration) *ipam.Client {
-		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: 2 * time.Second})
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +45,7 @@ func TestFailoverBound(t *testing.T) {
 		err := <-done
 		return time.Since(start), err
 	}
-	st := open(url, 30*time.Second)
+	st := open(url, waitBound)
 	if _, err := alloc(st, "warm"); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,7 @@ func TestFailoverBound(t *testing.T) {
 	// The same restart behind a transaction-pooling PgBouncer: PgBouncer
 	// answers for the server ("server login has been failing" for its
 	// server_login_retry), and the call rides that out too.
-	pooled := open(startPgBouncer(t, srv.url("postgres"), "transaction", "ipam"), 30*time.Second)
+	pooled := open(startPgBouncer(t, srv.url("postgres"), "transaction", "ipam"), waitBound)
 	if _, err := alloc(pooled, "pooled-warm"); err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +101,12 @@ func TestFailoverBound(t *testing.T) {
 	}
 	readOnly(false)
 
-	// Refused for good: no waiting, the server's words.
+	// Refused for good: no waiting, the server's words. A call that waited
+	// would take the whole bound (waitBound); one that did not ends before
+	// it however busy the machine.
 	start := time.Now()
-	_, err = alloc(open(strings.Replace(url, "/ipam?", "/no_such_db?", 1), 30*time.Second), "refused")
-	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) > 10*time.Second {
+	_, err = alloc(open(strings.Replace(url, "/ipam?", "/no_such_db?", 1), waitBound), "refused")
+	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) >= waitBound {
 		t.Errorf("a database that does not exist: got %v after %s, want ipam_refused at once", err, time.Since(start))
 	}
 	if n := checkInvariants(t, url); n == 0 {
