@@ -91,9 +91,15 @@ type UnavailableError struct {
 	// the connection (nothing listens there)", "... is read-only ...").
 	Answers []string
 	// Waited is how long no usable server has answered when the call gave
-	// up (at least Bound, the failover bound); zero when it did not wait.
+	// up (at least Bound, the failover bound, unless FirstContact); zero
+	// when it did not wait.
 	Waited, Bound time.Duration
-	Err           error
+	// FirstContact: nothing was there at any host (the connection refused,
+	// no route, a name that does not resolve) and no server had answered
+	// the client before, so the call gave up after FirstContactTimeout
+	// rather than the default failover bound (see Config.FailoverTimeout).
+	FirstContact bool
+	Err          error
 }
 
 func (e *UnavailableError) Code() string { return CodeUnavailable }
@@ -107,7 +113,11 @@ func (e *UnavailableError) Error() string {
 		what = "has no usable server"
 	}
 	msg := fmt.Sprintf("%s: the IPAM database at %s %s: %v", CodeUnavailable, e.Addr, what, e.Err)
-	if e.Waited > 0 {
+	switch {
+	case e.FirstContact:
+		msg += fmt.Sprintf(" (for %s now; no server has answered yet: a first contact waits %s, not failover_timeout's %s)",
+			FormatDuration(e.Waited.Round(time.Second)), FormatDuration(FirstContactTimeout), FormatDuration(e.Bound))
+	case e.Waited > 0:
 		msg += fmt.Sprintf(" (for %s now; failover_timeout is %s)", FormatDuration(e.Waited.Round(time.Second)), FormatDuration(e.Bound))
 	}
 	return msg

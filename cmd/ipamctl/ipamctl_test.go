@@ -206,6 +206,14 @@ func TestWaitIsReportedAndErrorsAdvise(t *testing.T) {
 			t.Fatalf("progress on stdout, or the password shown:\nstdout: %s\nstderr: %s", r.out, r.err)
 		}
 	})
+	t.Run("first contact", func(t *testing.T) {
+		t.Parallel()
+		// No --failover-timeout: nothing listens and no server has answered
+		// yet, so the call gives up after the first contact's wait and says so.
+		r := runCLI(context.Background(), "", "--database-url", "postgres://ipam@127.0.0.1:1/ipam", "usage")
+		r.must(t, exitError, "ipam_unavailable", "refused the connection (nothing listens there)",
+			"a first contact waits 5s, not failover_timeout's 30s", "wrong host or port", "--failover-timeout (ipamctl) explicitly")
+	})
 	t.Run("quiet", func(t *testing.T) {
 		t.Parallel()
 		r := runCLI(context.Background(), "", "--quiet", "--failover-timeout", "6s", "--database-url", "postgres://ipam@127.0.0.1:1/ipam", "usage")

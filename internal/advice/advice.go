@@ -141,6 +141,12 @@ func unavailable(err error) string {
 			"PGHOST/PGPORT), that PostgreSQL runs and listens there, and that no firewall is in between. ", ue.Addr)
 	}
 	switch {
+	case ue.FirstContact:
+		fmt.Fprintf(&b, "Every host refused the connection or could not be found, and no server had answered before, which "+
+			"is a wrong host or port, or PostgreSQL not running, far more often than a restart: so the call gave up after %s "+
+			"rather than failover_timeout's %s. To ride out a restart from the first contact too, set failover_timeout "+
+			"(provider) / --failover-timeout (ipamctl) explicitly.",
+			ipam.FormatDuration(ue.Waited.Round(time.Second)), ipam.FormatDuration(ue.Bound))
 	case ue.Waited > 0:
 		fmt.Fprintf(&b, "The call waited %s for a usable server (failover_timeout %s): a switchover or restart that "+
 			"takes longer needs a larger failover_timeout (provider) / --failover-timeout (ipamctl).",

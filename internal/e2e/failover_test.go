@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +62,18 @@ func TestFailoverBound(t *testing.T) {
 		t.Errorf("the allocation answered after %s, before the server was back", took)
 	}
 
+	// The default bound: a client that has reached the server rides a
+	// restart out too (the first contact's cut is for a client no server
+	// has answered yet).
+	byDefault := open(url, 0)
+	if _, err := alloc(byDefault, "default-warm"); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	if _, err := outage(byDefault, "default-restart", 2*time.Second, srv.restart); err != nil {
+		t.Fatalf("an allocation of a client with the default bound across a 2s restart failed: %v", err)
+	}
+
 	// The same restart behind a transaction-pooling PgBouncer: PgBouncer
 	// answers for the server ("server login has been failing" for its
 	// server_login_retry), and the call rides that out too.
@@ -113,12 +127,70 @@ func TestFailoverBound(t *testing.T) {
 		t.Error("no allocations checked")
 	}
 	got := activeByOwner(t, url)
-	for _, id := range []string{"warm", "restart", "pooled-restart", "readonly"} {
+	for _, id := range []string{"warm", "restart", "default-restart", "pooled-restart", "readonly"} {
 		if got[ipam.OwnerNode+"/"+id] == "" {
 			t.Errorf("node %s holds no address", id)
 		}
 	}
 	if got[ipam.OwnerNode+"/past-bound"] != "" {
 		t.Errorf("the allocation that failed past the bound holds %s", got[ipam.OwnerNode+"/past-bound"])
+	}
+}
+
+// A connection string with the wrong port (nothing listens there), as a
+// Terraform user sees it: Terraform shows nothing from a provider while it
+// waits, so the plan fails after the first contact's short wait, and its
+// error names the host and port, says that nothing listens there and no
+// server has answered yet, that this first contact waited 5s rather than
+// failover_timeout's 30s, and what to check. With failover_timeout set, the
+// whole bound is waited and named. The words say what happened; no time is
+// measured.
+func TestWrongPortSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now
+	url := fmt.Sprintf("postgres://ipam:Sup3rSecretPw@127.0.0.1:%d/ipam?sslmode=disable", port)
+	where := fmt.Sprintf("127.0.0.1:%d", port)
+	plan := func(w *workdir) string {
+		t.Helper()
+		out, err := w.try("plan", "-input=false")
+		if err == nil {
+			t.Fatalf("the plan succeeded against a port where nothing listens:\n%s", out)
+		}
+		if strings.Contains(string(out), "Sup3rSecretPw") {
+			t.Errorf("the output shows the password:\n%s", out)
+		}
+		// Terraform may wrap the diagnostic's lines.
+		return strings.Join(strings.Fields(string(out)), " ")
+	}
+
+	text := plan(newWorkdir(t, url, mixed("wp", 3)))
+	for _, want := range []string{
+		"IPAM Database Unreachable",
+		"ipam_unavailable: the IPAM database at " + where + " cannot be reached",
+		where + " refused the connection (nothing listens there)",
+		"no server has answered yet: a first contact waits 5s, not failover_timeout's 30s",
+		"a wrong host or port, or PostgreSQL not running",
+		"Check that host and port",
+		"set failover_timeout (provider) / --failover-timeout (ipamctl) explicitly",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the error lacks %q:\n%s", want, text)
+		}
+	}
+
+	text = plan(newWorkdirWith(t, url, `  failover_timeout = "2s"`, mixed("wp", 3)))
+	for _, want := range []string{"IPAM Database Unreachable", where + " refused the connection (nothing listens there)",
+		"failover_timeout is 2s", "The call waited"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("with failover_timeout set, the error lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "first contact") {
+		t.Errorf("with failover_timeout set, the first contact was cut short:\n%s", text)
 	}
 }
