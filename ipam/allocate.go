@@ -303,7 +303,7 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 	case held.State == StateActive && held.Confirmed:
 		// Adoption is for a retried or killed apply finding its own work, not
 		// for a second configuration declaring the same owner.
-		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); import it instead of declaring it again, or give each configuration its own actor",
+		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); an owner holds one address in a cluster, whatever the actor: declare it in one configuration only (import it into this one and remove it from the other, or remove it here)",
 			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return conflict
 	case held.PoolID != pool.ID:

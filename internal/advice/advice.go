@@ -74,9 +74,10 @@ func For(err error) Explanation {
 	case ipam.CodeOwnerConflict:
 		e.Title = "Owner Managed Elsewhere"
 		e.Advice = "The owner already holds an address that another configuration or actor manages, and nothing was " +
-			"allocated. If this configuration should manage it, import it (with the import ID given with it); if it is left " +
-			"over, release it with `ipamctl release`; if two configurations really declare the same owner, give each " +
-			"its own actor."
+			"allocated. If this configuration should manage it, import it (with the import ID given with it) and remove it " +
+			"from the configuration that manages it now; if it is left over, release it with `ipamctl release`. An owner " +
+			"holds one address in a cluster, whatever the actor: two configurations cannot both declare it, so keep it in " +
+			"one of them (or give the other its own owner ID)."
 	case ipam.CodeAddressInUse:
 		e.Title = "Address In Use"
 		e.Advice = "The exact address asked for is held by another owner (or by another owner's plan-time hold). Ask for " +
