@@ -4,14 +4,16 @@ package e2e
 // code: event names (ipam.EventTypes), error codes (the Code constants of
 // ipam/errors.go and the sentinels of ipam/sentinels.go), provider option
 // defaults (the schema descriptions, generated into docs/index.md, and the
-// ipam defaults behind them), and the oldest supported Terraform (the one
+// ipam defaults behind them), the oldest supported Terraform (the one
 // scripts/ensure-terraform.sh builds, which the tests run where no terraform
-// is on PATH).
+// is on PATH), and that the modules' fresh-clone walk-through can run beside
+// make demo (its cluster's name and prefix are not the demo's).
 
 import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -153,6 +155,58 @@ func TestDocsFacts(t *testing.T) {
 					if want, ok := ref[name]; ok && val != want {
 						t.Errorf("%s:%d: %s defaults to %s (docs/index.md, from the schema), not %s", page, lineOf(text, m[0]), name, want, val)
 					}
+				}
+			}
+		}
+	})
+
+	// The node-enrollment README's "From a fresh clone" runs in the demo's
+	// directory and server (.demo/pg), so after `make demo` its cluster
+	// lands in the demo's database: its name and prefix must not be the
+	// demo's (examples/quickstart, which make demo applies), or its apply
+	// fails with the prefix overlap.
+	t.Run("fresh clone beside the demo", func(t *testing.T) {
+		clusters := func(text string) (names []string, prefixes []netip.Prefix) {
+			for _, m := range regexp.MustCompile(`(?m)^\s*name\s*=\s*"([^"]+)"`).FindAllStringSubmatch(text, -1) {
+				names = append(names, m[1])
+			}
+			for _, m := range regexp.MustCompile(`(?m)^\s*prefix\s*=\s*"([^"]+)"`).FindAllStringSubmatch(text, -1) {
+				prefixes = append(prefixes, netip.MustParsePrefix(m[1]))
+			}
+			return names, prefixes
+		}
+		readme := "examples/modules/node-enrollment/README.md"
+		var block string
+		for _, f := range parseFences(t, root, readme) {
+			if f.lang == "shell" && strings.Contains(f.body, "git clone") {
+				block = f.body
+			}
+		}
+		fresh, freshPrefixes := clusters(block)
+		if !strings.Contains(block, ".demo/pg") || len(fresh) == 0 || len(freshPrefixes) == 0 {
+			t.Fatalf("%s: no fresh-clone block using .demo/pg with a cluster's name and prefix", readme)
+		}
+		quickstart, err := filepath.Glob(filepath.Join(root, "examples", "quickstart", "*.tf"))
+		if err != nil || len(quickstart) == 0 {
+			t.Fatalf("examples/quickstart: %v", err)
+		}
+		var demo string
+		for _, p := range quickstart {
+			demo += mustRead(t, p)
+		}
+		demoNames, demoPrefixes := clusters(demo)
+		if len(demoNames) == 0 || len(demoPrefixes) == 0 {
+			t.Fatal("examples/quickstart: no cluster name and prefix found: the scan is broken")
+		}
+		for _, n := range fresh {
+			if slices.Contains(demoNames, n) {
+				t.Errorf("%s: the fresh clone's cluster %q is the demo's (examples/quickstart)", readme, n)
+			}
+		}
+		for _, p := range freshPrefixes {
+			for _, d := range demoPrefixes {
+				if p.Overlaps(d) {
+					t.Errorf("%s: the fresh clone's prefix %s overlaps the demo's %s (examples/quickstart): after make demo its apply fails", readme, p, d)
 				}
 			}
 		}
