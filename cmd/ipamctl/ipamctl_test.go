@@ -397,8 +397,8 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("event %v %+v", err, e)
 	}
 	// A misspelt type is refused, not answered with nothing.
-	w.ipamctl("", "events", "--type", "env.ipv4_addon_allocation_failed").must(t, exitError,
-		`--type: "env.ipv4_addon_allocation_failed" matches no event type`, "env.ipv4_addon.allocation_failed")
+	w.ipamctl("", "events", "--type", "env.ipv4_addon_allocation_failure").must(t, exitError,
+		`--type: "env.ipv4_addon_allocation_failure" matches no event type`, "env.ipv4_addon_allocation_failed")
 	w.ipamctl("", "events", "--type", "instanc.*").must(t, exitError, `--type: "instanc.*" matches no event type`)
 	w.ipamctl("", "events", "--type", "env.ipv4_addon.allocation_failed", "--type", "allocation.*").must(t, 0)
 	w.exec(`INSERT INTO ipam_events (id, type, actor, data) VALUES (gen_random_uuid(), 'future.thing', 'newer', '{}')`)
@@ -408,6 +408,25 @@ func TestEvents(t *testing.T) {
 	w.ipamctl("", "events", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)).must(t, 0)
 	if r := w.ipamctl("", "events", "--limit", "1"); !strings.Contains(r.out, "instance.released") || strings.Count(r.out, "\n") != 1 {
 		t.Fatalf("events --limit 1:\n%s", r.out)
+	}
+
+	// One family, env.*: the add-on's events under the names written now and
+	// under those older versions wrote (accepted as aliases).
+	e1 := ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
+	w.alloc("c1/v4", e1)
+	e1.OrgID = "acme-renamed"
+	if _, err := w.st.UpdateLabels(w.ctx, "c1", e1); err != nil {
+		t.Fatal(err)
+	}
+	w.exec(`INSERT INTO ipam_events (id, type, cluster_id, owner_kind, owner_id, actor, data)
+		VALUES (gen_random_uuid(), 'env_ipv4.relabeled', 'c1', 'env_ipv4', 'e0', 'older', '{}')`)
+	r = w.ipamctl("", "events", "--type", "env.*").must(t, 0, "env.ipv4_addon_enabled", "env.ipv4_addon_relabeled", "env_ipv4.relabeled")
+	if strings.Count(strings.TrimSpace(r.out), "\n") != 2 {
+		t.Fatalf("events --type 'env.*':\n%s", r.out)
+	}
+	r = w.ipamctl("", "events", "--type", "env_ipv4.relabeled").must(t, 0, "env.ipv4_addon_relabeled", "env_ipv4.relabeled")
+	if strings.Contains(r.out, "env.ipv4_addon_enabled") {
+		t.Fatalf("events --type env_ipv4.relabeled:\n%s", r.out)
 	}
 
 	// Follow: events written after the start show up, once each.
