@@ -1,7 +1,7 @@
 package e2e
 
 // Facts that several pages state, checked against their one source in the
-// code: event names (ipam.EventTypes), error codes (the Code constants of
+// code: error samples (the real error text, docs_errors_test.go), event names (ipam.EventTypes), error codes (the Code constants of
 // ipam/errors.go and the sentinels of ipam/sentinels.go), provider option
 // defaults (the schema descriptions, generated into docs/index.md, and the
 // ipam defaults behind them), the oldest supported Terraform (the one
@@ -160,6 +160,25 @@ func TestDocsFacts(t *testing.T) {
 					}
 				}
 			}
+		}
+	})
+
+	// Error samples against the real error text (see docs_errors_test.go).
+	t.Run("error samples", func(t *testing.T) {
+		codes, _ := errorCodes(t, root)
+		variants, msgs, sums := errorVariants(), messageFormats(t, root), summaries(t, root)
+		answerFormats = readAnswerFormats(t, root)
+		n := 0
+		for _, page := range sortedKeys(pages) {
+			for _, s := range errorSamples(parseFences(t, root, page), codes) {
+				n++
+				if why := checkErrorSample(s, variants, msgs, sums); why != "" {
+					t.Errorf("%s: the error sample is not what the provider prints: %s", s.f, why)
+				}
+			}
+		}
+		if n < 8 {
+			t.Errorf("found only %d error samples in the docs: the scan is broken", n)
 		}
 	})
 

@@ -44,14 +44,19 @@ package e2e
 //     configuration, then the data sources in a second), plans them empty,
 //     imports with every import.sh and import block, and runs the list
 //     resources with `terraform query` where the CLI has it.
-//   - Other fences (output samples, SQL, connection strings) are not run.
+//   - Other fences (output samples, SQL, connection strings) are not run. An
+//     error sample ("Error: TITLE" and its paragraphs, or a bare message
+//     starting with an error code) is checked against the real error text
+//     by TestDocsFacts (docs_errors_test.go): the core's wording, the
+//     provider's title and paragraphs, in its order; values and a tail cut
+//     with "..." are free.
 //     An output sample marked <!-- sample-of: COMMAND --> is checked: the test
 //     runs COMMAND at that point of the page, and every line of the sample but
 //     "..." must appear in its output, in order.
 //
 // Facts that several pages state are checked against the code in
-// TestDocsFacts: event names, error codes, provider option defaults and the
-// oldest supported Terraform.
+// TestDocsFacts: error samples, event names, error codes, provider option
+// defaults and the oldest supported Terraform.
 
 import (
 	"bufio"
