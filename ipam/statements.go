@@ -1608,6 +1608,16 @@ const (
 			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
 		ORDER BY cluster_id LIMIT 2`
 
+	// sqlReleaseFindReleased finds, when nothing of the address or owner is
+	// active, its allocations that were released and are still cooling (no
+	// one has taken the address since): the allocation a repeated release
+	// names.
+	sqlReleaseFindReleased = `SELECT ` + allocColumns + `
+		FROM ipam_allocations a
+		WHERE state = 'cooling' AND ($2 = '' OR cluster_id = $2)
+			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
+		ORDER BY cluster_id, released_at DESC LIMIT 2`
+
 	// sqlReleaseProbeLock locks the row found, and says whether it is still
 	// the active allocation of that generation, its confirmation, and
 	// whether a Terraform state holds it.

@@ -714,7 +714,7 @@ func TestScale(t *testing.T) {
 func TestRelease(t *testing.T) {
 	w := newWorld(t)
 	i1 := w.alloc("c1/instance", instance("i1", "acme", "prod"))
-	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1", OrgID: "acme"})
+	e1 := w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1", OrgID: "acme"})
 	if _, err := w.st.GetActive(w.ctx, "c1", ipam.OwnerEnvIPv4, "e1"); err != nil { // a Terraform refresh confirms it
 		t.Fatal(err)
 	}
@@ -729,17 +729,39 @@ func TestRelease(t *testing.T) {
 	if !strings.Contains(r.out, `"actor":"ipamctl"`) {
 		t.Fatalf("the event does not name the operator's actor:\n%s", r.out)
 	}
-	w.ipamctl("", "release", i1.Address.String(), "--reason", "again").must(t, exitError, "not_found", "no active allocation of "+i1.Address.String())
+	// Again, by address or by owner: already released, nothing done, exit 0
+	// (as the Go API's Release of a released owner is a no-op), no second event.
+	w.ipamctl("", "release", i1.Address.String(), "--reason", "again").
+		must(t, 0, "already released: "+i1.Address.String(), `instance "i1"`, "is cooling until", "nothing to do")
+	r = w.ipamctl("", "release", "--cluster", "c1", "--kind", "instance", "--owner", "i1", "--reason", "again", "--json").must(t, 0)
+	var again releaseJSON
+	if err := json.Unmarshal([]byte(r.out), &again); err != nil || !again.AlreadyReleased || again.Allocation.OwnerID != "i1" {
+		t.Fatalf("release again --json: %v\n%s", err, r.out)
+	}
+	if r := w.ipamctl("", "events", "--type", "instance.released"); strings.Count(r.out, "instance.released") != 1 {
+		t.Fatalf("a repeated release wrote an event:\n%s", r.out)
+	}
+	// Never allocated: still an error.
+	w.ipamctl("", "release", "2001:db8:0:1::ffff", "--reason", "typo").must(t, exitError, "not_found", "no active allocation of 2001:db8:0:1::ffff")
+	w.ipamctl("", "release", "--cluster", "c1", "--kind", "instance", "--owner", "i-typo", "--reason", "typo").must(t, exitError, "not_found")
 
 	// Confirmed by a Terraform state: refused, naming the owner; nothing changes.
 	args := []string{"release", "--cluster", "c1", "--kind", "env_ipv4", "--owner", "e1", "--reason", "env e1 retired"}
 	w.ipamctl("", args...).must(t, exitError, "conflict:", `env_ipv4 "e1"`, "a Terraform state confirmed it", "with force",
 		"Held by a Terraform State. Nothing was released")
 	w.ipamctl("", "list", "--cluster", "c1", "--kind", "env_ipv4").must(t, 0, "e1", "active")
-	r = w.ipamctl("", append(args, "--force", "--json")...).must(t, 0, "WARNING: --force released", `env_ipv4 "e1" still uses it`)
+	r = w.ipamctl("", append(args, "--force", "--json")...).must(t, 0, "WARNING: --force released", `env_ipv4 "e1" still uses it`,
+		"allocates for that owner again, which gets "+e1.Address.String()+" back", "remove the owner from it")
+	if strings.Contains(r.err, "a new address") {
+		t.Fatalf("the warning promises a new address:\n%s", r.err)
+	}
 	var got releaseJSON
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil || !got.Forced || got.Allocation.OwnerID != "e1" || got.Allocation.State != ipam.StateCooling {
 		t.Fatalf("release --force --json: %v\n%s", err, r.out)
+	}
+	// What the warning says: the configuration's next apply gets the same address back.
+	if again := w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1", OrgID: "acme"}); again.Address != e1.Address {
+		t.Fatalf("the owner's next allocation after --force got %s, want its own %s back", again.Address, e1.Address)
 	}
 	w.ipamctl("", "events", "--type", "env.ipv4_addon_disabled", "--json").must(t, 0, `"forced":true`, "env e1 retired")
 	w.ipamctl("", "check").must(t, 0)

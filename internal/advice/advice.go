@@ -101,7 +101,8 @@ func For(err error) Explanation {
 			e.Title = "Held by a Terraform State"
 			e.Advice = "Nothing was released: a Terraform configuration holds this allocation and still uses it. Remove " +
 				"its owner from that configuration and apply. Release it anyway only if that configuration is gone for " +
-				"good (`ipamctl release --force`): its next refresh drops the resource, its next apply allocates anew."
+				"good (`ipamctl release --force`): its next refresh drops the resource, and its next apply allocates for the " +
+				"owner again, which gets the same address back (an owner's own cooling address comes first)."
 			break
 		}
 		if errors.As(err, &ce) && ce.ExistingKind != "" {
