@@ -157,7 +157,7 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 			return res, serr
 		}
 		if len(nb.Added) == 0 {
-			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Cooling: ex.Cooling,
+			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Held: ex.Held, Cooling: ex.Cooling,
 				NextReusable: ex.NextReusable, Node: nodeID, MaxBlocks: nb.Scaling.MaxBlocks}
 		}
 	}
@@ -537,7 +537,7 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 func (s *Client) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
 	var next *time.Time
-	err := tx.QueryRow(ctx, sqlExhaustedCounts, pool.ID).Scan(&e.Active, &e.Cooling, &next)
+	err := tx.QueryRow(ctx, sqlExhaustedCounts, pool.ID).Scan(&e.Active, &e.Held, &e.Cooling, &next)
 	if err != nil {
 		return err
 	}

@@ -1078,8 +1078,10 @@ const (
 
 	// sqlExhaustedCounts are a full pool's figures for its ExhaustedError (run
 	// on the failure path only).
-	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE ` + rowLive + `), count(*) FILTER (WHERE ` + rowCooling + `),
-			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
+	// Active allocations and live holds are counted apart: a plan that
+	// finds the pool full may be finding its own holds.
+	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE ` + rowActive + `), count(*) FILTER (WHERE ` + rowHeld + `),
+			count(*) FILTER (WHERE ` + rowCooling + `), min(reusable_at) FILTER (WHERE ` + rowCooling + `)
 		FROM ipam_allocations a WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`
 
 	// sqlCounterTop is the last ordinal a counter pool's stripes hand out (-1:

@@ -66,9 +66,12 @@ func errorVariants() []error {
 	answers := []string{markAnswers}
 	var out []error
 	for _, next := range []time.Time{markTime, {}} {
-		out = append(out,
-			&ipam.ExhaustedError{PoolID: markS, Size: markN, Active: markN, Cooling: markN, NextReusable: next},
-			&ipam.ExhaustedError{PoolID: markS, Size: markN, Active: markN, Cooling: markN, NextReusable: next, Node: markS, MaxBlocks: markN})
+		for _, held := range []int64{0, markN} {
+			out = append(out,
+				&ipam.ExhaustedError{PoolID: markS, Size: markN, Active: markN, Held: held, Cooling: markN, NextReusable: next},
+				&ipam.ExhaustedError{PoolID: markS, Size: markN, Active: markN, Held: held, Cooling: markN, NextReusable: next,
+					Node: markS, MaxBlocks: markN})
+		}
 	}
 	out = append(out, &ipam.ExhaustedError{PoolID: markS, Tried: []string{markS, markS}})
 	for _, reached := range []bool{false, true} {
