@@ -14,6 +14,7 @@ import (
 	"go/parser"
 	"go/token"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -179,6 +180,28 @@ func TestDocsFacts(t *testing.T) {
 		}
 		if n < 8 {
 			t.Errorf("found only %d error samples in the docs: the scan is broken", n)
+		}
+	})
+
+	// A script of the repository a page names (scripts/pgbouncer.sh, ...)
+	// exists, and the production guide, where PgBouncer is discussed, names
+	// the one that starts it.
+	t.Run("scripts named", func(t *testing.T) {
+		n := 0
+		for _, page := range sortedKeys(pages) {
+			text := pages[page]
+			for _, m := range regexp.MustCompile(`scripts/[a-z0-9_-]+\.sh`).FindAllStringIndex(text, -1) {
+				n++
+				if _, err := os.Stat(filepath.Join(root, text[m[0]:m[1]])); err != nil {
+					t.Errorf("%s:%d: %s does not exist", page, lineOf(text, m[0]), text[m[0]:m[1]])
+				}
+			}
+		}
+		if page := "docs/guides/production-database.md"; !strings.Contains(pages[page], "scripts/pgbouncer.sh start") {
+			t.Errorf("%s discusses PgBouncer but does not say how scripts/pgbouncer.sh starts one", page)
+		}
+		if n < 3 {
+			t.Errorf("found only %d script names in the docs: the scan is broken", n)
 		}
 	})
 
