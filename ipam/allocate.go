@@ -157,7 +157,7 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 			return res, serr
 		}
 		if len(nb.Added) == 0 {
-			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Cooling: ex.Cooling,
+			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Held: ex.Held, Cooling: ex.Cooling,
 				NextReusable: ex.NextReusable, Node: nodeID, MaxBlocks: nb.Scaling.MaxBlocks}
 		}
 	}
@@ -312,7 +312,7 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 	case held.State == StateActive && held.Confirmed:
 		// Adoption is for a retried or killed apply finding its own work, not
 		// for a second configuration declaring the same owner.
-		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); import it instead of declaring it again, or give each configuration its own actor",
+		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); an owner holds one address in a cluster, whatever the actor: declare it in one configuration only (import it into this one and remove it from the other, or remove it here)",
 			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return conflict
 	case held.PoolID != pool.ID:
@@ -546,7 +546,7 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 func (s *Client) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
 	var next *time.Time
-	err := tx.QueryRow(ctx, sqlExhaustedCounts, pool.ID).Scan(&e.Active, &e.Cooling, &next)
+	err := tx.QueryRow(ctx, sqlExhaustedCounts, pool.ID).Scan(&e.Active, &e.Held, &e.Cooling, &next)
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,8 @@ func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID,
 		return conflict
 	case confirmed && !replacing:
 		conflict.Detail = fmt.Sprintf("since %s they are managed by a configuration whose refresh has seen them (or that "+
-			"made them over %s ago); import them instead of declaring them again, or give each configuration its own actor",
+			"made them over %s ago); a node has one set of instance blocks, whatever the actor: declare them in one configuration "+
+			"only (import them into this one and remove them from the other, or remove them here)",
 			created.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return conflict
 	}

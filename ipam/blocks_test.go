@@ -472,8 +472,9 @@ func TestCreateNodeBlocksAdoptsOnlyItsOwnUnconfirmedWork(t *testing.T) {
 	if err := st.ConfirmNodeBlocks(ctx, "c1", "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); !errors.As(err, &oc) || !strings.Contains(err.Error(), "refresh has seen them") {
-		t.Fatalf("a create of confirmed blocks: %v, want owner_conflict", err)
+	if _, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); !errors.As(err, &oc) || !strings.Contains(err.Error(), "refresh has seen them") ||
+		!strings.Contains(err.Error(), "declare them in one configuration only") || strings.Contains(err.Error(), "own actor") {
+		t.Fatalf("a create of confirmed blocks: %v, want owner_conflict saying the blocks belong in one configuration", err)
 	}
 	// Scaling (an update, ipamctl scale) is not a create: it goes on.
 	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(8, 4)); err != nil {

@@ -78,8 +78,9 @@ func TestReadsWaitAtMostTheLockBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			// A hang fails here rather than at the test's own timeout.
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			// A hang fails here rather than at the test's own timeout: a
+			// bound on hangs, generous for a busy machine, not on speed.
+			cctx, cancel := context.WithTimeout(ctx, hangBound)
 			defer cancel()
 			err = tc.call(cctx, st)
 			if ipam.Code(err) != ipam.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {

@@ -275,7 +275,7 @@ func TestSharedStatementHandsOutConsecutiveAddresses(t *testing.T) {
 			for i := range n {
 				start(ctx, fmt.Sprintf("n%02d", i))
 			}
-			for deadline := time.Now().Add(10 * time.Second); st.Gathered(cl+"/node", ipam.OwnerNode) != n; time.Sleep(5 * time.Millisecond) {
+			for deadline := time.Now().Add(hangBound); st.Gathered(cl+"/node", ipam.OwnerNode) != n; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("%d callers gathered, want %d", st.Gathered(cl+"/node", ipam.OwnerNode), n)
 				}
@@ -332,12 +332,12 @@ func TestSharedStatementHandsOutConsecutiveAddresses(t *testing.T) {
 	}
 }
 
-// waitForLockWaiters waits (10 s at most) until want sessions of the test's
+// waitForLockWaiters waits (hangBound at most) until want sessions of the test's
 // database wait for a lock: the allocations that hold the pool's statements
 // running, so that the next callers gather into a shared one.
 func waitForLockWaiters(ctx context.Context, t *testing.T, mon *pgx.Conn, want int) {
 	t.Helper()
-	for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting != want; time.Sleep(10 * time.Millisecond) {
+	for waiting, deadline := 0, time.Now().Add(hangBound); waiting != want; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d allocations wait for the pool's row, want %d", waiting, want)
 		}

@@ -26,6 +26,19 @@ import (
 // ipam_unavailable.
 const DefaultFailoverTimeout = 30 * time.Second
 
+// FirstContactTimeout is how long a call of a client whose failover bound
+// is the default waits when nothing is there: no server of the database has
+// answered the client yet, and every host tried refuses the connection
+// (nothing listens on the port), has no route, or has a name that does not
+// resolve. That is a wrong host or port, or PostgreSQL not running, far more
+// often than a restart, and a tool like Terraform shows nothing while a
+// provider waits; so the call gives up after this rather than the whole
+// failover bound. A server that answers anything (starting up, read-only)
+// lifts the cut for the rest of the call, and a client that has reached a
+// server once waits the whole bound. An explicit FailoverTimeout is waited
+// in full from the first contact too.
+const FirstContactTimeout = 5 * time.Second
+
 // dbPool is the store's pgx pool. Every call on it rides out a database
 // with no usable server up to the store's failover bound (see retryConn):
 // acquiring a connection, a read (QueryRow, Query until its first row,
@@ -277,7 +290,7 @@ func (r *retryRows) Next() bool {
 			if r.first.IsZero() {
 				r.first = time.Now()
 			}
-			if !r.p.s.pause(r.ctx, r.attempt, r.first, err) {
+			if !r.p.s.pause(r.ctx, r.attempt, r.first, r.p.s.failover, false, err) {
 				return false
 			}
 			r.attempt++
@@ -416,14 +429,21 @@ func (b errBatch) Tx() pgx.Tx                       { return nil }
 // calls try once and fail at once, without waiting again, until one
 // succeeds. So an apply of many resources during a long outage fails after
 // one bound, not one bound per resource.
+//
+// With the default bound, a call of a client that no server has answered
+// yet, finding nothing there at every host, waits FirstContactTimeout only.
 func (s *Client) retryConn(ctx context.Context, fn func() error) error {
 	var first time.Time
+	// absent: every failure of this call so far found nothing there, and
+	// no server has answered the client yet (see FirstContactTimeout).
+	absent := s.cutFirstContact
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		if err != nil && s.pool.describeStatements(err) {
 			err = fn()
 		}
 		if err == nil {
+			s.answered.Store(true)
 			if attempt > 0 || s.downSince.Load() != 0 {
 				s.downSince.Store(0)
 			}
@@ -433,29 +453,59 @@ func (s *Client) retryConn(ctx context.Context, fn func() error) error {
 			return err
 		}
 		if down := s.downSince.Load(); down != 0 {
-			return &waitedError{err: err, waited: time.Since(time.Unix(0, down)), bound: s.failover}
+			return &waitedError{err: err, waited: time.Since(time.Unix(0, down)), bound: s.failover, firstContact: s.downCut.Load()}
+		}
+		absent = absent && !s.answered.Load() && nothingThere(err)
+		bound := s.failover
+		if absent {
+			bound = min(bound, FirstContactTimeout)
 		}
 		if first.IsZero() {
 			first = time.Now()
 		}
-		if !s.pause(ctx, attempt, first, err) {
+		if !s.pause(ctx, attempt, first, bound, absent, err) {
 			if ctx.Err() != nil {
 				return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first), bound: s.failover}
 			}
-			s.downSince.CompareAndSwap(0, first.UnixNano())
-			return &waitedError{err: err, waited: time.Since(first), bound: s.failover}
+			if s.downSince.CompareAndSwap(0, first.UnixNano()) {
+				s.downCut.Store(absent)
+			}
+			return &waitedError{err: err, waited: time.Since(first), bound: s.failover, firstContact: absent}
 		}
 	}
 }
 
+// nothingThere reports whether err says that nothing is there at any host
+// of the database: each refused the connection (nothing listens on the
+// port), has no route, or has a name that does not resolve. A server that
+// restarts or fails over mostly answers something (starting up, shutting
+// down, read-only) or is slow to answer; this is mostly a wrong host or port.
+func nothingThere(err error) bool {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	errs := hostErrors(ce)
+	for _, e := range errs {
+		var dnsErr *net.DNSError
+		switch {
+		case errors.Is(e, syscall.ECONNREFUSED), errors.Is(e, syscall.EHOSTUNREACH), errors.Is(e, syscall.ENETUNREACH):
+		case errors.As(e, &dnsErr) && dnsErr.IsNotFound:
+		default:
+			return false
+		}
+	}
+	return len(errs) > 0
+}
+
 // pause waits before the next attempt of a call that found no usable server
-// (jittered backoff growing to a second); false when the failover bound,
-// counted from first, is spent or ctx is done. Each time the wait crosses a
-// multiple of WaitReportInterval it tells the client's OnWait what it waits
-// for (err, the last failure), so that no wait is silent.
-func (s *Client) pause(ctx context.Context, attempt int, first time.Time, err error) bool {
+// (jittered backoff growing to a second); false when bound, counted from
+// first, is spent or ctx is done. Each time the wait crosses a multiple of
+// WaitReportInterval it tells the client's OnWait what it waits for (err,
+// the last failure), so that no wait is silent.
+func (s *Client) pause(ctx context.Context, attempt int, first time.Time, bound time.Duration, firstContact bool, err error) bool {
 	before := time.Since(first)
-	left := s.failover - before
+	left := bound - before
 	if left <= 0 {
 		return false
 	}
@@ -467,7 +517,7 @@ func (s *Client) pause(ctx context.Context, attempt int, first time.Time, err er
 	case <-time.After(d):
 	}
 	if after := time.Since(first); s.onWait != nil && after/WaitReportInterval > before/WaitReportInterval {
-		w := Wait{Addr: s.addr, Waited: after, Bound: s.failover}
+		w := Wait{Addr: s.addr, Waited: after, Bound: bound, FirstContact: firstContact}
 		if cf, ok := s.connFailure(err); ok {
 			w.Last = cf
 		}
@@ -484,9 +534,12 @@ const WaitReportInterval = 5 * time.Second
 type Wait struct {
 	// Addr is the database's host:port list.
 	Addr string
-	// Waited is how long the call has waited; Bound is the failover bound
-	// it waits at most.
+	// Waited is how long the call has waited; Bound is the bound it waits
+	// at most: the failover bound, or FirstContactTimeout when FirstContact.
 	Waited, Bound time.Duration
+	// FirstContact: nothing is there at any host and no server has answered
+	// the client yet, so the call waits FirstContactTimeout only.
+	FirstContact bool
 	// Last is the last failure (an UnavailableError naming each host's
 	// answer), or nil.
 	Last error
@@ -495,8 +548,12 @@ type Wait struct {
 // String says what the call waits for, in the words ipamctl and the
 // provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s".
 func (w Wait) String() string {
-	msg := fmt.Sprintf("waiting for the database at %s, %d s of %d s (failover_timeout)", w.Addr,
-		int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second))
+	bound := "failover_timeout"
+	if w.FirstContact {
+		bound = "first contact"
+	}
+	msg := fmt.Sprintf("waiting for the database at %s, %d s of %d s (%s)", w.Addr,
+		int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), bound)
 	var ue *UnavailableError
 	if errors.As(w.Last, &ue) && len(ue.Answers) > 0 {
 		msg += ": " + strings.Join(ue.Answers, "; ")
@@ -504,11 +561,13 @@ func (w Wait) String() string {
 	return msg
 }
 
-// waitedError is a failure that persisted for the failover bound.
+// waitedError is a failure that persisted for the failover bound (or, when
+// firstContact, for FirstContactTimeout: see retryConn).
 type waitedError struct {
-	err    error
-	waited time.Duration
-	bound  time.Duration
+	err          error
+	waited       time.Duration
+	bound        time.Duration
+	firstContact bool
 }
 
 func (e *waitedError) Error() string { return e.err.Error() }
@@ -660,9 +719,10 @@ func hostAnswer(err error, secret string) string {
 // naming what each host answered. ok is false when err is no such failure.
 func (s *Client) connFailure(err error) (error, bool) {
 	var waited, bound time.Duration
+	firstContact := false
 	var we *waitedError
 	if errors.As(err, &we) {
-		waited, bound = we.waited, we.bound
+		waited, bound, firstContact = we.waited, we.bound, we.firstContact
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
@@ -686,7 +746,7 @@ func (s *Client) connFailure(err error) (error, bool) {
 			return &RefusedError{Addr: s.addr, Answers: answers}, true
 		}
 		return &UnavailableError{Addr: s.addr, Reached: reached, Answers: answers, Waited: waited, Bound: bound,
-			Err: errors.New(strings.Join(answers, "; "))}, true
+			FirstContact: firstContact, Err: errors.New(strings.Join(answers, "; "))}, true
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && refusedForGood(pe) {

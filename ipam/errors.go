@@ -42,7 +42,11 @@ func Code(err error) string {
 type ExhaustedError struct {
 	PoolID string
 	Size   int64
+	// Active is the number of active allocations; Held the number of live
+	// plan-time holds (a plan's new addresses, this plan's own included),
+	// which become allocations when applied or go back when they expire.
 	Active int64
+	Held   int64
 	// Cooling is the number of released addresses still inside their cooldown.
 	Cooling int64
 	// NextReusable is when the earliest cooling address becomes reusable; zero
@@ -66,15 +70,22 @@ func (e *ExhaustedError) Error() string {
 	if !e.NextReusable.IsZero() {
 		next = "the next becomes reusable at " + e.NextReusable.UTC().Format(time.RFC3339)
 	}
+	held := ""
+	if e.Held > 0 {
+		held = fmt.Sprintf(" %d held by plan-time holds,", e.Held)
+	}
 	if e.Node != "" {
-		return fmt.Sprintf("%s: node %q has no free instance address: its blocks (%d addresses, max_blocks %d reached) hold %d active and %d cooling; %s",
-			CodeExhausted, e.Node, e.Size, e.MaxBlocks, e.Active, e.Cooling, next)
+		if held != "" {
+			held = fmt.Sprintf(", %d held by plan-time holds", e.Held)
+		}
+		return fmt.Sprintf("%s: node %q has no free instance address: its blocks (%d addresses, max_blocks %d reached) hold %d active%s and %d cooling; %s",
+			CodeExhausted, e.Node, e.Size, e.MaxBlocks, e.Active, held, e.Cooling, next)
 	}
 	if len(e.Tried) > 1 {
 		return fmt.Sprintf("%s: every pool tried is full (%s): %s", CodeExhausted, e.PoolID, strings.Join(e.Tried, "; "))
 	}
-	return fmt.Sprintf("%s: pool %q has no free address: size %d, %d active, %d cooling; %s",
-		CodeExhausted, e.PoolID, e.Size, e.Active, e.Cooling, next)
+	return fmt.Sprintf("%s: pool %q has no free address: size %d, %d active,%s %d cooling; %s",
+		CodeExhausted, e.PoolID, e.Size, e.Active, held, e.Cooling, next)
 }
 
 // UnavailableError: no usable database server answered: none could be
@@ -91,9 +102,15 @@ type UnavailableError struct {
 	// the connection (nothing listens there)", "... is read-only ...").
 	Answers []string
 	// Waited is how long no usable server has answered when the call gave
-	// up (at least Bound, the failover bound); zero when it did not wait.
+	// up (at least Bound, the failover bound, unless FirstContact); zero
+	// when it did not wait.
 	Waited, Bound time.Duration
-	Err           error
+	// FirstContact: nothing was there at any host (the connection refused,
+	// no route, a name that does not resolve) and no server had answered
+	// the client before, so the call gave up after FirstContactTimeout
+	// rather than the default failover bound (see Config.FailoverTimeout).
+	FirstContact bool
+	Err          error
 }
 
 func (e *UnavailableError) Code() string { return CodeUnavailable }
@@ -107,7 +124,11 @@ func (e *UnavailableError) Error() string {
 		what = "has no usable server"
 	}
 	msg := fmt.Sprintf("%s: the IPAM database at %s %s: %v", CodeUnavailable, e.Addr, what, e.Err)
-	if e.Waited > 0 {
+	switch {
+	case e.FirstContact:
+		msg += fmt.Sprintf(" (for %s now; no server has answered yet: a first contact waits %s, not failover_timeout's %s)",
+			FormatDuration(e.Waited.Round(time.Second)), FormatDuration(FirstContactTimeout), FormatDuration(e.Bound))
+	case e.Waited > 0:
 		msg += fmt.Sprintf(" (for %s now; failover_timeout is %s)", FormatDuration(e.Waited.Round(time.Second)), FormatDuration(e.Bound))
 	}
 	return msg

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -25,6 +26,11 @@ type Event struct {
 	Data         map[string]any
 }
 
+// Event types are spelled FAMILY.EVENT, with one dot: the family is cluster,
+// pool, allocation, or the owner's (node, instance, env, set), so that a
+// filter FAMILY.* finds every event of it. The environment IPv4 add-on's
+// events are env.ipv4_addon_EVENT.
+
 // Event types written by the allocator, per owner kind.
 var eventTypes = map[string]struct{ allocated, released string }{
 	OwnerNode:     {"node.enrolled", "node.released"},
@@ -32,18 +38,51 @@ var eventTypes = map[string]struct{ allocated, released string }{
 	OwnerEnvIPv4:  {"env.ipv4_addon_enabled", "env.ipv4_addon_disabled"},
 }
 
-// failureEventType is the type of the event of a failed allocation:
-// "<kind>.allocation_failed", with the environment IPv4 add-on's kind written
-// as env.ipv4_addon (env.ipv4_addon.allocation_failed).
-func failureEventType(kind string) string {
+// ownerEventPrefix is what an owner kind's event types start with.
+func ownerEventPrefix(kind string) string {
 	if kind == OwnerEnvIPv4 {
-		kind = "env.ipv4_addon"
+		return "env.ipv4_addon_"
 	}
-	return kind + ".allocation_failed"
+	return kind + "."
 }
 
-// relabelEventType is the type of the event of an owner's labels changing.
-func relabelEventType(kind string) string { return kind + ".relabeled" }
+// failureEventType is the type of the event of a failed allocation:
+// "<kind>.allocation_failed" (env.ipv4_addon_allocation_failed for the
+// environment IPv4 add-on).
+func failureEventType(kind string) string { return ownerEventPrefix(kind) + "allocation_failed" }
+
+// relabelEventType is the type of the event of an owner's labels changing:
+// "<kind>.relabeled" (env.ipv4_addon_relabeled).
+func relabelEventType(kind string) string { return ownerEventPrefix(kind) + "relabeled" }
+
+// eventTypeAliases are the names older versions wrote, before every type was
+// FAMILY.EVENT, each with the name written now. The audit trail is never
+// rewritten, so rows of both names exist: a filter naming either (or a
+// prefix matching either) matches both.
+var eventTypeAliases = map[string]string{
+	"env.ipv4_addon.allocation_failed": "env.ipv4_addon_allocation_failed",
+	"env_ipv4.relabeled":               "env.ipv4_addon_relabeled",
+}
+
+// EventTypeAliases maps each event type older versions wrote under another
+// name to the name written now. EventFilter.Types (and `ipamctl events
+// --type`) accept both, and match the events of both names.
+func EventTypeAliases() map[string]string { return maps.Clone(eventTypeAliases) }
+
+// eventTypeNames are the names of the event type t: t, and the other name
+// of the same type (its alias, or the name its alias stands for).
+func eventTypeNames(t string) []string {
+	if now, ok := eventTypeAliases[t]; ok {
+		return []string{now, t}
+	}
+	out := []string{t}
+	for old, now := range eventTypeAliases {
+		if now == t {
+			out = append(out, old)
+		}
+	}
+	return out
+}
 
 // otherEventTypes are the event types that are not an owner kind's (those
 // come from eventType, failureEventType and relabelEventType).

@@ -580,9 +580,9 @@ func exploreRun(t *testing.T, fx exploreFixture, first, second exploreStep, paus
 	fx.setup(e)
 	op1 := &exploreOp{pauseAt: pauseAt, paused: make(chan struct{}), resume: make(chan struct{})}
 	op2 := &exploreOp{pauseAt: -1}
-	ctx1, cancel1 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op1), time.Minute)
+	ctx1, cancel1 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op1), hangBound)
 	defer cancel1()
-	ctx2, cancel2 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op2), time.Minute)
+	ctx2, cancel2 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op2), hangBound)
 	defer cancel2()
 
 	var r1, r2 exploreResult

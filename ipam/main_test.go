@@ -4,9 +4,17 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
+
+// hangBound is how long a test waits for something that normally takes
+// milliseconds (a session to start waiting for a lock, callers to gather)
+// before it calls it a hang. A bound on hangs, generous for a busy machine
+// (make test runs every package at once on few cores), never a performance
+// target: speed is make bench's business.
+const hangBound = 5 * time.Minute
 
 // exampleURL is a database of its own for the examples (they take no
 // testing.T to make one).

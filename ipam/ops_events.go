@@ -18,7 +18,9 @@ const EventReclaimed = "allocation.reclaimed"
 type EventFilter struct {
 	ClusterID string
 	// Types are exact event types ("instance.allocated") or prefixes ending in
-	// '*' ("instance.*"); empty matches every type.
+	// '*' ("instance.*", "env.*"); empty matches every type. A type written
+	// under an older name (EventTypeAliases) matches by either name, and a
+	// prefix matching either name matches the events of both.
 	Types []string
 	// Since: events at or after this time (on the ipam_events_at index).
 	Since time.Time
@@ -36,6 +38,9 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 	}
 	exact, prefixes := []string{}, []string{}
 	known := EventTypes()
+	for old := range eventTypeAliases {
+		known = append(known, old)
+	}
 	for _, t := range f.Types {
 		if err := ValidateEventType(t); err != nil {
 			return nil, err
@@ -44,7 +49,15 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 		case strings.HasSuffix(t, "*"):
 			p := strings.TrimSuffix(t, "*")
 			pattern := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
-			if !slices.ContainsFunc(known, func(k string) bool { return strings.HasPrefix(k, p) }) {
+			matched := false
+			for _, k := range known {
+				if strings.HasPrefix(k, p) {
+					// The other name of a type the prefix matches, which the
+					// prefix may not match.
+					exact, matched = append(exact, eventTypeNames(k)...), true
+				}
+			}
+			if !matched {
 				if err := s.eventTypeSeen(ctx, t, pattern, known); err != nil {
 					return nil, err
 				}
@@ -56,9 +69,11 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 					return nil, err
 				}
 			}
-			exact = append(exact, t)
+			exact = append(exact, eventTypeNames(t)...)
 		}
 	}
+	slices.Sort(exact)
+	exact = slices.Compact(exact)
 	since := f.Since
 	if since.IsZero() {
 		since = time.Unix(0, 0)

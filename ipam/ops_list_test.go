@@ -3,12 +3,14 @@ package ipam_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
@@ -205,7 +207,7 @@ func TestListEvents(t *testing.T) {
 	t.Run("type *", func(t *testing.T) {
 		t.Parallel()
 		// A type that matches nothing the IPAM writes is refused, not answered with nothing.
-		for _, typ := range []string{"env.ipv4_addon_allocation_failed", "nodes.*"} {
+		for _, typ := range []string{"env.ipv4_addon_allocation_failure", "nodes.*"} {
 			if _, err := f.st.ListEvents(f.ctx, ipam.EventFilter{Types: []string{typ}}); ipam.Code(err) != ipam.CodeInvalid || !strings.Contains(err.Error(), "matches no event type") {
 				t.Errorf("ListEvents(Types: %s): %v, want invalid_input naming the known types", typ, err)
 			}
@@ -214,6 +216,77 @@ func TestListEvents(t *testing.T) {
 			t.Errorf("type *: %v", err)
 		}
 	})
+}
+
+// Every event type is FAMILY.EVENT, so that FAMILY.* finds all of a family's
+// events: env.* finds every event of the environment IPv4 add-on, those
+// written now (env.ipv4_addon_enabled, _allocation_failed, _relabeled,
+// _disabled) and those older versions wrote under other names
+// (env.ipv4_addon.allocation_failed, env_ipv4.relabeled), which filters
+// accept as aliases: a filter naming either name finds the events of both.
+func TestEnvEventsAreOneFamily(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	for i := range 6 {
+		f.alloc("c1/v4", env(fmt.Sprintf("e%d", i)))
+	}
+	if _, err := f.st.Allocate(f.ctx, ipam.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e6")}); ipam.Code(err) != ipam.CodeExhausted {
+		t.Fatalf("the seventh environment: %v, want ipam_exhausted", err)
+	}
+	relabeled := env("e0")
+	relabeled.OrgID = "org-renamed"
+	if _, err := f.st.UpdateLabels(f.ctx, "c1", relabeled); err != nil {
+		t.Fatal(err)
+	}
+	f.release(env("e1"))
+	// What an older version wrote: the same events under the old names.
+	for _, old := range []string{"env.ipv4_addon.allocation_failed", "env_ipv4.relabeled"} {
+		f.exec(`INSERT INTO ipam_events (id, type, cluster_id, owner_kind, owner_id, actor, data)
+			VALUES (gen_random_uuid(), $1, 'c1', 'env_ipv4', 'old', 'terraform', '{}')`, old)
+	}
+	types := func(fl ipam.EventFilter) map[string]int {
+		t.Helper()
+		evs, err := f.st.ListEvents(f.ctx, fl)
+		if err != nil {
+			t.Fatalf("%v: %v", fl.Types, err)
+		}
+		out := map[string]int{}
+		for _, e := range evs {
+			out[e.Type]++
+		}
+		return out
+	}
+	all := map[string]int{"env.ipv4_addon_enabled": 6, "env.ipv4_addon_allocation_failed": 1, "env.ipv4_addon_relabeled": 1,
+		"env.ipv4_addon_disabled": 1, "env.ipv4_addon.allocation_failed": 1, "env_ipv4.relabeled": 1}
+	for _, glob := range []string{"env.*", "env.ipv4_addon*"} {
+		if got := types(ipam.EventFilter{Types: []string{glob}}); !maps.Equal(got, all) {
+			t.Errorf("%s found %v, want every env event under either name: %v", glob, got, all)
+		}
+	}
+	for typ, want := range map[string]map[string]int{
+		"env_ipv4.relabeled":               {"env.ipv4_addon_relabeled": 1, "env_ipv4.relabeled": 1},
+		"env.ipv4_addon_relabeled":         {"env.ipv4_addon_relabeled": 1, "env_ipv4.relabeled": 1},
+		"env_ipv4.*":                       {"env.ipv4_addon_relabeled": 1, "env_ipv4.relabeled": 1},
+		"env.ipv4_addon.allocation_failed": {"env.ipv4_addon_allocation_failed": 1, "env.ipv4_addon.allocation_failed": 1},
+		"env.ipv4_addon_allocation_failed": {"env.ipv4_addon_allocation_failed": 1, "env.ipv4_addon.allocation_failed": 1},
+	} {
+		if got := types(ipam.EventFilter{Types: []string{typ}}); !maps.Equal(got, want) {
+			t.Errorf("%s found %v, want %v", typ, got, want)
+		}
+	}
+	// One spelling: every type written now is FAMILY.EVENT, and each old
+	// name stands for one of them.
+	known := ipam.EventTypes()
+	for _, typ := range known {
+		if strings.Count(typ, ".") != 1 {
+			t.Errorf("%s is not FAMILY.EVENT", typ)
+		}
+	}
+	for old, now := range ipam.EventTypeAliases() {
+		if slices.Contains(known, old) || !slices.Contains(known, now) {
+			t.Errorf("alias %s -> %s: the old name is still written, or the new one is not", old, now)
+		}
+	}
 }
 
 // The inventory calls list keys for `terraform query`: every cluster, the

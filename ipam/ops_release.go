@@ -27,7 +27,8 @@ type ReleaseRequest struct {
 	// Force releases an allocation that a Terraform state holds: a refresh
 	// or an import read it, or a configuration created it. That
 	// configuration still declares the owner: its next refresh drops the
-	// resource, and its next apply allocates an address again.
+	// resource, and its next apply allocates for the owner again, which
+	// gets the same address back (its own cooling address comes first).
 	Force bool
 }
 
@@ -40,6 +41,11 @@ type ReleaseResult struct {
 	// Forced: a Terraform state held the allocation (it was confirmed, or
 	// a configuration created it), and Force released it anyway.
 	Forced bool
+	// AlreadyReleased: nothing of the address or owner was active, and the
+	// allocation named was released before and is cooling (no one has
+	// taken the address since): the release did nothing, as a repeated
+	// Release does, and Allocation is that released one.
+	AlreadyReleased bool
 }
 
 // ConfirmedError: an operator's release is refused because a Terraform state
@@ -76,7 +82,10 @@ func (e *ConfirmedError) Error() string {
 // owner kind's release event carrying the reason (and "forced"). An
 // allocation that a Terraform state confirmed is refused with a
 // ConfirmedError unless Force is set. The pool's lock is taken first, then
-// the row's, as every release takes them.
+// the row's, as every release takes them. Releasing again what is already
+// released (and still cooling) does nothing and says so
+// (ReleaseResult.AlreadyReleased); an address or owner with neither is
+// ErrNotFound.
 func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
 	var addr *netip.Prefix
 	switch {
@@ -132,7 +141,7 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 		}
 		switch len(fs) {
 		case 0:
-			return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
+			return s.releasedBefore(ctx, tx, addr, req, what, &res)
 		case 2:
 			return invalid("cluster_id", "%s is active in several clusters (a reused private IPv4 block): name the cluster", what)
 		}
@@ -181,6 +190,28 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: data})
 	})
 	return res, s.mapErr(err)
+}
+
+// releasedBefore answers a release that found nothing active: the
+// allocation already released (and cooling) is a no-op's result; nothing is
+// ErrNotFound.
+func (s *Client) releasedBefore(ctx context.Context, tx pgx.Tx, addr *netip.Prefix, req ReleaseRequest, what string, res *ReleaseResult) error {
+	rows, err := tx.Query(ctx, sqlReleaseFindReleased, addr, req.ClusterID, req.OwnerKind, req.OwnerID)
+	if err != nil {
+		return err
+	}
+	released, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(released) == 0:
+		return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
+	case len(released) == 2 && released[0].ClusterID != released[1].ClusterID:
+		return invalid("cluster_id", "%s was released in several clusters (a reused private IPv4 block): name the cluster", what)
+	}
+	res.Allocation, res.AlreadyReleased = released[0], true
+	return nil
 }
 
 // checkOwnerKey checks an owner named by kind and id, as ValidateOwner

@@ -10,7 +10,8 @@ import (
 
 // An operator releases one allocation into its cooldown, with the owner
 // kind's release event carrying the reason; what a Terraform state
-// confirmed is refused unless forced, and the refusal writes nothing.
+// confirmed is refused unless forced, and the refusal writes nothing;
+// releasing it again is a no-op that says so.
 func TestReleaseAllocation(t *testing.T) {
 	f := newOpsFixture(t)
 	events := func(typ string) []ipam.Event {
@@ -47,9 +48,23 @@ func TestReleaseAllocation(t *testing.T) {
 			evs[0].Data["forced"] != nil || evs[0].Actor != "terraform" {
 			t.Fatalf("events %+v", evs)
 		}
-		// Released already: nothing is active there any more.
-		if _, err := f.st.ReleaseAllocation(f.ctx, ipam.ReleaseRequest{Address: a.Address, Reason: "again"}); !errors.Is(err, ipam.ErrNotFound) {
-			t.Fatalf("a second release: %v, want not_found", err)
+		// Released already: a no-op that says so, by address or by owner,
+		// writing no event (as Release of a released owner is a no-op).
+		for _, req := range []ipam.ReleaseRequest{{Address: a.Address, Reason: "again"},
+			{ClusterID: "c1", OwnerKind: ipam.OwnerInstance, OwnerID: "i1", Reason: "again"}} {
+			again, err := f.st.ReleaseAllocation(f.ctx, req)
+			if err != nil || !again.AlreadyReleased || again.Address != a.Address || again.State != ipam.StateCooling ||
+				!again.ReusableAt.Equal(r.ReusableAt) {
+				t.Fatalf("a second release: %+v %v, want the released allocation, AlreadyReleased", again, err)
+			}
+		}
+		if evs := events("instance.released"); len(evs) != 1 {
+			t.Fatalf("a second release wrote an event: %+v", evs)
+		}
+		// What was never allocated is still not found.
+		if _, err := f.st.ReleaseAllocation(f.ctx, ipam.ReleaseRequest{ClusterID: "c1", OwnerKind: ipam.OwnerInstance, OwnerID: "never",
+			Reason: "typo"}); !errors.Is(err, ipam.ErrNotFound) {
+			t.Fatalf("releasing an owner never allocated: %v, want not_found", err)
 		}
 	})
 

@@ -25,6 +25,40 @@ func env(id string) ipam.Owner {
 	return ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: "org-" + id}
 }
 
+// A pool found full counts its active allocations and its live plan-time
+// holds apart: a plan that finds the pool full finds, among others, the
+// holds of its own other new addresses, which are not allocations.
+func TestExhaustedCountsHoldsApart(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	// A /30: .1 and .2.
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "tiny", Cooldown: time.Hour, CIDRs: prefixes("192.0.2.0/30")}); err != nil {
+		t.Fatal(err)
+	}
+	pool := ipam.OperatorPool("c1", "tiny")
+	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: pool, Owner: env("e0")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: env("e1")}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []string{"plan", "apply"} {
+		var err error
+		if call == "plan" {
+			_, err = st.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: env("e2")}, time.Hour)
+		} else {
+			_, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: pool, Owner: env("e2")})
+		}
+		var ex *ipam.ExhaustedError
+		if !errors.As(err, &ex) || ex.Size != 2 || ex.Active != 1 || ex.Held != 1 || ex.Cooling != 0 ||
+			!strings.Contains(err.Error(), "size 2, 1 active, 1 held by plan-time holds, 0 cooling") {
+			t.Fatalf("%s in a pool of one allocation and one hold: %#v (%v), want 1 active and 1 held", call, ex, err)
+		}
+	}
+}
+
 func TestIPv4PoolOrderAndGaps(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")

@@ -223,7 +223,7 @@ func (s *Client) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, re
 	if len(full) == 1 {
 		return Allocation{}, last
 	}
-	return Allocation{}, &ExhaustedError{PoolID: strings.Join(poolIDs(pools), ", "), Size: last.Size, Active: last.Active,
+	return Allocation{}, &ExhaustedError{PoolID: strings.Join(poolIDs(pools), ", "), Size: last.Size, Active: last.Active, Held: last.Held,
 		Cooling: last.Cooling, NextReusable: last.NextReusable, Tried: full}
 }
 

@@ -1086,8 +1086,10 @@ const (
 
 	// sqlExhaustedCounts are a full pool's figures for its ExhaustedError (run
 	// on the failure path only).
-	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE ` + rowLive + `), count(*) FILTER (WHERE ` + rowCooling + `),
-			min(reusable_at) FILTER (WHERE state IN ('cooling', 'reserved') AND reusable_at > ipam_now())
+	// Active allocations and live holds are counted apart: a plan that
+	// finds the pool full may be finding its own holds.
+	sqlExhaustedCounts = `SELECT count(*) FILTER (WHERE ` + rowActive + `), count(*) FILTER (WHERE ` + rowHeld + `),
+			count(*) FILTER (WHERE ` + rowCooling + `), min(reusable_at) FILTER (WHERE ` + rowCooling + `)
 		FROM ipam_allocations a WHERE pool_id = $1 AND state IN ('active', 'reserved', 'cooling')`
 
 	// sqlCounterTop is the last ordinal a counter pool's stripes hand out (-1:
@@ -1615,6 +1617,16 @@ const (
 		WHERE state = 'active' AND ($2 = '' OR cluster_id = $2)
 			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
 		ORDER BY cluster_id LIMIT 2`
+
+	// sqlReleaseFindReleased finds, when nothing of the address or owner is
+	// active, its allocations that were released and are still cooling (no
+	// one has taken the address since): the allocation a repeated release
+	// names.
+	sqlReleaseFindReleased = `SELECT ` + allocColumns + `
+		FROM ipam_allocations a
+		WHERE state = 'cooling' AND ($2 = '' OR cluster_id = $2)
+			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
+		ORDER BY cluster_id, released_at DESC LIMIT 2`
 
 	// sqlReleaseProbeLock locks the row found, and says whether it is still
 	// the active allocation of that generation, its confirmation, and

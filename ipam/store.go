@@ -45,7 +45,10 @@ type Config struct {
 	// usable server (a switchover, a failover, a restart: connections
 	// refused or lost, a read-only server, a session terminated) before it
 	// fails with ipam_unavailable (default DefaultFailoverTimeout; negative:
-	// fail at once).
+	// fail at once). With the default, a call that finds nothing there
+	// before any server has answered the client gives up after
+	// FirstContactTimeout (a wrong host or port); an explicit bound is
+	// waited in full then too.
 	FailoverTimeout time.Duration
 	// PlanRun names the run of the tool that plans with this client (for
 	// the provider, the Terraform or OpenTofu command that started it),
@@ -114,8 +117,15 @@ type Client struct {
 	// onWait: Config.OnWait.
 	onWait func(context.Context, Wait)
 	// downSince (unix nanos) is when the failure began that a call rode out
-	// for the whole failover bound in vain; 0 once a call succeeds.
+	// for the whole failover bound in vain; 0 once a call succeeds. downCut:
+	// that call's bound was the first contact's (FirstContactTimeout).
 	downSince *atomic.Int64
+	downCut   *atomic.Bool
+	// cutFirstContact: the failover bound is the default, so a call waits
+	// FirstContactTimeout only while nothing is there and no server has
+	// answered yet (answered: a call succeeded once).
+	cutFirstContact bool
+	answered        *atomic.Bool
 	// borrowed: the pool is the caller's (New), and Close leaves it open.
 	borrowed bool
 	// outer, when set, is the caller's transaction: writes run inside it
@@ -160,8 +170,9 @@ type Options struct {
 	// FailoverTimeout bounds how long a call of the client's own rides out
 	// a database with no usable server (a switchover or failover:
 	// connections refused or lost, a read-only server, terminated sessions)
-	// before it fails with ErrUnavailable (default 30s; negative: fail at
-	// once). In a caller's transaction a lost connection ends the
+	// before it fails with ErrUnavailable (default 30s, with the first
+	// contact cut of Config.FailoverTimeout; negative: fail at once). In a
+	// caller's transaction a lost connection ends the
 	// transaction: the call fails at once and the caller retries the whole
 	// transaction.
 	FailoverTimeout time.Duration
@@ -205,7 +216,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	}
 	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin, originSetting: originSetting(cfg.Origin),
 		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0), onWait: cfg.OnWait,
-		downSince: new(atomic.Int64), shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
+		downSince: new(atomic.Int64), downCut: new(atomic.Bool), cutFirstContact: cfg.FailoverTimeout == 0, answered: new(atomic.Bool), shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
 	s.pool = newDBPool(s, pool, switchable)
 	return s
 }

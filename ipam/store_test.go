@@ -500,7 +500,7 @@ func beginOn(t *testing.T, c *pgx.Conn) pgx.Tx {
 func waitBlockedBy(t *testing.T, mon *pgx.Conn, tx pgx.Tx, who, what string) {
 	t.Helper()
 	pid := tx.Conn().PgConn().PID()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(hangBound); ; time.Sleep(10 * time.Millisecond) {
 		var n int
 		if err := mon.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
@@ -528,6 +528,40 @@ func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 	if ipam.Code(err) != ipam.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1 refused the connection") ||
 		!strings.Contains(err.Error(), "failover_timeout is 1s") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// With the default failover bound, a client that no server has answered
+// yet and that finds nothing listening at any host gives up after the
+// first contact's wait, says so (FirstContact, and in its message), and so
+// does the next call, which fails at once; an explicit bound is waited in
+// full, and the message names it instead.
+func TestFirstContactWithNothingThereIsCutShort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const url = "postgres://ipam@127.0.0.1:1/ipam?sslmode=disable"
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, call := range []string{"first", "next"} {
+		_, err = st.Migrate(ctx)
+		var ue *ipam.UnavailableError
+		if !errors.As(err, &ue) || !ue.FirstContact || ue.Bound != ipam.DefaultFailoverTimeout ||
+			!strings.Contains(err.Error(), "no server has answered yet: a first contact waits 5s, not failover_timeout's 30s") {
+			t.Fatalf("%s call with nothing listening: %#v (%v), want ipam_unavailable cut at the first contact", call, ue, err)
+		}
+	}
+	explicit, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, FailoverTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer explicit.Close()
+	_, err = explicit.Migrate(ctx)
+	var ue *ipam.UnavailableError
+	if !errors.As(err, &ue) || ue.FirstContact || !strings.Contains(err.Error(), "failover_timeout is 1s") {
+		t.Fatalf("with failover_timeout set: %v, want the whole bound waited and named", err)
 	}
 }
 

@@ -160,7 +160,7 @@ cmd_start() {
 	for ((attempt = 1; attempt <= 5; attempt++)); do
 		port=$(pick_port)
 		echo "port = $port" | as_user "$user" tee "$data/pgsh_port.conf" >/dev/null
-		if as_user "$user" "$bindir/pg_ctl" -D "$data" -l "$dir/log" -w -t 60 start >/dev/null 2>&1; then
+		if as_user "$user" "$bindir/pg_ctl" -D "$data" -l "$dir/log" -w -t 300 start >/dev/null 2>&1; then
 			started=1
 			break
 		fi
@@ -205,7 +205,7 @@ cmd_stop() {
 	bindir=$(cat "$dir/bindir" 2>/dev/null || find_bindir) ||
 		die "cannot find pg_ctl to stop the server in $dir"
 	user=$(stat -c %U "$dir/data")
-	if as_user "$user" "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1; then
+	if as_user "$user" "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 300 stop >/dev/null 2>&1; then
 		log "postgres in $dir stopped"
 	else
 		log "postgres in $dir was not running"

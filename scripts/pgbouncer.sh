@@ -130,8 +130,9 @@ EOF
 			tail -n 20 "$dir/log" "$dir/start.log" >&2 2>/dev/null || true
 			die "pgbouncer failed to start (log: $dir/log)"
 		fi
+		# Up to 60 s to listen: a bound on a hang, generous for a busy machine.
 		local i
-		for ((i = 0; i < 100; i++)); do
+		for ((i = 0; i < 600; i++)); do
 			port_in_use "$port" && break
 			sleep 0.1
 		done

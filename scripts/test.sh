@@ -18,6 +18,10 @@
 # terraform binary from scripts/ensure-terraform.sh. Fuzz targets run their
 # seed corpus as tests; timed fuzzing is `make fuzz`. TESTFLAGS is passed to
 # go test (split on whitespace, e.g. TESTFLAGS="-v -run TestAcc").
+#
+# Every wall-clock limit of a test, and go test's -timeout here, is a bound on
+# hangs, generous for a busy machine (all packages run at once), never a
+# performance target: performance is `make bench`'s.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -130,14 +134,14 @@ gotest() { # tiers...
 		read -r -a more <<<"${tier_packages[$t]}"
 		pkgs+=("${more[@]}")
 	done
-	step "go test -count=1 -timeout 30m ${testflags[*]} (tiers: $*)"
+	step "go test -count=1 -timeout 60m ${testflags[*]} (tiers: $*)"
 	log=$(mktemp)
 	# Tests of a feature the CLI lacks skip with their reason noted here
 	# (internal/tfcli), printed below: a skip is never silent.
 	IPAM_SKIP_LOG=$(mktemp)
 	export IPAM_SKIP_LOG
 	set +e
-	bash scripts/with-postgres.sh go test -count=1 -timeout 30m "${testflags[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
+	bash scripts/with-postgres.sh go test -count=1 -timeout 60m "${testflags[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [[ -s "$IPAM_SKIP_LOG" ]]; then

@@ -138,7 +138,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 	fl := cmd.Flags()
 	fl.StringVar(&cluster, "cluster", "", "only events of this cluster")
 	fl.StringVar(&since, "since", "24h", "from this long ago (24h, 7d) or from an RFC 3339 time")
-	fl.StringArrayVar(&types, "type", nil, "only this event type, or types with this prefix when it ends in '*' (repeatable)")
+	fl.StringArrayVar(&types, "type", nil, "only this event type, or types with this prefix when it ends in '*', e.g. 'env.*' (repeatable); a type's older name (env_ipv4.relabeled) matches it too")
 	fl.BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
 	fl.DurationVar(&interval, "interval", 2*time.Second, "how often --follow polls")
 	fl.IntVar(&limit, "limit", 0, "print only the newest N of the matching events (0: all; --follow then continues)")

@@ -24,7 +24,12 @@ An allocation that a Terraform state holds (a configuration created it, or a ref
 import read it) belongs to that configuration, which still uses it: it is refused (exit 1), naming the owner. Remove the
 owner from that configuration and apply instead. --force releases it anyway, with a warning
 on stderr and "forced": true in the event; that configuration's next refresh drops the
-resource and its next apply allocates a new address.
+resource and its next apply allocates for the owner again, which gets the same address back
+(an owner's own cooling address comes first).
+
+Releasing what is already released (the address, or the owner's allocation, is cooling and no
+one has taken it since) does nothing: it says so and exits 0, so that a release can be run
+again. An address or owner with neither is an error (exit 1).
 
 Give the address, or --kind and --owner with --cluster. --cluster is needed with an address
 only when several clusters reuse it (a private IPv4 block).`,
@@ -64,11 +69,18 @@ only when several clusters reuse it (a private IPv4 block).`,
 				}
 				fmt.Fprintf(a.errOut, "ipamctl: WARNING: --force released %s, which %s: the "+
 					"configuration that declares %s %q still uses it. Its next refresh drops the resource, and its next apply "+
-					"allocates a new address.\n", r.Address, held, r.Owner.Kind, r.Owner.ID)
+					"allocates for that owner again, which gets %s back (an owner's own cooling address comes first). To take "+
+					"the address from that configuration, remove the owner from it and apply.\n",
+					r.Address, held, r.Owner.Kind, r.Owner.ID, r.Address)
 			}
 			if asJSON {
 				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, "", r.State, time.Time{}), Reason: reason,
-					Forced: r.Forced})
+					Forced: r.Forced, AlreadyReleased: r.AlreadyReleased})
+			}
+			if r.AlreadyReleased {
+				fmt.Fprintf(a.out, "already released: %s (%s %q, cluster %s, pool %s) is cooling until %s; nothing to do\n",
+					r.Address, r.Owner.Kind, r.Owner.ID, r.ClusterID, r.PoolID, r.ReusableAt.UTC().Format(time.RFC3339))
+				return nil
 			}
 			fmt.Fprintf(a.out, "released %s (%s %q, cluster %s, pool %s) into cooldown until %s\n", r.Address, r.Owner.Kind,
 				r.Owner.ID, r.ClusterID, r.PoolID, r.ReusableAt.UTC().Format(time.RFC3339))
@@ -89,6 +101,8 @@ type releaseJSON struct {
 	Allocation allocationJSON `json:"allocation"`
 	Reason     string         `json:"reason"`
 	Forced     bool           `json:"forced"`
+	// AlreadyReleased: it was released before; nothing was done.
+	AlreadyReleased bool `json:"already_released"`
 }
 
 // releaseFlagError names the flag of a wrong input.

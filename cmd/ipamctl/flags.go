@@ -34,6 +34,9 @@ func (a *app) checkGlobalFlags(cmd *cobra.Command, _ []string) error {
 	if err := ipam.ValidateID("actor", a.actor); err != nil {
 		return fmt.Errorf("--actor: %w", err)
 	}
+	if f := cmd.Flag("failover-timeout"); f != nil {
+		a.failoverSet = f.Changed
+	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration

@@ -49,8 +49,11 @@ type app struct {
 	lockTimeout    time.Duration
 	// statementTimeout bounds each statement.
 	statementTimeout time.Duration
-	// failoverTimeout bounds how long a call rides out a failover.
+	// failoverTimeout bounds how long a call rides out a failover;
+	// failoverSet: given on the command line (else the core's default,
+	// with its first contact cut: ipam.FirstContactTimeout).
 	failoverTimeout time.Duration
+	failoverSet     bool
 	// quiet keeps the progress of a wait for the database off stderr.
 	quiet bool
 
@@ -125,7 +128,7 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 10*time.Second, "how long one connection attempt may take")
 	pf.DurationVar(&a.lockTimeout, "lock-timeout", ipam.DefaultLockTimeout, "how long one operation may wait for a lock another session holds (0: no bound); past it: ipam_busy")
 	pf.DurationVar(&a.statementTimeout, "statement-timeout", ipam.DefaultStatementTimeout, "how long one statement may run (0: no bound); past it: ipam_timeout")
-	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipam.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable")
+	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipam.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable. Unset, a first contact that finds nothing listening (a wrong host or port) gives up after "+ipam.FormatDuration(ipam.FirstContactTimeout))
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "do not report on stderr, every 5 s, a wait for the database")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
 		a.reclaimCmd(), a.releaseCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
@@ -143,9 +146,13 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) 
 	if url == "" {
 		url = os.Getenv(EnvDatabaseURL)
 	}
+	failover := time.Duration(0) // the core's default
+	if a.failoverSet {
+		failover = noBoundIfZero(a.failoverTimeout)
+	}
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
 		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout),
-		FailoverTimeout: noBoundIfZero(a.failoverTimeout), OnWait: a.reportWait})
+		FailoverTimeout: failover, OnWait: a.reportWait})
 	if err != nil {
 		return nil, err
 	}

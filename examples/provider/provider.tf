@@ -25,4 +25,9 @@ provider "ipam" {
   statement_timeout = "120s"               # one statement: ipam_timeout past it (default)
   failover_timeout  = "60s"                # ride out a switchover or failover this long (default "30s")
   actor             = "platform-terraform" # recorded with every allocation and event
+
+  # Which configuration this is (default: IPAM_ORIGIN, else the working directory). Set it to a
+  # stable name, one per configuration, wherever the directory changes from run to run: Atlantis,
+  # CI runners with a checkout per job, a plan job and an apply job in different directories.
+  origin = "platform/network"
 }

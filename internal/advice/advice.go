@@ -74,9 +74,10 @@ func For(err error) Explanation {
 	case ipam.CodeOwnerConflict:
 		e.Title = "Owner Managed Elsewhere"
 		e.Advice = "The owner already holds an address that another configuration or actor manages, and nothing was " +
-			"allocated. If this configuration should manage it, import it (with the import ID given with it); if it is left " +
-			"over, release it with `ipamctl release`; if two configurations really declare the same owner, give each " +
-			"its own actor."
+			"allocated. If this configuration should manage it, import it (with the import ID given with it) and remove it " +
+			"from the configuration that manages it now; if it is left over, release it with `ipamctl release`. An owner " +
+			"holds one address in a cluster, whatever the actor: two configurations cannot both declare it, so keep it in " +
+			"one of them (or give the other its own owner ID)."
 	case ipam.CodeAddressInUse:
 		e.Title = "Address In Use"
 		e.Advice = "The exact address asked for is held by another owner (or by another owner's plan-time hold). Ask for " +
@@ -100,7 +101,8 @@ func For(err error) Explanation {
 			e.Title = "Held by a Terraform State"
 			e.Advice = "Nothing was released: a Terraform configuration holds this allocation and still uses it. Remove " +
 				"its owner from that configuration and apply. Release it anyway only if that configuration is gone for " +
-				"good (`ipamctl release --force`): its next refresh drops the resource, its next apply allocates anew."
+				"good (`ipamctl release --force`): its next refresh drops the resource, and its next apply allocates for the " +
+				"owner again, which gets the same address back (an owner's own cooling address comes first)."
 			break
 		}
 		if errors.As(err, &ce) && ce.ExistingKind != "" {
@@ -141,6 +143,12 @@ func unavailable(err error) string {
 			"PGHOST/PGPORT), that PostgreSQL runs and listens there, and that no firewall is in between. ", ue.Addr)
 	}
 	switch {
+	case ue.FirstContact:
+		fmt.Fprintf(&b, "Every host refused the connection or could not be found, and no server had answered before, which "+
+			"is a wrong host or port, or PostgreSQL not running, far more often than a restart: so the call gave up after %s "+
+			"rather than failover_timeout's %s. To ride out a restart from the first contact too, set failover_timeout "+
+			"(provider) / --failover-timeout (ipamctl) explicitly.",
+			ipam.FormatDuration(ue.Waited.Round(time.Second)), ipam.FormatDuration(ue.Bound))
 	case ue.Waited > 0:
 		fmt.Fprintf(&b, "The call waited %s for a usable server (failover_timeout %s): a switchover or restart that "+
 			"takes longer needs a larger failover_timeout (provider) / --failover-timeout (ipamctl).",

@@ -1,17 +1,20 @@
 package e2e
 
 // Facts that several pages state, checked against their one source in the
-// code: event names (ipam.EventTypes), error codes (the Code constants of
+// code: error samples (the real error text, docs_errors_test.go), event names (ipam.EventTypes), error codes (the Code constants of
 // ipam/errors.go and the sentinels of ipam/sentinels.go), provider option
 // defaults (the schema descriptions, generated into docs/index.md, and the
-// ipam defaults behind them), and the oldest supported Terraform (the one
+// ipam defaults behind them), the oldest supported Terraform (the one
 // scripts/ensure-terraform.sh builds, which the tests run where no terraform
-// is on PATH).
+// is on PATH), and that the modules' fresh-clone walk-through can run beside
+// make demo (its cluster's name and prefix are not the demo's).
 
 import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -45,6 +48,9 @@ func TestDocsFacts(t *testing.T) {
 
 	t.Run("event names", func(t *testing.T) {
 		known := ipam.EventTypes()
+		for old := range ipam.EventTypeAliases() {
+			known = append(known, old) // an older name, which filters accept
+		}
 		// An event name in backticks: `node.enrolled`, `instance.*`.
 		re := regexp.MustCompile("`((?:cluster|pool|allocation|node|instance|env|env_ipv4|set)\\.[a-z0-9_.]*\\*?)`")
 		n := 0
@@ -153,6 +159,99 @@ func TestDocsFacts(t *testing.T) {
 					if want, ok := ref[name]; ok && val != want {
 						t.Errorf("%s:%d: %s defaults to %s (docs/index.md, from the schema), not %s", page, lineOf(text, m[0]), name, want, val)
 					}
+				}
+			}
+		}
+	})
+
+	// Error samples against the real error text (see docs_errors_test.go).
+	t.Run("error samples", func(t *testing.T) {
+		codes, _ := errorCodes(t, root)
+		variants, msgs, sums := errorVariants(), messageFormats(t, root), summaries(t, root)
+		answerFormats = readAnswerFormats(t, root)
+		n := 0
+		for _, page := range sortedKeys(pages) {
+			for _, s := range errorSamples(parseFences(t, root, page), codes) {
+				n++
+				if why := checkErrorSample(s, variants, msgs, sums); why != "" {
+					t.Errorf("%s: the error sample is not what the provider prints: %s", s.f, why)
+				}
+			}
+		}
+		if n < 8 {
+			t.Errorf("found only %d error samples in the docs: the scan is broken", n)
+		}
+	})
+
+	// A script of the repository a page names (scripts/pgbouncer.sh, ...)
+	// exists, and the production guide, where PgBouncer is discussed, names
+	// the one that starts it.
+	t.Run("scripts named", func(t *testing.T) {
+		n := 0
+		for _, page := range sortedKeys(pages) {
+			text := pages[page]
+			for _, m := range regexp.MustCompile(`scripts/[a-z0-9_-]+\.sh`).FindAllStringIndex(text, -1) {
+				n++
+				if _, err := os.Stat(filepath.Join(root, text[m[0]:m[1]])); err != nil {
+					t.Errorf("%s:%d: %s does not exist", page, lineOf(text, m[0]), text[m[0]:m[1]])
+				}
+			}
+		}
+		if page := "docs/guides/production-database.md"; !strings.Contains(pages[page], "scripts/pgbouncer.sh start") {
+			t.Errorf("%s discusses PgBouncer but does not say how scripts/pgbouncer.sh starts one", page)
+		}
+		if n < 3 {
+			t.Errorf("found only %d script names in the docs: the scan is broken", n)
+		}
+	})
+
+	// The node-enrollment README's "From a fresh clone" runs in the demo's
+	// directory and server (.demo/pg), so after `make demo` its cluster
+	// lands in the demo's database: its name and prefix must not be the
+	// demo's (examples/quickstart, which make demo applies), or its apply
+	// fails with the prefix overlap.
+	t.Run("fresh clone beside the demo", func(t *testing.T) {
+		clusters := func(text string) (names []string, prefixes []netip.Prefix) {
+			for _, m := range regexp.MustCompile(`(?m)^\s*name\s*=\s*"([^"]+)"`).FindAllStringSubmatch(text, -1) {
+				names = append(names, m[1])
+			}
+			for _, m := range regexp.MustCompile(`(?m)^\s*prefix\s*=\s*"([^"]+)"`).FindAllStringSubmatch(text, -1) {
+				prefixes = append(prefixes, netip.MustParsePrefix(m[1]))
+			}
+			return names, prefixes
+		}
+		readme := "examples/modules/node-enrollment/README.md"
+		var block string
+		for _, f := range parseFences(t, root, readme) {
+			if f.lang == "shell" && strings.Contains(f.body, "git clone") {
+				block = f.body
+			}
+		}
+		fresh, freshPrefixes := clusters(block)
+		if !strings.Contains(block, ".demo/pg") || len(fresh) == 0 || len(freshPrefixes) == 0 {
+			t.Fatalf("%s: no fresh-clone block using .demo/pg with a cluster's name and prefix", readme)
+		}
+		quickstart, err := filepath.Glob(filepath.Join(root, "examples", "quickstart", "*.tf"))
+		if err != nil || len(quickstart) == 0 {
+			t.Fatalf("examples/quickstart: %v", err)
+		}
+		var demo string
+		for _, p := range quickstart {
+			demo += mustRead(t, p)
+		}
+		demoNames, demoPrefixes := clusters(demo)
+		if len(demoNames) == 0 || len(demoPrefixes) == 0 {
+			t.Fatal("examples/quickstart: no cluster name and prefix found: the scan is broken")
+		}
+		for _, n := range fresh {
+			if slices.Contains(demoNames, n) {
+				t.Errorf("%s: the fresh clone's cluster %q is the demo's (examples/quickstart)", readme, n)
+			}
+		}
+		for _, p := range freshPrefixes {
+			for _, d := range demoPrefixes {
+				if p.Overlaps(d) {
+					t.Errorf("%s: the fresh clone's prefix %s overlaps the demo's %s (examples/quickstart): after make demo its apply fails", readme, p, d)
 				}
 			}
 		}

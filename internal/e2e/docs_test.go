@@ -36,22 +36,30 @@ package e2e
 //     (import lines among the file's imports, the others in order in the
 //     bodies of the functions named, taken one after the other) appears in
 //     ipam/example_test.go, whose Example functions call them; the unit tier
-//     compiles that file and runs the Examples, checking their output. Or
-//     <!-- not-run: REASON -->.
+//     compiles that file and runs the Examples, checking their output. And
+//     the block compiles as a reader pastes it (compileGoSnippets): alone in
+//     a function of the scheduler's with ctx, databaseURL, db and client in
+//     scope (those it does not declare), with the API's imports, so a
+//     variable it declares and never uses fails. Or <!-- not-run: REASON -->.
 //   - In the generated pages (docs/ outside docs/guides), an HCL or shell
 //     block must be an examples/ file, verbatim; TestDocs/examples applies those
 //     together (provider.tf, every resource.tf and the functions in one
 //     configuration, then the data sources in a second), plans them empty,
 //     imports with every import.sh and import block, and runs the list
 //     resources with `terraform query` where the CLI has it.
-//   - Other fences (output samples, SQL, connection strings) are not run.
+//   - Other fences (output samples, SQL, connection strings) are not run. An
+//     error sample ("Error: TITLE" and its paragraphs, or a bare message
+//     starting with an error code) is checked against the real error text
+//     by TestDocsFacts (docs_errors_test.go): the core's wording, the
+//     provider's title and paragraphs, in its order; values and a tail cut
+//     with "..." are free.
 //     An output sample marked <!-- sample-of: COMMAND --> is checked: the test
 //     runs COMMAND at that point of the page, and every line of the sample but
 //     "..." must appear in its output, in order.
 //
 // Facts that several pages state are checked against the code in
-// TestDocsFacts: event names, error codes, provider option defaults and the
-// oldest supported Terraform.
+// TestDocsFacts: error samples, event names, error codes, provider option
+// defaults and the oldest supported Terraform.
 
 import (
 	"bufio"
@@ -73,7 +81,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-version"
 
@@ -259,13 +266,16 @@ func TestDocs(t *testing.T) {
 		}
 	}
 	t.Run("go", func(t *testing.T) {
+		var snippets []fence
 		for _, page := range sortedKeys(pages) {
 			for _, f := range pages[page] {
 				if name := f.marks["go-example"]; f.lang == "go" && name != "" && f.marks["not-run"] == "" {
 					checkGoExample(t, root, f, name)
+					snippets = append(snippets, f)
 				}
 			}
 		}
+		compileGoSnippets(t, root, snippets)
 	})
 	t.Run("examples", func(t *testing.T) {
 		t.Parallel()
@@ -366,6 +376,96 @@ func checkGoExample(t *testing.T, root string, f fence, name string) {
 	}
 }
 
+// A Go block is pasted into a function of the scheduler's returning an
+// error, with a context, the database URL, its pool and its IPAM client in
+// scope (those the block does not declare itself: goSnippetScope), in a
+// file importing the packages the API needs (and those the block imports).
+var goSnippetScope = []struct{ name, typ string }{
+	{"ctx", "context.Context"}, {"databaseURL", "string"}, {"db", "*pgxpool.Pool"}, {"client", "*ipam.Client"},
+}
+
+// declaredRE finds a block's top-level short variable declarations.
+var declaredRE = regexp.MustCompile(`(?m)^([A-Za-z_][A-Za-z0-9_]*(?:, *[A-Za-z_][A-Za-z0-9_]*)*) :=`)
+
+var goSnippetImports = []string{`"context"`, `"errors"`, `"fmt"`, `"net/netip"`, `"github.com/jackc/pgx/v5"`,
+	`"github.com/jackc/pgx/v5/pgxpool"`, `"github.com/overlayipam/terraform-provider-ipam/ipam"`}
+
+// compileGoSnippets compiles every Go block as a reader pastes it: each in
+// a function of its own (goSnippetImports), with //line directives so that
+// an error names the page's line. A block that declares a variable it never
+// uses, or calls what the API does not have, fails here; checkGoExample only
+// says that its lines are among the tested Example's.
+func compileGoSnippets(t *testing.T, root string, snippets []fence) {
+	t.Helper()
+	if len(snippets) == 0 {
+		t.Fatal("no Go blocks found: the scan is broken")
+	}
+	imports := slices.Clone(goSnippetImports)
+	var funcs strings.Builder
+	for i, f := range snippets {
+		var declared []string
+		for _, m := range declaredRE.FindAllStringSubmatch(f.body, -1) {
+			for _, n := range strings.Split(m[1], ",") {
+				declared = append(declared, strings.TrimSpace(n))
+			}
+		}
+		var params, names []string
+		for _, v := range goSnippetScope {
+			if !slices.Contains(declared, v.name) {
+				params, names = append(params, v.name+" "+v.typ), append(names, v.name)
+			}
+		}
+		fmt.Fprintf(&funcs, "\nfunc snippet%d(%s) error {\n", i, strings.Join(params, ", "))
+		if len(names) > 0 {
+			fmt.Fprintf(&funcs, "\t%s = %s\n", strings.TrimSuffix(strings.Repeat("_, ", len(names)), ", "), strings.Join(names, ", "))
+		}
+		inImport := false
+		for j, l := range strings.Split(strings.TrimRight(f.body, "\n"), "\n") {
+			trimmed := strings.TrimSpace(l)
+			switch {
+			case trimmed == "import (":
+				inImport = true
+				continue
+			case inImport && trimmed == ")":
+				inImport = false
+				continue
+			case inImport:
+				if trimmed != "" && !slices.Contains(imports, trimmed) {
+					imports = append(imports, trimmed)
+				}
+				continue
+			}
+			fmt.Fprintf(&funcs, "//line %s:%d\n%s\n", f.file, f.line+1+j, l)
+		}
+		funcs.WriteString("\treturn nil\n}\n")
+	}
+	var src strings.Builder
+	src.WriteString("// Code generated by TestDocs from the documentation's Go blocks. DO NOT EDIT.\n\npackage docsgo\n\nimport (\n")
+	for _, im := range imports {
+		src.WriteString("\t" + im + "\n")
+	}
+	src.WriteString(")\n\nvar _, _, _, _, _ = errors.Is, fmt.Sprint, netip.ParseAddr, pgx.ReadCommitted, pgxpool.New\n")
+	src.WriteString(funcs.String())
+
+	// An overlay adds the file to a package directory that does not exist,
+	// inside the module: built with its go.mod, nothing is written to the tree.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "snippets.go")
+	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(root, "internal", "e2e", "docsgo_snippets")
+	overlay := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlay, []byte(fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(pkg, "snippets.go"), file)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-overlay", overlay, "-o", os.DevNull, "./internal/e2e/docsgo_snippets")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("the documentation's Go blocks do not compile as pasted into a function (%v):\n%s", err, out)
+	}
+}
+
 // shellEnv is a reader's environment for the shell blocks of a page.
 type shellEnv struct {
 	t   *testing.T
@@ -422,7 +522,7 @@ func newShellEnv(t *testing.T, url, dir string) *shellEnv {
 // run runs a shell script (bash -e) in the environment, answering "yes" to
 // every question, and returns its combined output.
 func (s *shellEnv) run(dir, script string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = dir

@@ -29,6 +29,17 @@ var (
 	cliConfig    string
 )
 
+// The tests' wall-clock limits are bounds on hangs, generous for a busy
+// machine (make test runs every package at once on few cores), never
+// performance targets: speed is make bench's business.
+const (
+	// commandBound: one terraform, ipamctl or shell command of a test.
+	commandBound = 15 * time.Minute
+	// waitBound: a wait for something that normally takes moments (a
+	// server to reload, an apply to make its first allocations).
+	waitBound = 5 * time.Minute
+)
+
 // TestMain builds the provider once and writes a CLI configuration whose
 // dev_overrides point terraform at it, so no registry is ever contacted.
 func TestMain(m *testing.M) {
@@ -117,7 +128,7 @@ func (w *workdir) run(args ...string) []byte {
 }
 
 func (w *workdir) try(args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := w.command(ctx, append(args, "-no-color")...)
 	var stdout, stderr bytes.Buffer
@@ -316,7 +327,7 @@ func TestKilledApplyIsAdopted(t *testing.T) {
 	url := setup(t)
 	const n = 45
 	w := newWorkdir(t, url, mixed("k", n))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := w.command(ctx, "apply", "-input=false", "-auto-approve", "-parallelism=1", "-no-color")
 	var out bytes.Buffer
@@ -325,7 +336,7 @@ func TestKilledApplyIsAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kill terraform and its provider process once some addresses are allocated.
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(waitBound)
 	for len(activeAddresses(t, url)) < 6 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the apply made no progress:\n%s", out.String())

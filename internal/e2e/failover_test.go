@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +23,11 @@ func TestFailoverBound(t *testing.T) {
 	url := createDatabase(t, srv.url("postgres"), "ipam")
 	seed(t, url)
 	ctx := context.Background()
+	// The bounds of the calls that must ride an outage out are waitBound,
+	// generous for a busy machine; the connect timeout too (a connection
+	// attempt timing out would hide what the server answered).
 	open := func(u string, bound time.Duration) *ipam.Client {
-		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: 2 * time.Second})
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: u, FailoverTimeout: bound, ConnectTimeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +47,7 @@ func TestFailoverBound(t *testing.T) {
 		err := <-done
 		return time.Since(start), err
 	}
-	st := open(url, 30*time.Second)
+	st := open(url, waitBound)
 	if _, err := alloc(st, "warm"); err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +62,22 @@ func TestFailoverBound(t *testing.T) {
 		t.Errorf("the allocation answered after %s, before the server was back", took)
 	}
 
+	// The default bound: a client that has reached the server rides a
+	// restart out too (the first contact's cut is for a client no server
+	// has answered yet).
+	byDefault := open(url, 0)
+	if _, err := alloc(byDefault, "default-warm"); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	if _, err := outage(byDefault, "default-restart", 2*time.Second, srv.restart); err != nil {
+		t.Fatalf("an allocation of a client with the default bound across a 2s restart failed: %v", err)
+	}
+
 	// The same restart behind a transaction-pooling PgBouncer: PgBouncer
 	// answers for the server ("server login has been failing" for its
 	// server_login_retry), and the call rides that out too.
-	pooled := open(startPgBouncer(t, srv.url("postgres"), "transaction", "ipam"), 30*time.Second)
+	pooled := open(startPgBouncer(t, srv.url("postgres"), "transaction", "ipam"), waitBound)
 	if _, err := alloc(pooled, "pooled-warm"); err != nil {
 		t.Fatal(err)
 	}
@@ -98,22 +115,82 @@ func TestFailoverBound(t *testing.T) {
 	}
 	readOnly(false)
 
-	// Refused for good: no waiting, the server's words.
+	// Refused for good: no waiting, the server's words. A call that waited
+	// would take the whole bound (waitBound); one that did not ends before
+	// it however busy the machine.
 	start := time.Now()
-	_, err = alloc(open(strings.Replace(url, "/ipam?", "/no_such_db?", 1), 30*time.Second), "refused")
-	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) > 10*time.Second {
+	_, err = alloc(open(strings.Replace(url, "/ipam?", "/no_such_db?", 1), waitBound), "refused")
+	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(err.Error(), "no_such_db") || time.Since(start) >= waitBound {
 		t.Errorf("a database that does not exist: got %v after %s, want ipam_refused at once", err, time.Since(start))
 	}
 	if n := checkInvariants(t, url); n == 0 {
 		t.Error("no allocations checked")
 	}
 	got := activeByOwner(t, url)
-	for _, id := range []string{"warm", "restart", "pooled-restart", "readonly"} {
+	for _, id := range []string{"warm", "restart", "default-restart", "pooled-restart", "readonly"} {
 		if got[ipam.OwnerNode+"/"+id] == "" {
 			t.Errorf("node %s holds no address", id)
 		}
 	}
 	if got[ipam.OwnerNode+"/past-bound"] != "" {
 		t.Errorf("the allocation that failed past the bound holds %s", got[ipam.OwnerNode+"/past-bound"])
+	}
+}
+
+// A connection string with the wrong port (nothing listens there), as a
+// Terraform user sees it: Terraform shows nothing from a provider while it
+// waits, so the plan fails after the first contact's short wait, and its
+// error names the host and port, says that nothing listens there and no
+// server has answered yet, that this first contact waited 5s rather than
+// failover_timeout's 30s, and what to check. With failover_timeout set, the
+// whole bound is waited and named. The words say what happened; no time is
+// measured.
+func TestWrongPortSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now
+	url := fmt.Sprintf("postgres://ipam:Sup3rSecretPw@127.0.0.1:%d/ipam?sslmode=disable", port)
+	where := fmt.Sprintf("127.0.0.1:%d", port)
+	plan := func(w *workdir) string {
+		t.Helper()
+		out, err := w.try("plan", "-input=false")
+		if err == nil {
+			t.Fatalf("the plan succeeded against a port where nothing listens:\n%s", out)
+		}
+		if strings.Contains(string(out), "Sup3rSecretPw") {
+			t.Errorf("the output shows the password:\n%s", out)
+		}
+		// Terraform may wrap the diagnostic's lines.
+		return strings.Join(strings.Fields(string(out)), " ")
+	}
+
+	text := plan(newWorkdir(t, url, mixed("wp", 3)))
+	for _, want := range []string{
+		"IPAM Database Unreachable",
+		"ipam_unavailable: the IPAM database at " + where + " cannot be reached",
+		where + " refused the connection (nothing listens there)",
+		"no server has answered yet: a first contact waits 5s, not failover_timeout's 30s",
+		"a wrong host or port, or PostgreSQL not running",
+		"Check that host and port",
+		"set failover_timeout (provider) / --failover-timeout (ipamctl) explicitly",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the error lacks %q:\n%s", want, text)
+		}
+	}
+
+	text = plan(newWorkdirWith(t, url, `  failover_timeout = "2s"`, mixed("wp", 3)))
+	for _, want := range []string{"IPAM Database Unreachable", where + " refused the connection (nothing listens there)",
+		"failover_timeout is 2s", "The call waited"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("with failover_timeout set, the error lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "first contact") {
+		t.Errorf("with failover_timeout set, the first contact was cut short:\n%s", text)
 	}
 }

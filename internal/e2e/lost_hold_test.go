@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -54,5 +56,39 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	w.run("apply", "-input=false", "-auto-approve")
 	if got := w.addresses("")["ipam_node_address.n"]; got == "" || got == planned {
 		t.Fatalf("after a new plan: %q", got)
+	}
+}
+
+// A plan of more new addresses than its pool has free: the plan-time holds
+// it takes first are counted as held, not active, in the warning of the
+// address it could not hold (the pool has no allocation at all), and the
+// warning says that this plan's own holds are among them.
+func TestPlanExhaustionCountsHoldsApart(t *testing.T) {
+	url := setup(t)
+	ctx := context.Background()
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A /30: two addresses.
+	if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "tiny", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/30")}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	var hcl strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&hcl, "resource \"ipam_env_ipv4\" \"e%d\" {\n  pool_id = \"c1/tiny\"\n  org_id  = \"acme\"\n  env_id  = \"e%d\"\n}\n", i, i)
+	}
+	w := newWorkdir(t, url, hcl.String())
+	out := strings.Join(strings.Fields(string(w.run("plan", "-input=false"))), " ")
+	for _, want := range []string{
+		"Some Addresses Known After Apply",
+		`ipam_exhausted: pool "c1/tiny" has no free address: size 2, 0 active, 2 held by plan-time holds, 0 cooling`,
+		"2 of the pool's addresses are held by plan-time holds (this plan's other new addresses from this pool among them)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -93,3 +93,47 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// A CI pipeline that plans in one job and applies the saved plan in
+// another, each in a directory of its own (as runners with a workspace per
+// job do): with origin set (the provider page's advice), the apply gets the
+// planned addresses; with the default origin (the working directory) the
+// plan's holds belong to the plan job's directory, and the apply is refused
+// with owner_conflict and allocates nothing.
+func TestCIPlanAndApplyInOtherDirectories(t *testing.T) {
+	url := setup(t)
+	saved := func(providerBody, hcl string) (planDir, applyDir *workdir) {
+		planDir = newWorkdirWith(t, url, providerBody, hcl)
+		planDir.run("plan", "-input=false", "-out=tfplan")
+		applyDir = newWorkdirWith(t, url, providerBody, hcl)
+		plan, err := os.ReadFile(filepath.Join(planDir.dir, "tfplan"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(applyDir.dir, "tfplan"), plan, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return planDir, applyDir
+	}
+
+	planJob, applyJob := saved(`  origin = "ci/network"`, ownerConfig)
+	want := planJob.addresses("tfplan")
+	if len(want) != 2 {
+		t.Fatalf("the plan shows %v, want the two addresses", want)
+	}
+	applyJob.run("apply", "-input=false", "tfplan")
+	if got := applyJob.addresses(""); !equalMaps(got, want) {
+		t.Fatalf("the apply job with origin set: %v, want the planned %v", got, want)
+	}
+
+	other := strings.ReplaceAll(strings.ReplaceAll(ownerConfig, "n1", "n3"), "e1", "e3")
+	_, applyJob = saved("", other)
+	before := len(activeAddresses(t, url))
+	out, err := applyJob.try("apply", "-input=false", "tfplan")
+	if err == nil || !strings.Contains(string(out), "owner_conflict") {
+		t.Fatalf("the apply job with the default origin: %v, want owner_conflict from its own plan's holds\n%s", err, out)
+	}
+	if now := len(activeAddresses(t, url)); now != before {
+		t.Errorf("the refused apply changed the active allocations: %d, want %d", now, before)
+	}
+}

@@ -117,11 +117,11 @@ func (s *server) pgCtl(args ...string) {
 }
 
 // stop shuts the server down (fast mode: sessions are terminated).
-func (s *server) stop() { s.pgCtl("-m", "fast", "-w", "stop") }
+func (s *server) stop() { s.pgCtl("-m", "fast", "-w", "-t", "300", "stop") }
 
 // restart starts a stopped server again on the same port.
 func (s *server) restart() {
-	s.pgCtl("-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start")
+	s.pgCtl("-l", filepath.Join(s.dir, "log"), "-w", "-t", "300", "start")
 }
 
 func withDatabase(t testing.TB, u, db string) string {
@@ -459,7 +459,7 @@ func ipamctl(t *testing.T) string {
 // runIpamctl runs ipamctl against url and returns its combined output and exit code.
 func runIpamctl(t *testing.T, url string, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ipamctl(t), args...)
 	cmd.Env = append(os.Environ(), "IPAM_DATABASE_URL="+url)

@@ -61,7 +61,7 @@ func withUser(t *testing.T, u, user, password string) string {
 
 // run is w.run with extra environment variables (the last value of a variable wins).
 func (w *workdir) runEnv(env []string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := w.command(ctx, append(args, "-no-color")...)
 	cmd.Env = append(cmd.Env, env...)
@@ -299,9 +299,9 @@ func TestTLSVerifyFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.pgCtl("reload")
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
-		st, _ := ipam.Open(ctx, ipam.Config{DatabaseURL: u, ConnectTimeout: 5 * time.Second})
+		st, _ := ipam.Open(ctx, ipam.Config{DatabaseURL: u, ConnectTimeout: time.Minute})
 		err := st.Ping(ctx)
 		st.Close()
 		if err != nil && strings.Contains(err.Error(), "IP SANs") {

@@ -190,8 +190,8 @@ func startTLSServer(t *testing.T) (*server, string) {
 	u := fmt.Sprintf("postgres://ipam:%s@127.0.0.1:%s/postgres?sslmode=verify-full&sslrootcert=%s", s.password(), s.port(), filepath.Join(dir, "ca.crt"))
 	// The reload is asynchronous: wait until a verified TLS session works.
 	var lastErr error
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		c, err := pgx.Connect(ctx, u)
 		if err == nil {
 			c.Close(ctx)
@@ -278,7 +278,7 @@ func startReplica(t *testing.T) (primary, standby *server, ha string) {
 	for attempt := 1; ; attempt++ {
 		port = freePort(t)
 		standby.writeOwned(filepath.Join(data, "pgsh_port.conf"), []byte("port = "+port+"\nunix_socket_directories = ''\n"), 0o600)
-		out, err := standby.command("pg_ctl", "-D", data, "-l", logFile, "-w", "-t", "60", "start").CombinedOutput()
+		out, err := standby.command("pg_ctl", "-D", data, "-l", logFile, "-w", "-t", "300", "start").CombinedOutput()
 		if err == nil {
 			break
 		}
@@ -306,7 +306,7 @@ func startReplica(t *testing.T) (primary, standby *server, ha string) {
 	}
 	defer c.Close(ctx)
 	var state string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err := c.QueryRow(ctx, `SELECT coalesce((SELECT sync_state FROM pg_stat_replication LIMIT 1), '')`).Scan(&state); err != nil {
 			t.Fatal(err)
 		}
@@ -319,10 +319,10 @@ func startReplica(t *testing.T) (primary, standby *server, ha string) {
 }
 
 // crash stops the server at once, as a crash would (immediate mode).
-func (s *server) crash() { s.pgCtl("-m", "immediate", "-w", "stop") }
+func (s *server) crash() { s.pgCtl("-m", "immediate", "-w", "-t", "300", "stop") }
 
 // promote promotes a standby.
-func (s *server) promote() { s.pgCtl("-w", "-t", "60", "promote") }
+func (s *server) promote() { s.pgCtl("-w", "-t", "300", "promote") }
 
 // freePort is a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) string {

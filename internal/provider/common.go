@@ -181,6 +181,12 @@ func problems(err error) []error {
 	return []error{err}
 }
 
+// DiagnosticText is the summary and detail of the diagnostic the provider
+// shows for the core's error err under summary ("Unable to Allocate Node
+// Address"), as addCoreError adds it: the documentation's tests check the
+// guides' error samples against it.
+func DiagnosticText(summary string, err error) (string, string) { return coreErrorText(summary, err) }
+
 // coreErrorText is the summary and detail of addCoreError.
 func coreErrorText(summary string, err error) (string, string) {
 	ex := advice.For(err)

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -364,9 +365,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				". Applying this create fails with the same error."+withHint(err))
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
-		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
-			"No address could be reserved at plan time ("+err.Error()+"); the apply will try again after the other "+
-				"changes of this plan, and fail with ipam_exhausted if none is free then.")
+		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(err))
 	case ipam.Code(err) == ipam.CodeReadOnly:
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
@@ -384,6 +383,22 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		addCoreError(diags, "Unable to Reserve "+titleCategory(owner.Kind), err)
 	}
 	return ipam.Allocation{}, false
+}
+
+// exhaustedAtPlan is the warning of a plan that found no address to hold
+// for a new resource: the apply tries again after the plan's other changes.
+// The pool's figures count live plan-time holds apart from active
+// allocations, since this plan's own other new addresses may be among them.
+func exhaustedAtPlan(err error) string {
+	msg := "No address could be reserved at plan time (" + err.Error() + "); the apply will try again after the other " +
+		"changes of this plan, and fail with ipam_exhausted if none is free then."
+	var ex *ipam.ExhaustedError
+	if errors.As(err, &ex) && ex.Held > 0 {
+		msg += fmt.Sprintf(" %d of the pool's addresses are held by plan-time holds (this plan's other new addresses from "+
+			"this pool among them): they are not allocations yet, and each becomes one when its plan is applied, or goes back "+
+			"to the pool when it expires (reservation_ttl).", ex.Held)
+	}
+	return msg
 }
 
 // warnLostHold says, in the plan, that an earlier plan's hold of this owner

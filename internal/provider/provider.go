@@ -115,7 +115,10 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 					"or failover (connections refused or lost, a read-only server, sessions terminated), retrying with backoff " +
 					"(default `\"30s\"`; `\"0s\"`: fail at once). Past it the operation fails with `ipam_unavailable`, naming " +
 					"each host tried and what it answered. Give `database_url` every member with " +
-					"`target_session_attrs=read-write` so that a retry finds the new primary.",
+					"`target_session_attrs=read-write` so that a retry finds the new primary. Left unset, a first contact " +
+					"that finds nothing there (every host refuses the connection or does not resolve, and no server has " +
+					"answered yet: a wrong host or port, or PostgreSQL not running) gives up after `5s`, since Terraform " +
+					"shows nothing while a provider waits; set it to wait the whole bound then too.",
 				Optional:   true,
 				Validators: []validator.String{validDuration(0)},
 			},

@@ -342,7 +342,9 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	case ipam.Code(err) == ipam.CodeReadOnly:
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
-	case ipam.Code(err) == ipam.CodeExhausted || errors.Is(err, ipam.ErrNotFound):
+	case ipam.Code(err) == ipam.CodeExhausted:
+		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(err))
+	case errors.Is(err, ipam.ErrNotFound):
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
 			"No address could be reserved at plan time ("+err.Error()+"); the apply tries again after the other changes of this plan.")
 	case ipam.Code(err) == ipam.CodeInvalid && isMissingPool(err):
