@@ -878,8 +878,15 @@ var (
 		RETURNING ` + allocColumnsOfRelease
 
 	// allocColumnsOfRelease are allocColumns of the rows sqlForceRelease
-	// moved (table a), whose first columns the pool's table has too.
-	allocColumnsOfRelease = strings.Replace(allocColumns, "id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,", 1)
+	// moved (table a), with the columns the pool's table has too qualified:
+	// id, cluster_id, pool_id, and since migration 25 confirmed_at and
+	// origin (unqualified, they made the statement ambiguous, and every
+	// forced destroy of a pool failed).
+	allocColumnsOfRelease = strings.NewReplacer(
+		"id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,",
+		"(confirmed_at IS NOT NULL", "(a.confirmed_at IS NOT NULL",
+		"THEN origin END", "THEN a.origin END",
+	).Replace(allocColumns)
 )
 
 // Tombstones (pool.go, migration 16).
