@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -134,7 +133,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Optional:            true,
 				Computed:            true,
 				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
-				Validators:          []validator.List{noNullElements{}, listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
+				Validators:          []validator.List{listCheck{noun: "DNS servers", elem: validIPv6Addr(), unique: true}},
 			},
 			"force_destroy": schema.BoolAttribute{
 				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the cluster holds an active address; otherwise it drops plan-time holds " +
