@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -605,15 +606,18 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
 }
 
+// prefixList writes every prefix, separated by ", " (in linear time: a
+// pool's 20,000 exclusions make one string of their length). Messages use
+// prefixSummary, which lists a few.
 func prefixList(ps []netip.Prefix) string {
-	s := ""
+	var b strings.Builder
 	for i, p := range ps {
 		if i > 0 {
-			s += ", "
+			b.WriteString(", ")
 		}
-		s += p.String()
+		b.WriteString(p.String())
 	}
-	return s
+	return b.String()
 }
 
 // UpdateLabels changes the lookup labels (org, env, node, instance) of the
@@ -661,7 +665,7 @@ func (s *Client) CheckClaim(ctx context.Context, poolID string, addr netip.Addr)
 func (p *Pool) checkClaimable(addr netip.Addr) error {
 	ord, ok := p.layout.Ordinal(addr)
 	if !ok {
-		return invalid("address", "%s is outside pool %q (%s)", addr, p.ID, prefixList(p.CIDRs))
+		return invalid("address", "%s is outside pool %q (%s)", addr, p.ID, prefixSummary(p.CIDRs))
 	}
 	if p.layout.Excluded(ord) {
 		return invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, p.ID)

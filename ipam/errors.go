@@ -214,7 +214,11 @@ func (e *AddressCoolingError) Error() string {
 // InvalidError: bad input, naming the field at fault.
 type InvalidError struct {
 	Field string
-	Msg   string
+	// Index, when Indexed, is the position (from 0) of the element of the
+	// list Field at fault: Path gives "exclude[3]".
+	Index   int
+	Indexed bool
+	Msg     string
 	// Err, when set, classifies the problem (e.g. ErrPoolNotFound).
 	Err error
 }
@@ -231,7 +235,16 @@ func (e *InvalidError) Code() string { return CodeInvalid }
 // Is matches the sentinel of the code (errors.Is(err, Err...)).
 func (e *InvalidError) Is(target error) bool { return isCode(CodeInvalid, target) }
 
-func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s: %s", CodeInvalid, e.Field, e.Msg) }
+func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s: %s", CodeInvalid, e.Path(), e.Msg) }
+
+// Path is the field at fault, with the element's index when there is one:
+// "exclude[3]", "cidrs".
+func (e *InvalidError) Path() string {
+	if e.Indexed {
+		return fmt.Sprintf("%s[%d]", e.Field, e.Index)
+	}
+	return e.Field
+}
 
 func invalid(field, format string, args ...any) error {
 	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}

@@ -2,7 +2,6 @@ package ipam
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
@@ -144,6 +143,7 @@ func blockSize(p netip.Prefix) int64 {
 type Layout struct {
 	Family   int
 	blocks   []layoutBlock
+	byAddr   []int  // indexes of blocks, by address: lookups are binary searches
 	excluded []span // sorted, merged
 	last     int64  // highest ordinal
 }
@@ -160,6 +160,12 @@ type span struct{ lo, hi int64 }
 // block loses its first address (the IPv6 subnet-router anycast address or the
 // IPv4 network address) and, for IPv4, its broadcast address, except in
 // point-to-point blocks (/31, /32, /127, /128); gateway is excluded when inside.
+//
+// Bad blocks or exclusions make an error naming the first MaxProblems of
+// them (InvalidErrors of "cidrs" or "exclude", with their index) and how many
+// more there are. It takes O((b + e) log b) for b blocks and e exclusions:
+// overlaps are found by sorting the blocks, and each exclusion's block by a
+// binary search.
 func NewLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr) (*Layout, error) {
 	return newLayout(cidrs, exclude, gateway, false)
 }
@@ -169,21 +175,88 @@ func NewLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr)
 // not subnets of their own).
 func newLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr, whole bool) (*Layout, error) {
 	if len(cidrs) == 0 {
-		return nil, fmt.Errorf("a pool needs at least one block")
+		return nil, invalid("cidrs", "a pool needs at least one block")
 	}
 	l := &Layout{Family: familyOf(cidrs[0].Addr())}
-	var next int64
+	if err := l.placeBlocks(cidrs, whole); err != nil {
+		return nil, err
+	}
+	bad := newProblems("exclude")
+	for i, e := range exclude {
+		if familyOf(e.Addr()) != l.Family {
+			bad.addf(i, "exclusions of another address family",
+				"exclusion %s is not of the pool's address family: the pool's blocks are IPv%d", e, l.Family)
+			continue
+		}
+		b, ok := l.blockHolding(e.Addr())
+		if !ok || !PrefixContains(b.prefix, e) {
+			bad.add(i, "exclusions outside the pool's blocks", func() string {
+				return fmt.Sprintf("exclusion %s is not inside any block of the pool; an exclusion must lie inside one of its blocks (%s)",
+					e, prefixSummary(cidrs))
+			})
+			continue
+		}
+		lo, ok := offsetIn(b.prefix, e.Addr())
+		if !ok || lo >= b.count {
+			continue // beyond the capped space: never handed out anyway
+		}
+		hi := min(lo+blockSize(e)-1, b.count-1)
+		l.excluded = append(l.excluded, span{b.start + lo, b.start + hi})
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
+	}
+	if gateway.IsValid() {
+		if o, ok := l.Ordinal(gateway); ok {
+			l.excluded = append(l.excluded, span{o, o})
+		}
+	}
+	l.excluded = mergeSpans(l.excluded)
+	return l, nil
+}
+
+// placeBlocks lays the blocks out in their order, after checking that they
+// are of one family and do not overlap: sorted by address (then the wider
+// first), a block overlaps an earlier one exactly when it lies inside the
+// last block that did not, so one pass over the sorted blocks finds every
+// block that overlaps another.
+func (l *Layout) placeBlocks(cidrs []netip.Prefix, whole bool) error {
+	bad := newProblems("cidrs")
+	order := make([]int, 0, len(cidrs))
 	for i, c := range cidrs {
 		if familyOf(c.Addr()) != l.Family {
-			return nil, fmt.Errorf("blocks %s and %s are of different address families", cidrs[0], c)
+			bad.addf(i, "blocks of another address family",
+				"blocks %s and %s are of different address families; the blocks of a pool are all IPv4 or all IPv6", cidrs[0], c)
+			continue
 		}
-		for _, prev := range cidrs[:i] {
-			if prev.Overlaps(c) {
-				return nil, fmt.Errorf("blocks %s and %s overlap", prev, c)
-			}
+		order = append(order, i)
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		a, b := cidrs[order[x]], cidrs[order[y]]
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c < 0
 		}
+		return a.Bits() < b.Bits()
+	})
+	open := -1 // the last block not inside an earlier one
+	for _, i := range order {
+		if open >= 0 && cidrs[open].Contains(cidrs[i].Addr()) {
+			outer := open
+			bad.addf(i, "blocks overlapping another block of the pool",
+				"blocks %s and %s overlap (cidrs[%d] and cidrs[%d]); the blocks of a pool must not overlap: drop or split one", cidrs[outer], cidrs[i], outer, i)
+			continue
+		}
+		open = i
+	}
+	if bad.len() > 0 {
+		return bad.err()
+	}
+	var next int64
+	for i, c := range cidrs {
 		if next >= MaxPoolOrdinals {
-			return nil, fmt.Errorf("block %s lies past the pool's ordinal space: the blocks before it already fill the 2^62 addresses one pool can hand out; put it in a pool of its own", c)
+			bad.addf(i, "blocks past the pool's ordinal space",
+				"block %s lies past the pool's ordinal space: the blocks before it already fill the 2^62 addresses one pool can hand out; put it in a pool of its own", c)
+			continue
 		}
 		n := min(blockSize(c), MaxPoolOrdinals-next)
 		l.blocks = append(l.blocks, layoutBlock{prefix: c, start: next, count: n})
@@ -196,41 +269,29 @@ func newLayout(cidrs []netip.Prefix, exclude []netip.Prefix, gateway netip.Addr,
 		}
 		next += n
 	}
+	if bad.len() > 0 {
+		return bad.err()
+	}
 	l.last = next - 1
-	var bad []error // every bad exclusion, not only the first
-	for _, e := range exclude {
-		if familyOf(e.Addr()) != l.Family {
-			bad = append(bad, fmt.Errorf("exclusion %s is not of the pool's address family", e))
-			continue
-		}
-		found := false
-		for _, b := range l.blocks {
-			if PrefixContains(b.prefix, e) {
-				lo, ok := offsetIn(b.prefix, e.Addr())
-				if !ok || lo >= b.count {
-					found = true // beyond the capped space: never handed out anyway
-					break
-				}
-				hi := min(lo+blockSize(e)-1, b.count-1)
-				l.excluded = append(l.excluded, span{b.start + lo, b.start + hi})
-				found = true
-				break
-			}
-		}
-		if !found {
-			bad = append(bad, fmt.Errorf("exclusion %s is not inside any block of the pool", e))
-		}
+	l.byAddr = make([]int, len(l.blocks))
+	for i := range l.byAddr {
+		l.byAddr[i] = i
 	}
-	if len(bad) > 0 {
-		return nil, errors.Join(bad...)
+	sort.Slice(l.byAddr, func(x, y int) bool {
+		return l.blocks[l.byAddr[x]].prefix.Addr().Less(l.blocks[l.byAddr[y]].prefix.Addr())
+	})
+	return nil
+}
+
+// blockHolding is the block that holds a, by binary search: the blocks do
+// not overlap, so it is the last one starting at or before a.
+func (l *Layout) blockHolding(a netip.Addr) (layoutBlock, bool) {
+	k := sort.Search(len(l.byAddr), func(k int) bool { return l.blocks[l.byAddr[k]].prefix.Addr().Compare(a) > 0 }) - 1
+	if k < 0 {
+		return layoutBlock{}, false
 	}
-	if gateway.IsValid() {
-		if o, ok := l.Ordinal(gateway); ok {
-			l.excluded = append(l.excluded, span{o, o})
-		}
-	}
-	l.excluded = mergeSpans(l.excluded)
-	return l, nil
+	b := l.blocks[l.byAddr[k]]
+	return b, b.prefix.Contains(a)
 }
 
 func familyOf(a netip.Addr) int {
@@ -299,10 +360,12 @@ func (l *Layout) Addr(o int64) (netip.Addr, bool) {
 
 // Ordinal returns the ordinal of a, whether or not it is excluded.
 func (l *Layout) Ordinal(a netip.Addr) (int64, bool) {
-	for _, b := range l.blocks {
-		if off, ok := offsetIn(b.prefix, a); ok && off < b.count {
-			return b.start + off, true
-		}
+	b, ok := l.blockHolding(a)
+	if !ok {
+		return 0, false
+	}
+	if off, ok := offsetIn(b.prefix, a); ok && off < b.count {
+		return b.start + off, true
 	}
 	return 0, false
 }
@@ -340,12 +403,8 @@ func (l *Layout) NextAllowed(o, stride int64) int64 {
 
 // BlockOf returns the block that holds a.
 func (l *Layout) BlockOf(a netip.Addr) (netip.Prefix, bool) {
-	for _, b := range l.blocks {
-		if b.prefix.Contains(a) {
-			return b.prefix, true
-		}
-	}
-	return netip.Prefix{}, false
+	b, ok := l.blockHolding(a)
+	return b.prefix, ok
 }
 
 // Run is a stretch of consecutive usable ordinals inside one block.

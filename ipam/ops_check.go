@@ -227,7 +227,7 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 		case p.ClusterID != cluster:
 			v.Detail = fmt.Sprintf("the row is in cluster %q but its pool belongs to cluster %q", cluster, p.ClusterID)
 		case !ok:
-			v.Detail = fmt.Sprintf("%s address outside its pool (%s)", state, prefixList(p.CIDRs))
+			v.Detail = fmt.Sprintf("%s address outside its pool (%s)", state, prefixSummary(p.CIDRs))
 		case p.layout.Excluded(got):
 			v.Detail = fmt.Sprintf("%s address is one the pool never hands out (subnet-router anycast, network, broadcast, gateway or excluded)", state)
 		case got != ord:

@@ -141,7 +141,7 @@ func inheritTombstones(ctx context.Context, tx pgx.Tx, p *Pool) error {
 			return err
 		}
 	}
-	rows, err := tx.Query(ctx, sqlTombstonesIn, p.CIDRs, nonNil(p.Exclude), p.ClusterID)
+	rows, err := tx.Query(ctx, sqlTombstonesIn, p.CIDRs, p.ClusterID)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -50,36 +51,31 @@ func PreparePool(p *Pool) error {
 	if err := checkOptionalAddr("gateway", p.Gateway, 0); err != nil {
 		return err
 	}
-	for _, e := range p.Exclude {
-		if err := checkPrefix("exclude", e, 0); err != nil {
-			return err
-		}
-	}
-	for _, c := range p.CIDRs {
+	// Every element is judged, but only the first few problems of a list
+	// are named (fieldProblems): the error stays small however long it is.
+	badBlocks, badExcl := newProblems("cidrs"), newProblems("exclude")
+	for i, c := range p.CIDRs {
 		if err := checkPrefix("cidrs", c, 0); err != nil {
-			return err
+			badBlocks.addErr(i, "malformed blocks", err)
+			continue
 		}
 		if blockClass(c) == classMixed {
-			return invalid("cidrs", "%s mixes public and private IPv4 addresses; split it so that each block is wholly public or wholly inside %s (a private block may be reused by other clusters, a public one never)",
+			badBlocks.addf(i, "blocks mixing public and private IPv4 addresses",
+				"%s mixes public and private IPv4 addresses; split it so that each block is wholly public or wholly inside %s (a private block may be reused by other clusters, a public one never)",
 				c, prefixList(overlapping(privateIPv4, c)))
 		}
 	}
+	for i, e := range p.Exclude {
+		if err := checkPrefix("exclude", e, 0); err != nil {
+			badExcl.addErr(i, "malformed exclusions", err)
+		}
+	}
+	if err := joinProblems(badBlocks.err(), badExcl.err()); err != nil {
+		return err
+	}
 	l, err := NewLayout(p.CIDRs, p.Exclude, p.Gateway)
 	if err != nil {
-		// One InvalidError per problem (every bad exclusion is named).
-		errs := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		}
-		var out []error
-		for _, e := range errs {
-			field := "cidrs"
-			if strings.HasPrefix(e.Error(), "exclusion") {
-				field = "exclude"
-			}
-			out = append(out, &InvalidError{Field: field, Msg: e.Error()})
-		}
-		return errors.Join(out...)
+		return err // one InvalidError per problem shown, naming the element
 	}
 	if p.Gateway.IsValid() && familyOf(p.Gateway) != l.Family {
 		return invalid("gateway", "%s is not of the pool's address family", p.Gateway)
@@ -120,29 +116,35 @@ func overlapping(ps []netip.Prefix, b netip.Prefix) []netip.Prefix {
 
 // checkPlacement: the pool's blocks overlap neither the cluster's node and
 // instance prefixes nor its other pools, and a public IPv4 block overlaps no
-// other cluster's pool.
+// other cluster's pool. Every block at fault is found, the first few named
+// (fieldProblems), in O((b + o) log o) for b blocks and o blocks of other
+// pools: the other pools' blocks are sorted once, and each block looks up
+// the blocks that could hold it and the first one starting inside it.
 func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
-	// Every problem is named, not only the first: one error each, joined.
-	// A missing cluster is one (classified ErrNotFound: at plan time it may
-	// be created by the same apply); the other pools are checked anyway.
-	var problems []error
+	// A missing cluster is one problem (classified ErrNotFound: at plan time
+	// it may be created by the same apply); the other pools are checked
+	// anyway.
+	var missing error
+	bad := newProblems("cidrs")
 	c, err := scanCluster(q.QueryRow(ctx, sqlLoadCluster, p.ClusterID))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		problems = append(problems, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist", p.ClusterID), Err: ErrNotFound})
+		missing = &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist", p.ClusterID), Err: ErrNotFound}
 	case err != nil:
 		return err
 	default:
-		for _, b := range p.CIDRs {
+		for i, b := range p.CIDRs {
 			if b.Addr().Is6() && !PrefixContains(c.Prefix, b) {
-				problems = append(problems, invalid("cidrs", "%s is outside the prefix %s of cluster %q; an IPv6 pool lies inside its own cluster's prefix", b, c.Prefix, c.ID))
+				bad.addf(i, "IPv6 blocks outside the cluster's prefix",
+					"%s is outside the prefix %s of cluster %q; an IPv6 pool lies inside its own cluster's prefix", b, c.Prefix, c.ID)
 			}
 			for _, sys := range []struct {
 				what string
 				p    netip.Prefix
 			}{{"node", c.NodePrefix}, {"instance", c.InstancePrefix}} {
 				if b.Overlaps(sys.p) {
-					problems = append(problems, invalid("cidrs", "%s overlaps the %s prefix %s of cluster %q", b, sys.what, sys.p, c.ID))
+					bad.addf(i, "blocks overlapping the cluster's node or instance prefix",
+						"%s overlaps the %s prefix %s of cluster %q", b, sys.what, sys.p, c.ID)
 				}
 			}
 		}
@@ -151,32 +153,107 @@ func checkPlacement(ctx context.Context, q pgx.Tx, p *Pool) error {
 	if err != nil {
 		return err
 	}
-	type other struct {
-		id, cluster string
-		cidrs       []netip.Prefix
-	}
-	others, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (other, error) {
-		var o other
-		return o, r.Scan(&o.id, &o.cluster, &o.cidrs)
+	// The blocks a block of this pool must not overlap: every block of the
+	// cluster's other pools, and, for a public IPv4 block, every IPv4 block
+	// of another cluster's that is not wholly private.
+	var sameCluster, public4 peerBlocks
+	err = forEachRow(rows, func(r pgx.CollectableRow) error {
+		var id, cluster string
+		var cidrs []netip.Prefix
+		if err := r.Scan(&id, &cluster, &cidrs); err != nil {
+			return err
+		}
+		for _, ob := range cidrs {
+			switch {
+			case cluster == p.ClusterID:
+				sameCluster.add(ob, id, cluster)
+			case ob.Addr().Is4() && blockClass(ob) != classPrivate:
+				public4.add(ob, id, cluster)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, o := range others {
-		for _, b := range p.CIDRs {
-			for _, ob := range o.cidrs {
-				if !b.Overlaps(ob) {
-					continue
-				}
-				if o.cluster == p.ClusterID {
-					problems = append(problems, invalid("cidrs", "%s overlaps %s of pool %q; pools of one cluster must not overlap", b, ob, o.id))
-				} else if b.Addr().Is4() && isPublic4(b) {
-					problems = append(problems, invalid("cidrs", "%s overlaps %s of pool %q in cluster %q; public IPv4 blocks belong to one pool only", b, ob, o.id, o.cluster))
-				}
+	sameCluster.sort()
+	public4.sort()
+	for i, b := range p.CIDRs {
+		if ob, ok := sameCluster.overlapping(b); ok {
+			bad.addf(i, "blocks overlapping another pool", "%s overlaps %s of pool %q; pools of one cluster must not overlap", b, ob.prefix, ob.pool)
+		} else if b.Addr().Is4() && isPublic4(b) {
+			if ob, ok := public4.overlapping(b); ok {
+				bad.addf(i, "blocks overlapping another pool", "%s overlaps %s of pool %q in cluster %q; public IPv4 blocks belong to one pool only", b, ob.prefix, ob.pool, ob.cluster)
 			}
 		}
 	}
-	return errors.Join(problems...)
+	return joinProblems(missing, bad.err())
+}
+
+// forEachRow calls fn on every row, then closes the rows.
+func forEachRow(rows pgx.Rows, fn func(pgx.CollectableRow) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// peerBlocks are other pools' blocks, sorted by address, with an index of
+// them by prefix: which of them overlaps a block is found in O(log n + the
+// block's prefix length), not by comparing the block with each.
+type peerBlocks struct {
+	list    []peerBlock
+	byPfx   map[netip.Prefix]int // the first of list with this prefix
+	minBits int
+}
+
+type peerBlock struct {
+	prefix        netip.Prefix
+	pool, cluster string
+}
+
+func (pb *peerBlocks) add(p netip.Prefix, pool, cluster string) {
+	pb.list = append(pb.list, peerBlock{prefix: p.Masked(), pool: pool, cluster: cluster})
+}
+
+func (pb *peerBlocks) sort() {
+	sort.SliceStable(pb.list, func(i, j int) bool {
+		a, b := pb.list[i].prefix, pb.list[j].prefix
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c < 0
+		}
+		return a.Bits() < b.Bits()
+	})
+	pb.byPfx = make(map[netip.Prefix]int, len(pb.list))
+	pb.minBits = 128
+	for i, x := range pb.list {
+		if _, ok := pb.byPfx[x.prefix]; !ok {
+			pb.byPfx[x.prefix] = i
+		}
+		pb.minBits = min(pb.minBits, x.prefix.Bits())
+	}
+}
+
+// overlapping is a block that overlaps b: one that holds b (b itself or a
+// shorter prefix of it), else the first one starting inside b. Prefixes
+// either nest or are disjoint, so there is no other way to overlap.
+func (pb *peerBlocks) overlapping(b netip.Prefix) (peerBlock, bool) {
+	if len(pb.list) == 0 || !b.IsValid() {
+		return peerBlock{}, false
+	}
+	for bits := b.Bits(); bits >= pb.minBits; bits-- {
+		if i, ok := pb.byPfx[netip.PrefixFrom(b.Addr(), bits).Masked()]; ok {
+			return pb.list[i], true
+		}
+	}
+	k := sort.Search(len(pb.list), func(k int) bool { return pb.list[k].prefix.Addr().Compare(b.Addr()) >= 0 })
+	if k < len(pb.list) && b.Contains(pb.list[k].prefix.Addr()) {
+		return pb.list[k], true
+	}
+	return peerBlock{}, false
 }
 
 // CheckPool validates a pool against the database without writing: for plan time.
@@ -241,15 +318,20 @@ func loadPoolTx(ctx context.Context, q querier, id string) (Pool, error) {
 // for every usable address that has none, and every row's ordinal set from
 // the layout (block order is allocation order), and the pool's reuse mark
 // cleared (its ordinals are new). Runs are inserted set-wise with
-// generate_series, so a /12 takes one statement per run, not a million.
+// generate_series, all of them in one statement: a /12 is not a million
+// statements, nor 20,000 runs 20,000 round trips.
 func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	if p.Kind != kindTable && p.Kind != kindBlocks {
 		return nil
 	}
-	for _, r := range p.layout.Runs() {
-		start := netip.PrefixFrom(r.Start, r.Start.BitLen())
-		if _, err := tx.Exec(ctx, sqlInsertTableRows,
-			p.ClusterID, p.ID, start, r.First, r.Last); err != nil {
+	runs := p.layout.Runs()
+	starts := make([]netip.Prefix, len(runs))
+	firsts, lasts := make([]int64, len(runs)), make([]int64, len(runs))
+	for i, r := range runs {
+		starts[i], firsts[i], lasts[i] = netip.PrefixFrom(r.Start, r.Start.BitLen()), r.First, r.Last
+	}
+	if len(runs) > 0 {
+		if _, err := tx.Exec(ctx, sqlInsertTableRows, p.ClusterID, p.ID, starts, firsts, lasts); err != nil {
 			return err
 		}
 	}
@@ -305,7 +387,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			return invalid("cidrs", "the pool is IPv%d; its family cannot change (replace the pool)", cur.Family)
 		}
 		if cur.Kind == kindCounter && (len(p.CIDRs) < len(cur.CIDRs) || !slices.Equal(p.CIDRs[:len(cur.CIDRs)], cur.CIDRs)) {
-			return invalid("cidrs", "an IPv6 pool can only grow by appending blocks after %s; replace the pool to change them", prefixList(cur.CIDRs))
+			return invalid("cidrs", "an IPv6 pool can only grow by appending blocks after %s; replace the pool to change them", prefixSummary(cur.CIDRs))
 		}
 		if err := checkPlacement(ctx, tx, &p); err != nil {
 			return err

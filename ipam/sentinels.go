@@ -97,7 +97,7 @@ func nameInput(err error, fields map[string]string) error {
 			if rest, found := strings.CutPrefix(msg, ie.Field+" "); found {
 				msg = name + " " + rest
 			}
-			err = &InvalidError{Field: name, Msg: msg, Err: ie.Err}
+			err = &InvalidError{Field: name, Index: ie.Index, Indexed: ie.Indexed, Msg: msg, Err: ie.Err}
 		}
 	}
 	return err

@@ -166,7 +166,11 @@ func addCoreError(diags *diag.Diagnostics, summary string, err error) {
 	}
 	var ie *ipam.InvalidError
 	if errors.As(err, &ie) && ie.Field != "" {
-		diags.AddAttributeError(path.Root(ie.Field), summary, ie.Msg)
+		at := path.Root(ie.Field)
+		if ie.Indexed {
+			at = at.AtListIndex(ie.Index) // the element at fault: Terraform quotes it, not the whole list
+		}
+		diags.AddAttributeError(at, summary, ie.Msg)
 		return
 	}
 	diags.AddError(coreErrorText(summary, err))

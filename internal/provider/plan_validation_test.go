@@ -1,7 +1,10 @@
 package provider
 
 import (
+	"fmt"
+	"net/netip"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -73,4 +76,52 @@ resource "ipam_pool" "b" {
 			{Config: db.config(first), PlanOnly: true},
 		},
 	})
+}
+
+// poolWithExclusions is an ipam_pool of one block with n exclusions, one
+// address each from first on, one exclusion a line.
+func poolWithExclusions(block, first string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "resource \"ipam_pool\" \"big\" {\n  cluster_id = \"c1\"\n  name       = \"big\"\n  cidrs      = [%q]\n  exclude    = [\n", block)
+	a := netip.MustParseAddr(first)
+	for range n {
+		fmt.Fprintf(&b, "    %q,\n", a.String())
+		a = a.Next()
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+// An ipam_pool with 20,000 exclusions outside its block, through terraform's
+// validate and plan: refused with five diagnostics, each quoting its own
+// exclusion's line (not the whole list), the fifth counting the 19,995 others;
+// nothing is written. The same pool with its 20,000 exclusions inside the
+// block plans (family and size computed at plan). Before, each exclusion was
+// a diagnostic quoting the whole attribute, and the plan took time
+// quadratic in their number (113 s at 4,000).
+func TestAccPlanTimeValidation_20000Exclusions(t *testing.T) {
+	db := newAccDB(t)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:   db.config(poolWithExclusions("203.0.113.0/24", "10.0.0.0", 20000)),
+				PlanOnly: true,
+				ExpectError: regexp.MustCompile(`(?s)Invalid Pool.*"10\.0\.0\.0",\s+exclusion 10\.0\.0\.0/32 is not inside any block of the pool.*` +
+					`Invalid Pool.*"10\.0\.0\.4",\s+exclusion 10\.0\.0\.4/32 is not inside any block of the pool;\s+an\s+exclusion\s+must\s+lie\s+inside\s+one\s+of\s+its\s+blocks\s+\(203\.0\.113\.0/24\)\s+` +
+					`\.\.\.\s+and\s+19,995\s+more\s+exclusions\s+outside\s+the\s+pool's\s+blocks`),
+			},
+			{
+				Config:             db.config(poolWithExclusions("10.0.0.0/16", "10.0.0.0", 20000)),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
+	if err := db.nothingWritten(); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.count(`SELECT count(*) FROM ipam_pools WHERE category = 'ipv4'`); n != 0 {
+		t.Fatalf("%d IPv4 pools written by plans", n)
+	}
 }

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -119,19 +117,18 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 						MarkdownDescription: "Pool ids to try in order, e.g. `[ipam_pool.a.id, ipam_pool.b.id]`.",
 						ElementType:         types.StringType,
 						Optional:            true,
-						Validators:          []validator.List{listvalidator.SizeAtLeast(1), noNullElements{}, listvalidator.ValueStringsAre(validPoolID()), listvalidator.UniqueValues()},
+						// pools, family and address are judged for all keys
+						// at once by ValidateConfig (checkSetEntries).
 					},
 					"family": schema.StringAttribute{
 						MarkdownDescription: "`ipv4` or `ipv6`. Set it to ask for any address of that family; otherwise it reports the family of the address.",
 						Optional:            true,
 						Computed:            true,
-						Validators:          []validator.String{stringvalidator.OneOf("ipv4", "ipv6")},
 					},
 					"address": schema.StringAttribute{
 						MarkdownDescription: "Set it to claim exactly this address; otherwise it reports the address allocated.",
 						Optional:            true,
 						Computed:            true,
-						Validators:          []validator.String{validAddr()},
 					},
 					"cidr": schema.StringAttribute{
 						MarkdownDescription: "The address as a CIDR: an IPv6 address as its `/128` (as `ipam_instance_address` gives it), an IPv4 address with its pool block's prefix length (as `ipam_env_ipv4`, e.g. `198.51.100.7/24`).",
@@ -240,13 +237,71 @@ func (r *addressSetResource) ValidateConfig(ctx context.Context, req resource.Va
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for key, e := range entries(ctx, m.Addresses, &resp.Diagnostics) {
+	var out problemDiags
+	checkSetEntries(m.Addresses, &out)
+	out.report(&resp.Diagnostics)
+}
+
+// checkSetEntries judges every key of addresses and what it asks for (its
+// family, its address, its pools: none null, each a pool id, none twice) in
+// one pass, keys in order. Its problems share one bound (problemDiags): a set
+// of 20,000 bad keys, or a key listing 20,000 bad pool ids, gets five
+// diagnostics, the last counting the rest. These checks are not validators
+// of the nested attributes, which the framework would run key by key, each
+// reporting on its own.
+func checkSetEntries(addrs types.Map, out *problemDiags) {
+	if addrs.IsNull() || addrs.IsUnknown() {
+		return
+	}
+	elems := addrs.Elements()
+	keys := make([]string, 0, len(elems))
+	for k := range elems {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pools := listCheck{noun: "pool ids", elem: validPoolID(), unique: true}
+	address := validAddr()
+	for _, key := range keys {
 		at := path.Root("addresses").AtMapKey(key)
 		if err := ipam.ValidateSetKey(key); err != nil {
-			resp.Diagnostics.AddAttributeError(at, "Invalid Address Key", err.Error())
+			out.add(at, "Invalid Address Key", "address keys that are not valid", err.Error)
 		}
+		obj, ok := elems[key].(types.Object)
+		if !ok || obj.IsNull() || obj.IsUnknown() {
+			continue
+		}
+		// The attributes as they are (not obj.As, whose reflection costs
+		// more than the checks).
+		var e setEntryModel
+		attrs := obj.Attributes()
+		e.Pools, _ = attrs["pools"].(types.List)
+		e.Family, _ = attrs["family"].(types.String)
+		e.Address, _ = attrs["address"].(types.String)
 		if e.Pools.IsNull() && e.Family.IsNull() && e.Address.IsNull() {
-			resp.Diagnostics.AddAttributeError(at, "Empty Address Request", "Key "+key+" asks for nothing: set pools, family or address.")
+			out.add(at, "Empty Address Request", "keys asking for nothing", func() string {
+				return "Key " + key + " asks for nothing: set pools, family or address."
+			})
+		}
+		if f := e.Family; !f.IsNull() && !f.IsUnknown() && familyNumber(f.ValueString()) == 0 {
+			fp := at.AtName("family")
+			out.add(fp, "Invalid "+fp.String(), "family values that are not ipv4 or ipv6", func() string {
+				return fmt.Sprintf("%s value must be one of: \"ipv4\", \"ipv6\"; got %q", fp, truncateForMsg(f.ValueString()))
+			})
+		}
+		if a := e.Address; !a.IsNull() && !a.IsUnknown() {
+			if err := address.check(a.ValueString()); err != nil {
+				ap := at.AtName("address")
+				out.add(ap, "Invalid "+ap.String(), "addresses that are not plain IP addresses", err.Error)
+			}
+		}
+		if ps := e.Pools; !ps.IsNull() && !ps.IsUnknown() {
+			pp := at.AtName("pools")
+			if len(ps.Elements()) == 0 {
+				out.add(pp, "Invalid "+pp.String(), "empty pools lists", func() string {
+					return fmt.Sprintf("%s lists no pool: list at least one pool id, or leave pools unset and set family or address", pp)
+				})
+			}
+			pools.check(pp, ps.Elements(), out)
 		}
 	}
 }
@@ -288,9 +343,14 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	// The problems of all keys share one bound each (problemDiags), and a
+	// pool listed by many keys is read once.
+	var disagree, refused problemDiags
+	refused.warn = true
+	pools := map[string]*ipam.Pool{}
 	for _, key := range keys {
 		c, e := cfg[key], planned[key]
-		r.checkPoolsAgree(ctx, key, c, &resp.Diagnostics)
+		r.checkPoolsAgree(ctx, key, c, pools, &disagree)
 		if h, ok := held[key]; ok && unchanged(ctx, c, h) {
 			e.Address, e.CIDR, e.PoolID, e.Family = h.Address, h.CIDR, h.PoolID, h.Family
 			planned[key] = e
@@ -303,8 +363,8 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		if c.Address.IsNull() {
 			e.Address = types.StringUnknown()
 		}
-		if r.store != nil && keysKnown && !c.Pools.IsUnknown() && !resp.Diagnostics.HasError() {
-			if m, ok := r.reserve(ctx, plan, key, c, &resp.Diagnostics); ok {
+		if r.store != nil && keysKnown && !c.Pools.IsUnknown() && !resp.Diagnostics.HasError() && disagree.len() == 0 {
+			if m, ok := r.reserve(ctx, plan, key, c, &resp.Diagnostics, &refused); ok {
 				e.Address = sameAddr(c.Address, m.Address)
 				e.CIDR = types.StringValue(memberCIDR(m.CIDR()))
 				e.PoolID = types.StringValue(m.PoolID)
@@ -316,12 +376,15 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		}
 		planned[key] = e
 	}
+	disagree.report(&resp.Diagnostics)
+	refused.report(&resp.Diagnostics)
 	plan.Addresses = entriesValue(ctx, planned, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
 
-// reserve takes the plan-time hold of one new or changed key.
-func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, diags *diag.Diagnostics) (ipam.SetMember, bool) {
+// reserve takes the plan-time hold of one new or changed key; a refusal is
+// a warning in refused.
+func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, diags *diag.Diagnostics, refused *problemDiags) (ipam.SetMember, bool) {
 	pd := r.pd
 	if !pd.reservations {
 		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
@@ -353,10 +416,11 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	case isRefusal(err):
 		// As for a single address: a warning, so that a conflict of one new
 		// member never fails the plan terraform destroy runs first.
-		diags.AddAttributeWarning(path.Root("addresses").AtMapKey(key), "Address Cannot Be Reserved",
-			"No address can be reserved for key "+key+" at plan time: "+err.Error()+
-				". It shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first."+
-				withHint(err))
+		refused.add(path.Root("addresses").AtMapKey(key), "Address Cannot Be Reserved", "keys whose address cannot be reserved", func() string {
+			return "No address can be reserved for key " + key + " at plan time: " + err.Error() +
+				". It shows as \"(known after apply)\"; applying it fails with the same error unless that is resolved first." +
+				withHint(err)
+		})
 	default:
 		addCoreError(diags, "Unable to Reserve Address "+key, err)
 	}
@@ -366,26 +430,35 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 func isMissingPool(err error) bool { return errors.Is(err, ipam.ErrPoolNotFound) }
 
 // checkPoolsAgree: pools listed for one key must agree on MTU and gateway.
-func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c setEntryModel, diags *diag.Diagnostics) {
+// Pools are read once per plan (pools caches them; nil: not there yet).
+func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c setEntryModel, pools map[string]*ipam.Pool, out *problemDiags) {
 	ids := c.pools(ctx)
 	if r.store == nil || len(ids) < 2 || c.Pools.IsUnknown() {
 		return
 	}
 	var first ipam.Pool
 	for i, id := range ids {
-		p, err := r.store.GetPool(ctx, id)
-		if err != nil {
+		p, seen := pools[id]
+		if !seen {
+			if got, err := r.store.GetPool(ctx, id); err == nil {
+				p = &got
+			}
+			pools[id] = p
+		}
+		if p == nil {
 			return // created in this apply: checked when it exists
 		}
 		if i == 0 {
-			first = p
+			first = *p
 			continue
 		}
 		if first.MTU != p.MTU || first.Gateway != p.Gateway {
-			diags.AddAttributeError(path.Root("addresses").AtMapKey(key).AtName("pools"), "Pools Disagree on Network Properties",
-				fmt.Sprintf("Pools %s (mtu %s, gateway %s) and %s (mtu %s, gateway %s) are listed together but differ; an address "+
+			p := *p
+			out.add(path.Root("addresses").AtMapKey(key).AtName("pools"), "Pools Disagree on Network Properties", "keys listing pools that disagree", func() string {
+				return fmt.Sprintf("Pools %s (mtu %s, gateway %s) and %s (mtu %s, gateway %s) are listed together but differ; an address "+
 					"from either must fit the same interface. List pools with the same mtu and gateway.",
-					first.ID, mtuText(first.MTU), gwText(first), p.ID, mtuText(p.MTU), gwText(p)))
+					first.ID, mtuText(first.MTU), gwText(first), p.ID, mtuText(p.MTU), gwText(p))
+			})
 			return
 		}
 	}

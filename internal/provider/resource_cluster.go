@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -140,7 +139,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Optional:            true,
 				Computed:            true,
 				Default:             listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
-				Validators:          []validator.List{noNullElements{}, listvalidator.ValueStringsAre(validIPv6Addr()), listvalidator.UniqueValues()},
+				Validators:          []validator.List{listCheck{noun: "DNS servers", elem: validIPv6Addr(), unique: true}},
 			},
 			"network_revision": schema.StringAttribute{
 				MarkdownDescription: "Changes, in the plan, whenever `gateway_ipv6`, `mtu` or `dns_servers` change (a digest of them). " +

@@ -96,7 +96,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 					"removing blocks that hold active or cooling addresses fails and lists them.",
 				ElementType: types.StringType,
 				Required:    true,
-				Validators:  []validator.List{listvalidator.SizeAtLeast(1), noNullElements{}, listvalidator.ValueStringsAre(validPrefix())},
+				Validators:  []validator.List{listvalidator.SizeAtLeast(1), listCheck{noun: "blocks", elem: validPrefix()}},
 			},
 			"exclude": schema.ListAttribute{
 				MarkdownDescription: "Addresses or CIDRs inside the pool that are never handed out: the gaps. Adding exclusions " +
@@ -105,7 +105,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Optional:    true,
 				Computed:    true,
 				Default:     listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{})),
-				Validators:  []validator.List{noNullElements{}, listvalidator.ValueStringsAre(validAddrOrPrefix())},
+				Validators:  []validator.List{listCheck{noun: "exclusions", elem: validAddrOrPrefix()}},
 			},
 			"cooldown": schema.StringAttribute{
 				MarkdownDescription: "How long a released address stays out of use (default `\"24h\"`).",
