@@ -122,7 +122,7 @@ func listSchemas(ctx context.Context, server tfprotov6.ProviderServer) (map[stri
 			DescriptionKind: descriptionKind(s.Block.DescriptionKind)}
 		for _, a := range s.Block.Attributes {
 			ty := map[bool]cty.Type{true: cty.String, false: cty.Bool}[a.Type.Is(tftypes.String)]
-			if !(a.Type.Is(tftypes.String) || a.Type.Is(tftypes.Bool)) || a.NestedType != nil {
+			if (!a.Type.Is(tftypes.String) && !a.Type.Is(tftypes.Bool)) || a.NestedType != nil {
 				return nil, fmt.Errorf("list resource %s.%s: only string and bool attributes are converted", name, a.Name)
 			}
 			b.Attributes[a.Name] = &tfjson.SchemaAttribute{AttributeType: ty, Description: a.Description,
