@@ -9,7 +9,7 @@ TOOLS_BIN := $(CURDIR)/.tools/bin
 
 # golangci-lint, goreleaser and tfplugindocs are `tool` directives of tools/go.mod (the pins).
 
-.PHONY: help build install fmt vet lint test quick check unit acc e2e testacc docs demo demo-down release-check clean
+.PHONY: help build install fmt vet lint test quick check unit acc e2e testacc docs demo demo-down release release-check install-mirror clean
 
 help: ## Show this list of targets
 	@echo "Usage: make TARGET"
@@ -70,6 +70,12 @@ demo: ## Start a local PostgreSQL and apply examples/quickstart with the freshly
 
 demo-down: ## Destroy the demo resources, stop its PostgreSQL and remove .demo/
 	bash scripts/demo.sh down
+
+release: ## Build the release into dist/ with goreleaser: provider zips for every platform, SHA256SUMS, manifest (a snapshot 0.0.<commit time> unless HEAD is on a tag vX.Y.Z)
+	bash scripts/release.sh
+
+install-mirror: ## Install the provider into a mirror that terraform/tofu init read (MIRROR_DIR, default ~/.terraform.d/plugins; DIST=dist: make release's platforms) and print the CLI configuration
+	@MIRROR_DIR="$(MIRROR_DIR)" DIST="$(DIST)" bash scripts/install-mirror.sh
 
 release-check: ## Validate .goreleaser.yml with goreleaser check (RELEASE_CHECK_BUILD=1: also a snapshot build)
 	bash scripts/release-check.sh
