@@ -253,6 +253,9 @@ func TestPoolChecks_20000Entries(t *testing.T) {
 	if n := count(`SELECT count(*) FROM ipam_pools WHERE category = 'ipv4'`); n != 0 {
 		t.Fatalf("a refused pool was written: %d IPv4 pools", n)
 	}
+	if n := count(`SELECT count(*) FROM ipam_events`); n != events {
+		t.Fatalf("the refused creation wrote %d events", n-events)
+	}
 
 	// A valid pool with 20,000 exclusions, one every other address: 20,000 runs.
 	v4 := ipam.Pool{ClusterID: "c1", Name: "big", CIDRs: prefixes("198.18.0.0/16"), Exclude: hosts4("198.18.0.2", manyEntries, 2)}
