@@ -878,8 +878,10 @@ var (
 		RETURNING ` + allocColumnsOfRelease
 
 	// allocColumnsOfRelease are allocColumns of the rows sqlForceRelease
-	// moved (table a), whose first columns the pool's table has too.
-	allocColumnsOfRelease = strings.Replace(allocColumns, "id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,", 1)
+	// moved (table a), whose columns the pool's table has too qualified:
+	// the first ones, and confirmed_at and origin (migration 25).
+	allocColumnsOfRelease = strings.NewReplacer("id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,",
+		"(confirmed_at IS NOT NULL", "(a.confirmed_at IS NOT NULL", "THEN origin END", "THEN a.origin END").Replace(allocColumns)
 )
 
 // Tombstones (pool.go, migration 16).
