@@ -883,15 +883,8 @@ var (
 		RETURNING ` + allocColumnsOfRelease
 
 	// allocColumnsOfRelease are allocColumns of the rows sqlForceRelease
-	// moved (table a), with the columns the pool's table has too qualified:
-	// id, cluster_id, pool_id, and since migration 25 confirmed_at and
-	// origin (unqualified, they made the statement ambiguous, and every
-	// forced destroy of a pool failed).
-	allocColumnsOfRelease = strings.NewReplacer(
-		"id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,",
-		"(confirmed_at IS NOT NULL", "(a.confirmed_at IS NOT NULL",
-		"THEN origin END", "THEN a.origin END",
-	).Replace(allocColumns)
+	// moved (table a), with the columns the pool's table has too qualified.
+	allocColumnsOfRelease = strings.Replace(allocColumns, "id, cluster_id, pool_id,", "a.id, a.cluster_id, a.pool_id,", 1)
 )
 
 // Tombstones (pool.go, migration 16).
