@@ -103,10 +103,11 @@ else
 	[[ $goos == windows ]] && exe=.exe
 	commit=$(git rev-parse --short HEAD 2>/dev/null || true)
 	say "building $name $version for ${goos}_$goarch"
-	# The release's build (.goreleaser.yml) but for this machine only.
+	# A build for this machine, with the flags of `make build` (whose build
+	# cache it shares) and the release's version stamps; make release's builds
+	# are also static (CGO_ENABLED=0), -trimpath and stripped.
 	mkdir "$tmp/build"
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version -X main.commit=$commit" \
-		-o "$tmp/build/${name}_v$version$exe" .
+	go build -ldflags "-X main.version=$version -X main.commit=$commit" -o "$tmp/build/${name}_v$version$exe" .
 	zip_one "$tmp/${name}_${version}_${goos}_$goarch.zip" "$tmp/build" "${name}_v$version$exe"
 	zips+=("$tmp/${name}_${version}_${goos}_$goarch.zip")
 fi

@@ -136,7 +136,8 @@ gotest() { # tiers...
 	done
 	step "go test -count=1 -timeout 60m ${testflags[*]} (tiers: $*)"
 	log=$(mktemp)
-	# Tests of a feature the CLI lacks skip with their reason noted here
+	# Tests of a feature the CLI lacks, and tests that only run when asked
+	# (IPAM_E2E_TOFU, IPAM_E2E_RELEASE), skip with their reason noted here
 	# (internal/tfcli), printed below: a skip is never silent.
 	IPAM_SKIP_LOG=$(mktemp)
 	export IPAM_SKIP_LOG
@@ -145,7 +146,7 @@ gotest() { # tiers...
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [[ -s "$IPAM_SKIP_LOG" ]]; then
-		step "skipped for the CLI's version ($(wc -l <"$IPAM_SKIP_LOG") tests):"
+		step "skipped, each with why: the CLI's version, or an opt-in variable ($(wc -l <"$IPAM_SKIP_LOG") tests):"
 		sort "$IPAM_SKIP_LOG"
 	fi
 	rm -f "$IPAM_SKIP_LOG"
