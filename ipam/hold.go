@@ -210,6 +210,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		return Hold{}, invalid("reservation_ttl", "must be positive")
 	}
 	held, found, looked := s.findHold(ctx, req, ttl)
+	held.Lost = s.lostByMe(held.Lost)
 	if found {
 		return held, nil
 	}
@@ -233,6 +234,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
 		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(req.Pool.ClusterID, req.Owner)...))
+		h.Lost = s.lostByMe(h.Lost)
 	}
 	return h, nil
 }
@@ -252,13 +254,23 @@ func (s *Client) ownerTaken(ctx context.Context, req AllocateRequest, h Hold, er
 	l := h.Lost
 	h.Lost = nil
 	var oc *OwnerConflictError
-	if !errors.As(err, &oc) || !s.toReport(l) || !l.ownerTaken || l.holderActor != s.actor || l.holderOrigin != s.origin {
+	if !errors.As(err, &oc) || !s.toReport(l) || !l.ownerTaken {
 		return h, err
 	}
 	if reported, rerr := s.reportLostHold(ctx, req, l); rerr == nil && reported {
 		h.Lost = l
 	}
 	return h, err
+}
+
+// lostByMe is l unless it is a hold another manager took with its owner
+// (ownerTaken) that was not this client's manager's: only the
+// configuration whose hold it was is told.
+func (s *Client) lostByMe(l *LostHold) *LostHold {
+	if l != nil && l.ownerTaken && (l.holderActor != s.actor || l.holderOrigin != s.origin) {
+		return nil
+	}
+	return l
 }
 
 // manager names this client as a manager of allocations: its actor, and
