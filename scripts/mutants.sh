@@ -42,7 +42,7 @@ mutants=(
 	"release-ignores-fresh-create|ipam/ops_release.go|s/if f.held \{\n(\t+)if !req.Force/if f.confirmed != nil {\n\$1if !req.Force/|^TestReleaseAllocation\$|./ipam/"
 	"inventory-judges-terraform-allocations|ipam/ops_leaks.go|s/if cur.stateHeld \{/if false {/|^TestInventoryLeaksAndSafeReclaim\$|./ipam/"
 	"fast-owner-probe-forgets-cooling|ipam/statements.go|s/\n\t\t\tOR EXISTS \(SELECT 1 FROM ipam_allocations\n\t\t\t\tWHERE cluster_id = \\\$1 AND owner_kind = \\\$3 AND owner_id = \\\$4 AND state = 'cooling'\)//|^TestHandOutRulesOnEveryPath\$|./ipam/"
-	"release-refusal-silent|ipam/release.go|s/if herr == nil && held.Actor != s.actor \{/if false {/|^TestReleaseWithoutGenerationKeepsToItsActor\$|./ipam/"
+	"release-refusal-silent|ipam/release.go|s/if herr == nil && \(held.Actor != s.actor \x7c\x7c !s.ownOrigin\(held\)\) \{/if false {/|^TestReleaseWithoutGenerationKeepsToItsActor\$|./ipam/"
 	"replacement-mark-any-origin|ipam/statements.go|s/ AND \(replace_origin IS NULL OR replace_origin = \\\$2::text\)\)\`/)\`/|^TestReplacementMarkHoldsForItsOrigin\$|./ipam/"
 	"vanished-pool-is-not-found|ipam/pool.go|s/would name nothing that is missing.\n\t\treturn errRetry/would name nothing that is missing.\n\t\treturn ErrNotFound/|^TestInstanceRacingBlockReleaseFindsItsPool\$|./ipam/"
 	"same-owner-loser-exhausted|ipam/allocate.go|s/\n\t\terr = s.ownerWon\(ctx, tx, pool.ClusterID, req.Owner, err\)//|^TestConcurrentRequestsOfOneOwnerAgree\$|./ipam/"
