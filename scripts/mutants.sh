@@ -7,12 +7,20 @@
 #
 #   scripts/mutants.sh            every mutant (starts a throwaway PostgreSQL)
 #   scripts/mutants.sh NAME...    only those
+#   scripts/mutants.sh --check    only that each mutation still applies to
+#                                 its file exactly once (make test's check
+#                                 tier: a guard that moved leaves its mutant
+#                                 dead, which only a run would otherwise show)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
 
-if [[ -z "${IPAM_TEST_DATABASE_URL:-}" ]]; then
+check_only=false
+if [[ "${1:-}" == --check ]]; then
+	check_only=true
+	shift
+elif [[ -z "${IPAM_TEST_DATABASE_URL:-}" ]]; then
 	exec bash scripts/with-postgres.sh bash "$0" "$@"
 fi
 
@@ -71,6 +79,22 @@ mutants=(
 	"pool-created-without-origin|migrations/functions/ipam_record_creator_origin.sql|s/NEW.creator_origin := nullif\(current_setting\('ipam.origin', true\), ''\);/NEW.creator_origin := NULL;/|^TestManagersAndPeek\$|./ipam/"
 	"batch-shares-a-stripe-advance|ipam/statements.go|s/JOIN s ON s.rank = f.req_k % s.m AND/JOIN s ON s.rank = (f.req_k \/ 2) % s.m AND/|^TestSharedStatementHandsOutConsecutiveAddresses\$|./ipam/"
 )
+
+if $check_only; then
+	dead=()
+	for m in "${mutants[@]}"; do
+		IFS='|' read -r name file subst _ _ <<<"$m"
+		n=$(perl -0ne "\$n += ($subst); END { print \$n+0 }" "$file")
+		[[ "$n" == 1 ]] || dead+=("$name ($file: $n matches)")
+	done
+	if ((${#dead[@]})); then
+		printf 'mutants that no longer apply exactly once (the guard moved: point them at it):\n' >&2
+		printf '  %s\n' "${dead[@]}" >&2
+		exit 1
+	fi
+	echo "mutants: all ${#mutants[@]} apply"
+	exit 0
+fi
 
 want=("$@")
 work=$(mktemp -d "${TMPDIR:-/tmp}/ipam-mutants.XXXXXX")

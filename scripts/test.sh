@@ -41,6 +41,9 @@ check() {
 		fi
 	fi
 
+	step "every mutant still applies to its guard"
+	bash scripts/mutants.sh --check
+
 	# The go line is what a program importing the ipam package inherits from
 	# `go mod tidy`: it must be the lowest the dependencies allow, never raised
 	# for the provider's sake. go vet (below) then checks that no file uses a
