@@ -65,7 +65,7 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 	res.Block, _ = pool.layout.BlockOf(res.Address)
 	if req.Owner.Kind == OwnerInstance {
 		cl, err := s.GetCluster(ctx, req.Pool.ClusterID)
-		res.Network = Network{GatewayIPv6: cl.GatewayIPv6, MTU: cl.MTU, DNSServers: cl.DNSServers}
+		res.Network = cl.Network()
 		return res, err
 	}
 	return res, nil

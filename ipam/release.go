@@ -47,7 +47,7 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
 	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease, clusterID, o.Kind, o.ID, generation, s.actor))
 	if errors.Is(err, ErrNotFound) && generation == 0 {
-		// Nothing of this actor's: another manager's allocation is a
+		// Nothing of this manager's: another manager's allocation is a
 		// refusal, not a no-op.
 		held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID))
 		if herr == nil && (held.Actor != s.actor || !s.ownOrigin(held)) {

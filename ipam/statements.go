@@ -259,6 +259,14 @@ const (
 const sqlActiveOfOwner = `SELECT ` + allocColumns + ` FROM ipam_allocations
 	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
 
+// releaseMatchSQL: the allocation a release names: the one at its generation
+// ($4), or with none (0) the one of the releasing manager (actor $5, and the
+// transaction's origin or none recorded). The release's look-up and its
+// write (re-judged under the row's lock) use it both; its columns are the
+// allocation's alone.
+var releaseMatchSQL = `(generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5 AND ` +
+	ownOriginSQL("current_setting('ipam.origin', true)") + `))`
+
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
 const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 	WHERE cluster_id = $1 AND address = $2 FOR UPDATE`
@@ -275,15 +283,14 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 // pool and renumbers the pool's rows (found by the interleaving explorer).
 var sqlRelease = `WITH held AS MATERIALIZED (
 		SELECT pool_id FROM ipam_allocations
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
-			AND (generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5 AND ` + ownOriginSQL("current_setting('ipam.origin', true)") + `))
+		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND ` + releaseMatchSQL + `
 	), pool AS MATERIALIZED (
 		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + fastPool + `
 	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
 	FROM pool p
 	WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
-		AND a.state = 'active' AND (a.generation = $4 OR ($4 = 0 AND coalesce(a.actor, '') = $5))
+		AND a.state = 'active' AND ` + releaseMatchSQL + `
 	RETURNING a.*)` + movedOut + countMoved + `
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 		coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),

@@ -178,6 +178,12 @@ type Network struct {
 	DNSServers  []netip.Addr
 }
 
+// Network is the WorkloadSpec network block the cluster hands its
+// instances.
+func (c Cluster) Network() Network {
+	return Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}
+}
+
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
 	var addr netip.Prefix

@@ -72,7 +72,7 @@ mutants=(
 	"foreign-live-hold-taken|ipam/hold.go|s/\tcase foreign && held.Actor == s.actor:/\tcase false:/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"owner-taken-hold-forgotten|ipam/hold.go|s/return s.ownerTaken\(ctx, req, h, err\)/return h, err/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"lost-hold-shown-to-anyone|ipam/hold.go|s/if l != nil && l.ownerTaken && \(l.holderActor != s.actor \x7c\x7c l.holderOrigin != s.origin\) \{/if false {/|^TestHoldIsItsConfigurations\$|./ipam/"
-	"release-without-generation-ignores-origin|ipam/statements.go|s/= \\\$5 AND \` \+ ownOriginSQL\(\"current_setting\('ipam.origin', true\)\"\) \+ \`\)\)/= \\\$5))/|^TestOriginDecidesAdoption\$|./ipam/"
+	"release-without-generation-ignores-origin|ipam/statements.go|s/= \\\$5 AND \` \+\n\townOriginSQL\(\"current_setting\('ipam.origin', true\)\"\) \+ \`\)\)\`/= \\\$5))\`/|^TestOriginDecidesAdoption\$|./ipam/"
 	"go-client-adopts-configurations|ipam/hold.go|s/return a.Origin == \"\" \x7c\x7c a.Origin == s.origin/return s.origin == \"\" \x7c\x7c a.Origin == \"\" \x7c\x7c a.Origin == s.origin/|^TestOriginDecidesAdoption\$|./ipam/"
 	"listing-confirms|ipam/lookup.go|s/if stale && !s.peek \{/if stale {/|^TestManagersAndPeek\$|./ipam/"
 	"listing-offers-managed-allocations|ipam/ops_list.go|s/if f.Unmanaged \{/if false {/|^TestManagersAndPeek\$|./ipam/"

@@ -106,6 +106,6 @@ func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(types.ListNull(types.StringType), c.DNSServers)
 	m.CreatedAt = timeString(c.CreatedAt)
-	m.NetworkRevision = types.StringValue(networkRevision(ipam.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}))
+	m.NetworkRevision = types.StringValue(networkRevision(c.Network()))
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }

@@ -390,7 +390,7 @@ func (m *clusterResourceModel) fromCore(c ipam.Cluster) {
 	m.GatewayIPv6 = sameAddr(m.GatewayIPv6, c.GatewayIPv6)
 	m.MTU = types.Int64Value(int64(c.MTU))
 	m.DNSServers = addrList(m.DNSServers, c.DNSServers)
-	m.NetworkRevision = types.StringValue(networkRevision(ipam.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}))
+	m.NetworkRevision = types.StringValue(networkRevision(c.Network()))
 	if m.ForceDestroy.IsNull() || m.ForceDestroy.IsUnknown() {
 		m.ForceDestroy = types.BoolValue(false)
 	}

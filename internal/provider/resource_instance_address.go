@@ -151,7 +151,7 @@ func (r *instanceAddressResource) load(ctx context.Context, m *instanceAddressRe
 	}
 	m.fill(a, a.Owner.ID)
 	m.fillLabels(a)
-	m.fillNetwork(ipam.Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers})
+	m.fillNetwork(c.Network())
 	return true
 }
 
