@@ -63,14 +63,21 @@ const (
 // reason ends in [key].
 func guideBlock(t *testing.T, key string) string {
 	t.Helper()
+	return pageBlock(t, installGuide, key)
+}
+
+// pageBlock is the body of the block of a page whose not-run reason ends in
+// [key]: a block that a test runs as the page shows it.
+func pageBlock(t *testing.T, page, key string) string {
+	t.Helper()
 	var found []string
-	for _, f := range parseFences(t, repoRoot(t), installGuide) {
+	for _, f := range parseFences(t, repoRoot(t), page) {
 		if strings.HasSuffix(f.marks["not-run"], "["+key+"]") {
 			found = append(found, f.body)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%s: %d blocks marked [%s], want 1", installGuide, len(found), key)
+		t.Fatalf("%s: %d blocks marked [%s], want 1", page, len(found), key)
 	}
 	return found[0]
 }
