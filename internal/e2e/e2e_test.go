@@ -148,6 +148,13 @@ func (w *workdir) addresses(planFile string) map[string]string {
 	if planFile != "" {
 		args = append(args, planFile)
 	}
+	return addressesOf(w.t, w.run(args...))
+}
+
+// addressesOf reads resource address -> "address" attribute from the output
+// of `terraform show -json`.
+func addressesOf(t *testing.T, showJSON []byte) map[string]string {
+	t.Helper()
 	var doc struct {
 		PlannedValues *struct {
 			RootModule module `json:"root_module"`
@@ -156,8 +163,8 @@ func (w *workdir) addresses(planFile string) map[string]string {
 			RootModule module `json:"root_module"`
 		} `json:"values"`
 	}
-	if err := json.Unmarshal(w.run(args...), &doc); err != nil {
-		w.t.Fatal(err)
+	if err := json.Unmarshal(showJSON, &doc); err != nil {
+		t.Fatal(err)
 	}
 	var m module
 	switch {

@@ -561,6 +561,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	nodes := []string{"node-1", "node-2", "node-3"}
 	vms := map[string]string{"vm-1": "node-1", "vm-2": "node-2", "vm-3": "node-2"}
 	envs := []string{"shop", "blog"}
+	kept := map[string]string{"vm-1": "node-1", "vm-2": "node-2"} // vm-3 is released
 	u.configure(platform, previousVersion, providerBlock, platformConfig(nodes, vms, envs, ""))
 	u.initAt(platform, u.prevTools, previousVersion, false)
 	u.must(platform, u.prevTools, u.url, "terraform apply -input=false -auto-approve")
@@ -573,7 +574,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	if v := schemaVersion(t, u.url); v >= latest {
 		t.Fatalf("the previous release made schema version %d, this tree's is %d: nothing to upgrade, the test proves nothing", v, latest)
 	}
-	u.configure(platform, previousVersion, providerBlock, platformConfig(nodes[:2], map[string]string{"vm-1": "node-1", "vm-2": "node-2"}, envs[:1], ""))
+	u.configure(platform, previousVersion, providerBlock, platformConfig(nodes[:2], kept, envs[:1], ""))
 	out := u.must(platform, u.prevTools, u.url, "terraform apply -input=false -auto-approve")
 	if !strings.Contains(out, "3 destroyed") {
 		t.Fatalf("the release of node-3, vm-3 and blog:\n%s", out)
@@ -585,7 +586,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			t.Fatalf("%s after its release: %q, want a cooling address", o, cooling[o])
 		}
 	}
-	platformState := (&workdir{t: t, dir: platform}).addresses("")
+	platformState := addressesOf(t, []byte(u.must(platform, u.prevTools, u.url, "terraform show -json")))
 
 	// 2. The guide's checks and backup, with the previous release's ipamctl.
 	outs := u.guide("status", platform, u.prevTools, u.url)
@@ -643,7 +644,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 
 	// 5. The guide's upgrade of the platform: the version, init -upgrade, and
 	// the plan, which migrates and finds no changes.
-	u.configure(platform, currentVersion, providerBlock, platformConfig(nodes[:2], map[string]string{"vm-1": "node-1", "vm-2": "node-2"}, envs[:1], ""))
+	u.configure(platform, currentVersion, providerBlock, platformConfig(nodes[:2], kept, envs[:1], ""))
 	u.initAt(platform, u.curTools, currentVersion, true)
 	out = u.guide("plan", platform, u.curTools, u.url)[0]
 	if !strings.Contains(out, "No changes. Your infrastructure matches the configuration.") {
@@ -664,9 +665,9 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 
 	// 6. The mixed fleet: the edge configuration, still on the previous
 	// release, is refused whatever it runs, and so is the previous ipamctl;
-	// nothing changes.
-	// The sample is the default's (auto_migrate = true); without it, the
-	// provider says "Nothing was changed." instead of its first paragraph.
+	// nothing changes. The guide's error sample is the default's
+	// (auto_migrate = true); without it, the provider says "Nothing was
+	// changed." instead of the sample's first paragraph.
 	for _, c := range []struct {
 		provider, cmd string
 		whole         bool
@@ -740,7 +741,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	if !strings.Contains(outs[1], "No changes.") {
 		t.Fatalf("the apply after the refresh has something to do:\n%s", outs[1])
 	}
-	if got := (&workdir{t: t, dir: platform}).addresses(""); !reflect.DeepEqual(got, platformState) {
+	if got := addressesOf(t, []byte(u.must(platform, u.curTools, u.url, "terraform show -json"))); !reflect.DeepEqual(got, platformState) {
 		t.Fatalf("the platform's state before the upgrade:\n%v\nafter it:\n%v", platformState, got)
 	}
 	// Nothing changed but what the team's apply did: its instances' rows and
@@ -774,7 +775,7 @@ resource "ipam_node_address" "intruder" {
   address    = "` + node3 + `"
 }
 `
-	u.configure(platform, currentVersion, providerBlock, platformConfig(nodes[:2], map[string]string{"vm-1": "node-1", "vm-2": "node-2"}, envs[:1], intruders))
+	u.configure(platform, currentVersion, providerBlock, platformConfig(nodes[:2], kept, envs[:1], intruders))
 	out, err = u.sh(platform, u.curTools, u.url, "terraform apply -input=false -auto-approve")
 	if err == nil || !strings.Contains(out, "ipam_exhausted: ") || !strings.Contains(out, "address_cooling: "+node3) {
 		t.Fatalf("new owners asking for the cooling addresses after the upgrade: %v\n%s", err, out)
@@ -785,7 +786,7 @@ resource "ipam_node_address" "intruder" {
 	if got := ownerRows(t, u.url, "env_ipv4/news", "node/intruder"); len(got) > 0 {
 		t.Fatalf("new owners got addresses: %v", got)
 	}
-	u.configure(platform, currentVersion, providerBlock, platformConfig(nodes[:2], map[string]string{"vm-1": "node-1", "vm-2": "node-2"}, envs, ""))
+	u.configure(platform, currentVersion, providerBlock, platformConfig(nodes[:2], kept, envs, ""))
 	u.must(platform, u.curTools, u.url, "terraform apply -input=false -auto-approve")
 	if got, want := strings.Fields(ownerRows(t, u.url, "env_ipv4/blog")["env_ipv4/blog"]), strings.Fields(cooling["env_ipv4/blog"]); len(got) < 2 || got[0] != want[0] || got[1] != "active" {
 		t.Fatalf("blog declared again got %v, want its address %s back", got, want[0])
