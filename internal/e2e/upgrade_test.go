@@ -65,7 +65,9 @@ const (
 )
 
 // buildPreviousRelease builds the provider and ipamctl of previousRelease
-// (git archive of the commit, go build) into a directory it returns. Without
+// (git archive of the commit, go build) into a directory it returns. An
+// archive rather than a git worktree: a killed test leaves no worktree
+// registered in the clone that others work in. Without
 // the commit in the clone (a shallow one), the test is skipped and says so,
 // and fails in CI.
 func buildPreviousRelease(t *testing.T) string {
@@ -518,20 +520,21 @@ func checkErrorSampleIn(t *testing.T, title, out string, whole bool) {
 }
 
 // The guide's upgrade, from the previous release to this tree, with
-// allocations live: active, cooling after a release, held by a saved plan,
-// in node blocks, in an IPv4 pool that is full. Another configuration's
-// apply of the previous release is running during the migration (held at a
-// gate), a third configuration stays on the previous release. Each claim of
-// the guide is checked here: the migration changes no row of the previous
-// schema (every column of every table, events and holds included) and the
-// usage figures stay the same; the upgraded configuration plans no changes
-// and keeps every address; cooling addresses are still refused to new owners
-// and given back to their owner; the previous release started afterwards is
-// refused (plan, destroy, auto_migrate false, ipamctl) and changes nothing;
-// the apply running through the migration completes, with the holds its plan
-// took, and its configuration plans no changes once upgraded; a rollback
-// restores the backup into a new database, where an unchanged configuration
-// plans no changes and the new ipamctl migrates it again.
+// allocations live: active, cooling after a release, held by the plan of a
+// running apply, in node blocks, in an IPv4 pool that is full. Another
+// configuration's apply of the previous release is running during the
+// migration (held at a gate), a third configuration stays on the previous
+// release. Each claim of the guide is checked here: the migration changes
+// no row of the previous schema (every column of every table, events and
+// holds included) and the usage figures stay the same; the upgraded
+// configuration plans no changes and keeps every address; cooling addresses
+// are still refused to new owners and given back to their owner; the
+// previous release started afterwards is refused (plan, destroy,
+// auto_migrate false, ipamctl) and changes nothing; the apply running
+// through the migration completes, with the holds its plan took, and its
+// configuration plans no changes once upgraded; a rollback restores the
+// backup into a new database, where an unchanged configuration plans no
+// changes and the new ipamctl migrates it again.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Parallel()
 	prev := buildPreviousRelease(t)
