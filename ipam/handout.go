@@ -6,7 +6,7 @@ package ipam
 //
 // Every way an allocation is made runs one of these statements or one of
 // the full path's pickers (allocate.go), and every one of those carries its
-// guards by name: each guard's SQL begins with a marker (/* guard NAME */),
+// guards by name: each guard's SQL begins with a comment naming it (guardMarker),
 // handOutStatements lists which guards each statement must carry, and
 // TestEveryHandOutStatementCarriesItsGuards fails when one is missing, when a
 // guard is written out by hand instead of taken from here, or when a guard
@@ -40,6 +40,9 @@ type guard struct {
 	name string
 	rule string
 	sql  func(at guardAt) string
+	// clause: the guard is a clause of a statement (a row lock), not a
+	// condition
+	clause bool
 }
 
 // guardAt names what a guard's SQL refers to in the statement that carries
@@ -52,8 +55,17 @@ type guardAt struct {
 	rows                 string
 }
 
-// in is the guard's SQL in a statement, after its marker.
-func (g guard) in(at guardAt) string { return "/* guard " + g.name + " */ " + g.sql(at) }
+// in is the guard's SQL in a statement, after its marker: a condition in
+// parentheses, so that it stays one whatever surrounds it.
+func (g guard) in(at guardAt) string {
+	if g.clause {
+		return guardMarker(g.name) + g.sql(at)
+	}
+	return guardMarker(g.name) + "(" + g.sql(at) + ")"
+}
+
+// guardMarker starts a guard's SQL in a statement.
+func guardMarker(name string) string { return "/* guard " + name + " */ " }
 
 // col is column c of the rows the guard judges.
 func (at guardAt) col(c string) string {
@@ -75,7 +87,7 @@ var (
 				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state IN ('active', 'reserved'))
 			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
 				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state = 'cooling')`
-		}}
+		}, false}
 
 	// guardNodeBlocksFirst: an instance whose node has instance blocks draws
 	// from them, never from the cluster's instance pool (at.avoid names the
@@ -83,7 +95,7 @@ var (
 	guardNodeBlocksFirst = guard{"node_blocks_first", "an instance whose node has blocks draws from them",
 		func(at guardAt) string {
 			return `NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = ` + at.avoid + `)`
-		}}
+		}, false}
 
 	// guardCounterShape: fresh ordinals are addresses as they are only in a
 	// counter pool of one block, without exclusions, whose gateway lies
@@ -93,25 +105,25 @@ var (
 		func(guardAt) string {
 			return `kind = 'counter' AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
 				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))`
-		}}
+		}, false}
 
 	// guardPoolLock: the allocator's pool lock (lockPoolShared), taken on the
 	// pool's row before any row of it: a shrink, an exclusion or a destroy
 	// (FOR UPDATE) goes first or waits, and never finds an address handed out
 	// from the pool as it was.
 	guardPoolLock = guard{"pool_lock", "the pool's row is locked (FOR KEY SHARE) before any of its rows",
-		func(guardAt) string { return poolLockSQL }}
+		func(guardAt) string { return poolLockSQL }, true}
 
 	// guardStripeRoom: a stripe hands out ordinals only up to its last.
 	guardStripeRoom = guard{"stripe_room", "a stripe hands out ordinals only up to its last",
-		func(at guardAt) string { return at.col("next_ordinal") + ` <= ` + at.col("last_ordinal") }}
+		func(at guardAt) string { return at.col("next_ordinal") + ` <= ` + at.col("last_ordinal") }, false}
 
 	// guardCooled: a pick takes a row whose cooldown has passed (a free row,
 	// a released one cooled, an expired hold with no cooldown left).
 	guardCooled = guard{"cooled", "a reuse pick takes only a row whose cooldown has passed",
 		func(at guardAt) string {
 			return at.col("state") + ` IN ('free', 'cooling', 'reserved') AND ` + at.col("reusable_at") + ` <= ` + at.now
-		}}
+		}, false}
 
 	// guardReusableOrOwn: the hand-out itself, re-judged on the row it
 	// writes: another owner only once the row is reusable; the same owner
@@ -120,7 +132,7 @@ var (
 		func(at guardAt) string {
 			return at.col("state") + ` IN ('free', 'cooling', 'reserved')
 		AND (` + at.col("reusable_at") + ` <= ` + at.now + ` OR (` + at.col("owner_kind") + ` = ` + at.kind + ` AND ` + at.col("owner_id") + ` = ` + at.owner + `))`
-		}}
+		}, false}
 
 	// guardNoExpiredHold: a one-statement reuse takes no other owner's
 	// expired hold: the full path takes it and records the loss, which the
@@ -128,7 +140,7 @@ var (
 	guardNoExpiredHold = guard{"no_expired_hold", "a one-statement reuse takes no expired hold (the full path records its loss)",
 		func(at guardAt) string {
 			return `NOT EXISTS (SELECT 1 FROM ` + at.rows + ` WHERE cooled_state = 'reserved')`
-		}}
+		}, false}
 
 	// guardOwnHold: a confirm makes the owner's hold its allocation only for
 	// the manager that took the hold: its actor and its configuration
@@ -136,7 +148,7 @@ var (
 	guardOwnHold = guard{"own_hold", "a hold is confirmed only by the manager (actor and configuration) that took it",
 		func(at guardAt) string {
 			return at.col("actor") + ` = @actor AND ` + ownOriginSQL(callerOriginSetting)
-		}}
+		}, false}
 )
 
 // handOutGuards is the registry: every guard, once.
