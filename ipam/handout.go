@@ -174,6 +174,7 @@ func handOutStatements() []handOut {
 		{confirmHoldSQL.name, confirmHoldSQL.sql, []guard{guardPoolLock, guardOwnHold}},
 		{"full path: stripe pick", sqlTakeStripe, []guard{guardStripeRoom}},
 		{"full path: stripe pick (waiting)", sqlTakeStripeWait, []guard{guardStripeRoom}},
+		{"full path: fresh space left (after a waiting pick found none)", sqlFreshLeft, []guard{guardStripeRoom}},
 		{"full path: reuse pick", sqlTakeCooled, []guard{guardCooled}},
 		{"full path: reuse pick (waiting)", sqlTakeCooledWait, []guard{guardCooled}},
 		{"full path: hand-out of a picked or owned row", sqlActivate, []guard{guardReusableOrOwn}},

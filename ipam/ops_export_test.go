@@ -57,3 +57,7 @@ func (s *Client) Gathered(id, kind string) int {
 func StatementArgs(st Statement, v map[string]any) []any {
 	return namedStatement{name: st.Name, names: st.Params}.args(v)
 }
+
+// SQLActivateRow is the full path's hand-out of a picked or owned row, for
+// the test of its guard.
+var SQLActivateRow = sqlActivate

@@ -200,8 +200,8 @@ const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 
 // sqlFreshLeft tells, after a waiting stripe pick found none, whether any stripe has
 // space left.
-const sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
-	WHERE pool_id = $1 AND next_ordinal <= last_ordinal)`
+var sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
+	WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `)`
 
 // sqlInsertFresh inserts a new row for an address never handed out before, with its
 // event, in one statement; no row when the address already has one (an exact
