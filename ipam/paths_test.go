@@ -260,18 +260,26 @@ var pathScenarios = []pathScenario{
 		// statements hand over for such a pool.
 		name: "never the gateway", fastServes: false,
 		setup: func(t *testing.T, st *ipam.Client, _ *pgx.Conn) string {
-			c := ipam.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8::/48"), NodeCooldown: ipam.DefaultNodeCooldown,
-				InstanceCooldown: ipam.DefaultInstanceCooldown, GatewayIPv6: netip.MustParseAddr("2001:db8::1")}
-			if _, err := st.CreateCluster(context.Background(), c); err != nil {
+			// Set by an update: a new cluster's stripes start past its
+			// gateway, a gateway set later lies ahead of them.
+			c := mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+			c.GatewayIPv6 = netip.MustParseAddr("2001:db8::3")
+			if _, err := st.UpdateCluster(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
 			return "c1"
 		},
-		run: func(t *testing.T, st *ipam.Client, _ *pgx.Conn, c string, p allocPath) {
-			for _, id := range []string{"n1", "n2"} {
-				if a := p.alloc(t, st, c, node(id)); a == netip.MustParseAddr("2001:db8::1") {
-					t.Errorf("%s got the cluster's gateway %s", id, a)
-				}
+		run: func(t *testing.T, st *ipam.Client, raw *pgx.Conn, c string, p allocPath) {
+			for _, id := range []string{"n1", "n2", "n3", "n4"} {
+				p.alloc(t, st, c, node(id))
+			}
+			var n int
+			if err := raw.QueryRow(context.Background(), `SELECT count(*) FROM ipam_allocations
+				WHERE address = '2001:db8::3' AND state IN ('active', 'reserved')`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("the cluster's gateway 2001:db8::3 was handed out")
 			}
 		},
 	},
@@ -336,9 +344,10 @@ var pathScenarios = []pathScenario{
 			if _, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: env("planned")}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
-				reserved_until = now() - interval '1 second', cooling_until = least(cooling_until, now() - interval '1 second')
-				WHERE state = 'reserved'`); err != nil {
+			// Expired now: past the reuse mark that the hold's own take
+			// left, where a one-statement pick looks.
+			if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now(), reserved_until = now(),
+				cooling_until = least(cooling_until, now()) WHERE state = 'reserved'`); err != nil {
 				t.Fatal(err)
 			}
 			return "c1"
