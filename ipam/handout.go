@@ -1,5 +1,7 @@
 package ipam
 
+import "strings"
+
 // Handing out an address: the rules that decide whether an address may be
 // handed out (the guards), each defined once here, and the statements that
 // hand one out, each built from them.
@@ -11,8 +13,9 @@ package ipam
 // TestEveryHandOutStatementCarriesItsGuards fails when one is missing, when a
 // guard is written out by hand instead of taken from here, or when a guard
 // has no mutant (scripts/mutants.sh) that its tests kill. A new rule is one
-// guard here, its place in the statements that need it, one scenario in the
-// path-conformance harness (paths_test.go) and one mutant.
+// guard here, in its group (the owners served, the rows picked, the rows
+// written: every statement of that kind then carries it), one scenario in
+// the path-conformance harness (paths_test.go) and one mutant.
 //
 // The one-statement forms are three, one per kind of hand-out:
 //   - takeFreshSQL: fresh ordinals of a counter pool, for one owner or
@@ -155,6 +158,38 @@ var (
 var handOutGuards = []guard{guardOwnerFree, guardNodeBlocksFirst, guardCounterShape, guardPoolLock,
 	guardStripeRoom, guardCooled, guardReusableOrOwn, guardNoExpiredHold, guardOwnHold}
 
+// The guards by what they judge. A statement carries a group whole (allOf),
+// so a new rule about owners served, rows picked or rows written joins its
+// group here and every statement of that kind carries it.
+var (
+	// servedGuards: the owners a one-statement take serves (the others go
+	// to the full path).
+	servedGuards = []guard{guardOwnerFree}
+	// pickGuards: the existing rows a pick may take, for any owner.
+	pickGuards = []guard{guardCooled}
+	// writeGuards: the write that hands an existing row to an owner, judged
+	// again on the row whatever picked it.
+	writeGuards = []guard{guardReusableOrOwn}
+)
+
+// allOf is the guards gs in a statement, each taken from the registry.
+func allOf(gs []guard, at guardAt) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = g.in(at)
+	}
+	return strings.Join(parts, "\n\t\t\tAND ")
+}
+
+// with is the guard lists joined.
+func with(lists ...[]guard) []guard {
+	var out []guard
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
 // handOut is a statement that hands out an address (or picks one for the
 // full path to hand out), and the guards it must carry.
 type handOut struct {
@@ -169,15 +204,15 @@ type handOut struct {
 // (claimExact), the layout's exclusions and gateway (Pool.address).
 func handOutStatements() []handOut {
 	return []handOut{
-		{takeFreshSQL.name, takeFreshSQL.sql, []guard{guardOwnerFree, guardNodeBlocksFirst, guardCounterShape, guardPoolLock, guardStripeRoom}},
-		{takeReuseSQL.name, takeReuseSQL.sql, []guard{guardOwnerFree, guardPoolLock, guardCooled, guardNoExpiredHold, guardReusableOrOwn}},
+		{takeFreshSQL.name, takeFreshSQL.sql, with(servedGuards, []guard{guardNodeBlocksFirst, guardCounterShape, guardPoolLock, guardStripeRoom})},
+		{takeReuseSQL.name, takeReuseSQL.sql, with(servedGuards, pickGuards, writeGuards, []guard{guardPoolLock, guardNoExpiredHold})},
 		{confirmHoldSQL.name, confirmHoldSQL.sql, []guard{guardPoolLock, guardOwnHold}},
 		{"full path: stripe pick", sqlTakeStripe, []guard{guardStripeRoom}},
 		{"full path: stripe pick (waiting)", sqlTakeStripeWait, []guard{guardStripeRoom}},
 		{"full path: fresh space left (after a waiting pick found none)", sqlFreshLeft, []guard{guardStripeRoom}},
-		{"full path: reuse pick", sqlTakeCooled, []guard{guardCooled}},
-		{"full path: reuse pick (waiting)", sqlTakeCooledWait, []guard{guardCooled}},
-		{"full path: hand-out of a picked or owned row", sqlActivate, []guard{guardReusableOrOwn}},
+		{"full path: reuse pick", sqlTakeCooled, pickGuards},
+		{"full path: reuse pick (waiting)", sqlTakeCooledWait, pickGuards},
+		{"full path: hand-out of a picked, claimed or owned row", sqlActivate, writeGuards},
 	}
 }
 
@@ -229,7 +264,7 @@ var (
 	), fresh AS MATERIALIZED (
 		-- the owners served, each numbered from 0 (req_k) as the scan of req yields them
 		SELECT r.*, row_number() OVER () - 1 AS req_k FROM req r
-		WHERE `+guardOwnerFree.in(ownerOfReq)+`
+		WHERE `+allOf(servedGuards, ownerOfReq)+`
 			AND `+guardNodeBlocksFirst.in(ownerOfReq)+`
 	), pool AS (
 		-- now_at: the statement's one read of the clock
@@ -305,7 +340,7 @@ var (
 			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_event, req_n)
 	), fresh AS MATERIALIZED (
 		SELECT r.* FROM req r
-		WHERE `+guardOwnerFree.in(ownerOfReq)+`
+		WHERE `+allOf(servedGuards, ownerOfReq)+`
 	), pool AS (
 		-- now_at: the statement's one read of the clock
 		SELECT cidrs, ipam_now() AS now_at FROM ipam_pools
@@ -317,7 +352,7 @@ var (
 		-- path picks from the queue's front), in queue order
 		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
 		FROM ipam_allocations
-		WHERE pool_id = @pool AND `+guardCooled.in(guardAt{now: "(SELECT now_at FROM pool)"})+`
+		WHERE pool_id = @pool AND `+allOf(pickGuards, guardAt{now: "(SELECT now_at FROM pool)"})+`
 			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
 		ORDER BY reusable_at, ordinal LIMIT (SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
 	), pairs AS MATERIALIZED (
@@ -332,7 +367,7 @@ var (
 		FROM pairs p, pool
 		-- each row where its pick locked it (a TID scan: no estimate can
 		-- turn a join around into a walk over the reuse queue)
-		WHERE t.ctid = p.cooled_ctid AND `+guardReusableOrOwn.in(guardAt{kind: "@kind", owner: "p.req_owner", now: "now_at", rows: "t"})+`
+		WHERE t.ctid = p.cooled_ctid AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "p.req_owner", now: "now_at", rows: "t"})+`
 		RETURNING t.*, p.req_event, p.cooled_at, p.cooled_ordinal
 	), last AS (
 		SELECT m.at, (SELECT max(cooled_ordinal) FROM a WHERE cooled_at = m.at) AS ord

@@ -89,7 +89,7 @@ mutants=(
 	"guard-reusable-or-own|ipam/handout.go|s/(guardReusableOrOwn = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutWriteRejudgesTheRow\$|./ipam/"
 	"guard-no-expired-hold|ipam/handout.go|s/(guardNoExpiredHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
 	"guard-own-hold|ipam/handout.go|s/(guardOwnHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHoldIsItsConfigurations\$|./ipam/"
-	"statement-drops-guard|ipam/handout.go|s/(SELECT r.\* FROM req r\n\t\tWHERE )\`\+guardOwnerFree.in\(ownerOfReq\)\+\`/\$1true/|^TestEveryHandOutStatementCarriesItsGuards\$|./ipam/"
+	"statement-drops-guard|ipam/handout.go|s/(SELECT r.\* FROM req r\n\t\tWHERE )\`\+allOf\(servedGuards, ownerOfReq\)\+\`/\$1true/|^TestEveryHandOutStatementCarriesItsGuards\$|./ipam/"
 )
 
 if $check_only; then
