@@ -50,7 +50,9 @@ type guard struct {
 
 // guardAt names what a guard's SQL refers to in the statement that carries
 // it: the owner (its cluster, kind and id), the blocks pool to avoid, the
-// clock, and the table alias of the rows it judges ("" for none).
+// clock, and the name (table or alias) of the rows it judges. A guard names
+// its rows' columns qualified (col), so that a subquery of its own cannot
+// capture them.
 type guardAt struct {
 	cluster, kind, owner string
 	avoid                string
@@ -352,7 +354,7 @@ var (
 		-- path picks from the queue's front), in queue order
 		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
 		FROM ipam_allocations
-		WHERE pool_id = @pool AND `+allOf(pickGuards, guardAt{now: "(SELECT now_at FROM pool)"})+`
+		WHERE pool_id = @pool AND `+allOf(pickGuards, guardAt{now: "(SELECT now_at FROM pool)", rows: "ipam_allocations"})+`
 			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
 		ORDER BY reusable_at, ordinal LIMIT (SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
 	), pairs AS MATERIALIZED (

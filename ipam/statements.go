@@ -185,7 +185,7 @@ var (
 var (
 	sqlTakeCooled     = sqlTakeCooledWait + ` SKIP LOCKED`
 	sqlTakeCooledWait = `SELECT id, generation FROM ipam_allocations
-	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "ipam_now()"}) + `
+	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "ipam_now()", rows: "ipam_allocations"}) + `
 	ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
 )
 
@@ -228,7 +228,7 @@ var sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM 
 	a AS (UPDATE ipam_allocations SET ` + activateSet(rowOwner{kind: "$3", id: "$4", org: "$5", env: "$6",
 	node: "$7", instance: "$8", actor: "$9", hold: "$10::interval", set: "$11"}) + `
 	` + fromClock + `
-	WHERE id = $1 AND generation = $2 AND ` + allOf(writeGuards, guardAt{kind: "$3", owner: "$4", now: "now_at"}) + `
+	WHERE id = $1 AND generation = $2 AND ` + allOf(writeGuards, guardAt{kind: "$3", owner: "$4", now: "now_at", rows: "ipam_allocations"}) + `
 	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
 		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
