@@ -26,6 +26,62 @@ type hotStatement struct {
 	name   string // its name in ipam.HotStatements
 	db     string // "growth" (the 1M instance pool) or "reuse" (the full pool with 1M cooled rows)
 	params func(f *planFixture) []any
+	// named: the values of a statement with named parameters
+	// (ipam.Statement.Params), by name.
+	named func(f *planFixture) map[string]any
+}
+
+// values are h's parameter values in the statement's order.
+func (h hotStatement) values(f *planFixture, st ipam.Statement) []any {
+	if h.named == nil {
+		return h.params(f)
+	}
+	v := h.named(f)
+	out := make([]any, len(st.Params))
+	for i, n := range st.Params {
+		out[i] = v[n]
+	}
+	return out
+}
+
+// freshTake and reuseTake are the values of the take statements for the
+// owners given (one owner: a batch of one), as EXECUTE's literals.
+func freshTake(f *planFixture, inTx bool, owners ...string) map[string]any {
+	v := takeValues(f.clusterID, f.poolID, "instance", "instance.allocated", owners)
+	blocks := make([]string, len(owners))
+	for i := range owners {
+		blocks[i] = f.clusterID + "/blocks/n" + strconv.Itoa(i+1)
+	}
+	v["avoid"], v["rows"], v["in_tx"] = pgArray(blocks), pgArray(newIDs(len(owners))), strconv.FormatBool(inTx)
+	v["nodes"] = v["avoid"]
+	return v
+}
+
+func reuseTake(f *planFixture, owners ...string) map[string]any {
+	v := takeValues(f.qClusterID, f.qPoolID, "env_ipv4", "env.ipv4_addon_enabled", owners)
+	v["envs"] = pgArray(owners)
+	return v
+}
+
+func takeValues(cluster, pool, kind, eventType string, owners []string) map[string]any {
+	nulls, orgs := make([]string, len(owners)), make([]string, len(owners))
+	for i := range owners {
+		nulls[i], orgs[i] = "NULL", "acme"
+	}
+	return map[string]any{"cluster": cluster, "pool": pool, "kind": kind, "actor": "bench", "event_type": eventType,
+		"hold": time.Duration(0), "set_owner": nil, "owners": pgArray(owners), "orgs": pgArray(orgs),
+		"envs": pgArray(orgs), "nodes": pgArray(nulls), "instances": pgArray(owners), "events": pgArray(newIDs(len(owners)))}
+}
+
+// pgArray writes an array as PostgreSQL reads it.
+func pgArray(xs []string) string { return "{" + strings.Join(xs, ",") + "}" }
+
+func newIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+	}
+	return ids
 }
 
 // planFixture holds realistic parameter values from the preloaded databases.
@@ -68,41 +124,23 @@ var hotStatements = []hotStatement{
 	{name: "release", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0), "bench"} }},
 	{name: "fast path: a fresh allocation in one statement (a counter pool)", db: "growth",
-		params: func(f *planFixture) []any {
-			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
-				uuid.New(), "instance.allocated", f.clusterID + "/blocks/n1", uuid.New()}
-		}},
+		named: func(f *planFixture) map[string]any { return freshTake(f, false, "x-2") }},
 	{name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", db: "growth",
-		params: func(f *planFixture) []any {
-			return []any{f.clusterID, f.poolID, "instance", "x-2", "acme", "prod", "n1", "x-2", "bench", time.Duration(0), nil,
-				uuid.New(), "instance.allocated", f.clusterID + "/blocks/n1", uuid.New()}
-		}},
+		named: func(f *planFixture) map[string]any { return freshTake(f, true, "x-2") }},
 	{name: "fast path: fresh allocations of several owners in one statement (a counter pool)", db: "growth",
-		params: func(f *planFixture) []any {
-			// Arrays as PostgreSQL writes them (the values are EXECUTE's literals).
-			return []any{f.clusterID, f.poolID, "instance", "bench", "instance.allocated",
-				"{x-3,x-4}", "{acme,acme}", "{prod,prod}", "{n1,n2}", "{x-3,x-4}",
-				"{" + f.clusterID + "/blocks/n1," + f.clusterID + "/blocks/n2}",
-				"{" + uuid.NewString() + "," + uuid.NewString() + "}", "{" + uuid.NewString() + "," + uuid.NewString() + "}"}
-		}},
-	{name: "fast path: reused allocations of several owners in one statement (an IPv4 table pool)", db: "reuse",
-		params: func(f *planFixture) []any {
-			return []any{f.qClusterID, f.qPoolID, "env_ipv4", "bench", "env.ipv4_addon_enabled",
-				"{e-3,e-4}", "{acme,acme}", "{e-3,e-4}", "{NULL,NULL}", "{NULL,NULL}",
-				"{" + uuid.NewString() + "," + uuid.NewString() + "}"}
-		}},
+		named: func(f *planFixture) map[string]any { return freshTake(f, false, "x-3", "x-4") }},
 	// The reuse database's pool is a counter pool with a long cooled
 	// queue: the plan is what the statement would run on a table pool of
 	// that size (its guard stops it here).
 	{name: "fast path: a reused allocation in one statement (an IPv4 table pool)", db: "reuse",
-		params: func(f *planFixture) []any {
-			return []any{f.qClusterID, f.qPoolID, "env_ipv4", "e-2", "acme", "e-2", nil, nil, "bench", time.Duration(0), nil,
-				uuid.New(), "env.ipv4_addon_enabled"}
-		}},
+		named: func(f *planFixture) map[string]any { return reuseTake(f, "e-2") }},
+	{name: "fast path: reused allocations of several owners in one statement (an IPv4 table pool)", db: "reuse",
+		named: func(f *planFixture) map[string]any { return reuseTake(f, "e-3", "e-4") }},
 	{name: "fast path: apply of a planned hold in one statement", db: "growth",
-		params: func(f *planFixture) []any {
-			return []any{f.clusterID, "instance", "pre-2", f.addr, "acme", "prod", "n1", "pre-2", nil, "bench", nil,
-				uuid.New(), "instance.allocated"}
+		named: func(f *planFixture) map[string]any {
+			return map[string]any{"cluster": f.clusterID, "kind": "instance", "owner": "pre-2", "address": f.addr,
+				"org": "acme", "env": "prod", "node": "n1", "instance": "pre-2", "set_owner": nil, "actor": "bench",
+				"pool": nil, "event": uuid.New(), "event_type": "instance.allocated"}
 		}},
 	{name: "refresh read", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
@@ -128,10 +166,10 @@ type PlanResult struct {
 }
 
 // hotSQL maps the core's named hot statements to their SQL.
-func hotSQL() map[string]string {
-	m := map[string]string{}
+func hotSQL() map[string]ipam.Statement {
+	m := map[string]ipam.Statement{}
 	for _, st := range ipam.HotStatements() {
-		m[st.Name] = st.SQL
+		m[st.Name] = st
 	}
 	return m
 }
@@ -215,7 +253,7 @@ func (r *runner) explainSection(ctx context.Context) error {
 		}
 	}()
 	for _, h := range hotStatements {
-		sql, ok := named[h.name]
+		st, ok := named[h.name]
 		if !ok {
 			continue
 		}
@@ -235,7 +273,7 @@ func (r *runner) explainSection(ctx context.Context) error {
 			conns[h.db] = c
 		}
 		for _, mode := range []string{"custom", "generic"} {
-			pr, err := explainOne(ctx, c, h, sql, mode, f)
+			pr, err := explainOne(ctx, c, h, st, mode, f)
 			pr.Source, pr.DB = where, h.db
 			if err != nil {
 				pr.Problems = append(pr.Problems, "EXPLAIN failed: "+err.Error())
@@ -277,7 +315,8 @@ func (r *runner) explainSection(ctx context.Context) error {
 	return nil
 }
 
-func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, sql, mode string, f *planFixture) (PlanResult, error) {
+func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, st ipam.Statement, mode string, f *planFixture) (PlanResult, error) {
+	sql := st.SQL
 	pr := PlanResult{Name: h.name, Mode: mode, SQL: sql}
 	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_"+mode+"_plan"); err != nil {
 		return pr, err
@@ -295,7 +334,7 @@ func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, sql, mode stri
 	if err := c.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'ipambench_q'`).Scan(&nparams); err != nil {
 		return pr, err
 	}
-	vals := h.params(f)
+	vals := h.values(f, st)
 	if len(vals) != nparams {
 		pr.Problems = append(pr.Problems, fmt.Sprintf("note: the statement now has %d parameters, the bench knows %d: update its values in bench/explain.go (missing ones are NULL)", nparams, len(vals)))
 		for len(vals) < nparams {

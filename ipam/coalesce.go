@@ -3,8 +3,6 @@ package ipam
 import (
 	"context"
 	"sync"
-
-	"github.com/google/uuid"
 )
 
 // Concurrent allocations from one pool share a statement.
@@ -15,8 +13,8 @@ import (
 // slot and the reuse mark, the commit) as in the rows it writes. So when a
 // client already has coalesceRunning allocations of a pool in flight, the
 // next callers of that pool wait for one of them to end and then go together,
-// as one statement (fastFreshBatchSQL in a counter pool, fastReuseBatchSQL in
-// an IPv4 table pool) with one commit. A caller alone, or among few, runs its
+// as one statement (takeFreshSQL in a counter pool, takeReuseSQL in an IPv4
+// table pool, each the statement of a single owner too) with one commit. A caller alone, or among few, runs its
 // own statement as before and waits for nobody. Plan-time holds, members of
 // address sets and allocations in a caller's transaction never share.
 //
@@ -63,15 +61,14 @@ type poolQueue struct {
 }
 
 type takeBatch struct {
-	single string // the statement of one owner: fastFreshSQL or fastReuseSQL
+	sh     takeShared
 	reqs   []*takeReq
 	owners map[string]bool
 }
 
-// takeReq is one caller's allocation: its arguments as fastTake numbers
-// them for its single statement, and where its outcome goes.
+// takeReq is one caller's allocation, and where its outcome goes.
 type takeReq struct {
-	args []any
+	t    take
 	done chan takeDone
 }
 
@@ -81,10 +78,10 @@ type takeDone struct {
 	err error
 }
 
-// shareTake runs owner o's allocation by the statement single (fastFreshSQL
-// or fastReuseSQL) from the pool named key, on its own or in a shared
-// statement (above). false means "use the full path".
-func (s *Client) shareTake(ctx context.Context, key, single string, o Owner, args []any) (AllocateResult, bool, error) {
+// shareTake runs the take t (sh says of which statement) from the pool named
+// key, on its own or in a shared statement (above). false means "use the
+// full path".
+func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t take) (AllocateResult, bool, error) {
 	c := s.shared
 	c.mu.Lock()
 	q := c.pools[key]
@@ -95,21 +92,21 @@ func (s *Client) shareTake(ctx context.Context, key, single string, o Owner, arg
 	if q.running < coalesceRunning {
 		q.running++
 		c.mu.Unlock()
-		res, ok, err := s.runOne(ctx, single, args...)
+		res, ok, err := s.runOne(ctx, sh.stmt.sql, s.takeArgs(sh, []take{t})...)
 		s.ended(key, q)
 		return res, ok, err
 	}
-	ownerKey := o.Kind + "\x00" + o.ID
+	ownerKey := t.owner.Kind + "\x00" + t.owner.ID
 	b := q.next
 	if b == nil {
-		b = &takeBatch{single: single, owners: map[string]bool{}}
+		b = &takeBatch{sh: sh, owners: map[string]bool{}}
 		q.next = b
 	}
 	if len(b.reqs) >= coalesceMax || b.owners[ownerKey] {
 		c.mu.Unlock()
-		return s.runOne(ctx, single, args...)
+		return s.runOne(ctx, sh.stmt.sql, s.takeArgs(sh, []take{t})...)
 	}
-	r := &takeReq{args: args, done: make(chan takeDone, 1)}
+	r := &takeReq{t: t, done: make(chan takeDone, 1)}
 	b.reqs = append(b.reqs, r)
 	b.owners[ownerKey] = true
 	c.mu.Unlock()
@@ -159,42 +156,13 @@ func (s *Client) ended(key string, q *poolQueue) {
 // the others; the store's bounds on waits and statements bound it.
 func (s *Client) runShared(b *takeBatch) {
 	ctx := context.Background()
-	if len(b.reqs) == 1 {
-		res, ok, err := s.runOne(ctx, b.single, b.reqs[0].args...)
-		b.reqs[0].done <- takeDone{res, ok, err}
-		return
-	}
-	// The single statements' arguments: $1 cluster, $2 pool, $3 kind, $4
-	// id, $5 org, $6 env, $7 node, $8 instance, $9 actor, $10 hold, $11
-	// set, $12 event id, $13 event type; fastFreshSQL's also $14 blocks to
-	// avoid, $15 row id.
-	first := b.reqs[0].args
-	var ids []string
-	var orgs, envs, nodes, insts, avoid []*string
-	var events, rows []uuid.UUID
+	takes := make([]take, len(b.reqs))
 	byOwner := make(map[string]*takeReq, len(b.reqs))
-	for _, r := range b.reqs {
-		a := r.args
-		ids = append(ids, a[3].(string))
-		orgs, envs = append(orgs, a[4].(*string)), append(envs, a[5].(*string))
-		nodes, insts = append(nodes, a[6].(*string)), append(insts, a[7].(*string))
-		events = append(events, a[11].(uuid.UUID))
-		if b.single == fastFreshSQL {
-			avoid, rows = append(avoid, a[13].(*string)), append(rows, a[14].(uuid.UUID))
-		}
-		byOwner[a[3].(string)] = r
+	for i, r := range b.reqs {
+		takes[i] = r.t
+		byOwner[r.t.owner.ID] = r
 	}
-	// Both shared statements: $1 cluster, $2 pool, $3 kind, $4 actor, $5
-	// event type, $6.. the owners' fields (fastFreshBatchSQL's with the
-	// blocks to avoid before the event ids, and the row ids last).
-	args := []any{first[0], first[1], first[2], first[8], first[12], ids, orgs, envs, nodes, insts}
-	var got []AllocateResult
-	var err error
-	if b.single == fastFreshSQL {
-		got, err = s.runMany(ctx, fastFreshBatchSQL, append(args, avoid, events, rows)...)
-	} else {
-		got, err = s.runMany(ctx, fastReuseBatchSQL, append(args, events)...)
-	}
+	got, err := s.runMany(ctx, b.sh.stmt.sql, s.takeArgs(b.sh, takes)...)
 	served := map[*takeReq]bool{}
 	for _, res := range got {
 		if r := byOwner[res.Owner.ID]; r != nil && !served[r] {

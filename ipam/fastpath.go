@@ -7,11 +7,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
 // The fast paths run the one-statement forms of an allocation
-// (fastFreshSQL, fastReuseSQL and confirmHoldSQL in statements.go).
+// (takeFreshSQL, takeReuseSQL and confirmHoldSQL in handout.go).
 
 // fastAllocate tries Allocate's fast paths: a fresh address (in an IPv4 table
 // pool, the longest-cooled reusable one) in one statement, or the plan's hold
@@ -34,39 +35,72 @@ func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 
 // fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
 // the row becomes a plan-time hold), in the pool the request names or the
-// owner's kind gives. An instance whose node has blocks draws from them: the
-// statement hands over when they exist.
+// owner's kind gives: a take of one owner (a batch of one) by takeFreshSQL,
+// or in an IPv4 table pool takeReuseSQL. An instance whose node has blocks
+// draws from them: the statement hands over when they exist.
 func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
 	pool := ownPool(req)
 	if !pool.valid() || s.paths.fastOff.Load() {
 		return AllocateResult{}, false, nil
 	}
 	o := req.Owner
-	var avoid string
-	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
-		avoid = NodeBlocksPool(pool.ClusterID, o.NodeID).ID()
-	}
-	typ := eventType(o.Kind, true)
+	sh := takeShared{stmt: takeFreshSQL, cluster: pool.ClusterID, pool: pool.ID(), kind: o.Kind,
+		eventType: eventType(o.Kind, true), hold: hold, set: o.SetID}
 	if hold > 0 {
-		typ = "allocation.reserved"
+		sh.eventType = "allocation.reserved"
 	}
-	args := []any{pool.ClusterID, pool.ID(), o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID),
-		nullable(o.NodeID), nullable(o.InstanceID), s.actor, durationInterval(hold), nullable(o.SetID), newID(), typ}
-	single := fastFreshSQL
 	if o.Kind == OwnerEnvIPv4 {
 		// IPv4 pools are table pools; from another pool the statement hands over.
-		single = fastReuseSQL
-	} else {
-		args = append(args, nullable(avoid), newID())
+		sh.stmt = takeReuseSQL
+	}
+	t := take{owner: o, event: newID(), row: newID()}
+	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
+		t.avoid = nullable(NodeBlocksPool(pool.ClusterID, o.NodeID).ID())
 	}
 	if s.outer == nil && hold == 0 && o.SetID == "" {
 		// A standalone allocation: it may share a statement (coalesce.go).
-		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, single, o, args)
+		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, sh, t)
 	}
-	if s.outer != nil && single == fastFreshSQL {
-		single = fastFreshInTxSQL // its locks last until the caller commits
+	return s.runOne(ctx, sh.stmt.sql, s.takeArgs(sh, []take{t})...)
+}
+
+// take is one owner's part of a one-statement take.
+type take struct {
+	owner      Owner
+	avoid      *string // a fresh take's: the node's blocks pool, or nil
+	event, row uuid.UUID
+}
+
+// takeShared is what the owners of one take statement share: the statement
+// (takeFreshSQL or takeReuseSQL), the pool, the owners' kind, the event's
+// type, the hold (> 0: plan-time holds) and the address set.
+type takeShared struct {
+	stmt                           namedStatement
+	cluster, pool, kind, eventType string
+	hold                           time.Duration
+	set                            string
+}
+
+// takeArgs are the take statement's parameters for the owners ts: one array
+// per owner field, one element per owner.
+func (s *Client) takeArgs(sh takeShared, ts []take) []any {
+	n := len(ts)
+	ids := make([]string, n)
+	orgs, envs, nodes, insts, avoid := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	events, rows := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	for i, t := range ts {
+		o := t.owner
+		ids[i] = o.ID
+		orgs[i], envs[i], nodes[i], insts[i] = nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)
+		avoid[i], events[i], rows[i] = t.avoid, t.event, t.row
 	}
-	return s.runOne(ctx, single, args...)
+	v := map[string]any{"cluster": sh.cluster, "pool": sh.pool, "kind": sh.kind, "actor": s.actor,
+		"event_type": sh.eventType, "hold": durationInterval(sh.hold), "set_owner": nullable(sh.set),
+		"owners": ids, "orgs": orgs, "envs": envs, "nodes": nodes, "instances": insts, "events": events}
+	if sh.stmt.name == takeFreshSQL.name {
+		v["avoid"], v["rows"], v["in_tx"] = avoid, rows, s.outer != nil
+	}
+	return sh.stmt.args(v)
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its
@@ -239,9 +273,11 @@ func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (Allocate
 	if pool == "" && o.Kind != OwnerInstance {
 		pool = ownPool(req).ID()
 	}
-	a, ok, err := s.runOne(ctx, confirmHoldSQL, req.Pool.ClusterID, o.Kind, o.ID, netip.PrefixFrom(req.Address, req.Address.BitLen()),
-		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), nullable(o.SetID), s.actor,
-		nullable(pool), newID(), eventType(o.Kind, true))
+	a, ok, err := s.runOne(ctx, confirmHoldSQL.sql, confirmHoldSQL.args(map[string]any{
+		"cluster": req.Pool.ClusterID, "kind": o.Kind, "owner": o.ID, "address": netip.PrefixFrom(req.Address, req.Address.BitLen()),
+		"org": nullable(o.OrgID), "env": nullable(o.EnvID), "node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
+		"set_owner": nullable(o.SetID), "actor": s.actor, "pool": nullable(pool), "event": newID(),
+		"event_type": eventType(o.Kind, true)})...)
 	if ok && !a.Block.Contains(a.Address) {
 		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
 	}

@@ -162,14 +162,21 @@ func TestFastStatementsReadNoIndexWhole(t *testing.T) {
 			t.Fatal(q, err)
 		}
 	}
-	args := map[string]string{
-		"fresh":  `'c1', 'c1/instance', 'instance', 'i-7', 'acme', 'prod', NULL, 'i-7', 'test', '1 hour', NULL, gen_random_uuid(), 'allocation.reserved', NULL, gen_random_uuid()`,
-		"reused": `'c1', 'c1/v4', 'env_ipv4', 'e-7', NULL, 'e-7', NULL, NULL, 'test', '1 hour', NULL, gen_random_uuid(), 'allocation.reserved'`,
+	// The values of the take statements' parameters, by name, as EXECUTE's
+	// literals: one owner each, holding a cooling row.
+	args := map[string]map[string]string{
+		"fresh": {"cluster": `'c1'`, "pool": `'c1/instance'`, "kind": `'instance'`, "owners": `'{i-7}'`,
+			"orgs": `'{acme}'`, "envs": `'{prod}'`, "nodes": `'{NULL}'`, "instances": `'{i-7}'`, "actor": `'test'`,
+			"hold": `'1 hour'`, "set_owner": `NULL`, "events": `ARRAY[gen_random_uuid()]`, "event_type": `'allocation.reserved'`,
+			"avoid": `'{NULL}'`, "rows": `ARRAY[gen_random_uuid()]`, "in_tx": `false`},
+		"reused": {"cluster": `'c1'`, "pool": `'c1/v4'`, "kind": `'env_ipv4'`, "owners": `'{e-7}'`,
+			"orgs": `'{NULL}'`, "envs": `'{e-7}'`, "nodes": `'{NULL}'`, "instances": `'{NULL}'`, "actor": `'test'`,
+			"hold": `'1 hour'`, "set_owner": `NULL`, "events": `ARRAY[gen_random_uuid()]`, "event_type": `'allocation.reserved'`},
 	}
 	checked := 0
 	for _, hs := range ipam.HotStatements() {
 		kind, _, ok := strings.Cut(strings.TrimPrefix(hs.Name, "fast path: a "), " allocation in one statement")
-		if !ok || args[kind] == "" {
+		if !ok || args[kind] == nil {
 			continue
 		}
 		checked++
@@ -177,8 +184,16 @@ func TestFastStatementsReadNoIndexWhole(t *testing.T) {
 		if _, err := raw.Exec(ctx, `PREPARE `+name+` AS `+hs.SQL); err != nil {
 			t.Fatal(err)
 		}
+		var lits []string
+		for _, p := range hs.Params {
+			v, ok := args[kind][p]
+			if !ok {
+				t.Fatalf("%s: no value for its parameter @%s", hs.Name, p)
+			}
+			lits = append(lits, v)
+		}
 		var js string
-		if err := raw.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+name+`(`+args[kind]+`)`).Scan(&js); err != nil {
+		if err := raw.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+name+`(`+strings.Join(lits, ", ")+`)`).Scan(&js); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range planNodes(t, js) {
@@ -268,18 +283,17 @@ func TestReuseMarkSkipsTakenRows(t *testing.T) {
 			t.Fatal(q, err)
 		}
 	}
-	var reuse string
+	var reuse *ipam.Statement
 	for _, hs := range ipam.HotStatements() {
 		if strings.HasPrefix(hs.Name, "fast path: a reused") {
-			reuse = hs.SQL
+			reuse = &hs
 		}
 	}
-	if reuse == "" {
+	if reuse == nil {
 		t.Fatal("no reused fast statement in ipam.HotStatements (renamed?)")
 	}
 	var js string
-	if err := raw.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+reuse,
-		"c1", "c1/big", "env_ipv4", "e-x", nil, "e-x", nil, nil, "test", "0", nil, uuid.New(), "allocation.allocated").Scan(&js); err != nil {
+	if err := raw.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+reuse.SQL, ipam.StatementArgs(*reuse, reuseTakeArgs("c1", "c1/big", "e-x"))...).Scan(&js); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := raw.Exec(ctx, `ROLLBACK`); err != nil {
@@ -291,7 +305,7 @@ func TestReuseMarkSkipsTakenRows(t *testing.T) {
 	// pages; 4 is the descent and the row's own page.
 	picks := 0
 	for _, cte := range planNodes(t, js) {
-		if cte.Subplan != "CTE cooled" {
+		if cte.Subplan != "CTE picked" {
 			continue
 		}
 		inits := 0
@@ -391,16 +405,24 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 		"release":                         {"c1", "instance", "i-7", int64(0), "test"},
 		"refresh read":                    {"c1", "instance", "i-7"},
 		"hold look (a plan's first read)": {"c1", "instance", "i-7", "test", 5 * time.Minute, "/work/test"},
-		"fast path: a fresh allocation in one statement (a counter pool)": {"c1", "c1/instance", "instance", "i-99", "acme", "prod", nil, "i-99",
-			"test", time.Duration(0), nil, id, "instance.allocated", nil, id},
-		"fast path: a reused allocation in one statement (an IPv4 table pool)": {"c1", "c1/v4", "env_ipv4", "e-99", "acme", "e-99", nil, nil,
-			"test", time.Duration(0), nil, id, "env.ipv4_addon_enabled"},
-		"fast path: apply of a planned hold in one statement": {"c1", "instance", "i-7", netip.MustParsePrefix("2001:db8::7/128"), "acme", "prod",
-			nil, "i-7", nil, "test", nil, id, "instance.allocated"},
+	}
+	// The statements with named parameters (ipam.Statement.Params).
+	named := map[string]map[string]any{
+		"fast path: a fresh allocation in one statement (a counter pool)": {"cluster": "c1", "pool": "c1/instance", "kind": "instance",
+			"owners": []string{"i-99"}, "orgs": []string{"acme"}, "envs": []string{"prod"}, "nodes": []*string{nil},
+			"instances": []string{"i-99"}, "actor": "test", "hold": time.Duration(0), "set_owner": nil,
+			"events": []uuid.UUID{id}, "event_type": "instance.allocated", "avoid": []*string{nil}, "rows": []uuid.UUID{id}, "in_tx": false},
+		"fast path: a reused allocation in one statement (an IPv4 table pool)": reuseTakeArgs("c1", "c1/v4", "e-99"),
+		"fast path: apply of a planned hold in one statement": {"cluster": "c1", "kind": "instance", "owner": "i-7",
+			"address": netip.MustParsePrefix("2001:db8::7/128"), "org": "acme", "env": "prod", "node": nil, "instance": "i-7",
+			"set_owner": nil, "actor": "test", "pool": nil, "event": id, "event_type": "instance.allocated"},
 	}
 	checked := 0
 	for _, hs := range ipam.HotStatements() {
 		a, ok := args[hs.Name]
+		if v, isNamed := named[hs.Name]; isNamed {
+			a, ok = ipam.StatementArgs(hs, v), true
+		}
 		if !ok {
 			continue
 		}
@@ -416,8 +438,8 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 			}
 		}
 	}
-	if checked != len(args) {
-		t.Fatalf("checked %d statements of ipam.HotStatements, want %d (renamed?)", checked, len(args))
+	if checked != len(args)+len(named) {
+		t.Fatalf("checked %d statements of ipam.HotStatements, want %d (renamed?)", checked, len(args)+len(named))
 	}
 }
 
@@ -473,7 +495,7 @@ func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
 	}) (generic, custom int64) {
 		t.Helper()
 		if err := q.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-			FROM pg_prepared_statements WHERE statement LIKE '%one per partial owner index%' AND statement LIKE '%next_ordinal%'`).Scan(&generic, &custom); err != nil {
+			FROM pg_prepared_statements WHERE statement LIKE '%guard owner_free%' AND statement LIKE '%next_ordinal%'`).Scan(&generic, &custom); err != nil {
 			t.Fatal(err)
 		}
 		return generic, custom
@@ -518,4 +540,13 @@ func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reuseTakeArgs are the values of the reuse take's parameters for one
+// environment's IPv4 address.
+func reuseTakeArgs(cluster, pool, env string) map[string]any {
+	return map[string]any{"cluster": cluster, "pool": pool, "kind": "env_ipv4", "owners": []string{env},
+		"orgs": []string{"acme"}, "envs": []string{env}, "nodes": []*string{nil}, "instances": []*string{nil},
+		"actor": "test", "hold": time.Duration(0), "set_owner": nil, "events": []uuid.UUID{uuid.New()},
+		"event_type": "env.ipv4_addon_enabled"}
 }

@@ -51,3 +51,13 @@ func (s *Client) Gathered(id, kind string) int {
 	}
 	return 0
 }
+
+// StatementArgs orders the values of a statement's named parameters
+// (Statement.Params) by position, as the core does.
+func StatementArgs(st Statement, v map[string]any) []any {
+	return namedStatement{name: st.Name, names: st.Params}.args(v)
+}
+
+// SQLActivateRow is the full path's hand-out of a picked or owned row, for
+// the test of its guard.
+var SQLActivateRow = sqlActivate

@@ -15,10 +15,13 @@ import (
 // lifecycle: clusters, pools, node blocks, address sets, holds, events, the
 // operator's reads, transactions, migrations.
 
-// Statement is one named SQL statement of the core.
+// Statement is one named SQL statement of the core. A statement written
+// with named parameters (handout.go) lists them in Params, by position ($1
+// is Params[0]); the others' parameters are positional in their text.
 type Statement struct {
-	Name string
-	SQL  string
+	Name   string
+	SQL    string
+	Params []string
 }
 
 // HotStatements are the statements an allocation, a hold, a release or a
@@ -26,25 +29,28 @@ type Statement struct {
 // listed separately (a wait plans like a skip).
 func HotStatements() []Statement {
 	return []Statement{
-		{"pool lookup", sqlLoadPool},
-		{"owner probe", sqlOwnerRows},
-		{"stripe pick (SKIP LOCKED)", sqlTakeStripe},
-		{"stripe pick (waiting, no SKIP LOCKED)", sqlTakeStripeWait},
-		{"fresh space left? (after a waiting pick found none)", sqlFreshLeft},
-		{"insert allocation + event (CTE)", sqlInsertFresh},
-		{"event insert", sqlInsertEvent},
-		{"reuse pick (cooled queue, SKIP LOCKED)", sqlTakeCooled},
-		{"reuse take (conditional write)", sqlActivate},
-		{"exact claim probe", sqlClaimProbe},
-		{"release", sqlRelease},
-		{"fast path: a fresh allocation in one statement (a counter pool)", fastFreshSQL},
-		{"fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", fastFreshInTxSQL},
-		{"fast path: a reused allocation in one statement (an IPv4 table pool)", fastReuseSQL},
-		{"fast path: fresh allocations of several owners in one statement (a counter pool)", fastFreshBatchSQL},
-		{"fast path: reused allocations of several owners in one statement (an IPv4 table pool)", fastReuseBatchSQL},
-		{"fast path: apply of a planned hold in one statement", confirmHoldSQL},
-		{"refresh read", sqlGetActive},
-		{"hold look (a plan's first read)", sqlFindHold},
+		{Name: "pool lookup", SQL: sqlLoadPool},
+		{Name: "owner probe", SQL: sqlOwnerRows},
+		{Name: "stripe pick (SKIP LOCKED)", SQL: sqlTakeStripe},
+		{Name: "stripe pick (waiting, no SKIP LOCKED)", SQL: sqlTakeStripeWait},
+		{Name: "fresh space left? (after a waiting pick found none)", SQL: sqlFreshLeft},
+		{Name: "insert allocation + event (CTE)", SQL: sqlInsertFresh},
+		{Name: "event insert", SQL: sqlInsertEvent},
+		{Name: "reuse pick (cooled queue, SKIP LOCKED)", SQL: sqlTakeCooled},
+		{Name: "reuse take (conditional write)", SQL: sqlActivate},
+		{Name: "exact claim probe", SQL: sqlClaimProbe},
+		{Name: "release", SQL: sqlRelease},
+		// The take statements, each for one owner (a batch of one) and for
+		// several, and the fresh take in a caller's transaction too (@in_tx
+		// chooses the pick).
+		{Name: "fast path: a fresh allocation in one statement (a counter pool)", SQL: takeFreshSQL.sql, Params: takeFreshSQL.names},
+		{Name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", SQL: takeFreshSQL.sql, Params: takeFreshSQL.names},
+		{Name: "fast path: fresh allocations of several owners in one statement (a counter pool)", SQL: takeFreshSQL.sql, Params: takeFreshSQL.names},
+		{Name: "fast path: a reused allocation in one statement (an IPv4 table pool)", SQL: takeReuseSQL.sql, Params: takeReuseSQL.names},
+		{Name: "fast path: reused allocations of several owners in one statement (an IPv4 table pool)", SQL: takeReuseSQL.sql, Params: takeReuseSQL.names},
+		{Name: "fast path: apply of a planned hold in one statement", SQL: confirmHoldSQL.sql, Params: confirmHoldSQL.names},
+		{Name: "refresh read", SQL: sqlGetActive},
+		{Name: "hold look (a plan's first read)", SQL: sqlFindHold},
 	}
 }
 
@@ -73,6 +79,10 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 // was made, and no plan marks it as being replaced.
 const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
 		AND NOT ` + replacingSQL + `, false)`
+
+// callerOriginSetting reads the origin of the transaction's caller (set by
+// sqlFastBounds or sqlFastGuard, or with its BEGIN).
+const callerOriginSetting = `current_setting('ipam.origin', true)`
 
 // callerOriginSQL is the origin of the configuration whose transaction runs
 // the statement (ipam.origin, set with its BEGIN), NULL for none.
@@ -144,10 +154,10 @@ const sqlLoadPool = `SELECT ` + poolColumns + ` FROM ipam_pools WHERE id = $1`
 // over it would wait again for the next, one holder after another. The picks
 // are MATERIALIZED CTEs so they run exactly once: a subquery in UPDATE ...
 // FROM may be rescanned by the join and pick a second stripe.
-const (
+var (
 	sqlTakeStripe = `WITH cand AS MATERIALIZED (
 		SELECT stripe, next_ordinal FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+		WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `
 		ORDER BY next_ordinal
 	), pick AS MATERIALIZED (
 		SELECT l.stripe FROM cand c, LATERAL (
@@ -159,7 +169,7 @@ const (
 	)` + sqlTakeStripeTail
 	sqlTakeStripeWait = `WITH pick AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
+		WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `
 		ORDER BY next_ordinal LIMIT 1 FOR UPDATE
 	)` + sqlTakeStripeTail
 	sqlTakeStripeTail = `
@@ -172,10 +182,10 @@ const (
 // The reuse pick takes the longest-cooled address whose cooldown has passed
 // (or, in table pools, the oldest free one), skipping the rows other
 // allocators hold, or waiting for them.
-const (
+var (
 	sqlTakeCooled     = sqlTakeCooledWait + ` SKIP LOCKED`
 	sqlTakeCooledWait = `SELECT id, generation FROM ipam_allocations
-	WHERE pool_id = $1 AND state IN ('free', 'cooling', 'reserved') AND reusable_at <= ipam_now()
+	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "ipam_now()", rows: "ipam_allocations"}) + `
 	ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
 )
 
@@ -190,8 +200,8 @@ const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 
 // sqlFreshLeft tells, after a waiting stripe pick found none, whether any stripe has
 // space left.
-const sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
-	WHERE pool_id = $1 AND next_ordinal <= last_ordinal)`
+var sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
+	WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `)`
 
 // sqlInsertFresh inserts a new row for an address never handed out before, with its
 // event, in one statement; no row when the address already has one (an exact
@@ -214,45 +224,17 @@ const sqlInsertFresh = `WITH a AS (
 // allocation or, with $10 > 0, as a plan-time hold: a conditional write on its
 // generation, so a concurrent taker makes the attempt retry. It returns the
 // row and what it was before.
-const sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
-	a AS (UPDATE ipam_allocations SET ` + activateSet + `
+var sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
+	a AS (UPDATE ipam_allocations SET ` + activateSet(rowOwner{kind: "$3", id: "$4", org: "$5", env: "$6",
+	node: "$7", instance: "$8", actor: "$9", hold: "$10::interval", set: "$11"}) + `
 	` + fromClock + `
-	WHERE id = $1 AND generation = $2 AND ` + activateReusable + `
+	WHERE id = $1 AND generation = $2 AND ` + allOf(writeGuards, guardAt{kind: "$3", owner: "$4", now: "now_at", rows: "ipam_allocations"}) + `
 	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
 		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
 
-// activateSet and activateReusable are how an existing row (free, cooling,
-// or a hold) is handed to an owner, in the two statements that do it
-// (sqlActivate, and fastReuseSQL), with the owner's
-// fields as both number them: $3 kind, $4 id, $5 org, $6 env, $7 node, $8
-// instance, $9 actor, $10 hold (> 0: a plan-time hold), $11 set.
-//
-// activateReusable is the one condition that decides reuse: another owner
-// only once the row is reusable; the same owner takes its own address back.
-//
-// Both read the clock as now_at, a column of a one-row relation in the
-// UPDATE's FROM that reads ipam_now() once (fromClock, or the fast
-// statements' pool guard): each call of ipam_now() reads the test clock's
-// table, and a statement that called it at every use paid that four to six
-// times.
-const (
-	fromClock = `FROM (SELECT ipam_now() AS now_at) clock`
-
-	activateSet = `state = CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-		generation = generation + 1,
-		owner_kind = $3, owner_id = $4, org_id = $5, env_id = $6, node_id = $7, instance_id = $8, actor = $9,
-		allocated_at = now_at, released_at = NULL, last_seen_at = now_at, set_owner = $11, confirmed_at = NULL,
-		-- A hold on a cooling address keeps its cooldown (cooling_until):
-		-- it is reusable by others only once both the hold and the
-		-- cooldown are over. A hand-out ends the cooldown.
-		reusable_at = CASE WHEN $10::interval > interval '0' THEN
-			greatest(now_at + $10::interval, cooling_until) END,
-		cooling_until = CASE WHEN $10::interval > interval '0' THEN cooling_until END,
-		reserved_until = CASE WHEN $10::interval > interval '0' THEN now_at + $10::interval END`
-	activateReusable = `state IN ('free', 'cooling', 'reserved')
-		AND (reusable_at <= now_at OR (owner_kind = $3 AND owner_id = $4))`
-)
+// fromClock reads the clock once, as now_at (see activateSet).
+const fromClock = `FROM (SELECT ipam_now() AS now_at) clock`
 
 // sqlActiveOfOwner reads the owner's active allocation, if any (a refused
 // release names it).
@@ -265,7 +247,7 @@ const sqlActiveOfOwner = `SELECT ` + allocColumns + ` FROM ipam_allocations
 // write (re-judged under the row's lock) use it both; its columns are the
 // allocation's alone.
 var releaseMatchSQL = `(generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5 AND ` +
-	ownOriginSQL("current_setting('ipam.origin', true)") + `))`
+	ownOriginSQL(callerOriginSetting) + `))`
 
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
 const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
@@ -285,7 +267,7 @@ var sqlRelease = `WITH held AS MATERIALIZED (
 		SELECT pool_id FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND ` + releaseMatchSQL + `
 	), pool AS MATERIALIZED (
-		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + fastPool + `
+		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + poolLockSQL + `
 	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
 	FROM pool p
@@ -350,375 +332,17 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 	FROM ipam_allocations a
 	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
 
-// The fast path: the common allocation (an owner that holds nothing yet) done
-// in one statement that commits on its own, so it costs one network round
-// trip instead of six. There are two, one per kind of pool, so that neither
-// carries the other's plan (a statement's executor start and end grow with
-// its plan, and cost about a quarter of its server time):
-//   - fastFreshSQL, a counter pool of one block with no exclusions and the
-//     gateway outside (the cluster's node and instance pools): a fresh
-//     address, with the same stripe pick as the full path;
-//   - fastReuseSQL, a table pool (IPv4): the longest-cooled reusable row,
-//     with the same reuse pick (sqlTakeCooled) and the same hand-out
-//     (activateSet, activateReusable) as the full path.
-//
-// Each keeps every guarantee of the full path: the same picks (so addresses
-// are unique and in order), the same unique constraints, one durable commit,
-// the event and the usage count in the same transaction. Whenever it cannot
-// be sure, it hands over to the full path by returning no row: the owner
-// holds, held or reserved something (its address must be adopted or given
-// back), the pool is of another shape or kind (the caller chose the
-// statement by the owner's kind), no stripe or row is free right now, the
-// address was claimed exactly meanwhile (the insert fails; the full path
-// steps over it), the reuse pick is another owner's expired hold (its loss
-// is recorded), or anything fails. Parameters: $1 cluster, $2 pool, the
-// owner as activateSet numbers it ($3..$11), $12 event id, $13 event type,
-// and in fastFreshSQL $14 the node's blocks pool for an instance (NULL
-// otherwise) and $15 the new row's id.
-var (
-	fastFreshSQL = fastFreshHead + freshPick + `1` + fastFreshTail
-
-	// fastFreshInTxSQL is fastFreshSQL for a caller's transaction (InTx,
-	// the scheduler's placement): it takes the lowest unlocked stripe at its
-	// current next ordinal, as the full path's waiting pick does, which is
-	// one stride past the lowest free ordinal when another allocator
-	// advanced it since the statement's snapshot. Its locks last until the
-	// caller commits, and stepping over such a stripe would hold it too, so
-	// that concurrent placements would soon find every stripe locked and
-	// wait for each other.
-	fastFreshInTxSQL = fastFreshHead + `, pick AS MATERIALIZED (
-		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED` + fastFreshTail
-
-	// fastFreshHead and fastFreshTail are fastFreshSQL around its pick.
-	fastFreshHead = fastHead + `'counter'` + counterShape + `
-			-- an instance whose node has blocks draws from them ($14 names them; NULL otherwise)
-			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = $14)` + fastPool + `
-	)`
-	fastFreshTail = `
-	), s AS (
-		-- the picked stripe by its key: one probe, not a walk over the
-		-- pool's stripes (nor its TID: when the pick locked a version
-		-- newer than the statement's snapshot, only the key finds it)
-		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + pool.stripes,
-			active = st.active + CASE WHEN $10::interval > interval '0' THEN 0 ELSE 1 END
-		FROM pool
-		WHERE st.pool_id = $2 AND st.stripe = (SELECT stripe FROM pick) AND st.next_ordinal <= st.last_ordinal
-		RETURNING st.next_ordinal - pool.stripes AS ord
-	), a AS (
-		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		SELECT $15, $1, $2, set_masklen(pool.block::inet, 128) + s.ord, s.ord,
-			CASE WHEN $10::interval > interval '0' THEN 'reserved' ELSE 'active' END, 1, $3, $4,
-			$5, $6, $7, $8, $9, pool.now_at, pool.now_at, $11,
-			CASE WHEN $10::interval > interval '0' THEN pool.now_at + $10::interval END,
-			CASE WHEN $10::interval > interval '0' THEN pool.now_at + $10::interval END
-		FROM s, pool
-		RETURNING *
-	)` + fastTail + `(SELECT block FROM pool)` + fastNetwork
-
-	fastReuseSQL = fastHead + `'table'` + fastPool + `
-	)` + reuseMarkCTEs + `
-	), cooled AS MATERIALIZED (` + reuseFromMark + `1 FOR UPDATE SKIP LOCKED
-	), a AS (
-		-- the picked row where it lies (cooled locked it, so it stays
-		-- there): a scalar subquery and a TID scan, so that no estimate can
-		-- turn a join around into a walk over the reuse queue
-		UPDATE ipam_allocations SET ` + activateSet + `
-		FROM pool
-		WHERE ctid = (SELECT cooled_ctid FROM cooled WHERE cooled_state <> 'reserved') AND ` + activateReusable + `
-		RETURNING ipam_allocations.*
-	)` + countTaken + fastTail + `(SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
-
-	// counterShape ends the pool guard of a fresh fast take (after its
-	// kind): one block, no exclusions, the gateway outside it.
-	counterShape = ` AND cardinality(cidrs) = 1 AND cardinality(exclude) = 0
-				AND (gateway IS NULL OR NOT (gateway <<= cidrs[1]))`
-
-	// reuseFromMark is a table pool's fast pick, up to its LIMIT: the
-	// reusable rows from the reuse mark on (nothing there: the full path
-	// picks from the queue's front), in queue order.
-	reuseFromMark = `
-		SELECT ctid AS cooled_ctid, state AS cooled_state, reusable_at AS cooled_at, ordinal AS cooled_ordinal
-		FROM ipam_allocations
-		WHERE pool_id = $2 AND state IN ('free', 'cooling', 'reserved')
-			-- NULL, and no row, without the pool
-			AND reusable_at <= (SELECT now_at FROM pool)
-			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
-		ORDER BY reusable_at, ordinal LIMIT `
-
-	// reuseMarkCTEs lock the counter slot a table pool's fast take counts
-	// in (slot) and read the pool's reuse mark (mark): see countTaken.
-	reuseMarkCTEs = `, slot AS MATERIALIZED (
-		-- the counter slot this take counts in (countTaken), locked before
-		-- the pick: its mark is where the pick starts
-		SELECT slot, reuse_at, reuse_ordinal FROM ipam_pool_counters
-		WHERE pool_id = $2 AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
-	), marks AS MATERIALIZED (
-		SELECT reuse_at AS at, reuse_ordinal AS ord FROM slot
-		UNION ALL -- slot 0, which every take tries first: the latest mark
-		SELECT reuse_at, reuse_ordinal FROM ipam_pool_counters WHERE pool_id = $2 AND slot = 0
-	), mark AS MATERIALIZED (
-		-- the further of the two (no mark yet: the queue's front)
-		SELECT coalesce(m.at, '-infinity') AS at, coalesce((SELECT max(ord) FROM marks WHERE at = m.at), -1) AS ord
-		FROM (SELECT max(at) AS at FROM marks) m`
-
-	// fastReuseBatchSQL is fastReuseSQL for several owners at once (the
-	// allocations a client gathered into one statement, coalesce.go): each
-	// owner's probes, the pool guard with its lock, the slot and the mark,
-	// then as many reusable rows as owners from the mark on, the k-th owner
-	// taking the k-th row, one event per row, the count and the mark of the
-	// last row in the slot. Owners that hold something are left out, and so
-	// is everyone when a row picked is another owner's expired hold (the full
-	// path records its loss); owners past the rows found take the full path.
-	// Parameters: $1 cluster, $2 pool, $3 owner kind, $4 actor, $5 event
-	// type, then one array per owner field, in the same order: $6 ids, $7
-	// orgs, $8 envs, $9 nodes, $10 instances, $11 event ids.
-	fastReuseBatchSQL = `WITH req AS MATERIALIZED (
-		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::uuid[])
-			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_event, req_n)
-	), fresh AS MATERIALIZED (` + batchOwnersFree + `
-	), pool AS (
-		SELECT cidrs, ipam_now() AS now_at FROM ipam_pools
-		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'table'` + fastPool + `
-	)` + reuseMarkCTEs + `
-	), picked AS MATERIALIZED (` + reuseFromMark + `(SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
-	), pairs AS MATERIALIZED (
-		-- the k-th owner (as the scan of fresh yields them) takes the k-th
-		-- row (as the pick yields them, in queue order): row_number() over
-		-- each scan, no sort and no count per pair
-		SELECT c.*, f.* FROM (SELECT p.*, row_number() OVER () AS pick_n FROM picked p) c
-			JOIN (SELECT g.*, row_number() OVER () AS fresh_n FROM fresh g) f ON f.fresh_n = c.pick_n
-		WHERE NOT EXISTS (SELECT 1 FROM picked WHERE cooled_state = 'reserved')
-	), a AS (
-		UPDATE ipam_allocations t SET ` + batchActivate.Replace(activateSet) + `
-		FROM pairs p, pool
-		-- each row where its pick locked it
-		WHERE t.ctid = p.cooled_ctid AND ` + batchActivate.Replace(activateReusable) + `
-		RETURNING t.*, p.req_event, p.cooled_at, p.cooled_ordinal
-	), last AS (
-		SELECT m.at, (SELECT max(cooled_ordinal) FROM a WHERE cooled_at = m.at) AS ord
-		FROM (SELECT max(cooled_at) AS at FROM a) m
-	), counted AS (
-		UPDATE ipam_pool_counters c SET active = c.active + (SELECT count(*) FROM a),
-			reuse_at = last.at, reuse_ordinal = last.ord
-		FROM last
-		WHERE c.pool_id = $2 AND c.slot = coalesce((SELECT slot FROM slot), 0) AND last.at IS NOT NULL
-	), e AS (
-		INSERT INTO ipam_events (` + eventColumns + `, at)
-		SELECT a.req_event, $5, ` + eventOfRow + `, '{}', a.allocated_at FROM a
-	)
-	SELECT ` + allocColumnsOfA + `, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)` + fastNetwork
-
-	// batchActivate turns activateSet and activateReusable, written for one
-	// owner's parameters, into fastReuseBatchSQL's: each row's owner from
-	// its pair (p), the actor its $4, no hold and no set.
-	batchActivate = strings.NewReplacer("$10::interval > interval '0'", "false", "$10", "interval '0'",
-		"$11", "NULL", "$4", "p.req_owner", "$5", "p.req_org", "$6", "p.req_env", "$7", "p.req_node",
-		"$8", "p.req_instance", "$9", "$4")
-
-	// batchOwnersFree are the owners of a shared statement that hold
-	// nothing (req: $1 cluster, $3 kind, req_owner the owner's id).
-	batchOwnersFree = `
-		SELECT r.* FROM req r
-		WHERE NOT EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state IN ('active', 'reserved'))
-			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = r.req_owner AND state = 'cooling')`
-
-	// countTaken is countMoved for a table pool's fast take: it counts the
-	// row it made active in the counter slot the statement locked first
-	// (slot), and records in that slot the position (reusable_at, ordinal)
-	// the row had in the reuse queue. It writes the slot for a hold too
-	// (which counts nothing), so that a hold moves the mark as well.
-	//
-	// The reuse mark is the further of the positions recorded in the
-	// statement's slot and in slot 0, which every take tries first (so its
-	// mark is the latest); the pick starts there. Two rows read by the key,
-	// not the pool's 32 slots: those are the rows every concurrent take
-	// writes, and reading them all cost more than the walk it saved.
-	//
-	// A take updates its row out of the queue, and the queue's index keeps
-	// the dead entry until a vacuum; the takes consume the queue from its
-	// front, so without the mark every pick stepped over every row taken
-	// since the last vacuum (343 index pages per pick after 56,337 takes
-	// from one pool). Everything before the mark was taken by a committed
-	// take, or was locked by a take in flight when a later one passed it: a
-	// row goes back below the mark only when such a take rolls back. The
-	// fast take hands over once nothing past the mark is reusable, and the
-	// full path's pick, which ignores the mark, finds the row; it is never
-	// lost. A released row comes back
-	// at now + cooldown and an expired hold at its expiry, past every mark
-	// the clock has seen. A change of the pool's layout sets every row's
-	// ordinal anew and clears the mark (sqlClearReuseMark), holding the pool
-	// lock that every take shares.
-	countTaken = `, counted AS (
-		UPDATE ipam_pool_counters c SET active = c.active + (a.state = 'active')::int,
-			reuse_at = cooled.cooled_at, reuse_ordinal = cooled.cooled_ordinal
-		FROM a, cooled
-		-- every slot held by others: wait for slot 0, as countMoved does
-		WHERE c.pool_id = $2 AND c.slot = coalesce((SELECT slot FROM slot), 0)
-	)`
-
-	// fastFreshBatchSQL is fastFreshSQL for several owners at once, the
-	// allocations a client gathered into one statement (coalesce.go): each
-	// owner's probes, the pool guard with its lock, then the stripe pick of
-	// the single statement for n owners: the n unlocked stripes with the
-	// lowest next ordinals (fewer when fewer are free), each advanced by the
-	// owners it serves, and a row and an event per owner, in one statement.
-	// The k-th owner served (in the order they came) takes the stripe of
-	// rank k mod m among the m picked (in next-ordinal order), at its
-	// (k div m)-th advance. The numbers and ranks are row_number() over the
-	// rows as their scans yield them, and each stripe's share of owners is
-	// worked out, not counted: an earlier form counted them with a subquery
-	// per owner and per stripe, whose n² little scans cost more than the
-	// rest of the statement (server CPU per allocation, 16 clients: 307 µs
-	// against 201 µs). The pairing decides only which owner gets which of
-	// the addresses, not the addresses: n owners take the next ordinal of n
-	// stripes, which are the pool's n lowest free ordinals when the stripes' next
-	// ordinals are consecutive and nothing else holds a stripe, and only a
-	// batch of more owners than stripes free takes a stripe twice. Owners
-	// that hold something, or whose node has blocks, are left out (they
-	// return no row, and take the full path), and so is an owner whose
-	// stripe has no room for its advance. Parameters: $1 cluster, $2 pool,
-	// $3 owner kind, $4 actor, $5 event type, then one array per owner
-	// field, in the same order: $6 ids, $7 orgs, $8 envs, $9 nodes, $10
-	// instances, $11 the node's blocks pool (NULL: none), $12 event ids, $13
-	// row ids.
-	fastFreshBatchSQL = `WITH req AS MATERIALIZED (
-		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::uuid[], $13::uuid[])
-			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
-	), fresh AS MATERIALIZED (
-		-- the owners served: those that hold nothing, and whose node has no
-		-- blocks, each numbered from 0 (req_k) as the scan of req yields them
-		SELECT f.*, row_number() OVER () - 1 AS req_k FROM (` + batchOwnersFree + `
-			AND NOT EXISTS (SELECT 1 FROM ipam_pools b WHERE b.id = r.req_avoid)) f
-	), pool AS (
-		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
-		WHERE id = $2 AND EXISTS (SELECT 1 FROM fresh) AND kind = 'counter'` + counterShape + fastPool + `
-	)` + freshPick + `(SELECT n FROM pool)
-	), ranked AS MATERIALIZED (
-		-- each stripe picked, its rank (from 0, in the pick's next-ordinal
-		-- order), how many were picked (m) and how many owners it serves
-		-- (k): one for each of the n owners whose number is its rank modulo
-		-- m, as far as its room goes
-		SELECT r.*, least(r.n / r.m + (r.rank < r.n % r.m)::int, (r.last_ordinal - r.next_ordinal) / r.stride + 1) AS k
-		FROM (SELECT p.*, row_number() OVER () - 1 AS rank, count(*) OVER () AS m,
-				(SELECT n FROM pool) AS n, (SELECT stripes FROM pool) AS stride
-			FROM pick p) r
-	), s AS (
-		-- the stripes picked by their key (see fastFreshSQL), each advanced
-		-- past the owners it serves
-		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + r.k * r.stride, active = st.active + r.k
-		FROM ranked r
-		WHERE st.pool_id = $2 AND st.stripe = ANY (ARRAY(SELECT stripe FROM ranked)) AND st.stripe = r.stripe
-			AND st.next_ordinal = r.next_ordinal AND r.k > 0
-		RETURNING r.rank, r.m, r.k, r.next_ordinal AS ord
-	), a AS (
-		-- owner number j takes the stripe of rank j mod m, at its (j div
-		-- m)-th advance
-		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		SELECT f.req_row, $1, $2, set_masklen(pool.block::inet, 128) + (s.ord + (f.req_k / s.m) * pool.stripes),
-			s.ord + (f.req_k / s.m) * pool.stripes, 'active', 1, $3, f.req_owner, f.req_org, f.req_env, f.req_node,
-			f.req_instance, $4, pool.now_at, pool.now_at, NULL, NULL, NULL
-		FROM fresh f JOIN s ON s.rank = f.req_k % s.m AND f.req_k / s.m < s.k, pool
-		RETURNING *
-	), e AS (
-		INSERT INTO ipam_events (` + eventColumns + `, at)
-		SELECT r.req_event, $5, ` + eventOfRow + `, '{}', a.allocated_at FROM a JOIN req r ON r.req_row = a.id
-	)
-	SELECT ` + allocColumnsOfA + `, (SELECT block FROM pool)` + fastNetwork
-
-	// freshPick is the stripe pick of the fast fresh takes, up to its LIMIT
-	// (the stripes it takes): the pool's stripes with room, lowest next
-	// ordinal first, as the statement's snapshot sees them (cand), and of
-	// those the first that no other allocator holds and that still has the
-	// next ordinal seen (pick). A stripe that another allocator advanced and
-	// let go since the snapshot is locked at its new version, which is no
-	// longer the lowest: the recheck of its lock fails the equality, and
-	// the pick steps over it (keeping its lock) to the next. Without that,
-	// an allocator that read the stripes just before another's commit took
-	// the stripe the other had just advanced, one stride past the lowest
-	// free ordinal. One probe by the key per stripe tried.
-	freshPick = `, cand AS MATERIALIZED (
-		SELECT stripe, next_ordinal FROM ipam_pool_stripes
-		WHERE pool_id = $2 AND next_ordinal <= last_ordinal AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY next_ordinal
-	), pick AS MATERIALIZED (
-		-- in cand's order (a nested loop over it keeps it)
-		SELECT l.* FROM cand c, LATERAL (
-			SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes st
-			WHERE st.pool_id = $2 AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
-			FOR UPDATE SKIP LOCKED
-		) l
-		LIMIT `
-
-	// fastHead is the owner probe and the start of the pool guard, up to
-	// the kind it requires.
-	fastHead = `WITH owner AS (
-		-- two probes, one per partial owner index (one IN over three states would match neither)
-		SELECT 1 WHERE EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state IN ('active', 'reserved'))
-			OR EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = $1 AND owner_kind = $3 AND owner_id = $4 AND state = 'cooling')
-	), pool AS (
-		-- now_at: the statement's one read of the clock
-		SELECT cidrs, cidrs[1] AS block, stripes, ipam_now() AS now_at FROM ipam_pools
-		WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM owner) AND kind = `
-	// fastPool ends the pool guard: the allocator's pool lock.
-	fastPool = `
-		FOR KEY SHARE -- the allocator's pool lock (see lockPoolShared)`
-	// fastTail is the event of the row a, and what the statement returns:
-	// the row, then its block (each statement's own expression), then
-	// fastNetwork.
-	fastTail = eventOfA + `
-	SELECT ` + allocColumnsOfA + `, `
-	// eventOfA is the CTE e, the event ($12 its id, $13 its type) of the row
-	// a, at the row's allocated_at: the statement's own read of the clock.
-	eventOfA = `, e AS (
-		INSERT INTO ipam_events (` + eventColumns + `, at)
-		SELECT $12, $13, ` + eventOfRow + `, '{}', a.allocated_at FROM a
-	)`
-	// fastNetwork ends a fast statement: the cluster's network settings.
-	fastNetwork = `, ` + networkColumns + ` FROM a` + networkJoin
-)
+// fastNetwork ends a one-statement take (handout.go): the cluster's network
+// settings of the rows "a" it returns.
+const fastNetwork = `, ` + networkColumns + ` FROM a` + networkJoin
 
 // networkColumns are the cluster's WorkloadSpec network settings, read in
 // the fast statements (an instance's allocation returns them) through
 // networkJoin: one probe of the cluster's row.
 const (
 	networkColumns = `net.gateway_ipv6, net.mtu, net.dns_servers`
-	networkJoin    = ` LEFT JOIN LATERAL (SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1) net ON true`
+	networkJoin    = ` LEFT JOIN LATERAL (SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = @cluster) net ON true`
 )
-
-// confirmHoldSQL turns the owner's plan-time hold on exactly the planned
-// address into the allocation, with its event: the usual apply of a planned
-// address, in one statement. It takes the hold's pool lock (FOR KEY SHARE)
-// before it touches the row, as every allocator does: a shrink or destroy
-// holding the pool (FOR UPDATE) goes first, and the statement then finds
-// the pool as it left it (the hold gone, or still inside). Without the lock
-// the row trigger of migration 12 would still refuse an address outside the
-// pool, but only after the row was locked, against the writer's order.
-var confirmHoldSQL = `WITH held AS MATERIALIZED (
-		SELECT pool_id FROM ipam_allocations
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved' AND address = $4
-	), pool AS MATERIALIZED (
-		-- the pool asked for; NULL (an instance): the pool its plan took it from
-		SELECT id FROM ipam_pools
-		WHERE id = (SELECT pool_id FROM held) AND id = coalesce($11, id) AND cluster_id = $1 AND kind <> 'parked'` + fastPool + `
-	), a AS (
-		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
-			org_id = $5, env_id = $6, node_id = $7, instance_id = $8, set_owner = $9,
-			allocated_at = now_at, last_seen_at = now_at, released_at = NULL, confirmed_at = NULL,
-			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
-		` + fromClock + `
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'reserved'
-			AND address = $4 AND actor = $10 AND ` + ownOriginSQL("current_setting('ipam.origin', true)") + `
-			AND pool_id = (SELECT id FROM pool)
-		RETURNING ipam_allocations.*
-	)` + eventOfA + movedIn + countMoved + `
-	SELECT ` + allocColumnsOfA + `, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), ` + networkColumns + ` FROM a` + networkJoin
 
 // The one definition of a row's state, as every reader and writer judges it
 // (at ipam_now(); the row is "a"). A hold (state 'reserved') is live while

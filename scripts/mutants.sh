@@ -29,7 +29,7 @@ fi
 # (migrations/functions/NAME.sql), never in a numbered migration: Migrate
 # applies the definitions last, so a mutant of an older copy would be dead.
 mutants=(
-	"confirm-forgets-pool-lock|ipam/statements.go|s/(kind <> 'parked'\` \+ )fastPool( \+ \`\n\t\), a AS \(\n\t\tUPDATE ipam_allocations SET state = 'active')/\$1\"\"\$2/|^TestExploreInterleavings\$|./ipam/"
+	"confirm-forgets-pool-lock|ipam/handout.go|s/(kind <> 'parked'\n\t\t\`\+)guardPoolLock.in\(guardAt\{\}\)\+\`/\$1\`/|^TestExploreInterleavings\$|./ipam/"
 	"row-trigger-accepts-outside|migrations/functions/ipam_allocations_in_pool.sql|s/(-- Inside its pool, as migration 12 had it\.\n(?:.*\n){4})    IF NOT FOUND THEN/\$1    IF false THEN/|^TestSchemaInvariants\$|./ipam/"
 	"row-trigger-skips-confirm|migrations/012_in_pool.sql|s/AND \(OLD.state IS DISTINCT FROM NEW.state OR /AND (/|^TestSchemaInvariants\$|./ipam/"
 	"pool-trigger-accepts-shrink|migrations/functions/ipam_pools_keep_live_rows.sql|s/IF FOUND THEN\n        RAISE EXCEPTION 'pool %/IF false THEN\n        RAISE EXCEPTION 'pool %/|^TestSchemaInvariants\$|./ipam/"
@@ -49,7 +49,6 @@ mutants=(
 	"stale-judges-every-holder|ipam/statements.go|s/const staleSQL = stateHeldSQL \+ \`\n\tAND /const staleSQL = \`/|^TestStaleLeaks\$|./ipam/"
 	"release-ignores-fresh-create|ipam/ops_release.go|s/if f.held \{\n(\t+)if !req.Force/if f.confirmed != nil {\n\$1if !req.Force/|^TestReleaseAllocation\$|./ipam/"
 	"inventory-judges-terraform-allocations|ipam/ops_leaks.go|s/if cur.stateHeld \{/if false {/|^TestInventoryLeaksAndSafeReclaim\$|./ipam/"
-	"fast-owner-probe-forgets-cooling|ipam/statements.go|s/\n\t\t\tOR EXISTS \(SELECT 1 FROM ipam_allocations\n\t\t\t\tWHERE cluster_id = \\\$1 AND owner_kind = \\\$3 AND owner_id = \\\$4 AND state = 'cooling'\)//|^TestHandOutRulesOnEveryPath\$|./ipam/"
 	"release-refusal-silent|ipam/release.go|s/if herr == nil && \(held.Actor != s.actor \x7c\x7c !s.ownOrigin\(held\)\) \{/if false {/|^TestReleaseWithoutGenerationKeepsToItsActor\$|./ipam/"
 	"replacement-mark-any-origin|ipam/statements.go|s/ AND \(replace_origin IS NULL OR replace_origin = \\\$2::text\)\)\`/)\`/|^TestReplacementMarkHoldsForItsOrigin\$|./ipam/"
 	"vanished-pool-is-not-found|ipam/pool.go|s/would name nothing that is missing.\n\t\treturn errRetry/would name nothing that is missing.\n\t\treturn ErrNotFound/|^TestInstanceRacingBlockReleaseFindsItsPool\$|./ipam/"
@@ -57,7 +56,7 @@ mutants=(
 	"trigger-records-no-origin|migrations/functions/ipam_allocations_in_pool.sql|s/IF coalesce\(current_setting\('ipam.origin', true\), ''\) <> '' THEN/IF false THEN/|^TestConcurrentCreatesOfTwoOriginsNeverBothSucceed\$|./ipam/"
 	"inherit-keeps-foreign-owner|ipam/statements.go|s/ELSE t.cluster_id \x7c\x7c '\/' \x7c\x7c t.owner_id END AS owner_id/ELSE t.owner_id END AS owner_id/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/"
 	"lost-hold-takes-new-hold|ipam/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/"
-	"release-locks-pool-late|ipam/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\` \+ )fastPool/\$1\"\"/|^TestExploreInterleavings\$|./ipam/"
+	"release-locks-pool-late|ipam/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\` \+ )poolLockSQL/\$1\"\"/|^TestExploreInterleavings\$|./ipam/"
 	"refresh-answers-stale|ipam/lookup.go|s/err == nil && tag.RowsAffected\(\) == 0 \{/err == nil \&\& false \&\& tag.RowsAffected() == 0 {/|^TestExploreInterleavings\$|./ipam/"
 	"reads-unguarded|ipam/conn.go|s/if lock <= 0 && stmt <= 0 \{\n\t\treturn ctx, nil/if true {\n\t\treturn ctx, nil/|^TestReadsWaitAtMostTheLockBound\$|./ipam/"
 	"replacement-mark-never-ends|ipam/statements.go|s/coalesce\(replace_generation = generation AND /coalesce(/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
@@ -68,16 +67,29 @@ mutants=(
 	"set-release-ignores-generation|ipam/set.go|s/SetMemberOwner\(Owner\{\}, setID, key\), generations\[key\]\)/SetMemberOwner(Owner{}, setID, key), 0)/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"adoption-ignores-origin|ipam/hold.go|s/if held.State != StateActive \x7c\x7c s.ownOrigin\(held\) \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
 	"hold-look-ignores-origin|ipam/statements.go|s/AND \` \+ ownOriginSQL\(\"\\\$6::text\"\) \+ \`,/AND true,/|^TestHoldIsItsConfigurations\$|./ipam/"
-	"hold-confirm-ignores-origin|ipam/statements.go|s/AND actor = \\\$10 AND \` \+ ownOriginSQL\(\"current_setting\('ipam.origin', true\)\"\) \+ \`/AND actor = \\\$10/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"foreign-live-hold-taken|ipam/hold.go|s/\tcase foreign && held.Actor == s.actor:/\tcase false:/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"owner-taken-hold-forgotten|ipam/hold.go|s/return s.ownerTaken\(ctx, req, h, err\)/return h, err/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"lost-hold-shown-to-anyone|ipam/hold.go|s/if l != nil && l.ownerTaken && \(l.holderActor != s.actor \x7c\x7c l.holderOrigin != s.origin\) \{/if false {/|^TestHoldIsItsConfigurations\$|./ipam/"
-	"release-without-generation-ignores-origin|ipam/statements.go|s/= \\\$5 AND \` \+\n\townOriginSQL\(\"current_setting\('ipam.origin', true\)\"\) \+ \`\)\)\`/= \\\$5))\`/|^TestOriginDecidesAdoption\$|./ipam/"
+	"release-without-generation-ignores-origin|ipam/statements.go|s/= \\\$5 AND \` \+\n\townOriginSQL\(callerOriginSetting\) \+ \`\)\)\`/= \\\$5))\`/|^TestOriginDecidesAdoption\$|./ipam/"
 	"go-client-adopts-configurations|ipam/hold.go|s/return a.Origin == \"\" \x7c\x7c a.Origin == s.origin/return s.origin == \"\" \x7c\x7c a.Origin == \"\" \x7c\x7c a.Origin == s.origin/|^TestOriginDecidesAdoption\$|./ipam/"
 	"listing-confirms|ipam/lookup.go|s/if stale && !s.peek \{/if stale {/|^TestManagersAndPeek\$|./ipam/"
 	"listing-offers-managed-allocations|ipam/ops_list.go|s/if f.Unmanaged \{/if false {/|^TestManagersAndPeek\$|./ipam/"
 	"pool-created-without-origin|migrations/functions/ipam_record_creator_origin.sql|s/NEW.creator_origin := nullif\(current_setting\('ipam.origin', true\), ''\);/NEW.creator_origin := NULL;/|^TestManagersAndPeek\$|./ipam/"
-	"batch-shares-a-stripe-advance|ipam/statements.go|s/JOIN s ON s.rank = f.req_k % s.m AND/JOIN s ON s.rank = (f.req_k \/ 2) % s.m AND/|^TestSharedStatementHandsOutConsecutiveAddresses\$|./ipam/"
+	"batch-shares-a-stripe-advance|ipam/handout.go|s/JOIN s ON s.rank = f.req_k % s.m AND/JOIN s ON s.rank = (f.req_k \/ 2) % s.m AND/|^TestSharedStatementHandsOutConsecutiveAddresses\$|./ipam/"
+	# The hand-out guards (ipam/handout.go): each mutant makes one guard's
+	# definition in the registry pass everything, in every statement that
+	# carries it (TestEveryGuardHasAMutant requires one per guard); the last
+	# leaves one guard out of one statement, which the proof test catches.
+	"guard-owner-free|ipam/handout.go|s/(guardOwnerFree = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
+	"guard-node-blocks-first|ipam/handout.go|s/(guardNodeBlocksFirst = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
+	"guard-counter-shape|ipam/handout.go|s/(guardCounterShape = guard\{[^\n]*\n\t\tfunc\(guardAt\) string \{\n\t\t\treturn \`)/\$1kind IN ('counter', 'table') OR /|^TestHandOutRulesOnEveryPath\$|./ipam/"
+	"guard-pool-lock|ipam/handout.go|s/(guardPoolLock = guard\{[^\n]*\n\t\tfunc\(guardAt\) string \{ return )poolLockSQL/\$1\"\\n\"/|^TestExploreInterleavings\$|./ipam/"
+	"guard-stripe-room|ipam/handout.go|s/(guardStripeRoom = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{ return )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
+	"guard-cooled|ipam/handout.go|s/(guardCooled = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
+	"guard-reusable-or-own|ipam/handout.go|s/(guardReusableOrOwn = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutWriteRejudgesTheRow\$|./ipam/"
+	"guard-no-expired-hold|ipam/handout.go|s/(guardNoExpiredHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
+	"guard-own-hold|ipam/handout.go|s/(guardOwnHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHoldIsItsConfigurations\$|./ipam/"
+	"statement-drops-guard|ipam/handout.go|s/(SELECT r.\* FROM req r\n\t\tWHERE )\`\+allOf\(servedGuards, ownerOfReq\)\+\`/\$1true/|^TestEveryHandOutStatementCarriesItsGuards\$|./ipam/"
 )
 
 if $check_only; then

@@ -1,0 +1,142 @@
+package ipam
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var guardMarkerRe = regexp.MustCompile(`/\* guard ([a-z_]+) \*/ `)
+
+// Every statement that hands out an address, or picks one for the full path
+// to hand out, carries exactly the guards handOutStatements says, each
+// taken from the registry (the marker followed by the registry's SQL for
+// it): a guard left out of one statement, restated by hand, or added to a
+// statement without saying so fails here.
+func TestEveryHandOutStatementCarriesItsGuards(t *testing.T) {
+	known := map[string]guard{}
+	for _, g := range handOutGuards {
+		if _, dup := known[g.name]; dup {
+			t.Errorf("guard %s is in the registry twice", g.name)
+		}
+		known[g.name] = g
+	}
+	carried := map[string]int{}
+	for _, h := range handOutStatements() {
+		var got []string
+		for _, m := range guardMarkerRe.FindAllStringSubmatch(h.sql, -1) {
+			got = append(got, m[1])
+			carried[m[1]]++
+		}
+		for _, g := range h.guards {
+			if !slices.Contains(got, g.name) {
+				t.Errorf("%s: lacks the guard %s (%s)", h.name, g.name, g.rule)
+			}
+		}
+		for _, n := range got {
+			if _, ok := known[n]; !ok {
+				t.Errorf("%s: carries a guard %s that the registry does not define", h.name, n)
+				continue
+			}
+			if !slices.ContainsFunc(h.guards, func(g guard) bool { return g.name == n }) {
+				t.Errorf("%s: carries the guard %s, which handOutStatements does not list for it", h.name, n)
+			}
+		}
+		// What follows each marker is the registry's SQL, not a copy edited
+		// in place: its first words are the definition's whatever the
+		// statement's expressions are.
+		for _, loc := range guardMarkerRe.FindAllStringSubmatchIndex(h.sql, -1) {
+			g := known[h.sql[loc[2]:loc[3]]]
+			if g.name == "" {
+				continue
+			}
+			want := g.in(guardAt{cluster: "?", kind: "?", owner: "?", avoid: "?", now: "?", rows: "?"})
+			want = strings.TrimPrefix(want, guardMarker(g.name))
+			head, _, _ := strings.Cut(want, "?")
+			if !strings.HasPrefix(h.sql[loc[1]:], head) {
+				t.Errorf("%s: the guard %s reads %.60q, not the registry's %.60q", h.name, g.name, h.sql[loc[1]:], head)
+			}
+		}
+	}
+	for _, g := range handOutGuards {
+		if carried[g.name] == 0 {
+			t.Errorf("guard %s is carried by no hand-out statement", g.name)
+		}
+	}
+}
+
+// A guard's marker is written in one place, guardMarker: a statement
+// elsewhere cannot claim a guard it does not take from the registry.
+func TestGuardMarkersComeFromTheRegistry(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(src), "/* guard ")
+		if name == "handout.go" {
+			n-- // guardMarker itself
+		}
+		if n != 0 {
+			t.Errorf("%s writes a guard's marker by hand %d times: take the guard from the registry (guard.in)", name, n)
+		}
+	}
+}
+
+// Every guard has a mutant (scripts/mutants.sh, named guard-NAME) that
+// breaks its definition in the registry, and names the tests that must fail
+// then: a guard no test depends on is a guard nothing checks.
+func TestEveryGuardHasAMutant(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "scripts", "mutants.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range handOutGuards {
+		name := "guard-" + strings.ReplaceAll(g.name, "_", "-")
+		if !strings.Contains(string(src), `"`+name+`|ipam/handout.go|`) {
+			t.Errorf("guard %s has no mutant %s of ipam/handout.go in scripts/mutants.sh", g.name, name)
+		}
+	}
+}
+
+// The compiler of named parameters numbers each name once, in order of first
+// use, leaves string literals, quoted identifiers and comments alone, and
+// refuses a positional parameter and a missing or unknown value.
+func TestNamedStatements(t *testing.T) {
+	st := named("t", `SELECT @b, '@x', "@y" -- @z's
+		/* @w */ , @a::int, @b, a @> b, @y`)
+	if want := `SELECT $1, '@x', "@y" -- @z's
+		/* @w */ , $2::int, $1, a @> b, $3`; st.sql != want {
+		t.Errorf("compiled to %q, want %q", st.sql, want)
+	}
+	if !slices.Equal(st.names, []string{"b", "a", "y"}) {
+		t.Errorf("names %v, want [b a y]", st.names)
+	}
+	if got := st.args(map[string]any{"a": 1, "b": 2, "y": 3}); !slices.Equal(got, []any{2, 1, 3}) {
+		t.Errorf("args %v, want [2 1 3]", got)
+	}
+	for what, f := range map[string]func(){
+		"a positional parameter": func() { named("t", `SELECT $1`) },
+		"a missing value":        func() { st.args(map[string]any{"a": 1, "b": 2}) },
+		"an unknown value":       func() { st.args(map[string]any{"a": 1, "b": 2, "y": 3, "c": 4}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", what)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -1,0 +1,105 @@
+package ipam
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// namedStatement is a statement written with named parameters (@cluster,
+// @pool) and compiled, once, into what the server runs: the same text with
+// each name turned into its position ($1, $2, in order of first use). A
+// reader sees the statement whole, every parameter by its name, and no
+// fragment carries a number that another fragment must agree with; the
+// server gets a positional statement, prepared once per connection like any
+// other (pgx.NamedArgs would rewrite the text again at every call).
+type namedStatement struct {
+	name  string   // what HotStatements and errors call it
+	sql   string   // the positional text
+	names []string // the parameters, by position
+}
+
+// named compiles a statement with named parameters. A name is @ followed by
+// a letter and letters, digits or underscores; '@' inside a string literal,
+// a quoted identifier or a comment is left alone. It panics on a statement
+// without parameters' names where it needs one (a stray $n), so that a
+// mistake fails at package initialisation, in every test.
+func named(name, sql string) namedStatement {
+	var b strings.Builder
+	st := namedStatement{name: name}
+	pos := map[string]int{}
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := i + 1
+			for j < len(sql) && sql[j] != c {
+				j++
+			}
+			b.WriteString(sql[i:min(j+1, len(sql))])
+			i = j + 1
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			j := strings.IndexByte(sql[i:], '\n')
+			if j < 0 {
+				j = len(sql) - i
+			}
+			b.WriteString(sql[i : i+j])
+			i += j
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+			j := strings.Index(sql[i+2:], "*/")
+			if j < 0 {
+				panic(fmt.Sprintf("statement %s: an unterminated comment", name))
+			}
+			b.WriteString(sql[i : i+2+j+2])
+			i += 2 + j + 2
+		case c == '$' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9':
+			panic(fmt.Sprintf("statement %s: a positional parameter in a named statement (name it @...)", name))
+		case c == '@' && i+1 < len(sql) && isNameStart(sql[i+1]):
+			j := i + 1
+			for j < len(sql) && isNamePart(sql[j]) {
+				j++
+			}
+			n := sql[i+1 : j]
+			k, ok := pos[n]
+			if !ok {
+				st.names = append(st.names, n)
+				k = len(st.names)
+				pos[n] = k
+			}
+			b.WriteString("$" + strconv.Itoa(k))
+			i = j
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	st.sql = b.String()
+	return st
+}
+
+func isNameStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isNamePart(c byte) bool  { return isNameStart(c) || c >= '0' && c <= '9' }
+
+// args orders the values of the statement's parameters by position. Every
+// parameter must have a value, and every value a parameter: a misspelt or
+// forgotten name panics (a programming error, which every test of the
+// statement finds), never runs with NULL.
+func (st namedStatement) args(v map[string]any) []any {
+	out := make([]any, len(st.names))
+	for i, n := range st.names {
+		x, ok := v[n]
+		if !ok {
+			panic(fmt.Sprintf("statement %s: no value for @%s", st.name, n))
+		}
+		out[i] = x
+	}
+	if len(v) != len(st.names) {
+		for n := range v {
+			if !slices.Contains(st.names, n) {
+				panic(fmt.Sprintf("statement %s: a value for @%s, which it does not use", st.name, n))
+			}
+		}
+	}
+	return out
+}
