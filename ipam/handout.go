@@ -85,13 +85,19 @@ var (
 	// nothing in the cluster (active, held or cooling); any other owner goes
 	// to the full path, which gives it back what it holds, its own cooling
 	// address first, or names the conflict. Two probes, one per partial
-	// owner index (one IN over three states would match neither).
+	// owner index (one IN over three states would match neither), each by
+	// the owner's key: OFFSET 0 keeps each a subplan run per owner, where
+	// the planner would otherwise turn it into an anti join that walks every
+	// owner of the cluster's kind (a plan chosen once per connection, on
+	// whatever the table held then).
 	guardOwnerFree = guard{"owner_free", "a one-statement take serves only an owner that holds nothing in the cluster; the full path gives an owner its own address back first",
 		func(at guardAt) string {
 			return `NOT EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state IN ('active', 'reserved'))
+				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state IN ('active', 'reserved')
+				OFFSET 0)
 			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
-				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state = 'cooling')`
+				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state = 'cooling'
+				OFFSET 0)`
 		}, false}
 
 	// guardNodeBlocksFirst: an instance whose node has instance blocks draws
