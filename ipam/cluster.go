@@ -34,12 +34,6 @@ const (
 	DefaultStripes = 32
 )
 
-// Categories of the system pools every cluster has.
-const (
-	CategoryNode     = "node"
-	CategoryInstance = "instance"
-)
-
 // Cluster is one cluster: its IPv6 prefix carved into node and instance
 // sub-prefixes, the cooldowns, and the WorkloadSpec network settings.
 type Cluster struct {
@@ -57,6 +51,12 @@ type Cluster struct {
 	AsWritten map[string]string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Network is the WorkloadSpec network block the cluster hands its
+// instances.
+func (c Cluster) Network() Network {
+	return Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}
 }
 
 // ApplyDefaults fills the zero fields with the spec's defaults, carving the
