@@ -289,3 +289,21 @@ func validateSetMember(o Owner) error {
 	}
 	return nil
 }
+
+func asWritten(written map[string]string, values map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range values {
+		var parsed any
+		var err error
+		switch v.(type) {
+		case time.Duration:
+			parsed, err = ParseDuration(written[k])
+		case netip.Prefix:
+			parsed, err = ParsePrefix(written[k])
+		}
+		if err == nil && parsed == v {
+			out[k] = written[k]
+		}
+	}
+	return out
+}

@@ -47,10 +47,8 @@ const (
 	kindParked  = "parked"  // a released block's rows still cooling: nothing allocates here
 )
 
-// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DefaultStripes is the number of counters per pool (see DESIGN.md).
+const DefaultStripes = 32
 
 // Ref is the pool's typed reference.
 func (p *Pool) Ref() PoolRef { return PoolRef{p.ClusterID, p.Name} }
@@ -291,4 +289,26 @@ func lockPoolsExclusive(ctx context.Context, tx pgx.Tx, query string, args ...an
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// nonNil is ps, or an empty list for none (a JSON [] rather than null).
+func nonNil(ps []netip.Prefix) []netip.Prefix {
+	if ps == nil {
+		return []netip.Prefix{}
+	}
+	return ps
+}
+
+// fillBlock sets a.Block to the pool block that holds a.Address.
+func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
+	var cidrs []netip.Prefix
+	if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, a.PoolID).Scan(&cidrs); err != nil {
+		return s.mapErr(err)
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return nil
 }

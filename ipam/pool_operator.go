@@ -440,13 +440,6 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 	return out, err
 }
 
-func nonNil(ps []netip.Prefix) []netip.Prefix {
-	if ps == nil {
-		return []netip.Prefix{}
-	}
-	return ps
-}
-
 // DeletePool deletes an operator pool. Unless force is set, a pool that still
 // holds active addresses is refused, naming how many. Holds are dropped, and
 // addresses inside their cooldown stay behind as tombstones (emptyPools).
