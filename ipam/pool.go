@@ -50,6 +50,9 @@ const (
 // DefaultStripes is the number of counters per pool (see DESIGN.md).
 const DefaultStripes = 32
 
+// MaxTablePoolSize bounds an IPv4 pool: one row is stored per usable address.
+const MaxTablePoolSize = 1 << 20
+
 // Ref is the pool's typed reference.
 func (p *Pool) Ref() PoolRef { return PoolRef{p.ClusterID, p.Name} }
 
@@ -311,4 +314,29 @@ func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
 		}
 	}
 	return nil
+}
+
+// syncTableRows makes the rows of a table pool match its layout: a free row
+// for every usable address that has none, and every row's ordinal set from
+// the layout (block order is allocation order), and the pool's reuse mark
+// cleared (its ordinals are new). Runs are inserted set-wise with
+// generate_series, all of them in one statement: a /12 is not a million
+// statements, nor 20,000 runs 20,000 round trips.
+func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if p.Kind != kindTable && p.Kind != kindBlocks {
+		return nil
+	}
+	runs := p.layout.Runs()
+	starts := make([]netip.Prefix, len(runs))
+	firsts, lasts := make([]int64, len(runs)), make([]int64, len(runs))
+	for i, r := range runs {
+		starts[i], firsts[i], lasts[i] = netip.PrefixFrom(r.Start, r.Start.BitLen()), r.First, r.Last
+	}
+	if len(runs) > 0 {
+		if _, err := tx.Exec(ctx, sqlInsertTableRows, p.ClusterID, p.ID, starts, firsts, lasts); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, sqlClearReuseMark, p.ID)
+	return err
 }
