@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -285,13 +284,6 @@ func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner)
 	}
 	return a, insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
 		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
-}
-
-// ownerConflict is the owner_conflict error of an allocation another
-// configuration or actor manages (its Detail says why and what to do).
-func ownerConflict(held Allocation) *OwnerConflictError {
-	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
-		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID}
 }
 
 func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
@@ -604,20 +596,6 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
 	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
-}
-
-// prefixList writes every prefix, separated by ", " (in linear time: a
-// pool's 20,000 exclusions make one string of their length). Messages use
-// prefixSummary, which lists a few.
-func prefixList(ps []netip.Prefix) string {
-	var b strings.Builder
-	for i, p := range ps {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(p.String())
-	}
-	return b.String()
 }
 
 // UpdateLabels changes the lookup labels (org, env, node, instance) of the

@@ -30,14 +30,6 @@ const (
 	MaxMTU        = 65535
 	// MaxClusterPrefixLen: a cluster prefix is at least a /64.
 	MaxClusterPrefixLen = 64
-	// DefaultStripes is the number of counters per pool (see DESIGN.md).
-	DefaultStripes = 32
-)
-
-// Categories of the system pools every cluster has.
-const (
-	CategoryNode     = "node"
-	CategoryInstance = "instance"
 )
 
 // Cluster is one cluster: its IPv6 prefix carved into node and instance
@@ -57,6 +49,12 @@ type Cluster struct {
 	AsWritten map[string]string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Network is the WorkloadSpec network block the cluster hands its
+// instances.
+func (c Cluster) Network() Network {
+	return Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}
 }
 
 // ApplyDefaults fills the zero fields with the spec's defaults, carving the
@@ -219,33 +217,6 @@ func prefixAddrs(ps []netip.Prefix) []netip.Addr {
 func (c Cluster) asWritten() map[string]string {
 	return asWritten(c.AsWritten, map[string]any{"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown,
 		"prefix": c.Prefix, "node_prefix": c.NodePrefix, "instance_prefix": c.InstancePrefix})
-}
-
-func asWritten(written map[string]string, values map[string]any) map[string]string {
-	out := map[string]string{}
-	for k, v := range values {
-		var parsed any
-		var err error
-		switch v.(type) {
-		case time.Duration:
-			parsed, err = ParseDuration(written[k])
-		case netip.Prefix:
-			parsed, err = ParsePrefix(written[k])
-		}
-		if err == nil && parsed == v {
-			out[k] = written[k]
-		}
-	}
-	return out
-}
-
-func intervalDuration(i pgtype.Interval) time.Duration {
-	return time.Duration(i.Microseconds)*time.Microsecond +
-		time.Duration(i.Days)*24*time.Hour + time.Duration(i.Months)*30*24*time.Hour
-}
-
-func durationInterval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }
 
 func hostPrefixes(as []netip.Addr) []netip.Prefix {

@@ -332,3 +332,69 @@ func (e *HoldLostError) Error() string {
 
 // Code is the error's stable code.
 func (e *HoldLostError) Code() string { return CodeHoldLost }
+
+// ownerConflict is the owner_conflict error of an allocation another
+// configuration or actor manages (its Detail says why and what to do).
+func ownerConflict(held Allocation) *OwnerConflictError {
+	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
+		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID}
+}
+
+// The errors callers test with errors.Is. Each carries the spec's code
+// (Code returns it).
+var (
+	// ErrExhausted: no address can be handed out from the pool right now
+	// (ipam_exhausted). The failure is recorded.
+	ErrExhausted = errors.New(CodeExhausted)
+	// ErrUnavailable: no usable database server answered within the
+	// failover bound: none could be reached, or those that answered were
+	// read-only or shutting down (ipam_unavailable). The message names each
+	// host and its answer.
+	ErrUnavailable = errors.New(CodeUnavailable)
+	// ErrRefused: a server answered and refused the connection for good:
+	// credentials, a missing database, a startup parameter a pooler rejects
+	// (ipam_refused). The message carries the server's answer.
+	ErrRefused = errors.New(CodeRefused)
+	// ErrOwnerConflict: the owner holds an address another actor (or another
+	// configuration) manages (owner_conflict).
+	ErrOwnerConflict = errors.New(CodeOwnerConflict)
+	// ErrAddressTaken: an exact address asked for is in use or inside its
+	// cooldown (address_in_use, address_cooling).
+	ErrAddressTaken = errors.New("address_taken")
+	// ErrInvalid: an input is not valid; the message names it (invalid_input).
+	ErrInvalid = errors.New(CodeInvalid)
+	// ErrNotFound: the cluster, pool or allocation does not exist (not_found).
+	ErrNotFound = errors.New(CodeNotFound)
+	// ErrConflict: a concurrent change kept the call from completing, or
+	// something still depends on what was to be changed (conflict).
+	ErrConflict = errors.New(CodeConflict)
+	// ErrReadOnly: the role or the server may not write (read_only).
+	ErrReadOnly = errors.New(CodeReadOnly)
+	// ErrBusy: a lock another session holds was not released within the
+	// lock timeout; nothing was written (ipam_busy).
+	ErrBusy = errors.New(CodeBusy)
+	// ErrTimeout: a statement ran past the statement timeout; nothing was
+	// written (ipam_timeout).
+	ErrTimeout = errors.New(CodeTimeout)
+)
+
+var sentinels = map[string]error{
+	CodeExhausted:      ErrExhausted,
+	CodeUnavailable:    ErrUnavailable,
+	CodeOwnerConflict:  ErrOwnerConflict,
+	CodeAddressInUse:   ErrAddressTaken,
+	CodeAddressCooling: ErrAddressTaken,
+	CodeInvalid:        ErrInvalid,
+	CodeNotFound:       ErrNotFound,
+	CodeConflict:       ErrConflict,
+	CodeReadOnly:       ErrReadOnly,
+	CodeBusy:           ErrBusy,
+	CodeTimeout:        ErrTimeout,
+	CodeRefused:        ErrRefused,
+}
+
+// isCode is the Is of each typed error: it matches the sentinel of its code.
+func isCode(code string, target error) bool {
+	s, ok := sentinels[code]
+	return ok && s == target
+}

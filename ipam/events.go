@@ -173,3 +173,13 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
 		newID(), failureEventType(o.Kind), nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
 }
+
+// EventHoldLossReported records that Reserve reported a lost hold
+// (HoldLostError) to a plan run (data.run).
+const EventHoldLossReported = "allocation.hold_loss_reported"
+
+// EventHoldLost records that an owner's expired plan-time hold went to another owner.
+const EventHoldLost = "allocation.hold_lost"
+
+// EventReclaimed is written when ipamctl reclaim releases a leaked allocation.
+const EventReclaimed = "allocation.reclaimed"

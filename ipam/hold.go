@@ -158,10 +158,6 @@ type LostHold struct {
 	reportedRun string
 }
 
-// EventHoldLossReported records that Reserve reported a lost hold
-// (HoldLostError) to a plan run (data.run).
-const EventHoldLossReported = "allocation.hold_loss_reported"
-
 // reportLostHold records, unless done, that the owner was told its hold was
 // lost. It reports nothing (false) when the owner holds an address now, its
 // plans showing that one, unless the hold was lost with the owner
@@ -190,9 +186,6 @@ func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *Los
 
 // LostHoldWindow is how far back Reserve looks for a lost hold.
 const LostHoldWindow = 24 * time.Hour
-
-// EventHoldLost records that an owner's expired plan-time hold went to another owner.
-const EventHoldLost = "allocation.hold_lost"
 
 // Reserve takes, or finds again, a short-lived hold on an address for an
 // owner: what a plan shows before apply. It is the one hold entry point,

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -229,4 +230,80 @@ func ValidateEventType(t string) error {
 			truncate(t, 40), MaxEventTypeLength)
 	}
 	return nil
+}
+
+// notAKind is the error for a kind that is not one of OwnerKinds.
+func notAKind(field, kind string) error {
+	return invalid(field, "%q is not an owner kind: expected %s", truncate(kind, 40), strings.Join(OwnerKinds, ", "))
+}
+
+// ParsePoolRef reads a pool's key back; field names the input for the error.
+func ParsePoolRef(field, id string) (PoolRef, error) {
+	c, n, ok := strings.Cut(id, "/")
+	if !ok || ValidateID("cluster", c) != nil || !validPoolName(n) {
+		return PoolRef{}, invalid(field, "%q is not a pool id: expected <cluster_id>/<name>, each letters, digits, '.', '_', ':', '@' and '-'", truncate(id, 40))
+	}
+	return PoolRef{c, n}, nil
+}
+
+// ValidateOwner checks the owner's key and labels.
+func ValidateOwner(o Owner) error {
+	if err := checkFilterIDs("org_id", o.OrgID, "env_id", o.EnvID, "node_id", o.NodeID, "instance_id", o.InstanceID); err != nil {
+		return err
+	}
+	if o.Kind == "" {
+		return invalid("owner_kind", "must not be empty")
+	}
+	if !slices.Contains(OwnerKinds, o.Kind) {
+		return notAKind("owner_kind", o.Kind)
+	}
+	if o.Kind == OwnerSet {
+		return validateSetMember(o)
+	}
+	if err := ValidateID("owner id", o.ID); err != nil {
+		return &InvalidError{Field: o.Kind + "_id", Msg: err.Error()}
+	}
+	return nil
+}
+
+var setKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
+
+// ValidateSetKey checks a member key: 1 to 63 letters, digits, '_', '.', '-'.
+func ValidateSetKey(k string) error {
+	if !setKeyPattern.MatchString(k) {
+		return fmt.Errorf("key %q must be 1 to 63 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", truncate(k, 40))
+	}
+	return nil
+}
+
+func validateSetMember(o Owner) error {
+	set, key, ok := strings.Cut(o.ID, "#")
+	if !ok || set != o.SetID {
+		return invalid("owner_id", "set member id %q is not <owner_id>#<key>", o.ID)
+	}
+	if err := checkIDs("owner_id", set); err != nil {
+		return err
+	}
+	if err := ValidateSetKey(key); err != nil {
+		return &InvalidError{Field: "addresses", Msg: err.Error()}
+	}
+	return nil
+}
+
+func asWritten(written map[string]string, values map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range values {
+		var parsed any
+		var err error
+		switch v.(type) {
+		case time.Duration:
+			parsed, err = ParseDuration(written[k])
+		case netip.Prefix:
+			parsed, err = ParsePrefix(written[k])
+		}
+		if err == nil && parsed == v {
+			out[k] = written[k]
+		}
+	}
+	return out
 }

@@ -84,16 +84,3 @@ func (s *Client) FindActiveByAddress(ctx context.Context, addr netip.Addr) (Allo
 	}
 	return all[0], s.fillBlock(ctx, &all[0])
 }
-
-func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
-	var cidrs []netip.Prefix
-	if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, a.PoolID).Scan(&cidrs); err != nil {
-		return s.mapErr(err)
-	}
-	for _, c := range cidrs {
-		if c.Contains(a.Address) {
-			a.Block = c
-		}
-	}
-	return nil
-}

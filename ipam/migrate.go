@@ -13,9 +13,6 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/migrations"
 )
 
-// VersionTable records the applied schema version (tern's format).
-const VersionTable = "ipam_schema_version"
-
 // SchemaStatus is the schema version the database has and the one this binary wants.
 type SchemaStatus struct {
 	Current int32

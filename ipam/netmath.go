@@ -474,3 +474,29 @@ func CollapsePrefixes(ps []netip.Prefix) []netip.Prefix {
 	}
 	return out
 }
+
+// maxListedPrefixes bounds how many prefixes a message lists.
+const maxListedPrefixes = 3
+
+// prefixSummary lists at most a few prefixes for a message: "203.0.113.0/24,
+// 198.51.100.0/24, 192.0.2.0/25 and 19,997 more".
+func prefixSummary(ps []netip.Prefix) string {
+	if len(ps) <= maxListedPrefixes {
+		return prefixList(ps)
+	}
+	return prefixList(ps[:maxListedPrefixes]) + " and " + Thousands(len(ps)-maxListedPrefixes) + " more"
+}
+
+// prefixList writes every prefix, separated by ", " (in linear time: a
+// pool's 20,000 exclusions make one string of their length). Messages use
+// prefixSummary, which lists a few.
+func prefixList(ps []netip.Prefix) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}

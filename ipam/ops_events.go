@@ -11,9 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// EventReclaimed is written when ipamctl reclaim releases a leaked allocation.
-const EventReclaimed = "allocation.reclaimed"
-
 // EventFilter selects events.
 type EventFilter struct {
 	ClusterID string

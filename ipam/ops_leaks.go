@@ -29,14 +29,6 @@ const (
 // LeakReportVersion is the format version of LeakReport.
 const LeakReportVersion = 1
 
-// OwnerKinds are the kinds of owner an address can have. An inventory of
-// kind set lists address set ids: a member is judged by the set it belongs to.
-var OwnerKinds = []string{OwnerNode, OwnerInstance, OwnerEnvIPv4, OwnerSet}
-
-func notAKind(field, kind string) error {
-	return invalid(field, "%q is not an owner kind: expected %s", truncate(kind, 40), strings.Join(OwnerKinds, ", "))
-}
-
 // Inventory is the set of owners that still exist, per owner kind.
 type Inventory map[string]map[string]bool
 

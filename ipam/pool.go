@@ -47,10 +47,11 @@ const (
 	kindParked  = "parked"  // a released block's rows still cooling: nothing allocates here
 )
 
-// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// DefaultStripes is the number of counters per pool (see DESIGN.md).
+const DefaultStripes = 32
+
+// MaxTablePoolSize bounds an IPv4 pool: one row is stored per usable address.
+const MaxTablePoolSize = 1 << 20
 
 // Ref is the pool's typed reference.
 func (p *Pool) Ref() PoolRef { return PoolRef{p.ClusterID, p.Name} }
@@ -291,4 +292,51 @@ func lockPoolsExclusive(ctx context.Context, tx pgx.Tx, query string, args ...an
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// nonNil is ps, or an empty list for none (a JSON [] rather than null).
+func nonNil(ps []netip.Prefix) []netip.Prefix {
+	if ps == nil {
+		return []netip.Prefix{}
+	}
+	return ps
+}
+
+// fillBlock sets a.Block to the pool block that holds a.Address.
+func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
+	var cidrs []netip.Prefix
+	if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, a.PoolID).Scan(&cidrs); err != nil {
+		return s.mapErr(err)
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return nil
+}
+
+// syncTableRows makes the rows of a table pool match its layout: a free row
+// for every usable address that has none, and every row's ordinal set from
+// the layout (block order is allocation order), and the pool's reuse mark
+// cleared (its ordinals are new). Runs are inserted set-wise with
+// generate_series, all of them in one statement: a /12 is not a million
+// statements, nor 20,000 runs 20,000 round trips.
+func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
+	if p.Kind != kindTable && p.Kind != kindBlocks {
+		return nil
+	}
+	runs := p.layout.Runs()
+	starts := make([]netip.Prefix, len(runs))
+	firsts, lasts := make([]int64, len(runs)), make([]int64, len(runs))
+	for i, r := range runs {
+		starts[i], firsts[i], lasts[i] = netip.PrefixFrom(r.Start, r.Start.BitLen()), r.First, r.Last
+	}
+	if len(runs) > 0 {
+		if _, err := tx.Exec(ctx, sqlInsertTableRows, p.ClusterID, p.ID, starts, firsts, lasts); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, sqlClearReuseMark, p.ID)
+	return err
 }

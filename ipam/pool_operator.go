@@ -18,9 +18,6 @@ const (
 	CategoryIPv6 = "ipv6"
 )
 
-// MaxTablePoolSize bounds an IPv4 pool: one row is stored per usable address.
-const MaxTablePoolSize = 1 << 20
-
 // DefaultPoolCooldown applies to operator pools without an explicit cooldown.
 const DefaultPoolCooldown = DefaultInstanceCooldown
 
@@ -314,31 +311,6 @@ func loadPoolTx(ctx context.Context, q querier, id string) (Pool, error) {
 	return *p, nil
 }
 
-// syncTableRows makes the rows of a table pool match its layout: a free row
-// for every usable address that has none, and every row's ordinal set from
-// the layout (block order is allocation order), and the pool's reuse mark
-// cleared (its ordinals are new). Runs are inserted set-wise with
-// generate_series, all of them in one statement: a /12 is not a million
-// statements, nor 20,000 runs 20,000 round trips.
-func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
-	if p.Kind != kindTable && p.Kind != kindBlocks {
-		return nil
-	}
-	runs := p.layout.Runs()
-	starts := make([]netip.Prefix, len(runs))
-	firsts, lasts := make([]int64, len(runs)), make([]int64, len(runs))
-	for i, r := range runs {
-		starts[i], firsts[i], lasts[i] = netip.PrefixFrom(r.Start, r.Start.BitLen()), r.First, r.Last
-	}
-	if len(runs) > 0 {
-		if _, err := tx.Exec(ctx, sqlInsertTableRows, p.ClusterID, p.ID, starts, firsts, lasts); err != nil {
-			return err
-		}
-	}
-	_, err := tx.Exec(ctx, sqlClearReuseMark, p.ID)
-	return err
-}
-
 // GetPool reads one pool.
 func (s *Client) GetPool(ctx context.Context, id string) (Pool, error) {
 	if err := checkPoolID("pool_id", id); err != nil {
@@ -438,13 +410,6 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			Data: map[string]any{"cidrs": prefixList(p.CIDRs), "exclude": prefixList(p.Exclude), "size": p.Size}})
 	})
 	return out, err
-}
-
-func nonNil(ps []netip.Prefix) []netip.Prefix {
-	if ps == nil {
-		return []netip.Prefix{}
-	}
-	return ps
 }
 
 // DeletePool deletes an operator pool. Unless force is set, a pool that still

@@ -3,7 +3,6 @@ package ipam
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,16 +127,4 @@ func Thousands(n int) string {
 		return "-" + b.String()
 	}
 	return b.String()
-}
-
-// maxListedPrefixes bounds how many prefixes a message lists.
-const maxListedPrefixes = 3
-
-// prefixSummary lists at most a few prefixes for a message: "203.0.113.0/24,
-// 198.51.100.0/24, 192.0.2.0/25 and 19,997 more".
-func prefixSummary(ps []netip.Prefix) string {
-	if len(ps) <= maxListedPrefixes {
-		return prefixList(ps)
-	}
-	return prefixList(ps[:maxListedPrefixes]) + " and " + Thousands(len(ps)-maxListedPrefixes) + " more"
 }

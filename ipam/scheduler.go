@@ -2,7 +2,9 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -133,4 +135,43 @@ func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID
 func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
 	_, err := c.InTx(tx).Release(ctx, clusterID, Owner{Kind: kind, ID: id}, 0)
 	return nameInput(err, releaseFields)
+}
+
+// The core names a wrong input by its own name for it (cluster_id,
+// owner_id, address, ...); a caller of this package filled in a request's
+// fields. These maps name those fields instead.
+var (
+	instanceFields = requestFields("InstanceRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
+		"instance_id": "InstanceID", "owner_id": "InstanceID", "org_id": "OrgID", "env_id": "EnvID", "node_id": "NodeID",
+		"address": "Address"})
+	nodeFields = requestFields("NodeRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
+		"node_id": "NodeID", "owner_id": "NodeID", "address": "Address"})
+	envIPv4Fields = requestFields("EnvIPv4Request", map[string]string{"cluster_id": "ClusterID", "pool_id": "Pool",
+		"env_ipv4_id": "EnvID", "env_id": "EnvID", "owner_id": "EnvID", "org_id": "OrgID", "address": "Address"})
+	releaseFields = map[string]string{"cluster_id": "clusterID", "instance_id": "instanceID", "node_id": "nodeID",
+		"env_ipv4_id": "envID", "owner_id": "the owner's id"}
+)
+
+func requestFields(typ string, m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for core, field := range m {
+		out[core] = typ + "." + field
+	}
+	return out
+}
+
+// nameInput renames a wrong input after the caller's field (a request's,
+// or a parameter's); other errors pass through unchanged.
+func nameInput(err error, fields map[string]string) error {
+	var ie *InvalidError
+	if errors.As(err, &ie) {
+		if name, ok := fields[ie.Field]; ok {
+			msg := ie.Msg
+			if rest, found := strings.CutPrefix(msg, ie.Field+" "); found {
+				msg = name + " " + rest
+			}
+			err = &InvalidError{Field: name, Index: ie.Index, Indexed: ie.Indexed, Msg: msg, Err: ie.Err}
+		}
+	}
+	return err
 }

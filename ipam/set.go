@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -18,35 +17,11 @@ import (
 // "<set owner>#<key>"), so members get the allocator's guarantees one by one,
 // and a whole change of a set runs in one transaction: all or nothing.
 
-var setKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
-
-// ValidateSetKey checks a member key: 1 to 63 letters, digits, '_', '.', '-'.
-func ValidateSetKey(k string) error {
-	if !setKeyPattern.MatchString(k) {
-		return fmt.Errorf("key %q must be 1 to 63 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", truncate(k, 40))
-	}
-	return nil
-}
-
 // SetMemberOwner is the owner of one member of a set.
 func SetMemberOwner(labels Owner, setID, key string) Owner {
 	o := labels
 	o.Kind, o.ID, o.SetID = OwnerSet, setID+"#"+key, setID
 	return o
-}
-
-func validateSetMember(o Owner) error {
-	set, key, ok := strings.Cut(o.ID, "#")
-	if !ok || set != o.SetID {
-		return invalid("owner_id", "set member id %q is not <owner_id>#<key>", o.ID)
-	}
-	if err := checkIDs("owner_id", set); err != nil {
-		return err
-	}
-	if err := ValidateSetKey(key); err != nil {
-		return &InvalidError{Field: "addresses", Msg: err.Error()}
-	}
-	return nil
 }
 
 // checkSet checks a set's cluster, its id (Owner.ID) and its labels.

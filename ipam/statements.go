@@ -1454,3 +1454,6 @@ const (
 	sqlSchemaVersion      = `SELECT version FROM ` + VersionTable
 	sqlSetSchemaVersion   = `UPDATE ` + VersionTable + ` SET version = $1`
 )
+
+// VersionTable records the applied schema version (tern's format).
+const VersionTable = "ipam_schema_version"

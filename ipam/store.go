@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -774,4 +775,20 @@ func (s *Client) CurrentDatabase(ctx context.Context) (string, error) {
 	var db string
 	err := s.pool.QueryRow(ctx, sqlCurrentDatabase).Scan(&db)
 	return db, s.mapErr(err)
+}
+
+// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// intervalDuration and durationInterval convert between a Go duration and
+// PostgreSQL's interval (a month counted as 30 days).
+func intervalDuration(i pgtype.Interval) time.Duration {
+	return time.Duration(i.Microseconds)*time.Microsecond +
+		time.Duration(i.Days)*24*time.Hour + time.Duration(i.Months)*30*24*time.Hour
+}
+
+func durationInterval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }

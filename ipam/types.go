@@ -3,8 +3,6 @@ package ipam
 import (
 	"errors"
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +16,10 @@ const (
 	OwnerEnvIPv4  = "env_ipv4"
 	OwnerSet      = "set"
 )
+
+// OwnerKinds are the kinds of owner an address can have. An inventory of
+// kind set lists address set ids: a member is judged by the set it belongs to.
+var OwnerKinds = []string{OwnerNode, OwnerInstance, OwnerEnvIPv4, OwnerSet}
 
 // Allocation states.
 const (
@@ -89,6 +91,12 @@ func (a Allocation) CIDR() netip.Prefix {
 	return netip.PrefixFrom(a.Address, a.Address.BitLen())
 }
 
+// Categories of the system pools every cluster has.
+const (
+	CategoryNode     = "node"
+	CategoryInstance = "instance"
+)
+
 // PoolRef names a pool: one of a cluster's own pools (node, instance), a
 // node's instance blocks, or an operator pool. Its ID is the pool's key; no
 // one builds or splits that key by hand.
@@ -136,15 +144,6 @@ func (r PoolRef) String() string {
 	return r.ID()
 }
 
-// ParsePoolRef reads a pool's key back; field names the input for the error.
-func ParsePoolRef(field, id string) (PoolRef, error) {
-	c, n, ok := strings.Cut(id, "/")
-	if !ok || ValidateID("cluster", c) != nil || !validPoolName(n) {
-		return PoolRef{}, invalid(field, "%q is not a pool id: expected <cluster_id>/<name>, each letters, digits, '.', '_', ':', '@' and '-'", truncate(id, 40))
-	}
-	return PoolRef{c, n}, nil
-}
-
 // AllocateRequest asks for an address for an owner. Allocate, Reserve and
 // their fast paths all take it, for every kind of owner.
 type AllocateRequest struct {
@@ -178,12 +177,6 @@ type Network struct {
 	DNSServers  []netip.Addr
 }
 
-// Network is the WorkloadSpec network block the cluster hands its
-// instances.
-func (c Cluster) Network() Network {
-	return Network{GatewayIPv6: c.GatewayIPv6, MTU: c.MTU, DNSServers: c.DNSServers}
-}
-
 func scanAllocation(row pgx.Row) (Allocation, error) {
 	var a Allocation
 	var addr netip.Prefix
@@ -214,23 +207,3 @@ type extraRow struct {
 }
 
 func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
-
-// ValidateOwner checks the owner's key and labels.
-func ValidateOwner(o Owner) error {
-	if err := checkFilterIDs("org_id", o.OrgID, "env_id", o.EnvID, "node_id", o.NodeID, "instance_id", o.InstanceID); err != nil {
-		return err
-	}
-	if o.Kind == "" {
-		return invalid("owner_kind", "must not be empty")
-	}
-	if !slices.Contains(OwnerKinds, o.Kind) {
-		return notAKind("owner_kind", o.Kind)
-	}
-	if o.Kind == OwnerSet {
-		return validateSetMember(o)
-	}
-	if err := ValidateID("owner id", o.ID); err != nil {
-		return &InvalidError{Field: o.Kind + "_id", Msg: err.Error()}
-	}
-	return nil
-}
