@@ -220,13 +220,8 @@ func TestDocsFacts(t *testing.T) {
 			}
 			return names, prefixes
 		}
-		readme := "examples/modules/node-enrollment/README.md"
-		var block string
-		for _, f := range parseFences(t, root, readme) {
-			if f.lang == "shell" && strings.Contains(f.body, "git clone") {
-				block = f.body
-			}
-		}
+		readme := freshCloneReadme
+		block := pageBlock(t, readme, "fresh-clone") // the block TestFreshClone runs
 		fresh, freshPrefixes := clusters(block)
 		if !strings.Contains(block, ".demo/pg") || len(fresh) == 0 || len(freshPrefixes) == 0 {
 			t.Fatalf("%s: no fresh-clone block using .demo/pg with a cluster's name and prefix", readme)
