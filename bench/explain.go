@@ -122,7 +122,9 @@ var hotStatements = []hotStatement{
 	{name: "exact claim probe", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
 	{name: "release", db: "growth",
-		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", int64(0), "bench"} }},
+		named: func(f *planFixture) map[string]any {
+			return map[string]any{"cluster": f.clusterID, "kind": "instance", "owner": "pre-2", "generation": int64(0), "actor": "bench"}
+		}},
 	{name: "fast path: a fresh allocation in one statement (a counter pool)", db: "growth",
 		named: func(f *planFixture) map[string]any { return freshTake(f, false, "x-2") }},
 	{name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", db: "growth",
@@ -145,8 +147,9 @@ var hotStatements = []hotStatement{
 	{name: "refresh read", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
 	{name: "hold look (a plan's first read)", db: "growth",
-		params: func(f *planFixture) []any {
-			return []any{f.clusterID, "instance", "pre-2", "bench", 5 * time.Minute, "/work/bench"}
+		named: func(f *planFixture) map[string]any {
+			return map[string]any{"cluster": f.clusterID, "kind": "instance", "owner": "pre-2", "actor": "bench",
+				"fresh_for": 5 * time.Minute, "origin": "/work/bench"}
 		}},
 }
 

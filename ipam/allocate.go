@@ -217,7 +217,7 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, r
 		return 0, refusal
 	}
 	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing, held.ID, s.origin).Scan(&replacing); err != nil {
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, sqlReplacing.args(map[string]any{"id": held.ID, "origin": s.origin})...).Scan(&replacing); err != nil {
 		return 0, err
 	}
 	if !replacing {

@@ -303,7 +303,8 @@ func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Dur
 	var fresh bool
 	var cidrs []netip.Prefix
 	b := &pgx.Batch{}
-	b.Queue(sqlFindHold, clusterID, req.Owner.Kind, req.Owner.ID, s.actor, durationInterval(ttl/2), s.origin)
+	b.Queue(sqlFindHold.sql, sqlFindHold.args(map[string]any{"cluster": clusterID, "kind": req.Owner.Kind,
+		"owner": req.Owner.ID, "actor": s.actor, "fresh_for": durationInterval(ttl / 2), "origin": s.origin})...)
 	b.Queue(sqlLostHold, lostHoldArgs(clusterID, req.Owner)...)
 	br := s.pool.SendBatch(ctx, b)
 	a, err := scanAllocation(extraRow{br.QueryRow(), []any{&fresh, &cidrs}})

@@ -401,13 +401,14 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	}
 	id := uuid.New()
 	args := map[string][]any{
-		"owner probe":                     {"c1", "instance", "i-7"},
-		"release":                         {"c1", "instance", "i-7", int64(0), "test"},
-		"refresh read":                    {"c1", "instance", "i-7"},
-		"hold look (a plan's first read)": {"c1", "instance", "i-7", "test", 5 * time.Minute, "/work/test"},
+		"owner probe":  {"c1", "instance", "i-7"},
+		"refresh read": {"c1", "instance", "i-7"},
 	}
 	// The statements with named parameters (ipam.Statement.Params).
 	named := map[string]map[string]any{
+		"release": {"cluster": "c1", "kind": "instance", "owner": "i-7", "generation": int64(0), "actor": "test"},
+		"hold look (a plan's first read)": {"cluster": "c1", "kind": "instance", "owner": "i-7", "actor": "test",
+			"fresh_for": 5 * time.Minute, "origin": "/work/test"},
 		"fast path: a fresh allocation in one statement (a counter pool)": {"cluster": "c1", "pool": "c1/instance", "kind": "instance",
 			"owners": []string{"i-99"}, "orgs": []string{"acme"}, "envs": []string{"prod"}, "nodes": []*string{nil},
 			"instances": []string{"i-99"}, "actor": "test", "hold": time.Duration(0), "set_owner": nil,

@@ -311,13 +311,16 @@ var (
 		-- the pool's stripes (nor their TIDs: when the pick locked a version
 		-- newer than the statement's snapshot, only the key finds it), each
 		-- advanced past the owners it serves (a hold counts as no active
-		-- address)
+		-- address). The pick holds each stripe's lock, so the version
+		-- written is the one picked; its ordinals are read from the row
+		-- written, not compared with the snapshot's version, which in a
+		-- caller's transaction may be older than the one the pick locked.
 		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + r.k * r.stride,
 			active = st.active + CASE WHEN @hold::interval > interval '0' THEN 0 ELSE r.k END
 		FROM ranked r
 		WHERE st.pool_id = @pool AND st.stripe = ANY (ARRAY(SELECT stripe FROM ranked)) AND st.stripe = r.stripe
-			AND st.next_ordinal = r.next_ordinal AND r.k > 0
-		RETURNING r.rank, r.m, r.k, r.next_ordinal AS ord
+			AND r.k > 0 AND `+guardStripeRoom.in(guardAt{rows: "st"})+`
+		RETURNING r.rank, r.m, r.k, st.next_ordinal - r.k * r.stride AS ord
 	), a AS (
 		-- owner number j takes the stripe of rank j mod m, at its (j div
 		-- m)-th advance

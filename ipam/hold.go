@@ -61,7 +61,7 @@ func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) er
 		return nil
 	}
 	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing, held.ID, s.origin).Scan(&replacing); err != nil || replacing {
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, sqlReplacing.args(map[string]any{"id": held.ID, "origin": s.origin})...).Scan(&replacing); err != nil || replacing {
 		return err
 	}
 	conflict := ownerConflict(held)

@@ -39,7 +39,7 @@ func HotStatements() []Statement {
 		{Name: "reuse pick (cooled queue, SKIP LOCKED)", SQL: sqlTakeCooled},
 		{Name: "reuse take (conditional write)", SQL: sqlActivate},
 		{Name: "exact claim probe", SQL: sqlClaimProbe},
-		{Name: "release", SQL: sqlRelease},
+		{Name: "release", SQL: sqlRelease.sql, Params: sqlRelease.names},
 		// The take statements, each for one owner (a batch of one) and for
 		// several, and the fresh take in a caller's transaction too (@in_tx
 		// chooses the pick).
@@ -50,7 +50,7 @@ func HotStatements() []Statement {
 		{Name: "fast path: reused allocations of several owners in one statement (an IPv4 table pool)", SQL: takeReuseSQL.sql, Params: takeReuseSQL.names},
 		{Name: "fast path: apply of a planned hold in one statement", SQL: confirmHoldSQL.sql, Params: confirmHoldSQL.names},
 		{Name: "refresh read", SQL: sqlGetActive},
-		{Name: "hold look (a plan's first read)", SQL: sqlFindHold},
+		{Name: "hold look (a plan's first read)", SQL: sqlFindHold.sql, Params: sqlFindHold.names},
 	}
 }
 
@@ -109,7 +109,7 @@ const replacingSQL = `coalesce(replace_generation = generation AND replace_until
 // mark holds only for the configuration that made it (migration 22). A mark
 // that records no origin (made by a client without one, or before
 // migration 22) holds for the actor, as before.
-const replacingForSQL = `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = $2::text))`
+const replacingForSQL = `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = @origin::text))`
 
 // allocColumnsOfA are allocColumns of the row a that the statement itself
 // handed out (the fast statements): its allocated_at is the statement's one
@@ -242,20 +242,20 @@ const sqlActiveOfOwner = `SELECT ` + allocColumns + ` FROM ipam_allocations
 	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
 
 // releaseMatchSQL: the allocation a release names: the one at its generation
-// ($4), or with none (0) the one of the releasing manager (actor $5, and the
-// transaction's origin or none recorded). The release's look-up and its
+// (@generation), or with none (0) the one of the releasing manager (@actor,
+// and the transaction's origin or none recorded). The release's look-up and its
 // write (re-judged under the row's lock) use it both; its columns are the
 // allocation's alone.
-var releaseMatchSQL = `(generation = $4 OR ($4 = 0 AND coalesce(actor, '') = $5 AND ` +
+var releaseMatchSQL = `(generation = @generation OR (@generation = 0 AND coalesce(actor, '') = @actor AND ` +
 	ownOriginSQL(callerOriginSetting) + `))`
 
 // sqlClaimProbe locks the row of an exactly claimed address, if it has one.
 const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 	WHERE cluster_id = $1 AND address = $2 FOR UPDATE`
 
-// sqlRelease puts the owner's active allocation (of generation $4, or any with 0)
+// sqlRelease puts the owner's active allocation (of @generation, or any with 0)
 // into its cooldown. A release without a generation releases only an
-// allocation of its own actor ($5): one that names no holder must not take
+// allocation of its own @actor: one that names no holder must not take
 // another manager's allocation (releaseTx says owner_conflict then).
 //
 // It takes the pool's lock (FOR KEY SHARE) before the row, as every writer
@@ -263,26 +263,26 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 // cooling count writes a bucket row whose foreign key locks the pool anyway,
 // and taken then, after the row, it deadlocked with a shrink that holds the
 // pool and renumbers the pool's rows (found by the interleaving explorer).
-var sqlRelease = `WITH held AS MATERIALIZED (
+var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 		SELECT pool_id FROM ipam_allocations
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND ` + releaseMatchSQL + `
+		WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state = 'active' AND `+releaseMatchSQL+`
 	), pool AS MATERIALIZED (
-		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)` + poolLockSQL + `
+		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)`+poolLockSQL+`
 	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
 		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
 	FROM pool p
-	WHERE p.id = a.pool_id AND a.cluster_id = $1 AND a.owner_kind = $2 AND a.owner_id = $3
-		AND a.state = 'active' AND ` + releaseMatchSQL + `
-	RETURNING a.*)` + movedOut + countMoved + `
+	WHERE p.id = a.pool_id AND a.cluster_id = @cluster AND a.owner_kind = @kind AND a.owner_id = @owner
+		AND a.state = 'active' AND `+releaseMatchSQL+`
+	RETURNING a.*)`+movedOut+countMoved+`
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 		coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
-		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true, '' FROM a`
+		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true, '' FROM a`)
 
 // Usage counters (ipam_pool_counters). A pool's active count is the sum of
 // its counter slots and of its stripes' active column (activeCount): the fast
 // path's fresh insert counts itself in the stripe it advances
-// (fastFreshSQL). Every other statement that moves a row into
+// (takeFreshSQL). Every other statement that moves a row into
 // or out of 'active' names it in a CTE "moved" (its pool and +1 or -1: movedIn
 // counts a row the statement left active, movedOut one it took out of
 // active; one row at most, each of these statements changes one allocation)
@@ -711,10 +711,6 @@ const (
 	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
 		RETURNING ` + allocColumns
 
-	// sqlReplacing tells whether a plan of origin $2 marked a row as being
-	// replaced.
-	sqlReplacing = `SELECT ` + replacingForSQL + ` FROM ipam_allocations WHERE id = $1`
-
 	// It records the adopting client's origin (ipam.origin) for the new
 	// generation, as the row trigger does for a row that becomes active.
 	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
@@ -940,16 +936,20 @@ const (
 		WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`
 )
 
+// sqlReplacing tells whether a plan of @origin marked row @id as being
+// replaced.
+var sqlReplacing = named("replacement mark", `SELECT `+replacingForSQL+` FROM ipam_allocations WHERE id = @id`)
+
 // sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
-// allocation) of this actor and of origin $6 (or none recorded), whether
-// it has more than $5 left, and its pool's blocks.
-var sqlFindHold = `SELECT ` + allocColumns + `,
-		((state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '` + adoptionWindowSQL + `')
-			OR (state = 'reserved' AND reusable_at > ipam_now() + $5::interval))
-			AND ` + ownOriginSQL("$6::text") + `,
+// allocation) of @actor and of @origin (or none recorded), whether it has
+// more than @fresh_for left, and its pool's blocks.
+var sqlFindHold = named("hold look (a plan's first read)", `SELECT `+allocColumns+`,
+		((state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '`+adoptionWindowSQL+`')
+			OR (state = 'reserved' AND reusable_at > ipam_now() + @fresh_for::interval))
+			AND `+ownOriginSQL("@origin::text")+`,
 		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 	FROM ipam_allocations a
-	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved') AND actor = $4`
+	WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state IN ('active', 'reserved') AND actor = @actor`)
 
 // Plan-time holds (hold.go, fastpath.go's findHold) and refresh reads
 // (lookup.go); the release itself is sqlRelease above.
