@@ -72,7 +72,7 @@ func (r *runner) placementCell(ctx context.Context, dbURL string, mode placement
 		return fail(err)
 	}
 	defer db.Close()
-	client, err := ipam.New(db, ipam.Options{Actor: "scheduler"})
+	client, err := ipam.New(db, ipam.Config{Actor: "scheduler"})
 	if err != nil {
 		return fail(err)
 	}

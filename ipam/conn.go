@@ -527,7 +527,7 @@ func (s *Client) pause(ctx context.Context, attempt int, first time.Time, bound 
 }
 
 // WaitReportInterval is how often a call that waits for a usable database
-// server says so (Config.OnWait, Options.OnWait).
+// server says so (Config.OnWait).
 const WaitReportInterval = 5 * time.Second
 
 // Wait is a call's wait for a usable database server, as OnWait reports it.

@@ -22,7 +22,7 @@ func ExampleClient_AllocateInstance() {
 		panic(err)
 	}
 	defer db.Close()
-	client, err := ipam.New(db, ipam.Options{Actor: "scheduler"})
+	client, err := ipam.New(db, ipam.Config{Actor: "scheduler"})
 	if err != nil {
 		panic(err)
 	}
@@ -95,7 +95,7 @@ func runScheduler(ctx context.Context, databaseURL string) error {
 		return err
 	}
 	defer db.Close()
-	client, err := ipam.New(db, ipam.Options{Actor: "scheduler"})
+	client, err := ipam.New(db, ipam.Config{Actor: "scheduler"})
 	if err != nil {
 		return err
 	}

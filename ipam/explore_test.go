@@ -134,7 +134,7 @@ func newExploreEnv(t testing.TB) *exploreEnv {
 	t.Cleanup(pool.Close)
 	// Short lock bounds: a wait that the explorer's schedule makes endless
 	// (which it must not) fails the run as busy instead of hanging it.
-	st, err := ipam.New(pool, ipam.Options{Actor: "terraform", LockTimeout: 20 * time.Second})
+	st, err := ipam.New(pool, ipam.Config{Actor: "terraform", LockTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func allocStep(name string, req ipam.AllocateRequest) exploreStep {
 // originAllocStep allocates as configuration origin (actor terraform).
 func originAllocStep(name, origin string, req ipam.AllocateRequest) exploreStep {
 	return exploreStep{name: name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		st, err := ipam.New(e.pool, ipam.Options{Actor: "terraform", Origin: origin, LockTimeout: 20 * time.Second})
+		st, err := ipam.New(e.pool, ipam.Config{Actor: "terraform", Origin: origin, LockTimeout: 20 * time.Second})
 		if err != nil {
 			return exploreAck{}, err
 		}

@@ -31,7 +31,7 @@ func newScheduler(t *testing.T, instancePrefix string) *scheduler {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	client, err := ipam.New(db, ipam.Options{Actor: "scheduler"})
+	client, err := ipam.New(db, ipam.Config{Actor: "scheduler"})
 	if err != nil {
 		t.Fatal(err)
 	}

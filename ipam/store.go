@@ -24,7 +24,9 @@ import (
 // DefaultActor is recorded with allocations and events when none is given.
 const DefaultActor = "terraform"
 
-// Config says how to reach the database.
+// Config configures a client: how Open reaches the database (the first
+// three fields), and what every client records and how long it waits (the
+// rest), for Open and New alike.
 type Config struct {
 	// DatabaseURL is a PostgreSQL URL or keyword/value string. When empty, the
 	// standard PG* environment variables (PGHOST, PGUSER, ...) are used.
@@ -153,53 +155,39 @@ type pathStats struct {
 	fastOff atomic.Bool
 }
 
-// Options configure a client over a pool the caller made (New).
-type Options struct {
-	// Actor is recorded with every allocation and event (default
-	// "terraform"). Give each system its own: an allocation is adopted only
-	// by the actor that made it.
-	Actor string
-	// LockTimeout bounds each wait for a lock another session holds in the
-	// client's own transactions (default 30s; negative: no bound): past it a
-	// call fails with ErrBusy. In a caller's transaction the caller's own
-	// settings apply.
-	LockTimeout time.Duration
-	// StatementTimeout bounds each statement of the client's own
-	// transactions (default 120s; negative: no bound): past it a call fails
-	// with ErrTimeout.
-	StatementTimeout time.Duration
-	// FailoverTimeout bounds how long a call of the client's own rides out
-	// a database with no usable server (a switchover or failover:
-	// connections refused or lost, a read-only server, terminated sessions)
-	// before it fails with ErrUnavailable (default 30s, with the first
-	// contact cut of Config.FailoverTimeout; negative: fail at once). In a
-	// caller's transaction a lost connection ends the
-	// transaction: the call fails at once and the caller retries the whole
-	// transaction.
-	FailoverTimeout time.Duration
-	// OnWait, when set, is told every few seconds while a call waits for a
-	// usable server (see Config.OnWait).
-	OnWait func(context.Context, Wait)
-	// Origin names the configuration this client allocates for (see
-	// Config.Origin). Empty: none.
-	Origin string
-}
+// Options is Config: the one options type of Open and New.
+//
+// Deprecated: use Config. Options is kept so that callers of New written
+// before Config served both still compile.
+type Options = Config
 
-// New makes a client over the caller's pool; Close does not close it.
-func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
+// New makes a client over the caller's pool; Close does not close it. It
+// takes the same Config as Open, whose connection fields (DatabaseURL,
+// MaxConnections, ConnectTimeout) must then be left unset: the pool is the
+// caller's, made as the caller chose. In a caller's transaction (InTx) the
+// caller's own settings bound its waits, and a lost connection ends that
+// transaction: the call fails at once and the caller retries the whole
+// transaction.
+func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, &InvalidError{Field: "pool", Msg: "a pgx pool is required"}
 	}
-	if err := checkFilterIDs("actor", opts.Actor); err != nil {
+	switch {
+	case cfg.DatabaseURL != "":
+		return nil, invalid("database_url", "New uses the pool it is given: leave DatabaseURL unset (Open makes a pool from it)")
+	case cfg.MaxConnections != 0:
+		return nil, invalid("max_connections", "New uses the pool it is given: leave MaxConnections unset and size the pool you pass")
+	case cfg.ConnectTimeout != 0:
+		return nil, invalid("connect_timeout", "New uses the pool it is given: leave ConnectTimeout unset and set it on the pool you pass")
+	}
+	if err := checkFilterIDs("actor", cfg.Actor); err != nil {
 		return nil, err
 	}
-	if err := ValidateOrigin(opts.Origin); err != nil {
+	if err := ValidateOrigin(cfg.Origin); err != nil {
 		return nil, err
 	}
 	cc := pool.Config().ConnConfig
-	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, Config{Actor: opts.Actor,
-		LockTimeout: opts.LockTimeout, StatementTimeout: opts.StatementTimeout, FailoverTimeout: opts.FailoverTimeout,
-		OnWait: opts.OnWait, Origin: opts.Origin})
+	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, cfg)
 	c.borrowed = true
 	return c, nil
 }
