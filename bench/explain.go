@@ -45,32 +45,47 @@ func (h hotStatement) values(f *planFixture, st ipam.Statement) []any {
 }
 
 // freshTake and reuseTake are the values of the take statements for the
-// owners given (one owner: a batch of one), as EXECUTE's literals.
+// owners given (one owner: the one-owner statement's scalars; several: one
+// array per field), as EXECUTE's literals.
 func freshTake(f *planFixture, inTx bool, owners ...string) map[string]any {
 	v := takeValues(f.clusterID, f.poolID, "instance", "instance.allocated", owners)
 	blocks := make([]string, len(owners))
 	for i := range owners {
 		blocks[i] = f.clusterID + "/blocks/n" + strconv.Itoa(i+1)
 	}
-	v["avoid"], v["rows"], v["in_tx"] = pgArray(blocks), pgArray(newIDs(len(owners))), strconv.FormatBool(inTx)
+	if len(owners) == 1 {
+		v["avoid"], v["row"], v["node"] = blocks[0], uuid.NewString(), "n1"
+		return v
+	}
+	v["avoid"], v["rows"] = pgArray(blocks), pgArray(newIDs(len(owners)))
 	v["nodes"] = v["avoid"]
 	return v
 }
 
 func reuseTake(f *planFixture, owners ...string) map[string]any {
 	v := takeValues(f.qClusterID, f.qPoolID, "env_ipv4", "env.ipv4_addon_enabled", owners)
-	v["envs"] = pgArray(owners)
+	if len(owners) == 1 {
+		v["env"] = owners[0]
+	} else {
+		v["envs"] = pgArray(owners)
+	}
 	return v
 }
 
 func takeValues(cluster, pool, kind, eventType string, owners []string) map[string]any {
+	v := map[string]any{"cluster": cluster, "pool": pool, "kind": kind, "actor": "bench", "event_type": eventType,
+		"hold": time.Duration(0), "set_owner": nil}
+	if len(owners) == 1 {
+		v["owner"], v["org"], v["env"], v["node"], v["instance"], v["event"] = owners[0], "acme", "acme", nil, owners[0], uuid.NewString()
+		return v
+	}
 	nulls, orgs := make([]string, len(owners)), make([]string, len(owners))
 	for i := range owners {
 		nulls[i], orgs[i] = "NULL", "acme"
 	}
-	return map[string]any{"cluster": cluster, "pool": pool, "kind": kind, "actor": "bench", "event_type": eventType,
-		"hold": time.Duration(0), "set_owner": nil, "owners": pgArray(owners), "orgs": pgArray(orgs),
-		"envs": pgArray(orgs), "nodes": pgArray(nulls), "instances": pgArray(owners), "events": pgArray(newIDs(len(owners)))}
+	v["owners"], v["orgs"], v["envs"], v["nodes"], v["instances"], v["events"] = pgArray(owners), pgArray(orgs),
+		pgArray(orgs), pgArray(nulls), pgArray(owners), pgArray(newIDs(len(owners)))
+	return v
 }
 
 // pgArray writes an array as PostgreSQL reads it.

@@ -92,7 +92,8 @@ func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t tak
 	if q.running < coalesceRunning {
 		q.running++
 		c.mu.Unlock()
-		res, ok, err := s.runOne(ctx, sh.stmt.sql, s.takeArgs(sh, []take{t})...)
+		sql, args := s.takeStatement(sh, []take{t})
+		res, ok, err := s.runOne(ctx, sql, args...)
 		s.ended(key, q)
 		return res, ok, err
 	}
@@ -104,7 +105,8 @@ func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t tak
 	}
 	if len(b.reqs) >= coalesceMax || b.owners[ownerKey] {
 		c.mu.Unlock()
-		return s.runOne(ctx, sh.stmt.sql, s.takeArgs(sh, []take{t})...)
+		sql, args := s.takeStatement(sh, []take{t})
+		return s.runOne(ctx, sql, args...)
 	}
 	r := &takeReq{t: t, done: make(chan takeDone, 1)}
 	b.reqs = append(b.reqs, r)
@@ -162,7 +164,8 @@ func (s *Client) runShared(b *takeBatch) {
 		takes[i] = r.t
 		byOwner[r.t.owner.ID] = r
 	}
-	got, err := s.runMany(ctx, b.sh.stmt.sql, s.takeArgs(b.sh, takes)...)
+	sql, args := s.takeStatement(b.sh, takes)
+	got, err := s.runMany(ctx, sql, args...)
 	served := map[*takeReq]bool{}
 	for _, res := range got {
 		if r := byOwner[res.Owner.ID]; r != nil && !served[r] {

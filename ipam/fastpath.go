@@ -35,8 +35,8 @@ func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 
 // fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
 // the row becomes a plan-time hold), in the pool the request names or the
-// owner's kind gives: a take of one owner (a batch of one) by takeFreshSQL,
-// or in an IPv4 table pool takeReuseSQL. An instance whose node has blocks
+// owner's kind gives: a take of one owner by takeFreshOneSQL, or in an IPv4
+// table pool takeReuseOneSQL. An instance whose node has blocks
 // draws from them: the statement hands over when they exist.
 func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
 	pool := ownPool(req)
@@ -44,14 +44,14 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 		return AllocateResult{}, false, nil
 	}
 	o := req.Owner
-	sh := takeShared{stmt: takeFreshSQL, cluster: pool.ClusterID, pool: pool.ID(), kind: o.Kind,
+	sh := takeShared{fresh: true, cluster: pool.ClusterID, pool: pool.ID(), kind: o.Kind,
 		eventType: eventType(o.Kind, true), hold: hold, set: o.SetID}
 	if hold > 0 {
 		sh.eventType = "allocation.reserved"
 	}
 	if o.Kind == OwnerEnvIPv4 {
 		// IPv4 pools are table pools; from another pool the statement hands over.
-		sh.stmt = takeReuseSQL
+		sh.fresh = false
 	}
 	t := take{owner: o, event: newID(), row: newID()}
 	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
@@ -61,7 +61,8 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 		// A standalone allocation: it may share a statement (coalesce.go).
 		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, sh, t)
 	}
-	return s.runOne(ctx, sh.stmt.sql, s.takeArgs(sh, []take{t})...)
+	sql, args := s.takeStatement(sh, []take{t})
+	return s.runOne(ctx, sql, args...)
 }
 
 // take is one owner's part of a one-statement take.
@@ -71,19 +72,37 @@ type take struct {
 	event, row uuid.UUID
 }
 
-// takeShared is what the owners of one take statement share: the statement
-// (takeFreshSQL or takeReuseSQL), the pool, the owners' kind, the event's
-// type, the hold (> 0: plan-time holds) and the address set.
+// takeShared is what the owners of one take statement share: the kind of
+// take (fresh: takeFreshSQL, else takeReuseSQL), the pool, the owners' kind,
+// the event's type, the hold (> 0: plan-time holds) and the address set.
 type takeShared struct {
-	stmt                           namedStatement
+	fresh                          bool
 	cluster, pool, kind, eventType string
 	hold                           time.Duration
 	set                            string
 }
 
-// takeArgs are the take statement's parameters for the owners ts: one array
-// per owner field, one element per owner.
-func (s *Client) takeArgs(sh takeShared, ts []take) []any {
+// takeStatement is the take statement for the owners ts, and its
+// parameters: the one-owner form with the owner's fields, or the form of
+// several with one array per owner field, one element per owner.
+func (s *Client) takeStatement(sh takeShared, ts []take) (string, []any) {
+	v := map[string]any{"cluster": sh.cluster, "pool": sh.pool, "kind": sh.kind, "actor": s.actor,
+		"event_type": sh.eventType, "hold": durationInterval(sh.hold), "set_owner": nullable(sh.set)}
+	st := takeReuseSQL
+	if len(ts) == 1 {
+		o, t := ts[0].owner, ts[0]
+		v["owner"], v["org"], v["env"], v["node"], v["instance"], v["event"] = o.ID, nullable(o.OrgID), nullable(o.EnvID),
+			nullable(o.NodeID), nullable(o.InstanceID), t.event
+		st = takeReuseOneSQL
+		if sh.fresh {
+			v["avoid"], v["row"] = t.avoid, t.row
+			st = takeFreshOneSQL
+			if s.outer != nil {
+				st = takeFreshOneInTxSQL // its locks last until the caller commits
+			}
+		}
+		return st.sql, st.args(v)
+	}
 	n := len(ts)
 	ids := make([]string, n)
 	orgs, envs, nodes, insts, avoid := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
@@ -94,13 +113,12 @@ func (s *Client) takeArgs(sh takeShared, ts []take) []any {
 		orgs[i], envs[i], nodes[i], insts[i] = nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)
 		avoid[i], events[i], rows[i] = t.avoid, t.event, t.row
 	}
-	v := map[string]any{"cluster": sh.cluster, "pool": sh.pool, "kind": sh.kind, "actor": s.actor,
-		"event_type": sh.eventType, "hold": durationInterval(sh.hold), "set_owner": nullable(sh.set),
-		"owners": ids, "orgs": orgs, "envs": envs, "nodes": nodes, "instances": insts, "events": events}
-	if sh.stmt.name == takeFreshSQL.name {
-		v["avoid"], v["rows"], v["in_tx"] = avoid, rows, s.outer != nil
+	v["owners"], v["orgs"], v["envs"], v["nodes"], v["instances"], v["events"] = ids, orgs, envs, nodes, insts, events
+	if sh.fresh {
+		v["avoid"], v["rows"] = avoid, rows
+		st = takeFreshSQL
 	}
-	return sh.stmt.args(v)
+	return st.sql, st.args(v)
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its

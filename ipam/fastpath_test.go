@@ -165,13 +165,13 @@ func TestFastStatementsReadNoIndexWhole(t *testing.T) {
 	// The values of the take statements' parameters, by name, as EXECUTE's
 	// literals: one owner each, holding a cooling row.
 	args := map[string]map[string]string{
-		"fresh": {"cluster": `'c1'`, "pool": `'c1/instance'`, "kind": `'instance'`, "owners": `'{i-7}'`,
-			"orgs": `'{acme}'`, "envs": `'{prod}'`, "nodes": `'{NULL}'`, "instances": `'{i-7}'`, "actor": `'test'`,
-			"hold": `'1 hour'`, "set_owner": `NULL`, "events": `ARRAY[gen_random_uuid()]`, "event_type": `'allocation.reserved'`,
-			"avoid": `'{NULL}'`, "rows": `ARRAY[gen_random_uuid()]`, "in_tx": `false`},
-		"reused": {"cluster": `'c1'`, "pool": `'c1/v4'`, "kind": `'env_ipv4'`, "owners": `'{e-7}'`,
-			"orgs": `'{NULL}'`, "envs": `'{e-7}'`, "nodes": `'{NULL}'`, "instances": `'{NULL}'`, "actor": `'test'`,
-			"hold": `'1 hour'`, "set_owner": `NULL`, "events": `ARRAY[gen_random_uuid()]`, "event_type": `'allocation.reserved'`},
+		"fresh": {"cluster": `'c1'`, "pool": `'c1/instance'`, "kind": `'instance'`, "owner": `'i-7'`,
+			"org": `'acme'`, "env": `'prod'`, "node": `NULL`, "instance": `'i-7'`, "actor": `'test'`,
+			"hold": `'1 hour'`, "set_owner": `NULL`, "event": `gen_random_uuid()`, "event_type": `'allocation.reserved'`,
+			"avoid": `NULL`, "row": `gen_random_uuid()`},
+		"reused": {"cluster": `'c1'`, "pool": `'c1/v4'`, "kind": `'env_ipv4'`, "owner": `'e-7'`,
+			"org": `NULL`, "env": `'e-7'`, "node": `NULL`, "instance": `NULL`, "actor": `'test'`,
+			"hold": `'1 hour'`, "set_owner": `NULL`, "event": `gen_random_uuid()`, "event_type": `'allocation.reserved'`},
 	}
 	checked := 0
 	for _, hs := range ipam.HotStatements() {
@@ -410,9 +410,9 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 		"hold look (a plan's first read)": {"cluster": "c1", "kind": "instance", "owner": "i-7", "actor": "test",
 			"fresh_for": 5 * time.Minute, "origin": "/work/test"},
 		"fast path: a fresh allocation in one statement (a counter pool)": {"cluster": "c1", "pool": "c1/instance", "kind": "instance",
-			"owners": []string{"i-99"}, "orgs": []string{"acme"}, "envs": []string{"prod"}, "nodes": []*string{nil},
-			"instances": []string{"i-99"}, "actor": "test", "hold": time.Duration(0), "set_owner": nil,
-			"events": []uuid.UUID{id}, "event_type": "instance.allocated", "avoid": []*string{nil}, "rows": []uuid.UUID{id}, "in_tx": false},
+			"owner": "i-99", "org": "acme", "env": "prod", "node": nil, "instance": "i-99", "actor": "test",
+			"hold": time.Duration(0), "set_owner": nil, "event": id, "event_type": "instance.allocated", "avoid": nil,
+			"row": id},
 		"fast path: a reused allocation in one statement (an IPv4 table pool)": reuseTakeArgs("c1", "c1/v4", "e-99"),
 		"fast path: apply of a planned hold in one statement": {"cluster": "c1", "kind": "instance", "owner": "i-7",
 			"address": netip.MustParsePrefix("2001:db8::7/128"), "org": "acme", "env": "prod", "node": nil, "instance": "i-7",
@@ -546,8 +546,7 @@ func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
 // reuseTakeArgs are the values of the reuse take's parameters for one
 // environment's IPv4 address.
 func reuseTakeArgs(cluster, pool, env string) map[string]any {
-	return map[string]any{"cluster": cluster, "pool": pool, "kind": "env_ipv4", "owners": []string{env},
-		"orgs": []string{"acme"}, "envs": []string{env}, "nodes": []*string{nil}, "instances": []*string{nil},
-		"actor": "test", "hold": time.Duration(0), "set_owner": nil, "events": []uuid.UUID{uuid.New()},
-		"event_type": "env.ipv4_addon_enabled"}
+	return map[string]any{"cluster": cluster, "pool": pool, "kind": "env_ipv4", "owner": env,
+		"org": "acme", "env": env, "node": nil, "instance": nil, "actor": "test", "hold": time.Duration(0),
+		"set_owner": nil, "event": uuid.New(), "event_type": "env.ipv4_addon_enabled"}
 }

@@ -20,7 +20,7 @@ import "strings"
 // The one-statement forms are three, one per kind of hand-out:
 //   - takeFreshSQL: fresh ordinals of a counter pool, for one owner or
 //     several (concurrent callers share it, coalesce.go), standalone or
-//     inside the caller's transaction (@in_tx), as allocations or as
+//     inside the caller's transaction (its own pick), as allocations or as
 //     plan-time holds (@hold);
 //   - takeReuseSQL: the longest-cooled reusable rows of a table pool (IPv4),
 //     likewise;
@@ -206,14 +206,23 @@ type handOut struct {
 	guards []guard
 }
 
+// The guards of the fresh and the reuse takes, of one owner or several.
+var (
+	freshGuards = with(servedGuards, []guard{guardNodeBlocksFirst, guardCounterShape, guardPoolLock, guardStripeRoom})
+	reuseGuards = with(servedGuards, pickGuards, writeGuards, []guard{guardPoolLock, guardNoExpiredHold})
+)
+
 // handOutStatements lists every statement that hands out an address or
 // picks one, with the guards each carries. The full path's other rules are
 // Go: the owner's own address first (ownerRows), an exact claim's checks
 // (claimExact), the layout's exclusions and gateway (Pool.address).
 func handOutStatements() []handOut {
 	return []handOut{
-		{takeFreshSQL.name, takeFreshSQL.sql, with(servedGuards, []guard{guardNodeBlocksFirst, guardCounterShape, guardPoolLock, guardStripeRoom})},
-		{takeReuseSQL.name, takeReuseSQL.sql, with(servedGuards, pickGuards, writeGuards, []guard{guardPoolLock, guardNoExpiredHold})},
+		{takeFreshSQL.name, takeFreshSQL.sql, freshGuards},
+		{takeFreshOneSQL.name, takeFreshOneSQL.sql, freshGuards},
+		{takeFreshOneInTxSQL.name, takeFreshOneInTxSQL.sql, freshGuards},
+		{takeReuseSQL.name, takeReuseSQL.sql, reuseGuards},
+		{takeReuseOneSQL.name, takeReuseOneSQL.sql, reuseGuards},
 		{confirmHoldSQL.name, confirmHoldSQL.sql, []guard{guardPoolLock, guardOwnHold}},
 		{"full path: stripe pick", sqlTakeStripe, []guard{guardStripeRoom}},
 		{"full path: stripe pick (waiting)", sqlTakeStripeWait, []guard{guardStripeRoom}},
@@ -257,47 +266,83 @@ var (
 	//
 	// The pick (see freshPick) takes the stripes in the order the
 	// statement's snapshot sees them and steps over one that another
-	// allocator advanced since. Inside a caller's transaction (@in_tx) it
+	// allocator advanced since. Inside a caller's transaction it
 	// takes the lowest unlocked stripes at their current next ordinals, as
 	// the full path's waiting pick does: its locks last until the caller
 	// commits, and stepping over such a stripe would hold it too, so that
 	// concurrent placements would soon find every stripe locked and wait for
 	// each other. The other pick's branch is a one-time filter on a
 	// parameter: it neither runs nor locks.
-	takeFreshSQL = named("fast path: fresh allocations in one statement (a counter pool; one owner or several; standalone or in a caller's transaction)",
-		`WITH req AS MATERIALIZED (
+	takeFreshSQL        = takeFresh(false, false)
+	takeFreshOneSQL     = takeFresh(true, false)
+	takeFreshOneInTxSQL = takeFresh(true, true)
+
+	takeReuseSQL    = takeReuse(false)
+	takeReuseOneSQL = takeReuse(true)
+)
+
+// takeShape is what differs between a take of one owner and of several:
+// the request's rows (one row of scalar parameters, or one row per element
+// of the owners' arrays), how the owners served are numbered, and how many
+// stripes or rows the pick takes. Everything else, the guards first, is one
+// text for both: a take of one owner is a batch of one, written with
+// scalars, since unpacking arrays, numbering and ranking cost a single
+// allocation about a sixth of its server time.
+type takeShape struct {
+	req, number, limit string
+	one                bool
+}
+
+func takeShapeOf(one, fresh bool) takeShape {
+	if one {
+		t := takeShape{one: true, number: `0::bigint`, limit: `1`, req: `
+		SELECT @owner::text AS req_owner, @org::text AS req_org, @env::text AS req_env, @node::text AS req_node,
+			@instance::text AS req_instance, @event::uuid AS req_event`}
+		if fresh {
+			t.req += `, @avoid::text AS req_avoid, @row::uuid AS req_row`
+		}
+		return t
+	}
+	t := takeShape{number: `row_number() OVER () - 1`, limit: `(SELECT n FROM pool)`, req: `
+		SELECT * FROM unnest(@owners::text[], @orgs::text[], @envs::text[], @nodes::text[], @instances::text[], @events::uuid[])
+			AS r(req_owner, req_org, req_env, req_node, req_instance, req_event)`}
+	if fresh {
+		t.req = `
 		SELECT * FROM unnest(@owners::text[], @orgs::text[], @envs::text[], @nodes::text[], @instances::text[],
-				@avoid::text[], @events::uuid[], @rows::uuid[])
-			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_avoid, req_event, req_row, req_n)
-	), fresh AS MATERIALIZED (
-		-- the owners served, each numbered from 0 (req_k) as the scan of req yields them
-		SELECT r.*, row_number() OVER () - 1 AS req_k FROM req r
-		WHERE `+allOf(servedGuards, ownerOfReq)+`
-			AND `+guardNodeBlocksFirst.in(ownerOfReq)+`
-	), pool AS (
-		-- now_at: the statement's one read of the clock
-		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
-		WHERE id = @pool AND EXISTS (SELECT 1 FROM fresh) AND `+guardCounterShape.in(guardAt{})+`
-		`+guardPoolLock.in(guardAt{})+`
-	), cand AS MATERIALIZED (
+				@events::uuid[], @avoid::text[], @rows::uuid[])
+			AS r(req_owner, req_org, req_env, req_node, req_instance, req_event, req_avoid, req_row)`
+	} else {
+		t.limit = `(SELECT count(*) FROM fresh)`
+	}
+	return t
+}
+
+// takeFresh builds takeFreshSQL (several owners), takeFreshOneSQL (one) and
+// takeFreshOneInTxSQL (one, in a caller's transaction: the other pick).
+func takeFresh(one, inTx bool) namedStatement {
+	t := takeShapeOf(one, true)
+	name := "fast path: fresh allocations of several owners in one statement (a counter pool)"
+	pick := `, cand AS MATERIALIZED (
+		-- the stripes with room as the snapshot sees them
 		SELECT stripe, next_ordinal FROM ipam_pool_stripes
-		WHERE pool_id = @pool AND `+guardStripeRoom.in(guardAt{})+` AND EXISTS (SELECT 1 FROM pool) AND NOT @in_tx::boolean
+		WHERE pool_id = @pool AND ` + guardStripeRoom.in(guardAt{}) + ` AND EXISTS (SELECT 1 FROM pool)
 		ORDER BY next_ordinal
 	), pick AS MATERIALIZED (
-		(SELECT l.* FROM cand c, LATERAL (
+		SELECT l.* FROM cand c, LATERAL (
 			-- in cand's order (a nested loop over it keeps it)
 			SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes st
 			WHERE st.pool_id = @pool AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
 			FOR UPDATE SKIP LOCKED
 		) l
-		LIMIT (SELECT n FROM pool))
-		UNION ALL
-		SELECT * FROM (
-			-- in a caller's transaction
-			SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes
-			WHERE pool_id = @pool AND `+guardStripeRoom.in(guardAt{})+` AND EXISTS (SELECT 1 FROM pool) AND @in_tx
-			ORDER BY next_ordinal LIMIT (SELECT n FROM pool) FOR UPDATE SKIP LOCKED) w
-	), ranked AS MATERIALIZED (
+		LIMIT ` + t.limit
+	if inTx {
+		pick = `, pick AS MATERIALIZED (
+		-- in a caller's transaction: the lowest unlocked at its current next ordinal
+		SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes
+		WHERE pool_id = @pool AND ` + guardStripeRoom.in(guardAt{}) + ` AND EXISTS (SELECT 1 FROM pool)
+		ORDER BY next_ordinal LIMIT ` + t.limit + ` FOR UPDATE SKIP LOCKED`
+	}
+	ranked := `
 		-- each stripe picked, its rank (from 0, in the pick's next-ordinal
 		-- order), how many were picked (m) and how many owners it serves
 		-- (k): one for each of the n owners whose number is its rank modulo
@@ -305,7 +350,29 @@ var (
 		SELECT r.*, least(r.n / r.m + (r.rank < r.n % r.m)::int, (r.last_ordinal - r.next_ordinal) / r.stride + 1) AS k
 		FROM (SELECT p.*, row_number() OVER () - 1 AS rank, count(*) OVER () AS m,
 				(SELECT n FROM pool) AS n, (SELECT stripes FROM pool) AS stride
-			FROM pick p) r
+			FROM pick p) r`
+	if one {
+		name = "fast path: a fresh allocation in one statement (a counter pool)"
+		if inTx {
+			name = "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)"
+		}
+		ranked = `
+		-- the one stripe picked (it has room: the pick's guard) serves the one owner
+		SELECT p.*, 0::bigint AS rank, 1::bigint AS m, 1::bigint AS k, (SELECT stripes FROM pool) AS stride FROM pick p`
+	}
+	return named(name, `WITH req AS MATERIALIZED (`+t.req+`
+	), fresh AS MATERIALIZED (
+		-- the owners served, each numbered from 0 (req_k) as the scan of req yields them
+		SELECT r.*, `+t.number+` AS req_k FROM req r
+		WHERE `+allOf(servedGuards, ownerOfReq)+`
+			AND `+guardNodeBlocksFirst.in(ownerOfReq)+`
+	), pool AS (
+		-- now_at: the statement's one read of the clock
+		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
+		WHERE id = @pool AND EXISTS (SELECT 1 FROM fresh) AND `+guardCounterShape.in(guardAt{})+`
+		`+guardPoolLock.in(guardAt{})+`
+	)`+pick+`
+	), ranked AS MATERIALIZED (`+ranked+`
 	), s AS (
 		-- the stripes picked by their key: one probe each, not a walk over
 		-- the pool's stripes (nor their TIDs: when the pick locked a version
@@ -338,17 +405,21 @@ var (
 		SELECT r.req_event, @event_type, `+eventOfRow+`, '{}', a.allocated_at FROM a JOIN req r ON r.req_row = a.id
 	)
 	SELECT `+allocColumnsOfA+`, (SELECT block FROM pool)`+fastNetwork)
+}
 
-	// takeReuseSQL: each owner's probes, the pool guard with its lock, the
-	// counter slot and the reuse mark (countTaken), then as many reusable
-	// rows as owners from the mark on, the k-th owner taking the k-th row,
-	// one event per row, the count and the mark of the last row in the slot.
-	// When a row picked is another owner's expired hold nobody is served;
-	// owners past the rows found take the full path.
-	takeReuseSQL = named("fast path: reused allocations in one statement (an IPv4 table pool; one owner or several)",
-		`WITH req AS MATERIALIZED (
-		SELECT * FROM unnest(@owners::text[], @orgs::text[], @envs::text[], @nodes::text[], @instances::text[], @events::uuid[])
-			WITH ORDINALITY AS r(req_owner, req_org, req_env, req_node, req_instance, req_event, req_n)
+// takeReuseSQL: each owner's probes, the pool guard with its lock, the
+// counter slot and the reuse mark (countTaken), then as many reusable
+// rows as owners from the mark on, the k-th owner taking the k-th row,
+// one event per row, the count and the mark of the last row in the slot.
+// When a row picked is another owner's expired hold nobody is served;
+// owners past the rows found take the full path.
+func takeReuse(one bool) namedStatement {
+	t := takeShapeOf(one, false)
+	name := "fast path: reused allocations of several owners in one statement (an IPv4 table pool)"
+	if one {
+		name = "fast path: a reused allocation in one statement (an IPv4 table pool)"
+	}
+	return named(name, `WITH req AS MATERIALIZED (`+t.req+`
 	), fresh AS MATERIALIZED (
 		SELECT r.* FROM req r
 		WHERE `+allOf(servedGuards, ownerOfReq)+`
@@ -365,7 +436,7 @@ var (
 		FROM ipam_allocations
 		WHERE pool_id = @pool AND `+allOf(pickGuards, guardAt{now: "(SELECT now_at FROM pool)", rows: "ipam_allocations"})+`
 			AND (reusable_at, ordinal) >= ((SELECT at FROM mark), (SELECT ord FROM mark))
-		ORDER BY reusable_at, ordinal LIMIT (SELECT count(*) FROM fresh) FOR UPDATE SKIP LOCKED
+		ORDER BY reusable_at, ordinal LIMIT `+t.limit+` FOR UPDATE SKIP LOCKED
 	), pairs AS MATERIALIZED (
 		-- the k-th owner (as the scan of fresh yields them) takes the k-th
 		-- row (as the pick yields them, in queue order): row_number() over
@@ -395,7 +466,9 @@ var (
 		SELECT a.req_event, @event_type, `+eventOfRow+`, '{}', a.allocated_at FROM a
 	)
 	SELECT `+allocColumnsOfA+`, (SELECT c FROM pool, unnest(pool.cidrs) c WHERE a.address <<= c LIMIT 1)`+fastNetwork)
+}
 
+var (
 	// confirmHoldSQL turns the owner's plan-time hold on exactly the planned
 	// address into the allocation, with its event: the usual apply of a
 	// planned address, in one statement. It takes the hold's pool lock

@@ -40,13 +40,12 @@ func HotStatements() []Statement {
 		{Name: "reuse take (conditional write)", SQL: sqlActivate},
 		{Name: "exact claim probe", SQL: sqlClaimProbe},
 		{Name: "release", SQL: sqlRelease.sql, Params: sqlRelease.names},
-		// The take statements, each for one owner (a batch of one) and for
-		// several, and the fresh take in a caller's transaction too (@in_tx
-		// chooses the pick).
-		{Name: "fast path: a fresh allocation in one statement (a counter pool)", SQL: takeFreshSQL.sql, Params: takeFreshSQL.names},
-		{Name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", SQL: takeFreshSQL.sql, Params: takeFreshSQL.names},
+		// The take statements, each for one owner and for several, and the
+		// fresh take of one owner in a caller's transaction (its own pick).
+		{Name: "fast path: a fresh allocation in one statement (a counter pool)", SQL: takeFreshOneSQL.sql, Params: takeFreshOneSQL.names},
+		{Name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", SQL: takeFreshOneInTxSQL.sql, Params: takeFreshOneInTxSQL.names},
 		{Name: "fast path: fresh allocations of several owners in one statement (a counter pool)", SQL: takeFreshSQL.sql, Params: takeFreshSQL.names},
-		{Name: "fast path: a reused allocation in one statement (an IPv4 table pool)", SQL: takeReuseSQL.sql, Params: takeReuseSQL.names},
+		{Name: "fast path: a reused allocation in one statement (an IPv4 table pool)", SQL: takeReuseOneSQL.sql, Params: takeReuseOneSQL.names},
 		{Name: "fast path: reused allocations of several owners in one statement (an IPv4 table pool)", SQL: takeReuseSQL.sql, Params: takeReuseSQL.names},
 		{Name: "fast path: apply of a planned hold in one statement", SQL: confirmHoldSQL.sql, Params: confirmHoldSQL.names},
 		{Name: "refresh read", SQL: sqlGetActive},
