@@ -17,18 +17,21 @@ import "strings"
 // written: every statement of that kind then carries it), one scenario in
 // the path-conformance harness (paths_test.go) and one mutant.
 //
-// The one-statement forms are three, one per kind of hand-out:
-//   - takeFreshSQL: fresh ordinals of a counter pool, for one owner or
-//     several (concurrent callers share it, coalesce.go), standalone or
-//     inside the caller's transaction (its own pick), as allocations or as
-//     plan-time holds (@hold);
-//   - takeReuseSQL: the longest-cooled reusable rows of a table pool (IPv4),
-//     likewise;
+// The one-statement forms are three, one per kind of hand-out, each one
+// text written once:
+//   - takeFresh: fresh ordinals of a counter pool, for several owners
+//     (concurrent callers share it, coalesce.go: takeFreshSQL) or one
+//     (takeFreshOneSQL; in a caller's transaction, with its own pick,
+//     takeFreshOneInTxSQL), as allocations or as plan-time holds (@hold);
+//   - takeReuse: the longest-cooled reusable rows of a table pool (IPv4),
+//     likewise (takeReuseSQL, takeReuseOneSQL);
 //   - confirmHoldSQL: the owner's plan-time hold on the planned address made
 //     its allocation.
 //
-// A single owner is a batch of one. Whenever a statement cannot be sure, it
-// hands over to the full path by returning no row for the owner.
+// A take of one owner is the take of several with the request's rows given
+// as scalars (takeShape): the same guards, pick, writes and event.
+// Whenever a statement cannot be sure, it hands over to the full path by
+// returning no row for the owner.
 //
 // What the database itself refuses, whatever statement writes, is not
 // restated here: an address outside its pool's live blocks, an excluded
