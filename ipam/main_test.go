@@ -35,8 +35,8 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if n := max(minParallel, runtime.GOMAXPROCS(0)); !explicit {
-		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(minParallel, runtime.GOMAXPROCS(0)))); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
