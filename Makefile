@@ -45,7 +45,7 @@ lint: ## Run golangci-lint (.golangci.yml; the version tools/go.mod pins)
 test: ## The test command CI runs: check, then the unit, acc and e2e tiers in one go test run (names the tiers that fail)
 	bash scripts/test.sh all
 
-quick: ## The core's short tier: go test -short ./ipam/... ./migrations/... (throwaway PostgreSQL; no explorer, no model test)
+quick: ## The core's short tier: go test -short ./ipam/... ./migrations/... (throwaway PostgreSQL; without the interleaving explorer, the randomized model test and the linearizability test, which make test runs)
 	bash scripts/with-postgres.sh go test -short -count=1 ./ipam/... ./migrations/...
 
 check: ## Tier check: gofmt, go vet, golangci-lint, docs/ fresh

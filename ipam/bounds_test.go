@@ -19,13 +19,15 @@ import (
 // timeout with ipam_busy naming what was locked, writes nothing, and works
 // once the lock is gone.
 func TestHeldLockIsBusyWithinTheBound(t *testing.T) {
+	t.Parallel()
 	url := testdb.New(t)
 	// A bound on a hang (a lock wait the lock timeout fails to end), not on
 	// speed: ipam_busy, below, is what says the lock timeout ended the wait
-	// (a statement timeout or the end of ctx gives another code).
+	// (a statement timeout or the end of ctx gives another code). The lock
+	// timeout is short: every case waits it in full, some more than once.
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
-	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 500 * time.Millisecond})
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

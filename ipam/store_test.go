@@ -261,7 +261,7 @@ func TestIdempotentPerOwnerAndActor(t *testing.T) {
 
 // The cooldown: a released address is not reused inside its cooldown, and is
 // reused, oldest-cooled first, once fresh space is exhausted and it has passed.
-func TestCooldownReuse(t *testing.T) {
+func TestCooldownBlocksReuseThenOldestCooledFirst(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
 	// A /125 node prefix: ordinals 1..7 usable (::0 is the anycast address).
@@ -342,7 +342,12 @@ func TestOwnerGetsItsCoolingAddressBack(t *testing.T) {
 	}
 }
 
-func TestExactClaims(t *testing.T) {
+// An exact claim gets the address asked for, and the counter steps over it;
+// another owner asking for it is refused while it is held (address_in_use,
+// naming the holder) and while it cools (address_cooling, saying until
+// when); an address outside the pool or the subnet-router anycast address
+// is refused as invalid.
+func TestExactClaimGetsItsAddressAndTheCounterStepsOver(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")

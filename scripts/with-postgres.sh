@@ -11,6 +11,13 @@
 #
 # IPAM_PG_BENCH=1 starts the server with durable benchmark settings
 # (scripts/pg.sh start --bench) instead of the fast test settings.
+#
+# The test server's files go to memory (/dev/shm) when it is a tmpfs with
+# room (4 GiB free there and in RAM), else under TMPDIR (default /tmp); the
+# benchmark server's always go under TMPDIR. IPAM_PG_TMPDIR names the
+# folder instead. Each test creates and drops a database of its own, and on
+# a disk that other work keeps busy a CREATE DATABASE took 0.2 to 0.6 s
+# where it takes 10 to 20 ms in memory.
 set -euo pipefail
 
 if [[ $# -eq 0 ]]; then
@@ -23,7 +30,25 @@ if [[ -n "${IPAM_TEST_DATABASE_URL:-}" ]]; then
 fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-pgdir=$(mktemp -d "${TMPDIR:-/tmp}/ipam-pg.XXXXXX")
+
+# in_memory_room DIR: true if DIR is a writable tmpfs with 4 GiB free, and
+# the machine 4 GiB of available memory.
+in_memory_room() {
+	local dir=$1 need=$((4 * 1024 * 1024)) free avail
+	[[ -d "$dir" && -w "$dir" ]] || return 1
+	[[ "$(stat -f -c %T "$dir" 2>/dev/null)" == tmpfs ]] || return 1
+	free=$(df -Pk "$dir" 2>/dev/null | awk 'NR == 2 { print $4 }')
+	avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo 2>/dev/null)
+	((${free:-0} >= need && ${avail:-0} >= need))
+}
+
+parent=${TMPDIR:-/tmp}
+if [[ -n "${IPAM_PG_TMPDIR:-}" ]]; then
+	parent=$IPAM_PG_TMPDIR
+elif [[ "${IPAM_PG_BENCH:-}" != 1 ]] && in_memory_room /dev/shm; then
+	parent=/dev/shm
+fi
+pgdir=$(mktemp -d "$parent/ipam-pg.XXXXXX")
 
 # shellcheck disable=SC2317 # invoked by trap
 cleanup() {
