@@ -341,7 +341,7 @@ func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, st ipam.Statem
 	}
 	// The planner settings every transaction of the core starts with
 	// (ipam.TxSettings, sent with BEGIN), here for the session.
-	if _, err := c.Exec(ctx, strings.Replace(ipam.TxSettings, "SET LOCAL", "SET", 1)); err != nil {
+	if _, err := c.Exec(ctx, strings.ReplaceAll(ipam.TxSettings, "SET LOCAL", "SET")); err != nil {
 		return pr, err
 	}
 	if _, err := c.Exec(ctx, "PREPARE ipambench_q AS "+sql); err != nil {

@@ -122,6 +122,15 @@ func TestBoundsArePerTransaction(t *testing.T) {
 	if got := show(tx); got != "3s 2min off" {
 		t.Fatalf("inside a core transaction: %q, want \"3s 2min off\"", got)
 	}
+	// JIT is off by the transaction's own setting (the test databases turn
+	// it off for the database too, so the source tells them apart).
+	var jit, source string
+	if err := tx.QueryRow(ctx, `SELECT setting, source FROM pg_settings WHERE name = 'jit'`).Scan(&jit, &source); err != nil {
+		t.Fatal(err)
+	}
+	if jit != "off" || source != "session" {
+		t.Fatalf("inside a core transaction jit is %s (set by %s), want off, set by the transaction", jit, source)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestFastStatementsReadNoIndexWhole(t *testing.T) {
 			t.Fatal(ok, err)
 		}
 	}
-	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, strings.Replace(ipam.TxSettings, "SET LOCAL", "SET", 1)} {
+	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, strings.ReplaceAll(ipam.TxSettings, "SET LOCAL", "SET")} {
 		if _, err := raw.Exec(ctx, q); err != nil {
 			t.Fatal(q, err)
 		}
@@ -278,7 +278,7 @@ func TestReuseMarkSkipsTakenRows(t *testing.T) {
 	if n != taken || low != lowest || top-low != taken-1 {
 		t.Fatalf("%d takes hold %d rows, ordinals %d to %d (the pool's first: %d), want the first %d in order", taken, n, low, top, lowest, taken)
 	}
-	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, strings.Replace(ipam.TxSettings, "SET LOCAL", "SET", 1), `BEGIN`} {
+	for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, strings.ReplaceAll(ipam.TxSettings, "SET LOCAL", "SET"), `BEGIN`} {
 		if _, err := raw.Exec(ctx, q); err != nil {
 			t.Fatal(q, err)
 		}

@@ -402,7 +402,7 @@ const (
 // (runOne), the transaction bounds, TxSettings and fastPlans: set_config with
 // is_local, so they end with the statement's own transaction.
 const sqlFastBounds = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true),
-	set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', ` + fastPlans + `, true),
+	set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('plan_cache_mode', ` + fastPlans + `, true),
 	set_config('ipam.origin', $3, true)`
 
 // fastPlans is the plan_cache_mode of the one-statement allocations: always
@@ -1418,7 +1418,13 @@ const (
 	// index to use still scan. They are set per transaction, never per session
 	// or as startup parameters, which a connection pooler (PgBouncer) refuses or
 	// shares between clients. Bench explains the hot statements under them.
-	TxSettings = "SET LOCAL enable_seqscan = off"
+	//
+	// JIT compilation is off too: with sequential scans off, a statement with
+	// no index to use costs more than jit_above_cost, and the server compiled
+	// it at every run (a pool's overlap check, about 65 ms of server CPU at
+	// each pool create or update, most of it compiling); no statement of the
+	// core runs long enough for compiled code to pay.
+	TxSettings = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off"
 
 	// sqlTxBoundsFormat sets a transaction's bounds (milliseconds; 0: none) and
 	// its TxSettings.
