@@ -345,7 +345,10 @@ func takeFresh(one, inTx bool) namedStatement {
 		WHERE pool_id = @pool AND ` + guardStripeRoom.in(guardAt{}) + ` AND EXISTS (SELECT 1 FROM pool)
 		ORDER BY next_ordinal LIMIT ` + t.limit + ` FOR UPDATE SKIP LOCKED`
 	}
-	ranked := `
+	// advance: the stripes picked, advanced past the owners each serves,
+	// and for each its rank, how many were picked (m), how many owners it
+	// serves (k) and the ordinal it had (ord).
+	advance := `, ranked AS MATERIALIZED (
 		-- each stripe picked, its rank (from 0, in the pick's next-ordinal
 		-- order), how many were picked (m) and how many owners it serves
 		-- (k): one for each of the n owners whose number is its rank modulo
@@ -353,29 +356,7 @@ func takeFresh(one, inTx bool) namedStatement {
 		SELECT r.*, least(r.n / r.m + (r.rank < r.n % r.m)::int, (r.last_ordinal - r.next_ordinal) / r.stride + 1) AS k
 		FROM (SELECT p.*, row_number() OVER () - 1 AS rank, count(*) OVER () AS m,
 				(SELECT n FROM pool) AS n, (SELECT stripes FROM pool) AS stride
-			FROM pick p) r`
-	if one {
-		name = "fast path: a fresh allocation in one statement (a counter pool)"
-		if inTx {
-			name = "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)"
-		}
-		ranked = `
-		-- the one stripe picked (it has room: the pick's guard) serves the one owner
-		SELECT p.*, 0::bigint AS rank, 1::bigint AS m, 1::bigint AS k, (SELECT stripes FROM pool) AS stride FROM pick p`
-	}
-	return named(name, `WITH req AS MATERIALIZED (`+t.req+`
-	), fresh AS MATERIALIZED (
-		-- the owners served, each numbered from 0 (req_k) as the scan of req yields them
-		SELECT r.*, `+t.number+` AS req_k FROM req r
-		WHERE `+allOf(servedGuards, ownerOfReq)+`
-			AND `+guardNodeBlocksFirst.in(ownerOfReq)+`
-	), pool AS (
-		-- now_at: the statement's one read of the clock
-		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
-		WHERE id = @pool AND EXISTS (SELECT 1 FROM fresh) AND `+guardCounterShape.in(guardAt{})+`
-		`+guardPoolLock.in(guardAt{})+`
-	)`+pick+`
-	), ranked AS MATERIALIZED (`+ranked+`
+			FROM pick p) r
 	), s AS (
 		-- the stripes picked by their key: one probe each, not a walk over
 		-- the pool's stripes (nor their TIDs: when the pick locked a version
@@ -389,8 +370,35 @@ func takeFresh(one, inTx bool) namedStatement {
 			active = st.active + CASE WHEN @hold::interval > interval '0' THEN 0 ELSE r.k END
 		FROM ranked r
 		WHERE st.pool_id = @pool AND st.stripe = ANY (ARRAY(SELECT stripe FROM ranked)) AND st.stripe = r.stripe
-			AND r.k > 0 AND `+guardStripeRoom.in(guardAt{rows: "st"})+`
-		RETURNING r.rank, r.m, r.k, st.next_ordinal - r.k * r.stride AS ord
+			AND r.k > 0 AND ` + guardStripeRoom.in(guardAt{rows: "st"}) + `
+		RETURNING r.rank, r.m, r.k, st.next_ordinal - r.k * r.stride AS ord`
+	if one {
+		name = "fast path: a fresh allocation in one statement (a counter pool)"
+		if inTx {
+			name = "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)"
+		}
+		advance = `, s AS (
+		-- the one stripe picked (it has room: the pick's guard), by its key,
+		-- advanced one stride for the one owner (see the form of several)
+		UPDATE ipam_pool_stripes st SET next_ordinal = st.next_ordinal + pool.stripes,
+			active = st.active + CASE WHEN @hold::interval > interval '0' THEN 0 ELSE 1 END
+		FROM pool
+		WHERE st.pool_id = @pool AND st.stripe = (SELECT stripe FROM pick) AND ` + guardStripeRoom.in(guardAt{rows: "st"}) + `
+		RETURNING 0::bigint AS rank, 1::bigint AS m, 1::bigint AS k, st.next_ordinal - pool.stripes AS ord`
+	}
+	return named(name, `WITH req AS MATERIALIZED (`+t.req+`
+	), fresh AS MATERIALIZED (
+		-- the owners served, each numbered from 0 (req_k) as the scan of req yields them
+		SELECT r.*, `+t.number+` AS req_k FROM req r
+		WHERE `+allOf(servedGuards, ownerOfReq)+`
+			AND `+guardNodeBlocksFirst.in(ownerOfReq)+`
+	), pool AS (
+		-- now_at: the statement's one read of the clock
+		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
+		WHERE id = @pool AND EXISTS (SELECT 1 FROM fresh) AND `+guardCounterShape.in(guardAt{})+`
+		`+guardPoolLock.in(guardAt{})+`
+	)`+pick+`
+	)`+advance+`
 	), a AS (
 		-- owner number j takes the stripe of rank j mod m, at its (j div
 		-- m)-th advance
