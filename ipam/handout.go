@@ -292,17 +292,13 @@ var (
 // scalars, since unpacking arrays, numbering and ranking cost a single
 // allocation about a sixth of its server time.
 type takeShape struct {
-	// req: the request's rows; reqAs: how its CTE is written (one owner's
-	// row of parameters is inlined where it is used, not stored)
-	req, reqAs, number, limit string
-	// pairs: how a reuse take pairs its owners with the rows picked
-	pairs string
-	one   bool
+	req, number, limit string
+	one                bool
 }
 
 func takeShapeOf(one, fresh bool) takeShape {
 	if one {
-		t := takeShape{one: true, reqAs: `NOT MATERIALIZED`, number: `0::bigint`, limit: `1`, pairs: `picked c, fresh f`, req: `
+		t := takeShape{one: true, number: `0::bigint`, limit: `1`, req: `
 		SELECT @owner::text AS req_owner, @org::text AS req_org, @env::text AS req_env, @node::text AS req_node,
 			@instance::text AS req_instance, @event::uuid AS req_event`}
 		if fresh {
@@ -310,8 +306,7 @@ func takeShapeOf(one, fresh bool) takeShape {
 		}
 		return t
 	}
-	t := takeShape{reqAs: `MATERIALIZED`, number: `row_number() OVER () - 1`, limit: `(SELECT n FROM pool)`, pairs: `(SELECT p.*, row_number() OVER () AS pick_n FROM picked p) c
-			JOIN (SELECT g.*, row_number() OVER () AS fresh_n FROM fresh g) f ON f.fresh_n = c.pick_n`, req: `
+	t := takeShape{number: `row_number() OVER () - 1`, limit: `(SELECT n FROM pool)`, req: `
 		SELECT * FROM unnest(@owners::text[], @orgs::text[], @envs::text[], @nodes::text[], @instances::text[], @events::uuid[])
 			AS r(req_owner, req_org, req_env, req_node, req_instance, req_event)`}
 	if fresh {
@@ -391,7 +386,7 @@ func takeFresh(one, inTx bool) namedStatement {
 		WHERE st.pool_id = @pool AND st.stripe = (SELECT stripe FROM pick) AND ` + guardStripeRoom.in(guardAt{rows: "st"}) + `
 		RETURNING 0::bigint AS rank, 1::bigint AS m, 1::bigint AS k, st.next_ordinal - pool.stripes AS ord`
 	}
-	return named(name, `WITH req AS `+t.reqAs+` (`+t.req+`
+	return named(name, `WITH req AS MATERIALIZED (`+t.req+`
 	), fresh AS MATERIALIZED (
 		-- the owners served, each numbered from 0 (req_k) as the scan of req yields them
 		SELECT r.*, `+t.number+` AS req_k FROM req r
@@ -435,7 +430,7 @@ func takeReuse(one bool) namedStatement {
 	if one {
 		name = "fast path: a reused allocation in one statement (an IPv4 table pool)"
 	}
-	return named(name, `WITH req AS `+t.reqAs+` (`+t.req+`
+	return named(name, `WITH req AS MATERIALIZED (`+t.req+`
 	), fresh AS MATERIALIZED (
 		SELECT r.* FROM req r
 		WHERE `+allOf(servedGuards, ownerOfReq)+`
@@ -456,8 +451,9 @@ func takeReuse(one bool) namedStatement {
 	), pairs AS MATERIALIZED (
 		-- the k-th owner (as the scan of fresh yields them) takes the k-th
 		-- row (as the pick yields them, in queue order): row_number() over
-		-- each scan, no sort and no count per pair (one owner: its one row)
-		SELECT c.*, f.* FROM `+t.pairs+`
+		-- each scan, no sort and no count per pair
+		SELECT c.*, f.* FROM (SELECT p.*, row_number() OVER () AS pick_n FROM picked p) c
+			JOIN (SELECT g.*, row_number() OVER () AS fresh_n FROM fresh g) f ON f.fresh_n = c.pick_n
 		WHERE `+guardNoExpiredHold.in(guardAt{rows: "picked"})+`
 	), a AS (
 		UPDATE ipam_allocations t SET `+activateSet(ownerOfPair)+`
