@@ -2,7 +2,7 @@ package e2e
 
 // Facts that several pages state, checked against their one source in the
 // code: error samples (the real error text, docs_errors_test.go), event names (ipam.EventTypes), error codes (the Code constants of
-// ipam/errors.go and the sentinels of ipam/sentinels.go), provider option
+// ipam/errors.go and its sentinels), provider option
 // defaults (the schema descriptions, generated into docs/index.md, and the
 // ipam defaults behind them), the oldest supported Terraform (the one
 // scripts/ensure-terraform.sh builds, which the tests run where no terraform
@@ -113,12 +113,12 @@ func TestDocsFacts(t *testing.T) {
 			if want, ok := sentinels[name]; !ok {
 				t.Errorf("%s:%d: ipam has no sentinel %s", page, lineOf(text, m[0]), name)
 			} else if !slices.Equal(got, want) {
-				t.Errorf("%s:%d: %s matches the codes %v (ipam/sentinels.go), the guide says %v", page, lineOf(text, m[0]), name, want, got)
+				t.Errorf("%s:%d: %s matches the codes %v (ipam/errors.go), the guide says %v", page, lineOf(text, m[0]), name, want, got)
 			}
 		}
 		for name := range sentinels {
 			if !seen[name] {
-				t.Errorf("%s: the table of errors lacks %s (ipam/sentinels.go)", page, name)
+				t.Errorf("%s: the table of errors lacks %s (ipam/errors.go)", page, name)
 			}
 		}
 	})
@@ -305,12 +305,12 @@ func TestDocsFacts(t *testing.T) {
 func secs(d time.Duration) string { return strconv.Itoa(int(d/time.Second)) + "s" }
 
 // errorCodes reads the Code constants of ipam/errors.go and, from
-// ipam/sentinels.go, the codes each sentinel matches.
+// the same file, the codes each sentinel matches.
 func errorCodes(t *testing.T, root string) (codes []string, sentinels map[string][]string) {
 	t.Helper()
 	fset := token.NewFileSet()
 	consts := map[string]string{}
-	for _, name := range []string{"errors.go", "sentinels.go"} {
+	for _, name := range []string{"errors.go"} {
 		f, err := parser.ParseFile(fset, filepath.Join(root, "ipam", name), nil, 0)
 		if err != nil {
 			t.Fatal(err)
