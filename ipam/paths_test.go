@@ -294,15 +294,7 @@ var pathScenarios = []pathScenario{
 			if _, err := st.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v6", CIDRs: []netip.Prefix{netip.MustParsePrefix("2001:db8:0:9::/126")}}); err != nil {
 				t.Fatal(err)
 			}
-			for i := 0; ; i++ {
-				_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v6"), Owner: node(fmt.Sprintf("f%d", i))})
-				if ipam.Code(err) == ipam.CodeExhausted {
-					break
-				}
-				if err != nil || i > 8 {
-					t.Fatalf("filling a /126: allocation %d: %v", i, err)
-				}
-			}
+			allocateUntilFull(t, st, ipam.OperatorPool("c1", "v6"), func(i int) ipam.Owner { return node(fmt.Sprintf("f%d", i)) })
 			return "c1"
 		},
 		run: func(t *testing.T, st *ipam.Client, _ *pgx.Conn, c string, p allocPath) {
@@ -409,13 +401,20 @@ func fullIPv4Pool(t *testing.T, st *ipam.Client, cooldown time.Duration) {
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/30")}}); err != nil {
 		t.Fatal(err)
 	}
+	allocateUntilFull(t, st, ipam.OperatorPool("c1", "v4"), func(i int) ipam.Owner { return env(fmt.Sprintf("e%d", i)) })
+}
+
+// allocateUntilFull allocates from a small pool, to owner(0), owner(1), ..., until it
+// is exhausted.
+func allocateUntilFull(t *testing.T, st *ipam.Client, pool ipam.PoolRef, owner func(int) ipam.Owner) {
+	t.Helper()
 	for i := 0; ; i++ {
-		_, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"), Owner: env(fmt.Sprintf("e%d", i))})
+		_, err := st.Allocate(context.Background(), ipam.AllocateRequest{Pool: pool, Owner: owner(i)})
 		if ipam.Code(err) == ipam.CodeExhausted {
 			return
 		}
 		if err != nil || i > 8 {
-			t.Fatalf("filling a /30: allocation %d: %v", i, err)
+			t.Fatalf("filling %s: allocation %d: %v", pool.ID(), i, err)
 		}
 	}
 }

@@ -62,10 +62,7 @@ func TestFreshClone(t *testing.T) {
 	}
 	script := strings.Join(lines[1:], "")
 
-	clis := []cli{cliOf(t, terraformBin)}
-	if p := os.Getenv(EnvE2ETofu); p != "" {
-		clis = append(clis, cliOf(t, p))
-	}
+	clis := clisUnderTest(t)
 	covered := map[string]bool{}
 	for _, c := range clis {
 		covered[c.name] = true

@@ -95,6 +95,17 @@ func replaced(t *testing.T, s string, pairs ...string) string {
 	return s
 }
 
+// clisUnderTest are the CLIs the install tests run with: the suite's
+// terraform, and OpenTofu when EnvE2ETofu names it.
+func clisUnderTest(t *testing.T) []cli {
+	t.Helper()
+	clis := []cli{cliOf(t, terraformBin)}
+	if p := os.Getenv(EnvE2ETofu); p != "" {
+		clis = append(clis, cliOf(t, p))
+	}
+	return clis
+}
+
 // cli is the Terraform or OpenTofu binary an install runs with.
 type cli struct {
 	name string // terraform or tofu: the command the guide's blocks run
@@ -460,10 +471,7 @@ func TestInstallFromMirror(t *testing.T) {
 
 	echo := echoMirror(t)
 	zips := map[string]string{platform: localZip, second: filepath.Join(dist, secondZip)}
-	clis := []cli{cliOf(t, terraformBin)}
-	if p := os.Getenv(EnvE2ETofu); p != "" {
-		clis = append(clis, cliOf(t, p))
-	}
+	clis := clisUnderTest(t)
 	covered := map[string]bool{}
 	for _, c := range clis {
 		covered[c.name] = true
