@@ -267,15 +267,16 @@ var (
 	// more owners than stripes free takes a stripe twice. An owner whose
 	// stripe has no room for its advance returns no row.
 	//
-	// The pick (see freshPick) takes the stripes in the order the
-	// statement's snapshot sees them and steps over one that another
-	// allocator advanced since. Inside a caller's transaction it
-	// takes the lowest unlocked stripes at their current next ordinals, as
-	// the full path's waiting pick does: its locks last until the caller
-	// commits, and stepping over such a stripe would hold it too, so that
-	// concurrent placements would soon find every stripe locked and wait for
-	// each other. The other pick's branch is a one-time filter on a
-	// parameter: it neither runs nor locks.
+	// The pick takes the stripes in the order the statement's snapshot sees
+	// them (cand) and steps over one that another allocator advanced since
+	// (the recheck of its lock fails the equality with the snapshot's next
+	// ordinal), as the full path's first pick (sqlTakeStripe) does. Inside
+	// a caller's transaction (takeFreshOneInTxSQL) it takes the lowest
+	// unlocked stripe at its current next ordinal, as the full path's
+	// waiting pick does: its locks last until the caller commits, and
+	// stepping over such a stripe would hold it too, so that concurrent
+	// placements would soon find every stripe locked and wait for each
+	// other.
 	takeFreshSQL        = takeFresh(false, false)
 	takeFreshOneSQL     = takeFresh(true, false)
 	takeFreshOneInTxSQL = takeFresh(true, true)
@@ -287,10 +288,11 @@ var (
 // takeShape is what differs between a take of one owner and of several:
 // the request's rows (one row of scalar parameters, or one row per element
 // of the owners' arrays), how the owners served are numbered, and how many
-// stripes or rows the pick takes. Everything else, the guards first, is one
-// text for both: a take of one owner is a batch of one, written with
-// scalars, since unpacking arrays, numbering and ranking cost a single
-// allocation about a sixth of its server time.
+// stripes or rows the pick takes (and, for a fresh take, how its stripes
+// advance: see takeFresh). Everything else, the guards first, is one text
+// for both: a take of one owner is the take of several written with
+// scalars, since as a batch of one (unpacking arrays, numbering and
+// ranking) it cost a single allocation about a sixth more server time.
 type takeShape struct {
 	req, number, limit string
 	one                bool
@@ -419,7 +421,7 @@ func takeFresh(one, inTx bool) namedStatement {
 }
 
 // takeReuseSQL: each owner's probes, the pool guard with its lock, the
-// counter slot and the reuse mark (countTaken), then as many reusable
+// counter slot and the reuse mark (reuseMarkCTEs), then as many reusable
 // rows as owners from the mark on, the k-th owner taking the k-th row,
 // one event per row, the count and the mark of the last row in the slot.
 // When a row picked is another owner's expired hold nobody is served;

@@ -126,7 +126,7 @@ const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, ho
 const inventoryID = `coalesce(a.set_owner, a.owner_id)`
 
 // allocInsertColumns are the columns a new allocation row is written with
-// (sqlInsertFresh, fastFreshSQL).
+// (sqlInsertFresh, takeFreshSQL).
 const allocInsertColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
 	org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, set_owner, reusable_at, reserved_until`
 
@@ -145,7 +145,7 @@ const sqlLoadPool = `SELECT ` + poolColumns + ` FROM ipam_pools WHERE id = $1`
 // The stripe pick locks the stripe with the lowest next ordinal (skipping
 // those other allocators hold, or waiting for them) and advances it by one
 // stride ($2), returning the ordinal it had. The pick that skips (the first
-// takeFresh tries) is the fast takes' (freshPick): it takes the stripes in
+// takeFresh tries) is the fast takes' too (takeFresh): it takes the stripes in
 // the order its snapshot sees them and steps over one that another
 // allocator advanced since (the recheck of the lock fails the equality).
 // The pick that waits (when every stripe with room is locked or was stepped
@@ -314,7 +314,7 @@ const (
 	// sqlInsertCounterSlots gives a new pool its counter slots ($2 of them).
 	sqlInsertCounterSlots = `INSERT INTO ipam_pool_counters (pool_id, slot) SELECT $1, generate_series(0, $2::int - 1)`
 
-	// sqlClearReuseMark forgets a table pool's reuse mark (countTaken) when
+	// sqlClearReuseMark forgets a table pool's reuse mark (reuseMarkCTEs) when
 	// its layout changes.
 	sqlClearReuseMark = `UPDATE ipam_pool_counters SET reuse_at = NULL, reuse_ordinal = NULL
 		WHERE pool_id = $1 AND reuse_at IS NOT NULL`
