@@ -47,7 +47,7 @@ func (h hotStatement) values(f *planFixture, st ipam.Statement) []any {
 // freshTake and reuseTake are the values of the take statements for the
 // owners given (one owner: the one-owner statement's scalars; several: one
 // array per field), as EXECUTE's literals.
-func freshTake(f *planFixture, inTx bool, owners ...string) map[string]any {
+func freshTake(f *planFixture, owners ...string) map[string]any {
 	v := takeValues(f.clusterID, f.poolID, "instance", "instance.allocated", owners)
 	blocks := make([]string, len(owners))
 	for i := range owners {
@@ -141,11 +141,11 @@ var hotStatements = []hotStatement{
 			return map[string]any{"cluster": f.clusterID, "kind": "instance", "owner": "pre-2", "generation": int64(0), "actor": "bench"}
 		}},
 	{name: "fast path: a fresh allocation in one statement (a counter pool)", db: "growth",
-		named: func(f *planFixture) map[string]any { return freshTake(f, false, "x-2") }},
+		named: func(f *planFixture) map[string]any { return freshTake(f, "x-2") }},
 	{name: "fast path: a fresh allocation in a caller's transaction, in one statement (a counter pool)", db: "growth",
-		named: func(f *planFixture) map[string]any { return freshTake(f, true, "x-2") }},
+		named: func(f *planFixture) map[string]any { return freshTake(f, "x-2") }},
 	{name: "fast path: fresh allocations of several owners in one statement (a counter pool)", db: "growth",
-		named: func(f *planFixture) map[string]any { return freshTake(f, false, "x-3", "x-4") }},
+		named: func(f *planFixture) map[string]any { return freshTake(f, "x-3", "x-4") }},
 	// The reuse database's pool is a counter pool with a long cooled
 	// queue: the plan is what the statement would run on a table pool of
 	// that size (its guard stops it here).

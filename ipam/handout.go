@@ -1,6 +1,9 @@
 package ipam
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Handing out an address: the rules that decide whether an address may be
 // handed out (the guards), each defined once here, and the statements that
@@ -192,15 +195,6 @@ func allOf(gs []guard, at guardAt) string {
 	return strings.Join(parts, "\n\t\t\tAND ")
 }
 
-// with is the guard lists joined.
-func with(lists ...[]guard) []guard {
-	var out []guard
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
-}
-
 // handOut is a statement that hands out an address (or picks one for the
 // full path to hand out), and the guards it must carry.
 type handOut struct {
@@ -211,8 +205,8 @@ type handOut struct {
 
 // The guards of the fresh and the reuse takes, of one owner or several.
 var (
-	freshGuards = with(servedGuards, []guard{guardNodeBlocksFirst, guardCounterShape, guardPoolLock, guardStripeRoom})
-	reuseGuards = with(servedGuards, pickGuards, writeGuards, []guard{guardPoolLock, guardNoExpiredHold})
+	freshGuards = slices.Concat(servedGuards, []guard{guardNodeBlocksFirst, guardCounterShape, guardPoolLock, guardStripeRoom})
+	reuseGuards = slices.Concat(servedGuards, pickGuards, writeGuards, []guard{guardPoolLock, guardNoExpiredHold})
 )
 
 // handOutStatements lists every statement that hands out an address or
@@ -295,12 +289,11 @@ var (
 // ranking) it cost a single allocation about a sixth more server time.
 type takeShape struct {
 	req, number, limit string
-	one                bool
 }
 
 func takeShapeOf(one, fresh bool) takeShape {
 	if one {
-		t := takeShape{one: true, number: `0::bigint`, limit: `1`, req: `
+		t := takeShape{number: `0::bigint`, limit: `1`, req: `
 		SELECT @owner::text AS req_owner, @org::text AS req_org, @env::text AS req_env, @node::text AS req_node,
 			@instance::text AS req_instance, @event::uuid AS req_event`}
 		if fresh {

@@ -459,17 +459,7 @@ func (u *upgrade) usage(tools string) usageFigures {
 // schemaVersion is the database's schema version.
 func schemaVersion(t *testing.T, url string) int32 {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var v int32
-	if err := c.QueryRow(ctx, "SELECT version FROM "+ipam.VersionTable).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return int32(countRows(t, url, "SELECT version FROM "+ipam.VersionTable))
 }
 
 // ownerRows maps owner (kind/id) -> "address state reusable_at" of the rows of
