@@ -88,24 +88,6 @@ func checkRequest(req AllocateRequest) error {
 	return nil
 }
 
-// ownPool is the pool a request with no pool named draws from without
-// looking at the database: the cluster's node or instance pool by the
-// owner's kind (an instance's node blocks are looked up: resolvePool).
-func ownPool(req AllocateRequest) PoolRef {
-	if req.Pool.Name != "" {
-		return req.Pool
-	}
-	switch req.Owner.Kind {
-	case OwnerNode:
-		return NodePool(req.Pool.ClusterID)
-	case OwnerInstance:
-		return InstancePool(req.Pool.ClusterID)
-	}
-	return PoolRef{}
-}
-
-func (r PoolRef) valid() bool { return r.ClusterID != "" && r.Name != "" }
-
 // resolvePool loads the pool a request draws from, inside its transaction:
 // the pool named; for an instance with none named, the pool of its live
 // plan-time hold, else its node's blocks, else the instance pool
@@ -316,27 +298,6 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 		return conflict
 	}
 	return nil
-}
-
-// ownerRows finds, with two index probes in one round trip, the owner's active
-// (or reserved) allocation and its most recently released cooling one.
-func (s *Client) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) (held, cooling *Allocation, err error) {
-	rows, err := tx.Query(ctx, sqlOwnerRows, clusterID, o.Kind, o.ID)
-	if err != nil {
-		return nil, nil, err
-	}
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
-	if err != nil {
-		return nil, nil, err
-	}
-	for i := range all {
-		if all[i].State == StateCooling {
-			cooling = &all[i]
-		} else {
-			held = &all[i]
-		}
-	}
-	return held, cooling, nil
 }
 
 // activate hands an existing row (free, cooling, or a hold) to the owner, as
@@ -649,4 +610,85 @@ func (p *Pool) checkClaimable(addr netip.Addr) error {
 		return invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, p.ID)
 	}
 	return nil
+}
+
+// settleHold decides what the owner's current row means for this request. An
+// active row must be adoptable (same actor, pool and address). A hold of
+// another actor that has expired, or a hold of ours for another address than
+// the one now asked for, is dropped (nil is returned) so the request proceeds.
+func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
+	if held == nil {
+		return nil, nil
+	}
+	if held.State == StateReserved {
+		// A hold is its planning manager's: the actor and, for a
+		// configuration, its origin. Another manager's hold is judged by its
+		// own expiry, not by the cooldown it may keep: an abandoned plan
+		// never blocks an owner for longer than reservation_ttl. Taken over
+		// after that, it is recorded as lost to its manager, whose saved plan
+		// then fails with owner_conflict (Reserve, ownerTaken).
+		foreign := held.Actor != s.actor || !s.ownOrigin(*held)
+		moved := !foreign && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
+		switch {
+		case foreign && held.HoldExpired:
+			return nil, s.dropHold(ctx, tx, *held, true)
+		case moved:
+			return nil, s.dropHold(ctx, tx, *held, false)
+		case foreign && held.Actor == s.actor:
+			conflict := ownerConflict(*held)
+			conflict.Held = true
+			conflict.Detail = fmt.Sprintf("that plan is the configuration's in %q and holds it until %s, and this one runs in %q; "+
+				"apply that plan, or wait for its hold to expire, before declaring the owner here",
+				held.Origin, held.ReusableAt.UTC().Format(time.RFC3339), s.origin)
+			return held, conflict
+		}
+	}
+	if err := s.checkAdoptable(pool, req, *held); err != nil {
+		return held, err
+	}
+	return held, s.checkOrigin(ctx, tx, *held)
+}
+
+// checkOrigin refuses to adopt an active allocation recorded for another
+// origin (another configuration's working directory), unless a plan of this
+// one marked it as being replaced.
+func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
+	if held.State != StateActive || s.ownOrigin(held) {
+		return nil
+	}
+	var replacing bool
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, sqlReplacing.args(map[string]any{"id": held.ID, "origin": s.origin})...).Scan(&replacing); err != nil || replacing {
+		return err
+	}
+	conflict := ownerConflict(held)
+	conflict.Detail = fmt.Sprintf("it was made at %s by the configuration in %q, and this one runs in %q; import it instead of "+
+		"declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
+		"set the provider's origin to %q for one apply",
+		held.AllocatedAt.UTC().Format(time.RFC3339), held.Origin, s.origin, held.Origin)
+	return conflict
+}
+
+// dropHold returns a hold to the pool at once, without cooldown: its address
+// was never routed. lost: another manager of the owner drops it, which is
+// recorded for the hold's manager (EventHoldLost, ownerTaken).
+func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation, lost bool) error {
+	// A cooldown the hold kept (cooling_until, fixed at the address's last
+	// release) stays; the hold's own time does not.
+	tag, err := tx.Exec(ctx, sqlDropHold, h.ID, h.Generation)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errRetry
+	}
+	if lost {
+		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: h.ClusterID, PoolID: h.PoolID, AllocationID: h.ID,
+			Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor,
+			Data: map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true,
+				"taken_by": s.manager()}}); err != nil {
+			return err
+		}
+	}
+	return insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
+		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
 }

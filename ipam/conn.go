@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,23 +23,30 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// DefaultFailoverTimeout is how long a call rides out a database without a
-// usable primary (a switchover, a failover, a restart) before it fails with
-// ipam_unavailable.
-const DefaultFailoverTimeout = 30 * time.Second
-
-// FirstContactTimeout is how long a call of a client whose failover bound
-// is the default waits when nothing is there: no server of the database has
-// answered the client yet, and every host tried refuses the connection
-// (nothing listens on the port), has no route, or has a name that does not
-// resolve. That is a wrong host or port, or PostgreSQL not running, far more
-// often than a restart, and a tool like Terraform shows nothing while a
-// provider waits; so the call gives up after this rather than the whole
-// failover bound. A server that answers anything (starting up, read-only)
-// lifts the cut for the rest of the call, and a client that has reached a
-// server once waits the whole bound. An explicit FailoverTimeout is waited
-// in full from the first contact too.
-const FirstContactTimeout = 5 * time.Second
+// conn is a client's connection machinery, shared by every view of it
+// (InTx, Peek): the pool, the address it may name (never the secret), the
+// bounds on waits, and how calls ride out a database with no usable server.
+type conn struct {
+	pool   dbPool
+	addr   string
+	secret string
+	bounds bounds
+	// failover bounds how long a call retries while no usable server
+	// answers (see retryConn).
+	failover time.Duration
+	// onWait: Config.OnWait.
+	onWait func(context.Context, Wait)
+	// downSince (unix nanos) is when the failure began that a call rode out
+	// for the whole failover bound in vain; 0 once a call succeeds. downCut:
+	// that call's bound was the first contact's (FirstContactTimeout).
+	downSince atomic.Int64
+	downCut   atomic.Bool
+	// cutFirstContact: the failover bound is the default, so a call waits
+	// FirstContactTimeout only while nothing is there and no server has
+	// answered yet (answered: a call succeeded once).
+	cutFirstContact bool
+	answered        atomic.Bool
+}
 
 // dbPool is the store's pgx pool. Every call on it rides out a database
 // with no usable server up to the store's failover bound (see retryConn):
@@ -52,7 +61,7 @@ const FirstContactTimeout = 5 * time.Second
 // (cache_describe): a new pool, and the call runs again.
 type dbPool struct {
 	sw *poolSwitch
-	s  *Client
+	s  *conn
 }
 
 // poolSwitch is the pool a store's calls use now, shared by its InTx views.
@@ -68,7 +77,7 @@ type poolSwitch struct {
 	retired *pgxpool.Pool
 }
 
-func newDBPool(s *Client, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
+func newDBPool(s *conn, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
 	sw := &poolSwitch{cfg: switchable}
 	sw.cur.Store(pool)
 	return dbPool{sw: sw, s: s}
@@ -432,7 +441,7 @@ func (b errBatch) Tx() pgx.Tx                       { return nil }
 //
 // With the default bound, a call of a client that no server has answered
 // yet, finding nothing there at every host, waits FirstContactTimeout only.
-func (s *Client) retryConn(ctx context.Context, fn func() error) error {
+func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 	var first time.Time
 	// absent: every failure of this call so far found nothing there, and
 	// no server has answered the client yet (see FirstContactTimeout).
@@ -503,7 +512,7 @@ func nothingThere(err error) bool {
 // first, is spent or ctx is done. Each time the wait crosses a multiple of
 // WaitReportInterval it tells the client's OnWait what it waits for (err,
 // the last failure), so that no wait is silent.
-func (s *Client) pause(ctx context.Context, attempt int, first time.Time, bound time.Duration, firstContact bool, err error) bool {
+func (s *conn) pause(ctx context.Context, attempt int, first time.Time, bound time.Duration, firstContact bool, err error) bool {
 	before := time.Since(first)
 	left := bound - before
 	if left <= 0 {
@@ -524,41 +533,6 @@ func (s *Client) pause(ctx context.Context, attempt int, first time.Time, bound 
 		s.onWait(ctx, w)
 	}
 	return true
-}
-
-// WaitReportInterval is how often a call that waits for a usable database
-// server says so (Config.OnWait).
-const WaitReportInterval = 5 * time.Second
-
-// Wait is a call's wait for a usable database server, as OnWait reports it.
-type Wait struct {
-	// Addr is the database's host:port list.
-	Addr string
-	// Waited is how long the call has waited; Bound is the bound it waits
-	// at most: the failover bound, or FirstContactTimeout when FirstContact.
-	Waited, Bound time.Duration
-	// FirstContact: nothing is there at any host and no server has answered
-	// the client yet, so the call waits FirstContactTimeout only.
-	FirstContact bool
-	// Last is the last failure (an UnavailableError naming each host's
-	// answer), or nil.
-	Last error
-}
-
-// String says what the call waits for, in the words ipamctl and the
-// provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s".
-func (w Wait) String() string {
-	bound := "failover_timeout"
-	if w.FirstContact {
-		bound = "first contact"
-	}
-	msg := fmt.Sprintf("waiting for the database at %s, %d s of %d s (%s)", w.Addr,
-		int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), bound)
-	var ue *UnavailableError
-	if errors.As(w.Last, &ue) && len(ue.Answers) > 0 {
-		msg += ": " + strings.Join(ue.Answers, "; ")
-	}
-	return msg
 }
 
 // waitedError is a failure that persisted for the failover bound (or, when
@@ -717,7 +691,7 @@ func hostAnswer(err error, secret string) string {
 // connFailure turns a failure to reach a usable server into the core's error:
 // RefusedError when a server answered and refused us, else UnavailableError
 // naming what each host answered. ok is false when err is no such failure.
-func (s *Client) connFailure(err error) (error, bool) {
+func (s *conn) connFailure(err error) (error, bool) {
 	var waited, bound time.Duration
 	firstContact := false
 	var we *waitedError
@@ -781,4 +755,78 @@ func (e *RefusedError) Code() string { return CodeRefused }
 func (e *RefusedError) Is(target error) bool { return isCode(CodeRefused, target) }
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("%s: the connection to the IPAM database at %s was refused: %s", CodeRefused, e.Addr, strings.Join(e.Answers, "; "))
+}
+
+// bounds are the per-transaction settings of a store's waits.
+type bounds struct{ lock, statement time.Duration }
+
+func newBounds(lock, statement time.Duration) bounds {
+	if lock == 0 {
+		lock = DefaultLockTimeout
+	}
+	if statement == 0 {
+		statement = DefaultStatementTimeout
+	}
+	return bounds{max(lock, 0), max(statement, 0)}
+}
+
+// setLocal is the bounds as SET LOCAL statements (0: no bound).
+func (b bounds) setLocal() string {
+	return fmt.Sprintf(sqlTxBoundsFormat, b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
+}
+
+var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)
+
+// scrub removes a password, and anything shaped like one, from text.
+func scrub(text, secret string) string {
+	if secret != "" {
+		text = strings.ReplaceAll(text, secret, "xxxxx")
+	}
+	return urlSecret.ReplaceAllString(text, "${1}${2}xxxxx@")
+}
+
+func isConnError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	case errors.As(err, &pe):
+		// 08: connection exception; 57P01..57P05: shutdown, crash, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	case pgconn.SafeToRetry(err):
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// lockHolders names the sessions holding strong locks on the IPAM's tables
+// (what an operator's LOCK TABLE or a long migration takes), for a busy
+// error: best effort, bounded, "" when nothing is found or visible.
+func (s *conn) lockHolders() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out string
+	_ = s.pool.QueryRow(ctx, sqlLockHolders).Scan(&out)
+	return out
+}
+
+func (s *conn) connected() bool { return s.pool.Stat().TotalConns() > 0 }
+
+// rootCause keeps the useful tail of a connection error ("connection refused").
+func rootCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		tail := msg[i+2:]
+		if len(tail) > 8 {
+			return tail
+		}
+	}
+	return msg
 }

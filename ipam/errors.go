@@ -398,3 +398,47 @@ func isCode(code string, target error) bool {
 	s, ok := sentinels[code]
 	return ok && s == target
 }
+
+// FirstContactTimeout is how long a call of a client whose failover bound
+// is the default waits when nothing is there: no server of the database has
+// answered the client yet, and every host tried refuses the connection
+// (nothing listens on the port), has no route, or has a name that does not
+// resolve. That is a wrong host or port, or PostgreSQL not running, far more
+// often than a restart, and a tool like Terraform shows nothing while a
+// provider waits; so the call gives up after this rather than the whole
+// failover bound. A server that answers anything (starting up, read-only)
+// lifts the cut for the rest of the call, and a client that has reached a
+// server once waits the whole bound. An explicit FailoverTimeout is waited
+// in full from the first contact too.
+const FirstContactTimeout = 5 * time.Second
+
+// Wait is a call's wait for a usable database server, as OnWait reports it.
+type Wait struct {
+	// Addr is the database's host:port list.
+	Addr string
+	// Waited is how long the call has waited; Bound is the bound it waits
+	// at most: the failover bound, or FirstContactTimeout when FirstContact.
+	Waited, Bound time.Duration
+	// FirstContact: nothing is there at any host and no server has answered
+	// the client yet, so the call waits FirstContactTimeout only.
+	FirstContact bool
+	// Last is the last failure (an UnavailableError naming each host's
+	// answer), or nil.
+	Last error
+}
+
+// String says what the call waits for, in the words ipamctl and the
+// provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s".
+func (w Wait) String() string {
+	bound := "failover_timeout"
+	if w.FirstContact {
+		bound = "first contact"
+	}
+	msg := fmt.Sprintf("waiting for the database at %s, %d s of %d s (%s)", w.Addr,
+		int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), bound)
+	var ue *UnavailableError
+	if errors.As(w.Last, &ue) && len(ue.Answers) > 0 {
+		msg += ": " + strings.Join(ue.Answers, "; ")
+	}
+	return msg
+}

@@ -1,14 +1,12 @@
 package ipam
 
 import (
-	"context"
 	"maps"
 	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Event is one entry of the append-only audit trail.
@@ -126,52 +124,6 @@ func newID() uuid.UUID {
 		return uuid.New()
 	}
 	return id
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// insertEvent appends an event in the caller's transaction.
-func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
-	var addr *netip.Prefix
-	if e.Address.IsValid() {
-		a := netip.PrefixFrom(e.Address, e.Address.BitLen())
-		addr = &a
-	}
-	var alloc *uuid.UUID
-	if e.AllocationID != uuid.Nil {
-		alloc = &e.AllocationID
-	}
-	if e.Data == nil {
-		e.Data = map[string]any{}
-	}
-	_, err := tx.Exec(ctx, sqlInsertEvent,
-		newID(), e.Type, nullable(e.ClusterID), nullable(e.PoolID), alloc, e.Generation, addr,
-		nullable(e.Owner.Kind), nullable(e.Owner.ID), nullable(e.Owner.OrgID), nullable(e.Owner.EnvID),
-		nullable(e.Owner.NodeID), nullable(e.Owner.InstanceID), e.Actor, e.Data)
-	return err
-}
-
-// failureRecordTimeout bounds recording a failure.
-const failureRecordTimeout = 5 * time.Second
-
-// recordFailure notes a failed allocation outside the failed transaction (a
-// caller's transaction included: it outlives the rollback), so usage and
-// metrics see it, with a "<kind>.allocation_failed" event (the spec's
-// instance.allocation_failed) carrying the reason. Best effort: a failure to
-// record is not reported over the allocation error itself.
-func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
-	// Its own connection, bounded: a caller whose transaction holds the last
-	// connection of a shared pool must not wait on this forever.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
-	defer cancel()
-	_, _ = s.pool.Exec(rctx, sqlRecordFailure,
-		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
-		newID(), failureEventType(o.Kind), nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
 }
 
 // EventHoldLossReported records that Reserve reported a lost hold

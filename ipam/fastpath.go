@@ -65,23 +65,6 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 	return s.runOne(ctx, sql, args...)
 }
 
-// take is one owner's part of a one-statement take.
-type take struct {
-	owner      Owner
-	avoid      *string // a fresh take's: the node's blocks pool, or nil
-	event, row uuid.UUID
-}
-
-// takeShared is what the owners of one take statement share: the kind of
-// take (fresh: takeFreshSQL, else takeReuseSQL), the pool, the owners' kind,
-// the event's type, the hold (> 0: plan-time holds) and the address set.
-type takeShared struct {
-	fresh                          bool
-	cluster, pool, kind, eventType string
-	hold                           time.Duration
-	set                            string
-}
-
 // takeStatement is the take statement for the owners ts, and its
 // parameters: the one-owner form with the owner's fields, or the form of
 // several with one array per owner field, one element per owner.
@@ -343,4 +326,106 @@ func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Dur
 	}
 	h.Allocation = a
 	return h, true, true
+}
+
+// shareTake runs the take t (sh says of which statement) from the pool named
+// key, on its own or in a shared statement (above). false means "use the
+// full path".
+func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t take) (AllocateResult, bool, error) {
+	c := s.shared
+	c.mu.Lock()
+	q := c.pools[key]
+	if q == nil {
+		q = &poolQueue{}
+		c.pools[key] = q
+	}
+	if q.running < coalesceRunning {
+		q.running++
+		c.mu.Unlock()
+		sql, args := s.takeStatement(sh, []take{t})
+		res, ok, err := s.runOne(ctx, sql, args...)
+		s.ended(key, q)
+		return res, ok, err
+	}
+	ownerKey := t.owner.Kind + "\x00" + t.owner.ID
+	b := q.next
+	if b == nil {
+		b = &takeBatch{sh: sh, owners: map[string]bool{}}
+		q.next = b
+	}
+	if len(b.reqs) >= coalesceMax || b.owners[ownerKey] {
+		c.mu.Unlock()
+		sql, args := s.takeStatement(sh, []take{t})
+		return s.runOne(ctx, sql, args...)
+	}
+	r := &takeReq{t: t, done: make(chan takeDone, 1)}
+	b.reqs = append(b.reqs, r)
+	b.owners[ownerKey] = true
+	c.mu.Unlock()
+	select {
+	case d := <-r.done:
+		return d.res, d.ok, d.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if q.next == b { // not started: leave it
+			for i, x := range b.reqs {
+				if x == r {
+					b.reqs = append(b.reqs[:i], b.reqs[i+1:]...)
+					break
+				}
+			}
+			delete(b.owners, ownerKey)
+		}
+		c.mu.Unlock()
+		return AllocateResult{}, false, nil // the full path names the context's end
+	}
+}
+
+// ended is called when a statement of the pool ends: the batch gathered
+// meanwhile starts in its place.
+func (s *Client) ended(key string, q *poolQueue) {
+	c := s.shared
+	c.mu.Lock()
+	b := q.next
+	q.next = nil
+	if b == nil || len(b.reqs) == 0 {
+		q.running--
+		if q.running == 0 {
+			delete(c.pools, key)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	go func() {
+		s.runShared(b)
+		s.ended(key, q)
+	}()
+}
+
+// runShared runs a gathered batch and tells each caller its outcome. It runs
+// on none of its callers' contexts, so that one caller's end does not fail
+// the others; the store's bounds on waits and statements bound it.
+func (s *Client) runShared(b *takeBatch) {
+	ctx := context.Background()
+	takes := make([]take, len(b.reqs))
+	byOwner := make(map[string]*takeReq, len(b.reqs))
+	for i, r := range b.reqs {
+		takes[i] = r.t
+		byOwner[r.t.owner.ID] = r
+	}
+	sql, args := s.takeStatement(b.sh, takes)
+	got, err := s.runMany(ctx, sql, args...)
+	served := map[*takeReq]bool{}
+	for _, res := range got {
+		if r := byOwner[res.Owner.ID]; r != nil && !served[r] {
+			served[r] = true
+			r.done <- takeDone{res, true, nil}
+		}
+	}
+	for _, r := range b.reqs {
+		if !served[r] {
+			r.done <- takeDone{err: s.waitErr(err)}
+		}
+	}
 }

@@ -586,3 +586,67 @@ func activateSet(o rowOwner) string {
 		cooling_until = CASE WHEN ` + held + ` THEN cooling_until END,
 		reserved_until = CASE WHEN ` + held + ` THEN now_at + ` + o.hold + ` END`
 }
+
+// The stripe pick locks the stripe with the lowest next ordinal (skipping
+// those other allocators hold, or waiting for them) and advances it by one
+// stride ($2), returning the ordinal it had. The pick that skips (the first
+// takeFresh tries) is the fast takes' too (takeFresh): it takes the stripes in
+// the order its snapshot sees them and steps over one that another
+// allocator advanced since (the recheck of the lock fails the equality).
+// The pick that waits (when every stripe with room is locked or was stepped
+// over) takes the stripe it waited for at its new next ordinal: stepping
+// over it would wait again for the next, one holder after another. The picks
+// are MATERIALIZED CTEs so they run exactly once: a subquery in UPDATE ...
+// FROM may be rescanned by the join and pick a second stripe.
+var (
+	sqlTakeStripe = `WITH cand AS MATERIALIZED (
+		SELECT stripe, next_ordinal FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `
+		ORDER BY next_ordinal
+	), pick AS MATERIALIZED (
+		SELECT l.stripe FROM cand c, LATERAL (
+			SELECT stripe FROM ipam_pool_stripes st
+			WHERE st.pool_id = $1 AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
+			FOR UPDATE SKIP LOCKED
+		) l
+		LIMIT 1
+	)` + sqlTakeStripeTail
+	sqlTakeStripeWait = `WITH pick AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `
+		ORDER BY next_ordinal LIMIT 1 FOR UPDATE
+	)` + sqlTakeStripeTail
+	sqlTakeStripeTail = `
+	UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+	FROM pick
+	WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
+	RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`
+)
+
+// The reuse pick takes the longest-cooled address whose cooldown has passed
+// (or, in table pools, the oldest free one), skipping the rows other
+// allocators hold, or waiting for them.
+var (
+	sqlTakeCooled     = sqlTakeCooledWait + ` SKIP LOCKED`
+	sqlTakeCooledWait = `SELECT id, generation FROM ipam_allocations
+	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "ipam_now()", rows: "ipam_allocations"}) + `
+	ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
+)
+
+// sqlFreshLeft tells, after a waiting stripe pick found none, whether any stripe has
+// space left.
+var sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
+	WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `)`
+
+// sqlActivate hands an existing row (free, cooling, or a hold) to the owner, as an
+// allocation or, with $10 > 0, as a plan-time hold: a conditional write on its
+// generation, so a concurrent taker makes the attempt retry. It returns the
+// row and what it was before.
+var sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
+	a AS (UPDATE ipam_allocations SET ` + activateSet(rowOwner{kind: "$3", id: "$4", org: "$5", env: "$6",
+	node: "$7", instance: "$8", actor: "$9", hold: "$10::interval", set: "$11"}) + `
+	` + fromClock + `
+	WHERE id = $1 AND generation = $2 AND ` + allOf(writeGuards, guardAt{kind: "$3", owner: "$4", now: "now_at", rows: "ipam_allocations"}) + `
+	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
+	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
+		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`

@@ -3,74 +3,10 @@ package ipam
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// settleHold decides what the owner's current row means for this request. An
-// active row must be adoptable (same actor, pool and address). A hold of
-// another actor that has expired, or a hold of ours for another address than
-// the one now asked for, is dropped (nil is returned) so the request proceeds.
-func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
-	if held == nil {
-		return nil, nil
-	}
-	if held.State == StateReserved {
-		// A hold is its planning manager's: the actor and, for a
-		// configuration, its origin. Another manager's hold is judged by its
-		// own expiry, not by the cooldown it may keep: an abandoned plan
-		// never blocks an owner for longer than reservation_ttl. Taken over
-		// after that, it is recorded as lost to its manager, whose saved plan
-		// then fails with owner_conflict (Reserve, ownerTaken).
-		foreign := held.Actor != s.actor || !s.ownOrigin(*held)
-		moved := !foreign && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
-		switch {
-		case foreign && held.HoldExpired:
-			return nil, s.dropHold(ctx, tx, *held, true)
-		case moved:
-			return nil, s.dropHold(ctx, tx, *held, false)
-		case foreign && held.Actor == s.actor:
-			conflict := ownerConflict(*held)
-			conflict.Held = true
-			conflict.Detail = fmt.Sprintf("that plan is the configuration's in %q and holds it until %s, and this one runs in %q; "+
-				"apply that plan, or wait for its hold to expire, before declaring the owner here",
-				held.Origin, held.ReusableAt.UTC().Format(time.RFC3339), s.origin)
-			return held, conflict
-		}
-	}
-	if err := s.checkAdoptable(pool, req, *held); err != nil {
-		return held, err
-	}
-	return held, s.checkOrigin(ctx, tx, *held)
-}
-
-// ownOrigin reports whether a row is this client's configuration's, or no
-// configuration's (ownOriginSQL in Go).
-func (s *Client) ownOrigin(a Allocation) bool {
-	return a.Origin == "" || a.Origin == s.origin
-}
-
-// checkOrigin refuses to adopt an active allocation recorded for another
-// origin (another configuration's working directory), unless a plan of this
-// one marked it as being replaced.
-func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
-	if held.State != StateActive || s.ownOrigin(held) {
-		return nil
-	}
-	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing.sql, sqlReplacing.args(map[string]any{"id": held.ID, "origin": s.origin})...).Scan(&replacing); err != nil || replacing {
-		return err
-	}
-	conflict := ownerConflict(held)
-	conflict.Detail = fmt.Sprintf("it was made at %s by the configuration in %q, and this one runs in %q; import it instead of "+
-		"declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
-		"set the provider's origin to %q for one apply",
-		held.AllocatedAt.UTC().Format(time.RFC3339), held.Origin, s.origin, held.Origin)
-	return conflict
-}
 
 // reserveTx is Reserve inside the caller's transaction.
 func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ttl time.Duration) (Allocation, error) {
@@ -99,65 +35,6 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	return a, s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
 }
 
-// dropHold returns a hold to the pool at once, without cooldown: its address
-// was never routed. lost: another manager of the owner drops it, which is
-// recorded for the hold's manager (EventHoldLost, ownerTaken).
-func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation, lost bool) error {
-	// A cooldown the hold kept (cooling_until, fixed at the address's last
-	// release) stays; the hold's own time does not.
-	tag, err := tx.Exec(ctx, sqlDropHold, h.ID, h.Generation)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return errRetry
-	}
-	if lost {
-		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: h.ClusterID, PoolID: h.PoolID, AllocationID: h.ID,
-			Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor,
-			Data: map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true,
-				"taken_by": s.manager()}}); err != nil {
-			return err
-		}
-	}
-	return insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
-		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
-}
-
-// Hold is what Reserve returns: the owner's hold, or the active allocation
-// the owner already has, and Lost.
-type Hold struct {
-	Allocation
-	// Lost is the owner's latest plan-time hold that expired and went to
-	// another owner within LostHoldWindow, if any: a plan saved with that
-	// address cannot be applied any more. It may be the address this hold
-	// has again. It only explains a plan, so the look-up is best effort (a
-	// failed one leaves it nil), and a Reserve inside a caller's transaction
-	// (InTx) does not make it.
-	Lost *LostHold
-}
-
-// LostHold is an owner's plan-time hold that another owner took.
-type LostHold struct {
-	Address netip.Addr
-	TakenBy string    // the owner that took it, as "<kind> <id>"
-	At      time.Time // when it was taken (database time)
-	// Block is the pool block the address lies in (as Allocation.Block),
-	// when HoldLostError reports it and its pool still has the address.
-	Block netip.Prefix
-	// poolID is the pool the hold was in.
-	poolID string
-	// ownerTaken: another manager of the same owner dropped the expired hold
-	// and took the owner (TakenBy names that manager); holderActor and
-	// holderOrigin are the hold's manager.
-	ownerTaken                bool
-	holderActor, holderOrigin string
-	// reported: a Reserve has said so (HoldLostError), to the plan run
-	// reportedRun.
-	reported    bool
-	reportedRun string
-}
-
 // reportLostHold records, unless done, that the owner was told its hold was
 // lost. It reports nothing (false) when the owner holds an address now, its
 // plans showing that one, unless the hold was lost with the owner
@@ -183,9 +60,6 @@ func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *Los
 	})
 	return reported, s.mapErr(err)
 }
-
-// LostHoldWindow is how far back Reserve looks for a lost hold.
-const LostHoldWindow = 24 * time.Hour
 
 // Reserve takes, or finds again, a short-lived hold on an address for an
 // owner: what a plan shows before apply. It is the one hold entry point,
@@ -266,15 +140,6 @@ func (s *Client) lostByMe(l *LostHold) *LostHold {
 	return l
 }
 
-// manager names this client as a manager of allocations: its actor, and
-// its origin when it has one.
-func (s *Client) manager() string {
-	if s.origin == "" {
-		return fmt.Sprintf("actor %q", s.actor)
-	}
-	return fmt.Sprintf("actor %q in %q", s.actor, s.origin)
-}
-
 // reserve takes or renews the hold: the fast path's one statement, else the
 // full path in one transaction.
 func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
@@ -299,30 +164,6 @@ func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	}
 	a.Block, _ = pool.layout.BlockOf(a.Address)
 	return a, nil
-}
-
-// lostHoldArgs are sqlLostHold's parameters for an owner.
-func lostHoldArgs(clusterID string, o Owner) []any {
-	return []any{clusterID, o.Kind, o.ID, durationInterval(LostHoldWindow)}
-}
-
-// scanLostHold scans sqlLostHold's row: nil when there is none.
-func scanLostHold(row pgx.Row) (*LostHold, error) {
-	var l LostHold
-	var p netip.Prefix
-	var run *string
-	err := row.Scan(&p, &l.TakenBy, &l.At, &l.poolID, &l.ownerTaken, &l.holderActor, &l.holderOrigin, &run)
-	if run != nil {
-		l.reported, l.reportedRun = true, *run
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	l.Address = p.Addr()
-	return &l, nil
 }
 
 // MarkReplacement records that a plan replaces the owner's active allocation

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // namedStatement is a statement written with named parameters (@cluster,
@@ -102,4 +105,22 @@ func (st namedStatement) args(v map[string]any) []any {
 		}
 	}
 	return out
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// intervalDuration and durationInterval convert between a Go duration and
+// PostgreSQL's interval (a month counted as 30 days).
+func intervalDuration(i pgtype.Interval) time.Duration {
+	return time.Duration(i.Microseconds)*time.Microsecond +
+		time.Duration(i.Days)*24*time.Hour + time.Duration(i.Months)*30*24*time.Hour
+}
+
+func durationInterval(d time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
 }

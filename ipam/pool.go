@@ -340,3 +340,24 @@ func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	_, err := tx.Exec(ctx, sqlClearReuseMark, p.ID)
 	return err
 }
+
+// ownerRows finds, with two index probes in one round trip, the owner's active
+// (or reserved) allocation and its most recently released cooling one.
+func (s *Client) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) (held, cooling *Allocation, err error) {
+	rows, err := tx.Query(ctx, sqlOwnerRows, clusterID, o.Kind, o.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range all {
+		if all[i].State == StateCooling {
+			cooling = &all[i]
+		} else {
+			held = &all[i]
+		}
+	}
+	return held, cooling, nil
+}

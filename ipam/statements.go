@@ -1,14 +1,19 @@
 package ipam
 
 import (
+	"errors"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Every SQL statement of the package, by name. Each is written once, here,
-// and the functions that run them name them (TestSQLIsNamedInStatementsFile
-// keeps SQL out of the other files). The statements of the allocation path
+// Every SQL statement of the package, by name. Each is written once, here
+// (those that hand an address out in handout.go, built from its guards, and
+// the fragments both share in fragments.go), and the functions that run
+// them name them (TestSQLIsNamedInStatementsFile keeps SQL out of the other
+// files). The scans of their rows follow them. The statements of the allocation path
 // come first: HotStatements lists them for the benchmark's EXPLAIN gate,
 // which checks their plans on databases of a million rows (no sequential
 // scan of the allocations or stripes, no sort). The rest follow by
@@ -65,56 +70,11 @@ const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown,
 const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
 	created_at, updated_at, is_default, as_written`
 
-// allocColumns: reusable, hold expired and confirmed are computed against
-// the database clock.
-const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
-	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
-	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
-	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
-	` + confirmedSQL + `, ` + originSQL
-
-// confirmedSQL: the allocation is past adoption (Allocation.Confirmed): a
-// read of the provider saw it, or the adoption window has passed since it
-// was made, and no plan marks it as being replaced.
-const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
-		AND NOT ` + replacingSQL + `, false)`
-
-// callerOriginSetting reads the origin of the transaction's caller (set by
-// sqlFastBounds or sqlFastGuard, or with its BEGIN).
-const callerOriginSetting = `current_setting('ipam.origin', true)`
-
-// callerOriginSQL is the origin of the configuration whose transaction runs
-// the statement (ipam.origin, set with its BEGIN), NULL for none.
-const callerOriginSQL = `nullif(current_setting('ipam.origin', true), '')`
-
-// originSQL is the origin recorded for the row's current generation: the
-// configuration that made the allocation or took the hold (empty for none).
-const originSQL = `coalesce(CASE WHEN origin_generation = generation THEN origin END, '')`
-
-// ownOriginSQL: the row is the configuration's whose origin the expression
-// mine gives, or no configuration's (no origin recorded for its
-// generation). A caller without an origin (the Go API) owns only rows of
-// no configuration. It is the one statement of the rule in SQL; Go judges
-// it from Allocation.Origin (Client.ownOrigin).
-func ownOriginSQL(mine string) string {
-	return `(` + originSQL + ` IN ('', coalesce(` + mine + `, '')))`
-}
-
-// replacingSQL: a plan marked the row as being replaced (migration 17), and
-// nothing has changed it since.
-const replacingSQL = `coalesce(replace_generation = generation AND replace_until > ipam_now() AND state = 'active', false)`
-
 // replacingForSQL: replacingSQL, by a plan of the caller's origin ($2): a
 // mark holds only for the configuration that made it (migration 22). A mark
 // that records no origin (made by a client without one, or before
 // migration 22) holds for the actor, as before.
 const replacingForSQL = `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = @origin::text))`
-
-// allocColumnsOfA are allocColumns of the row a that the statement itself
-// handed out (the fast statements): its allocated_at is the statement's one
-// read of the clock, so it stands in for ipam_now(), which reads the test
-// clock's table at every call.
-var allocColumnsOfA = strings.ReplaceAll(allocColumns, "ipam_now()", "a.allocated_at")
 
 // leakColumns read an allocation "a" joined with its pool "p".
 const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
@@ -125,68 +85,7 @@ const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, ho
 // set for a member of an address set, the owner id otherwise.
 const inventoryID = `coalesce(a.set_owner, a.owner_id)`
 
-// allocInsertColumns are the columns a new allocation row is written with
-// (sqlInsertFresh, takeFreshSQL).
-const allocInsertColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
-	org_id, env_id, node_id, instance_id, actor, allocated_at, last_seen_at, set_owner, reusable_at, reserved_until`
-
-// eventColumns are an allocation event's columns; eventOfRow fills the
-// columns after id and type, up to data, from an allocation row "a" of the
-// same statement (the one-statement paths write the event with the row).
-const (
-	eventColumns = `id, type, cluster_id, pool_id, allocation_id, generation, address,
-	owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, data`
-	eventOfRow = `cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-	node_id, instance_id, actor`
-)
-
 const sqlLoadPool = `SELECT ` + poolColumns + ` FROM ipam_pools WHERE id = $1`
-
-// The stripe pick locks the stripe with the lowest next ordinal (skipping
-// those other allocators hold, or waiting for them) and advances it by one
-// stride ($2), returning the ordinal it had. The pick that skips (the first
-// takeFresh tries) is the fast takes' too (takeFresh): it takes the stripes in
-// the order its snapshot sees them and steps over one that another
-// allocator advanced since (the recheck of the lock fails the equality).
-// The pick that waits (when every stripe with room is locked or was stepped
-// over) takes the stripe it waited for at its new next ordinal: stepping
-// over it would wait again for the next, one holder after another. The picks
-// are MATERIALIZED CTEs so they run exactly once: a subquery in UPDATE ...
-// FROM may be rescanned by the join and pick a second stripe.
-var (
-	sqlTakeStripe = `WITH cand AS MATERIALIZED (
-		SELECT stripe, next_ordinal FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `
-		ORDER BY next_ordinal
-	), pick AS MATERIALIZED (
-		SELECT l.stripe FROM cand c, LATERAL (
-			SELECT stripe FROM ipam_pool_stripes st
-			WHERE st.pool_id = $1 AND st.stripe = c.stripe AND st.next_ordinal = c.next_ordinal
-			FOR UPDATE SKIP LOCKED
-		) l
-		LIMIT 1
-	)` + sqlTakeStripeTail
-	sqlTakeStripeWait = `WITH pick AS MATERIALIZED (
-		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `
-		ORDER BY next_ordinal LIMIT 1 FOR UPDATE
-	)` + sqlTakeStripeTail
-	sqlTakeStripeTail = `
-	UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
-	FROM pick
-	WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
-	RETURNING s.stripe, s.next_ordinal - $2, s.last_ordinal`
-)
-
-// The reuse pick takes the longest-cooled address whose cooldown has passed
-// (or, in table pools, the oldest free one), skipping the rows other
-// allocators hold, or waiting for them.
-var (
-	sqlTakeCooled     = sqlTakeCooledWait + ` SKIP LOCKED`
-	sqlTakeCooledWait = `SELECT id, generation FROM ipam_allocations
-	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "ipam_now()", rows: "ipam_allocations"}) + `
-	ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
-)
 
 // sqlOwnerRows finds, with two index probes in one round trip, the owner's active (or
 // reserved) allocation and its most recently released cooling one.
@@ -196,11 +95,6 @@ const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 	(SELECT ` + allocColumns + ` FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'cooling'
 		ORDER BY released_at DESC LIMIT 1)`
-
-// sqlFreshLeft tells, after a waiting stripe pick found none, whether any stripe has
-// space left.
-var sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
-	WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `)`
 
 // sqlInsertFresh inserts a new row for an address never handed out before, with its
 // event, in one statement; no row when the address already has one (an exact
@@ -218,22 +112,6 @@ const sqlInsertFresh = `WITH a AS (
 		SELECT $13, $14, ` + eventOfRow + `, $17 FROM a
 	)` + movedIn + countMoved + `
 	SELECT ` + allocColumns + ` FROM a`
-
-// sqlActivate hands an existing row (free, cooling, or a hold) to the owner, as an
-// allocation or, with $10 > 0, as a plan-time hold: a conditional write on its
-// generation, so a concurrent taker makes the attempt retry. It returns the
-// row and what it was before.
-var sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
-	a AS (UPDATE ipam_allocations SET ` + activateSet(rowOwner{kind: "$3", id: "$4", org: "$5", env: "$6",
-	node: "$7", instance: "$8", actor: "$9", hold: "$10::interval", set: "$11"}) + `
-	` + fromClock + `
-	WHERE id = $1 AND generation = $2 AND ` + allOf(writeGuards, guardAt{kind: "$3", owner: "$4", now: "now_at", rows: "ipam_allocations"}) + `
-	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
-		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
-
-// fromClock reads the clock once, as now_at (see activateSet).
-const fromClock = `FROM (SELECT ipam_now() AS now_at) clock`
 
 // sqlActiveOfOwner reads the owner's active allocation, if any (a refused
 // release names it).
@@ -278,48 +156,6 @@ var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
 		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true, '' FROM a`)
 
-// Usage counters (ipam_pool_counters). A pool's active count is the sum of
-// its counter slots and of its stripes' active column (activeCount): the fast
-// path's fresh insert counts itself in the stripe it advances
-// (takeFreshSQL). Every other statement that moves a row into
-// or out of 'active' names it in a CTE "moved" (its pool and +1 or -1: movedIn
-// counts a row the statement left active, movedOut one it took out of
-// active; one row at most, each of these statements changes one allocation)
-// and ends its WITH list with countMoved. countMoved adds the change to one
-// counter slot of the pool, in the same statement: the count commits or rolls
-// back with the change it counts. It takes a slot no other transaction holds
-// (SKIP LOCKED), so counting never makes writers queue; when every slot is
-// held it waits for slot 0. A slot stays locked until commit, as the stripe
-// does; a later statement of the same transaction may take it again (a
-// transaction's own locks never make it skip a row). The pick is
-// MATERIALIZED so it runs once (see the stripe pick).
-const (
-	movedIn    = `, moved AS (SELECT pool_id, (state = 'active')::int AS delta FROM a)`
-	movedOut   = `, moved AS (SELECT pool_id, -1 AS delta FROM a)`
-	countMoved = `, count_slot AS MATERIALIZED (
-		SELECT slot FROM ipam_pool_counters
-		WHERE pool_id = (SELECT pool_id FROM moved) AND (SELECT delta FROM moved) <> 0
-		ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
-	), counted AS (
-		UPDATE ipam_pool_counters c SET active = c.active + m.delta
-		FROM moved m
-		WHERE c.pool_id = m.pool_id AND m.delta <> 0 AND c.slot = coalesce((SELECT slot FROM count_slot), 0)
-	)`
-
-	// activeCount is a pool's count of active addresses (pool "p"): its
-	// counter slots and what the fast path counted in its stripes.
-	activeCount = `(SELECT coalesce(sum(c.active), 0) FROM ipam_pool_counters c WHERE c.pool_id = p.id)
-		+ (SELECT coalesce(sum(st.active), 0) FROM ipam_pool_stripes st WHERE st.pool_id = p.id)`
-
-	// sqlInsertCounterSlots gives a new pool its counter slots ($2 of them).
-	sqlInsertCounterSlots = `INSERT INTO ipam_pool_counters (pool_id, slot) SELECT $1, generate_series(0, $2::int - 1)`
-
-	// sqlClearReuseMark forgets a table pool's reuse mark (reuseMarkCTEs) when
-	// its layout changes.
-	sqlClearReuseMark = `UPDATE ipam_pool_counters SET reuse_at = NULL, reuse_ordinal = NULL
-		WHERE pool_id = $1 AND reuse_at IS NOT NULL`
-)
-
 // sqlInsertEvent appends an event in the caller's transaction.
 const sqlInsertEvent = `INSERT INTO ipam_events (` + eventColumns + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
@@ -330,18 +166,6 @@ const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_
 		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 	FROM ipam_allocations a
 	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
-
-// fastNetwork ends a one-statement take (handout.go): the cluster's network
-// settings of the rows "a" it returns.
-const fastNetwork = `, ` + networkColumns + ` FROM a` + networkJoin
-
-// networkColumns are the cluster's WorkloadSpec network settings, read in
-// the fast statements (an instance's allocation returns them) through
-// networkJoin: one probe of the cluster's row.
-const (
-	networkColumns = `net.gateway_ipv6, net.mtu, net.dns_servers`
-	networkJoin    = ` LEFT JOIN LATERAL (SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = @cluster) net ON true`
-)
 
 // The one definition of a row's state, as every reader and writer judges it
 // (at ipam_now(); the row is "a"). A hold (state 'reserved') is live while
@@ -1462,3 +1286,69 @@ const (
 
 // VersionTable records the applied schema version (tern's format).
 const VersionTable = "ipam_schema_version"
+
+func scanAllocation(row pgx.Row) (Allocation, error) {
+	var a Allocation
+	var addr netip.Prefix
+	var allocated, released, reusable *time.Time
+	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
+		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
+		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed, &a.Origin)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, ErrNotFound
+	}
+	a.Address = addr.Addr()
+	for _, x := range []struct {
+		dst *time.Time
+		src *time.Time
+	}{{&a.AllocatedAt, allocated}, {&a.ReleasedAt, released}, {&a.ReusableAt, reusable}} {
+		if x.src != nil {
+			*x.dst = *x.src
+		}
+	}
+	return a, err
+}
+
+// extraRow scans further columns after those its caller asks for, so that
+// scanAllocation can read allocColumns followed by more.
+type extraRow struct {
+	pgx.Row
+	extra []any
+}
+
+func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+
+// The usage counters' slots (see countMoved).
+var (
+	// sqlInsertCounterSlots gives a new pool its counter slots ($2 of them).
+	sqlInsertCounterSlots = `INSERT INTO ipam_pool_counters (pool_id, slot) SELECT $1, generate_series(0, $2::int - 1)`
+
+	// sqlClearReuseMark forgets a table pool's reuse mark (reuseMarkCTEs) when
+	// its layout changes.
+	sqlClearReuseMark = `UPDATE ipam_pool_counters SET reuse_at = NULL, reuse_ordinal = NULL
+		WHERE pool_id = $1 AND reuse_at IS NOT NULL`
+)
+
+// lostHoldArgs are sqlLostHold's parameters for an owner.
+func lostHoldArgs(clusterID string, o Owner) []any {
+	return []any{clusterID, o.Kind, o.ID, durationInterval(LostHoldWindow)}
+}
+
+// scanLostHold scans sqlLostHold's row: nil when there is none.
+func scanLostHold(row pgx.Row) (*LostHold, error) {
+	var l LostHold
+	var p netip.Prefix
+	var run *string
+	err := row.Scan(&p, &l.TakenBy, &l.At, &l.poolID, &l.ownerTaken, &l.holderActor, &l.holderOrigin, &run)
+	if run != nil {
+		l.reported, l.reportedRun = true, *run
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.Address = p.Addr()
+	return &l, nil
+}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,97 +14,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// DefaultActor is recorded with allocations and events when none is given.
-const DefaultActor = "terraform"
-
-// Config configures a client: how Open reaches the database (the first
-// three fields), and what every client records and how long it waits (the
-// rest), for Open and New alike.
-type Config struct {
-	// DatabaseURL is a PostgreSQL URL or keyword/value string. When empty, the
-	// standard PG* environment variables (PGHOST, PGUSER, ...) are used.
-	DatabaseURL string
-	// MaxConnections caps the pool (default 4).
-	MaxConnections int32
-	// ConnectTimeout bounds each connection attempt (default 10s).
-	ConnectTimeout time.Duration
-	// Actor is recorded with every allocation and event (default "terraform").
-	Actor string
-	// LockTimeout bounds each wait for a lock another session holds (default
-	// DefaultLockTimeout; negative: no bound). Past it the call fails with
-	// ipam_busy, naming what was locked, and writes nothing.
-	LockTimeout time.Duration
-	// StatementTimeout bounds each statement (default DefaultStatementTimeout;
-	// negative: no bound). Past it the call fails with ipam_timeout.
-	StatementTimeout time.Duration
-	// FailoverTimeout bounds how long a call rides out a database with no
-	// usable server (a switchover, a failover, a restart: connections
-	// refused or lost, a read-only server, a session terminated) before it
-	// fails with ipam_unavailable (default DefaultFailoverTimeout; negative:
-	// fail at once). With the default, a call that finds nothing there
-	// before any server has answered the client gives up after
-	// FirstContactTimeout (a wrong host or port); an explicit bound is
-	// waited in full then too.
-	FailoverTimeout time.Duration
-	// PlanRun names the run of the tool that plans with this client (for
-	// the provider, the Terraform or OpenTofu command that started it),
-	// when it can be known: a lost plan-time hold reported to a run is
-	// reported again, without a new hold, to every plan of that same run
-	// (see Reserve). Empty: unknown.
-	PlanRun string
-	// OnWait, when set, is told every few seconds (WaitReportInterval)
-	// while a call waits for a usable server (see FailoverTimeout), with
-	// the call's context: what it waits for and how long it has waited.
-	OnWait func(context.Context, Wait)
-	// Origin names the configuration this client allocates for (for the
-	// provider, its working directory), recorded with each allocation that
-	// Allocate makes. A create that finds its owner's unconfirmed allocation
-	// adopts it only from the same origin (see Allocate). Empty: none is
-	// recorded and none is compared.
-	Origin string
-}
-
-// The default bounds on waits: seconds, never forever.
-const (
-	DefaultLockTimeout      = 30 * time.Second
-	DefaultStatementTimeout = 120 * time.Second
-	DefaultConnectTimeout   = 10 * time.Second
-)
-
-// DefaultMaxConnections is the pool size of Open when Config.MaxConnections is 0.
-const DefaultMaxConnections = 4
-
-// bounds are the per-transaction settings of a store's waits.
-type bounds struct{ lock, statement time.Duration }
-
-func newBounds(lock, statement time.Duration) bounds {
-	if lock == 0 {
-		lock = DefaultLockTimeout
-	}
-	if statement == 0 {
-		statement = DefaultStatementTimeout
-	}
-	return bounds{max(lock, 0), max(statement, 0)}
-}
-
-// setLocal is the bounds as SET LOCAL statements (0: no bound).
-func (b bounds) setLocal() string {
-	return fmt.Sprintf(sqlTxBoundsFormat, b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
-}
-
 // Client is the IPAM over one pgx pool. It is safe for concurrent use.
 type Client struct {
-	pool   dbPool
-	addr   string
-	secret string
-	actor  string
+	// conn: the pool and how calls reach the database; shared with the
+	// views InTx and Peek make.
+	*conn
+	actor string
 	// planRun: Config.PlanRun.
 	planRun string
 	// origin: Config.Origin. originSetting is the statement that gives it
@@ -113,22 +35,6 @@ type Client struct {
 	// manager is written by the statement that allocates), "" when none.
 	origin        string
 	originSetting string
-	bounds        bounds
-	// failover bounds how long a call retries while no usable server
-	// answers (see retryConn).
-	failover time.Duration
-	// onWait: Config.OnWait.
-	onWait func(context.Context, Wait)
-	// downSince (unix nanos) is when the failure began that a call rode out
-	// for the whole failover bound in vain; 0 once a call succeeds. downCut:
-	// that call's bound was the first contact's (FirstContactTimeout).
-	downSince *atomic.Int64
-	downCut   *atomic.Bool
-	// cutFirstContact: the failover bound is the default, so a call waits
-	// FirstContactTimeout only while nothing is there and no server has
-	// answered yet (answered: a call succeeded once).
-	cutFirstContact bool
-	answered        *atomic.Bool
 	// borrowed: the pool is the caller's (New), and Close leaves it open.
 	borrowed bool
 	// outer, when set, is the caller's transaction: writes run inside it
@@ -154,12 +60,6 @@ type pathStats struct {
 	full    atomic.Int64
 	fastOff atomic.Bool
 }
-
-// Options is Config: the one options type of Open and New.
-//
-// Deprecated: use Config. Options is kept so that callers of New written
-// before Config served both still compile.
-type Options = Config
 
 // New makes a client over the caller's pool; Close does not close it. It
 // takes the same Config as Open, whose connection fields (DatabaseURL,
@@ -203,11 +103,11 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 	if failover == 0 {
 		failover = DefaultFailoverTimeout
 	}
-	s := &Client{addr: addr, secret: secret, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin, originSetting: originSetting(cfg.Origin),
-		bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0), onWait: cfg.OnWait,
-		downSince: new(atomic.Int64), downCut: new(atomic.Bool), cutFirstContact: cfg.FailoverTimeout == 0, answered: new(atomic.Bool), shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
-	s.pool = newDBPool(s, pool, switchable)
-	return s
+	c := &conn{addr: addr, secret: secret, bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
+		onWait: cfg.OnWait, cutFirstContact: cfg.FailoverTimeout == 0}
+	c.pool = newDBPool(c, pool, switchable)
+	return &Client{conn: c, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin, originSetting: originSetting(cfg.Origin),
+		shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
 }
 
 // originSetting is the SET LOCAL of ipam.origin sent with each BEGIN (""
@@ -387,16 +287,6 @@ func parseReason(err error) string {
 		return "malformed; check its syntax (the string itself is not shown, as it may hold a password)"
 	}
 	return msg
-}
-
-var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)
-
-// scrub removes a password, and anything shaped like one, from text.
-func scrub(text, secret string) string {
-	if secret != "" {
-		text = strings.ReplaceAll(text, secret, "xxxxx")
-	}
-	return urlSecret.ReplaceAllString(text, "${1}${2}xxxxx@")
 }
 
 // errRetry asks withTx to run the transaction again: a conditional write found
@@ -588,27 +478,6 @@ func retryable(err error) bool {
 	return isConnError(err)
 }
 
-func isConnError(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ce *pgconn.ConnectError
-	var ne net.Error
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &ce), errors.As(err, &ne):
-		return true
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return true
-	case errors.As(err, &pe):
-		// 08: connection exception; 57P01..57P05: shutdown, crash, cannot connect now.
-		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
-	case pgconn.SafeToRetry(err):
-		return true
-	}
-	return strings.Contains(err.Error(), "conn closed")
-}
-
 // mapErr turns low-level errors into the core's typed errors, with secrets scrubbed.
 func (s *Client) mapErr(err error) error {
 	if err == nil {
@@ -733,31 +602,6 @@ func constraintField(constraint string) string {
 	return "input"
 }
 
-// lockHolders names the sessions holding strong locks on the IPAM's tables
-// (what an operator's LOCK TABLE or a long migration takes), for a busy
-// error: best effort, bounded, "" when nothing is found or visible.
-func (s *Client) lockHolders() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var out string
-	_ = s.pool.QueryRow(ctx, sqlLockHolders).Scan(&out)
-	return out
-}
-
-func (s *Client) connected() bool { return s.pool.Stat().TotalConns() > 0 }
-
-// rootCause keeps the useful tail of a connection error ("connection refused").
-func rootCause(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
-		tail := msg[i+2:]
-		if len(tail) > 8 {
-			return tail
-		}
-	}
-	return msg
-}
-
 // CurrentDatabase names the database the store is connected to.
 func (s *Client) CurrentDatabase(ctx context.Context) (string, error) {
 	var db string
@@ -770,13 +614,56 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// intervalDuration and durationInterval convert between a Go duration and
-// PostgreSQL's interval (a month counted as 30 days).
-func intervalDuration(i pgtype.Interval) time.Duration {
-	return time.Duration(i.Microseconds)*time.Microsecond +
-		time.Duration(i.Days)*24*time.Hour + time.Duration(i.Months)*30*24*time.Hour
+// insertEvent appends an event in the caller's transaction.
+func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
+	var addr *netip.Prefix
+	if e.Address.IsValid() {
+		a := netip.PrefixFrom(e.Address, e.Address.BitLen())
+		addr = &a
+	}
+	var alloc *uuid.UUID
+	if e.AllocationID != uuid.Nil {
+		alloc = &e.AllocationID
+	}
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	_, err := tx.Exec(ctx, sqlInsertEvent,
+		newID(), e.Type, nullable(e.ClusterID), nullable(e.PoolID), alloc, e.Generation, addr,
+		nullable(e.Owner.Kind), nullable(e.Owner.ID), nullable(e.Owner.OrgID), nullable(e.Owner.EnvID),
+		nullable(e.Owner.NodeID), nullable(e.Owner.InstanceID), e.Actor, e.Data)
+	return err
 }
 
-func durationInterval(d time.Duration) pgtype.Interval {
-	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
+// failureRecordTimeout bounds recording a failure.
+const failureRecordTimeout = 5 * time.Second
+
+// recordFailure notes a failed allocation outside the failed transaction (a
+// caller's transaction included: it outlives the rollback), so usage and
+// metrics see it, with a "<kind>.allocation_failed" event (the spec's
+// instance.allocation_failed) carrying the reason. Best effort: a failure to
+// record is not reported over the allocation error itself.
+func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
+	// Its own connection, bounded: a caller whose transaction holds the last
+	// connection of a shared pool must not wait on this forever.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
+	defer cancel()
+	_, _ = s.pool.Exec(rctx, sqlRecordFailure,
+		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
+		newID(), failureEventType(o.Kind), nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
+}
+
+// ownOrigin reports whether a row is this client's configuration's, or no
+// configuration's (ownOriginSQL in Go).
+func (s *Client) ownOrigin(a Allocation) bool {
+	return a.Origin == "" || a.Origin == s.origin
+}
+
+// manager names this client as a manager of allocations: its actor, and
+// its origin when it has one.
+func (s *Client) manager() string {
+	if s.origin == "" {
+		return fmt.Sprintf("actor %q", s.actor)
+	}
+	return fmt.Sprintf("actor %q in %q", s.actor, s.origin)
 }

@@ -1,12 +1,14 @@
 package ipam
 
 import (
-	"errors"
+	"fmt"
+	"math"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Owner kinds: what holds an address.
@@ -177,33 +179,111 @@ type Network struct {
 	DNSServers  []netip.Addr
 }
 
-func scanAllocation(row pgx.Row) (Allocation, error) {
-	var a Allocation
-	var addr netip.Prefix
-	var allocated, released, reusable *time.Time
-	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
-		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
-		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed, &a.Origin)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return a, ErrNotFound
+// ParseDuration parses Go duration syntax extended with days: "30d", "1d12h",
+// "90m", "24h". Negative durations are refused.
+func ParseDuration(s string) (time.Duration, error) {
+	orig := s
+	if s == "" {
+		return 0, fmt.Errorf("empty duration (expected e.g. \"30d\", \"24h\" or \"90m\")")
 	}
-	a.Address = addr.Addr()
-	for _, x := range []struct {
-		dst *time.Time
-		src *time.Time
-	}{{&a.AllocatedAt, allocated}, {&a.ReleasedAt, released}, {&a.ReusableAt, reusable}} {
-		if x.src != nil {
-			*x.dst = *x.src
+	var d time.Duration
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		days, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || days < 0 || days > 100*365 {
+			return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
+		}
+		d = time.Duration(days) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return d, nil
 		}
 	}
-	return a, err
+	rest, err := time.ParseDuration(s)
+	if err != nil || rest < 0 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
+	}
+	if rest > math.MaxInt64-d {
+		return 0, fmt.Errorf("%q is too long a duration (at most about 292 years)", truncate(orig, 40))
+	}
+	return d + rest, nil
 }
 
-// extraRow scans further columns after those its caller asks for, so that
-// scanAllocation can read allocColumns followed by more.
-type extraRow struct {
-	pgx.Row
-	extra []any
+// FormatDuration renders d in a form ParseDuration reads back: whole days
+// longer than a day as "30d", everything else in Go syntax without trailing
+// zero units ("24h", "36h", "1h30m").
+func FormatDuration(d time.Duration) string {
+	day := 24 * time.Hour
+	if d > day && d%day == 0 {
+		return fmt.Sprintf("%dd", d/day)
+	}
+	r := d.String()
+	if strings.HasSuffix(r, "m0s") {
+		r = strings.TrimSuffix(r, "0s")
+	}
+	if strings.HasSuffix(r, "h0m") {
+		r = strings.TrimSuffix(r, "0m")
+	}
+	return r
 }
 
-func (r extraRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// ownPool is the pool a request with no pool named draws from without
+// looking at the database: the cluster's node or instance pool by the
+// owner's kind (an instance's node blocks are looked up: resolvePool).
+func ownPool(req AllocateRequest) PoolRef {
+	if req.Pool.Name != "" {
+		return req.Pool
+	}
+	switch req.Owner.Kind {
+	case OwnerNode:
+		return NodePool(req.Pool.ClusterID)
+	case OwnerInstance:
+		return InstancePool(req.Pool.ClusterID)
+	}
+	return PoolRef{}
+}
+
+func (r PoolRef) valid() bool { return r.ClusterID != "" && r.Name != "" }
+
+// Hold is what Reserve returns: the owner's hold, or the active allocation
+// the owner already has, and Lost.
+type Hold struct {
+	Allocation
+	// Lost is the owner's latest plan-time hold that expired and went to
+	// another owner within LostHoldWindow, if any: a plan saved with that
+	// address cannot be applied any more. It may be the address this hold
+	// has again. It only explains a plan, so the look-up is best effort (a
+	// failed one leaves it nil), and a Reserve inside a caller's transaction
+	// (InTx) does not make it.
+	Lost *LostHold
+}
+
+// LostHold is an owner's plan-time hold that another owner took.
+type LostHold struct {
+	Address netip.Addr
+	TakenBy string    // the owner that took it, as "<kind> <id>"
+	At      time.Time // when it was taken (database time)
+	// Block is the pool block the address lies in (as Allocation.Block),
+	// when HoldLostError reports it and its pool still has the address.
+	Block netip.Prefix
+	// poolID is the pool the hold was in.
+	poolID string
+	// ownerTaken: another manager of the same owner dropped the expired hold
+	// and took the owner (TakenBy names that manager); holderActor and
+	// holderOrigin are the hold's manager.
+	ownerTaken                bool
+	holderActor, holderOrigin string
+	// reported: a Reserve has said so (HoldLostError), to the plan run
+	// reportedRun.
+	reported    bool
+	reportedRun string
+}
+
+// LostHoldWindow is how far back Reserve looks for a lost hold.
+const LostHoldWindow = 24 * time.Hour
