@@ -264,8 +264,8 @@ func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner)
 	if err != nil {
 		return a, err
 	}
-	return a, insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+	return a, s.insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner})
 }
 
 func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
@@ -318,8 +318,8 @@ func (s *Client) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int6
 	if prevState == StateReserved && (prevKind != o.Kind || prevID != o.ID) {
 		// Another owner's expired plan-time hold was taken: a saved plan that
 		// showed this address for that owner can no longer be applied.
-		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: a.ClusterID, PoolID: a.PoolID, AllocationID: a.ID,
-			Generation: a.Generation, Address: a.Address, Owner: Owner{Kind: prevKind, ID: prevID}, Actor: s.actor,
+		if err := s.insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: a.ClusterID, PoolID: a.PoolID, AllocationID: a.ID,
+			Generation: a.Generation, Address: a.Address, Owner: Owner{Kind: prevKind, ID: prevID},
 			Data: map[string]any{"holder_actor": prevActor, "taken_by": o.Kind + " " + o.ID}}); err != nil {
 			return a, err
 		}
@@ -332,8 +332,8 @@ func (s *Client) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation, ex
 	if a.State == StateReserved {
 		typ = "allocation.reserved"
 	}
-	return insertEvent(ctx, tx, Event{Type: typ, ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: exactData(exact)})
+	return s.insertEvent(ctx, tx, Event{Type: typ, ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: exactData(exact)})
 }
 
 // jsonData is an event's data for a jsonb parameter: never NULL.
@@ -575,8 +575,8 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 		if err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: relabelEventType(o.Kind), ClusterID: a.ClusterID, PoolID: a.PoolID,
-			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor})
+		return s.insertEvent(ctx, tx, Event{Type: relabelEventType(o.Kind), ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner})
 	})
 	if err != nil {
 		return a, err
@@ -682,13 +682,13 @@ func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation, lost boo
 		return errRetry
 	}
 	if lost {
-		if err := insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: h.ClusterID, PoolID: h.PoolID, AllocationID: h.ID,
-			Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor,
+		if err := s.insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: h.ClusterID, PoolID: h.PoolID, AllocationID: h.ID,
+			Generation: h.Generation, Address: h.Address, Owner: h.Owner,
 			Data: map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true,
 				"taken_by": s.manager()}}); err != nil {
 			return err
 		}
 	}
-	return insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
-		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner, Actor: s.actor})
+	return s.insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
+		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner})
 }

@@ -512,8 +512,8 @@ func (s *Client) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID strin
 		if err := syncNodePool(ctx, tx, cluster, nodeID, nb.Blocks); err != nil {
 			return nb, err
 		}
-		if err := insertEvent(ctx, tx, Event{Type: "node.blocks_scaled", ClusterID: clusterID, PoolID: poolID,
-			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID}, Actor: s.actor,
+		if err := s.insertEvent(ctx, tx, Event{Type: "node.blocks_scaled", ClusterID: clusterID, PoolID: poolID,
+			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID},
 			Data: map[string]any{"added": prefixList(nb.Added), "released": prefixList(nb.Released),
 				"target_blocks": nb.TargetBlocks, "used": used}}); err != nil {
 			return nb, err
@@ -810,9 +810,9 @@ func (s *Client) ReleaseNodeBlocksAt(ctx context.Context, clusterID, nodeID stri
 			return err
 		}
 		released = true
-		return insertEvent(ctx, tx, Event{Type: "node.blocks_released", ClusterID: clusterID, PoolID: poolID,
-			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID}, Actor: s.actor,
-			Data: map[string]any{"released": prefixList(gone)}})
+		return s.insertEvent(ctx, tx, Event{Type: "node.blocks_released", ClusterID: clusterID, PoolID: poolID,
+			Owner: Owner{Kind: OwnerNode, ID: nodeID, NodeID: nodeID},
+			Data:  map[string]any{"released": prefixList(gone)}})
 	})
 	return released, err
 }

@@ -296,7 +296,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 				return err
 			}
 		}
-		return insertEvent(ctx, tx, Event{Type: "cluster.created", ClusterID: c.ID, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: "cluster.created", ClusterID: c.ID,
 			Data: map[string]any{"prefix": c.Prefix.String(), "node_prefix": c.NodePrefix.String(), "instance_prefix": c.InstancePrefix.String()}})
 	})
 	return out, err
@@ -367,7 +367,7 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 			c.ID, durationInterval(c.InstanceCooldown), c.MTU, netip.PrefixFrom(c.GatewayIPv6, 128)); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: "cluster.updated", ClusterID: c.ID, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: "cluster.updated", ClusterID: c.ID,
 			Data: map[string]any{"node_cooldown": FormatDuration(c.NodeCooldown), "instance_cooldown": FormatDuration(c.InstanceCooldown),
 				"gateway_ipv6": c.GatewayIPv6.String(), "mtu": c.MTU}})
 	})
@@ -431,7 +431,7 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 		if _, err := tx.Exec(ctx, sqlDeleteCluster, id); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: "cluster.deleted", ClusterID: id, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: "cluster.deleted", ClusterID: id,
 			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})
 	})
 }
@@ -462,8 +462,8 @@ func (s *Client) emptyPools(ctx context.Context, tx pgx.Tx, pools []string, forc
 		if force {
 			t = eventType(a.Owner.Kind, false) // released
 		}
-		if err := insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
-			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+		if err := s.insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
 			Data: map[string]any{"reason": reason}}); err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 		t.avoid = nullable(NodeBlocksPool(pool.ClusterID, o.NodeID).ID())
 	}
 	if s.outer == nil && hold == 0 && o.SetID == "" {
-		// A standalone allocation: it may share a statement (coalesce.go).
+		// A standalone allocation: it may share a statement (shareTake).
 		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, sh, t)
 	}
 	sql, args := s.takeStatement(sh, []take{t})
@@ -142,7 +142,7 @@ func (s *Client) waitErr(err error) error {
 }
 
 // runMany runs runOne's batch for a statement that returns any number of
-// allocations (the shared statements of coalesce.go, or one), and returns
+// allocations (the shared statements of shareTake, or one), and returns
 // them only once the batch has ended without error: until its implicit
 // transaction commits, a row it returned is not an allocation.
 func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]AllocateResult, error) {

@@ -23,7 +23,7 @@ import (
 // The one-statement forms are three, one per kind of hand-out, each one
 // text written once:
 //   - takeFresh: fresh ordinals of a counter pool, for several owners
-//     (concurrent callers share it, coalesce.go: takeFreshSQL) or one
+//     (concurrent callers share it, shareTake: takeFreshSQL) or one
 //     (takeFreshOneSQL; in a caller's transaction, with its own pick,
 //     takeFreshOneInTxSQL), as allocations or as plan-time holds (@hold);
 //   - takeReuse: the longest-cooled reusable rows of a table pool (IPv4),

@@ -55,8 +55,8 @@ func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *Los
 		if l.reported {
 			return nil
 		}
-		return insertEvent(ctx, tx, Event{Type: EventHoldLossReported, ClusterID: req.Pool.ClusterID, Address: l.Address,
-			Owner: req.Owner, Actor: s.actor, Data: map[string]any{"run": s.planRun, "taken_by": l.TakenBy}})
+		return s.insertEvent(ctx, tx, Event{Type: EventHoldLossReported, ClusterID: req.Pool.ClusterID, Address: l.Address,
+			Owner: req.Owner, Data: map[string]any{"run": s.planRun, "taken_by": l.TakenBy}})
 	})
 	return reported, s.mapErr(err)
 }

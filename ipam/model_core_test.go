@@ -444,7 +444,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	case 25:
 		// A burst: several node, instance and environment IPv4 owners (one
 		// perhaps twice) at once through one client, which gathers them
-		// into shared statements (coalesce.go).
+		// into shared statements (shareTake).
 		type one struct {
 			key string
 			req ipam.AllocateRequest

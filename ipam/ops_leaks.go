@@ -416,8 +416,8 @@ func (s *Client) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Rec
 		}
 		reusable := a.ReusableAt.UTC()
 		res.Outcome, res.ReusableAt = OutcomeReclaimed, &reusable
-		return insertEvent(ctx, tx, Event{Type: EventReclaimed, ClusterID: a.ClusterID, PoolID: a.PoolID,
-			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: EventReclaimed, ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
 			Data: map[string]any{
 				"reusable_at":         reusable.Format(time.RFC3339),
 				"report_kind":         rep.Kind,

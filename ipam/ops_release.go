@@ -186,8 +186,8 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 		if f.confirmed != nil {
 			data["confirmed_at"] = f.confirmed.UTC().Format(time.RFC3339)
 		}
-		return insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
-			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor, Data: data})
+		return s.insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: data})
 	})
 	return res, s.mapErr(err)
 }

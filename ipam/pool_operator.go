@@ -297,7 +297,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 		if out, err = loadPoolTx(ctx, tx, p.ID); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: "pool.created", ClusterID: p.ClusterID, PoolID: p.ID, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: "pool.created", ClusterID: p.ClusterID, PoolID: p.ID,
 			Data: map[string]any{"cidrs": prefixList(p.CIDRs), "exclude": prefixList(p.Exclude), "size": p.Size}})
 	})
 	return out, err
@@ -406,7 +406,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if out, err = loadPoolTx(ctx, tx, p.ID); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: "pool.updated", ClusterID: p.ClusterID, PoolID: p.ID, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: "pool.updated", ClusterID: p.ClusterID, PoolID: p.ID,
 			Data: map[string]any{"cidrs": prefixList(p.CIDRs), "exclude": prefixList(p.Exclude), "size": p.Size}})
 	})
 	return out, err
@@ -448,7 +448,7 @@ func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 		if _, err := tx.Exec(ctx, sqlDeletePool, id); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, Event{Type: "pool.deleted", ClusterID: cluster, PoolID: id, Actor: s.actor,
+		return s.insertEvent(ctx, tx, Event{Type: "pool.deleted", ClusterID: cluster, PoolID: id,
 			Data: map[string]any{"active": h.Active, "reserved": h.Reserved, "cooling": h.Cooling, "forced": force}})
 	})
 }

@@ -62,7 +62,7 @@ func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o O
 	if err != nil {
 		return err
 	}
-	return insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Actor: s.actor,
+	return s.insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
 		Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
 }

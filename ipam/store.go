@@ -43,7 +43,7 @@ type Client struct {
 	// peek: reads record no refresh (see Peek).
 	peek bool
 	// shared gathers concurrent allocations of one pool into one
-	// statement (coalesce.go); shared with InTx's copies.
+	// statement (shareTake); shared with InTx's copies.
 	shared *coalescer
 	// paths counts the allocations and holds that ran the full path, and
 	// can turn the fast paths off; shared with InTx's copies.
@@ -614,8 +614,11 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// insertEvent appends an event in the caller's transaction.
-func insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
+// insertEvent appends an event in the caller's transaction, stamped with
+// the client's actor: the one place a Go-written event gets it (the
+// one-statement paths' events take the row's, which the same actor wrote).
+func (s *Client) insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
+	e.Actor = s.actor
 	var addr *netip.Prefix
 	if e.Address.IsValid() {
 		a := netip.PrefixFrom(e.Address, e.Address.BitLen())
