@@ -70,24 +70,6 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 	return res, nil
 }
 
-// checkRequest validates a request on its own: its owner, and a pool named
-// where the owner's kind does not decide it.
-func checkRequest(req AllocateRequest) error {
-	if err := ValidateOwner(req.Owner); err != nil {
-		return err
-	}
-	if err := checkPoolRef("cluster_id", "pool_id", req.Pool); err != nil {
-		return err
-	}
-	if err := checkOptionalAddr("address", req.Address, 0); err != nil {
-		return err
-	}
-	if req.Pool.Name == "" && !ownPool(req).valid() {
-		return invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
-	}
-	return nil
-}
-
 // resolvePool loads the pool a request draws from, inside its transaction:
 // the pool named; for an instance with none named, the pool of its live
 // plan-time hold, else its node's blocks, else the instance pool

@@ -2,9 +2,11 @@ package ipam
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -250,4 +252,58 @@ func asWritten(written map[string]string, values map[string]any) map[string]stri
 		}
 	}
 	return out
+}
+
+// ParseDuration parses Go duration syntax extended with days: "30d", "1d12h",
+// "90m", "24h". Negative durations are refused.
+func ParseDuration(s string) (time.Duration, error) {
+	orig := s
+	if s == "" {
+		return 0, fmt.Errorf("empty duration (expected e.g. \"30d\", \"24h\" or \"90m\")")
+	}
+	var d time.Duration
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		days, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || days < 0 || days > 100*365 {
+			return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
+		}
+		d = time.Duration(days) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return d, nil
+		}
+	}
+	rest, err := time.ParseDuration(s)
+	if err != nil || rest < 0 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
+	}
+	if rest > math.MaxInt64-d {
+		return 0, fmt.Errorf("%q is too long a duration (at most about 292 years)", truncate(orig, 40))
+	}
+	return d + rest, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// checkRequest validates a request on its own: its owner, and a pool named
+// where the owner's kind does not decide it.
+func checkRequest(req AllocateRequest) error {
+	if err := ValidateOwner(req.Owner); err != nil {
+		return err
+	}
+	if err := checkPoolRef("cluster_id", "pool_id", req.Pool); err != nil {
+		return err
+	}
+	if err := checkOptionalAddr("address", req.Address, 0); err != nil {
+		return err
+	}
+	if req.Pool.Name == "" && !ownPool(req).valid() {
+		return invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
+	}
+	return nil
 }

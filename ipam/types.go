@@ -2,9 +2,7 @@ package ipam
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -179,35 +177,6 @@ type Network struct {
 	DNSServers  []netip.Addr
 }
 
-// ParseDuration parses Go duration syntax extended with days: "30d", "1d12h",
-// "90m", "24h". Negative durations are refused.
-func ParseDuration(s string) (time.Duration, error) {
-	orig := s
-	if s == "" {
-		return 0, fmt.Errorf("empty duration (expected e.g. \"30d\", \"24h\" or \"90m\")")
-	}
-	var d time.Duration
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		days, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || days < 0 || days > 100*365 {
-			return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
-		}
-		d = time.Duration(days) * 24 * time.Hour
-		s = s[i+1:]
-		if s == "" {
-			return d, nil
-		}
-	}
-	rest, err := time.ParseDuration(s)
-	if err != nil || rest < 0 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
-		return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
-	}
-	if rest > math.MaxInt64-d {
-		return 0, fmt.Errorf("%q is too long a duration (at most about 292 years)", truncate(orig, 40))
-	}
-	return d + rest, nil
-}
-
 // FormatDuration renders d in a form ParseDuration reads back: whole days
 // longer than a day as "30d", everything else in Go syntax without trailing
 // zero units ("24h", "36h", "1h30m").
@@ -224,13 +193,6 @@ func FormatDuration(d time.Duration) string {
 		r = strings.TrimSuffix(r, "0m")
 	}
 	return r
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // ownPool is the pool a request with no pool named draws from without
