@@ -39,9 +39,25 @@ func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 // table pool takeReuseOneSQL. An instance whose node has blocks
 // draws from them: the statement hands over when they exist.
 func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
+	sh, t, ok := s.takeOf(req, hold)
+	if !ok {
+		return AllocateResult{}, false, nil
+	}
+	if s.outer == nil && hold == 0 && req.Owner.SetID == "" {
+		// A standalone allocation: it may share a statement (shareTake).
+		return s.shareTake(ctx, sh.pool+"\x00"+sh.kind, sh, t)
+	}
+	sql, args := s.takeStatement(sh, []take{t})
+	return s.runOne(ctx, sql, args...)
+}
+
+// takeOf is the one-statement take of the request (hold > 0: a plan-time
+// hold) in the pool it names or its owner's kind gives; false when the fast
+// path cannot serve it.
+func (s *Client) takeOf(req AllocateRequest, hold time.Duration) (takeShared, take, bool) {
 	pool := ownPool(req)
 	if !pool.valid() || s.paths.fastOff.Load() {
-		return AllocateResult{}, false, nil
+		return takeShared{}, take{}, false
 	}
 	o := req.Owner
 	sh := takeShared{fresh: true, cluster: pool.ClusterID, pool: pool.ID(), kind: o.Kind,
@@ -57,12 +73,7 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
 		t.avoid = nullable(NodeBlocksPool(pool.ClusterID, o.NodeID).ID())
 	}
-	if s.outer == nil && hold == 0 && o.SetID == "" {
-		// A standalone allocation: it may share a statement (shareTake).
-		return s.shareTake(ctx, pool.ID()+"\x00"+o.Kind, sh, t)
-	}
-	sql, args := s.takeStatement(sh, []take{t})
-	return s.runOne(ctx, sql, args...)
+	return sh, t, true
 }
 
 // takeStatement is the take statement for the owners ts, and its
@@ -146,51 +157,56 @@ func (s *Client) waitErr(err error) error {
 // them only once the batch has ended without error: until its implicit
 // transaction commits, a row it returned is not an allocation.
 func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]AllocateResult, error) {
-	if s.bounds.lock > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
-		defer cancel() // pgx closes a connection its deadline interrupted
-	}
+	ctx, cancel := s.takeContext(ctx)
+	defer cancel() // pgx closes a connection its deadline interrupted
 	b := &pgx.Batch{}
-	b.Queue(sqlFastBounds,
-		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10), s.origin)
+	s.queueBounds(b)
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
 	var got []AllocateResult
 	if err == nil {
-		var rows pgx.Rows
-		rows, err = br.Query()
-		for err == nil && rows.Next() {
-			var block *netip.Prefix
-			var gw netip.Prefix
-			var dns []netip.Prefix
-			var res AllocateResult
-			var a Allocation
-			if a, err = scanAllocation(extraRow{rows, []any{&block, &gw, &res.Network.MTU, &dns}}); err == nil && block != nil {
-				got = append(got, oneResult(res, a, *block, gw, dns))
-			}
-		}
-		if rows != nil {
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
-		}
+		got, err = readTaken(br)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	return got, s.takeErr(ctx, err)
+}
+
+// readTaken reads the rows of a take statement, the next result of br.
+func readTaken(br pgx.BatchResults) ([]AllocateResult, error) {
+	rows, err := br.Query()
+	var got []AllocateResult
+	for err == nil && rows.Next() {
+		var block *netip.Prefix
+		var gw netip.Prefix
+		var dns []netip.Prefix
+		var res AllocateResult
+		var a Allocation
+		if a, err = scanAllocation(extraRow{rows, []any{&block, &gw, &res.Network.MTU, &dns}}); err == nil && block != nil {
+			got = append(got, oneResult(res, a, *block, gw, dns))
+		}
+	}
+	if rows != nil {
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	return got, err
+}
+
+// takeErr names the failure of a take statement whose bounded context
+// (takeContext) ran out: a lock another session holds, or no answer.
+func (s *Client) takeErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
 		if h := s.lockHolders(); h != "" {
-			return nil, &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
+			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
-		return nil, &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
+		return &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return got, nil
+	return err
 }
 
 func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []netip.Prefix) AllocateResult {
@@ -285,39 +301,81 @@ func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (Allocate
 	return a, ok, err
 }
 
-// findHold is the read-only first look of Reserve: the owner's hold (or
-// allocation) that already answers the request, with more than half of its
-// time left, and the owner's lost hold (sqlLostHold), in one round trip and no
-// write. looked is false when it did not run (a caller's transaction, a pool
-// it cannot name); a failed lost-hold look-up leaves Lost nil, since it only
-// explains a plan.
-//
-// An instance with no pool named takes its live hold from whichever pool its
-// plan took it from, as plannedInstancePool does.
-func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (h Hold, found, looked bool) {
+// findHold is the first look of Reserve: the owner's hold (or allocation)
+// that already answers the request, with more than half of its time left
+// (sqlFindHold), and the owner's lost hold (sqlLostHold), in one round trip.
+// looked is false when it did not run (a caller's transaction, a pool it
+// cannot name); a failed lost-hold look-up leaves Lost nil, since it only
+// explains a plan. An instance with no pool named takes its live hold from
+// whichever pool its plan took it from, as plannedInstancePool does. With orTake (Reserve of an owner the one-statement take can serve)
+// the same round trip, in the same implicit transaction, takes a new hold:
+// the take's guards serve only an owner that holds nothing and lost no
+// hold lately (owner_free, no_lost_hold), so it writes nothing when the
+// look finds something. taken is that new hold (nil: none taken), tried
+// that it was sent; err a failure of the take that Reserve reports (busy,
+// timed out; any other sends the owner to the full path).
+func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration, orTake bool) (h Hold, found, looked bool, taken *AllocateResult, tried bool, err error) {
 	want := ownPool(req)
 	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
 	if !want.valid() || s.outer != nil {
-		return h, false, false
+		return h, false, false, nil, false, nil
 	}
 	clusterID := want.ClusterID
 	var fresh bool
 	var cidrs []netip.Prefix
 	b := &pgx.Batch{}
+	var sh takeShared
+	var t take
+	if orTake && !req.Address.IsValid() {
+		sh, t, tried = s.takeOf(req, ttl)
+	}
+	if tried {
+		var cancel context.CancelFunc
+		ctx, cancel = s.takeContext(ctx)
+		defer cancel()
+		s.queueBounds(b)
+	}
 	b.Queue(sqlFindHold.sql, sqlFindHold.args(map[string]any{"cluster": clusterID, "kind": req.Owner.Kind,
 		"owner": req.Owner.ID, "actor": s.actor, "fresh_for": durationInterval(ttl / 2), "origin": s.origin})...)
 	b.Queue(sqlLostHold, lostHoldArgs(clusterID, req.Owner)...)
+	if tried {
+		sql, args := s.takeStatement(sh, []take{t})
+		b.Queue(sql, args...)
+	}
 	br := s.pool.SendBatch(ctx, b)
-	a, err := scanAllocation(extraRow{br.QueryRow(), []any{&fresh, &cidrs}})
+	var terr error
+	if tried {
+		_, terr = br.Exec()
+	}
+	a, ferr := scanAllocation(extraRow{br.QueryRow(), []any{&fresh, &cidrs}})
 	h.Lost, _ = scanLostHold(br.QueryRow())
-	if cerr := br.Close(); err == nil || errors.Is(err, ErrNotFound) {
-		err = cerr
+	if tried && terr == nil {
+		var got []AllocateResult
+		if got, terr = readTaken(br); terr == nil && len(got) == 1 {
+			taken = &got[0]
+		}
+	}
+	cerr := br.Close()
+	if tried {
+		// The batch's error is the take's when the look read its rows.
+		if terr == nil {
+			terr = cerr
+		}
+		if ferr == nil || errors.Is(ferr, ErrNotFound) {
+			cerr = nil
+		}
+		if err = s.waitErr(s.takeErr(ctx, terr)); terr != nil {
+			taken = nil
+		}
+	}
+	if ferr == nil || errors.Is(ferr, ErrNotFound) {
+		ferr = cerr
 	} else {
 		h.Lost = nil
 	}
 	samePool := a.PoolID == want.ID() || (anyPool && a.State == StateReserved)
-	if err != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
-		return h, false, err == nil
+	if ferr != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
+		return h, false, ferr == nil, taken, tried, err
 	}
 	for _, c := range cidrs {
 		if c.Contains(a.Address) {
@@ -325,7 +383,7 @@ func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Dur
 		}
 	}
 	h.Allocation = a
-	return h, true, true
+	return h, true, true, nil, tried, err
 }
 
 // shareTake runs the take t (sh says of which statement) from the pool named
@@ -428,4 +486,21 @@ func (s *Client) runShared(b *takeBatch) {
 			r.done <- takeDone{err: s.waitErr(err)}
 		}
 	}
+}
+
+// takeContext bounds a take statement's batch by the lock bound and two
+// seconds more: a statement waiting to be prepared behind another session's
+// lock holds no bound of its own (see takeErr).
+func (s *Client) takeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.bounds.lock > 0 {
+		return context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
+	}
+	return ctx, func() {}
+}
+
+// queueBounds queues the store's bounds and planner settings for the rest of
+// the batch's transaction (sqlFastBounds).
+func (s *Client) queueBounds(b *pgx.Batch) {
+	b.Queue(sqlFastBounds,
+		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10), s.origin)
 }

@@ -64,6 +64,8 @@ type guardAt struct {
 	avoid                string
 	now                  string
 	rows                 string
+	// hold: the take's hold (an interval, > 0 for a plan-time hold)
+	hold string
 }
 
 // in is the guard's SQL in a statement, after its marker: a condition in
@@ -103,6 +105,22 @@ var (
 				OFFSET 0)
 			AND NOT EXISTS (SELECT 1 FROM ipam_allocations
 				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + ` AND state = 'cooling'
+				OFFSET 0)`
+		}, false}
+
+	// guardNoLostHold: a one-statement take of a plan-time hold serves no
+	// owner that lost a hold within LostHoldWindow (another owner took it,
+	// or another manager of the owner dropped it): Reserve first judges
+	// whether the plan must be told (HoldLostError, and no new hold), which
+	// the full path then does. An allocation (no hold) is not judged by it.
+	// Reserve sends its take with its look for the hold, in one round trip,
+	// before it has read the loss: this guard is what keeps that take from
+	// running ahead of the loss.
+	guardNoLostHold = guard{"no_lost_hold", "a plan-time hold is taken in one statement only for an owner that lost no hold lately (Reserve tells a loss first)",
+		func(at guardAt) string {
+			return at.hold + ` = interval '0' OR NOT EXISTS (SELECT 1 FROM ipam_events
+				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + `
+					AND type = '` + EventHoldLost + `' AND at > ipam_now() - interval '` + lostHoldWindowSQL + `'
 				OFFSET 0)`
 		}, false}
 
@@ -169,7 +187,7 @@ var (
 )
 
 // handOutGuards is the registry: every guard, once.
-var handOutGuards = []guard{guardOwnerFree, guardNodeBlocksFirst, guardCounterShape, guardPoolLock,
+var handOutGuards = []guard{guardOwnerFree, guardNoLostHold, guardNodeBlocksFirst, guardCounterShape, guardPoolLock,
 	guardStripeRoom, guardCooled, guardReusableOrOwn, guardNoExpiredHold, guardOwnHold}
 
 // The guards by what they judge. A statement carries a group whole (allOf),
@@ -178,7 +196,7 @@ var handOutGuards = []guard{guardOwnerFree, guardNodeBlocksFirst, guardCounterSh
 var (
 	// servedGuards: the owners a one-statement take serves (the others go
 	// to the full path).
-	servedGuards = []guard{guardOwnerFree}
+	servedGuards = []guard{guardOwnerFree, guardNoLostHold}
 	// pickGuards: the existing rows a pick may take, for any owner.
 	pickGuards = []guard{guardCooled}
 	// writeGuards: the write that hands an existing row to an owner, judged
@@ -510,7 +528,7 @@ var (
 	SELECT `+allocColumnsOfA+`, (SELECT p.cidrs[1] FROM ipam_pools p WHERE p.id = a.pool_id), `+networkColumns+` FROM a`+networkJoin)
 
 	// ownerOfReq: the owner of a take's request row r.
-	ownerOfReq = guardAt{cluster: "@cluster", kind: "@kind", owner: "r.req_owner", avoid: "r.req_avoid"}
+	ownerOfReq = guardAt{cluster: "@cluster", kind: "@kind", owner: "r.req_owner", avoid: "r.req_avoid", hold: "@hold::interval"}
 
 	// ownerOfPair: the owner a reuse take hands its row p to.
 	ownerOfPair = rowOwner{kind: "@kind", id: "p.req_owner", org: "p.req_org", env: "p.req_env", node: "p.req_node",

@@ -68,7 +68,8 @@ func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *Los
 // planning again finds the same one (and extends it). An owner that already
 // holds an active address gets that address, unchanged. A hold that expires
 // unused is taken like a free address, without cooldown. The lost-hold
-// look-up rides with the first look for the hold, in its round trip.
+// look-up, and the one-statement take of a new hold, ride with the first
+// look for the hold, in its round trip: a plan's new hold costs one.
 func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
 	if err := checkRequest(req); err != nil {
 		return Hold{}, err
@@ -76,10 +77,16 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	if ttl <= 0 {
 		return Hold{}, invalid("reservation_ttl", "must be positive")
 	}
-	held, found, looked := s.findHold(ctx, req, ttl)
+	held, found, looked, taken, tried, err := s.findHold(ctx, req, ttl, true)
 	held.Lost = s.lostByMe(held.Lost)
-	if found {
+	switch {
+	case found:
 		return held, nil
+	case taken != nil:
+		// Taken with the look: the owner held nothing and lost no hold.
+		return Hold{Allocation: taken.Allocation}, nil
+	case err != nil:
+		return s.ownerTaken(ctx, req, Hold{Lost: held.Lost}, err)
 	}
 	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
 		// A plan that showed the lost address must fail when applied, and
@@ -94,8 +101,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		}
 	}
 	h := Hold{Lost: held.Lost}
-	var err error
-	if h.Allocation, err = s.reserve(ctx, req, ttl); err != nil {
+	if h.Allocation, err = s.reserve(ctx, req, ttl, !tried); err != nil {
 		return s.ownerTaken(ctx, req, h, err)
 	}
 	if !looked && s.outer == nil {
@@ -140,10 +146,11 @@ func (s *Client) lostByMe(l *LostHold) *LostHold {
 	return l
 }
 
-// reserve takes or renews the hold: the fast path's one statement, else the
-// full path in one transaction.
-func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Allocation, error) {
-	if !req.Address.IsValid() {
+// reserve takes or renews the hold: the fast path's one statement (unless
+// fast is false: findHold sent it already), else the full path in one
+// transaction.
+func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Duration, fast bool) (Allocation, error) {
+	if fast && !req.Address.IsValid() {
 		if res, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
 			return res.Allocation, err
 		}

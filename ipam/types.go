@@ -3,6 +3,7 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -249,3 +250,6 @@ type LostHold struct {
 
 // LostHoldWindow is how far back Reserve looks for a lost hold.
 const LostHoldWindow = 24 * time.Hour
+
+// lostHoldWindowSQL is LostHoldWindow as an SQL interval.
+var lostHoldWindowSQL = strconv.FormatInt(int64(LostHoldWindow/time.Second), 10) + " seconds"
