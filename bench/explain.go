@@ -119,20 +119,24 @@ var hotStatements = []hotStatement{
 	{name: "fresh space left? (after a waiting pick found none)", db: "reuse",
 		params: func(f *planFixture) []any { return []any{f.qPoolID} }},
 	{name: "insert allocation + event (CTE)", db: "growth",
-		params: func(f *planFixture) []any {
-			return []any{uuid.New(), f.clusterID, f.poolID, f.addr, int64(2_000_001), "instance", "x-1", "acme", "prod", nil, "x-1",
-				"bench", uuid.New(), "instance.allocated", time.Duration(0), nil, "{}"}
+		named: func(f *planFixture) map[string]any {
+			return map[string]any{"id": uuid.New(), "cluster": f.clusterID, "pool": f.poolID, "address": f.addr,
+				"ordinal": int64(2_000_001), "kind": "instance", "owner": "x-1", "org": "acme", "env": "prod", "node": nil,
+				"instance": "x-1", "actor": "bench", "event": uuid.New(), "event_type": "instance.allocated",
+				"hold": time.Duration(0), "set_owner": nil, "data": "{}"}
 		}},
 	{name: "event insert", db: "growth",
-		params: func(f *planFixture) []any {
-			return []any{uuid.New(), "instance.released", f.clusterID, f.poolID, uuid.New(), int64(2), f.addr, "instance", "pre-2",
-				"acme", "env-2", nil, "pre-2", "bench", "{}"}
+		named: func(f *planFixture) map[string]any {
+			return map[string]any{"event": uuid.New(), "event_type": "instance.released", "cluster": f.clusterID,
+				"pool": f.poolID, "allocation": uuid.New(), "generation": int64(2), "address": f.addr, "kind": "instance",
+				"owner": "pre-2", "org": "acme", "env": "env-2", "node": nil, "instance": "pre-2", "actor": "bench", "data": "{}"}
 		}},
 	{name: "reuse pick (cooled queue, SKIP LOCKED)", db: "reuse",
 		params: func(f *planFixture) []any { return []any{f.qPoolID} }},
 	{name: "reuse take (conditional write)", db: "reuse",
-		params: func(f *planFixture) []any {
-			return []any{f.cooledID, int64(1), "node", "x-1", nil, nil, "x-1", nil, "bench", time.Duration(0), nil}
+		named: func(f *planFixture) map[string]any {
+			return map[string]any{"id": f.cooledID, "generation": int64(1), "kind": "node", "owner": "x-1", "org": nil,
+				"env": nil, "node": "x-1", "instance": nil, "actor": "bench", "hold": time.Duration(0), "set_owner": nil}
 		}},
 	{name: "exact claim probe", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -36,6 +39,53 @@ func TestExplainGateSorts(t *testing.T) {
 		sort := planNode{NodeType: "Sort", Plans: []planNode{in}}
 		if got := len(sort.problems()) == 0; got != c.ok {
 			t.Errorf("a Sort of %s: passes = %v, want %v (problems %q)", c.name, got, c.ok, sort.problems())
+		}
+	}
+}
+
+// Every hot statement's entry gives a value to each of its parameters, and
+// to nothing else: a named statement's (ipam.Statement.Params) by name, a
+// positional one's as many as its highest $n. EXPLAIN would otherwise plan
+// with NULL where a value is missing (a note, not a failure).
+func TestExplainValuesNameEveryParameter(t *testing.T) {
+	hot := hotSQL()
+	dollar := regexp.MustCompile(`\$([0-9]+)`)
+	f := &planFixture{}
+	for _, h := range hotStatements {
+		st, ok := hot[h.name]
+		if !ok {
+			t.Errorf("%s: the core names no such hot statement", h.name)
+			continue
+		}
+		if len(st.Params) > 0 {
+			if h.named == nil {
+				t.Errorf("%s: its parameters are named (%v): give its values by name (named)", h.name, st.Params)
+				continue
+			}
+			v := h.named(f)
+			for _, p := range st.Params {
+				if _, ok := v[p]; !ok {
+					t.Errorf("%s: no value for @%s", h.name, p)
+				}
+			}
+			for p := range v {
+				if !slices.Contains(st.Params, p) {
+					t.Errorf("%s: a value for @%s, which it does not use", h.name, p)
+				}
+			}
+			continue
+		}
+		if h.params == nil {
+			t.Errorf("%s: its parameters are positional: give its values in order (params)", h.name)
+			continue
+		}
+		n := 0
+		for _, m := range dollar.FindAllStringSubmatch(st.SQL, -1) {
+			k, _ := strconv.Atoi(m[1])
+			n = max(n, k)
+		}
+		if got := len(h.params(f)); got != n {
+			t.Errorf("%s: %d values for parameters up to $%d", h.name, got, n)
 		}
 	}
 }

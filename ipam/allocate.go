@@ -238,8 +238,10 @@ func (s *Client) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRe
 // the generation, so a release carrying the older generation (the replaced
 // resource's destroy) is a no-op, and brings the labels up to date.
 func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlAdopt, held.ID, held.Generation, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID),
-		nullable(o.InstanceID), nullable(o.SetID)))
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlAdopt.sql, sqlAdopt.args(map[string]any{
+		"id": held.ID, "generation": held.Generation, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
+		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID), "set_owner": nullable(o.SetID),
+	})...))
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
 	}
@@ -287,9 +289,11 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 // its generation, so a concurrent taker makes this attempt retry.
 func (s *Client) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
 	var prevState, prevKind, prevID, prevActor string
-	row := tx.QueryRow(ctx, sqlActivate,
-		id, gen, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		durationInterval(hold), nullable(o.SetID))
+	row := tx.QueryRow(ctx, sqlActivate.sql, sqlActivate.args(map[string]any{
+		"id": id, "generation": gen, "kind": o.Kind, "owner": o.ID, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
+		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID), "actor": s.actor,
+		"hold": durationInterval(hold), "set_owner": nullable(o.SetID),
+	})...)
 	a, err := scanAllocation(extraRow{row, []any{&prevState, &prevKind, &prevID, &prevActor}})
 	if errors.Is(err, ErrNotFound) {
 		return a, errRetry
@@ -343,10 +347,13 @@ func (s *Client) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr ne
 	if hold > 0 {
 		typ = "allocation.reserved"
 	}
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlInsertFresh,
-		newID(), pool.ClusterID, pool.ID, netip.PrefixFrom(addr, addr.BitLen()), ord, o.Kind, o.ID,
-		nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID), s.actor,
-		newID(), typ, durationInterval(hold), nullable(o.SetID), jsonData(exactData(exact))))
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlInsertFresh.sql, sqlInsertFresh.args(map[string]any{
+		"id": newID(), "cluster": pool.ClusterID, "pool": pool.ID, "address": netip.PrefixFrom(addr, addr.BitLen()),
+		"ordinal": ord, "kind": o.Kind, "owner": o.ID, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
+		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID), "actor": s.actor,
+		"event": newID(), "event_type": typ, "hold": durationInterval(hold), "set_owner": nullable(o.SetID),
+		"data": jsonData(exactData(exact)),
+	})...))
 	return a, err
 }
 
@@ -553,7 +560,10 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 	var a Allocation
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		a, err = scanAllocation(tx.QueryRow(ctx, sqlUpdateLabels, clusterID, o.Kind, o.ID, nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)))
+		a, err = scanAllocation(tx.QueryRow(ctx, sqlUpdateLabels.sql, sqlUpdateLabels.args(map[string]any{
+			"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
+			"node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
+		})...))
 		if err != nil {
 			return err
 		}

@@ -307,8 +307,10 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 	if !exists {
 		return invalid("cluster_id", "cluster %q does not exist", clusterID)
 	}
-	_, err = tx.Exec(ctx, sqlSaveNodeScaling,
-		clusterID, nodeID, sc.PrefixLength, sc.MinFree, sc.MaxFree, sc.MaxBlocks, sc.Demand, actor)
+	_, err = tx.Exec(ctx, sqlSaveNodeScaling.sql, sqlSaveNodeScaling.args(map[string]any{
+		"cluster": clusterID, "node": nodeID, "block_prefix_length": sc.PrefixLength, "min_free_fraction": sc.MinFree,
+		"max_free_fraction": sc.MaxFree, "max_blocks": sc.MaxBlocks, "demand": sc.Demand, "actor": actor,
+	})...)
 	return err
 }
 
@@ -691,8 +693,10 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err
 		}
-	} else if _, err := tx.Exec(ctx, sqlUpdateNodePool,
-		p.ID, p.CIDRs, p.Size, durationInterval(p.Cooldown), p.MTU, netip.PrefixFrom(p.Gateway, 128)); err != nil {
+	} else if _, err := tx.Exec(ctx, sqlUpdateNodePool.sql, sqlUpdateNodePool.args(map[string]any{
+		"pool": p.ID, "cidrs": p.CIDRs, "size": p.Size, "cooldown": durationInterval(p.Cooldown), "mtu": p.MTU,
+		"gateway": netip.PrefixFrom(p.Gateway, 128),
+	})...); err != nil {
 		return err
 	}
 	if err := syncTableRows(ctx, tx, &p); err != nil {

@@ -276,10 +276,12 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		row := tx.QueryRow(ctx, sqlInsertCluster,
-			c.ID, c.Prefix, c.NodePrefix, c.InstancePrefix, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
-			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers), s.actor,
-			c.asWritten())
+		row := tx.QueryRow(ctx, sqlInsertCluster.sql, sqlInsertCluster.args(map[string]any{
+			"cluster": c.ID, "prefix": c.Prefix, "node_prefix": c.NodePrefix, "instance_prefix": c.InstancePrefix,
+			"node_cooldown": durationInterval(c.NodeCooldown), "instance_cooldown": durationInterval(c.InstanceCooldown),
+			"gateway_ipv6": netip.PrefixFrom(c.GatewayIPv6, 128), "mtu": c.MTU, "dns_servers": hostPrefixes(c.DNSServers),
+			"actor": s.actor, "as_written": c.asWritten(),
+		})...)
 		var pe *pgconn.PgError
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it to manage it", c.ID), ExistingKind: "cluster", ExistingID: c.ID}
@@ -349,10 +351,11 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 				return err
 			}
 		}
-		out, err = scanCluster(tx.QueryRow(ctx, sqlUpdateCluster,
-			c.ID, durationInterval(c.NodeCooldown), durationInterval(c.InstanceCooldown),
-			netip.PrefixFrom(c.GatewayIPv6, 128), c.MTU, hostPrefixes(c.DNSServers),
-			c.asWritten()))
+		out, err = scanCluster(tx.QueryRow(ctx, sqlUpdateCluster.sql, sqlUpdateCluster.args(map[string]any{
+			"cluster": c.ID, "node_cooldown": durationInterval(c.NodeCooldown),
+			"instance_cooldown": durationInterval(c.InstanceCooldown), "gateway_ipv6": netip.PrefixFrom(c.GatewayIPv6, 128),
+			"mtu": c.MTU, "dns_servers": hostPrefixes(c.DNSServers), "as_written": c.asWritten(),
+		})...))
 		if err != nil {
 			return err
 		}

@@ -244,7 +244,7 @@ func handOutStatements() []handOut {
 		{"full path: fresh space left (after a waiting pick found none)", sqlFreshLeft, []guard{guardStripeRoom}},
 		{"full path: reuse pick", sqlTakeCooled, pickGuards},
 		{"full path: reuse pick (waiting)", sqlTakeCooledWait, pickGuards},
-		{"full path: hand-out of a picked, claimed or owned row", sqlActivate, writeGuards},
+		{"full path: hand-out of a picked, claimed or owned row", sqlActivate.sql, writeGuards},
 	}
 }
 
@@ -656,15 +656,15 @@ var (
 var sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
 	WHERE pool_id = $1 AND ` + guardStripeRoom.in(guardAt{}) + `)`
 
-// sqlActivate hands an existing row (free, cooling, or a hold) to the owner, as an
-// allocation or, with $10 > 0, as a plan-time hold: a conditional write on its
-// generation, so a concurrent taker makes the attempt retry. It returns the
-// row and what it was before.
-var sqlActivate = `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = $1),
-	a AS (UPDATE ipam_allocations SET ` + activateSet(rowOwner{kind: "$3", id: "$4", org: "$5", env: "$6",
-	node: "$7", instance: "$8", actor: "$9", hold: "$10::interval", set: "$11"}) + `
-	` + fromClock + `
-	WHERE id = $1 AND generation = $2 AND ` + allOf(writeGuards, guardAt{kind: "$3", owner: "$4", now: "now_at", rows: "ipam_allocations"}) + `
-	RETURNING ipam_allocations.*)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + `, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
-		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`
+// sqlActivate hands an existing row (@id, of @generation: free, cooling, or a
+// hold) to the owner, as an allocation or, with @hold > 0, as a plan-time
+// hold: a conditional write on its generation, so a concurrent taker makes
+// the attempt retry. It returns the row and what it was before.
+var sqlActivate = named("reuse take (conditional write)", `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = @id),
+	a AS (UPDATE ipam_allocations SET `+activateSet(rowOwner{kind: "@kind", id: "@owner", org: "@org", env: "@env",
+	node: "@node", instance: "@instance", actor: "@actor", hold: "@hold::interval", set: "@set_owner"})+`
+	`+fromClock+`
+	WHERE id = @id AND generation = @generation AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "@owner", now: "now_at", rows: "ipam_allocations"})+`
+	RETURNING ipam_allocations.*)`+movedIn+countMoved+`
+	SELECT `+allocColumns+`, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
+		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`)

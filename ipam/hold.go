@@ -196,6 +196,9 @@ func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner,
 	if generation <= 0 {
 		return Allocation{}, invalid("generation", "must be the replaced allocation's generation, a positive number")
 	}
-	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement, clusterID, o.Kind, o.ID, s.actor, durationInterval(ttl), generation, s.origin))
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement.sql, sqlMarkReplacement.args(map[string]any{
+		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "actor": s.actor, "ttl": durationInterval(ttl),
+		"generation": generation, "origin": s.origin,
+	})...))
 	return a, s.mapErr(err)
 }

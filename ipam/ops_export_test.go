@@ -60,4 +60,4 @@ func StatementArgs(st Statement, v map[string]any) []any {
 
 // SQLActivateRow is the full path's hand-out of a picked or owned row, for
 // the test of its guard.
-var SQLActivateRow = sqlActivate
+var SQLActivateRow = Statement{Name: sqlActivate.name, SQL: sqlActivate.sql, Params: sqlActivate.names}

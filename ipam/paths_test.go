@@ -474,7 +474,10 @@ func TestHandOutWriteRejudgesTheRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(owner string) (int, error) {
-		rows, err := raw.Query(ctx, ipam.SQLActivateRow, id, gen, ipam.OwnerEnvIPv4, owner, nil, owner, nil, nil, "test", "0", nil)
+		rows, err := raw.Query(ctx, ipam.SQLActivateRow.SQL, ipam.StatementArgs(ipam.SQLActivateRow, map[string]any{
+			"id": id, "generation": gen, "kind": ipam.OwnerEnvIPv4, "owner": owner, "org": nil, "env": owner, "node": nil,
+			"instance": nil, "actor": "test", "hold": "0", "set_owner": nil,
+		})...)
 		if err != nil {
 			return 0, err
 		}

@@ -103,10 +103,12 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		return err
 	}
 	mtu, gw := p.nullableSettings()
-	if _, err := tx.Exec(ctx, sqlInsertPool,
-		p.ID, p.ClusterID, p.Name, p.Category, p.Family, p.Kind, p.CIDRs, nonNil(p.Exclude),
-		durationInterval(p.Cooldown), p.Size, p.Stripes, mtu, gw, p.Default,
-		asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown})); err != nil {
+	if _, err := tx.Exec(ctx, sqlInsertPool.sql, sqlInsertPool.args(map[string]any{
+		"pool": p.ID, "cluster": p.ClusterID, "name": p.Name, "category": p.Category, "family": p.Family, "kind": p.Kind,
+		"cidrs": p.CIDRs, "exclude": nonNil(p.Exclude), "cooldown": durationInterval(p.Cooldown), "size": p.Size,
+		"stripes": p.Stripes, "mtu": mtu, "gateway": gw, "is_default": p.Default,
+		"as_written": asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown}),
+	})...); err != nil {
 		return placementErr(err)
 	}
 	if _, err := tx.Exec(ctx, sqlInsertCounterSlots, p.ID, counterSlots(p.Kind)); err != nil {

@@ -21,8 +21,9 @@ import (
 // operator's reads, transactions, migrations.
 
 // Statement is one named SQL statement of the core. A statement written
-// with named parameters (handout.go) lists them in Params, by position ($1
-// is Params[0]); the others' parameters are positional in their text.
+// with named parameters (named: every statement with more than five) lists
+// them in Params, by position ($1 is Params[0]); the others' parameters are
+// positional in their text.
 type Statement struct {
 	Name   string
 	SQL    string
@@ -39,10 +40,10 @@ func HotStatements() []Statement {
 		{Name: "stripe pick (SKIP LOCKED)", SQL: sqlTakeStripe},
 		{Name: "stripe pick (waiting, no SKIP LOCKED)", SQL: sqlTakeStripeWait},
 		{Name: "fresh space left? (after a waiting pick found none)", SQL: sqlFreshLeft},
-		{Name: "insert allocation + event (CTE)", SQL: sqlInsertFresh},
-		{Name: "event insert", SQL: sqlInsertEvent},
+		{Name: "insert allocation + event (CTE)", SQL: sqlInsertFresh.sql, Params: sqlInsertFresh.names},
+		{Name: "event insert", SQL: sqlInsertEvent.sql, Params: sqlInsertEvent.names},
 		{Name: "reuse pick (cooled queue, SKIP LOCKED)", SQL: sqlTakeCooled},
-		{Name: "reuse take (conditional write)", SQL: sqlActivate},
+		{Name: "reuse take (conditional write)", SQL: sqlActivate.sql, Params: sqlActivate.names},
 		{Name: "exact claim probe", SQL: sqlClaimProbe},
 		{Name: "release", SQL: sqlRelease.sql, Params: sqlRelease.names},
 		// The take statements, each for one owner and for several, and the
@@ -99,19 +100,23 @@ const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 // sqlInsertFresh inserts a new row for an address never handed out before, with its
 // event, in one statement; no row when the address already has one (an exact
 // claim got there first).
-const sqlInsertFresh = `WITH a AS (
-		INSERT INTO ipam_allocations (` + allocInsertColumns + `)
-		VALUES ($1, $2, $3, $4, $5, CASE WHEN $15::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-			1, $6, $7, $8, $9, $10, $11, $12, ipam_now(), ipam_now(), $16,
-			CASE WHEN $15::interval > interval '0' THEN ipam_now() + $15::interval END,
-			CASE WHEN $15::interval > interval '0' THEN ipam_now() + $15::interval END)
+//
+// @id is the row's id, @event its event's (of @event_type, with @data);
+// @hold, an interval, > 0 makes it a plan-time hold; @set_owner is the
+// address set or NULL.
+var sqlInsertFresh = named("insert allocation + event (CTE)", `WITH a AS (
+		INSERT INTO ipam_allocations (`+allocInsertColumns+`)
+		VALUES (@id, @cluster, @pool, @address, @ordinal, CASE WHEN @hold::interval > interval '0' THEN 'reserved' ELSE 'active' END,
+			1, @kind, @owner, @org, @env, @node, @instance, @actor, ipam_now(), ipam_now(), @set_owner,
+			CASE WHEN @hold::interval > interval '0' THEN ipam_now() + @hold::interval END,
+			CASE WHEN @hold::interval > interval '0' THEN ipam_now() + @hold::interval END)
 		ON CONFLICT (cluster_id, address) DO NOTHING
 		RETURNING *
 	), e AS (
-		INSERT INTO ipam_events (` + eventColumns + `)
-		SELECT $13, $14, ` + eventOfRow + `, $17 FROM a
-	)` + movedIn + countMoved + `
-	SELECT ` + allocColumns + ` FROM a`
+		INSERT INTO ipam_events (`+eventColumns+`)
+		SELECT @event, @event_type, `+eventOfRow+`, @data FROM a
+	)`+movedIn+countMoved+`
+	SELECT `+allocColumns+` FROM a`)
 
 // sqlActiveOfOwner reads the owner's active allocation, if any (a refused
 // release names it).
@@ -156,9 +161,11 @@ var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
 		a.allocated_at, a.released_at, a.reusable_at, false, coalesce(a.set_owner, ''), true, true, '' FROM a`)
 
-// sqlInsertEvent appends an event in the caller's transaction.
-const sqlInsertEvent = `INSERT INTO ipam_events (` + eventColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+// sqlInsertEvent appends an event (@event its id) in the caller's
+// transaction.
+var sqlInsertEvent = named("event insert", `INSERT INTO ipam_events (`+eventColumns+`)
+	VALUES (@event, @event_type, @cluster, @pool, @allocation, @generation, @address, @kind, @owner, @org, @env,
+		@node, @instance, @actor, @data)`)
 
 // sqlGetActive is the refresh read: the owner's active allocation, whether its
 // last_seen_at is due, and its pool's blocks.
@@ -274,16 +281,6 @@ const (
 	// $1 (for a plan-time check that names them all).
 	sqlOverlappingClusters = `SELECT id, prefix FROM ipam_clusters WHERE prefix && $1 AND id <> $2 ORDER BY id`
 
-	sqlInsertCluster = `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
-			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (id) DO NOTHING
-		RETURNING ` + clusterColumns
-
-	sqlUpdateCluster = `UPDATE ipam_clusters SET node_cooldown = $2, instance_cooldown = $3,
-			gateway_ipv6 = $4, mtu = $5, dns_servers = $6, as_written = $7, updated_at = ipam_now()
-		WHERE id = $1 RETURNING ` + clusterColumns
-
 	// sqlAddressHolder names the owner holding an address (the gateway a cluster
 	// update would set).
 	sqlAddressHolder = `SELECT owner_kind || ' ' || owner_id FROM ipam_allocations
@@ -311,6 +308,21 @@ const (
 		WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`
 
 	sqlDeleteCluster = `DELETE FROM ipam_clusters WHERE id = $1`
+)
+
+// sqlInsertCluster creates a cluster (no row: it exists); sqlUpdateCluster
+// changes its settings.
+var (
+	sqlInsertCluster = named("cluster insert", `INSERT INTO ipam_clusters (id, prefix, node_prefix, instance_prefix, node_cooldown,
+			instance_cooldown, gateway_ipv6, mtu, dns_servers, actor, as_written)
+		VALUES (@cluster, @prefix, @node_prefix, @instance_prefix, @node_cooldown, @instance_cooldown, @gateway_ipv6, @mtu,
+			@dns_servers, @actor, @as_written)
+		ON CONFLICT (id) DO NOTHING
+		RETURNING `+clusterColumns)
+
+	sqlUpdateCluster = named("cluster update", `UPDATE ipam_clusters SET node_cooldown = @node_cooldown, instance_cooldown = @instance_cooldown,
+			gateway_ipv6 = @gateway_ipv6, mtu = @mtu, dns_servers = @dns_servers, as_written = @as_written, updated_at = ipam_now()
+		WHERE id = @cluster RETURNING `+clusterColumns)
 )
 
 var (
@@ -420,11 +432,20 @@ const (
 )
 
 // Pools (pool.go, pool_operator.go).
-const (
-	sqlInsertPool = `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
+var (
+	// sqlInsertPool creates pool @pool; sqlUpdatePool changes its layout
+	// and settings.
+	sqlInsertPool = named("pool insert", `INSERT INTO ipam_pools (id, cluster_id, name, category, family, kind, cidrs, exclude,
 			cooldown, size, stripes, mtu, gateway, is_default, as_written)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+		VALUES (@pool, @cluster, @name, @category, @family, @kind, @cidrs, @exclude, @cooldown, @size, @stripes, @mtu,
+			@gateway, @is_default, @as_written)`)
 
+	sqlUpdatePool = named("pool update", `UPDATE ipam_pools SET cidrs = @cidrs, exclude = @exclude, cooldown = @cooldown,
+		size = @size, mtu = @mtu, gateway = @gateway, is_default = @is_default, as_written = @as_written,
+		updated_at = ipam_now() WHERE id = @pool`)
+)
+
+const (
 	// sqlLockPoolKeyShare is the allocator's pool lock (lockPoolShared): it
 	// reads updated_at, to tell whether the pool changed since it was loaded.
 	sqlLockPoolKeyShare = `SELECT updated_at FROM ipam_pools WHERE id = $1 FOR KEY SHARE`
@@ -495,9 +516,6 @@ const (
 	sqlDeleteRowsOutside = `DELETE FROM ipam_allocations a USING (` + outsideRunsHead + rowReusable + outsideRunsTail + `) o
 		WHERE a.id = o.id AND ` + rowReusable
 
-	sqlUpdatePool = `UPDATE ipam_pools SET cidrs = $2, exclude = $3, cooldown = $4, size = $5, mtu = $6,
-		gateway = $7, is_default = $8, as_written = $9, updated_at = ipam_now() WHERE id = $1`
-
 	// sqlSetStripesLast sets the last ordinal of every stripe of a counter pool.
 	sqlSetStripesLast = `UPDATE ipam_pool_stripes SET last_ordinal = $2 WHERE pool_id = $1`
 
@@ -520,30 +538,42 @@ var (
 )
 
 // Allocation, beyond the hot statements (allocate.go).
-const (
-	// sqlAdopt hands the owner's active allocation to a create that finds it: a
-	// new generation, and its labels brought up to date.
+var (
 	// sqlMarkReplacement marks the owner's active allocation of this actor
-	// as being replaced by a plan of origin $7, for $5 (migrations 17, 22).
-	sqlMarkReplacement = `UPDATE ipam_allocations SET replace_until = ipam_now() + $5::interval, replace_generation = generation,
-			replace_origin = nullif($7, '')
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active' AND actor = $4 AND generation = $6
-		RETURNING ` + allocColumns
+	// (of @generation) as being replaced by a plan of origin @origin, for
+	// @ttl (migrations 17, 22).
+	sqlMarkReplacement = named("replacement mark write", `UPDATE ipam_allocations SET replace_until = ipam_now() + @ttl::interval,
+			replace_generation = generation, replace_origin = nullif(@origin, '')
+		WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state = 'active' AND actor = @actor
+			AND generation = @generation
+		RETURNING `+allocColumns)
 
-	// sqlGenerationPast sets a row's generation ($2) past $3.
-	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
-		RETURNING ` + allocColumns
-
-	// It records the adopting client's origin (ipam.origin) for the new
-	// generation, as the row trigger does for a row that becomes active.
-	sqlAdopt = `UPDATE ipam_allocations SET generation = generation + 1,
-			origin = coalesce(` + callerOriginSQL + `, origin),
-			origin_generation = CASE WHEN ` + callerOriginSQL + ` IS NULL THEN origin_generation ELSE generation + 1 END,
-			org_id = $3, env_id = $4, node_id = $5, instance_id = $6, set_owner = $7, last_seen_at = ipam_now()
+	// sqlAdopt hands the owner's active allocation (row @id, of @generation)
+	// to a create that finds it: a new generation, and its labels brought
+	// up to date. It records the adopting client's origin (ipam.origin) for
+	// the new generation, as the row trigger does for a row that becomes
+	// active.
+	sqlAdopt = named("adoption", `UPDATE ipam_allocations SET generation = generation + 1,
+			origin = coalesce(`+callerOriginSQL+`, origin),
+			origin_generation = CASE WHEN `+callerOriginSQL+` IS NULL THEN origin_generation ELSE generation + 1 END,
+			org_id = @org, env_id = @env, node_id = @node, instance_id = @instance, set_owner = @set_owner, last_seen_at = ipam_now()
 		-- still unconfirmed: a refresh that confirmed it since it was read
 		-- (which moves no generation) makes the adoption try again, and be
 		-- refused
-		WHERE id = $1 AND generation = $2 AND state = 'active' AND NOT ` + confirmedSQL + `
+		WHERE id = @id AND generation = @generation AND state = 'active' AND NOT `+confirmedSQL+`
+		RETURNING `+allocColumns)
+
+	// sqlUpdateLabels changes the lookup labels of the owner's active
+	// allocation.
+	sqlUpdateLabels = named("labels update", `UPDATE ipam_allocations SET org_id = @org, env_id = @env, node_id = @node,
+			instance_id = @instance
+		WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state = 'active'
+		RETURNING `+allocColumns)
+)
+
+const (
+	// sqlGenerationPast sets a row's generation ($2) past $3.
+	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
 		RETURNING ` + allocColumns
 
 	// sqlSetStripeNext moves a locked stripe's counter (over excluded or exactly
@@ -565,12 +595,6 @@ const (
 	// sqlCounterTop is the last ordinal a counter pool's stripes hand out (-1:
 	// none): the instance counter stops below the node blocks.
 	sqlCounterTop = `SELECT coalesce(max(last_ordinal), -1) FROM ipam_pool_stripes WHERE pool_id = $1`
-
-	// sqlUpdateLabels changes the lookup labels of the owner's active
-	// allocation.
-	sqlUpdateLabels = `UPDATE ipam_allocations SET org_id = $4, env_id = $5, node_id = $6, instance_id = $7
-		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'
-		RETURNING ` + allocColumns
 )
 
 // Per-node instance blocks (blocks.go): settings, blocks, their rows.
@@ -581,13 +605,6 @@ const (
 	// sqlBlockLength is the block length a cluster carves (one for all its
 	// nodes).
 	sqlBlockLength = `SELECT block_prefix_length FROM ipam_block_counters WHERE cluster_id = $1`
-
-	sqlSaveNodeScaling = `INSERT INTO ipam_node_block_settings (cluster_id, node_id, block_prefix_length, min_free_fraction,
-			max_free_fraction, max_blocks, demand, actor, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ipam_now())
-		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
-			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
-			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`
 
 	// sqlNodeScaling reads a node's scaling settings; sqlLockNodeScaling locks
 	// them too, which serializes the scaling of one node.
@@ -725,13 +742,25 @@ const (
 	sqlInsertNodeBlock = `INSERT INTO ipam_node_blocks (cluster_id, block, block_index, node_id, state)
 		VALUES ($1, $2, $3, $4, 'active')`
 
-	sqlUpdateNodePool = `UPDATE ipam_pools SET cidrs = $2, size = $3, cooldown = $4, mtu = $5, gateway = $6,
-		updated_at = ipam_now() WHERE id = $1`
-
 	// sqlBlockBusy tells whether a block holds an address active, held or inside
 	// its cooldown.
 	sqlBlockBusy = `SELECT EXISTS (SELECT 1 FROM ipam_allocations a WHERE pool_id = $1 AND address BETWEEN $2 AND $3
 		AND ` + rowInUse + `)`
+)
+
+// A node's scaling settings (sqlSaveNodeScaling, created or changed) and
+// its blocks pool's layout and settings (sqlUpdateNodePool).
+var (
+	sqlSaveNodeScaling = named("node scaling write", `INSERT INTO ipam_node_block_settings (cluster_id, node_id,
+			block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand, actor, created_at)
+		VALUES (@cluster, @node, @block_prefix_length, @min_free_fraction, @max_free_fraction, @max_blocks, @demand,
+			@actor, ipam_now())
+		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
+			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
+			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`)
+
+	sqlUpdateNodePool = named("node pool update", `UPDATE ipam_pools SET cidrs = @cidrs, size = @size, cooldown = @cooldown,
+		mtu = @mtu, gateway = @gateway, updated_at = ipam_now() WHERE id = @pool`)
 )
 
 // Address sets (set.go): members are allocations whose set_owner is the set.
@@ -754,10 +783,12 @@ const (
 
 	sqlSetMembers = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}') FROM ipam_allocations
 		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
-
-	sqlRelabelSet = `UPDATE ipam_allocations SET org_id = $3, env_id = $4, node_id = $5, instance_id = $6
-		WHERE cluster_id = $1 AND set_owner = $2 AND state IN ('active', 'reserved')`
 )
+
+// sqlRelabelSet changes the lookup labels of the members of set @set_owner.
+var sqlRelabelSet = named("set labels update", `UPDATE ipam_allocations SET org_id = @org, env_id = @env, node_id = @node,
+		instance_id = @instance
+	WHERE cluster_id = @cluster AND set_owner = @set_owner AND state IN ('active', 'reserved')`)
 
 // sqlReplacing tells whether a plan of @origin marked row @id as being
 // replaced.
@@ -819,16 +850,19 @@ const (
 
 // Events and failures (events.go, ops_events.go); an event of an
 // allocation is sqlInsertEvent above.
-const (
-	// sqlRecordFailure records a failed allocation and its
-	// "<kind>.allocation_failed" event, in one statement.
-	sqlRecordFailure = `WITH f AS (
-			INSERT INTO ipam_allocation_failures (id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8))
-		INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
-			instance_id, actor, data)
-		VALUES ($9, $10, $2, $3, 0, $5, $6, $11, $12, $13, $14, $7, jsonb_build_object('reason', $4::text, 'detail', $8::text))`
 
+// sqlRecordFailure records a failed allocation (@failure its id) and its
+// "<kind>.allocation_failed" event (@event, of @event_type), in one
+// statement.
+var sqlRecordFailure = named("failure record", `WITH f AS (
+		INSERT INTO ipam_allocation_failures (id, cluster_id, pool_id, reason, owner_kind, owner_id, actor, detail)
+		VALUES (@failure, @cluster, @pool, @reason, @kind, @owner, @actor, @detail))
+	INSERT INTO ipam_events (id, type, cluster_id, pool_id, generation, owner_kind, owner_id, org_id, env_id, node_id,
+		instance_id, actor, data)
+	VALUES (@event, @event_type, @cluster, @pool, 0, @kind, @owner, @org, @env, @node, @instance, @actor,
+		jsonb_build_object('reason', @reason::text, 'detail', @detail::text))`)
+
+const (
 	// sqlEventTypeSeen: is there an event whose type is LIKE $1 (a type this
 	// binary does not write)?
 	sqlEventTypeSeen = `SELECT EXISTS (SELECT 1 FROM ipam_events WHERE type LIKE $1)`

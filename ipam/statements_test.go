@@ -4,9 +4,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,5 +137,196 @@ func TestLooksLikeSQL(t *testing.T) {
 		if looksLikeSQL(s) {
 			t.Errorf("%q taken for SQL", s)
 		}
+	}
+}
+
+// maxPositional is the most positional parameters ($1..$n) a statement may
+// have: one with more is written with named parameters (named, @cluster),
+// where a reader sees each parameter by its name and a call site gives
+// each value by name.
+const maxPositional = 5
+
+// positionalParam is a positional parameter ($1) in a statement's text.
+var positionalParam = regexp.MustCompile(`\$([0-9]+)`)
+
+// highestPositional reads the package-level constants and variables of the
+// files (and their functions) and returns, for each one that is a
+// positional statement or a piece of one, the highest $n its text can hold:
+// its own literals', and those of the constants and variables it is built
+// from, whatever the expression that joins them (a concatenation, a
+// strings.Replace, a function given the parameters' spelling: every string
+// literal in it counts). A value that is a named statement (named, or a
+// function that returns one) is not positional; its fragments are judged
+// each by itself. A function counts its own literals only (what it refers
+// to is judged where it is defined).
+func highestPositional(files []*ast.File) map[string]int {
+	values := map[string]ast.Expr{}
+	namedFuncs := map[string]bool{"named": true}
+	var funcs []*ast.FuncDecl
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					vs, ok := s.(*ast.ValueSpec)
+					if !ok {
+						continue
+					}
+					for i, n := range vs.Names {
+						if i < len(vs.Values) {
+							values[n.Name] = vs.Values[i]
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				funcs = append(funcs, d)
+				if r := d.Type.Results; r != nil && len(r.List) == 1 {
+					if id, ok := r.List[0].Type.(*ast.Ident); ok && id.Name == "namedStatement" {
+						namedFuncs[d.Name.Name] = true
+					}
+				}
+			}
+		}
+	}
+	isNamed := func(e ast.Expr) bool {
+		c, ok := e.(*ast.CallExpr)
+		if !ok {
+			return false
+		}
+		id, ok := c.Fun.(*ast.Ident)
+		return ok && namedFuncs[id.Name]
+	}
+	literalMax := func(lit *ast.BasicLit) int {
+		if lit.Kind != token.STRING {
+			return 0
+		}
+		s, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return 0
+		}
+		hi := 0
+		for _, m := range positionalParam.FindAllStringSubmatch(s, -1) {
+			if n, _ := strconv.Atoi(m[1]); n > hi {
+				hi = n
+			}
+		}
+		return hi
+	}
+	memo := map[string]int{}
+	var of func(name string) int
+	of = func(name string) int {
+		if hi, ok := memo[name]; ok {
+			return hi
+		}
+		memo[name] = 0 // a cycle (none compiles) counts nothing twice
+		hi := 0
+		var walk func(n ast.Node) bool
+		walk = func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.KeyValueExpr: // a field's name is not a value
+				ast.Inspect(n.Value, walk)
+				return false
+			case *ast.CallExpr:
+				return !isNamed(n)
+			case *ast.BasicLit:
+				hi = max(hi, literalMax(n))
+			case *ast.Ident:
+				if _, ok := values[n.Name]; ok {
+					hi = max(hi, of(n.Name))
+				}
+			}
+			return true
+		}
+		ast.Inspect(values[name], walk)
+		memo[name] = hi
+		return hi
+	}
+	out := map[string]int{}
+	for name := range values {
+		if hi := of(name); hi > 0 {
+			out[name] = hi
+		}
+	}
+	for _, fd := range funcs {
+		if namedFuncs[fd.Name.Name] || fd.Body == nil {
+			continue
+		}
+		hi := 0
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok && isNamed(c) {
+				return false
+			}
+			if lit, ok := n.(*ast.BasicLit); ok {
+				hi = max(hi, literalMax(lit))
+			}
+			return true
+		})
+		if hi > 0 {
+			out["func "+fd.Name.Name] = hi
+		}
+	}
+	return out
+}
+
+// parseStatementFiles parses the files that write the package's statements.
+func parseStatementFiles(t *testing.T) []*ast.File {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range []string{"statements.go", "handout.go", "fragments.go"} {
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// A statement with more than maxPositional parameters is written with
+// named parameters (named): a positional one fails the test, by name, with
+// its highest $n.
+func TestStatementsWithManyParametersAreNamed(t *testing.T) {
+	hi := highestPositional(parseStatementFiles(t))
+	if hi["sqlLoadPool"] != 1 || hi["sqlOwnerRows"] != 3 {
+		t.Fatalf("the scan misreads the statements (sqlLoadPool $%d, sqlOwnerRows $%d): fix highestPositional",
+			hi["sqlLoadPool"], hi["sqlOwnerRows"])
+	}
+	var names []string
+	for name := range hi {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if hi[name] > maxPositional {
+			t.Errorf("%s has positional parameters up to $%d: write it with named parameters (named, @name), as sqlRelease is",
+				name, hi[name])
+		}
+	}
+}
+
+// The scan itself: a statement's parameters are found in its own text, in
+// the fragments it is built from and in the spelling it gives a function;
+// a named statement, and what only it is built from, have none.
+func TestHighestPositionalReadsFragments(t *testing.T) {
+	const src = `package p
+const frag = "a = $6"
+const viaFragment = "SELECT 1 WHERE " + frag
+var viaArgument = "UPDATE t SET " + set(spelling{kind: "$7"})
+var viaReplace = strings.ReplaceAll(frag, "$6", "$2")
+var namedOne = named("n", "SELECT 1 WHERE a = @a AND " + frag2)
+const frag2 = "b = @b"
+var viaNamedFunc = build(true)
+func build(one bool) namedStatement { return named("b", "SELECT @x") }
+func inline() string { return "SELECT $8" }
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := highestPositional([]*ast.File{f})
+	want := map[string]int{"frag": 6, "viaFragment": 6, "viaArgument": 7, "viaReplace": 6, "func inline": 8}
+	if !maps.Equal(got, want) {
+		t.Errorf("highestPositional = %v, want %v", got, want)
 	}
 }

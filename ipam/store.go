@@ -631,10 +631,12 @@ func (s *Client) insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
 	if e.Data == nil {
 		e.Data = map[string]any{}
 	}
-	_, err := tx.Exec(ctx, sqlInsertEvent,
-		newID(), e.Type, nullable(e.ClusterID), nullable(e.PoolID), alloc, e.Generation, addr,
-		nullable(e.Owner.Kind), nullable(e.Owner.ID), nullable(e.Owner.OrgID), nullable(e.Owner.EnvID),
-		nullable(e.Owner.NodeID), nullable(e.Owner.InstanceID), e.Actor, e.Data)
+	_, err := tx.Exec(ctx, sqlInsertEvent.sql, sqlInsertEvent.args(map[string]any{
+		"event": newID(), "event_type": e.Type, "cluster": nullable(e.ClusterID), "pool": nullable(e.PoolID),
+		"allocation": alloc, "generation": e.Generation, "address": addr, "kind": nullable(e.Owner.Kind),
+		"owner": nullable(e.Owner.ID), "org": nullable(e.Owner.OrgID), "env": nullable(e.Owner.EnvID),
+		"node": nullable(e.Owner.NodeID), "instance": nullable(e.Owner.InstanceID), "actor": e.Actor, "data": e.Data,
+	})...)
 	return err
 }
 
@@ -651,9 +653,12 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 	// connection of a shared pool must not wait on this forever.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
 	defer cancel()
-	_, _ = s.pool.Exec(rctx, sqlRecordFailure,
-		newID(), nullable(clusterID), nullable(poolID), reason, nullable(o.Kind), nullable(o.ID), s.actor, scrub(detail, s.secret),
-		newID(), failureEventType(o.Kind), nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID))
+	_, _ = s.pool.Exec(rctx, sqlRecordFailure.sql, sqlRecordFailure.args(map[string]any{
+		"failure": newID(), "cluster": nullable(clusterID), "pool": nullable(poolID), "reason": reason,
+		"kind": nullable(o.Kind), "owner": nullable(o.ID), "actor": s.actor, "detail": scrub(detail, s.secret),
+		"event": newID(), "event_type": failureEventType(o.Kind), "org": nullable(o.OrgID), "env": nullable(o.EnvID),
+		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
+	})...)
 }
 
 // ownOrigin reports whether a row is this client's configuration's, or no
