@@ -21,7 +21,11 @@ type Event struct {
 	Address      netip.Addr
 	Owner        Owner
 	Actor        string
-	Data         map[string]any
+	// Origin is the configuration whose transaction wrote the event (the
+	// client's Config.Origin; empty for none, and for events written
+	// before schema migration 26).
+	Origin string
+	Data   map[string]any
 }
 
 // Event types are spelled FAMILY.EVENT, with one dot: the family is cluster,

@@ -87,7 +87,7 @@ func (s *Client) ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 		var e Event
 		var addr *netip.Prefix
 		err := r.Scan(&e.ID, &e.At, &e.Type, &e.ClusterID, &e.PoolID, &e.AllocationID, &e.Generation, &addr,
-			&e.Owner.Kind, &e.Owner.ID, &e.Owner.OrgID, &e.Owner.EnvID, &e.Owner.NodeID, &e.Owner.InstanceID, &e.Actor, &e.Data)
+			&e.Owner.Kind, &e.Owner.ID, &e.Owner.OrgID, &e.Owner.EnvID, &e.Owner.NodeID, &e.Owner.InstanceID, &e.Actor, &e.Origin, &e.Data)
 		if addr != nil {
 			e.Address = addr.Addr()
 		}

@@ -875,7 +875,7 @@ const (
 	sqlListEventsHead = `SELECT id, at, type, coalesce(cluster_id, ''), coalesce(pool_id, ''),
 			coalesce(allocation_id, '00000000-0000-0000-0000-000000000000'), coalesce(generation, 0), address,
 			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
-			coalesce(node_id, ''), coalesce(instance_id, ''), actor, data
+			coalesce(node_id, ''), coalesce(instance_id, ''), actor, coalesce(origin, ''), data
 		FROM ipam_events
 		WHERE at >= $1 AND ($2 = '' OR cluster_id = $2)
 			AND ((cardinality($3::text[]) = 0 AND cardinality($4::text[]) = 0) OR type = ANY ($3) OR type LIKE ANY ($4))

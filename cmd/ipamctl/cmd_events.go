@@ -35,6 +35,7 @@ type eventJSON struct {
 	NodeID       string         `json:"node_id,omitempty"`
 	InstanceID   string         `json:"instance_id,omitempty"`
 	Actor        string         `json:"actor"`
+	Origin       string         `json:"origin,omitempty"`
 	Data         map[string]any `json:"data,omitempty"`
 }
 
@@ -150,7 +151,7 @@ func (a *app) printEvent(e ipam.Event, asJSON bool) error {
 	if asJSON {
 		j := eventJSON{ID: e.ID.String(), At: e.At.UTC(), Type: e.Type, ClusterID: e.ClusterID, PoolID: e.PoolID,
 			Generation: e.Generation, OwnerKind: e.Owner.Kind, OwnerID: e.Owner.ID, OrgID: e.Owner.OrgID, EnvID: e.Owner.EnvID,
-			NodeID: e.Owner.NodeID, InstanceID: e.Owner.InstanceID, Actor: e.Actor, Data: e.Data}
+			NodeID: e.Owner.NodeID, InstanceID: e.Owner.InstanceID, Actor: e.Actor, Origin: e.Origin, Data: e.Data}
 		if e.AllocationID != uuid.Nil {
 			j.AllocationID = e.AllocationID.String()
 		}
@@ -178,6 +179,9 @@ func (a *app) printEvent(e ipam.Event, asJSON bool) error {
 		}
 	}
 	parts = append(parts, "actor="+e.Actor)
+	if e.Origin != "" {
+		parts = append(parts, "origin="+e.Origin)
+	}
 	if len(e.Data) > 0 {
 		keys := make([]string, 0, len(e.Data))
 		for k := range e.Data {
