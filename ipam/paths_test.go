@@ -156,19 +156,8 @@ var pathScenarios = []pathScenario{
 		// allocation is not judged by it.
 		name: "a lost hold is told before another is taken", fastServes: true,
 		setup: func(t *testing.T, st *ipam.Client, raw *pgx.Conn) string {
-			ctx := context.Background()
 			mkCluster(t, st, "c1", "2001:db8::/48", "", "")
-			h, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
-				reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("thief"), Address: h.Address}); err != nil {
-				t.Fatal(err)
-			}
+			loseHold(t, st, st, raw, "c1")
 			return "c1"
 		},
 		run: func(t *testing.T, st *ipam.Client, raw *pgx.Conn, c string, p allocPath) {

@@ -52,6 +52,27 @@ func mkCluster(t *testing.T, st *ipam.Client, id, prefix, nodePrefix, instancePr
 	return out
 }
 
+// loseHold gives node "planned" a plan-time hold in cluster c's node pool
+// through holder, expires it (the database's clock is the clock: the hold
+// moves into the past) and lets thief allocate its address to node "thief":
+// the hold is lost. It returns the lost hold.
+func loseHold(t *testing.T, holder, thief *ipam.Client, raw *pgx.Conn, c string) ipam.Hold {
+	t.Helper()
+	ctx := context.Background()
+	h, err := holder.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(c), Owner: node("planned")}, time.Hour)
+	if err != nil || h.Lost != nil {
+		t.Fatalf("the hold: %+v %v", h.Lost, err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
+		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := thief.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(c), Owner: node("thief"), Address: h.Address}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func node(id string) ipam.Owner {
 	return ipam.Owner{Kind: ipam.OwnerNode, ID: id, NodeID: id}
 }
@@ -670,17 +691,7 @@ func TestReserveReportsLostHold(t *testing.T) {
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
 	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}
-	first, err := st.Reserve(ctx, req, time.Hour)
-	if err != nil || first.Lost != nil {
-		t.Fatalf("first hold: %+v %v", first.Lost, err)
-	}
-	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
-		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("thief"), Address: first.Address}); err != nil {
-		t.Fatal(err)
-	}
+	first := loseHold(t, st, st, raw, "c1")
 	check := func(what string, h ipam.Hold, err error) {
 		t.Helper()
 		if err != nil || h.Lost == nil {
@@ -744,17 +755,7 @@ func TestReserveReportsLostHoldToItsRun(t *testing.T) {
 	}
 	r1, r2 := run("r1"), run("r2")
 	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}
-	first, err := r1.Reserve(ctx, req, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET reusable_at = now() - interval '1 second',
-		reserved_until = now() - interval '1 second' WHERE state = 'reserved'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("thief"), Address: first.Address}); err != nil {
-		t.Fatal(err)
-	}
+	first := loseHold(t, r1, st, raw, "c1")
 	for i := range 2 {
 		if _, err := r1.Reserve(ctx, req, time.Hour); ipam.Code(err) != ipam.CodeHoldLost {
 			t.Fatalf("plan %d of run r1 after the loss: %v, want hold_lost", i+1, err)
