@@ -19,15 +19,8 @@ func TestEveryEventRecordsItsOrigin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	open := func(origin string) *ipam.Client {
-		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
-	cfg, plain := open("/work/cfg-a"), open("")
+	cfg := openClient(t, ipam.Config{DatabaseURL: url, Origin: "/work/cfg-a"})
+	plain := openClient(t, ipam.Config{DatabaseURL: url})
 	mkCluster(t, cfg, "c1", "2001:db8::/48", "", "")
 	must := func(what string, err error) {
 		t.Helper()

@@ -52,6 +52,17 @@ func mkCluster(t *testing.T, st *ipam.Client, id, prefix, nodePrefix, instancePr
 	return out
 }
 
+// openClient opens a client with cfg, closed when the test ends.
+func openClient(t *testing.T, cfg ipam.Config) *ipam.Client {
+	t.Helper()
+	c, err := ipam.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // loseHold gives node "planned" a plan-time hold in cluster c's node pool
 // through holder, expires it (the database's clock is the clock: the hold
 // moves into the past) and lets thief allocate its address to node "thief":
@@ -745,15 +756,8 @@ func TestReserveReportsLostHoldToItsRun(t *testing.T) {
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
 	url := raw.Config().ConnString()
-	run := func(id string) *ipam.Client {
-		c, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, PlanRun: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
-	r1, r2 := run("r1"), run("r2")
+	r1 := openClient(t, ipam.Config{DatabaseURL: url, PlanRun: "r1"})
+	r2 := openClient(t, ipam.Config{DatabaseURL: url, PlanRun: "r2"})
 	req := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("planned")}
 	first := loseHold(t, r1, st, raw, "c1")
 	for i := range 2 {
