@@ -160,6 +160,8 @@ type runner struct {
 	tfErr  error
 	// profile, when set, receives a CPU profile of the next timed phase.
 	profile *os.File
+	// writeSetErr: the WAL could not be read back for a write set (said once).
+	writeSetErr error
 }
 
 func (r *runner) logf(format string, a ...any) {

@@ -45,6 +45,10 @@ type server struct {
 	adminURL   string
 	conn       *pgx.Conn
 	postmaster int // 0 when the server's processes cannot be read
+	// walinspect: pg_walinspect is usable on the admin connection (the
+	// index entries per operation are read from the WAL with it);
+	// dropWalinspect: the suite created it, and drops it at the end.
+	walinspect, dropWalinspect bool
 }
 
 func connectServer(ctx context.Context, adminURL string) (*server, error) {
@@ -64,7 +68,12 @@ func connectServer(ctx context.Context, adminURL string) (*server, error) {
 	return s, nil
 }
 
-func (s *server) close() { _ = s.conn.Close(context.Background()) }
+func (s *server) close() {
+	if s.dropWalinspect {
+		_, _ = s.conn.Exec(context.Background(), "DROP EXTENSION IF EXISTS pg_walinspect")
+	}
+	_ = s.conn.Close(context.Background())
+}
 
 // dbURL is the admin URL pointed at another database.
 func (s *server) dbURL(db string) string {
@@ -333,6 +342,147 @@ func (s *server) walLSN(ctx context.Context) int64 {
 	var n int64
 	_ = s.conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&n)
 	return n
+}
+
+// insertLSN is the server's WAL insert position: the start and end of the
+// WAL a measurement reads back (walWriteSet).
+func (s *server) insertLSN(ctx context.Context) string {
+	var l string
+	_ = s.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&l)
+	return l
+}
+
+// useWalinspect makes pg_walinspect usable on the admin connection
+// (creating it in the admin database when it is missing, and dropping it
+// again at the end), or says why not.
+func (s *server) useWalinspect(ctx context.Context) error {
+	if s.walinspect {
+		return nil
+	}
+	var have bool
+	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_walinspect')`).Scan(&have); err != nil {
+		return err
+	}
+	if !have {
+		if _, err := s.conn.Exec(ctx, "CREATE EXTENSION pg_walinspect"); err != nil {
+			return fmt.Errorf("pg_walinspect (PostgreSQL 15 or later, contrib): %w", err)
+		}
+		s.dropWalinspect = true
+	}
+	s.walinspect = true
+	return nil
+}
+
+// writeSet is what a measurement wrote, read back from the WAL records
+// between two insert positions (pg_walinspect's pg_get_wal_records_info):
+// index entries, heap row versions, and index entries by relation.
+type writeSet struct {
+	ok bool
+	// indexEntries: entries added to an index's leaf level: B-tree
+	// INSERT_LEAF and INSERT_POST records, and leaf page splits (a split's
+	// record carries the new entry: level 0 in its description), plus the
+	// writes of other index kinds (GiST page updates and splits, BRIN
+	// summary inserts and updates, GIN, hash, SP-GiST inserts).
+	indexEntries int64
+	// heapInserts, heapUpdates (a new version with its own index entries)
+	// and heapHOT (heap-only: no index entry) are row versions written.
+	heapInserts, heapUpdates, heapHOT int64
+	// byRel: index entries by "dboid/relfilenode".
+	byRel map[string]int64
+}
+
+func (w *writeSet) add(o writeSet) {
+	if !o.ok {
+		w.ok = false
+		return
+	}
+	w.indexEntries += o.indexEntries
+	w.heapInserts += o.heapInserts
+	w.heapUpdates += o.heapUpdates
+	w.heapHOT += o.heapHOT
+	if w.byRel == nil {
+		w.byRel = map[string]int64{}
+	}
+	for k, v := range o.byRel {
+		w.byRel[k] += v
+	}
+}
+
+// walWriteSetSQL classifies each WAL record between $1 and $2 of the
+// server (every database: the measurement's clients are the only writers
+// the suite runs, as for WAL/op).
+const walWriteSetSQL = `SELECT coalesce(substring(block_ref from 'rel [0-9]+/([0-9]+/[0-9]+)'), ''),
+		CASE
+			WHEN resource_manager = 'Btree' AND (record_type IN ('INSERT_LEAF', 'INSERT_POST')
+				OR (record_type IN ('SPLIT_L', 'SPLIT_R') AND description LIKE 'level 0,%')) THEN 'index'
+			WHEN resource_manager = 'Gist' AND record_type IN ('PAGE_UPDATE', 'PAGE_SPLIT') THEN 'index'
+			WHEN resource_manager = 'BRIN' AND record_type IN ('INSERT', 'UPDATE', 'SAMEPAGE_UPDATE') THEN 'index'
+			WHEN resource_manager IN ('GIN', 'Hash', 'SPGist') AND record_type LIKE 'INSERT%' THEN 'index'
+			WHEN resource_manager = 'Heap' AND record_type LIKE 'INSERT%' THEN 'insert'
+			WHEN resource_manager = 'Heap2' AND record_type LIKE 'MULTI_INSERT%' THEN 'insert'
+			WHEN resource_manager = 'Heap' AND record_type LIKE 'HOT_UPDATE%' THEN 'hot'
+			WHEN resource_manager = 'Heap' AND record_type LIKE 'UPDATE%' THEN 'update'
+		END AS kind, count(*)
+	FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+	GROUP BY 1, 2`
+
+// walWriteSet reads what the WAL between from and to (insert positions)
+// says was written. It first makes the server flush its WAL up to now (a
+// transactional logical message committed with synchronous_commit on: a
+// commit that wrote WAL flushes it, on a server with synchronous_commit off
+// too): pg_walinspect reads only flushed WAL.
+func (s *server) walWriteSet(ctx context.Context, from, to string) (writeSet, error) {
+	w := writeSet{byRel: map[string]int64{}}
+	if from == "" || to == "" {
+		return w, fmt.Errorf("no WAL position")
+	}
+	if err := s.useWalinspect(ctx); err != nil {
+		return w, err
+	}
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return w, err
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		_ = tx.Rollback(ctx)
+		return w, err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_logical_emit_message(true, 'ipambench', 'flush')"); err != nil {
+		_ = tx.Rollback(ctx)
+		return w, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return w, err
+	}
+	rows, err := s.conn.Query(ctx, walWriteSetSQL, from, to)
+	if err != nil {
+		return w, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rel string
+		var kind *string
+		var n int64
+		if err := rows.Scan(&rel, &kind, &n); err != nil {
+			return w, err
+		}
+		if kind == nil {
+			continue
+		}
+		switch *kind {
+		case "index":
+			w.indexEntries += n
+			w.byRel[rel] += n
+		case "insert":
+			w.heapInserts += n
+		case "update":
+			w.heapUpdates += n
+		case "hot":
+			w.heapHOT += n
+		}
+	}
+	w.ok = rows.Err() == nil
+	return w, rows.Err()
 }
 
 func (s *server) checkpoint(ctx context.Context) {

@@ -33,6 +33,7 @@ type cell struct {
 	lat        []time.Duration
 	cpu0, cpu1 cpuTimes
 	wal        int64
+	ws         writeSet      // what the measurement wrote, from the WAL (writeSet)
 	extCPU     time.Duration // CPU of an external client process (pgbench)
 	err        error
 }
@@ -55,6 +56,32 @@ func (c cell) perOp() (server, client time.Duration, wal int64, ok bool) {
 		client = c.extCPU / time.Duration(c.ops)
 	}
 	return server, client, c.wal / int64(c.ops), true
+}
+
+// writeSet reads back what was written since lsn0 (an insert position),
+// right after a measurement: before the next checkpoint lets the server
+// recycle that WAL. Not ok (n/a in the tables) when the WAL cannot be read.
+func (r *runner) writeSet(ctx context.Context, lsn0 string) writeSet {
+	ws, err := r.srv.walWriteSet(ctx, lsn0, r.srv.insertLSN(ctx))
+	if err != nil {
+		if r.writeSetErr == nil {
+			r.writeSetErr = err
+			r.rep.warn("index entries per operation: n/a (the WAL could not be read back): %v", err)
+		}
+		return writeSet{}
+	}
+	return ws
+}
+
+// perOpWrites formats a write set per operation: index entries, and the
+// heap row versions (inserted, updated with index entries, HOT).
+func (c cell) perOpWrites() (entries, rows string) {
+	if !c.ws.ok || c.ops == 0 {
+		return "n/a", "n/a"
+	}
+	n := float64(c.ops)
+	return fmt.Sprintf("%.2f", float64(c.ws.indexEntries)/n),
+		fmt.Sprintf("%.2f ins + %.2f upd + %.2f HOT", float64(c.ws.heapInserts)/n, float64(c.ws.heapUpdates)/n, float64(c.ws.heapHOT)/n)
 }
 
 // opFunc performs one operation of worker w (its i-th).
@@ -105,7 +132,7 @@ func (r *runner) timed(ctx context.Context, label string, n, warm int, dur time.
 			defer pprof.StopCPUProfile()
 		}
 	}
-	wal0 := r.srv.walLSN(ctx)
+	wal0, lsn0 := r.srv.walLSN(ctx), r.srv.insertLSN(ctx)
 	c.cpu0 = r.srv.cpuStart()
 	start := time.Now()
 	deadline = start.Add(dur)
@@ -114,6 +141,7 @@ func (r *runner) timed(ctx context.Context, label string, n, warm int, dur time.
 	c.dur = time.Since(start)
 	c.cpu1 = r.srv.cpuEnd()
 	c.wal = r.srv.walLSN(ctx) - wal0
+	c.ws = r.writeSet(ctx, lsn0)
 	for w := range lats {
 		c.ops += counts[w]
 		c.lat = append(c.lat, lats[w]...)
@@ -252,11 +280,12 @@ func (r *runner) pgbenchCell(ctx context.Context, dbURL, script string, n int) c
 	}
 	r.srv.checkpoint(ctx)
 	cmd := exec.CommandContext(ctx, pb, append(r.pgbenchArgs(script, n), dbURL)...)
-	wal0 := r.srv.walLSN(ctx)
+	wal0, lsn0 := r.srv.walLSN(ctx), r.srv.insertLSN(ctx)
 	c.cpu0 = r.srv.cpuStart()
 	out, err := cmd.CombinedOutput()
 	c.cpu1 = r.srv.cpuEnd()
 	c.wal = r.srv.walLSN(ctx) - wal0
+	c.ws = r.writeSet(ctx, lsn0)
 	if err != nil {
 		c.err = fmt.Errorf("pgbench: %v: %s", err, lastLines(string(out), 5))
 		return c
@@ -323,7 +352,8 @@ func (r *runner) throughput(ctx context.Context) error {
 		labels = append(labels, v.name)
 	}
 	var where []string
-	where = append(where, "| clients | what | ops/s | p50 | p99 | server CPU/op | client CPU/op | total CPU/op | WAL/op |", "|---|---|---|---|---|---|---|---|---|")
+	where = append(where, "| clients | what | ops/s | p50 | p99 | server CPU/op | client CPU/op | total CPU/op | WAL/op | index entries/op | heap row versions/op |",
+		"|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, n := range r.sz.Clients {
 		// refs[i] and refs[i+1] bracket round i.
 		var refs []cell
@@ -411,9 +441,17 @@ func (r *runner) throughput(ctx context.Context) error {
 			r.rep.add(row)
 		}
 		where = append(where, r.placementRows(n, cells)...)
+		if n == r.sz.Clients[len(r.sz.Clients)-1] {
+			if lines := r.indexBreakdown(ctx, dbURL, n, cells); len(lines) > 0 {
+				r.rep.note(fmt.Sprintf("Throughput: index entries per operation by index, %d clients (from the WAL, as above; "+
+					"the throughput database's indexes only, all rounds together)", n), lines)
+			}
+		}
 	}
 	r.rep.note("Throughput: where the time goes (CPU per operation from /proc: the PostgreSQL server's processes vs the client process; "+
-		"WAL bytes per operation from pg_current_wal_lsn; all rounds together)", where)
+		"WAL bytes per operation from pg_current_wal_lsn; index entries and heap row versions per operation counted in the WAL records "+
+		"the measurement wrote (pg_walinspect: B-tree leaf inserts and leaf splits, other index kinds' inserts; heap inserts, "+
+		"updates with new index entries, HOT updates), every database of the server; all rounds together)", where)
 	var pages, live, dead, hot, upd int64
 	c, err := pgx.Connect(ctx, dbURL)
 	if err == nil {
@@ -439,6 +477,60 @@ func (r *runner) throughput(ctx context.Context) error {
 		r.rep.warn("client CPU profile: %v", err)
 	}
 	return r.roundTrips(ctx, dbURL)
+}
+
+// indexBreakdown lists, for each measurement of n clients, the index
+// entries it wrote per operation in each index of the database at dbURL.
+func (r *runner) indexBreakdown(ctx context.Context, dbURL string, n int, cells map[string][]cell) []string {
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT d.oid::text || '/' || c.relfilenode::text, c.relname
+		FROM pg_class c, pg_database d WHERE d.datname = current_database() AND c.relkind = 'i' AND c.relfilenode <> 0`)
+	if err != nil {
+		return nil
+	}
+	names := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if rows.Scan(&k, &v) == nil {
+			names[k] = v
+		}
+	}
+	rows.Close()
+	labels := make([]string, 0, len(cells))
+	for l := range cells {
+		labels = append(labels, l)
+	}
+	sort.Strings(labels)
+	lines := []string{"| clients | what | index entries/op, by index |", "|---|---|---|"}
+	for _, l := range labels {
+		m := merge(cells[l])
+		if !m.ws.ok || m.ops == 0 {
+			continue
+		}
+		type kv struct {
+			name string
+			n    int64
+		}
+		var per []kv
+		for rel, k := range m.ws.byRel {
+			if name, ok := names[rel]; ok {
+				per = append(per, kv{name, k})
+			}
+		}
+		sort.Slice(per, func(i, j int) bool { return per[i].n > per[j].n || (per[i].n == per[j].n && per[i].name < per[j].name) })
+		var parts []string
+		for _, p := range per {
+			if f := float64(p.n) / float64(m.ops); f >= 0.01 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", p.name, f))
+			}
+		}
+		lines = append(lines, fmt.Sprintf("| %d | %s | %s |", n, l, strings.Join(parts, ", ")))
+	}
+	return lines
 }
 
 // decompose measures the cost of an allocation's writes built up one piece
@@ -508,7 +600,7 @@ func (r *runner) decompose(ctx context.Context, dbURL string) error {
 		return err
 	}
 	dur := r.sz.CellDuration / 2
-	lines := []string{"| writes, one autocommit statement each, 4 clients | ops/s | server CPU/op | client CPU/op | WAL/op |", "|---|---|---|---|---|"}
+	lines := []string{"| writes, one autocommit statement each, 4 clients | ops/s | server CPU/op | client CPU/op | WAL/op | index entries/op |", "|---|---|---|---|---|---|"}
 	for _, st := range steps {
 		conns := make([]*pgxpool.Conn, n)
 		for w := range conns {
@@ -527,7 +619,8 @@ func (r *runner) decompose(ctx context.Context, dbURL string) error {
 		if !ok {
 			return fmt.Errorf("no CPU figures (server not on this machine)")
 		}
-		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s | %d B |", st.name, num(c.rate()), us(srv), us(cli), wal))
+		e, _ := c.perOpWrites()
+		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s | %d B | %s |", st.name, num(c.rate()), us(srv), us(cli), wal, e))
 	}
 	r.rep.note("Throughput: the cost of an allocation's writes, built up (server CPU per operation)", lines)
 	return nil
@@ -539,11 +632,15 @@ func merge(cs []cell) cell {
 		return cell{}
 	}
 	m := cell{label: cs[0].label, clients: cs[0].clients, cpu0: cpuTimes{ok: true}, cpu1: cpuTimes{ok: true}}
-	for _, c := range cs {
+	for i, c := range cs {
 		m.ops += c.ops
 		m.dur += c.dur
 		m.lat = append(m.lat, c.lat...)
 		m.wal += c.wal
+		if i == 0 {
+			m.ws.ok = true
+		}
+		m.ws.add(c.ws)
 		m.extCPU += c.extCPU
 		m.cpu1.server += c.cpu1.server - c.cpu0.server
 		m.cpu1.client += c.cpu1.client - c.cpu0.client
@@ -575,7 +672,8 @@ func cpuLine(c cell) string {
 	if len(c.lat) > 0 {
 		p50, p99 = ms(percentile(c.lat, 0.5)), ms(percentile(c.lat, 0.99))
 	}
-	return fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", c.clients, c.label, num(c.rate()), p50, p99, s, k, t, w)
+	e, rows := c.perOpWrites()
+	return fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", c.clients, c.label, num(c.rate()), p50, p99, s, k, t, w, e, rows)
 }
 
 func metOr(ok bool) string {
