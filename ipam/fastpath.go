@@ -307,13 +307,15 @@ func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (Allocate
 // looked is false when it did not run (a caller's transaction, a pool it
 // cannot name); a failed lost-hold look-up leaves Lost nil, since it only
 // explains a plan. An instance with no pool named takes its live hold from
-// whichever pool its plan took it from, as plannedInstancePool does. With orTake (Reserve of an owner the one-statement take can serve)
-// the same round trip, in the same implicit transaction, takes a new hold:
-// the take's guards serve only an owner that holds nothing and lost no
-// hold lately (owner_free, no_lost_hold), so it writes nothing when the
-// look finds something. taken is that new hold (nil: none taken), tried
-// that it was sent; err a failure of the take that Reserve reports (busy,
-// timed out; any other sends the owner to the full path).
+// whichever pool its plan took it from, as plannedInstancePool does.
+//
+// With orTake (Reserve of an owner the one-statement take can serve) the
+// same round trip, in the same implicit transaction, takes a new hold: the
+// take's guards serve only an owner that holds nothing and lost no hold
+// lately (owner_free, no_lost_hold), so it writes nothing when the look
+// finds something. taken is that new hold (nil: none taken), tried that it
+// was sent; err a failure of the take that Reserve reports (busy, timed
+// out; any other sends the owner to the full path).
 func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration, orTake bool) (h Hold, found, looked bool, taken *AllocateResult, tried bool, err error) {
 	want := ownPool(req)
 	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
