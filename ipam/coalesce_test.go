@@ -347,3 +347,44 @@ func waitForLockWaiters(ctx context.Context, t *testing.T, mon *pgx.Conn, want i
 		}
 	}
 }
+
+// A shared statement whose commit fails acknowledges nothing: its rows come
+// back before the commit (at the batch's end), and a commit that fails (here
+// a deferred constraint trigger; in production a connection lost to a crash
+// or a failover) voids them. Each caller then goes on alone, and fails as
+// the commit does. Before, the rows read were handed to their callers as
+// allocations, and a failover lost them (found by TestFaultFailoverToStandby).
+func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := raw.Exec(ctx, `
+		CREATE FUNCTION doom() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'doomed at commit' USING ERRCODE = 'check_violation'; END $$;
+		CREATE CONSTRAINT TRIGGER doom AFTER INSERT OR UPDATE ON ipam_allocations
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+			WHEN (NEW.owner_id LIKE 'doomed-%' AND NEW.state = 'active') EXECUTE FUNCTION doom()`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node(fmt.Sprintf("doomed-%d", i))})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("doomed-%d: allocated, though every commit of it fails", i)
+		}
+	}
+	var active int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id LIKE 'doomed-%'`).Scan(&active); err != nil || active != 0 {
+		t.Fatalf("%d rows of the doomed owners (%v), want none", active, err)
+	}
+}

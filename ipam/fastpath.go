@@ -171,7 +171,12 @@ func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]Alloca
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return got, s.takeErr(ctx, err)
+	if err != nil {
+		// Rows read before the commit failed were never acknowledged by the
+		// server: the batch's error (at its Sync, the commit) voids them.
+		return nil, s.takeErr(ctx, err)
+	}
+	return got, nil
 }
 
 // readTaken reads the rows of a take statement, the next result of br.

@@ -82,6 +82,7 @@ mutants=(
 	# leaves one guard out of one statement, which the proof test catches.
 	"guard-owner-free|ipam/handout.go|s/(guardOwnerFree = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
 	"event-origin-unstamped|migrations/026_event_origin.sql|s/ADD COLUMN origin text DEFAULT nullif\(current_setting\('ipam.origin', true\), ''\);/ADD COLUMN origin text;/|^TestEveryEventRecordsItsOrigin\$|./ipam/"
+	"shared-take-acks-uncommitted|ipam/fastpath.go|s/\t\treturn nil, s.takeErr\(ctx, err\)/\t\treturn got, s.takeErr(ctx, err)/|^TestSharedStatementWhoseCommitFailsAcknowledgesNothing\$|./ipam/"
 	"guard-no-lost-hold|ipam/handout.go|s/(guardNoLostHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^(TestReserveReportsLostHold|TestHandOutRulesOnEveryPath)\$|./ipam/"
 	"guard-node-blocks-first|ipam/handout.go|s/(guardNodeBlocksFirst = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/"
 	"guard-counter-shape|ipam/handout.go|s/(guardCounterShape = guard\{[^\n]*\n\t\tfunc\(guardAt\) string \{\n\t\t\treturn \`)/\$1kind IN ('counter', 'table') OR /|^TestHandOutRulesOnEveryPath\$|./ipam/"
