@@ -2,6 +2,8 @@ package ipam_test
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -45,12 +47,17 @@ func TestEveryEventRecordsItsOrigin(t *testing.T) {
 	must("commit", tx.Commit(ctx))
 	_, err = cfg.Release(ctx, "c1", node("fast"), 0)
 	must("release", err)
+	// A failed allocation's event, written outside the failed transaction.
+	_, err = cfg.CreatePool(ctx, ipam.Pool{ClusterID: "c1", Name: "v4", CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/30")}})
+	must("pool", err)
+	allocateUntilFull(t, cfg, ipam.OperatorPool("c1", "v4"), func(i int) ipam.Owner { return env(fmt.Sprintf("e%d", i)) })
 	_, err = plain.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("plain")})
 	must("allocation without an origin", err)
 
 	events, err := cfg.ListEvents(ctx, ipam.EventFilter{ClusterID: "c1"})
 	must("events", err)
-	want := map[string]int{"cluster.created": 1, "node.enrolled": 4, "allocation.reserved": 1, "node.released": 1}
+	want := map[string]int{"cluster.created": 1, "node.enrolled": 4, "allocation.reserved": 1, "node.released": 1,
+		"pool.created": 1, "env.ipv4_addon_enabled": 2, "env.ipv4_addon_allocation_failed": 1}
 	for _, e := range events {
 		switch {
 		case e.Owner.ID == "plain":

@@ -364,16 +364,16 @@ func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Dur
 	}
 	cerr := br.Close()
 	if tried {
-		// The batch's error is the take's when the look read its rows.
+		// The batch's error at its end (the commit) is the take's: the
+		// look read its rows before it.
 		if terr == nil {
 			terr = cerr
 		}
-		if ferr == nil || errors.Is(ferr, ErrNotFound) {
-			cerr = nil
-		}
-		if err = s.waitErr(s.takeErr(ctx, terr)); terr != nil {
+		cerr = nil
+		if terr != nil {
 			taken = nil
 		}
+		err = s.waitErr(s.takeErr(ctx, terr))
 	}
 	if ferr == nil || errors.Is(ferr, ErrNotFound) {
 		ferr = cerr

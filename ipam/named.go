@@ -107,6 +107,7 @@ func (st namedStatement) args(v map[string]any) []any {
 	return out
 }
 
+// nullable is s as an SQL argument: NULL when empty.
 func nullable(s string) *string {
 	if s == "" {
 		return nil

@@ -653,12 +653,17 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 	// connection of a shared pool must not wait on this forever.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
 	defer cancel()
-	_, _ = s.pool.Exec(rctx, sqlRecordFailure.sql, sqlRecordFailure.args(map[string]any{
+	// In a batch after the store's settings, so that its transaction carries
+	// the client's origin, which the event's column default records.
+	b := &pgx.Batch{}
+	s.queueBounds(b)
+	b.Queue(sqlRecordFailure.sql, sqlRecordFailure.args(map[string]any{
 		"failure": newID(), "cluster": nullable(clusterID), "pool": nullable(poolID), "reason": reason,
 		"kind": nullable(o.Kind), "owner": nullable(o.ID), "actor": s.actor, "detail": scrub(detail, s.secret),
 		"event": newID(), "event_type": failureEventType(o.Kind), "org": nullable(o.OrgID), "env": nullable(o.EnvID),
 		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
 	})...)
+	_ = s.pool.SendBatch(rctx, b).Close()
 }
 
 // ownOrigin reports whether a row is this client's configuration's, or no
