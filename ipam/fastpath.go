@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -503,11 +502,4 @@ func (s *Client) takeContext(ctx context.Context) (context.Context, context.Canc
 		return context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
 	}
 	return ctx, func() {}
-}
-
-// queueBounds queues the store's bounds and planner settings for the rest of
-// the batch's transaction (sqlFastBounds).
-func (s *Client) queueBounds(b *pgx.Batch) {
-	b.Queue(sqlFastBounds,
-		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10), s.origin)
 }

@@ -680,3 +680,10 @@ func (s *Client) manager() string {
 	}
 	return fmt.Sprintf("actor %q in %q", s.actor, s.origin)
 }
+
+// queueBounds queues the store's bounds and planner settings for the rest of
+// the batch's transaction (sqlFastBounds).
+func (s *Client) queueBounds(b *pgx.Batch) {
+	b.Queue(sqlFastBounds,
+		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10), s.origin)
+}
