@@ -557,6 +557,13 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		var r ipam.AllocateResult
 		r, err = st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool(h.cluster), Owner: o, Address: addr})
 		if err != nil {
+			// The mark stands for its hour: the manager's next create of
+			// the node, this worker's plain allocation included, is the
+			// replacement's create again and may move it to the address it
+			// claims (the old one cooling for it), as Terraform's retry of
+			// the create would. The model no longer knows where the node is
+			// until it is told again.
+			m.forget(h.cluster + "/node/" + o.ID)
 			break
 		}
 		if r.Address != old.Address {
