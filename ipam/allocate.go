@@ -28,9 +28,10 @@ import (
 // An instance on a node whose blocks are full grows the node, in the same
 // transaction, up to its max_blocks. When no address is left it fails with
 // ipam_exhausted and records the failure outside the transaction.
-func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
+func (s *Client) Allocate(ctx context.Context, ar AllocateRequest) (AllocateResult, error) {
 	var res AllocateResult
-	if err := checkRequest(req); err != nil {
+	req, err := checkRequest(ar)
+	if err != nil {
 		return res, err
 	}
 	if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
@@ -38,12 +39,16 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 	}
 	s.paths.full.Add(1)
 	var pool *Pool
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
 			return err
 		}
-		res, err = s.allocateGrowing(ctx, tx, pool, req)
+		res, err = s.allocateGrowing(ctx, tx, pool, ar)
+		if err == nil && req.Owner.Kind == OwnerInstance {
+			// The instance's network settings (WorkloadSpec), as of its allocation.
+			err = tx.QueryRow(ctx, sqlClusterNetwork, pool.ClusterID).Scan(&res.Network.GatewayIPv6, &res.Network.MTU, &res.Network.DNSServers)
+		}
 		return err
 	})
 	if err != nil {
@@ -51,7 +56,7 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		if pool != nil {
 			failed = pool.ID
 		} else if failed == "" {
-			failed = ownPool(req).ID()
+			failed = req.own.ID()
 		}
 		var ex *ExhaustedError
 		if errors.As(err, &ex) && pool != nil {
@@ -61,12 +66,6 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		}
 		return res, err
 	}
-	res.Block, _ = pool.layout.BlockOf(res.Address)
-	if req.Owner.Kind == OwnerInstance {
-		cl, err := s.GetCluster(ctx, req.Pool.ClusterID)
-		res.Network = cl.Network()
-		return res, err
-	}
 	return res, nil
 }
 
@@ -74,11 +73,11 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 // the pool named; for an instance with none named, the pool of its live
 // plan-time hold, else its node's blocks, else the instance pool
 // (plannedInstancePool); for a node, the node pool.
-func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req AllocateRequest) (*Pool, error) {
+func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool, error) {
 	if req.Pool.Name == "" && req.Owner.Kind == OwnerInstance {
 		return s.plannedInstancePool(ctx, tx, req.Pool.ClusterID, req.Owner, req.Address)
 	}
-	ref := ownPool(req)
+	ref := req.own
 	p, err := loadPool(ctx, tx, ref.ID())
 	if errors.Is(err, ErrNotFound) {
 		if req.Pool.Name == "" || ref.Name == CategoryNode || ref.Name == CategoryInstance {
@@ -161,7 +160,7 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	if err == nil && movedFrom > 0 && res.Generation <= movedFrom {
 		// Past the replaced row's generation: the replaced object's destroy,
 		// carrying it, must not match the new row either.
-		res.Allocation, err = scanAllocation(tx.QueryRow(ctx, sqlGenerationPast, res.ID, res.Generation, movedFrom))
+		err = tx.QueryRow(ctx, sqlGenerationPast, res.ID, res.Generation, movedFrom).Scan((*scanned)(&res.Allocation))
 	}
 	if err == nil {
 		res.Block, _ = pool.layout.BlockOf(res.Address)
@@ -181,7 +180,7 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, r
 		return 0, refusal
 	}
 	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing.sql, sqlReplacing.args(map[string]any{"id": held.ID, "origin": s.origin})...).Scan(&replacing); err != nil {
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil {
 		return 0, err
 	}
 	if !replacing {
@@ -238,18 +237,15 @@ func (s *Client) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRe
 // the generation, so a release carrying the older generation (the replaced
 // resource's destroy) is a no-op, and brings the labels up to date.
 func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlAdopt.sql, sqlAdopt.args(map[string]any{
-		"id": held.ID, "generation": held.Generation, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
-		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID), "set_owner": nullable(o.SetID),
-	})...))
-	if errors.Is(err, ErrNotFound) {
+	var a Allocation
+	err := tx.QueryRow(ctx, sqlAdopt.sql, params{
+		"id": held.ID, "generation": held.Generation, "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID), "set_owner": label(o.SetID), "event": newID(),
+	}).Scan((*scanned)(&a))
+	if errors.Is(err, pgx.ErrNoRows) {
 		return a, errRetry
 	}
-	if err != nil {
-		return a, err
-	}
-	return a, s.insertEvent(ctx, tx, Event{Type: "allocation.adopted", ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner})
+	return a, err
 }
 
 func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
@@ -286,40 +282,24 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 
 // activate hands an existing row (free, cooling, or a hold) to the owner, as
 // an allocation or, with hold > 0, as a plan-time hold: a conditional write on
-// its generation, so a concurrent taker makes this attempt retry.
+// its generation, so a concurrent taker makes this attempt retry. Its events
+// are written by the same statement (sqlActivate).
 func (s *Client) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
-	var prevState, prevKind, prevID, prevActor string
-	row := tx.QueryRow(ctx, sqlActivate.sql, sqlActivate.args(map[string]any{
-		"id": id, "generation": gen, "kind": o.Kind, "owner": o.ID, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
-		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID), "actor": s.actor,
-		"hold": durationInterval(hold), "set_owner": nullable(o.SetID),
-	})...)
-	a, err := scanAllocation(extraRow{row, []any{&prevState, &prevKind, &prevID, &prevActor}})
-	if errors.Is(err, ErrNotFound) {
-		return a, errRetry
-	}
-	if err != nil {
-		return a, err
-	}
-	if prevState == StateReserved && (prevKind != o.Kind || prevID != o.ID) {
-		// Another owner's expired plan-time hold was taken: a saved plan that
-		// showed this address for that owner can no longer be applied.
-		if err := s.insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: a.ClusterID, PoolID: a.PoolID, AllocationID: a.ID,
-			Generation: a.Generation, Address: a.Address, Owner: Owner{Kind: prevKind, ID: prevID},
-			Data: map[string]any{"holder_actor": prevActor, "taken_by": o.Kind + " " + o.ID}}); err != nil {
-			return a, err
-		}
-	}
-	return a, s.allocatedEvent(ctx, tx, a, exact)
-}
-
-func (s *Client) allocatedEvent(ctx context.Context, tx pgx.Tx, a Allocation, exact bool) error {
-	typ := eventType(a.Owner.Kind, true)
-	if a.State == StateReserved {
+	typ := eventTypes[o.Kind].allocated
+	if hold > 0 {
 		typ = "allocation.reserved"
 	}
-	return s.insertEvent(ctx, tx, Event{Type: typ, ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: exactData(exact)})
+	var a Allocation
+	err := tx.QueryRow(ctx, sqlActivate.sql, params{
+		"id": id, "generation": gen, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID), "actor": s.actor,
+		"hold": hold, "set_owner": label(o.SetID),
+		"lost_event": newID(), "event": newID(), "event_type": typ, "data": jsonData(exactData(exact)),
+	}).Scan((*scanned)(&a))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errRetry
+	}
+	return a, err
 }
 
 // jsonData is an event's data for a jsonb parameter: never NULL.
@@ -340,20 +320,21 @@ func exactData(exact bool) map[string]any {
 }
 
 // insertFresh inserts a new active row for an address never handed out
-// before. It returns ErrNotFound when the address already has a row (an exact
-// claim got there first).
+// before. It returns pgx.ErrNoRows when the address already has a row (an
+// exact claim got there first).
 func (s *Client) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
-	typ := eventType(o.Kind, true)
+	typ := eventTypes[o.Kind].allocated
 	if hold > 0 {
 		typ = "allocation.reserved"
 	}
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlInsertFresh.sql, sqlInsertFresh.args(map[string]any{
+	var a Allocation
+	err := tx.QueryRow(ctx, sqlInsertFresh.sql, params{
 		"id": newID(), "cluster": pool.ClusterID, "pool": pool.ID, "address": netip.PrefixFrom(addr, addr.BitLen()),
-		"ordinal": ord, "kind": o.Kind, "owner": o.ID, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
-		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID), "actor": s.actor,
-		"event": newID(), "event_type": typ, "hold": durationInterval(hold), "set_owner": nullable(o.SetID),
+		"ordinal": ord, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID), "actor": s.actor,
+		"event": newID(), "event_type": typ, "hold": hold, "set_owner": label(o.SetID),
 		"data": jsonData(exactData(exact)),
-	})...))
+	}).Scan((*scanned)(&a))
 	return a, err
 }
 
@@ -410,7 +391,7 @@ func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 			continue
 		}
 		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold, false)
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return a, err
 		}
 		// Claimed exactly by someone earlier. Step this stripe over every
@@ -519,10 +500,11 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return Allocation{}, invalid("address", "%s lies in the part of pool %q given to per-node instance blocks; claim it on its node instead", addr, pool.ID)
 		}
 	}
-	cur, err := scanAllocation(tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())))
-	if errors.Is(err, ErrNotFound) {
+	var cur Allocation
+	err := tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())).Scan((*scanned)(&cur))
+	if errors.Is(err, pgx.ErrNoRows) {
 		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold, true)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return a, errRetry
 		}
 		return a, err
@@ -560,10 +542,10 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 	var a Allocation
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		a, err = scanAllocation(tx.QueryRow(ctx, sqlUpdateLabels.sql, sqlUpdateLabels.args(map[string]any{
-			"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "org": nullable(o.OrgID), "env": nullable(o.EnvID),
-			"node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
-		})...))
+		a, err = scanAllocation(tx.QueryRow(ctx, sqlUpdateLabels.sql, params{
+			"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
+			"node": label(o.NodeID), "instance": label(o.InstanceID),
+		}))
 		if err != nil {
 			return err
 		}
@@ -649,7 +631,7 @@ func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) er
 		return nil
 	}
 	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing.sql, sqlReplacing.args(map[string]any{"id": held.ID, "origin": s.origin})...).Scan(&replacing); err != nil || replacing {
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil || replacing {
 		return err
 	}
 	conflict := ownerConflict(held)
@@ -666,21 +648,13 @@ func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) er
 func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation, lost bool) error {
 	// A cooldown the hold kept (cooling_until, fixed at the address's last
 	// release) stays; the hold's own time does not.
-	tag, err := tx.Exec(ctx, sqlDropHold, h.ID, h.Generation)
-	if err != nil {
-		return err
+	var n int
+	err := tx.QueryRow(ctx, sqlDropHold.sql, params{"id": h.ID, "generation": h.Generation, "actor": s.actor,
+		"lost": lost, "lost_event": newID(), "event": newID(),
+		"data": map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true, "taken_by": s.manager()},
+	}).Scan(&n)
+	if err == nil && n == 0 {
+		err = errRetry
 	}
-	if tag.RowsAffected() == 0 {
-		return errRetry
-	}
-	if lost {
-		if err := s.insertEvent(ctx, tx, Event{Type: EventHoldLost, ClusterID: h.ClusterID, PoolID: h.PoolID, AllocationID: h.ID,
-			Generation: h.Generation, Address: h.Address, Owner: h.Owner,
-			Data: map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true,
-				"taken_by": s.manager()}}); err != nil {
-			return err
-		}
-	}
-	return s.insertEvent(ctx, tx, Event{Type: "allocation.hold_dropped", ClusterID: h.ClusterID, PoolID: h.PoolID,
-		AllocationID: h.ID, Generation: h.Generation, Address: h.Address, Owner: h.Owner})
+	return err
 }

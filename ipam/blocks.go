@@ -307,10 +307,10 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 	if !exists {
 		return invalid("cluster_id", "cluster %q does not exist", clusterID)
 	}
-	_, err = tx.Exec(ctx, sqlSaveNodeScaling.sql, sqlSaveNodeScaling.args(map[string]any{
+	_, err = tx.Exec(ctx, sqlSaveNodeScaling.sql, params{
 		"cluster": clusterID, "node": nodeID, "block_prefix_length": sc.PrefixLength, "min_free_fraction": sc.MinFree,
 		"max_free_fraction": sc.MaxFree, "max_blocks": sc.MaxBlocks, "demand": sc.Demand, "actor": actor,
-	})...)
+	})
 	return err
 }
 
@@ -437,8 +437,10 @@ func (s *Client) scaleTx(ctx context.Context, tx pgx.Tx, clusterID, nodeID strin
 	nb.Scaling, nb.Generation = sc, gen
 	// FOR SHARE: the node pool is written with the cluster settings in force
 	// (a cluster update waits, or has committed and is read here).
-	cluster, err := scanCluster(tx.QueryRow(ctx, sqlLoadClusterShare, clusterID))
-	if err != nil {
+	var cluster Cluster
+	if err := tx.QueryRow(ctx, sqlLoadClusterShare, clusterID).Scan((*scannedCluster)(&cluster)); errors.Is(err, pgx.ErrNoRows) {
+		return nb, ErrNotFound
+	} else if err != nil {
 		return nb, err
 	}
 	poolID := NodeBlocksPool(clusterID, nodeID).ID()
@@ -693,10 +695,10 @@ func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, bloc
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err
 		}
-	} else if _, err := tx.Exec(ctx, sqlUpdateNodePool.sql, sqlUpdateNodePool.args(map[string]any{
-		"pool": p.ID, "cidrs": p.CIDRs, "size": p.Size, "cooldown": durationInterval(p.Cooldown), "mtu": p.MTU,
+	} else if _, err := tx.Exec(ctx, sqlUpdateNodePool.sql, params{
+		"pool": p.ID, "cidrs": p.CIDRs, "size": p.Size, "cooldown": p.Cooldown, "mtu": p.MTU,
 		"gateway": netip.PrefixFrom(p.Gateway, 128),
-	})...); err != nil {
+	}); err != nil {
 		return err
 	}
 	if err := syncTableRows(ctx, tx, &p); err != nil {

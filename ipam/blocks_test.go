@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -130,6 +132,11 @@ func TestNodeBlocksGrowShrinkAndAllocate(t *testing.T) {
 		got, _ := st.GetNodeBlocks(ctx, "c1", "n1")
 		if !inBlocks(r.Address, got.Blocks) {
 			t.Fatalf("%s outside n1's blocks %v", r.Address, got.Blocks)
+		}
+		// The answer names the block (one the growth added, too) and the
+		// instance's network settings.
+		if !r.Block.Contains(r.Address) || !slices.Contains(got.Blocks, r.Block) || !reflect.DeepEqual(r.Network, c.Network()) {
+			t.Fatalf("instance %d: %s in block %s, network %+v; want one of %v and %+v", i, r.Address, r.Block, r.Network, got.Blocks, c.Network())
 		}
 	}
 	got, _ := st.GetNodeBlocks(ctx, "c1", "n1")

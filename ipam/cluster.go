@@ -185,22 +185,33 @@ func (c *Cluster) pools() []Pool {
 	}
 }
 
-func scanCluster(row pgx.Row) (Cluster, error) {
-	var c Cluster
+// scannedCluster is a Cluster that pgx scans whole from clusterColumns (a
+// pgx.RowScanner, as scanned is for an allocation).
+type scannedCluster Cluster
+
+func (c *scannedCluster) ScanRow(rows pgx.Rows) error { return c.scan(rows) }
+
+func (c *scannedCluster) scan(row pgx.Row) error {
 	var nc, ic pgtype.Interval
 	var gw netip.Prefix
 	var dns []netip.Prefix
-	err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.AsWritten, &c.CreatedAt, &c.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	if err != nil {
-		return c, err
+	if err := row.Scan(&c.ID, &c.Prefix, &c.NodePrefix, &c.InstancePrefix, &nc, &ic, &gw, &c.MTU, &dns, &c.AsWritten, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		return err
 	}
 	c.NodeCooldown, c.InstanceCooldown = intervalDuration(nc), intervalDuration(ic)
 	c.GatewayIPv6 = gw.Addr()
 	c.DNSServers = prefixAddrs(dns)
-	return c, nil
+	return nil
+}
+
+// scanCluster scans a row of clusterColumns, where no row is ErrNotFound.
+func scanCluster(row pgx.Row) (Cluster, error) {
+	var c Cluster
+	err := (*scannedCluster)(&c).scan(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
 }
 
 // prefixAddrs is the addresses of host prefixes (inet values).
@@ -276,12 +287,12 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		row := tx.QueryRow(ctx, sqlInsertCluster.sql, sqlInsertCluster.args(map[string]any{
+		row := tx.QueryRow(ctx, sqlInsertCluster.sql, params{
 			"cluster": c.ID, "prefix": c.Prefix, "node_prefix": c.NodePrefix, "instance_prefix": c.InstancePrefix,
-			"node_cooldown": durationInterval(c.NodeCooldown), "instance_cooldown": durationInterval(c.InstanceCooldown),
+			"node_cooldown": c.NodeCooldown, "instance_cooldown": c.InstanceCooldown,
 			"gateway_ipv6": netip.PrefixFrom(c.GatewayIPv6, 128), "mtu": c.MTU, "dns_servers": hostPrefixes(c.DNSServers),
 			"actor": s.actor, "as_written": c.asWritten(),
-		})...)
+		})
 		var pe *pgconn.PgError
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
 			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it to manage it", c.ID), ExistingKind: "cluster", ExistingID: c.ID}
@@ -351,11 +362,11 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 				return err
 			}
 		}
-		out, err = scanCluster(tx.QueryRow(ctx, sqlUpdateCluster.sql, sqlUpdateCluster.args(map[string]any{
-			"cluster": c.ID, "node_cooldown": durationInterval(c.NodeCooldown),
-			"instance_cooldown": durationInterval(c.InstanceCooldown), "gateway_ipv6": netip.PrefixFrom(c.GatewayIPv6, 128),
+		out, err = scanCluster(tx.QueryRow(ctx, sqlUpdateCluster.sql, params{
+			"cluster": c.ID, "node_cooldown": c.NodeCooldown,
+			"instance_cooldown": c.InstanceCooldown, "gateway_ipv6": netip.PrefixFrom(c.GatewayIPv6, 128),
 			"mtu": c.MTU, "dns_servers": hostPrefixes(c.DNSServers), "as_written": c.asWritten(),
-		})...))
+		}))
 		if err != nil {
 			return err
 		}
@@ -463,7 +474,7 @@ func (s *Client) emptyPools(ctx context.Context, tx pgx.Tx, pools []string, forc
 	for _, a := range changed {
 		t := "allocation.hold_dropped"
 		if force {
-			t = eventType(a.Owner.Kind, false) // released
+			t = eventTypes[a.Owner.Kind].released // released
 		}
 		if err := s.insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,

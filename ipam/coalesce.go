@@ -10,7 +10,7 @@ import (
 // take is one owner's part of a one-statement take.
 type take struct {
 	owner      Owner
-	avoid      *string // a fresh take's: the node's blocks pool, or nil
+	avoid      label // a fresh take's: the node's blocks pool, or none
 	event, row uuid.UUID
 }
 

@@ -33,11 +33,13 @@ type Event struct {
 // filter FAMILY.* finds every event of it. The environment IPv4 add-on's
 // events are env.ipv4_addon_EVENT.
 
-// Event types written by the allocator, per owner kind.
+// Event types written by the allocator, per owner kind: one entry for each
+// of OwnerKinds (TestEveryOwnerKindHasItsEventTypes).
 var eventTypes = map[string]struct{ allocated, released string }{
 	OwnerNode:     {"node.enrolled", "node.released"},
 	OwnerInstance: {"instance.allocated", "instance.released"},
 	OwnerEnvIPv4:  {"env.ipv4_addon_enabled", "env.ipv4_addon_disabled"},
+	OwnerSet:      {"set.allocated", "set.released"},
 }
 
 // ownerEventPrefix is what an owner kind's event types start with.
@@ -102,24 +104,10 @@ var otherEventTypes = []string{
 func EventTypes() []string {
 	out := slices.Clone(otherEventTypes)
 	for _, kind := range []string{OwnerNode, OwnerInstance, OwnerEnvIPv4, OwnerSet} {
-		out = append(out, eventType(kind, true), eventType(kind, false), failureEventType(kind), relabelEventType(kind))
+		out = append(out, eventTypes[kind].allocated, eventTypes[kind].released, failureEventType(kind), relabelEventType(kind))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func eventType(kind string, allocated bool) string {
-	t, ok := eventTypes[kind]
-	switch {
-	case !ok && allocated:
-		return kind + ".allocated"
-	case !ok:
-		return kind + ".released"
-	case allocated:
-		return t.allocated
-	default:
-		return t.released
-	}
 }
 
 func newID() uuid.UUID {

@@ -14,6 +14,17 @@ import (
 // Every event type the package's source spells (a Go string, or an SQL
 // literal inside one) is in EventTypes, which ListEvents checks --type
 // against and the documentation test checks the docs against.
+// TestEveryOwnerKindHasItsEventTypes: the allocator names an event by a
+// look-up in eventTypes, so a kind missing there would write events of
+// type "".
+func TestEveryOwnerKindHasItsEventTypes(t *testing.T) {
+	for _, kind := range OwnerKinds {
+		if e := eventTypes[kind]; e.allocated == "" || e.released == "" {
+			t.Errorf("owner kind %q has no event types in eventTypes: %+v", kind, e)
+		}
+	}
+}
+
 func TestEventTypesAreListed(t *testing.T) {
 	known := EventTypes()
 	for old := range eventTypeAliases {

@@ -18,7 +18,7 @@ import (
 // on the exact address confirmed in one statement. false means "use the full
 // path". In a caller's transaction the statement runs inside it, in a
 // savepoint (runOneInTx).
-func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
+func (s *Client) fastAllocate(ctx context.Context, req request) (AllocateResult, bool, error) {
 	if s.paths.fastOff.Load() {
 		return AllocateResult{}, false, nil
 	}
@@ -37,7 +37,7 @@ func (s *Client) fastAllocate(ctx context.Context, req AllocateRequest) (Allocat
 // owner's kind gives: a take of one owner by takeFreshOneSQL, or in an IPv4
 // table pool takeReuseOneSQL. An instance whose node has blocks
 // draws from them: the statement hands over when they exist.
-func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Duration) (AllocateResult, bool, error) {
+func (s *Client) fastTake(ctx context.Context, req request, hold time.Duration) (AllocateResult, bool, error) {
 	sh, t, ok := s.takeOf(req, hold)
 	if !ok {
 		return AllocateResult{}, false, nil
@@ -53,14 +53,14 @@ func (s *Client) fastTake(ctx context.Context, req AllocateRequest, hold time.Du
 // takeOf is the one-statement take of the request (hold > 0: a plan-time
 // hold) in the pool it names or its owner's kind gives; false when the fast
 // path cannot serve it.
-func (s *Client) takeOf(req AllocateRequest, hold time.Duration) (takeShared, take, bool) {
-	pool := ownPool(req)
+func (s *Client) takeOf(req request, hold time.Duration) (takeShared, take, bool) {
+	pool := req.own
 	if !pool.valid() || s.paths.fastOff.Load() {
 		return takeShared{}, take{}, false
 	}
 	o := req.Owner
 	sh := takeShared{fresh: true, cluster: pool.ClusterID, pool: pool.ID(), kind: o.Kind,
-		eventType: eventType(o.Kind, true), hold: hold, set: o.SetID}
+		eventType: eventTypes[o.Kind].allocated, hold: hold, set: o.SetID}
 	if hold > 0 {
 		sh.eventType = "allocation.reserved"
 	}
@@ -70,7 +70,7 @@ func (s *Client) takeOf(req AllocateRequest, hold time.Duration) (takeShared, ta
 	}
 	t := take{owner: o, event: newID(), row: newID()}
 	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
-		t.avoid = nullable(NodeBlocksPool(pool.ClusterID, o.NodeID).ID())
+		t.avoid = label(NodeBlocksPool(pool.ClusterID, o.NodeID).ID())
 	}
 	return sh, t, true
 }
@@ -79,13 +79,13 @@ func (s *Client) takeOf(req AllocateRequest, hold time.Duration) (takeShared, ta
 // parameters: the one-owner form with the owner's fields, or the form of
 // several with one array per owner field, one element per owner.
 func (s *Client) takeStatement(sh takeShared, ts []take) (string, []any) {
-	v := map[string]any{"cluster": sh.cluster, "pool": sh.pool, "kind": sh.kind, "actor": s.actor,
-		"event_type": sh.eventType, "hold": durationInterval(sh.hold), "set_owner": nullable(sh.set)}
+	v := params{"cluster": sh.cluster, "pool": sh.pool, "kind": sh.kind, "actor": s.actor,
+		"event_type": sh.eventType, "hold": sh.hold, "set_owner": label(sh.set)}
 	st := takeReuseSQL
 	if len(ts) == 1 {
 		o, t := ts[0].owner, ts[0]
-		v["owner"], v["org"], v["env"], v["node"], v["instance"], v["event"] = o.ID, nullable(o.OrgID), nullable(o.EnvID),
-			nullable(o.NodeID), nullable(o.InstanceID), t.event
+		v["owner"], v["org"], v["env"], v["node"], v["instance"], v["event"] = o.ID, label(o.OrgID), label(o.EnvID),
+			label(o.NodeID), label(o.InstanceID), t.event
 		st = takeReuseOneSQL
 		if sh.fresh {
 			v["avoid"], v["row"] = t.avoid, t.row
@@ -94,16 +94,16 @@ func (s *Client) takeStatement(sh takeShared, ts []take) (string, []any) {
 				st = takeFreshOneInTxSQL // its locks last until the caller commits
 			}
 		}
-		return st.sql, st.args(v)
+		return st.sql, []any{v}
 	}
 	n := len(ts)
 	ids := make([]string, n)
-	orgs, envs, nodes, insts, avoid := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	orgs, envs, nodes, insts, avoid := make([]label, n), make([]label, n), make([]label, n), make([]label, n), make([]label, n)
 	events, rows := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	for i, t := range ts {
 		o := t.owner
 		ids[i] = o.ID
-		orgs[i], envs[i], nodes[i], insts[i] = nullable(o.OrgID), nullable(o.EnvID), nullable(o.NodeID), nullable(o.InstanceID)
+		orgs[i], envs[i], nodes[i], insts[i] = label(o.OrgID), label(o.EnvID), label(o.NodeID), label(o.InstanceID)
 		avoid[i], events[i], rows[i] = t.avoid, t.event, t.row
 	}
 	v["owners"], v["orgs"], v["envs"], v["nodes"], v["instances"], v["events"] = ids, orgs, envs, nodes, insts, events
@@ -111,7 +111,7 @@ func (s *Client) takeStatement(sh takeShared, ts []take) (string, []any) {
 		v["avoid"], v["rows"] = avoid, rows
 		st = takeFreshSQL
 	}
-	return st.sql, st.args(v)
+	return st.sql, []any{v}
 }
 
 // runOne runs one self-committing statement returning an allocation (plus its
@@ -285,20 +285,20 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 // one round trip; false means "use the full path". An instance with no pool
 // named confirms the hold in whichever pool its plan took it from, as
 // plannedInstancePool does.
-func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (AllocateResult, bool, error) {
+func (s *Client) fastConfirm(ctx context.Context, req request) (AllocateResult, bool, error) {
 	if !req.Address.IsValid() {
 		return AllocateResult{}, false, nil
 	}
 	o := req.Owner
 	pool := req.Pool.ID()
 	if pool == "" && o.Kind != OwnerInstance {
-		pool = ownPool(req).ID()
+		pool = req.own.ID()
 	}
-	a, ok, err := s.runOne(ctx, confirmHoldSQL.sql, confirmHoldSQL.args(map[string]any{
+	a, ok, err := s.runOne(ctx, confirmHoldSQL.sql, params{
 		"cluster": req.Pool.ClusterID, "kind": o.Kind, "owner": o.ID, "address": netip.PrefixFrom(req.Address, req.Address.BitLen()),
-		"org": nullable(o.OrgID), "env": nullable(o.EnvID), "node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
-		"set_owner": nullable(o.SetID), "actor": s.actor, "pool": nullable(pool), "event": newID(),
-		"event_type": eventType(o.Kind, true)})...)
+		"org": label(o.OrgID), "env": label(o.EnvID), "node": label(o.NodeID), "instance": label(o.InstanceID),
+		"set_owner": label(o.SetID), "actor": s.actor, "pool": label(pool), "event": newID(),
+		"event_type": eventTypes[o.Kind].allocated})
 	if ok && !a.Block.Contains(a.Address) {
 		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
 	}
@@ -320,8 +320,8 @@ func (s *Client) fastConfirm(ctx context.Context, req AllocateRequest) (Allocate
 // finds something. taken is that new hold (nil: none taken), tried that it
 // was sent; err a failure of the take that Reserve reports (busy, timed
 // out; any other sends the owner to the full path).
-func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Duration, orTake bool) (h Hold, found, looked bool, taken *AllocateResult, tried bool, err error) {
-	want := ownPool(req)
+func (s *Client) findHold(ctx context.Context, req request, ttl time.Duration, orTake bool) (h Hold, found, looked bool, taken *AllocateResult, tried bool, err error) {
+	want := req.own
 	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
 	if !want.valid() || s.outer != nil {
 		return h, false, false, nil, false, nil
@@ -341,8 +341,8 @@ func (s *Client) findHold(ctx context.Context, req AllocateRequest, ttl time.Dur
 		defer cancel()
 		s.queueBounds(b)
 	}
-	b.Queue(sqlFindHold.sql, sqlFindHold.args(map[string]any{"cluster": clusterID, "kind": req.Owner.Kind,
-		"owner": req.Owner.ID, "actor": s.actor, "fresh_for": durationInterval(ttl / 2), "origin": s.origin})...)
+	b.Queue(sqlFindHold.sql, params{"cluster": clusterID, "kind": req.Owner.Kind,
+		"owner": req.Owner.ID, "actor": s.actor, "fresh_for": ttl / 2, "origin": s.origin})
 	b.Queue(sqlLostHold, lostHoldArgs(clusterID, req.Owner)...)
 	if tried {
 		sql, args := s.takeStatement(sh, []take{t})

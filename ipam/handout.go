@@ -659,12 +659,23 @@ var sqlFreshLeft = `SELECT EXISTS (SELECT 1 FROM ipam_pool_stripes
 // sqlActivate hands an existing row (@id, of @generation: free, cooling, or a
 // hold) to the owner, as an allocation or, with @hold > 0, as a plan-time
 // hold: a conditional write on its generation, so a concurrent taker makes
-// the attempt retry. It returns the row and what it was before.
+// the attempt retry. It writes the hand-out's event (@event, of
+// @event_type, with @data) and, when the row was another owner's expired
+// plan-time hold, that owner's hold_lost event (@lost_event): a saved plan
+// that showed this address for that owner can no longer be applied.
 var sqlActivate = named("reuse take (conditional write)", `WITH prev AS (SELECT state, owner_kind, owner_id, actor FROM ipam_allocations WHERE id = @id),
 	a AS (UPDATE ipam_allocations SET `+activateSet(rowOwner{kind: "@kind", id: "@owner", org: "@org", env: "@env",
 	node: "@node", instance: "@instance", actor: "@actor", hold: "@hold::interval", set: "@set_owner"})+`
 	`+fromClock+`
 	WHERE id = @id AND generation = @generation AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "@owner", now: "now_at", rows: "ipam_allocations"})+`
-	RETURNING ipam_allocations.*)`+movedIn+countMoved+`
-	SELECT `+allocColumns+`, (SELECT state FROM prev), coalesce((SELECT owner_kind FROM prev), ''),
-		coalesce((SELECT owner_id FROM prev), ''), coalesce((SELECT actor FROM prev), '') FROM a`)
+	RETURNING ipam_allocations.*)`+movedIn+countMoved+`, lost AS (
+		INSERT INTO ipam_events (`+eventColumns+`)
+		SELECT @lost_event, '`+EventHoldLost+`', a.cluster_id, a.pool_id, a.id, a.generation, a.address, p.owner_kind, p.owner_id,
+			NULL, NULL, NULL, NULL, @actor, jsonb_build_object('holder_actor', coalesce(p.actor, ''), 'taken_by', @kind || ' ' || @owner)
+		FROM a, prev p
+		WHERE p.state = 'reserved' AND (p.owner_kind, p.owner_id) IS DISTINCT FROM (@kind, @owner)
+	), e AS (
+		INSERT INTO ipam_events (`+eventColumns+`)
+		SELECT @event, @event_type, `+eventOfRow+`, @data FROM a
+	)
+	SELECT `+allocColumns+` FROM a`)

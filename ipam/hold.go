@@ -70,8 +70,9 @@ func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *Los
 // unused is taken like a free address, without cooldown. The lost-hold
 // look-up, and the one-statement take of a new hold, ride with the first
 // look for the hold, in its round trip: a plan's new hold costs one.
-func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
-	if err := checkRequest(req); err != nil {
+func (s *Client) Reserve(ctx context.Context, ar AllocateRequest, ttl time.Duration) (Hold, error) {
+	req, err := checkRequest(ar)
+	if err != nil {
 		return Hold{}, err
 	}
 	if ttl <= 0 {
@@ -86,13 +87,13 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		// Taken with the look: the owner held nothing and lost no hold.
 		return Hold{Allocation: taken.Allocation}, nil
 	case err != nil:
-		return s.ownerTaken(ctx, req, Hold{Lost: held.Lost}, err)
+		return s.ownerTaken(ctx, ar, Hold{Lost: held.Lost}, err)
 	}
 	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
 		// A plan that showed the lost address must fail when applied, and
 		// its apply re-plans this owner first: no new hold now. The next
 		// plan (of another run) takes one.
-		reported, err := s.reportLostHold(ctx, req, l)
+		reported, err := s.reportLostHold(ctx, ar, l)
 		if err != nil {
 			return Hold{}, err
 		}
@@ -102,7 +103,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	}
 	h := Hold{Lost: held.Lost}
 	if h.Allocation, err = s.reserve(ctx, req, ttl, !tried); err != nil {
-		return s.ownerTaken(ctx, req, h, err)
+		return s.ownerTaken(ctx, ar, h, err)
 	}
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
@@ -149,7 +150,7 @@ func (s *Client) lostByMe(l *LostHold) *LostHold {
 // reserve takes or renews the hold: the fast path's one statement (unless
 // fast is false: findHold sent it already), else the full path in one
 // transaction.
-func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Duration, fast bool) (Allocation, error) {
+func (s *Client) reserve(ctx context.Context, req request, ttl time.Duration, fast bool) (Allocation, error) {
 	if fast && !req.Address.IsValid() {
 		if res, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
 			return res.Allocation, err
@@ -163,7 +164,7 @@ func (s *Client) reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
 			return err
 		}
-		a, err = s.reserveTx(ctx, tx, pool, req, ttl)
+		a, err = s.reserveTx(ctx, tx, pool, req.AllocateRequest, ttl)
 		return err
 	})
 	if err != nil {
@@ -196,9 +197,9 @@ func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner,
 	if generation <= 0 {
 		return Allocation{}, invalid("generation", "must be the replaced allocation's generation, a positive number")
 	}
-	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement.sql, sqlMarkReplacement.args(map[string]any{
-		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "actor": s.actor, "ttl": durationInterval(ttl),
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement.sql, params{
+		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "actor": s.actor, "ttl": ttl,
 		"generation": generation, "origin": s.origin,
-	})...))
+	}))
 	return a, s.mapErr(err)
 }

@@ -290,20 +290,45 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
+// request is an AllocateRequest that checkRequest accepted, with the pool
+// it draws from without looking at the database (ownPool), found once.
+type request struct {
+	AllocateRequest
+	own PoolRef
+}
+
 // checkRequest validates a request on its own: its owner, and a pool named
 // where the owner's kind does not decide it.
-func checkRequest(req AllocateRequest) error {
+func checkRequest(req AllocateRequest) (request, error) {
+	r := request{AllocateRequest: req, own: ownPool(req)}
 	if err := ValidateOwner(req.Owner); err != nil {
-		return err
+		return r, err
 	}
 	if err := checkPoolRef("cluster_id", "pool_id", req.Pool); err != nil {
-		return err
+		return r, err
 	}
 	if err := checkOptionalAddr("address", req.Address, 0); err != nil {
-		return err
+		return r, err
 	}
-	if req.Pool.Name == "" && !ownPool(req).valid() {
-		return invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
+	if req.Pool.Name == "" && !r.own.valid() {
+		return r, invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
 	}
-	return nil
+	return r, nil
 }
+
+// ownPool is the pool a request with no pool named draws from without
+// looking at the database: the cluster's node or instance pool by the
+// owner's kind (an instance's node blocks are looked up: resolvePool).
+func ownPool(req AllocateRequest) PoolRef {
+	if req.Pool.Name != "" {
+		return req.Pool
+	}
+	switch req.Owner.Kind {
+	case OwnerNode:
+		return NodePool(req.Pool.ClusterID)
+	case OwnerInstance:
+		return InstancePool(req.Pool.ClusterID)
+	}
+	return PoolRef{}
+}
+

@@ -1,12 +1,15 @@
 package ipam
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -78,7 +81,47 @@ func named(name, sql string) namedStatement {
 		}
 	}
 	st.sql = b.String()
+	compiled.Store(st.sql, st)
 	return st
+}
+
+// compiled holds every named statement by its positional text, for params.
+var compiled sync.Map
+
+// params are the values of a named statement's parameters, by name, given
+// as the query's one argument: tx.QueryRow(ctx, st.sql, params{"id": id}).
+// pgx hands them to RewriteQuery (a pgx.QueryRewriter, as pgx.NamedArgs is),
+// which puts them in the order of the positions the statement was compiled
+// to, found by its text. A label is sent as NULL when it is empty, a
+// time.Duration as an interval.
+type params map[string]any
+
+// label is an optional text parameter (an owner's org, env, node, instance
+// or set, an event's cluster or pool): NULL when empty.
+type label string
+
+// RewriteQuery orders the values for the statement sql (pgx.QueryRewriter).
+func (p params) RewriteQuery(_ context.Context, _ *pgx.Conn, sql string, _ []any) (string, []any, error) {
+	st, ok := compiled.Load(sql)
+	if !ok {
+		return "", nil, fmt.Errorf("ipam: named parameters for a statement that named() did not compile: %.60q", sql)
+	}
+	args := st.(namedStatement).args(p)
+	for i, v := range args {
+		switch v := v.(type) {
+		case label:
+			args[i] = nullable(string(v))
+		case time.Duration:
+			args[i] = durationInterval(v)
+		case []label:
+			out := make([]*string, len(v))
+			for j, l := range v {
+				out[j] = nullable(string(l))
+			}
+			args[i] = out
+		}
+	}
+	return sql, args, nil
 }
 
 func isNameStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

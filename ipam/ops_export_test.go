@@ -15,7 +15,11 @@ const UsagePlannerSetting = usagePlannerSetting
 
 // FastAllocate exposes the fast path to the external tests.
 func (s *Client) FastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
-	r, ok, _ := s.fastAllocate(ctx, req)
+	checked, err := checkRequest(req)
+	if err != nil {
+		return Allocation{}, false
+	}
+	r, ok, _ := s.fastAllocate(ctx, checked)
 	return r.Allocation, ok
 }
 

@@ -186,7 +186,7 @@ func (s *Client) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (Rel
 		if f.confirmed != nil {
 			data["confirmed_at"] = f.confirmed.UTC().Format(time.RFC3339)
 		}
-		return s.insertEvent(ctx, tx, Event{Type: eventType(a.Owner.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+		return s.insertEvent(ctx, tx, Event{Type: eventTypes[a.Owner.Kind].released, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: data})
 	})
 	return res, s.mapErr(err)

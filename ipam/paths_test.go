@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -465,7 +467,8 @@ func TestHandOutWriteRejudgesTheRow(t *testing.T) {
 	write := func(owner string) (int, error) {
 		rows, err := raw.Query(ctx, ipam.SQLActivateRow.SQL, ipam.StatementArgs(ipam.SQLActivateRow, map[string]any{
 			"id": id, "generation": gen, "kind": ipam.OwnerEnvIPv4, "owner": owner, "org": nil, "env": owner, "node": nil,
-			"instance": nil, "actor": "test", "hold": "0", "set_owner": nil,
+			"instance": nil, "actor": "test", "hold": "0", "set_owner": nil, "lost_event": uuid.New(), "event": uuid.New(),
+			"event_type": "env.ipv4_addon_enabled", "data": map[string]any{},
 		})...)
 		if err != nil {
 			return 0, err

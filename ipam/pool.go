@@ -103,12 +103,12 @@ func insertPool(ctx context.Context, tx pgx.Tx, p Pool) error {
 		return err
 	}
 	mtu, gw := p.nullableSettings()
-	if _, err := tx.Exec(ctx, sqlInsertPool.sql, sqlInsertPool.args(map[string]any{
+	if _, err := tx.Exec(ctx, sqlInsertPool.sql, params{
 		"pool": p.ID, "cluster": p.ClusterID, "name": p.Name, "category": p.Category, "family": p.Family, "kind": p.Kind,
-		"cidrs": p.CIDRs, "exclude": nonNil(p.Exclude), "cooldown": durationInterval(p.Cooldown), "size": p.Size,
+		"cidrs": p.CIDRs, "exclude": nonNil(p.Exclude), "cooldown": p.Cooldown, "size": p.Size,
 		"stripes": p.Stripes, "mtu": mtu, "gateway": gw, "is_default": p.Default,
 		"as_written": asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown}),
-	})...); err != nil {
+	}); err != nil {
 		return placementErr(err)
 	}
 	if _, err := tx.Exec(ctx, sqlInsertCounterSlots, p.ID, counterSlots(p.Kind)); err != nil {

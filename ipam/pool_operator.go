@@ -386,11 +386,11 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 			return err
 		}
 		mtu, gw := p.nullableSettings()
-		if _, err := tx.Exec(ctx, sqlUpdatePool.sql, sqlUpdatePool.args(map[string]any{
-			"pool": p.ID, "cidrs": p.CIDRs, "exclude": nonNil(p.Exclude), "cooldown": durationInterval(p.Cooldown),
+		if _, err := tx.Exec(ctx, sqlUpdatePool.sql, params{
+			"pool": p.ID, "cidrs": p.CIDRs, "exclude": nonNil(p.Exclude), "cooldown": p.Cooldown,
 			"size": p.Size, "mtu": mtu, "gateway": gw, "is_default": p.Default,
 			"as_written": asWritten(p.AsWritten, map[string]any{"cooldown": p.Cooldown}),
-		})...); err != nil {
+		}); err != nil {
 			return placementErr(err)
 		}
 		if cur.Kind == kindCounter {

@@ -45,8 +45,8 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 // releaseTx is Release inside the caller's transaction; ErrNotFound when
 // there was nothing (of that generation) to release.
 func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease.sql, sqlRelease.args(map[string]any{
-		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "generation": generation, "actor": s.actor})...))
+	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease.sql, params{
+		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "generation": generation, "actor": s.actor}))
 	if errors.Is(err, ErrNotFound) && generation == 0 {
 		// Nothing of this manager's: another manager's allocation is a
 		// refusal, not a no-op.
@@ -62,7 +62,7 @@ func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o O
 	if err != nil {
 		return err
 	}
-	return s.insertEvent(ctx, tx, Event{Type: eventType(o.Kind, false), ClusterID: a.ClusterID, PoolID: a.PoolID,
+	return s.insertEvent(ctx, tx, Event{Type: eventTypes[o.Kind].released, ClusterID: a.ClusterID, PoolID: a.PoolID,
 		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
 		Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
 }

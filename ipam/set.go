@@ -380,10 +380,10 @@ func (s *Client) UpdateSetLabels(ctx context.Context, clusterID string, labels O
 }
 
 func relabelSet(ctx context.Context, tx pgx.Tx, clusterID string, labels Owner) error {
-	_, err := tx.Exec(ctx, sqlRelabelSet.sql, sqlRelabelSet.args(map[string]any{
-		"cluster": clusterID, "set_owner": labels.ID, "org": nullable(labels.OrgID), "env": nullable(labels.EnvID),
-		"node": nullable(labels.NodeID), "instance": nullable(labels.InstanceID),
-	})...)
+	_, err := tx.Exec(ctx, sqlRelabelSet.sql, params{
+		"cluster": clusterID, "set_owner": labels.ID, "org": label(labels.OrgID), "env": label(labels.EnvID),
+		"node": label(labels.NodeID), "instance": label(labels.InstanceID),
+	})
 	return err
 }
 

@@ -263,8 +263,11 @@ const (
 	sqlClusterRow = `SELECT 1 FROM ipam_clusters WHERE id = $1`
 
 	// sqlLoadCluster reads a cluster; the variants take its row lock too.
-	sqlLoadCluster            = `SELECT ` + clusterColumns + ` FROM ipam_clusters WHERE id = $1`
-	sqlLoadClusterShare       = sqlLoadCluster + sqlForShare
+	sqlLoadCluster      = `SELECT ` + clusterColumns + ` FROM ipam_clusters WHERE id = $1`
+	sqlLoadClusterShare = sqlLoadCluster + sqlForShare
+	// sqlClusterNetwork reads the network settings an instance's allocation
+	// returns (Network).
+	sqlClusterNetwork         = `SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1`
 	sqlLoadClusterNoKeyUpdate = sqlLoadCluster + sqlForNoKeyUpdate
 	sqlLockClusterShare       = sqlClusterRow + sqlForShare
 	sqlLockClusterNoKeyUpdate = sqlClusterRow + sqlForNoKeyUpdate
@@ -553,7 +556,7 @@ var (
 	// up to date. It records the adopting client's origin (ipam.origin) for
 	// the new generation, as the row trigger does for a row that becomes
 	// active.
-	sqlAdopt = named("adoption", `UPDATE ipam_allocations SET generation = generation + 1,
+	sqlAdopt = named("adoption", `WITH a AS (UPDATE ipam_allocations SET generation = generation + 1,
 			origin = coalesce(`+callerOriginSQL+`, origin),
 			origin_generation = CASE WHEN `+callerOriginSQL+` IS NULL THEN origin_generation ELSE generation + 1 END,
 			org_id = @org, env_id = @env, node_id = @node, instance_id = @instance, set_owner = @set_owner, last_seen_at = ipam_now()
@@ -561,7 +564,31 @@ var (
 		-- (which moves no generation) makes the adoption try again, and be
 		-- refused
 		WHERE id = @id AND generation = @generation AND state = 'active' AND NOT `+confirmedSQL+`
-		RETURNING `+allocColumns)
+		RETURNING *
+	), e AS (
+		INSERT INTO ipam_events (`+eventColumns+`)
+		SELECT @event, 'allocation.adopted', `+eventOfRow+`, '{}' FROM a
+	)
+	SELECT `+allocColumns+` FROM a`)
+
+	// sqlDropHold returns a hold (@id, of @generation) at once, without a
+	// cooldown of its own (a cooldown it kept stays), and writes its
+	// hold_dropped event (@event, by @actor). With @lost, another manager
+	// of the owner drops it: its hold_lost event (@lost_event, with @data)
+	// comes first, for the hold's manager (EventHoldLost, ownerTaken).
+	sqlDropHold = named("hold drop", `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
+			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
+		WHERE id = @id AND generation = @generation AND state = 'reserved'
+		RETURNING *
+	), e AS (
+		INSERT INTO ipam_events (`+eventColumns+`)
+		SELECT x.id, x.type, a.cluster_id, a.pool_id, a.id, a.generation, a.address, a.owner_kind, a.owner_id, a.org_id,
+			a.env_id, a.node_id, a.instance_id, @actor, x.data
+		FROM a, (VALUES (@lost_event::uuid, '`+EventHoldLost+`', @data::jsonb, @lost::boolean),
+			(@event, 'allocation.hold_dropped', '{}', true)) x (id, type, data, wanted)
+		WHERE x.wanted
+	)
+	SELECT count(*) FROM a`)
 
 	// sqlUpdateLabels changes the lookup labels of the owner's active
 	// allocation.
@@ -812,12 +839,6 @@ const (
 		SET reserved_until = ipam_now() + $3::interval,
 			reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
 		WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING ` + allocColumns
-
-	// sqlDropHold returns a hold at once, without a cooldown of its own (a
-	// cooldown it kept stays).
-	sqlDropHold = `UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
-		WHERE id = $1 AND generation = $2 AND state = 'reserved'`
 
 	// sqlLostHold finds the owner's latest hold taken by another owner, or
 	// dropped by another manager of the owner, within $4.
@@ -1321,16 +1342,19 @@ const (
 // VersionTable records the applied schema version (tern's format).
 const VersionTable = "ipam_schema_version"
 
-func scanAllocation(row pgx.Row) (Allocation, error) {
-	var a Allocation
+// scanned is an Allocation that pgx scans whole from allocColumns (a
+// pgx.RowScanner, as pgx's own map scanner is):
+// tx.QueryRow(...).Scan((*scanned)(&a)), where no row is pgx.ErrNoRows.
+type scanned Allocation
+
+func (a *scanned) ScanRow(rows pgx.Rows) error { return a.scan(rows) }
+
+func (a *scanned) scan(row pgx.Row) error {
 	var addr netip.Prefix
 	var allocated, released, reusable *time.Time
 	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
 		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed, &a.Origin)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return a, ErrNotFound
-	}
 	a.Address = addr.Addr()
 	for _, x := range []struct {
 		dst *time.Time
@@ -1339,6 +1363,17 @@ func scanAllocation(row pgx.Row) (Allocation, error) {
 		if x.src != nil {
 			*x.dst = *x.src
 		}
+	}
+	return err
+}
+
+// scanAllocation scans a row of allocColumns (extraRow: followed by more),
+// where no row is ErrNotFound.
+func scanAllocation(row pgx.Row) (Allocation, error) {
+	var a Allocation
+	err := (*scanned)(&a).scan(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, ErrNotFound
 	}
 	return a, err
 }

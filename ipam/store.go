@@ -631,12 +631,12 @@ func (s *Client) insertEvent(ctx context.Context, tx pgx.Tx, e Event) error {
 	if e.Data == nil {
 		e.Data = map[string]any{}
 	}
-	_, err := tx.Exec(ctx, sqlInsertEvent.sql, sqlInsertEvent.args(map[string]any{
-		"event": newID(), "event_type": e.Type, "cluster": nullable(e.ClusterID), "pool": nullable(e.PoolID),
-		"allocation": alloc, "generation": e.Generation, "address": addr, "kind": nullable(e.Owner.Kind),
-		"owner": nullable(e.Owner.ID), "org": nullable(e.Owner.OrgID), "env": nullable(e.Owner.EnvID),
-		"node": nullable(e.Owner.NodeID), "instance": nullable(e.Owner.InstanceID), "actor": e.Actor, "data": e.Data,
-	})...)
+	_, err := tx.Exec(ctx, sqlInsertEvent.sql, params{
+		"event": newID(), "event_type": e.Type, "cluster": label(e.ClusterID), "pool": label(e.PoolID),
+		"allocation": alloc, "generation": e.Generation, "address": addr, "kind": label(e.Owner.Kind),
+		"owner": label(e.Owner.ID), "org": label(e.Owner.OrgID), "env": label(e.Owner.EnvID),
+		"node": label(e.Owner.NodeID), "instance": label(e.Owner.InstanceID), "actor": e.Actor, "data": e.Data,
+	})
 	return err
 }
 
@@ -657,12 +657,12 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 	// the client's origin, which the event's column default records.
 	b := &pgx.Batch{}
 	s.queueBounds(b)
-	b.Queue(sqlRecordFailure.sql, sqlRecordFailure.args(map[string]any{
-		"failure": newID(), "cluster": nullable(clusterID), "pool": nullable(poolID), "reason": reason,
-		"kind": nullable(o.Kind), "owner": nullable(o.ID), "actor": s.actor, "detail": scrub(detail, s.secret),
-		"event": newID(), "event_type": failureEventType(o.Kind), "org": nullable(o.OrgID), "env": nullable(o.EnvID),
-		"node": nullable(o.NodeID), "instance": nullable(o.InstanceID),
-	})...)
+	b.Queue(sqlRecordFailure.sql, params{
+		"failure": newID(), "cluster": label(clusterID), "pool": label(poolID), "reason": reason,
+		"kind": label(o.Kind), "owner": label(o.ID), "actor": s.actor, "detail": scrub(detail, s.secret),
+		"event": newID(), "event_type": failureEventType(o.Kind), "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID),
+	})
 	_ = s.pool.SendBatch(rctx, b).Close()
 }
 

@@ -196,21 +196,6 @@ func FormatDuration(d time.Duration) string {
 	return r
 }
 
-// ownPool is the pool a request with no pool named draws from without
-// looking at the database: the cluster's node or instance pool by the
-// owner's kind (an instance's node blocks are looked up: resolvePool).
-func ownPool(req AllocateRequest) PoolRef {
-	if req.Pool.Name != "" {
-		return req.Pool
-	}
-	switch req.Owner.Kind {
-	case OwnerNode:
-		return NodePool(req.Pool.ClusterID)
-	case OwnerInstance:
-		return InstancePool(req.Pool.ClusterID)
-	}
-	return PoolRef{}
-}
 
 func (r PoolRef) valid() bool { return r.ClusterID != "" && r.Name != "" }
 
