@@ -331,4 +331,3 @@ func ownPool(req AllocateRequest) PoolRef {
 	}
 	return PoolRef{}
 }
-

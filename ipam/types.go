@@ -196,7 +196,6 @@ func FormatDuration(d time.Duration) string {
 	return r
 }
 
-
 func (r PoolRef) valid() bool { return r.ClusterID != "" && r.Name != "" }
 
 // Hold is what Reserve returns: the owner's hold, or the active allocation
