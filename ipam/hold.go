@@ -39,7 +39,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 // lost. It reports nothing (false) when the owner holds an address now, its
 // plans showing that one, unless the hold was lost with the owner
 // (ownerTaken): the owner holds what another manager took.
-func (s *Client) reportLostHold(ctx context.Context, req AllocateRequest, l *LostHold) (bool, error) {
+func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (bool, error) {
 	reported := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var holds bool
@@ -87,13 +87,13 @@ func (s *Client) Reserve(ctx context.Context, ar AllocateRequest, ttl time.Durat
 		// Taken with the look: the owner held nothing and lost no hold.
 		return Hold{Allocation: taken.Allocation}, nil
 	case err != nil:
-		return s.ownerTaken(ctx, ar, Hold{Lost: held.Lost}, err)
+		return s.ownerTaken(ctx, req, Hold{Lost: held.Lost}, err)
 	}
 	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
 		// A plan that showed the lost address must fail when applied, and
 		// its apply re-plans this owner first: no new hold now. The next
 		// plan (of another run) takes one.
-		reported, err := s.reportLostHold(ctx, ar, l)
+		reported, err := s.reportLostHold(ctx, req, l)
 		if err != nil {
 			return Hold{}, err
 		}
@@ -103,7 +103,7 @@ func (s *Client) Reserve(ctx context.Context, ar AllocateRequest, ttl time.Durat
 	}
 	h := Hold{Lost: held.Lost}
 	if h.Allocation, err = s.reserve(ctx, req, ttl, !tried); err != nil {
-		return s.ownerTaken(ctx, ar, h, err)
+		return s.ownerTaken(ctx, req, h, err)
 	}
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
@@ -124,7 +124,7 @@ func (s *Client) toReport(l *LostHold) bool {
 // earlier plan showed (reported once, as HoldLostError is), so that the
 // apply of a saved plan re-plans it unchanged and fails at create with the
 // same owner_conflict; otherwise Lost is nil.
-func (s *Client) ownerTaken(ctx context.Context, req AllocateRequest, h Hold, err error) (Hold, error) {
+func (s *Client) ownerTaken(ctx context.Context, req request, h Hold, err error) (Hold, error) {
 	l := h.Lost
 	h.Lost = nil
 	var oc *OwnerConflictError
