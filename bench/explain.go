@@ -136,7 +136,8 @@ var hotStatements = []hotStatement{
 	{name: "reuse take (conditional write)", db: "reuse",
 		named: func(f *planFixture) map[string]any {
 			return map[string]any{"id": f.cooledID, "generation": int64(1), "kind": "node", "owner": "x-1", "org": nil,
-				"env": nil, "node": "x-1", "instance": nil, "actor": "bench", "hold": time.Duration(0), "set_owner": nil}
+				"env": nil, "node": "x-1", "instance": nil, "actor": "bench", "hold": time.Duration(0), "set_owner": nil,
+				"lost_event": uuid.New(), "event": uuid.New(), "event_type": "node.enrolled", "data": map[string]any{}}
 		}},
 	{name: "exact claim probe", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
