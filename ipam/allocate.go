@@ -28,23 +28,23 @@ import (
 // An instance on a node whose blocks are full grows the node, in the same
 // transaction, up to its max_blocks. When no address is left it fails with
 // ipam_exhausted and records the failure outside the transaction.
-func (s *Client) Allocate(ctx context.Context, ar AllocateRequest) (AllocateResult, error) {
+func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
 	var res AllocateResult
-	req, err := checkRequest(ar)
+	r, err := checkRequest(req)
 	if err != nil {
 		return res, err
 	}
-	if r, ok, err := s.fastAllocate(ctx, req); err != nil || ok {
-		return r, err
+	if res, ok, err := s.fastAllocate(ctx, r); err != nil || ok {
+		return res, err
 	}
 	s.paths.full.Add(1)
 	var pool *Pool
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
+		if pool, err = s.resolvePool(ctx, tx, r); err != nil {
 			return err
 		}
-		res, err = s.allocateGrowing(ctx, tx, pool, ar)
+		res, err = s.allocateGrowing(ctx, tx, pool, req)
 		if err == nil && req.Owner.Kind == OwnerInstance {
 			// The instance's network settings (WorkloadSpec), as of its allocation.
 			err = tx.QueryRow(ctx, sqlClusterNetwork, pool.ClusterID).Scan(&res.Network.GatewayIPv6, &res.Network.MTU, &res.Network.DNSServers)
@@ -56,7 +56,7 @@ func (s *Client) Allocate(ctx context.Context, ar AllocateRequest) (AllocateResu
 		if pool != nil {
 			failed = pool.ID
 		} else if failed == "" {
-			failed = req.own.ID()
+			failed = r.own.ID()
 		}
 		var ex *ExhaustedError
 		if errors.As(err, &ex) && pool != nil {

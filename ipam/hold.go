@@ -70,15 +70,15 @@ func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (
 // unused is taken like a free address, without cooldown. The lost-hold
 // look-up, and the one-statement take of a new hold, ride with the first
 // look for the hold, in its round trip: a plan's new hold costs one.
-func (s *Client) Reserve(ctx context.Context, ar AllocateRequest, ttl time.Duration) (Hold, error) {
-	req, err := checkRequest(ar)
+func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
+	r, err := checkRequest(req)
 	if err != nil {
 		return Hold{}, err
 	}
 	if ttl <= 0 {
 		return Hold{}, invalid("reservation_ttl", "must be positive")
 	}
-	held, found, looked, taken, tried, err := s.findHold(ctx, req, ttl, true)
+	held, found, looked, taken, tried, err := s.findHold(ctx, r, ttl, true)
 	held.Lost = s.lostByMe(held.Lost)
 	switch {
 	case found:
@@ -87,27 +87,27 @@ func (s *Client) Reserve(ctx context.Context, ar AllocateRequest, ttl time.Durat
 		// Taken with the look: the owner held nothing and lost no hold.
 		return Hold{Allocation: taken.Allocation}, nil
 	case err != nil:
-		return s.ownerTaken(ctx, req, Hold{Lost: held.Lost}, err)
+		return s.ownerTaken(ctx, r, Hold{Lost: held.Lost}, err)
 	}
 	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
 		// A plan that showed the lost address must fail when applied, and
 		// its apply re-plans this owner first: no new hold now. The next
 		// plan (of another run) takes one.
-		reported, err := s.reportLostHold(ctx, req, l)
+		reported, err := s.reportLostHold(ctx, r, l)
 		if err != nil {
 			return Hold{}, err
 		}
 		if reported {
-			return Hold{Lost: l}, &HoldLostError{Owner: req.Owner, Lost: *l}
+			return Hold{Lost: l}, &HoldLostError{Owner: r.Owner, Lost: *l}
 		}
 	}
 	h := Hold{Lost: held.Lost}
-	if h.Allocation, err = s.reserve(ctx, req, ttl, !tried); err != nil {
-		return s.ownerTaken(ctx, req, h, err)
+	if h.Allocation, err = s.reserve(ctx, r, ttl, !tried); err != nil {
+		return s.ownerTaken(ctx, r, h, err)
 	}
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
-		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(req.Pool.ClusterID, req.Owner)...))
+		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(r.Pool.ClusterID, r.Owner)...))
 		h.Lost = s.lostByMe(h.Lost)
 	}
 	return h, nil

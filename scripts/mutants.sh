@@ -68,7 +68,7 @@ mutants=(
 	"adoption-ignores-origin|ipam/allocate.go|s/if held.State != StateActive \x7c\x7c s.ownOrigin\(held\) \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
 	"hold-look-ignores-origin|ipam/statements.go|s/AND \`\+ownOriginSQL\(\"\@origin::text\"\)\+\`,/AND true,/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"foreign-live-hold-taken|ipam/allocate.go|s/\tcase foreign && held.Actor == s.actor:/\tcase false:/|^TestHoldIsItsConfigurations\$|./ipam/"
-	"owner-taken-hold-forgotten|ipam/hold.go|s/return s.ownerTaken\(ctx, req, h, err\)/return h, err/|^TestHoldIsItsConfigurations\$|./ipam/"
+	"owner-taken-hold-forgotten|ipam/hold.go|s/return s.ownerTaken\(ctx, r, h, err\)/return h, err/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"lost-hold-shown-to-anyone|ipam/hold.go|s/if l != nil && l.ownerTaken && \(l.holderActor != s.actor \x7c\x7c l.holderOrigin != s.origin\) \{/if false {/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"release-without-generation-ignores-origin|ipam/statements.go|s/= \@actor AND \` \+\n\townOriginSQL\(callerOriginSetting\) \+ \`\)\)\`/= \@actor))\`/|^TestOriginDecidesAdoption\$|./ipam/"
 	"go-client-adopts-configurations|ipam/store.go|s/return a.Origin == \"\" \x7c\x7c a.Origin == s.origin/return s.origin == \"\" \x7c\x7c a.Origin == \"\" \x7c\x7c a.Origin == s.origin/|^TestOriginDecidesAdoption\$|./ipam/"
