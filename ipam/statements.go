@@ -263,15 +263,16 @@ const (
 	sqlClusterRow = `SELECT 1 FROM ipam_clusters WHERE id = $1`
 
 	// sqlLoadCluster reads a cluster; the variants take its row lock too.
-	sqlLoadCluster      = `SELECT ` + clusterColumns + ` FROM ipam_clusters WHERE id = $1`
-	sqlLoadClusterShare = sqlLoadCluster + sqlForShare
-	// sqlClusterNetwork reads the network settings an instance's allocation
-	// returns (Network).
-	sqlClusterNetwork         = `SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1`
+	sqlLoadCluster            = `SELECT ` + clusterColumns + ` FROM ipam_clusters WHERE id = $1`
+	sqlLoadClusterShare       = sqlLoadCluster + sqlForShare
 	sqlLoadClusterNoKeyUpdate = sqlLoadCluster + sqlForNoKeyUpdate
 	sqlLockClusterShare       = sqlClusterRow + sqlForShare
 	sqlLockClusterNoKeyUpdate = sqlClusterRow + sqlForNoKeyUpdate
-	sqlLockClusterUpdate      = sqlClusterRow + sqlForUpdate
+
+	// sqlClusterNetwork reads the network settings an instance's allocation
+	// returns (Network).
+	sqlClusterNetwork    = `SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1`
+	sqlLockClusterUpdate = sqlClusterRow + sqlForUpdate
 
 	// sqlClusterExistsKeyShare tells whether the cluster exists, holding its row
 	// FOR KEY SHARE until commit.
@@ -555,7 +556,8 @@ var (
 	// to a create that finds it: a new generation, and its labels brought
 	// up to date. It records the adopting client's origin (ipam.origin) for
 	// the new generation, as the row trigger does for a row that becomes
-	// active.
+	// active, and writes its allocation.adopted event (@event; the actor is
+	// the row's, which adoption requires to be the client's).
 	sqlAdopt = named("adoption", `WITH a AS (UPDATE ipam_allocations SET generation = generation + 1,
 			origin = coalesce(`+callerOriginSQL+`, origin),
 			origin_generation = CASE WHEN `+callerOriginSQL+` IS NULL THEN origin_generation ELSE generation + 1 END,
