@@ -268,11 +268,11 @@ const (
 	sqlLoadClusterNoKeyUpdate = sqlLoadCluster + sqlForNoKeyUpdate
 	sqlLockClusterShare       = sqlClusterRow + sqlForShare
 	sqlLockClusterNoKeyUpdate = sqlClusterRow + sqlForNoKeyUpdate
+	sqlLockClusterUpdate      = sqlClusterRow + sqlForUpdate
 
 	// sqlClusterNetwork reads the network settings an instance's allocation
 	// returns (Network).
-	sqlClusterNetwork    = `SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1`
-	sqlLockClusterUpdate = sqlClusterRow + sqlForUpdate
+	sqlClusterNetwork = `SELECT gateway_ipv6, mtu, dns_servers FROM ipam_clusters WHERE id = $1`
 
 	// sqlClusterExistsKeyShare tells whether the cluster exists, holding its row
 	// FOR KEY SHARE until commit.
