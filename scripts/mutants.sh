@@ -59,7 +59,7 @@ mutants=(
 	"release-locks-pool-late|ipam/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\`\+)poolLockSQL\+/\$1/|^TestExploreInterleavings\$|./ipam/"
 	"refresh-answers-stale|ipam/lookup.go|s/err == nil && tag.RowsAffected\(\) == 0 \{/err == nil \&\& false \&\& tag.RowsAffected() == 0 {/|^TestExploreInterleavings\$|./ipam/"
 	"reads-unguarded|ipam/conn.go|s/if lock <= 0 && stmt <= 0 \{\n\t\treturn ctx, nil/if true {\n\t\treturn ctx, nil/|^TestReadsWaitAtMostTheLockBound\$|./ipam/"
-	"replacement-mark-never-ends|ipam/statements.go|s/coalesce\(replace_generation = generation AND /coalesce(/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
+	"replacement-mark-never-ends|ipam/fragments.go|s/coalesce\(replace_generation = generation AND /coalesce(/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"create-moves-unmarked-owner|ipam/allocate.go|s/\tif !replacing \{/\tif false {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"moved-row-keeps-generation|ipam/allocate.go|s/if err == nil && movedFrom > 0 && res.Generation <= movedFrom \{/if false \&\& movedFrom > 0 {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"blocks-taken-over-unmarked|ipam/blocks.go|s/\tcase confirmed && !replacing:/\tcase confirmed:/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
