@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -65,11 +66,29 @@ func (ri resourceIdentity) set(ctx context.Context, state *tfsdk.State, identity
 	if identity == nil || state.Raw.IsNull() || diags.HasError() {
 		return
 	}
-	for _, a := range ri {
-		var v types.String
-		diags.Append(state.GetAttribute(ctx, path.Root(a.name), &v)...)
-		diags.Append(identity.SetAttribute(ctx, path.Root(a.name), v)...)
+	// The state's values as they are, into a new identity object (what
+	// Set checks, checked here): what GetAttribute and SetAttribute per
+	// attribute did, without two walks of the schema for each.
+	var attrs map[string]tftypes.Value
+	if err := state.Raw.As(&attrs); err != nil {
+		diags.AddError("Unable to Set Resource Identity", "reading the state: "+err.Error())
+		return
 	}
+	vals := make(map[string]tftypes.Value, len(ri))
+	for _, a := range ri {
+		v, ok := attrs[a.name]
+		if !ok {
+			diags.AddAttributeError(path.Root(a.name), "Unable to Set Resource Identity", "the state has no attribute "+a.name)
+			return
+		}
+		vals[a.name] = v
+	}
+	typ := identity.Schema.Type().TerraformType(ctx)
+	if err := tftypes.ValidateValue(typ, vals); err != nil {
+		diags.AddError("Unable to Set Resource Identity", err.Error())
+		return
+	}
+	identity.Raw = tftypes.NewValue(typ, vals)
 }
 
 // importID is the string id to import: the one given (`terraform import`,

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
 // The hot resources (one per address, thousands in a configuration) move
@@ -76,9 +77,13 @@ func getModel[M any](ctx context.Context, get func(context.Context, any) diag.Di
 	return diags
 }
 
-// setModel writes the model m through a plan's or state's Set, as an object
-// of the schema's type (schemaType: its Schema.Type()).
-func setModel[M any](ctx context.Context, set func(context.Context, any) diag.Diagnostics, schemaType attr.Type, m *M) diag.Diagnostics {
+// setModel writes the model m to a plan's or state's Raw, as an object of the
+// schema's type (schemaType: its Schema.Type()). It checks each field's type
+// against the schema's attribute and builds the object's terraform value
+// itself: what types.ObjectValue, the framework's reflection and its Set
+// (which builds the schema's type once more, to check it) would do, at half
+// the cost.
+func setModel[M any](ctx context.Context, raw *tftypes.Value, schemaType attr.Type, m *M) diag.Diagnostics {
 	var diags diag.Diagnostics
 	ot, ok := schemaType.(basetypes.ObjectType)
 	if !ok {
@@ -87,18 +92,37 @@ func setModel[M any](ctx context.Context, set func(context.Context, any) diag.Di
 	}
 	v := reflect.ValueOf(m).Elem()
 	f := fieldsOf(v.Type())
-	vals := make(map[string]attr.Value, len(f.names))
+	vals := make(map[string]tftypes.Value, len(f.names))
 	for i, name := range f.names {
 		a, ok := v.FieldByIndex(f.index[i]).Interface().(attr.Value)
 		if !ok {
 			diags.AddError("Provider Model Mismatch", fmt.Sprintf("model field for %q is not an attribute value", name))
 			return diags
 		}
-		vals[name] = a
+		want, ok := ot.AttrTypes[name]
+		if !ok {
+			diags.AddError("Provider Model Mismatch", fmt.Sprintf("model field %q is not an attribute of the schema", name))
+			return diags
+		}
+		if got := a.Type(ctx); !want.Equal(got) {
+			diags.AddError("Provider Model Mismatch", fmt.Sprintf("model field %q is of type %s, the schema's attribute of type %s", name, got, want))
+			return diags
+		}
+		tv, err := a.ToTerraformValue(ctx)
+		if err != nil {
+			diags.AddError("Provider Model Mismatch", fmt.Sprintf("model field %q: %s", name, err))
+			return diags
+		}
+		vals[name] = tv
 	}
-	obj, d := types.ObjectValue(ot.AttrTypes, vals)
-	if diags.Append(d...); diags.HasError() {
+	if len(vals) != len(ot.AttrTypes) {
+		for name := range ot.AttrTypes {
+			if _, ok := vals[name]; !ok {
+				diags.AddError("Provider Model Mismatch", fmt.Sprintf("the model has no field for the schema's attribute %q", name))
+			}
+		}
 		return diags
 	}
-	return append(diags, set(ctx, obj)...)
+	*raw = tftypes.NewValue(ot.TerraformType(ctx), vals)
+	return diags
 }

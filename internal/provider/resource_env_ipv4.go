@@ -145,7 +145,7 @@ func (r *envIPv4Resource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(a.CIDR().String())
-	resp.Diagnostics.Append(setModel(ctx, resp.Plan.Set, resp.Plan.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.Plan.Raw, resp.Plan.Schema.Type(), &plan)...)
 }
 
 func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -168,7 +168,7 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	plan.fill(res.Allocation)
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
 
@@ -190,7 +190,7 @@ func (r *envIPv4Resource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	state.fill(a)
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &state)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &state)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
 }
 
@@ -199,7 +199,7 @@ func (r *envIPv4Resource) Update(ctx context.Context, req resource.UpdateRequest
 	defer envIPv4Identity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	var plan envIPv4ResourceModel
 	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 }
 
 func (r *envIPv4Resource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -174,7 +174,7 @@ func (r *instanceAddressResource) Create(ctx context.Context, req resource.Creat
 	plan.fill(res.Allocation, res.Owner.ID)
 	plan.fillLabels(res.Allocation)
 	plan.fillNetwork(res.Network)
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
 
@@ -198,7 +198,7 @@ func (r *instanceAddressResource) Read(ctx context.Context, req resource.ReadReq
 	if !r.load(ctx, &state, a, false, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &state)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &state)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
 }
 
@@ -221,7 +221,7 @@ func (r *instanceAddressResource) Update(ctx context.Context, req resource.Updat
 	if !r.load(ctx, &plan, a, true, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
 	}
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 }
 
 func (r *instanceAddressResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -271,7 +271,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
-	resp.Diagnostics.Append(setModel(ctx, resp.Plan.Set, resp.Plan.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.Plan.Raw, resp.Plan.Schema.Type(), &plan)...)
 }
 
 // networkUnknownOnUpdate: an in-place update writes the network block as the

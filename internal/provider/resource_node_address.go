@@ -86,7 +86,7 @@ func (r *nodeAddressResource) Create(ctx context.Context, req resource.CreateReq
 		return
 	}
 	plan.fill(res.Allocation, plan.NodeID.ValueString())
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, res.Generation)...)
 }
 
@@ -108,7 +108,7 @@ func (r *nodeAddressResource) Read(ctx context.Context, req resource.ReadRequest
 		return
 	}
 	state.fill(a, state.NodeID.ValueString())
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &state)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &state)...)
 	resp.Diagnostics.Append(setGeneration(ctx, resp.Private, a.Generation)...)
 }
 
@@ -118,7 +118,7 @@ func (r *nodeAddressResource) Update(ctx context.Context, req resource.UpdateReq
 	defer nodeAddressIdentity.set(ctx, &resp.State, resp.Identity, &resp.Diagnostics)
 	var plan nodeAddressResourceModel
 	resp.Diagnostics.Append(getModel(ctx, req.Plan.Get, &plan)...)
-	resp.Diagnostics.Append(setModel(ctx, resp.State.Set, resp.State.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 }
 
 func (r *nodeAddressResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -161,5 +161,5 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 	}
 	plan.Address = sameAddr(config, a.Address)
 	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
-	resp.Diagnostics.Append(setModel(ctx, resp.Plan.Set, resp.Plan.Schema.Type(), &plan)...)
+	resp.Diagnostics.Append(setModel(ctx, &resp.Plan.Raw, resp.Plan.Schema.Type(), &plan)...)
 }
