@@ -340,6 +340,11 @@ func (s *Client) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr ne
 
 var errNoFresh = errors.New("no fresh address left")
 
+// maxEmptyPicks bounds how often one transaction's stripe picks may find
+// nothing while a stripe still has room (each time, another allocator took
+// the room it saw first).
+const maxEmptyPicks = 100
+
 // skipBatch is how many ordinals of a stripe one look-up checks for exact
 // claims ahead of the counter (one round trip).
 const skipBatch = 256
@@ -354,7 +359,7 @@ func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 		return Allocation{}, errNoFresh
 	}
 	stride := int64(pool.Stripes)
-	for {
+	for empty := 0; ; {
 		var stripe int
 		var next, last int64
 		err := tx.QueryRow(ctx, sqlTakeStripe, pool.ID, stride).Scan(&stripe, &next, &last)
@@ -367,10 +372,15 @@ func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 				if err := tx.QueryRow(ctx, sqlFreshLeft, pool.ID).Scan(&left); err != nil {
 					return Allocation{}, err
 				}
-				if left {
-					continue
+				if !left {
+					return Allocation{}, errNoFresh
 				}
-				return Allocation{}, errNoFresh
+				if empty++; empty == maxEmptyPicks {
+					// Room that no pick can take: the transaction runs
+					// again rather than this loop forever.
+					return Allocation{}, errRetry
+				}
+				continue
 			}
 		}
 		if err != nil {

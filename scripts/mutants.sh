@@ -3,7 +3,8 @@
 # safe, applied one at a time to a copy of the tree; the tests named with
 # each must fail (the mutant is killed). A mutant that survives is a missing
 # test or a dead guard. Prints killed and survived, and exits 1 when any
-# survived (or a mutation no longer applies: the guard moved).
+# survived (or a mutation no longer applies: the guard moved; or it does not
+# compile, which kills nothing).
 #
 #   scripts/mutants.sh            every mutant (starts a throwaway PostgreSQL)
 #   scripts/mutants.sh NAME...    only those
@@ -133,6 +134,11 @@ for m in "${mutants[@]}"; do
 	if (cd "$dir" && go test -count=1 -run "$run" "$pkg" >"$dir.log" 2>&1); then
 		survived+=("$name")
 		echo "    survived" >&2
+	elif grep -q -e '\[build failed\]' -e '\[setup failed\]' "$dir.log"; then
+		# A mutant that does not compile kills nothing: no test ran.
+		broken+=("$name")
+		echo "    does not compile:" >&2
+		grep -m 3 -e '\.go:[0-9]' "$dir.log" | sed 's/^/      /' >&2
 	else
 		killed+=("$name")
 		echo "    killed" >&2
@@ -144,6 +150,6 @@ echo
 echo "killed (${#killed[@]}): ${killed[*]:-}"
 echo "survived (${#survived[@]}): ${survived[*]:-}"
 if ((${#broken[@]})); then
-	echo "no longer apply (${#broken[@]}): ${broken[*]}"
+	echo "no longer apply, or do not compile (${#broken[@]}): ${broken[*]}"
 fi
 ((${#survived[@]} == 0 && ${#broken[@]} == 0))
