@@ -1354,7 +1354,9 @@ func (a *scanned) ScanRow(rows pgx.Rows) error { return a.scan(rows) }
 func (a *scanned) scan(row pgx.Row) error {
 	var addr netip.Prefix
 	var allocated, released, reusable *time.Time
-	err := row.Scan(&a.ID, &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
+	// The id as its 16 bytes: a uuid.UUID scans through its database/sql
+	// Scanner, from text.
+	err := row.Scan((*[16]byte)(&a.ID), &a.ClusterID, &a.PoolID, &addr, &a.Ordinal, &a.State, &a.Generation, &a.Owner.Kind,
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
 		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed, &a.Origin)
 	a.Address = addr.Addr()

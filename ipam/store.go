@@ -87,6 +87,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cc := pool.Config().ConnConfig
+	if err := checkExecMode("pool", cc.DefaultQueryExecMode); err != nil {
+		return nil, err
+	}
 	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, cfg)
 	c.borrowed = true
 	return c, nil
@@ -227,29 +230,39 @@ func parsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pc.ConnConfig.RuntimeParams["application_name"] = "terraform-provider-ipam"
 	}
+	if err := checkExecMode("database_url", pc.ConnConfig.DefaultQueryExecMode); err != nil {
+		return nil, err
+	}
 	return pc, nil
 }
 
 // StatementMode is how the store sends statements now: "cache_statement"
 // (named prepared statements, prepared once per connection: pgx's default),
 // or "cache_describe" (unnamed statements with cached descriptions, which
-// work through a transaction pooler), or another mode the connection string
-// chose. A store that opened its own pool starts with cache_statement and
+// work through a transaction pooler), or describe_exec when the connection
+// string chose it (exec and simple_protocol are refused: checkExecMode). A store that opened its own pool starts with cache_statement and
 // moves to cache_describe for good the first time a named statement fails
 // as only a transaction pooler makes it fail; the call runs again.
 func (s *Client) StatementMode() string {
-	switch s.pool.get().Config().ConnConfig.DefaultQueryExecMode {
-	case pgx.QueryExecModeCacheStatement:
-		return "cache_statement"
-	case pgx.QueryExecModeCacheDescribe:
-		return "cache_describe"
-	case pgx.QueryExecModeDescribeExec:
-		return "describe_exec"
-	case pgx.QueryExecModeExec:
-		return "exec"
-	default:
-		return "simple_protocol"
+	return execModeName(s.pool.get().Config().ConnConfig.DefaultQueryExecMode)
+}
+
+// execModeName is a statement mode as default_query_exec_mode spells it.
+func execModeName(m pgx.QueryExecMode) string {
+	return strings.ReplaceAll(m.String(), " ", "_")
+}
+
+// checkExecMode refuses a statement mode the IPAM cannot run in: its
+// statements take their parameters' types from the server's description of
+// them (a jsonb document given as a Go map, a UUID sent as its bytes), which
+// exec and simple_protocol never ask for.
+func checkExecMode(field string, m pgx.QueryExecMode) error {
+	if describes(m) {
+		return nil
 	}
+	return invalid(field, "default_query_exec_mode=%s is not supported: the IPAM needs the server to describe each statement's parameters; "+
+		"use cache_statement (the default), or cache_describe or describe_exec behind a transaction pooler (which the IPAM also switches to by itself when it finds one)",
+		execModeName(m))
 }
 
 // Close releases the client's own pool (Open); a pool given to New stays

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -82,6 +83,89 @@ func loseHold(t *testing.T, holder, thief *ipam.Client, raw *pgx.Conn, c string)
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestEveryStatementModeServesEveryPath: a connection string may choose how
+// pgx sends statements (default_query_exec_mode). In each mode that
+// describes statements, the fast take, a plan-time hold and its confirm,
+// the full path's exact claim, adoption and dropped hold, and a release all
+// work; the modes that do not describe (whose parameters' types pgx guesses
+// from Go values: a jsonb document fails) are refused at Open and New,
+// naming the mode and the ones to use.
+func TestEveryStatementModeServesEveryPath(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		url := testdb.New(t)
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		_, err := ipam.Open(context.Background(), ipam.Config{DatabaseURL: url + sep + "default_query_exec_mode=" + mode})
+		var inv *ipam.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "database_url" || !strings.Contains(err.Error(), "default_query_exec_mode="+mode+" is not supported") ||
+			!strings.Contains(err.Error(), "cache_describe") {
+			t.Errorf("Open in mode %s: %v, want invalid_input naming database_url and the modes to use", mode, err)
+		}
+		pc, err := pgxpool.ParseConfig(url + sep + "default_query_exec_mode=" + mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ipam.New(pool, ipam.Config{}); !errors.As(err, &inv) || inv.Field != "pool" {
+			t.Errorf("New over a pool in mode %s: %v, want invalid_input naming the pool", mode, err)
+		}
+		pool.Close()
+	}
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			url := testdb.New(t)
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			st := openClient(t, ipam.Config{DatabaseURL: url + sep + "default_query_exec_mode=" + mode, Actor: "terraform"})
+			if got := st.StatementMode(); got != mode {
+				t.Fatalf("statement mode %q, want %q", got, mode)
+			}
+			ctx := context.Background()
+			mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+			n1, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: node("n1")})
+			if err != nil {
+				t.Fatalf("fast take: %v", err)
+			}
+			h, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: instance("i1")}, time.Hour)
+			if err != nil {
+				t.Fatalf("hold: %v", err)
+			}
+			if i1, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: instance("i1"), Address: h.Address}); err != nil || i1.Address != h.Address {
+				t.Fatalf("confirm: %v %v, want %v", i1.Address, err, h.Address)
+			}
+			claim := ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: node("n2"), Address: n1.Address.Next().Next().Next()}
+			n2, err := st.Allocate(ctx, claim)
+			if err != nil || n2.Address != claim.Address {
+				t.Fatalf("exact claim: %v %v, want %v", n2.Address, err, claim.Address)
+			}
+			again, err := st.Allocate(ctx, claim)
+			if err != nil || !again.Adopted || again.Generation <= n2.Generation {
+				t.Fatalf("adoption: %+v %v", again, err)
+			}
+			h2, err := st.Reserve(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: instance("i2")}, time.Hour)
+			if err != nil {
+				t.Fatalf("second hold: %v", err)
+			}
+			moved := h2.Address.Next().Next()
+			if i2, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.ClusterPools("c1"), Owner: instance("i2"), Address: moved}); err != nil || i2.Address != moved {
+				t.Fatalf("a claim past the owner's hold: %v %v, want %v", i2.Address, err, moved)
+			}
+			if ok, err := st.Release(ctx, "c1", node("n2"), again.Generation); err != nil || !ok {
+				t.Fatalf("release: %v %v", ok, err)
+			}
+		})
+	}
 }
 
 func node(id string) ipam.Owner {
