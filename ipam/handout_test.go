@@ -1,12 +1,16 @@
 package ipam
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 )
 
 var guardMarkerRe = regexp.MustCompile(`/\* guard ([a-z_]+) \*/ `)
@@ -162,5 +166,25 @@ func TestNamedStatements(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+	// Given to pgx as params, the same mistakes are errors, not panics: pgx
+	// calls RewriteQuery holding a connection of the pool, which a panic
+	// would never give back (and the client's Close would wait for it). An
+	// empty label goes as NULL, a duration as an interval, a UUID as bytes.
+	for what, p := range map[string]params{
+		"a missing value":  {"a": 1, "b": 2},
+		"an unknown value": {"a": 1, "b": 2, "y": 3, "c": 4},
+	} {
+		if _, _, err := p.RewriteQuery(context.Background(), nil, st.sql, nil); err == nil {
+			t.Errorf("params with %s: no error", what)
+		}
+	}
+	if _, _, err := (params{"a": 1}).RewriteQuery(context.Background(), nil, "SELECT $1", nil); err == nil {
+		t.Errorf("params for a statement named() did not compile: no error")
+	}
+	id := uuid.New()
+	_, got, err := (params{"a": label(""), "b": time.Second, "y": id}).RewriteQuery(context.Background(), nil, st.sql, nil)
+	if err != nil || got[1] != (*string)(nil) || got[0] != durationInterval(time.Second) || got[2] != [16]byte(id) {
+		t.Errorf("params converted to %#v, %v", got, err)
 	}
 }

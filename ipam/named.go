@@ -112,7 +112,10 @@ func (p params) RewriteQuery(_ context.Context, _ *pgx.Conn, sql string, _ []any
 	if !ok {
 		return "", nil, fmt.Errorf("ipam: named parameters for a statement that named() did not compile: %.60q", sql)
 	}
-	args := st.(namedStatement).args(p)
+	args, err := st.(namedStatement).values(p)
+	if err != nil {
+		return "", nil, err
+	}
 	for i, v := range args {
 		switch v := v.(type) {
 		case uuid.UUID:
@@ -147,25 +150,37 @@ func describes(m pgx.QueryExecMode) bool {
 func isNameStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isNamePart(c byte) bool  { return isNameStart(c) || c >= '0' && c <= '9' }
 
-// args orders the values of the statement's parameters by position. Every
-// parameter must have a value, and every value a parameter: a misspelt or
-// forgotten name panics (a programming error, which every test of the
-// statement finds), never runs with NULL.
-func (st namedStatement) args(v map[string]any) []any {
+// values orders the values of the statement's parameters by position.
+// Every parameter must have a value, and every value a parameter: a misspelt
+// or forgotten name is an error (a programming error, which every test of
+// the statement finds), never a run with NULL.
+func (st namedStatement) values(v map[string]any) ([]any, error) {
 	out := make([]any, len(st.names))
 	for i, n := range st.names {
 		x, ok := v[n]
 		if !ok {
-			panic(fmt.Sprintf("statement %s: no value for @%s", st.name, n))
+			return nil, fmt.Errorf("ipam: statement %s: no value for @%s", st.name, n)
 		}
 		out[i] = x
 	}
 	if len(v) != len(st.names) {
 		for n := range v {
 			if !slices.Contains(st.names, n) {
-				panic(fmt.Sprintf("statement %s: a value for @%s, which it does not use", st.name, n))
+				return nil, fmt.Errorf("ipam: statement %s: a value for @%s, which it does not use", st.name, n)
 			}
 		}
+	}
+	return out, nil
+}
+
+// args is values for a caller that holds no connection (the tests, the
+// bench's EXPLAIN): a mistake panics. RewriteQuery, which pgx calls with a
+// connection taken from the pool, returns the error instead: a panic there
+// would never give the connection back, and a Close would wait for it.
+func (st namedStatement) args(v map[string]any) []any {
+	out, err := st.values(v)
+	if err != nil {
+		panic(err.Error())
 	}
 	return out
 }

@@ -4,7 +4,7 @@
 # each must fail (the mutant is killed). A mutant that survives is a missing
 # test or a dead guard. Prints killed and survived, and exits 1 when any
 # survived (or a mutation no longer applies: the guard moved; or it does not
-# compile, which kills nothing).
+# compile, or it drops a named parameter's only use: either kills nothing).
 #
 #   scripts/mutants.sh            every mutant (starts a throwaway PostgreSQL)
 #   scripts/mutants.sh NAME...    only those
@@ -51,7 +51,7 @@ mutants=(
 	"release-ignores-fresh-create|ipam/ops_release.go|s/if f.held \{\n(\t+)if !req.Force/if f.confirmed != nil {\n\$1if !req.Force/|^TestReleaseAllocation\$|./ipam/"
 	"inventory-judges-terraform-allocations|ipam/ops_leaks.go|s/if cur.stateHeld \{/if false {/|^TestInventoryLeaksAndSafeReclaim\$|./ipam/"
 	"release-refusal-silent|ipam/release.go|s/if herr == nil && \(held.Actor != s.actor \x7c\x7c !s.ownOrigin\(held\)\) \{/if false {/|^TestReleaseWithoutGenerationKeepsToItsActor\$|./ipam/"
-	"replacement-mark-any-origin|ipam/statements.go|s/ AND \(replace_origin IS NULL OR replace_origin = \@origin::text\)\)\`/)\`/|^TestReplacementMarkHoldsForItsOrigin\$|./ipam/"
+	"replacement-mark-any-origin|ipam/statements.go|s/ AND \(replace_origin IS NULL OR replace_origin = \@origin::text\)\)\`/ AND (true OR replace_origin = \@origin::text))\`/|^TestReplacementMarkHoldsForItsOrigin\$|./ipam/"
 	"vanished-pool-is-not-found|ipam/pool.go|s/would name nothing that is missing.\n\t\treturn errRetry/would name nothing that is missing.\n\t\treturn ErrNotFound/|^TestInstanceRacingBlockReleaseFindsItsPool\$|./ipam/"
 	"same-owner-loser-exhausted|ipam/allocate.go|s/\n\t\terr = s.ownerWon\(ctx, tx, pool.ClusterID, req.Owner, err\)//|^TestConcurrentRequestsOfOneOwnerAgree\$|./ipam/"
 	"trigger-records-no-origin|migrations/functions/ipam_allocations_in_pool.sql|s/IF coalesce\(current_setting\('ipam.origin', true\), ''\) <> '' THEN/IF false THEN/|^TestConcurrentCreatesOfTwoOriginsNeverBothSucceed\$|./ipam/"
@@ -67,7 +67,7 @@ mutants=(
 	"blocks-release-ignores-generation|ipam/blocks.go|s/if generation > 0 && gen != generation \{/if false {/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"set-release-ignores-generation|ipam/set.go|s/SetMemberOwner\(Owner\{\}, setID, key\), generations\[key\]\)/SetMemberOwner(Owner{}, setID, key), 0)/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"adoption-ignores-origin|ipam/allocate.go|s/if held.State != StateActive \x7c\x7c s.ownOrigin\(held\) \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
-	"hold-look-ignores-origin|ipam/statements.go|s/AND \`\+ownOriginSQL\(\"\@origin::text\"\)\+\`,/AND true,/|^TestHoldIsItsConfigurations\$|./ipam/"
+	"hold-look-ignores-origin|ipam/statements.go|s/AND \`\+ownOriginSQL\(\"\@origin::text\"\)\+\`,/AND (true OR \`+ownOriginSQL(\"\@origin::text\")+\`),/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"foreign-live-hold-taken|ipam/allocate.go|s/\tcase foreign && held.Actor == s.actor:/\tcase false:/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"owner-taken-hold-forgotten|ipam/hold.go|s/return s.ownerTaken\(ctx, r, h, err\)/return h, err/|^TestHoldIsItsConfigurations\$|./ipam/"
 	"lost-hold-shown-to-anyone|ipam/hold.go|s/if l != nil && l.ownerTaken && \(l.holderActor != s.actor \x7c\x7c l.holderOrigin != s.origin\) \{/if false {/|^TestHoldIsItsConfigurations\$|./ipam/"
@@ -139,6 +139,12 @@ for m in "${mutants[@]}"; do
 		broken+=("$name")
 		echo "    does not compile:" >&2
 		grep -m 3 -e '\.go:[0-9]' "$dir.log" | sed 's/^/      /' >&2
+	elif grep -q -e 'which it does not use' -e 'no value for @' "$dir.log"; then
+		# A mutation that removes a named parameter's only use fails every
+		# call of its statement (the values no longer match its names):
+		# killed by the binding, not by the rule it was meant to break.
+		broken+=("$name")
+		echo "    killed by its statement's parameters, not by the rule: keep the parameter in use" >&2
 	else
 		killed+=("$name")
 		echo "    killed" >&2
@@ -150,6 +156,6 @@ echo
 echo "killed (${#killed[@]}): ${killed[*]:-}"
 echo "survived (${#survived[@]}): ${survived[*]:-}"
 if ((${#broken[@]})); then
-	echo "no longer apply, or do not compile (${#broken[@]}): ${broken[*]}"
+	echo "no longer apply, do not compile or break a statement's parameters (${#broken[@]}): ${broken[*]}"
 fi
 ((${#survived[@]} == 0 && ${#broken[@]} == 0))
