@@ -11,12 +11,8 @@ import (
 	"testing"
 )
 
-// Every event type the package's source spells (a Go string, or an SQL
-// literal inside one) is in EventTypes, which ListEvents checks --type
-// against and the documentation test checks the docs against.
-// TestEveryOwnerKindHasItsEventTypes: the allocator names an event by a
-// look-up in eventTypes, so a kind missing there would write events of
-// type "".
+// Every owner kind has its event types: the allocator names an event by a
+// look-up in eventTypes, where a kind missing would write events of type "".
 func TestEveryOwnerKindHasItsEventTypes(t *testing.T) {
 	for _, kind := range OwnerKinds {
 		if e := eventTypes[kind]; e.allocated == "" || e.released == "" {
@@ -25,6 +21,9 @@ func TestEveryOwnerKindHasItsEventTypes(t *testing.T) {
 	}
 }
 
+// Every event type the package's source spells (a Go string, or an SQL
+// literal inside one) is in EventTypes, which ListEvents checks --type
+// against and the documentation test checks the docs against.
 func TestEventTypesAreListed(t *testing.T) {
 	known := EventTypes()
 	for old := range eventTypeAliases {

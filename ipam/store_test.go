@@ -85,9 +85,10 @@ func loseHold(t *testing.T, holder, thief *ipam.Client, raw *pgx.Conn, c string)
 	return h
 }
 
-// TestEveryStatementModeServesEveryPath: a connection string may choose how
-// pgx sends statements (default_query_exec_mode). In each mode that
-// describes statements, the fast take, a plan-time hold and its confirm,
+// Every path allocates in each statement mode that describes statements,
+// and the other modes are refused at Open and New. A connection string may
+// choose how pgx sends statements (default_query_exec_mode): in each mode
+// that describes statements, the fast take, a plan-time hold and its confirm,
 // the full path's exact claim, adoption and dropped hold, and a release all
 // work; the modes that do not describe (whose parameters' types pgx guesses
 // from Go values: a jsonb document fails) are refused at Open and New,
