@@ -118,7 +118,9 @@ trap 'rm -rf "$work"' EXIT
 
 killed=() survived=() broken=()
 for m in "${mutants[@]}"; do
-	IFS='|' read -r name file subst run pkg <<<"$m"
+	IFS='|' read -r name file subst rest <<<"$m"
+	# The -run pattern may hold a | of its own: the package is the last field.
+	run=${rest%|*} pkg=${rest##*|}
 	if ((${#want[@]})) && [[ ! " ${want[*]} " == *" $name "* ]]; then
 		continue
 	fi
