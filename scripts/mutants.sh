@@ -140,7 +140,7 @@ for m in "${mutants[@]}"; do
 		# A mutant that does not compile kills nothing: no test ran.
 		broken+=("$name")
 		echo "    does not compile:" >&2
-		grep -m 3 -e '\.go:[0-9]' "$dir.log" | sed 's/^/      /' >&2
+		{ grep -m 3 -e '\.go:[0-9]' -e 'setup failed' "$dir.log" || true; } | sed 's/^/      /' >&2
 	elif grep -q -e 'which it does not use' -e 'no value for @' "$dir.log"; then
 		# A mutation that removes a named parameter's only use fails every
 		# call of its statement (the values no longer match its names):
