@@ -64,7 +64,7 @@ mutants=(
 	"create-moves-unmarked-owner|ipam/allocate.go|s/\tif !replacing \{/\tif false {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"moved-row-keeps-generation|ipam/allocate.go|s/if err == nil && movedFrom > 0 && res.Generation <= movedFrom \{/if false \&\& movedFrom > 0 {/|^TestMarkedReplacementIsTakenOver\$|./ipam/"
 	"blocks-taken-over-unmarked|ipam/blocks.go|s/\tcase confirmed && !replacing:/\tcase confirmed:/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
-	"blocks-release-ignores-generation|ipam/blocks.go|s/if generation > 0 && gen != generation \{/if false {/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
+	"blocks-release-ignores-generation|ipam/blocks.go|s/if generation > 0 && gen != generation \{/if false \&\& gen != generation {/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"set-release-ignores-generation|ipam/set.go|s/SetMemberOwner\(Owner\{\}, setID, key\), generations\[key\]\)/SetMemberOwner(Owner{}, setID, key), 0)/|^TestMarkedBlocksAndSetsAreTakenOver\$|./ipam/"
 	"adoption-ignores-origin|ipam/allocate.go|s/if held.State != StateActive \x7c\x7c s.ownOrigin\(held\) \{/if true {/|^TestOriginDecidesAdoption\$|./ipam/"
 	"hold-look-ignores-origin|ipam/statements.go|s/AND \`\+ownOriginSQL\(\"\@origin::text\"\)\+\`,/AND (true OR \`+ownOriginSQL(\"\@origin::text\")+\`),/|^TestHoldIsItsConfigurations\$|./ipam/"
