@@ -141,12 +141,6 @@ func (p params) RewriteQuery(_ context.Context, _ *pgx.Conn, sql string, _ []any
 	return sql, args, nil
 }
 
-// describes: the mode sends each statement's parameter types from its
-// description (a prepared statement, or one described first).
-func describes(m pgx.QueryExecMode) bool {
-	return m == pgx.QueryExecModeCacheStatement || m == pgx.QueryExecModeCacheDescribe || m == pgx.QueryExecModeDescribeExec
-}
-
 func isNameStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isNamePart(c byte) bool  { return isNameStart(c) || c >= '0' && c <= '9' }
 

@@ -252,6 +252,12 @@ func execModeName(m pgx.QueryExecMode) string {
 	return strings.ReplaceAll(m.String(), " ", "_")
 }
 
+// describes: the mode sends each statement's parameter types from its
+// description (a prepared statement, or one described first).
+func describes(m pgx.QueryExecMode) bool {
+	return m == pgx.QueryExecModeCacheStatement || m == pgx.QueryExecModeCacheDescribe || m == pgx.QueryExecModeDescribeExec
+}
+
 // checkExecMode refuses a statement mode the IPAM cannot run in: its
 // statements take their parameters' types from the server's description of
 // them (a jsonb document given as a Go map, a UUID sent as its bytes), which
