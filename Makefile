@@ -93,7 +93,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s; make test runs
 
 soak: ## Long reliability runs (IPAM_SOAK=1): every pair of the interleaving explorer, the core's randomized model test for 30 minutes, 12 rounds of the Terraform-level one, 16 concurrent applies x 3 rounds, 50 applies each of a cluster with 3 and with 20 node addresses (all ::1..::N), 300-resource outage, long failover, the Patroni failover
 	IPAM_SOAK=1 IPAM_PATRONI=1 TF_ACC=1 CHECKPOINT_DISABLE=1 TF_ACC_TERRAFORM_PATH=$$(bash scripts/ensure-terraform.sh) \
-		bash scripts/with-postgres.sh go test -count=1 -timeout 120m -v -run '^(TestExploreInterleavings|TestModelCore|TestModelTerraform|TestApplyHandsOutConsecutiveNodeAddresses|TestLoadStorm|TestFault.*|TestFailoverBound|TestPatroniFailover|TestPgBouncer)$$' ./ipam/ ./internal/e2e/
+		bash scripts/with-postgres.sh go test -count=1 -timeout 120m -v -run '^(TestExploreInterleavings|TestModelCore|TestModelTerraform|TestApplyHandsOutConsecutiveNodeAddresses|TestLoadStorm|TestFault.*|TestFailoverBound|TestPatroniFailover|TestPgBouncer)$$' ./ipam/internal/engine/ ./internal/e2e/
 
 failover: ## The failover tests: a Patroni cluster (3 members, etcd; installed when missing) with a switchover and a killed primary under a storm of allocations and applies, the hand-promoted standby, the failover bound
 	IPAM_PATRONI=1 TF_ACC=1 CHECKPOINT_DISABLE=1 TF_ACC_TERRAFORM_PATH=$$(bash scripts/ensure-terraform.sh) \

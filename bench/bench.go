@@ -265,7 +265,7 @@ func (r *runner) sections() []string {
 // place), else upwards from the working directory.
 func findRepoRoot() string {
 	isRoot := func(d string) bool {
-		_, err := os.Stat(filepath.Join(d, "ipam", "allocate.go"))
+		_, err := os.Stat(filepath.Join(d, "ipam", "api.go"))
 		return err == nil
 	}
 	if _, file, _, ok := runtime.Caller(0); ok {

@@ -13,26 +13,26 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
-// The hot statements are the core's named statements (ipam.HotStatements),
+// The hot statements are the core's named statements (operator.HotStatements),
 // not copies: each entry below names one and gives the parameters to EXPLAIN
 // it with. A statement the core no longer names fails the run, and a named
 // statement with no entry here fails it too, so the two lists stay in step.
 
 // hotStatement is one statement of the allocation path.
 type hotStatement struct {
-	name   string // its name in ipam.HotStatements
+	name   string // its name in operator.HotStatements
 	db     string // "growth" (the 1M instance pool) or "reuse" (the full pool with 1M cooled rows)
 	params func(f *planFixture) []any
 	// named: the values of a statement with named parameters
-	// (ipam.Statement.Params), by name.
+	// (operator.Statement.Params), by name.
 	named func(f *planFixture) map[string]any
 }
 
 // values are h's parameter values in the statement's order.
-func (h hotStatement) values(f *planFixture, st ipam.Statement) []any {
+func (h hotStatement) values(f *planFixture, st operator.Statement) []any {
 	if h.named == nil {
 		return h.params(f)
 	}
@@ -189,9 +189,9 @@ type PlanResult struct {
 }
 
 // hotSQL maps the core's named hot statements to their SQL.
-func hotSQL() map[string]ipam.Statement {
-	m := map[string]ipam.Statement{}
-	for _, st := range ipam.HotStatements() {
+func hotSQL() map[string]operator.Statement {
+	m := map[string]operator.Statement{}
+	for _, st := range operator.HotStatements() {
 		m[st.Name] = st
 	}
 	return m
@@ -280,7 +280,7 @@ func (r *runner) explainSection(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		where := "ipam.HotStatements: " + h.name
+		where := "operator.HotStatements: " + h.name
 		c := conns[h.db]
 		if c == nil {
 			cc, err := pgx.ParseConfig(dbs[h.db])
@@ -338,15 +338,15 @@ func (r *runner) explainSection(ctx context.Context) error {
 	return nil
 }
 
-func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, st ipam.Statement, mode string, f *planFixture) (PlanResult, error) {
+func explainOne(ctx context.Context, c *pgx.Conn, h hotStatement, st operator.Statement, mode string, f *planFixture) (PlanResult, error) {
 	sql := st.SQL
 	pr := PlanResult{Name: h.name, Mode: mode, SQL: sql}
 	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_"+mode+"_plan"); err != nil {
 		return pr, err
 	}
 	// The planner settings every transaction of the core starts with
-	// (ipam.TxSettings, sent with BEGIN), here for the session.
-	if _, err := c.Exec(ctx, strings.ReplaceAll(ipam.TxSettings, "SET LOCAL", "SET")); err != nil {
+	// (operator.TxSettings, sent with BEGIN), here for the session.
+	if _, err := c.Exec(ctx, strings.ReplaceAll(operator.TxSettings, "SET LOCAL", "SET")); err != nil {
 		return pr, err
 	}
 	if _, err := c.Exec(ctx, "PREPARE ipambench_q AS "+sql); err != nil {

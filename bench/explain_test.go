@@ -44,7 +44,7 @@ func TestExplainGateSorts(t *testing.T) {
 }
 
 // Every hot statement's entry gives a value to each of its parameters, and
-// to nothing else: a named statement's (ipam.Statement.Params) by name, a
+// to nothing else: a named statement's (operator.Statement.Params) by name, a
 // positional one's as many as its highest $n. EXPLAIN would otherwise plan
 // with NULL where a value is missing (a note, not a failure).
 func TestExplainValuesNameEveryParameter(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // A preloaded pool: its database, and what a bench store needs to use it.
@@ -132,7 +133,7 @@ func fillPool(ctx context.Context, dbURL string, p ipam.Pool, f fillSpec) error 
 	if err != nil {
 		return err
 	}
-	_, err = st.RecountUsage(ctx, p.ClusterID)
+	_, err = operator.New(st).RecountUsage(ctx, p.ClusterID)
 	st.Close()
 	if err != nil {
 		return err

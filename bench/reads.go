@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // readsSection is section 5: the usage read (what the usage data source,
@@ -69,10 +70,10 @@ func (r *runner) usageLatency(ctx context.Context, p *loadedPool) (p50, worst ti
 	}
 	defer st.Close()
 	var lat []time.Duration
-	var u ipam.ClusterUsage
+	var u operator.ClusterUsage
 	for i := 0; i < 3+r.sz.ReadSamples; i++ {
 		t := time.Now()
-		if u, err = st.PoolUsage(ctx, p.clusterID); err != nil {
+		if u, err = operator.New(st).PoolUsage(ctx, p.clusterID); err != nil {
 			return 0, 0, 0, 0, err
 		}
 		if i >= 3 {
@@ -94,7 +95,7 @@ func (r *runner) usageLatency(ctx context.Context, p *loadedPool) (p50, worst ti
 // from the ipam package (the constant usagePoolsSQL, with the planner
 // setting the core applies before it, if any), to show where the time goes.
 func (r *runner) usagePlan(ctx context.Context, p *loadedPool) error {
-	setting, sql := ipam.UsageStatement()
+	setting, sql := operator.UsageStatement()
 	cc, err := pgx.ParseConfig(p.dbURL)
 	if err != nil {
 		return err

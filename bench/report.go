@@ -152,7 +152,7 @@ func (rep *Report) Markdown(analysis string) string {
 	}
 	if len(rep.Plans) > 0 {
 		p("## EXPLAIN of the hot statements\n\n")
-		p("Each statement is read from the `ipam` package at run time (the function named below), prepared under the planner settings every core transaction starts with (`ipam.TxSettings`), and explained with the custom plan (realistic parameter values) and the generic plan (what a prepared statement may switch to after five executions), on the databases with the most rows. A Seq Scan on `ipam_allocations` or `ipam_pool_stripes`, or any Sort, fails the run; the one Sort allowed is the stripe pick's, of one pool's stripes read by the primary key (at most 64 rows, a constraint of the schema).\n\n")
+		p("Each statement is read from the `ipam` package at run time (the function named below), prepared under the planner settings every core transaction starts with (`operator.TxSettings`), and explained with the custom plan (realistic parameter values) and the generic plan (what a prepared statement may switch to after five executions), on the databases with the most rows. A Seq Scan on `ipam_allocations` or `ipam_pool_stripes`, or any Sort, fails the run; the one Sort allowed is the stripe pick's, of one pool's stripes read by the primary key (at most 64 rows, a constraint of the schema).\n\n")
 		for _, pl := range rep.Plans {
 			verdict := "ok"
 			if len(pl.Problems) > 0 {

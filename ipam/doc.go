@@ -36,4 +36,10 @@
 // ErrUnavailable, ErrOwnerConflict, ErrInvalid, ... (every typed error matches
 // the sentinel of its code), read their fields with errors.As
 // (*ExhaustedError, *InvalidError, ...), or read Code(err).
+//
+// The operator's reads and writes (list, usage, lookup, leaks, check,
+// metrics, events, release, reclaim) are package ipam/operator, over the same
+// Client: operator.New(client). The allocator itself is ipam/internal/engine;
+// this package names its API (api.go), as aliases, so the methods and fields
+// documented there are the engine's.
 package ipam

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 func (a *app) checkCmd() *cobra.Command {
@@ -17,18 +17,18 @@ func (a *app) checkCmd() *cobra.Command {
 		Short: "Verify the IPAM's invariants on the live database",
 		Long: `Verifies, in one read-only snapshot:
 
-  ` + ipam.InvariantUniqueAddress + `     no address is active twice (in a cluster; IPv6 and public IPv4 across clusters)
-  ` + ipam.InvariantInPool + `           every address lies in its pool, is not an excluded one, and has its ordinal
-  ` + ipam.InvariantCooldown + `  no address went to another owner inside a cooldown, by the event history
-  ` + ipam.InvariantIPv4PerEnv + `  at most one active IPv4 per environment
-  ` + ipam.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
+  ` + operator.InvariantUniqueAddress + `     no address is active twice (in a cluster; IPv6 and public IPv4 across clusters)
+  ` + operator.InvariantInPool + `           every address lies in its pool, is not an excluded one, and has its ordinal
+  ` + operator.InvariantCooldown + `  no address went to another owner inside a cooldown, by the event history
+  ` + operator.InvariantIPv4PerEnv + `  at most one active IPv4 per environment
+  ` + operator.InvariantCounters + `           the striped counters are complete, in their residue class, and behind every
                             ordinal they handed out
-  ` + ipam.InvariantUsageCounts + `            every pool has its usage counter slots, and they add up to its active
+  ` + operator.InvariantUsageCounts + `            every pool has its usage counter slots, and they add up to its active
                             addresses, and its cooling counts to its cooling ones
                             (what usage reports without counting them)
-  ` + ipam.InvariantSettings + `    the pools of a cluster's node and instance addresses carry its cooldowns
+  ` + operator.InvariantSettings + `    the pools of a cluster's node and instance addresses carry its cooldowns
                             and gateway
-  ` + ipam.InvariantNodeBlocks + `               a node block pool's rows lie in that node's active blocks, parked rows in a
+  ` + operator.InvariantNodeBlocks + `               a node block pool's rows lie in that node's active blocks, parked rows in a
                             cooling block, and no other row in a block
 
 Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).
@@ -49,7 +49,7 @@ running), prints each pool it corrected, and then checks: the repair for a usage
 				return err
 			}
 			if recount {
-				fixed, err := st.RecountUsage(cmd.Context(), cluster)
+				fixed, err := operator.New(st).RecountUsage(cmd.Context(), cluster)
 				if err != nil {
 					return flagError(err)
 				}
@@ -62,7 +62,7 @@ running), prints each pool it corrected, and then checks: the repair for a usage
 					}
 				}
 			}
-			rep, err := st.Check(cmd.Context(), cluster)
+			rep, err := operator.New(st).Check(cmd.Context(), cluster)
 			if err != nil {
 				return flagError(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // followOverlap is how far back each poll of --follow looks again: an event's
@@ -75,7 +76,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if err != nil {
 				return err
 			}
-			now, err := st.DatabaseNow(ctx)
+			now, err := operator.New(st).DatabaseNow(ctx)
 			if err != nil {
 				return err
 			}
@@ -83,14 +84,14 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if err != nil {
 				return err
 			}
-			f := ipam.EventFilter{ClusterID: cluster, Types: types, Since: from, Limit: limit}
-			evs, err := st.ListEvents(ctx, f)
+			f := operator.EventFilter{ClusterID: cluster, Types: types, Since: from, Limit: limit}
+			evs, err := operator.New(st).ListEvents(ctx, f)
 			if err != nil {
 				return flagError(err)
 			}
 			seen := map[uuid.UUID]time.Time{}
 			last := from
-			print := func(evs []ipam.Event) error {
+			print := func(evs []operator.Event) error {
 				for _, e := range evs {
 					if _, ok := seen[e.ID]; ok {
 						continue
@@ -116,7 +117,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 				case <-time.After(interval):
 				}
 				f.Since = last.Add(-followOverlap)
-				evs, err := st.ListEvents(ctx, f)
+				evs, err := operator.New(st).ListEvents(ctx, f)
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -147,7 +148,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 	return cmd
 }
 
-func (a *app) printEvent(e ipam.Event, asJSON bool) error {
+func (a *app) printEvent(e operator.Event, asJSON bool) error {
 	if asJSON {
 		j := eventJSON{ID: e.ID.String(), At: e.At.UTC(), Type: e.Type, ClusterID: e.ClusterID, PoolID: e.PoolID,
 			Generation: e.Generation, OwnerKind: e.Owner.Kind, OwnerID: e.Owner.ID, OrgID: e.Owner.OrgID, EnvID: e.Owner.EnvID,

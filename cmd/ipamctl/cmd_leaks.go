@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 func (a *app) leaksCmd() *cobra.Command {
@@ -50,13 +51,13 @@ The report goes to --output (default: standard output); a summary goes to standa
 			if err != nil {
 				return err
 			}
-			var rep ipam.LeakReport
+			var rep operator.LeakReport
 			if inventory != "" {
 				inv, err := a.readInventory(inventory, kind, allowEmpty)
 				if err != nil {
 					return err
 				}
-				if rep, err = st.FindInventoryLeaks(cmd.Context(), cluster, inv); err != nil {
+				if rep, err = operator.New(st).FindInventoryLeaks(cmd.Context(), cluster, inv); err != nil {
 					return flagError(err)
 				}
 			} else {
@@ -64,7 +65,7 @@ The report goes to --output (default: standard output); a summary goes to standa
 				if kind != "" {
 					kinds = []string{kind}
 				}
-				if rep, err = st.FindStaleLeaks(cmd.Context(), cluster, kinds, staleDays); err != nil {
+				if rep, err = operator.New(st).FindStaleLeaks(cmd.Context(), cluster, kinds, staleDays); err != nil {
 					return flagError(err)
 				}
 			}
@@ -99,13 +100,13 @@ The report goes to --output (default: standard output); a summary goes to standa
 	return cmd
 }
 
-func (a *app) readInventory(name, kind string, allowEmpty bool) (ipam.Inventory, error) {
+func (a *app) readInventory(name, kind string, allowEmpty bool) (operator.Inventory, error) {
 	r, err := a.openInput(name)
 	if err != nil {
 		return nil, fmt.Errorf("--inventory: %w", err)
 	}
 	defer r.Close()
-	inv, err := ipam.ParseInventory(r, kind, allowEmpty)
+	inv, err := operator.ParseInventory(r, kind, allowEmpty)
 	if err != nil {
 		return nil, fmt.Errorf("--inventory %s: %w", name, err)
 	}
@@ -141,25 +142,25 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 			if err != nil {
 				return fmt.Errorf("--from-report: %w", err)
 			}
-			rep, err := ipam.ReadLeakReport(r)
+			rep, err := operator.ReadLeakReport(r)
 			r.Close()
 			if err != nil {
 				return fmt.Errorf("--from-report %s: %w", from, err)
 			}
-			opt := ipam.ReclaimOptions{Apply: apply}
+			opt := operator.ReclaimOptions{Apply: apply}
 			if inventory != "" {
 				if opt.Inventory, err = a.readInventory(inventory, kind, allowEmpty); err != nil {
 					return err
 				}
 			}
-			if rep.Kind == ipam.LeakInventory && apply && opt.Inventory == nil {
+			if rep.Kind == operator.LeakInventory && apply && opt.Inventory == nil {
 				return fmt.Errorf("--inventory is required to apply a report made from an inventory: each owner is checked against the current inventory right before its address is released")
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
-			res, err := st.Reclaim(cmd.Context(), rep, opt)
+			res, err := operator.New(st).Reclaim(cmd.Context(), rep, opt)
 			if err != nil {
 				return err
 			}
@@ -183,10 +184,10 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 				}
 			}
 			if apply {
-				fmt.Fprintf(a.errOut, "reclaimed %d, refused %d of %d\n", n[ipam.OutcomeReclaimed], n[ipam.OutcomeRefused], len(res))
+				fmt.Fprintf(a.errOut, "reclaimed %d, refused %d of %d\n", n[operator.OutcomeReclaimed], n[operator.OutcomeRefused], len(res))
 			} else {
 				fmt.Fprintf(a.errOut, "dry run: nothing was released; %d would be reclaimed, %d refused; run again with --apply\n",
-					n[ipam.OutcomeWouldReclaim], n[ipam.OutcomeRefused])
+					n[operator.OutcomeWouldReclaim], n[operator.OutcomeRefused])
 			}
 			return nil
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // allocationJSON is an allocation as ipamctl prints it in JSON.
@@ -55,7 +56,7 @@ func toJSON(a ipam.Allocation, category, state string, lastSeen time.Time) alloc
 }
 
 func (a *app) listCmd() *cobra.Command {
-	var f ipam.ListFilter
+	var f operator.ListFilter
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -77,7 +78,7 @@ left: a pool created over it inherits it.`,
 			if err != nil {
 				return err
 			}
-			views, err := st.ListAllocations(cmd.Context(), f)
+			views, err := operator.New(st).ListAllocations(cmd.Context(), f)
 			if err != nil {
 				return flagError(err)
 			}
@@ -112,7 +113,7 @@ left: a pool created over it inherits it.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.ClusterID, "cluster", "", "only this cluster")
-	fl.StringVar(&f.Category, "category", "", "only this pool category: "+strings.Join(ipam.Categories, ", "))
+	fl.StringVar(&f.Category, "category", "", "only this pool category: "+strings.Join(operator.Categories, ", "))
 	fl.StringVar(&f.PoolID, "pool", "", "only this pool (<cluster>/<name>)")
 	fl.StringVar(&f.OwnerKind, "kind", "", "only this owner kind: node, instance, env_ipv4 or set")
 	fl.StringVar(&f.OrgID, "org", "", "only this org_id")

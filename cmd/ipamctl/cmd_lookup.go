@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 func (a *app) lookupCmd() *cobra.Command {
@@ -36,7 +37,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 			if err != nil {
 				return err
 			}
-			infos, err := st.LookupAddress(cmd.Context(), addr, cluster)
+			infos, err := operator.New(st).LookupAddress(cmd.Context(), addr, cluster)
 			if errors.Is(err, ipam.ErrNotFound) {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // The exported metrics. deploy/prometheus/ipam-alerts.yml and
@@ -72,7 +73,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	start := time.Now()
-	snap, err := c.st.CollectMetrics(ctx)
+	snap, err := operator.New(c.st).CollectMetrics(ctx)
 	ch <- prometheus.MustNewConstMetric(descScrape, prometheus.GaugeValue, time.Since(start).Seconds())
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 func (a *app) releaseCmd() *cobra.Command {
@@ -38,7 +39,7 @@ only when several clusters reuse it (a private IPv4 block).`,
   ipamctl release 198.51.100.7 --cluster prod-eu1 --reason "node gone" --force`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := ipam.ReleaseRequest{ClusterID: cluster, OwnerKind: kind, OwnerID: owner, Reason: reason, Force: force}
+			req := operator.ReleaseRequest{ClusterID: cluster, OwnerKind: kind, OwnerID: owner, Reason: reason, Force: force}
 			switch {
 			case len(args) == 1 && (kind != "" || owner != ""):
 				return fmt.Errorf("give an address or --kind and --owner, not both")
@@ -58,7 +59,7 @@ only when several clusters reuse it (a private IPv4 block).`,
 			if err != nil {
 				return err
 			}
-			r, err := st.ReleaseAllocation(cmd.Context(), req)
+			r, err := operator.New(st).ReleaseAllocation(cmd.Context(), req)
 			if err != nil {
 				return releaseFlagError(err)
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 func (a *app) usageCmd() *cobra.Command {
@@ -35,19 +35,19 @@ above 80 %.`,
 			if err != nil {
 				return err
 			}
-			var all []ipam.ClusterUsage
+			var all []operator.ClusterUsage
 			if cluster != "" {
-				u, err := st.PoolUsage(cmd.Context(), cluster)
+				u, err := operator.New(st).PoolUsage(cmd.Context(), cluster)
 				if err != nil {
 					return flagError(err)
 				}
-				all = []ipam.ClusterUsage{u}
-			} else if all, err = st.AllUsage(cmd.Context()); err != nil {
+				all = []operator.ClusterUsage{u}
+			} else if all, err = operator.New(st).AllUsage(cmd.Context()); err != nil {
 				return err
 			}
 			if asJSON {
 				if all == nil {
-					all = []ipam.ClusterUsage{}
+					all = []operator.ClusterUsage{}
 				}
 				return a.writeJSON(all)
 			}
@@ -71,11 +71,11 @@ above 80 %.`,
 	return cmd
 }
 
-func (a *app) printUsage(u ipam.ClusterUsage) error {
+func (a *app) printUsage(u operator.ClusterUsage) error {
 	fmt.Fprintf(a.out, "cluster %s (at %s)\n", u.ClusterID, ts(u.At))
 	w := a.table()
 	fmt.Fprintln(w, "CATEGORY\tPOOL\tSIZE\tACTIVE\tRESERVED\tCOOLING\tFREE\tUTILIZATION\t\tNEXT REUSABLE\tFAILURES 24H\t")
-	row := func(category, pool string, c ipam.UsageCounts) {
+	row := func(category, pool string, c operator.UsageCounts) {
 		alert := ""
 		if c.Alert {
 			alert = "ALERT"

@@ -22,6 +22,7 @@ import (
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // world is one test's database with a cluster c1 (2001:db8::/48) and an IPv4
@@ -291,7 +292,7 @@ func TestListUsageLookup(t *testing.T) {
 		"[#################...]", "<0.1%", "4.6e18")
 	t.Logf("ipamctl usage:\n%s", r.out)
 	r = w.ipamctl("", "usage", "--json").must(t, 0)
-	var usage []ipam.ClusterUsage
+	var usage []operator.ClusterUsage
 	if err := json.Unmarshal([]byte(r.out), &usage); err != nil || len(usage) != 1 {
 		t.Fatalf("usage --json: %v\n%s", err, r.out)
 	}
@@ -453,14 +454,14 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-func readReport(t *testing.T, path string) ipam.LeakReport {
+func readReport(t *testing.T, path string) operator.LeakReport {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := ipam.ReadLeakReport(f)
+	rep, err := operator.ReadLeakReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +507,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 
 	r = w.ipamctl("i1\ni2\ni3\n", "reclaim", "--from-report", report, "--apply", "--inventory", "-", "--kind", "instance", "--json").
 		must(t, 0, "reclaimed 1, refused 2 of 3")
-	var res []ipam.ReclaimResult
+	var res []operator.ReclaimResult
 	if err := json.Unmarshal([]byte(r.out), &res); err != nil || len(res) != 3 {
 		t.Fatalf("reclaim --json: %v\n%s", err, r.out)
 	}
@@ -580,7 +581,7 @@ func TestCheck(t *testing.T) {
 		"violation(s) of address_in_pool, one_ipv4_per_environment")
 	t.Logf("ipamctl check:\n%s%s", r.out, r.err)
 	r = w.ipamctl("", "check", "--json").must(t, exitViolations)
-	var rep ipam.CheckReport
+	var rep operator.CheckReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.OK() || len(rep.Violations) != 3 {
 		t.Fatalf("check --json: %v %+v", err, rep)
 	}

@@ -82,7 +82,7 @@ func TestEveryCodeHasItsOwnTitleAndAdvice(t *testing.T) {
 	}
 	// Every code package ipam declares is explained: a new one without
 	// advice fails here.
-	src, err := os.ReadFile("../../ipam/errors.go")
+	src, err := os.ReadFile("../../ipam/internal/engine/errors.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func template(text string) string {
 
 var verbRE = regexp.MustCompile(`%[-+# 0-9.*]*[a-zA-Z]`)
 
-// answerFormats are the phrases of the core's hostAnswer (ipam/conn.go), as
+// answerFormats are the phrases of the core's hostAnswer (ipam/internal/engine/conn.go), as
 // format strings ("%vrefused the connection (nothing listens there)"),
 // read by answersPattern.
 var answerFormats []string
@@ -237,7 +237,7 @@ func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
 // an error, or to invalid(), in ipam/*.go.
 func messageFormats(t *testing.T, root string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "ipam", "*.go"))
+	files, err := filepath.Glob(filepath.Join(root, "ipam", "internal", "engine", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,11 +300,11 @@ func exprFormat(e ast.Expr) string {
 	return "%v"
 }
 
-// readAnswerFormats reads the phrases hostAnswer (ipam/conn.go) returns,
+// readAnswerFormats reads the phrases hostAnswer (ipam/internal/engine/conn.go) returns,
 // but for its fallback (the raw error), which no guide should show.
 func readAnswerFormats(t *testing.T, root string) []string {
 	t.Helper()
-	file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "ipam", "conn.go"), nil, 0)
+	file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "ipam", "internal", "engine", "conn.go"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func readAnswerFormats(t *testing.T, root string) []string {
 		})
 	}
 	if len(out) < 10 {
-		t.Fatalf("found only %d answers in ipam/conn.go's hostAnswer: the scan is broken", len(out))
+		t.Fatalf("found only %d answers in ipam/internal/engine/conn.go's hostAnswer: the scan is broken", len(out))
 	}
 	return out
 }

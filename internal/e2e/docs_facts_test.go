@@ -1,8 +1,8 @@
 package e2e
 
 // Facts that several pages state, checked against their one source in the
-// code: error samples (the real error text, docs_errors_test.go), event names (ipam.EventTypes), error codes (the Code constants of
-// ipam/errors.go and its sentinels), provider option
+// code: error samples (the real error text, docs_errors_test.go), event names (operator.EventTypes), error codes (the Code constants of
+// ipam/internal/engine/errors.go and its sentinels), provider option
 // defaults (the schema descriptions, generated into docs/index.md, and the
 // ipam defaults behind them), the oldest supported Terraform (the one
 // scripts/ensure-terraform.sh builds, which the tests run where no terraform
@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/go-version"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // factPages reads the pages of docPages.
@@ -47,8 +48,8 @@ func TestDocsFacts(t *testing.T) {
 	pages := factPages(t, root)
 
 	t.Run("event names", func(t *testing.T) {
-		known := ipam.EventTypes()
-		for old := range ipam.EventTypeAliases() {
+		known := operator.EventTypes()
+		for old := range operator.EventTypeAliases() {
 			known = append(known, old) // an older name, which filters accept
 		}
 		// An event name in backticks: `node.enrolled`, `instance.*`.
@@ -64,7 +65,7 @@ func TestDocsFacts(t *testing.T) {
 					ok = slices.ContainsFunc(known, func(k string) bool { return strings.HasPrefix(k, p) })
 				}
 				if !ok {
-					t.Errorf("%s:%d: `%s` is not an event type the IPAM writes (ipam.EventTypes: %s)", page, lineOf(text, m[0]), name, strings.Join(known, ", "))
+					t.Errorf("%s:%d: `%s` is not an event type the IPAM writes (operator.EventTypes: %s)", page, lineOf(text, m[0]), name, strings.Join(known, ", "))
 				}
 			}
 		}
@@ -88,13 +89,13 @@ func TestDocsFacts(t *testing.T) {
 			for _, c := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(text[i+m[2]:i+m[3]], -1) {
 				listed[c[1]] = true
 				if !slices.Contains(codes, c[1]) {
-					t.Errorf("%s:%d: `%s` is not an error code of ipam/errors.go", page, lineOf(text, i+m[0]), c[1])
+					t.Errorf("%s:%d: `%s` is not an error code of ipam/internal/engine/errors.go", page, lineOf(text, i+m[0]), c[1])
 				}
 			}
 		}
 		for _, c := range codes {
 			if !listed[c] {
-				t.Errorf("%s: the table of error codes lacks %s (ipam/errors.go)", page, c)
+				t.Errorf("%s: the table of error codes lacks %s (ipam/internal/engine/errors.go)", page, c)
 			}
 		}
 		// The Go API guide's table: each sentinel with the codes it matches.
@@ -113,12 +114,12 @@ func TestDocsFacts(t *testing.T) {
 			if want, ok := sentinels[name]; !ok {
 				t.Errorf("%s:%d: ipam has no sentinel %s", page, lineOf(text, m[0]), name)
 			} else if !slices.Equal(got, want) {
-				t.Errorf("%s:%d: %s matches the codes %v (ipam/errors.go), the guide says %v", page, lineOf(text, m[0]), name, want, got)
+				t.Errorf("%s:%d: %s matches the codes %v (ipam/internal/engine/errors.go), the guide says %v", page, lineOf(text, m[0]), name, want, got)
 			}
 		}
 		for name := range sentinels {
 			if !seen[name] {
-				t.Errorf("%s: the table of errors lacks %s (ipam/errors.go)", page, name)
+				t.Errorf("%s: the table of errors lacks %s (ipam/internal/engine/errors.go)", page, name)
 			}
 		}
 	})
@@ -304,14 +305,14 @@ func TestDocsFacts(t *testing.T) {
 
 func secs(d time.Duration) string { return strconv.Itoa(int(d/time.Second)) + "s" }
 
-// errorCodes reads the Code constants of ipam/errors.go and, from
+// errorCodes reads the Code constants of ipam/internal/engine/errors.go and, from
 // the same file, the codes each sentinel matches.
 func errorCodes(t *testing.T, root string) (codes []string, sentinels map[string][]string) {
 	t.Helper()
 	fset := token.NewFileSet()
 	consts := map[string]string{}
 	for _, name := range []string{"errors.go"} {
-		f, err := parser.ParseFile(fset, filepath.Join(root, "ipam", name), nil, 0)
+		f, err := parser.ParseFile(fset, filepath.Join(root, "ipam", "internal", "engine", name), nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

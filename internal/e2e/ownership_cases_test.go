@@ -6,7 +6,7 @@ import (
 )
 
 // Ownership through the real terraform, case by case (the core's tests run
-// the same rules on every path; see ipam/ownership_test.go).
+// the same rules on every path; see ipam/internal/engine/ownership_test.go).
 
 // Another organisation's cluster built on a destroyed cluster's prefix and
 // public IPv4 block, with owners of the same names, gets none of the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // startPgBouncer starts a PgBouncer (scripts/pgbouncer.sh, default settings)
@@ -105,7 +106,7 @@ func TestPgBouncer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer directSt.Close()
-			if _, err := directSt.PoolUsage(ctx, "c1"); err != nil || directSt.StatementMode() != "cache_statement" {
+			if _, err := operator.New(directSt).PoolUsage(ctx, "c1"); err != nil || directSt.StatementMode() != "cache_statement" {
 				t.Errorf("a direct connection: %v, statements as %s, want cache_statement", err, directSt.StatementMode())
 			}
 

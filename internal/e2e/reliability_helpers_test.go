@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // soak reports whether the long versions run (make soak sets IPAM_SOAK=1).
@@ -372,7 +373,7 @@ var invariantQueries = []struct{ name, sql string }{
 // invariantViolations runs ipam.Check (what `ipamctl check` runs) and
 // the independent SQL above. It returns Check's violations, the SQL's broken
 // promises by name, and the number of allocation rows Check read.
-func invariantViolations(t *testing.T, url string) ([]ipam.Violation, map[string][]string, int64) {
+func invariantViolations(t *testing.T, url string) ([]operator.Violation, map[string][]string, int64) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 2})
@@ -380,7 +381,7 @@ func invariantViolations(t *testing.T, url string) ([]ipam.Violation, map[string
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rep, err := st.Check(ctx, "")
+	rep, err := operator.New(st).Check(ctx, "")
 	if err != nil {
 		t.Fatalf("ipam.Check: %v", err)
 	}

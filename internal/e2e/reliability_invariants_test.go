@@ -12,6 +12,7 @@ import (
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // instanceHCL is one ipam_instance_address per id, in cluster c1.
@@ -76,11 +77,11 @@ func TestCooldownSurvivesAbandonedPlanHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if rep, err := st.Check(ctx, "c1"); err != nil {
+		if rep, err := operator.New(st).Check(ctx, "c1"); err != nil {
 			t.Fatal(err)
 		} else if rep.OK() {
 			t.Errorf("BUG: ipam.Check (ipamctl check) finds no %s violation: it judges a hand-out only against the "+
-				"event just before it (here a's plan-time hold), not against the address's latest release", ipam.InvariantCooldown)
+				"event just before it (here a's plan-time hold), not against the address's latest release", operator.InvariantCooldown)
 		}
 	} else if !strings.Contains(string(out), "ipam_exhausted") {
 		t.Fatalf("apply of b failed, but not with ipam_exhausted:\n%s", out)
@@ -176,7 +177,7 @@ func TestInvariantChecksCatchPlantedViolations(t *testing.T) {
 	for _, v := range violations {
 		found[v.Invariant]++
 	}
-	for _, inv := range ipam.Invariants {
+	for _, inv := range operator.Invariants {
 		if found[inv] == 0 {
 			t.Errorf("ipam.Check missed the planted %s violation; it found %v", inv, violations)
 		}

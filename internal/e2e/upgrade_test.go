@@ -36,6 +36,7 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/internal/tfcli"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // previousRelease is what the upgrade starts from: anything `git archive`
@@ -459,7 +460,7 @@ func (u *upgrade) usage(tools string) usageFigures {
 // schemaVersion is the database's schema version.
 func schemaVersion(t *testing.T, url string) int32 {
 	t.Helper()
-	return int32(countRows(t, url, "SELECT version FROM "+ipam.VersionTable))
+	return int32(countRows(t, url, "SELECT version FROM "+operator.VersionTable))
 }
 
 // ownerRows maps owner (kind/id) -> "address state reusable_at" of the rows of
@@ -717,7 +718,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	}
 	managed := func(pool string) bool {
 		t.Helper()
-		m, err := openAs(t, u.url, "terraform").Managers(ctx, ipam.ManagedPool, []string{pool})
+		m, err := operator.New(openAs(t, u.url, "terraform")).Managers(ctx, operator.ManagedPool, []string{pool})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var (
@@ -117,7 +118,7 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		resp.Diagnostics.AddAttributeError(path.Root("address"), "Invalid address", err.Error())
 		return
 	}
-	infos, err := d.store.LookupAddress(ctx, addr, m.ClusterID.ValueString())
+	infos, err := operator.New(d.store).LookupAddress(ctx, addr, m.ClusterID.ValueString())
 	switch {
 	case errors.Is(err, ipam.ErrNotFound):
 		resp.Diagnostics.AddAttributeError(path.Root("address"), "Address Not Found", err.Error())
@@ -127,7 +128,7 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 		return
 	case len(infos) > 1:
 		resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Address in Several Clusters",
-			fmt.Sprintf("%s is in pools of clusters %s (a private IPv4 block used by each). Set cluster_id to pick one.", addr, ipam.ClusterIDs(infos)))
+			fmt.Sprintf("%s is in pools of clusters %s (a private IPv4 block used by each). Set cluster_id to pick one.", addr, operator.ClusterIDs(infos)))
 		return
 	}
 	in := infos[0]

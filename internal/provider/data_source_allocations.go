@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var (
@@ -112,13 +113,13 @@ func (d *allocationsDataSource) Schema(_ context.Context, _ datasource.SchemaReq
 		Attributes: map[string]schema.Attribute{
 			"id":          schema.StringAttribute{MarkdownDescription: "The filters, as one string.", Computed: true},
 			"cluster_id":  filter("Only this cluster.", validID("cluster_id")),
-			"category":    filter("Only pools of this category: `node`, `instance`, `ipv4` or `ipv6`.", stringvalidator.OneOf(ipam.Categories...)),
+			"category":    filter("Only pools of this category: `node`, `instance`, `ipv4` or `ipv6`.", stringvalidator.OneOf(operator.Categories...)),
 			"pool_id":     filter("Only this pool (`<cluster_id>/<name>`).", validPoolID()),
 			"org_id":      filter("Only this org.", validID("org_id")),
 			"env_id":      filter("Only this environment.", validID("env_id")),
 			"node_id":     filter("Only this node (node addresses, and instances labelled with it).", validID("node_id")),
 			"instance_id": filter("Only this instance.", validID("instance_id")),
-			"state":       filter("Only this state: `active`, `reserved` or `cooling`.", stringvalidator.OneOf(ipam.ListStates...)),
+			"state":       filter("Only this state: `active`, `reserved` or `cooling`.", stringvalidator.OneOf(operator.ListStates...)),
 			"allocations": schema.ListNestedAttribute{
 				MarkdownDescription: "The matching allocations, by cluster, pool and address order.",
 				Computed:            true,
@@ -153,10 +154,10 @@ func (d *allocationsDataSource) Read(ctx context.Context, req datasource.ReadReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	f := ipam.ListFilter{ClusterID: m.ClusterID.ValueString(), Category: m.Category.ValueString(), PoolID: m.PoolID.ValueString(),
+	f := operator.ListFilter{ClusterID: m.ClusterID.ValueString(), Category: m.Category.ValueString(), PoolID: m.PoolID.ValueString(),
 		OrgID: m.OrgID.ValueString(), EnvID: m.EnvID.ValueString(), NodeID: m.NodeID.ValueString(),
 		InstanceID: m.InstanceID.ValueString(), State: m.State.ValueString()}
-	views, err := d.store.ListAllocations(ctx, f)
+	views, err := operator.New(d.store).ListAllocations(ctx, f)
 	if err != nil {
 		addCoreError(&resp.Diagnostics, "Unable to List Allocations", err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var (
@@ -168,7 +169,7 @@ func (d *poolUsageDataSource) Read(ctx context.Context, req datasource.ReadReque
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	u, err := d.store.PoolUsage(ctx, cluster.ValueString())
+	u, err := operator.New(d.store).PoolUsage(ctx, cluster.ValueString())
 	if errors.Is(err, ipam.ErrNotFound) {
 		resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Cluster Not Found", "No cluster is named "+cluster.ValueString()+".")
 		return
@@ -197,7 +198,7 @@ func (d *poolUsageDataSource) Read(ctx context.Context, req datasource.ReadReque
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }
 
-func usageFigures(c ipam.UsageCounts, diags *diag.Diagnostics) usageFiguresModel {
+func usageFigures(c operator.UsageCounts, diags *diag.Diagnostics) usageFiguresModel {
 	queue := cooldownQueueModel{Count: types.Int64Value(c.CooldownQueue.Count), NextReusableAt: types.StringNull()}
 	if next := c.CooldownQueue.NextReusableAt; next != nil {
 		queue.NextReusableAt = timeString(*next)

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // List resources (Terraform 1.14+ `terraform query`) find what no
@@ -93,13 +94,13 @@ func listResources() []func() list.ListResource {
 		"env_id":     filterEnv,
 		"node_id":    {"of this node (a node's own address, or the instances placed on it)", validID("node_id")},
 	}
-	ownerID := func(v ipam.AllocationView) string { return v.ClusterID + "/" + v.Owner.ID }
-	allocations := func(suffix, kind, what string, newResource func() adoptable, importID func(ipam.AllocationView) string) func() list.ListResource {
+	ownerID := func(v operator.AllocationView) string { return v.ClusterID + "/" + v.Owner.ID }
+	allocations := func(suffix, kind, what string, newResource func() adoptable, importID func(operator.AllocationView) string) func() list.ListResource {
 		return func() list.ListResource {
 			return &inventoryList{typeSuffix: suffix, noun: "allocations", filters: allocFilters, newResource: newResource,
 				description: "Finds the active " + what + " for `terraform query`, to adopt them",
 				find: func(ctx context.Context, st *ipam.Client, f map[string]string, includeManaged bool, limit int) ([]listEntry, error) {
-					views, err := st.ListAllocations(ctx, ipam.ListFilter{ClusterID: f["cluster_id"], PoolID: f["pool_id"],
+					views, err := operator.New(st).ListAllocations(ctx, operator.ListFilter{ClusterID: f["cluster_id"], PoolID: f["pool_id"],
 						OrgID: f["org_id"], EnvID: f["env_id"], NodeID: f["node_id"],
 						OwnerKind: kind, State: ipam.StateActive, Unmanaged: !includeManaged, Limit: limit})
 					var out []listEntry
@@ -117,19 +118,19 @@ func listResources() []func() list.ListResource {
 			func() adoptable { return &instanceAddressResource{} }, ownerID),
 		allocations("_env_ipv4", ipam.OwnerEnvIPv4, "environment IPv4 addresses",
 			func() adoptable { return &envIPv4Resource{} },
-			func(v ipam.AllocationView) string { return v.PoolID + "/" + v.Owner.ID }),
+			func(v operator.AllocationView) string { return v.PoolID + "/" + v.Owner.ID }),
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_cluster", noun: "clusters", filters: map[string]listFilter{},
 				description: "Finds every cluster for `terraform query`, to adopt them",
-				newResource: func() adoptable { return &clusterResource{} }, managedKind: ipam.ManagedCluster,
+				newResource: func() adoptable { return &clusterResource{} }, managedKind: operator.ManagedCluster,
 				find: func(ctx context.Context, st *ipam.Client, _ map[string]string, _ bool, _ int) ([]listEntry, error) {
-					ids, err := st.ListClusterIDs(ctx)
+					ids, err := operator.New(st).ListClusterIDs(ctx)
 					return entriesOf(ids, func(id string) string { return id }), err
 				}}
 		},
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_pool", noun: "pools", newResource: func() adoptable { return &poolResource{} },
-				managedKind: ipam.ManagedPool,
+				managedKind: operator.ManagedPool,
 				description: "Finds the operator pools (IPv4 add-on and extra IPv6 pools) for `terraform query`, to adopt them. " +
 					"A cluster's own node and instance pools belong to its `ipam_cluster` and are not listed",
 				filters: map[string]listFilter{"cluster_id": filterCluster,
@@ -139,23 +140,23 @@ func listResources() []func() list.ListResource {
 					if c, ok := f["category"]; ok {
 						cats = []string{c}
 					}
-					refs, err := st.ListPools(ctx, f["cluster_id"], cats...)
+					refs, err := operator.New(st).ListPools(ctx, f["cluster_id"], cats...)
 					return entriesOf(refs, ipam.PoolRef.ID), err
 				}}
 		},
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_address_set", noun: "sets", newResource: func() adoptable { return &addressSetResource{} },
-				managedKind: ipam.ManagedSet,
+				managedKind: operator.ManagedSet,
 				description: "Finds the address sets with at least one active member for `terraform query`, to adopt them",
 				filters:     map[string]listFilter{"cluster_id": filterCluster, "org_id": filterOrg, "env_id": filterEnv},
 				find: func(ctx context.Context, st *ipam.Client, f map[string]string, _ bool, _ int) ([]listEntry, error) {
-					refs, err := st.ListSets(ctx, f["cluster_id"], f["org_id"], f["env_id"])
-					return entriesOf(refs, func(r ipam.SetRef) string { return r.ClusterID + "/" + r.SetID }), err
+					refs, err := operator.New(st).ListSets(ctx, f["cluster_id"], f["org_id"], f["env_id"])
+					return entriesOf(refs, func(r operator.SetRef) string { return r.ClusterID + "/" + r.SetID }), err
 				}}
 		},
 		func() list.ListResource {
 			return &inventoryList{typeSuffix: "_node_instance_blocks", noun: "nodes", newResource: func() adoptable { return &nodeBlocksResource{} },
-				managedKind: ipam.ManagedNodeBlocks,
+				managedKind: operator.ManagedNodeBlocks,
 				description: "Finds the nodes that hold instance blocks for `terraform query`, to adopt their `ipam_node_instance_blocks`",
 				filters:     map[string]listFilter{"cluster_id": filterCluster, "node_id": {"with this id", validID("node_id")}},
 				find: func(ctx context.Context, st *ipam.Client, f map[string]string, _ bool, _ int) ([]listEntry, error) {
@@ -190,7 +191,7 @@ func markManaged(ctx context.Context, st *ipam.Client, kind string, es []listEnt
 	for i, e := range es {
 		ids[i] = e.importID
 	}
-	managers, err := st.Managers(ctx, kind, ids)
+	managers, err := operator.New(st).Managers(ctx, kind, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var (
@@ -281,7 +282,7 @@ func (r *clusterResource) strandedByReplacement(ctx context.Context, state clust
 	if r.store == nil || currentRun().destroy {
 		return
 	}
-	u, err := r.store.PoolUsage(ctx, state.ID.ValueString())
+	u, err := operator.New(r.store).PoolUsage(ctx, state.ID.ValueString())
 	if err != nil {
 		return
 	}
@@ -441,7 +442,7 @@ func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, re
 	// This state holds the cluster now: `terraform query` leaves it out of
 	// its listing unless asked. A failed mark (a read-only role) changes
 	// nothing, as for an address.
-	_ = r.store.ConfirmCluster(ctx, c.ID)
+	_ = operator.New(r.store).ConfirmCluster(ctx, c.ID)
 	state.fromCore(c)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var (
@@ -389,7 +390,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		addCoreError(&resp.Diagnostics, "Unable to Read Pool", err)
 		return
 	}
-	_ = r.store.ConfirmPool(ctx, p.ID) // as a cluster's Read does
+	_ = operator.New(r.store).ConfirmPool(ctx, p.ID) // as a cluster's Read does
 	state.fromCore(p)
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 }

@@ -67,6 +67,34 @@ func New(t testing.TB) string {
 	return u
 }
 
+// ExamplesMain is the TestMain of a package whose examples need a database
+// (an example takes no testing.T to make one): it sets *url to a fresh,
+// migrated database, runs the package's tests and examples, drops the
+// database when they pass, and exits. Without a server it skips the package
+// locally and fails in CI, as AdminURL does.
+func ExamplesMain(m *testing.M, pkg string, url *string) {
+	admin := os.Getenv(EnvURL)
+	if admin == "" {
+		if os.Getenv("CI") != "" {
+			fmt.Fprintf(os.Stderr, "%s is not set: run the tests with `make test`, which starts PostgreSQL\n", EnvURL)
+			os.Exit(1)
+		}
+		fmt.Printf("skipping package %s: %s is not set (run `make test`, which starts a throwaway PostgreSQL)\n", pkg, EnvURL)
+		os.Exit(0)
+	}
+	u, _, drop, err := Create(admin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*url = u
+	code := m.Run()
+	if code == 0 {
+		drop()
+	}
+	os.Exit(code)
+}
+
 // Create makes a fresh, migrated database on the server at admin, for code
 // that has no testing.TB (a TestMain for examples): its URL, its name, and
 // a function that drops it.

@@ -1,0 +1,670 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Allocate hands out an address to an owner, in one transaction that also
+// writes the event. It is the one allocation entry point: every resource and
+// the public API call it, for every kind of owner, and it resolves the pool
+// itself (req.Pool). In order of preference:
+//
+//  1. the owner's active address, when it already has one (idempotency: the
+//     same actor adopts it, another actor gets owner_conflict);
+//  2. the exact address asked for, if any (the plan's hold, confirmed in one
+//     statement when it is ours);
+//  3. the owner's own cooling address (replacement keeps its address);
+//  4. a fresh address from the pool's striped counters (in one statement when
+//     the owner holds nothing and the pool is one plain block);
+//  5. the longest-cooled address whose cooldown has passed.
+//
+// An instance on a node whose blocks are full grows the node, in the same
+// transaction, up to its max_blocks. When no address is left it fails with
+// ipam_exhausted and records the failure outside the transaction.
+func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
+	var res AllocateResult
+	r, err := checkRequest(req)
+	if err != nil {
+		return res, err
+	}
+	if res, ok, err := s.fastAllocate(ctx, r); err != nil || ok {
+		return res, err
+	}
+	s.paths.full.Add(1)
+	var pool *Pool
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if pool, err = s.resolvePool(ctx, tx, r); err != nil {
+			return err
+		}
+		res, err = s.allocateGrowing(ctx, tx, pool, req)
+		if err == nil && req.Owner.Kind == OwnerInstance {
+			// The instance's network settings (WorkloadSpec), as of its allocation.
+			err = tx.QueryRow(ctx, sqlClusterNetwork, pool.ClusterID).Scan(&res.Network.GatewayIPv6, &res.Network.MTU, &res.Network.DNSServers)
+		}
+		return err
+	})
+	if err != nil {
+		failed := req.Pool.ID()
+		if pool != nil {
+			failed = pool.ID
+		} else if failed == "" {
+			failed = r.own.ID()
+		}
+		var ex *ExhaustedError
+		if errors.As(err, &ex) && pool != nil {
+			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeExhausted, req.Owner, err.Error())
+		} else if Code(err) == CodeUnavailable {
+			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeUnavailable, req.Owner, err.Error())
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// resolvePool loads the pool a request draws from, inside its transaction:
+// the pool named; for an instance with none named, the pool of its live
+// plan-time hold, else its node's blocks, else the instance pool
+// (plannedInstancePool); for a node, the node pool.
+func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool, error) {
+	if req.Pool.Name == "" && req.Owner.Kind == OwnerInstance {
+		return s.plannedInstancePool(ctx, tx, req.Pool.ClusterID, req.Owner, req.Address)
+	}
+	ref := req.own
+	p, err := loadPool(ctx, tx, ref.ID())
+	if errors.Is(err, ErrNotFound) {
+		if req.Pool.Name == "" || ref.Name == CategoryNode || ref.Name == CategoryInstance {
+			return nil, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist; create the cluster first", ref.ClusterID), Err: ErrPoolNotFound}
+		}
+		return nil, &InvalidError{Field: "pool_id", Msg: fmt.Sprintf("pool %s does not exist; create it (or its cluster) first", ref.ID()), Err: ErrPoolNotFound}
+	}
+	return p, err
+}
+
+// allocateGrowing is allocateTx, and for an instance drawing from its node's
+// full blocks, the node's growth (by its computed target, up to max_blocks)
+// and a second try, all in tx.
+func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
+	res, err := s.allocateTx(ctx, tx, pool, req)
+	var ex *ExhaustedError
+	if !errors.As(err, &ex) || pool.Kind != kindBlocks || req.Address.IsValid() {
+		return res, err
+	}
+	// The node is full. Take its scaling lock (a scaling in flight may be
+	// adding blocks right now), look again, and grow if still full.
+	clusterID, nodeID := pool.ClusterID, req.Owner.NodeID
+	if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+		return res, err
+	}
+	for grow := false; ; grow = true {
+		if pool, err = loadPool(ctx, tx, pool.ID); err != nil {
+			return res, err
+		}
+		res, err = s.allocateTx(ctx, tx, pool, req)
+		if !errors.As(err, &ex) || grow {
+			return res, err
+		}
+		used, uerr := nodeUse(ctx, tx, pool.ID)
+		if uerr != nil {
+			return res, uerr
+		}
+		nb, serr := s.scaleTx(ctx, tx, clusterID, nodeID, used+1, len(pool.CIDRs)+1)
+		if serr != nil {
+			return res, serr
+		}
+		if len(nb.Added) == 0 {
+			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Held: ex.Held, Cooling: ex.Cooling,
+				NextReusable: ex.NextReusable, Node: nodeID, MaxBlocks: nb.Scaling.MaxBlocks}
+		}
+	}
+}
+
+// allocateTx is Allocate inside the caller's transaction.
+func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
+	var res AllocateResult
+	if err := lockPoolShared(ctx, tx, pool); err != nil {
+		return res, err
+	}
+	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	if err != nil {
+		return res, err
+	}
+	var movedFrom int64
+	held, err = s.settleHold(ctx, tx, pool, req, held)
+	if held != nil && err != nil {
+		if movedFrom, err = s.moveReplaced(ctx, tx, *held, err); err == nil {
+			held = nil
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	switch {
+	case held != nil && held.State == StateReserved:
+		// The owner's plan-time hold becomes the allocation.
+		res.Allocation, err = s.activate(ctx, tx, held.ID, held.Generation, req.Owner, 0, false)
+	case held != nil:
+		res.Allocation, err = s.adopt(ctx, tx, *held, req.Owner)
+		res.Adopted = true
+	default:
+		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
+		err = s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
+	}
+	if err == nil && movedFrom > 0 && res.Generation <= movedFrom {
+		// Past the replaced row's generation: the replaced object's destroy,
+		// carrying it, must not match the new row either.
+		err = tx.QueryRow(ctx, sqlGenerationPast, res.ID, res.Generation, movedFrom).Scan((*scanned)(&res.Allocation))
+	}
+	if err == nil {
+		res.Block, _ = pool.layout.BlockOf(res.Address)
+	}
+	return res, err
+}
+
+// moveReplaced: the create half of a replacement that moves the owner's
+// address (another pool, another claimed address) finds the old object's
+// allocation, which settleHold refused (refusal). If a plan of this actor
+// marked it as being replaced, it is released into cooldown for the owner
+// in this transaction, and its generation returned, so that the new row's
+// is set past it; otherwise the refusal stands.
+func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, refusal error) (int64, error) {
+	var oc *OwnerConflictError
+	if held.State != StateActive || held.Actor != s.actor || !errors.As(refusal, &oc) {
+		return 0, refusal
+	}
+	var replacing bool
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil {
+		return 0, err
+	}
+	if !replacing {
+		return 0, refusal
+	}
+	if err := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = errRetry
+		}
+		return 0, err
+	}
+	return held.Generation, nil
+}
+
+// ownerWon turns a hand-out that failed for want of room (ipam_exhausted),
+// or on an address the owner itself holds (address_in_use), into a new
+// attempt when the owner holds an allocation now: a concurrent request of
+// the same owner won the race for the last free address (or for the
+// address both claimed) and has committed since. The attempt finds the
+// owner's allocation and adopts it, or refuses it by the rule of every
+// allocation (owner_conflict), so concurrent requests of one owner agree,
+// and no failure is recorded for the loser.
+func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, err error) error {
+	var ex *ExhaustedError
+	var iu *AddressInUseError
+	if !errors.As(err, &ex) && (!errors.As(err, &iu) || iu.OwnerKind != o.Kind || iu.OwnerID != o.ID) {
+		return err
+	}
+	if held, _, herr := s.ownerRows(ctx, tx, clusterID, o); herr == nil && held != nil {
+		return errRetry
+	}
+	return err
+}
+
+// take hands out an address that no one holds: the exact one asked for, the
+// owner's own cooling one, a fresh one, or the longest-cooled reusable one.
+// With hold > 0 the row becomes a plan-time hold instead of an allocation.
+func (s *Client) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ownCooling *Allocation, hold time.Duration) (Allocation, error) {
+	switch {
+	case req.Address.IsValid():
+		return s.claimExact(ctx, tx, pool, req, hold)
+	case ownCooling != nil && ownCooling.PoolID == pool.ID:
+		return s.activate(ctx, tx, ownCooling.ID, ownCooling.Generation, req.Owner, hold, false)
+	}
+	a, err := s.takeFresh(ctx, tx, pool, req.Owner, hold)
+	if errors.Is(err, errNoFresh) {
+		a, err = s.takeCooled(ctx, tx, pool, req.Owner, hold)
+	}
+	return a, err
+}
+
+// adopt hands the owner's active allocation to a create that finds it (a
+// retried or crashed apply, or a create_before_destroy replacement): it bumps
+// the generation, so a release carrying the older generation (the replaced
+// resource's destroy) is a no-op, and brings the labels up to date.
+func (s *Client) adopt(ctx context.Context, tx pgx.Tx, held Allocation, o Owner) (Allocation, error) {
+	var a Allocation
+	err := tx.QueryRow(ctx, sqlAdopt.sql, params{
+		"id": held.ID, "generation": held.Generation, "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID), "set_owner": label(o.SetID), "event": newID(),
+	}).Scan((*scanned)(&a))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errRetry
+	}
+	return a, err
+}
+
+func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation) error {
+	conflict := ownerConflict(held)
+	switch {
+	case held.Actor != s.actor:
+		conflict.Detail = fmt.Sprintf("import it into the configuration that should manage it, or release it with ipamctl before allocating it as actor %q",
+			s.actor)
+		return conflict
+	case held.State == StateActive && held.Confirmed && s.origin != "" && held.Origin == s.origin:
+		// This configuration's own, read by its refresh: a second resource
+		// of it declaring the owner, or the create half of a replacement
+		// whose plan could not mark it (a taint under create_before_destroy:
+		// Terraform plans that create without the tainted object's state).
+		conflict.Detail = "this same configuration manages it: if its resource is tainted under create_before_destroy, " +
+			"untaint it and replace it with terraform apply -replace=ADDRESS (whose plan marks the allocation, so the new object " +
+			"takes it over); if two resources of this configuration declare the owner, remove one"
+		return conflict
+	case held.State == StateActive && held.Confirmed:
+		// Adoption is for a retried or killed apply finding its own work, not
+		// for a second configuration declaring the same owner.
+		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); an owner holds one address in a cluster, whatever the actor: declare it in one configuration only (import it into this one and remove it from the other, or remove it here)",
+			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
+		return conflict
+	case held.PoolID != pool.ID:
+		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)
+		return conflict
+	case req.Address.IsValid() && req.Address != held.Address:
+		conflict.Detail = fmt.Sprintf("it cannot also claim %s; release it first", req.Address)
+		return conflict
+	}
+	return nil
+}
+
+// activate hands an existing row (free, cooling, or a hold) to the owner, as
+// an allocation or, with hold > 0, as a plan-time hold: a conditional write on
+// its generation, so a concurrent taker makes this attempt retry. Its events
+// are written by the same statement (sqlActivate).
+func (s *Client) activate(ctx context.Context, tx pgx.Tx, id uuid.UUID, gen int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
+	typ := eventTypes[o.Kind].allocated
+	if hold > 0 {
+		typ = "allocation.reserved"
+	}
+	var a Allocation
+	err := tx.QueryRow(ctx, sqlActivate.sql, params{
+		"id": id, "generation": gen, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID), "actor": s.actor,
+		"hold": hold, "set_owner": label(o.SetID),
+		"lost_event": newID(), "event": newID(), "event_type": typ, "data": jsonData(exactData(exact)),
+	}).Scan((*scanned)(&a))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errRetry
+	}
+	return a, err
+}
+
+// jsonData is an event's data for a jsonb parameter: never NULL.
+func jsonData(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// exactData marks the events of exact claims: their ordinals sit outside the
+// stripe counters' sequence by design (ipamctl check knows).
+func exactData(exact bool) map[string]any {
+	if exact {
+		return map[string]any{"exact": true}
+	}
+	return nil
+}
+
+// insertFresh inserts a new active row for an address never handed out
+// before. It returns pgx.ErrNoRows when the address already has a row (an
+// exact claim got there first).
+func (s *Client) insertFresh(ctx context.Context, tx pgx.Tx, pool *Pool, addr netip.Addr, ord int64, o Owner, hold time.Duration, exact bool) (Allocation, error) {
+	typ := eventTypes[o.Kind].allocated
+	if hold > 0 {
+		typ = "allocation.reserved"
+	}
+	var a Allocation
+	err := tx.QueryRow(ctx, sqlInsertFresh.sql, params{
+		"id": newID(), "cluster": pool.ClusterID, "pool": pool.ID, "address": netip.PrefixFrom(addr, addr.BitLen()),
+		"ordinal": ord, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
+		"node": label(o.NodeID), "instance": label(o.InstanceID), "actor": s.actor,
+		"event": newID(), "event_type": typ, "hold": hold, "set_owner": label(o.SetID),
+		"data": jsonData(exactData(exact)),
+	}).Scan((*scanned)(&a))
+	return a, err
+}
+
+var errNoFresh = errors.New("no fresh address left")
+
+// maxEmptyPicks bounds how often one transaction's stripe picks may find
+// nothing while a stripe still has room (each time, another allocator took
+// the room it saw first).
+const maxEmptyPicks = 100
+
+// skipBatch is how many ordinals of a stripe one look-up checks for exact
+// claims ahead of the counter (one round trip).
+const skipBatch = 256
+
+// takeFresh takes the next ordinal of the unlocked stripe with the lowest one.
+// A lone client therefore allocates strictly in order; concurrent clients lock
+// different stripes (SKIP LOCKED) instead of queueing behind one counter row,
+// and the stripe stays locked until commit, so its ordinal is never handed out
+// twice. Excluded ordinals are skipped in Go, in one jump per excluded range.
+func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
+	if pool.Kind != kindCounter {
+		return Allocation{}, errNoFresh
+	}
+	stride := int64(pool.Stripes)
+	for empty := 0; ; {
+		var stripe int
+		var next, last int64
+		err := tx.QueryRow(ctx, sqlTakeStripe, pool.ID, stride).Scan(&stripe, &next, &last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Every stripe with space left is locked by another allocator, or
+			// none has space. Wait for one (no SKIP LOCKED) to tell which.
+			err = tx.QueryRow(ctx, sqlTakeStripeWait, pool.ID, stride).Scan(&stripe, &next, &last)
+			if errors.Is(err, pgx.ErrNoRows) {
+				var left bool
+				if err := tx.QueryRow(ctx, sqlFreshLeft, pool.ID).Scan(&left); err != nil {
+					return Allocation{}, err
+				}
+				if !left {
+					return Allocation{}, errNoFresh
+				}
+				if empty++; empty == maxEmptyPicks {
+					// Room that no pick can take: the transaction runs
+					// again rather than this loop forever.
+					return Allocation{}, errRetry
+				}
+				continue
+			}
+		}
+		if err != nil {
+			return Allocation{}, err
+		}
+		ord := pool.layout.NextAllowed(next, stride)
+		if ord != next {
+			if _, err := tx.Exec(ctx, sqlSetStripeNext,
+				pool.ID, stripe, ord+stride); err != nil {
+				return Allocation{}, err
+			}
+		}
+		if ord > last {
+			continue
+		}
+		addr, ok := pool.layout.Addr(ord)
+		if !ok {
+			continue
+		}
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, o, hold, false)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return a, err
+		}
+		// Claimed exactly by someone earlier. Step this stripe over every
+		// claimed ordinal ahead of it, up to skipBatch at a time in one look-up,
+		// so that claims ahead of the counter cost one round trip per batch,
+		// once, and never fail an allocation.
+		if err := skipClaimed(ctx, tx, pool, stripe, ord, last, stride); err != nil {
+			return Allocation{}, err
+		}
+	}
+}
+
+// skipClaimed moves a locked stripe from ord (found claimed) to its next
+// ordinal that has no row, or past the batch when all of it is claimed.
+func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, last, stride int64) error {
+	var ords []int64
+	var addrs []netip.Prefix
+	for o := pool.layout.NextAllowed(ord+stride, stride); o <= last && len(ords) < skipBatch; o = pool.layout.NextAllowed(o+stride, stride) {
+		a, ok := pool.layout.Addr(o)
+		if !ok {
+			break
+		}
+		ords = append(ords, o)
+		addrs = append(addrs, netip.PrefixFrom(a, a.BitLen()))
+	}
+	next := last + 1
+	if len(ords) > 0 {
+		rows, err := tx.Query(ctx, sqlClaimedAddresses,
+			pool.ClusterID, addrs)
+		if err != nil {
+			return err
+		}
+		taken, err := pgx.CollectRows(rows, pgx.RowTo[netip.Prefix])
+		if err != nil {
+			return err
+		}
+		seen := make(map[netip.Prefix]bool, len(taken))
+		for _, t := range taken {
+			seen[t] = true
+		}
+		next = ords[len(ords)-1] + stride
+		for i, a := range addrs {
+			if !seen[a] {
+				next = ords[i]
+				break
+			}
+		}
+	}
+	_, err := tx.Exec(ctx, sqlSetStripeNext, pool.ID, stripe, next)
+	return err
+}
+
+// takeCooled reuses the longest-cooled address whose cooldown has passed (or,
+// in table pools, the oldest free one). SKIP LOCKED lets concurrent allocators
+// take different rows; the conditional write in activate confirms the pick.
+func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
+	var id uuid.UUID
+	var gen int64
+	err := tx.QueryRow(ctx, sqlTakeCooled, pool.ID).Scan(&id, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Nothing unlocked: wait for the rows other allocators hold, so that a
+		// pick they roll back is not reported as exhaustion.
+		err = tx.QueryRow(ctx, sqlTakeCooledWait, pool.ID).Scan(&id, &gen)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Allocation{}, s.exhausted(ctx, tx, pool)
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	return s.activate(ctx, tx, id, gen, o, hold, false)
+}
+
+// exhausted builds the ipam_exhausted error with the pool's figures. It runs
+// only on the failure path, so its counts cost nothing to successful allocations.
+func (s *Client) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
+	e := &ExhaustedError{PoolID: pool.ID, Size: pool.Size}
+	var next *time.Time
+	err := tx.QueryRow(ctx, sqlExhaustedCounts, pool.ID).Scan(&e.Active, &e.Held, &e.Cooling, &next)
+	if err != nil {
+		return err
+	}
+	if next != nil {
+		e.NextReusable = *next
+	}
+	return e
+}
+
+// claimExact takes exactly the requested address: free or never used, or
+// cooling with its cooldown passed, or an expired hold, or last held (cooling
+// or reserved) by this same owner.
+func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, hold time.Duration) (Allocation, error) {
+	addr := req.Address
+	if err := pool.checkClaimable(addr); err != nil {
+		return Allocation{}, err
+	}
+	ord, _ := pool.layout.Ordinal(addr)
+	if pool.Kind == kindCounter {
+		// The cluster's instance counter stops below the node blocks carved
+		// from the prefix's end; so do exact claims from it.
+		var top int64
+		if err := tx.QueryRow(ctx, sqlCounterTop, pool.ID).Scan(&top); err != nil {
+			return Allocation{}, err
+		}
+		if ord > top {
+			return Allocation{}, invalid("address", "%s lies in the part of pool %q given to per-node instance blocks; claim it on its node instead", addr, pool.ID)
+		}
+	}
+	var cur Allocation
+	err := tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())).Scan((*scanned)(&cur))
+	if errors.Is(err, pgx.ErrNoRows) {
+		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold, true)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return a, errRetry
+		}
+		return a, err
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
+	switch {
+	case sameOwner && cur.State == StateReserved:
+		// The owner holds nothing by this attempt's first read (ownerRows),
+		// so its hold here was taken since, by a concurrent plan, maybe
+		// another manager's: the attempt reads again, and the hold is judged
+		// by the rule of every hold (settleHold), not taken over here.
+		return Allocation{}, errRetry
+	case cur.PoolID != pool.ID:
+		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
+	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:
+		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
+	case cur.State == StateCooling && !cur.Reusable && !sameOwner:
+		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
+	}
+	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
+}
+
+// UpdateLabels changes the lookup labels (org, env, node, instance) of the
+// owner's active allocation, leaving its address alone.
+func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (Allocation, error) {
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return Allocation{}, err
+	}
+	if err := ValidateOwner(o); err != nil {
+		return Allocation{}, err
+	}
+	var a Allocation
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAllocation(tx.QueryRow(ctx, sqlUpdateLabels.sql, params{
+			"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
+			"node": label(o.NodeID), "instance": label(o.InstanceID),
+		}))
+		if err != nil {
+			return err
+		}
+		return s.insertEvent(ctx, tx, Event{Type: relabelEventType(o.Kind), ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner})
+	})
+	if err != nil {
+		return a, err
+	}
+	return a, s.fillBlock(ctx, &a)
+}
+
+// CheckClaim tells, without writing, whether addr could ever be claimed from
+// the pool: inside one of its blocks and not excluded. For plan-time checks;
+// whether it is free is only known at apply.
+func (s *Client) CheckClaim(ctx context.Context, poolID string, addr netip.Addr) error {
+	if err := checkPoolID("pool_id", poolID); err != nil {
+		return err
+	}
+	if err := checkAddr("address", addr, 0); err != nil {
+		return err
+	}
+	p, err := loadPool(ctx, s.pool, poolID)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	return p.checkClaimable(addr)
+}
+
+func (p *Pool) checkClaimable(addr netip.Addr) error {
+	ord, ok := p.layout.Ordinal(addr)
+	if !ok {
+		return invalid("address", "%s is outside pool %q (%s)", addr, p.ID, prefixSummary(p.CIDRs))
+	}
+	if p.layout.Excluded(ord) {
+		return invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, p.ID)
+	}
+	return nil
+}
+
+// settleHold decides what the owner's current row means for this request. An
+// active row must be adoptable (same actor, pool and address). A hold of
+// another actor that has expired, or a hold of ours for another address than
+// the one now asked for, is dropped (nil is returned) so the request proceeds.
+func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held *Allocation) (*Allocation, error) {
+	if held == nil {
+		return nil, nil
+	}
+	if held.State == StateReserved {
+		// A hold is its planning manager's: the actor and, for a
+		// configuration, its origin. Another manager's hold is judged by its
+		// own expiry, not by the cooldown it may keep: an abandoned plan
+		// never blocks an owner for longer than reservation_ttl. Taken over
+		// after that, it is recorded as lost to its manager, whose saved plan
+		// then fails with owner_conflict (Reserve, ownerTaken).
+		foreign := held.Actor != s.actor || !s.ownOrigin(*held)
+		moved := !foreign && (held.PoolID != pool.ID || (req.Address.IsValid() && req.Address != held.Address))
+		switch {
+		case foreign && held.HoldExpired:
+			return nil, s.dropHold(ctx, tx, *held, true)
+		case moved:
+			return nil, s.dropHold(ctx, tx, *held, false)
+		case foreign && held.Actor == s.actor:
+			conflict := ownerConflict(*held)
+			conflict.Held = true
+			conflict.Detail = fmt.Sprintf("that plan is the configuration's in %q and holds it until %s, and this one runs in %q; "+
+				"apply that plan, or wait for its hold to expire, before declaring the owner here",
+				held.Origin, held.ReusableAt.UTC().Format(time.RFC3339), s.origin)
+			return held, conflict
+		}
+	}
+	if err := s.checkAdoptable(pool, req, *held); err != nil {
+		return held, err
+	}
+	return held, s.checkOrigin(ctx, tx, *held)
+}
+
+// checkOrigin refuses to adopt an active allocation recorded for another
+// origin (another configuration's working directory), unless a plan of this
+// one marked it as being replaced.
+func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
+	if held.State != StateActive || s.ownOrigin(held) {
+		return nil
+	}
+	var replacing bool
+	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil || replacing {
+		return err
+	}
+	conflict := ownerConflict(held)
+	conflict.Detail = fmt.Sprintf("it was made at %s by the configuration in %q, and this one runs in %q; import it instead of "+
+		"declaring it again. If this is that configuration moved (an apply killed and resumed elsewhere), "+
+		"set the provider's origin to %q for one apply",
+		held.AllocatedAt.UTC().Format(time.RFC3339), held.Origin, s.origin, held.Origin)
+	return conflict
+}
+
+// dropHold returns a hold to the pool at once, without cooldown: its address
+// was never routed. lost: another manager of the owner drops it, which is
+// recorded for the hold's manager (EventHoldLost, ownerTaken).
+func (s *Client) dropHold(ctx context.Context, tx pgx.Tx, h Allocation, lost bool) error {
+	// A cooldown the hold kept (cooling_until, fixed at the address's last
+	// release) stays; the hold's own time does not.
+	var n int
+	err := tx.QueryRow(ctx, sqlDropHold.sql, params{"id": h.ID, "generation": h.Generation, "actor": s.actor,
+		"lost": lost, "lost_event": newID(), "event": newID(),
+		"data": map[string]any{"holder_actor": h.Actor, "holder_origin": h.Origin, "owner_taken": true, "taken_by": s.manager()},
+	}).Scan(&n)
+	if err == nil && n == 0 {
+		err = errRetry
+	}
+	return err
+}

@@ -1,0 +1,94 @@
+package engine_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
+)
+
+// Seam: waits were bounded for writes (SET LOCAL lock_timeout in every
+// transaction of the core) but not for statements outside a transaction:
+// with an operator's transaction holding ACCESS EXCLUSIVE on a table (as
+// VACUUM FULL, a non-concurrent index build or LOCK TABLE do), the refresh
+// read, a plan's first look for its hold, listings and the schema check
+// waited for as long as it was held. Each now fails with ipam_busy, naming
+// the holder, once the lock bound has passed; each runs on a new client, so
+// that the statement is also prepared under the lock, which is where a
+// fresh provider process waits.
+func TestReadsWaitAtMostTheLockBound(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	setup, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	mkCluster(t, setup, "c1", "2001:db8::/48", "", "")
+	if _, err := setup.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, table string
+		call        func(context.Context, *engine.Client) error
+	}{
+		{"the refresh read", "ipam_allocations", func(ctx context.Context, st *engine.Client) error {
+			_, err := st.GetActive(ctx, "c1", engine.OwnerNode, "n1")
+			return err
+		}},
+		{"a plan's hold", "ipam_allocations", func(ctx context.Context, st *engine.Client) error {
+			_, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n2")}, time.Hour)
+			return err
+		}},
+		{"a lookup by address", "ipam_allocations", func(ctx context.Context, st *engine.Client) error {
+			_, err := st.FindActiveByAddress(ctx, netip.MustParseAddr("2001:db8::1"))
+			return err
+		}},
+		{"a listing", "ipam_allocations", func(ctx context.Context, st *engine.Client) error {
+			_, err := engine.OperatorOf(st).ListAllocations(ctx, engine.ListFilter{ClusterID: "c1"})
+			return err
+		}},
+		{"the schema check", engine.VersionTable, func(ctx context.Context, st *engine.Client) error {
+			return st.CheckSchema(ctx)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			locker, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer locker.Close(ctx)
+			tx, err := locker.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, "LOCK TABLE "+tc.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			// The bound is short: it is waited for in full (some calls
+			// wait it more than once), and only ipam_busy, below, says
+			// that the bound ended the wait.
+			st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			// A hang fails here rather than at the test's own timeout: a
+			// bound on hangs, generous for a busy machine, not on speed.
+			cctx, cancel := context.WithTimeout(ctx, hangBound)
+			defer cancel()
+			err = tc.call(cctx, st)
+			if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
+				t.Fatalf("%s under an ACCESS EXCLUSIVE lock on %s: %v, want ipam_busy naming the holder", tc.name, tc.table, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,832 @@
+package engine
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// conn is a client's connection machinery, shared by every view of it
+// (InTx, Peek): the pool, the address it may name (never the secret), the
+// bounds on waits, and how calls ride out a database with no usable server.
+type conn struct {
+	pool   dbPool
+	addr   string
+	secret string
+	bounds bounds
+	// failover bounds how long a call retries while no usable server
+	// answers (see retryConn).
+	failover time.Duration
+	// onWait: Config.OnWait.
+	onWait func(context.Context, Wait)
+	// downSince (unix nanos) is when the failure began that a call rode out
+	// for the whole failover bound in vain; 0 once a call succeeds. downCut:
+	// that call's bound was the first contact's (FirstContactTimeout).
+	downSince atomic.Int64
+	downCut   atomic.Bool
+	// cutFirstContact: the failover bound is the default, so a call waits
+	// FirstContactTimeout only while nothing is there and no server has
+	// answered yet (answered: a call succeeded once).
+	cutFirstContact bool
+	answered        atomic.Bool
+}
+
+// dbPool is the store's pgx pool. Every call on it rides out a database
+// with no usable server up to the store's failover bound (see retryConn):
+// acquiring a connection, a read (QueryRow, Query until its first row,
+// Exec), the BEGIN of a transaction. What runs inside a transaction is
+// retried by withTx, which runs the whole transaction again.
+//
+// It also picks the statement mode (see Client.StatementMode): pgx's named
+// prepared statements (cache_statement, prepared once per connection) until
+// a statement fails for want of them, as it does through a transaction
+// pooler, then, for good, unnamed statements with cached descriptions
+// (cache_describe): a new pool, and the call runs again.
+type dbPool struct {
+	sw *poolSwitch
+	s  *conn
+}
+
+// poolSwitch is the pool a store's calls use now, shared by its InTx views.
+type poolSwitch struct {
+	cur atomic.Pointer[pgxpool.Pool]
+	mu  sync.Mutex
+	// cfg makes the describing pool; nil when the mode is fixed (set in
+	// the connection string, or a pool the caller made).
+	cfg *pgxpool.Config
+	// retired is the pool switched away from: closed a minute later (calls
+	// that picked it up just before the switch finish on it) or with the
+	// store.
+	retired *pgxpool.Pool
+}
+
+func newDBPool(s *conn, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
+	sw := &poolSwitch{cfg: switchable}
+	sw.cur.Store(pool)
+	return dbPool{sw: sw, s: s}
+}
+
+// get is the pool to use now.
+func (p dbPool) get() *pgxpool.Pool { return p.sw.cur.Load() }
+
+func (p dbPool) Close() {
+	p.sw.mu.Lock()
+	retired := p.sw.retired
+	p.sw.mu.Unlock()
+	if retired != nil {
+		retired.Close()
+	}
+	p.get().Close()
+}
+
+func (p dbPool) Stat() *pgxpool.Stat                                { return p.get().Stat() }
+func (p dbPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.get().Acquire(ctx) }
+
+// describeStatements switches the store from named prepared statements to
+// unnamed ones when err says a named statement failed as only a
+// transaction pooler makes it fail: one session's statement missing on the
+// server connection another transaction got (26000), or already prepared
+// there by another client (42P05). It reports whether the call should run
+// again. The old pool closes a minute later (or with the store).
+func (p dbPool) describeStatements(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.Code != pgerrcode.DuplicatePreparedStatement && pe.Code != pgerrcode.InvalidSQLStatementName) {
+		return false
+	}
+	p.sw.mu.Lock()
+	defer p.sw.mu.Unlock()
+	if p.sw.cfg == nil {
+		return p.get().Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheDescribe
+	}
+	cfg := p.sw.cfg.Copy()
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	np, nerr := pgxpool.NewWithConfig(context.Background(), cfg)
+	if nerr != nil {
+		return false
+	}
+	old := p.sw.cur.Swap(np)
+	p.sw.cfg = nil
+	p.sw.retired = old
+	time.AfterFunc(time.Minute, old.Close)
+	return true
+}
+
+// A statement outside a transaction has no SET LOCAL bounds on its waits (a
+// transaction's are sent with its BEGIN; a fast statement sets its own in
+// its batch), and preparing a statement, the first time a connection runs
+// it, waits for the locks of its tables before any setting could apply. So
+// a read that met an operator's ACCESS EXCLUSIVE lock (VACUUM FULL, a
+// non-concurrent index build, LOCK TABLE) waited for as long as it was held.
+// waitGuard bounds such a statement until its first result: past the lock
+// bound, if a session holds a strong lock on the IPAM's tables, the
+// statement is cancelled and fails with ErrBusy naming the holder; past the
+// statement bound, with ErrTimeout. Once the first result is in, the guard
+// is disarmed, and reading the rest is the caller's business.
+type waitGuard struct {
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	mu       sync.Mutex
+	timer    *time.Timer // the armed timer (the second one once the first re-arms)
+	disarmed bool
+}
+
+// guard arms a waitGuard for a statement run with ctx; nil (and ctx as it
+// is) when the store has no bounds.
+func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
+	s := p.s
+	lock, stmt := s.bounds.lock, s.bounds.statement
+	if lock <= 0 && stmt <= 0 {
+		return ctx, nil
+	}
+	g := &waitGuard{}
+	g.ctx, g.cancel = context.WithCancelCause(ctx)
+	first := lock
+	if first <= 0 || (stmt > 0 && stmt < lock) {
+		first = stmt
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.timer = time.AfterFunc(first, func() {
+		var busy error
+		if lock > 0 && first == lock {
+			if h := s.lockHolders(); h != "" {
+				busy = &BusyError{What: "waiting for a lock another session holds; held: " + scrub(h, s.secret), Timeout: lock}
+			}
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		switch {
+		case g.disarmed:
+		case busy != nil:
+			g.cancel(busy)
+		case stmt > 0 && stmt > first:
+			g.timer = time.AfterFunc(stmt-first, func() {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				if !g.disarmed {
+					g.cancel(g.timeout(stmt))
+				}
+			})
+		case stmt > 0:
+			g.cancel(g.timeout(stmt))
+		}
+	})
+	return g.ctx, g
+}
+
+func (g *waitGuard) timeout(d time.Duration) error {
+	return &TimeoutError{What: "the statement did not answer", Timeout: d}
+}
+
+// disarm stops the guard: the statement's first result is in.
+func (g *waitGuard) disarm() {
+	if g != nil {
+		g.mu.Lock()
+		g.disarmed = true
+		g.timer.Stop()
+		g.mu.Unlock()
+	}
+}
+
+// end disarms the guard and releases its context: the statement is done.
+func (g *waitGuard) end() {
+	if g != nil {
+		g.cancel(nil)
+		g.disarm()
+	}
+}
+
+// why is the guard's own error when it cancelled the statement, else err.
+func (g *waitGuard) why(err error) error {
+	if g == nil || err == nil {
+		return err
+	}
+	if cause := context.Cause(g.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		var busy *BusyError
+		var timeout *TimeoutError
+		if errors.As(cause, &busy) || errors.As(cause, &timeout) {
+			return cause
+		}
+	}
+	return err
+}
+
+func (p dbPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return retryRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// retryRow runs its query when scanned, again while no usable server answers.
+type retryRow struct {
+	p    dbPool
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r retryRow) Scan(dest ...any) error {
+	return r.p.s.retryConn(r.ctx, func() error {
+		gctx, g := r.p.guard(r.ctx)
+		defer g.end()
+		return g.why(r.p.get().QueryRow(gctx, r.sql, r.args...).Scan(dest...))
+	})
+}
+
+func (p dbPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r := &retryRows{p: p, ctx: ctx, sql: sql, args: args}
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		gctx, g := p.guard(ctx)
+		if r.Rows, err = p.get().Query(gctx, sql, args...); err != nil {
+			g.end()
+			return g.why(err)
+		}
+		r.guard = g
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// retryRows runs its query again when it fails for want of a usable server
+// before its first row (after a row, the failure is the caller's).
+type retryRows struct {
+	pgx.Rows
+	p        dbPool
+	ctx      context.Context
+	sql      string
+	args     []any
+	seen     bool
+	switched bool // the statement mode was switched for this query once
+	first    time.Time
+	attempt  int
+	guard    *waitGuard // the current query's, disarmed at its first result
+}
+
+func (r *retryRows) Next() bool {
+	for {
+		if r.Rows.Next() {
+			r.seen = true
+			r.guard.disarm()
+			return true
+		}
+		r.guard.disarm()
+		err := r.Err()
+		switch {
+		case r.seen:
+			return false
+		case !r.switched && r.p.describeStatements(err):
+			r.switched = true
+		case r.p.s.failover > 0 && failoverError(err):
+			if r.first.IsZero() {
+				r.first = time.Now()
+			}
+			if !r.p.s.pause(r.ctx, r.attempt, r.first, r.p.s.failover, false, err) {
+				return false
+			}
+			r.attempt++
+		default:
+			return false
+		}
+		// On a failure to query again, r.Rows keeps the failure it had, and
+		// the next round judges it again (waiting again, within the bound).
+		gctx, g := r.p.guard(r.ctx)
+		if rows, qerr := r.p.get().Query(gctx, r.sql, r.args...); qerr == nil {
+			r.guard.end()
+			r.Rows, r.guard = rows, g
+		} else {
+			g.end()
+		}
+	}
+}
+
+// Err is the query's failure: the guard's own when it cancelled the query.
+func (r *retryRows) Err() error { return r.guard.why(r.Rows.Err()) }
+
+// Close closes the rows and releases the guard.
+func (r *retryRows) Close() {
+	r.Rows.Close()
+	r.guard.end()
+}
+
+func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		gctx, g := p.guard(ctx)
+		defer g.end()
+		tag, err = p.get().Exec(gctx, sql, args...)
+		return g.why(err)
+	})
+	return tag, err
+}
+
+// SendBatch sends a batch. A fast statement's batch (it starts with
+// sqlFastBounds) bounds its own waits; any other is guarded until it is
+// closed.
+func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := p.ready(ctx); err != nil {
+		return errBatch{err}
+	}
+	if len(b.QueuedQueries) > 0 && b.QueuedQueries[0].SQL == sqlFastBounds {
+		return p.get().SendBatch(ctx, b)
+	}
+	gctx, g := p.guard(ctx)
+	return guardedBatch{BatchResults: p.get().SendBatch(gctx, b), guard: g}
+}
+
+// guardedBatch reports the guard's error for a batch it cancelled, and
+// releases it on Close.
+type guardedBatch struct {
+	pgx.BatchResults
+	guard *waitGuard
+}
+
+func (b guardedBatch) Exec() (pgconn.CommandTag, error) {
+	tag, err := b.BatchResults.Exec()
+	return tag, b.guard.why(err)
+}
+
+func (b guardedBatch) Query() (pgx.Rows, error) {
+	rows, err := b.BatchResults.Query()
+	return rows, b.guard.why(err)
+}
+
+func (b guardedBatch) QueryRow() pgx.Row {
+	return guardedRow{Row: b.BatchResults.QueryRow(), guard: b.guard}
+}
+
+func (b guardedBatch) Close() error {
+	err := b.BatchResults.Close()
+	b.guard.end()
+	return b.guard.why(err)
+}
+
+type guardedRow struct {
+	pgx.Row
+	guard *waitGuard
+}
+
+func (r guardedRow) Scan(dest ...any) error { return r.guard.why(r.Row.Scan(dest...)) }
+
+func (p dbPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	var tx pgx.Tx
+	err := p.s.retryConn(ctx, func() error {
+		var err error
+		tx, err = p.get().BeginTx(ctx, opts)
+		return err
+	})
+	return tx, err
+}
+
+func (p dbPool) Ping(ctx context.Context) error {
+	return p.s.retryConn(ctx, func() error { return p.get().Ping(ctx) })
+}
+
+// ready acquires a connection, retrying while no server is usable, and puts
+// it back for the call that follows (the one-statement fast path, whose
+// failure falls back to the full path in withTx).
+func (p dbPool) ready(ctx context.Context) error {
+	return p.s.retryConn(ctx, func() error {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		c.Release()
+		return nil
+	})
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// retryConn runs fn again, with backoff, while it fails because no usable
+// server answered (see failoverError), until the store's failover bound has
+// passed since the first such failure. fn must be safe to repeat: it may
+// have failed after its commit reached the server. Other failures return at
+// once. Past the bound the last failure is returned, marked with the time
+// waited.
+//
+// Once a call has waited the whole bound in vain, the store is down: later
+// calls try once and fail at once, without waiting again, until one
+// succeeds. So an apply of many resources during a long outage fails after
+// one bound, not one bound per resource.
+//
+// With the default bound, a call of a client that no server has answered
+// yet, finding nothing there at every host, waits FirstContactTimeout only.
+func (s *conn) retryConn(ctx context.Context, fn func() error) error {
+	var first time.Time
+	// absent: every failure of this call so far found nothing there, and
+	// no server has answered the client yet (see FirstContactTimeout).
+	absent := s.cutFirstContact
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err != nil && s.pool.describeStatements(err) {
+			err = fn()
+		}
+		if err == nil {
+			s.answered.Store(true)
+			if attempt > 0 || s.downSince.Load() != 0 {
+				s.downSince.Store(0)
+			}
+			return nil
+		}
+		if s.failover <= 0 || !failoverError(err) {
+			return err
+		}
+		if down := s.downSince.Load(); down != 0 {
+			return &waitedError{err: err, waited: time.Since(time.Unix(0, down)), bound: s.failover, firstContact: s.downCut.Load()}
+		}
+		absent = absent && !s.answered.Load() && nothingThere(err)
+		bound := s.failover
+		if absent {
+			bound = min(bound, FirstContactTimeout)
+		}
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if !s.pause(ctx, attempt, first, bound, absent, err) {
+			if ctx.Err() != nil {
+				return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first), bound: s.failover}
+			}
+			if s.downSince.CompareAndSwap(0, first.UnixNano()) {
+				s.downCut.Store(absent)
+			}
+			return &waitedError{err: err, waited: time.Since(first), bound: s.failover, firstContact: absent}
+		}
+	}
+}
+
+// nothingThere reports whether err says that nothing is there at any host
+// of the database: each refused the connection (nothing listens on the
+// port), has no route, or has a name that does not resolve. A server that
+// restarts or fails over mostly answers something (starting up, shutting
+// down, read-only) or is slow to answer; this is mostly a wrong host or port.
+func nothingThere(err error) bool {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	errs := hostErrors(ce)
+	for _, e := range errs {
+		var dnsErr *net.DNSError
+		switch {
+		case errors.Is(e, syscall.ECONNREFUSED), errors.Is(e, syscall.EHOSTUNREACH), errors.Is(e, syscall.ENETUNREACH):
+		case errors.As(e, &dnsErr) && dnsErr.IsNotFound:
+		default:
+			return false
+		}
+	}
+	return len(errs) > 0
+}
+
+// pause waits before the next attempt of a call that found no usable server
+// (jittered backoff growing to a second); false when bound, counted from
+// first, is spent or ctx is done. Each time the wait crosses a multiple of
+// WaitReportInterval it tells the client's OnWait what it waits for (err,
+// the last failure), so that no wait is silent.
+func (s *conn) pause(ctx context.Context, attempt int, first time.Time, bound time.Duration, firstContact bool, err error) bool {
+	before := time.Since(first)
+	left := bound - before
+	if left <= 0 {
+		return false
+	}
+	d := min(50*time.Millisecond<<min(attempt, 5), time.Second)
+	d = min(d/2+rand.N(d), left)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+	}
+	if after := time.Since(first); s.onWait != nil && after/WaitReportInterval > before/WaitReportInterval {
+		w := Wait{Addr: s.addr, Waited: after, Bound: bound, FirstContact: firstContact}
+		if cf, ok := s.connFailure(err); ok {
+			w.Last = cf
+		}
+		s.onWait(ctx, w)
+	}
+	return true
+}
+
+// waitedError is a failure that persisted for the failover bound (or, when
+// firstContact, for FirstContactTimeout: see retryConn).
+type waitedError struct {
+	err          error
+	waited       time.Duration
+	bound        time.Duration
+	firstContact bool
+}
+
+func (e *waitedError) Error() string { return e.err.Error() }
+func (e *waitedError) Unwrap() error { return e.err }
+
+// failoverError reports whether err says that no usable server answered, as
+// during a switchover or a failover, rather than that one refused us: the
+// connection was lost or refused, the server is shutting down, starting up
+// or terminated the session (57P01..57P03), it is read-only (a standby, or a
+// demoted primary), or every host tried answered one of these.
+func failoverError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		answers := hostErrors(ce)
+		if len(answers) == 0 {
+			return !refusedForGood(ce)
+		}
+		for _, a := range answers {
+			if refusedForGood(a) {
+				return false
+			}
+		}
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == pgerrcode.ReadOnlySQLTransaction, pe.Code == pgerrcode.AdminShutdown,
+			pe.Code == pgerrcode.CrashShutdown, pe.Code == pgerrcode.CannotConnectNow:
+			return true
+		case pe.Code == pgerrcode.ProtocolViolation:
+			// PgBouncer answers 08P01 both for what it refuses and for a
+			// server behind it that it cannot reach now.
+			return !refusedForGood(pe)
+		case strings.HasPrefix(pe.Code, "08"):
+			return true
+		}
+		return false
+	}
+	return isConnError(err)
+}
+
+// refusedForGood reports whether a server answered and refused us for good:
+// bad credentials, a database or role that does not exist, a startup
+// parameter a pooler does not accept, a certificate that does not verify.
+// Retrying cannot help.
+func refusedForGood(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == pgerrcode.InvalidCatalogName, pe.Code == pgerrcode.FeatureNotSupported:
+			return true
+		case pe.Code == pgerrcode.ProtocolViolation:
+			// PgBouncer's refusals; its other 08P01 answers ("pgbouncer cannot
+			// connect to server", "server conn crashed?") pass with a failover.
+			m := strings.ToLower(pe.Message)
+			return strings.Contains(m, "unsupported") || strings.Contains(m, "no such") ||
+				strings.Contains(m, "authentication") || strings.Contains(m, "password")
+		}
+		return false
+	}
+	if badCertificate(err) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "server refused TLS") || strings.Contains(msg, "require_auth") ||
+		strings.Contains(msg, "channel binding")
+}
+
+// badCertificate reports whether the server's certificate failed our
+// verification (sslmode=verify-ca / verify-full): an unknown CA, a name that
+// does not match, an expired certificate.
+func badCertificate(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) ||
+		strings.Contains(err.Error(), "x509: ")
+}
+
+// hostErrors are the per-host errors of a connection attempt over several
+// hosts (or the one of a single host).
+func hostErrors(ce *pgconn.ConnectError) []error {
+	inner := ce.Unwrap()
+	if j, ok := inner.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if inner == nil {
+		return nil
+	}
+	return []error{inner}
+}
+
+// hostAnswer says what one host answered, without credentials: "host:port
+// refused the connection", "host:port is read-only (a standby)", ...
+func hostAnswer(err error, secret string) string {
+	msg := err.Error()
+	host := ""
+	if i := strings.Index(msg, " ("); i > 0 && !strings.ContainsAny(msg[:i], " \t") {
+		host = msg[:i] + " "
+	}
+	var pe *pgconn.PgError
+	var ne net.Error
+	switch {
+	case badCertificate(err):
+		return host + "presented a certificate that does not verify (" + scrub(rootCause(err), secret) + ")"
+	case errors.Is(err, pgconn.ErrReadOnlyConnection):
+		return host + "is read-only (a standby or a demoted primary; target_session_attrs=read-write skips it)"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return host + "refused the connection (nothing listens there)"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return host + "dropped the connection"
+	case errors.As(err, &pe):
+		switch {
+		case pe.Code == pgerrcode.ReadOnlySQLTransaction:
+			return host + "is read-only (" + scrub(pe.Message, secret) + "; a standby or a demoted primary)"
+		case pe.Code == pgerrcode.AdminShutdown, pe.Code == pgerrcode.CrashShutdown:
+			return host + "terminated the session (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.CannotConnectNow:
+			return host + "is not accepting connections (" + scrub(pe.Message, secret) + ")"
+		case strings.HasPrefix(pe.Code, "28"):
+			return host + "rejected the credentials (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.InvalidCatalogName:
+			return host + "has no such database (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.ProtocolViolation && !refusedForGood(pe):
+			return host + "(a pooler) cannot reach its server (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.ProtocolViolation, pe.Code == pgerrcode.FeatureNotSupported:
+			return host + "refused the session (" + scrub(pe.Message, secret) + ")"
+		case pe.Code == pgerrcode.TooManyConnections:
+			return host + "has no connection slot left (" + scrub(pe.Message, secret) + ")"
+		}
+		return host + "answered " + pe.Code + " (" + scrub(pe.Message, secret) + ")"
+	case errors.As(err, &ne) && ne.Timeout():
+		return host + "did not answer in time (connect_timeout)"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return host + "cannot be resolved (" + dnsErr.Err + ")"
+	}
+	return host + scrub(rootCause(err), secret)
+}
+
+// connFailure turns a failure to reach a usable server into the core's error:
+// RefusedError when a server answered and refused us, else UnavailableError
+// naming what each host answered. ok is false when err is no such failure.
+func (s *conn) connFailure(err error) (error, bool) {
+	var waited, bound time.Duration
+	firstContact := false
+	var we *waitedError
+	if errors.As(err, &we) {
+		waited, bound, firstContact = we.waited, we.bound, we.firstContact
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		var answers []string
+		refused, reached := true, false
+		errs := hostErrors(ce)
+		for _, e := range errs {
+			// sslmode=prefer tries each host twice (TLS, then plain): one answer each.
+			if a := hostAnswer(e, s.secret); !slices.Contains(answers, a) {
+				answers = append(answers, a)
+			}
+			refused = refused && refusedForGood(e)
+			var pe *pgconn.PgError
+			reached = reached || errors.As(e, &pe) || errors.Is(e, pgconn.ErrReadOnlyConnection)
+		}
+		if len(errs) == 0 {
+			answers = []string{scrub(rootCause(err), s.secret)}
+			refused = refusedForGood(ce)
+		}
+		if refused {
+			return &RefusedError{Addr: s.addr, Answers: answers}, true
+		}
+		return &UnavailableError{Addr: s.addr, Reached: reached, Answers: answers, Waited: waited, Bound: bound,
+			FirstContact: firstContact, Err: errors.New(strings.Join(answers, "; "))}, true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && refusedForGood(pe) {
+		return &RefusedError{Addr: s.addr, Answers: []string{hostAnswer(pe, s.secret)}}, true
+	}
+	neverConnected := errors.Is(err, context.DeadlineExceeded) && !s.connected()
+	if failoverError(err) || neverConnected {
+		what := scrub(rootCause(err), s.secret)
+		if errors.As(err, &pe) {
+			what = hostAnswer(pe, s.secret)
+		}
+		// A session that was lost or refused mid-way had reached a server.
+		return &UnavailableError{Addr: s.addr, Reached: !neverConnected, Answers: []string{what}, Waited: waited, Bound: bound,
+			Err: errors.New(what)}, true
+	}
+	return nil, false
+}
+
+// RefusedError: a server answered but refused the connection or the
+// session for good (credentials, database, a startup parameter a pooler does
+// not accept), or its certificate failed our verification: retrying cannot
+// help. Answers carry the server's
+// message, never the password.
+type RefusedError struct {
+	Addr    string
+	Answers []string
+}
+
+func (e *RefusedError) Code() string { return CodeRefused }
+
+// Is matches ErrRefused.
+func (e *RefusedError) Is(target error) bool { return isCode(CodeRefused, target) }
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: the connection to the IPAM database at %s was refused: %s", CodeRefused, e.Addr, strings.Join(e.Answers, "; "))
+}
+
+// bounds are the per-transaction settings of a store's waits.
+type bounds struct{ lock, statement time.Duration }
+
+func newBounds(lock, statement time.Duration) bounds {
+	if lock == 0 {
+		lock = DefaultLockTimeout
+	}
+	if statement == 0 {
+		statement = DefaultStatementTimeout
+	}
+	return bounds{max(lock, 0), max(statement, 0)}
+}
+
+// setLocal is the bounds as SET LOCAL statements (0: no bound).
+func (b bounds) setLocal() string {
+	return fmt.Sprintf(sqlTxBoundsFormat, b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
+}
+
+var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)
+
+// scrub removes a password, and anything shaped like one, from text.
+func scrub(text, secret string) string {
+	if secret != "" {
+		text = strings.ReplaceAll(text, secret, "xxxxx")
+	}
+	return urlSecret.ReplaceAllString(text, "${1}${2}xxxxx@")
+}
+
+func isConnError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	case errors.As(err, &pe):
+		// 08: connection exception; 57P01..57P05: shutdown, crash, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	case pgconn.SafeToRetry(err):
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed")
+}
+
+// lockHolders names the sessions holding strong locks on the IPAM's tables
+// (what an operator's LOCK TABLE or a long migration takes), for a busy
+// error: best effort, bounded, "" when nothing is found or visible.
+func (s *conn) lockHolders() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out string
+	_ = s.pool.QueryRow(ctx, sqlLockHolders).Scan(&out)
+	return out
+}
+
+func (s *conn) connected() bool { return s.pool.Stat().TotalConns() > 0 }
+
+// rootCause keeps the useful tail of a connection error ("connection refused").
+func rootCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		tail := msg[i+2:]
+		if len(tail) > 8 {
+			return tail
+		}
+	}
+	return msg
+}

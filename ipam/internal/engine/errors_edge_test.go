@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// TestMapErrNamesRefusedValues: the net under the edge's checks. A value
+// the database or the driver refuses (produced here for real, by statements
+// the edge would never send, and as the errors the schema's constraints
+// raise) reaches the caller as invalid_input naming the column where the
+// database names one, never raw; retryable conflicts that outlast the
+// retries are conflict.
+func TestMapErrNamesRefusedValues(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("IPAM_TEST_DATABASE_URL")
+	ctx := context.Background()
+	s, err := Open(ctx, Config{DatabaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	real := func(sql string, args ...any) error {
+		var out any
+		err := conn.QueryRow(ctx, sql, args...).Scan(&out)
+		if err == nil {
+			t.Fatalf("%s: no error", sql)
+		}
+		return err
+	}
+	sqlstate := func(err error, want string) error {
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != want {
+			t.Fatalf("%v: want SQLSTATE %s", err, want)
+		}
+		return err
+	}
+	cases := []struct {
+		name  string
+		err   error
+		code  string
+		field string
+	}{
+		{"NUL byte in text (22021)", sqlstate(real(`SELECT $1::text`, "c1\x00"), "22021"), CodeInvalid, "input"},
+		{"host bits in a cidr (22P03)", sqlstate(real(`SELECT $1::cidr`, netip.MustParsePrefix("2001:DB8:200::1/48")), "22P03"), CodeInvalid, "input"},
+		{"2^40 into an int4 (driver encode)", real(`SELECT $1::int4`, int64(1)<<40), CodeInvalid, "input"},
+		{"division by zero (22012)", sqlstate(real(`SELECT 1 / $1::int`, 0), "22012"), CodeInvalid, "input"},
+		{"NOT NULL (23502)", &pgconn.PgError{Code: "23502", Message: `null value in column "cidrs"`, ColumnName: "cidrs"}, CodeInvalid, "cidrs"},
+		{"CHECK of a column (23514)", &pgconn.PgError{Code: "23514", Message: "new row violates check constraint", ConstraintName: "ipam_pools_mtu_check"}, CodeInvalid, "mtu"},
+		{"CHECK of a row (23514)", &pgconn.PgError{Code: "23514", Message: "new row violates check constraint", ConstraintName: "ipam_clusters_check"}, CodeInvalid, "input"},
+		{"index row too large (54000)", &pgconn.PgError{Code: "54000", Message: "index row size exceeds maximum"}, CodeInvalid, "input"},
+		{"serialization failure past the retries", &pgconn.PgError{Code: "40001", Message: "could not serialize access"}, CodeConflict, ""},
+		{"unique violation past the retries", &pgconn.PgError{Code: "23505", Message: "duplicate key value"}, CodeConflict, ""},
+		{"an undefined table (42P01)", sqlstate(real(`SELECT count(*) FROM ipam_no_such_table`), "42P01"), CodeSchema, ""},
+		{"an undefined column (42703)", sqlstate(real(`SELECT no_such_column FROM (SELECT 1 AS x) t`), "42703"), CodeSchema, ""},
+		{"disk full (53100)", &pgconn.PgError{Code: "53100", Message: "could not extend file"}, CodeUnavailable, ""},
+		{"shutting down (57P01)", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, CodeUnavailable, ""},
+		{"internal error (XX000)", &pgconn.PgError{Code: "XX000", Message: "cache lookup failed"}, CodeUnavailable, ""},
+		{"a trigger's refusal (P0001)", &pgconn.PgError{Code: "P0001", Message: "refused"}, CodeConflict, ""},
+	}
+	for _, c := range cases {
+		got := s.mapErr(c.err)
+		if Code(got) != c.code {
+			t.Errorf("%s: %v maps to %v (code %q), want %s", c.name, c.err, got, Code(got), c.code)
+			continue
+		}
+		var ie *InvalidError
+		if c.code == CodeInvalid && (!errors.As(got, &ie) || ie.Field != c.field || !errors.Is(got, ErrInvalid)) {
+			t.Errorf("%s: %v, want an InvalidError naming %q", c.name, got, c.field)
+		}
+		if c.code == CodeInvalid && !strings.Contains(got.Error(), "refused") && !strings.Contains(got.Error(), "does not fit") && !strings.Contains(got.Error(), "must be given") {
+			t.Errorf("%s: %v does not say what happened", c.name, got)
+		}
+	}
+}

@@ -1,0 +1,505 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The fast paths run the one-statement forms of an allocation
+// (takeFreshSQL, takeReuseSQL and confirmHoldSQL in handout.go).
+
+// fastAllocate tries Allocate's fast paths: a fresh address (in an IPv4 table
+// pool, the longest-cooled reusable one) in one statement, or the plan's hold
+// on the exact address confirmed in one statement. false means "use the full
+// path". In a caller's transaction the statement runs inside it, in a
+// savepoint (runOneInTx).
+func (s *Client) fastAllocate(ctx context.Context, req request) (AllocateResult, bool, error) {
+	if s.paths.fastOff.Load() {
+		return AllocateResult{}, false, nil
+	}
+	if !req.Address.IsValid() {
+		return s.fastTake(ctx, req, 0)
+	}
+	r, ok, err := s.fastConfirm(ctx, req)
+	if ok && !r.Block.IsValid() {
+		_ = s.fillBlock(ctx, &r.Allocation)
+	}
+	return r, ok, err
+}
+
+// fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
+// the row becomes a plan-time hold), in the pool the request names or the
+// owner's kind gives: a take of one owner by takeFreshOneSQL, or in an IPv4
+// table pool takeReuseOneSQL. An instance whose node has blocks
+// draws from them: the statement hands over when they exist.
+func (s *Client) fastTake(ctx context.Context, req request, hold time.Duration) (AllocateResult, bool, error) {
+	sh, t, ok := s.takeOf(req, hold)
+	if !ok {
+		return AllocateResult{}, false, nil
+	}
+	if s.outer == nil && hold == 0 && req.Owner.SetID == "" {
+		// A standalone allocation: it may share a statement (shareTake).
+		return s.shareTake(ctx, sh.pool+"\x00"+sh.kind, sh, t)
+	}
+	sql, args := s.takeStatement(sh, []take{t})
+	return s.runOne(ctx, sql, args...)
+}
+
+// takeOf is the one-statement take of the request (hold > 0: a plan-time
+// hold) in the pool it names or its owner's kind gives; false when the fast
+// path cannot serve it.
+func (s *Client) takeOf(req request, hold time.Duration) (takeShared, take, bool) {
+	pool := req.own
+	if !pool.valid() || s.paths.fastOff.Load() {
+		return takeShared{}, take{}, false
+	}
+	o := req.Owner
+	sh := takeShared{fresh: true, cluster: pool.ClusterID, pool: pool.ID(), kind: o.Kind,
+		eventType: eventTypes[o.Kind].allocated, hold: hold, set: o.SetID}
+	if hold > 0 {
+		sh.eventType = "allocation.reserved"
+	}
+	if o.Kind == OwnerEnvIPv4 {
+		// IPv4 pools are table pools; from another pool the statement hands over.
+		sh.fresh = false
+	}
+	t := take{owner: o, event: newID(), row: newID()}
+	if req.Pool.Name == "" && o.Kind == OwnerInstance && o.NodeID != "" {
+		t.avoid = label(NodeBlocksPool(pool.ClusterID, o.NodeID).ID())
+	}
+	return sh, t, true
+}
+
+// takeStatement is the take statement for the owners ts, and its
+// parameters: the one-owner form with the owner's fields, or the form of
+// several with one array per owner field, one element per owner.
+func (s *Client) takeStatement(sh takeShared, ts []take) (string, []any) {
+	v := params{"cluster": sh.cluster, "pool": sh.pool, "kind": sh.kind, "actor": s.actor,
+		"event_type": sh.eventType, "hold": sh.hold, "set_owner": label(sh.set)}
+	st := takeReuseSQL
+	if len(ts) == 1 {
+		o, t := ts[0].owner, ts[0]
+		v["owner"], v["org"], v["env"], v["node"], v["instance"], v["event"] = o.ID, label(o.OrgID), label(o.EnvID),
+			label(o.NodeID), label(o.InstanceID), t.event
+		st = takeReuseOneSQL
+		if sh.fresh {
+			v["avoid"], v["row"] = t.avoid, t.row
+			st = takeFreshOneSQL
+			if s.outer != nil {
+				st = takeFreshOneInTxSQL // its locks last until the caller commits
+			}
+		}
+		return st.sql, []any{v}
+	}
+	n := len(ts)
+	ids := make([]string, n)
+	orgs, envs, nodes, insts, avoid := make([]label, n), make([]label, n), make([]label, n), make([]label, n), make([]label, n)
+	events, rows := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	for i, t := range ts {
+		o := t.owner
+		ids[i] = o.ID
+		orgs[i], envs[i], nodes[i], insts[i] = label(o.OrgID), label(o.EnvID), label(o.NodeID), label(o.InstanceID)
+		avoid[i], events[i], rows[i] = t.avoid, t.event, t.row
+	}
+	v["owners"], v["orgs"], v["envs"], v["nodes"], v["instances"], v["events"] = ids, orgs, envs, nodes, insts, events
+	if sh.fresh {
+		v["avoid"], v["rows"] = avoid, rows
+		st = takeFreshSQL
+	}
+	return st.sql, []any{v}
+}
+
+// runOne runs one self-committing statement returning an allocation (plus its
+// pool's block and its cluster's network settings). Anything but one row
+// means "use the full path": an error commits nothing, and no row means there
+// was nothing to take here.
+//
+// The statement goes in one batch after the store's bounds on waits and its
+// planner settings (set_config(..., true)): a batch up to its Sync is one implicit
+// transaction, so the bounds hold for the statement and end with it, in the
+// same round trip. A wait that runs into them is an error of its own (busy,
+// timeout), not a reason to wait again on the full path. The first use of a
+// statement on a connection prepares it in a round trip of its own, before
+// the bounds are set, and preparing takes the tables' locks: a deadline a
+// little past the lock bound covers that wait.
+func (s *Client) runOne(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	if s.outer != nil {
+		return s.runOneInTx(ctx, sql, args...)
+	}
+	got, err := s.runMany(ctx, sql, args...)
+	if err != nil || len(got) != 1 {
+		return AllocateResult{}, false, s.waitErr(err)
+	}
+	return got[0], true, nil
+}
+
+// waitErr is what a failed fast statement tells its caller: a wait that ran
+// into the store's bounds (busy, timeout), which the full path would only
+// wait out again; nil for anything else, which the full path decides.
+func (s *Client) waitErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+		return me
+	}
+	return nil
+}
+
+// runMany runs runOne's batch for a statement that returns any number of
+// allocations (the shared statements of shareTake, or one), and returns
+// them only once the batch has ended without error: until its implicit
+// transaction commits, a row it returned is not an allocation.
+func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]AllocateResult, error) {
+	ctx, cancel := s.takeContext(ctx)
+	defer cancel() // pgx closes a connection its deadline interrupted
+	b := &pgx.Batch{}
+	s.queueBounds(b)
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var got []AllocateResult
+	if err == nil {
+		got, err = readTaken(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Rows read before the commit failed were never acknowledged by the
+		// server: the batch's error (at its Sync, the commit) voids them.
+		return nil, s.takeErr(ctx, err)
+	}
+	return got, nil
+}
+
+// readTaken reads the rows of a take statement, the next result of br.
+func readTaken(br pgx.BatchResults) ([]AllocateResult, error) {
+	rows, err := br.Query()
+	var got []AllocateResult
+	for err == nil && rows.Next() {
+		var block *netip.Prefix
+		var gw netip.Prefix
+		var dns []netip.Prefix
+		var res AllocateResult
+		var a Allocation
+		if a, err = scanAllocation(extraRow{rows, []any{&block, &gw, &res.Network.MTU, &dns}}); err == nil && block != nil {
+			got = append(got, oneResult(res, a, *block, gw, dns))
+		}
+	}
+	if rows != nil {
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	return got, err
+}
+
+// takeErr names the failure of a take statement whose bounded context
+// (takeContext) ran out: a lock another session holds, or no answer.
+func (s *Client) takeErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
+		if h := s.lockHolders(); h != "" {
+			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
+		}
+		return &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
+	}
+	return err
+}
+
+func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []netip.Prefix) AllocateResult {
+	a.Block = block
+	res.Allocation = a
+	res.Network.GatewayIPv6 = gw.Addr()
+	res.Network.DNSServers = prefixAddrs(dns)
+	return res
+}
+
+// runOneInTx runs a one-statement allocation inside the caller's transaction
+// (InTx), in one round trip: a savepoint, a guard that fails unless the
+// transaction is READ COMMITTED (the allocator's isolation) and sets the
+// statement's planning (fastPlans) and the client's origin, the statement,
+// the caller's planning back and the savepoint's release go in one batch,
+// which stops at the first error. The caller's transaction keeps its own bounds on waits, as the full
+// path does in it. When anything fails, everything the batch did is rolled
+// back to the savepoint and the full path takes over (and names a wrong
+// isolation), so the caller's transaction is left as it was.
+func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	var block *netip.Prefix
+	var gw netip.Prefix
+	var dns []netip.Prefix
+	var res AllocateResult
+	var a Allocation
+	b := &pgx.Batch{}
+	b.Queue(sqlFastSavepoint)
+	b.Queue(sqlFastGuard, s.origin)
+	b.Queue(sql, args...)
+	b.Queue(sqlFastCallersPlans)
+	b.Queue(sqlFastRelease)
+	br := s.outer.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		a, err = scanAllocation(extraRow{br.QueryRow(), []any{&block, &gw, &res.Network.MTU, &dns}})
+		if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, ErrNotFound) {
+			err = nil // nothing to take here: the full path decides
+		}
+	}
+	for range 2 { // the caller's plans back, the release
+		if err == nil {
+			_, err = br.Exec()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil && (isConnError(err) || ctx.Err() != nil):
+		return AllocateResult{}, false, s.mapErr(err) // the caller's transaction is gone
+	case err != nil:
+		// Simple protocol: a transaction in error takes no Parse.
+		if _, uerr := s.outer.Exec(ctx, sqlFastUndo, pgx.QueryExecModeSimpleProtocol); uerr != nil {
+			return AllocateResult{}, false, s.mapErr(uerr)
+		}
+		// A wait that ran into the caller's bounds is an error of its own,
+		// as in runOne: not a reason to wait again on the full path.
+		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+			return AllocateResult{}, false, me
+		}
+		return AllocateResult{}, false, nil
+	case block == nil:
+		return AllocateResult{}, false, nil
+	}
+	return oneResult(res, a, *block, gw, dns), true, nil
+}
+
+// fastConfirm tries to confirm the owner's hold on the planned address in
+// one round trip; false means "use the full path". An instance with no pool
+// named confirms the hold in whichever pool its plan took it from, as
+// plannedInstancePool does.
+func (s *Client) fastConfirm(ctx context.Context, req request) (AllocateResult, bool, error) {
+	if !req.Address.IsValid() {
+		return AllocateResult{}, false, nil
+	}
+	o := req.Owner
+	pool := req.Pool.ID()
+	if pool == "" && o.Kind != OwnerInstance {
+		pool = req.own.ID()
+	}
+	a, ok, err := s.runOne(ctx, confirmHoldSQL.sql, params{
+		"cluster": req.Pool.ClusterID, "kind": o.Kind, "owner": o.ID, "address": netip.PrefixFrom(req.Address, req.Address.BitLen()),
+		"org": label(o.OrgID), "env": label(o.EnvID), "node": label(o.NodeID), "instance": label(o.InstanceID),
+		"set_owner": label(o.SetID), "actor": s.actor, "pool": label(pool), "event": newID(),
+		"event_type": eventTypes[o.Kind].allocated})
+	if ok && !a.Block.Contains(a.Address) {
+		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
+	}
+	return a, ok, err
+}
+
+// findHold is the first look of Reserve: the owner's hold (or allocation)
+// that already answers the request, with more than half of its time left
+// (sqlFindHold), and the owner's lost hold (sqlLostHold), in one round trip.
+// looked is false when it did not run (a caller's transaction, a pool it
+// cannot name); a failed lost-hold look-up leaves Lost nil, since it only
+// explains a plan. An instance with no pool named takes its live hold from
+// whichever pool its plan took it from, as plannedInstancePool does.
+//
+// With orTake (Reserve of an owner the one-statement take can serve) the
+// same round trip, in the same implicit transaction, takes a new hold: the
+// take's guards serve only an owner that holds nothing and lost no hold
+// lately (owner_free, no_lost_hold), so it writes nothing when the look
+// finds something. taken is that new hold (nil: none taken), tried that it
+// was sent; err a failure of the take that Reserve reports (busy, timed
+// out; any other sends the owner to the full path).
+func (s *Client) findHold(ctx context.Context, req request, ttl time.Duration, orTake bool) (h Hold, found, looked bool, taken *AllocateResult, tried bool, err error) {
+	want := req.own
+	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
+	if !want.valid() || s.outer != nil {
+		return h, false, false, nil, false, nil
+	}
+	clusterID := want.ClusterID
+	var fresh bool
+	var cidrs []netip.Prefix
+	b := &pgx.Batch{}
+	var sh takeShared
+	var t take
+	if orTake && !req.Address.IsValid() {
+		sh, t, tried = s.takeOf(req, ttl)
+	}
+	if tried {
+		var cancel context.CancelFunc
+		ctx, cancel = s.takeContext(ctx)
+		defer cancel()
+		s.queueBounds(b)
+	}
+	b.Queue(sqlFindHold.sql, params{"cluster": clusterID, "kind": req.Owner.Kind,
+		"owner": req.Owner.ID, "actor": s.actor, "fresh_for": ttl / 2, "origin": s.origin})
+	b.Queue(sqlLostHold, lostHoldArgs(clusterID, req.Owner)...)
+	if tried {
+		sql, args := s.takeStatement(sh, []take{t})
+		b.Queue(sql, args...)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	var terr error
+	if tried {
+		_, terr = br.Exec()
+	}
+	a, ferr := scanAllocation(extraRow{br.QueryRow(), []any{&fresh, &cidrs}})
+	h.Lost, _ = scanLostHold(br.QueryRow())
+	if tried && terr == nil {
+		var got []AllocateResult
+		if got, terr = readTaken(br); terr == nil && len(got) == 1 {
+			taken = &got[0]
+		}
+	}
+	cerr := br.Close()
+	if tried {
+		// The batch's error at its end (the commit) is the take's: the
+		// look read its rows before it.
+		if terr == nil {
+			terr = cerr
+		}
+		cerr = nil
+		if terr != nil {
+			taken = nil
+		}
+		err = s.waitErr(s.takeErr(ctx, terr))
+	}
+	if ferr == nil || errors.Is(ferr, ErrNotFound) {
+		ferr = cerr
+	} else {
+		h.Lost = nil
+	}
+	samePool := a.PoolID == want.ID() || (anyPool && a.State == StateReserved)
+	if ferr != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
+		return h, false, ferr == nil, taken, tried, err
+	}
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	h.Allocation = a
+	return h, true, true, nil, tried, err
+}
+
+// shareTake runs the take t (sh says of which statement) from the pool named
+// key, on its own or in a shared statement (above). false means "use the
+// full path".
+func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t take) (AllocateResult, bool, error) {
+	c := s.shared
+	c.mu.Lock()
+	q := c.pools[key]
+	if q == nil {
+		q = &poolQueue{}
+		c.pools[key] = q
+	}
+	if q.running < coalesceRunning {
+		q.running++
+		c.mu.Unlock()
+		sql, args := s.takeStatement(sh, []take{t})
+		res, ok, err := s.runOne(ctx, sql, args...)
+		s.ended(key, q)
+		return res, ok, err
+	}
+	ownerKey := t.owner.Kind + "\x00" + t.owner.ID
+	b := q.next
+	if b == nil {
+		b = &takeBatch{sh: sh, owners: map[string]bool{}}
+		q.next = b
+	}
+	if len(b.reqs) >= coalesceMax || b.owners[ownerKey] {
+		c.mu.Unlock()
+		sql, args := s.takeStatement(sh, []take{t})
+		return s.runOne(ctx, sql, args...)
+	}
+	r := &takeReq{t: t, done: make(chan takeDone, 1)}
+	b.reqs = append(b.reqs, r)
+	b.owners[ownerKey] = true
+	c.mu.Unlock()
+	select {
+	case d := <-r.done:
+		return d.res, d.ok, d.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if q.next == b { // not started: leave it
+			for i, x := range b.reqs {
+				if x == r {
+					b.reqs = append(b.reqs[:i], b.reqs[i+1:]...)
+					break
+				}
+			}
+			delete(b.owners, ownerKey)
+		}
+		c.mu.Unlock()
+		return AllocateResult{}, false, nil // the full path names the context's end
+	}
+}
+
+// ended is called when a statement of the pool ends: the batch gathered
+// meanwhile starts in its place.
+func (s *Client) ended(key string, q *poolQueue) {
+	c := s.shared
+	c.mu.Lock()
+	b := q.next
+	q.next = nil
+	if b == nil || len(b.reqs) == 0 {
+		q.running--
+		if q.running == 0 {
+			delete(c.pools, key)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	go func() {
+		s.runShared(b)
+		s.ended(key, q)
+	}()
+}
+
+// runShared runs a gathered batch and tells each caller its outcome. It runs
+// on none of its callers' contexts, so that one caller's end does not fail
+// the others; the store's bounds on waits and statements bound it.
+func (s *Client) runShared(b *takeBatch) {
+	ctx := context.Background()
+	takes := make([]take, len(b.reqs))
+	byOwner := make(map[string]*takeReq, len(b.reqs))
+	for i, r := range b.reqs {
+		takes[i] = r.t
+		byOwner[r.t.owner.ID] = r
+	}
+	sql, args := s.takeStatement(b.sh, takes)
+	got, err := s.runMany(ctx, sql, args...)
+	served := map[*takeReq]bool{}
+	for _, res := range got {
+		if r := byOwner[res.Owner.ID]; r != nil && !served[r] {
+			served[r] = true
+			r.done <- takeDone{res, true, nil}
+		}
+	}
+	for _, r := range b.reqs {
+		if !served[r] {
+			r.done <- takeDone{err: s.waitErr(err)}
+		}
+	}
+}
+
+// takeContext bounds a take statement's batch by the lock bound and two
+// seconds more: a statement waiting to be prepared behind another session's
+// lock holds no bound of its own (see takeErr).
+func (s *Client) takeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.bounds.lock > 0 {
+		return context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
+	}
+	return ctx, func() {}
+}

@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// reserveTx is Reserve inside the caller's transaction.
+func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ttl time.Duration) (Allocation, error) {
+	if err := lockPoolShared(ctx, tx, pool); err != nil {
+		return Allocation{}, err
+	}
+	held, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	if err != nil {
+		return Allocation{}, err
+	}
+	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
+		return Allocation{}, err
+	}
+	switch {
+	case held != nil && held.State == StateReserved:
+		a, err := scanAllocation(tx.QueryRow(ctx, sqlExtendHold,
+			held.ID, held.Generation, durationInterval(ttl)))
+		if errors.Is(err, ErrNotFound) {
+			err = errRetry
+		}
+		return a, err
+	case held != nil:
+		return *held, nil
+	}
+	a, err := s.take(ctx, tx, pool, req, cooling, ttl)
+	return a, s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
+}
+
+// reportLostHold records, unless done, that the owner was told its hold was
+// lost. It reports nothing (false) when the owner holds an address now, its
+// plans showing that one, unless the hold was lost with the owner
+// (ownerTaken): the owner holds what another manager took.
+func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (bool, error) {
+	reported := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var holds bool
+		if err := tx.QueryRow(ctx, sqlOwnerHolds, req.Pool.ClusterID, req.Owner.Kind, req.Owner.ID).Scan(&holds); err != nil || (holds && !l.ownerTaken) {
+			return err
+		}
+		reported = true
+		if p, err := loadPool(ctx, tx, l.poolID); err == nil {
+			l.Block, _ = p.layout.BlockOf(l.Address)
+		} else if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPoolNotFound) {
+			return err
+		}
+		if l.reported {
+			return nil
+		}
+		return s.insertEvent(ctx, tx, Event{Type: EventHoldLossReported, ClusterID: req.Pool.ClusterID, Address: l.Address,
+			Owner: req.Owner, Data: map[string]any{"run": s.planRun, "taken_by": l.TakenBy}})
+	})
+	return reported, s.mapErr(err)
+}
+
+// Reserve takes, or finds again, a short-lived hold on an address for an
+// owner: what a plan shows before apply. It is the one hold entry point,
+// resolving the pool as Allocate does (an instance's hold comes from the
+// pool Allocate would use; a hold never grows a node). The hold is keyed by owner, so
+// planning again finds the same one (and extends it). An owner that already
+// holds an active address gets that address, unchanged. A hold that expires
+// unused is taken like a free address, without cooldown. The lost-hold
+// look-up, and the one-statement take of a new hold, ride with the first
+// look for the hold, in its round trip: a plan's new hold costs one.
+func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
+	r, err := checkRequest(req)
+	if err != nil {
+		return Hold{}, err
+	}
+	if ttl <= 0 {
+		return Hold{}, invalid("reservation_ttl", "must be positive")
+	}
+	held, found, looked, taken, tried, err := s.findHold(ctx, r, ttl, true)
+	held.Lost = s.lostByMe(held.Lost)
+	switch {
+	case found:
+		return held, nil
+	case taken != nil:
+		// Taken with the look: the owner held nothing and lost no hold.
+		return Hold{Allocation: taken.Allocation}, nil
+	case err != nil:
+		return s.ownerTaken(ctx, r, Hold{Lost: held.Lost}, err)
+	}
+	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
+		// A plan that showed the lost address must fail when applied, and
+		// its apply re-plans this owner first: no new hold now. The next
+		// plan (of another run) takes one.
+		reported, err := s.reportLostHold(ctx, r, l)
+		if err != nil {
+			return Hold{}, err
+		}
+		if reported {
+			return Hold{Lost: l}, &HoldLostError{Owner: r.Owner, Lost: *l}
+		}
+	}
+	h := Hold{Lost: held.Lost}
+	if h.Allocation, err = s.reserve(ctx, r, ttl, !tried); err != nil {
+		return s.ownerTaken(ctx, r, h, err)
+	}
+	if !looked && s.outer == nil {
+		// After the hold's own transaction: its failure must not fail the hold.
+		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(r.Pool.ClusterID, r.Owner)...))
+		h.Lost = s.lostByMe(h.Lost)
+	}
+	return h, nil
+}
+
+// toReport: a lost hold not reported yet, or reported to this plan run.
+func (s *Client) toReport(l *LostHold) bool {
+	return l != nil && (!l.reported || (l.reportedRun != "" && l.reportedRun == s.planRun))
+}
+
+// ownerTaken is Reserve's answer when the hold is refused as another
+// manager's (owner_conflict): if this manager's own hold of the owner
+// expired and that manager took the owner, Hold.Lost names the address the
+// earlier plan showed (reported once, as HoldLostError is), so that the
+// apply of a saved plan re-plans it unchanged and fails at create with the
+// same owner_conflict; otherwise Lost is nil.
+func (s *Client) ownerTaken(ctx context.Context, req request, h Hold, err error) (Hold, error) {
+	l := h.Lost
+	h.Lost = nil
+	var oc *OwnerConflictError
+	if !errors.As(err, &oc) || !s.toReport(l) || !l.ownerTaken {
+		return h, err
+	}
+	if reported, rerr := s.reportLostHold(ctx, req, l); rerr == nil && reported {
+		h.Lost = l
+	}
+	return h, err
+}
+
+// lostByMe is l unless it is a hold another manager took with its owner
+// (ownerTaken) that was not this client's manager's: only the
+// configuration whose hold it was is told.
+func (s *Client) lostByMe(l *LostHold) *LostHold {
+	if l != nil && l.ownerTaken && (l.holderActor != s.actor || l.holderOrigin != s.origin) {
+		return nil
+	}
+	return l
+}
+
+// reserve takes or renews the hold: the fast path's one statement (unless
+// fast is false: findHold sent it already), else the full path in one
+// transaction.
+func (s *Client) reserve(ctx context.Context, req request, ttl time.Duration, fast bool) (Allocation, error) {
+	if fast && !req.Address.IsValid() {
+		if res, ok, err := s.fastTake(ctx, req, ttl); err != nil || ok {
+			return res.Allocation, err
+		}
+	}
+	s.paths.full.Add(1)
+	var a Allocation
+	var pool *Pool
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if pool, err = s.resolvePool(ctx, tx, req); err != nil {
+			return err
+		}
+		a, err = s.reserveTx(ctx, tx, pool, req.AllocateRequest, ttl)
+		return err
+	})
+	if err != nil {
+		return a, err
+	}
+	a.Block, _ = pool.layout.BlockOf(a.Address)
+	return a, nil
+}
+
+// MarkReplacement records that a plan replaces the owner's active allocation
+// of this actor, of the given generation (the replaced object's):
+// Terraform's create half of a replacement. Until ttl has passed, and while
+// nothing else changes the allocation, a create of the same owner by this
+// actor takes it over instead of failing with owner_conflict: it keeps the
+// address (and a plan shows it), or, asking for another pool or address,
+// releases it into cooldown for the owner and takes the new one. The old
+// object's destroy carries the older generation and releases nothing. It
+// returns ErrNotFound when the owner holds no active allocation of this
+// actor and generation.
+func (s *Client) MarkReplacement(ctx context.Context, clusterID string, o Owner, generation int64, ttl time.Duration) (Allocation, error) {
+	if err := ValidateOwner(o); err != nil {
+		return Allocation{}, err
+	}
+	if err := checkIDs("cluster_id", clusterID); err != nil {
+		return Allocation{}, err
+	}
+	if ttl <= 0 {
+		return Allocation{}, invalid("reservation_ttl", "must be positive")
+	}
+	if generation <= 0 {
+		return Allocation{}, invalid("generation", "must be the replaced allocation's generation, a positive number")
+	}
+	a, err := scanAllocation(s.pool.QueryRow(ctx, sqlMarkReplacement.sql, params{
+		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "actor": s.actor, "ttl": ttl,
+		"generation": generation, "origin": s.origin,
+	}))
+	return a, s.mapErr(err)
+}

@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// UsagePoolsSQL is the usage query, for the EXPLAIN test.
+const UsagePoolsSQL = usagePoolsSQL
+
+// UsagePlannerSetting is what the usage transaction sets before the query.
+const UsagePlannerSetting = usagePlannerSetting
+
+// FastAllocate exposes the fast path to the external tests.
+func (s *Client) FastAllocate(ctx context.Context, req AllocateRequest) (Allocation, bool) {
+	checked, err := checkRequest(req)
+	if err != nil {
+		return Allocation{}, false
+	}
+	r, ok, _ := s.fastAllocate(ctx, checked)
+	return r.Allocation, ok
+}
+
+// FullPathRuns is how many allocations and holds of the client (and its
+// InTx views) ran the full path.
+func (s *Client) FullPathRuns() int64 { return s.paths.full.Load() }
+
+// ForceFullPath sends every allocation and hold of the client (and its
+// InTx views) to the full path, or back to the fast paths.
+func (s *Client) ForceFullPath(on bool) { s.paths.fastOff.Store(on) }
+
+// BeginForTest opens a transaction the way every core transaction is opened.
+func (s *Client) BeginForTest(ctx context.Context) (pgx.Tx, error) {
+	return s.begin(ctx, pgx.ReadCommitted, false)
+}
+
+// RawPool is the store's pool, for tests that look at its sessions.
+func (s *Client) RawPool() *pgxpool.Pool { return s.pool.get() }
+
+// PrivateIPv4 is the core's list of private IPv4 space, for the test that
+// compares it with the schema's ipam_private_ipv4().
+var PrivateIPv4 = privateIPv4
+
+// Gathered is how many callers wait in the batch gathering for the pool
+// named id (owners of kind), for the tests that make one statement serve
+// several owners.
+func (s *Client) Gathered(id, kind string) int {
+	c := s.shared
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q := c.pools[id+"\x00"+kind]; q != nil && q.next != nil {
+		return len(q.next.reqs)
+	}
+	return 0
+}
+
+// StatementArgs orders the values of a statement's named parameters
+// (Statement.Params) by position, as the core does.
+func StatementArgs(st Statement, v map[string]any) []any {
+	return namedStatement{name: st.Name, names: st.Params}.args(v)
+}
+
+// SQLActivateRow is the full path's hand-out of a picked or owned row, for
+// the test of its guard.
+var SQLActivateRow = Statement{Name: sqlActivate.name, SQL: sqlActivate.sql, Params: sqlActivate.names}

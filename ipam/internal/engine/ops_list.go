@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AllocationView is an allocation as operators list it: the allocation, its
+// pool's category and when Terraform last saw it.
+type AllocationView struct {
+	Allocation
+	Category string
+	// LastSeenAt is when a Terraform refresh last saw the allocation (written
+	// at most once an hour); zero when never.
+	LastSeenAt time.Time
+	// Tombstone: the address is cooling after its pool or cluster was
+	// destroyed (ClusterID and PoolID name them); a pool created over it
+	// inherits it. Its Category is empty, and its ID is the allocation's
+	// last one.
+	Tombstone bool
+	// StateHeld: a Terraform state holds the allocation (a refresh or an
+	// import read it, or a configuration made it; Origin names that one).
+	StateHeld bool
+}
+
+// ListFilter selects allocations. Empty fields match everything. State is
+// one of active, reserved or cooling; without it all three are listed.
+type ListFilter struct {
+	ClusterID  string
+	Category   string
+	PoolID     string
+	OwnerKind  string
+	OrgID      string
+	EnvID      string
+	NodeID     string
+	InstanceID string
+	State      string
+	// Unmanaged keeps only the allocations no Terraform state holds (what
+	// `terraform query` offers to adopt).
+	Unmanaged bool
+	// Limit caps the number of allocations returned (0: no cap).
+	Limit int
+}
+
+// ListStates are the states ListAllocations selects on.
+var ListStates = []string{StateActive, StateReserved, StateCooling}
+
+// Categories are every pool category.
+var Categories = []string{CategoryNode, CategoryInstance, CategoryIPv4, CategoryIPv6}
+
+// statePredicates say what each listed state means, the same way usage counts
+// it: a reserved hold past its expiry and a cooling address past its cooldown
+// are free, so they are not listed.
+var statePredicates = map[string]string{
+	StateActive:   sqlListActive,
+	StateReserved: sqlListReserved,
+	StateCooling:  sqlListCooling,
+}
+
+// Validate checks the filter's fields, naming the one at fault.
+func (f ListFilter) Validate() error {
+	for _, x := range []struct{ field, v string }{
+		{"cluster_id", f.ClusterID}, {"org_id", f.OrgID}, {"env_id", f.EnvID},
+		{"node_id", f.NodeID}, {"instance_id", f.InstanceID},
+	} {
+		if x.v == "" {
+			continue
+		}
+		if err := ValidateID(x.field, x.v); err != nil {
+			return &InvalidError{Field: x.field, Msg: err.Error()}
+		}
+	}
+	if f.PoolID != "" {
+		if _, err := ParsePoolRef("pool_id", f.PoolID); err != nil {
+			return err
+		}
+	}
+	if f.Category != "" && !slices.Contains(Categories, f.Category) {
+		return invalid("category", "%q is not a category: expected one of %s", truncate(f.Category, 40), strings.Join(Categories, ", "))
+	}
+	if f.OwnerKind != "" && !slices.Contains(OwnerKinds, f.OwnerKind) {
+		return invalid("owner_kind", "%q is not an owner kind: expected %s", truncate(f.OwnerKind, 40), strings.Join(OwnerKinds, ", "))
+	}
+	if f.State != "" && statePredicates[f.State] == "" {
+		return invalid("state", "%q is not a state to list: expected active, reserved or cooling", truncate(f.State, 40))
+	}
+	if f.Limit < 0 {
+		return invalid("limit", "must not be negative")
+	}
+	return nil
+}
+
+// ListAllocations lists the allocations matching the filter, ordered by
+// cluster, pool and address order. Pool and cluster filters use the
+// (pool_id, state) and (cluster_id, ...) indexes; the label filters (org, env,
+// node, instance) narrow what those return.
+func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]AllocationView, error) {
+	s := o.c
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	eq := func(filter, v string) {
+		if v != "" {
+			args = append(args, v)
+			where = append(where, fmt.Sprintf(filter, len(args)))
+		}
+	}
+	// The filters both allocations and tombstones ("a") have.
+	filters := func() {
+		eq(sqlListByCluster, f.ClusterID)
+		eq(sqlListByPool, f.PoolID)
+		eq(sqlListByOwnerKind, f.OwnerKind)
+		eq(sqlListByOrg, f.OrgID)
+		eq(sqlListByEnv, f.EnvID)
+		eq(sqlListByNode, f.NodeID)
+		eq(sqlListByInstance, f.InstanceID)
+	}
+	filters()
+	eq(sqlListByCategory, f.Category)
+	if f.Unmanaged {
+		where = append(where, sqlListUnmanaged)
+	}
+	if f.State != "" {
+		where = append(where, statePredicates[f.State])
+	} else {
+		where = append(where, sqlListAnyState, sqlListLive)
+	}
+	q := sqlListAllocationsHead + strings.Join(where, sqlAnd) + sqlListAllocationsTail
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += fmt.Sprintf(sqlLimitParamFormat, len(args))
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) { return scanView(r) })
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	// The addresses destroyed pools left cooling are listed as cooling,
+	// after the allocations (they have no category to filter by).
+	if (f.State != "" && f.State != StateCooling) || f.Category != "" || (f.Limit > 0 && len(out) >= f.Limit) {
+		return out, nil
+	}
+	where = where[:0]
+	args = args[:0]
+	filters()
+	q = sqlListTombstones
+	for _, w := range where {
+		q += sqlAnd + w
+	}
+	q += sqlListTombstonesOrder
+	if f.Limit > 0 {
+		args = append(args, f.Limit-len(out))
+		q += fmt.Sprintf(sqlLimitParamFormat, len(args))
+	}
+	if rows, err = s.pool.Query(ctx, q, args...); err != nil {
+		return nil, s.mapErr(err)
+	}
+	buried, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) {
+		v, err := scanView(r)
+		v.Tombstone = true
+		return v, err
+	})
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return append(out, buried...), nil
+}
+
+// scanView scans allocColumns followed by the category, last_seen_at and
+// whether a state holds the allocation.
+func scanView(row pgx.Row) (AllocationView, error) {
+	var v AllocationView
+	var seen *time.Time
+	a, err := scanAllocation(extraRow{row, []any{&v.Category, &seen, &v.StateHeld}})
+	v.Allocation = a
+	if seen != nil {
+		v.LastSeenAt = *seen
+	}
+	return v, err
+}
+
+// extraRow (allocate.go) scans the columns after allocColumns.
+
+// Inventory: what exists, for `terraform query` and operators. Each call
+// lists keys in a stable order; the caller reads each item through its own
+// Get call.
+
+// ListClusterIDs lists every cluster's id, in order.
+func (o *Operator) ListClusterIDs(ctx context.Context) ([]string, error) {
+	s := o.c
+	rows, err := s.pool.Query(ctx, sqlListClusterIDs)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, s.mapErr(err)
+}
+
+// ListPools lists the pools of a cluster (every cluster when clusterID is
+// empty) whose category is one of categories (any when none are given),
+// ordered by id. Operator pools are the categories CategoryIPv4 and
+// CategoryIPv6; the node and instance pools belong to their cluster.
+func (o *Operator) ListPools(ctx context.Context, clusterID string, categories ...string) ([]PoolRef, error) {
+	s := o.c
+	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
+		return nil, err
+	}
+	for _, c := range categories {
+		if !slices.Contains(Categories, c) {
+			return nil, invalid("category", "%q is not a category: expected one of %s", truncate(c, 40), strings.Join(Categories, ", "))
+		}
+	}
+	rows, err := s.pool.Query(ctx, sqlListPools, clusterID, categories)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PoolRef])
+	return refs, s.mapErr(err)
+}
+
+// Kinds of object Managers judges.
+const (
+	ManagedCluster    = "cluster"
+	ManagedPool       = "pool"
+	ManagedSet        = "set"         // id "<cluster>/<set id>"
+	ManagedNodeBlocks = "node_blocks" // id "<cluster>/<node id>"
+)
+
+// Managers tells which of the objects ids of one kind a Terraform state
+// holds: one a configuration created (its origin recorded) or a read of the
+// provider saw (a refresh or an import). It maps each such id to the origin
+// of the configuration that made it, "" when only a read saw it. A set is
+// held when a state holds any of its active members. `terraform query`
+// leaves what a state holds out of its listings unless asked: adopting it
+// would make two states manage one object.
+func (o *Operator) Managers(ctx context.Context, kind string, ids []string) (map[string]string, error) {
+	s := o.c
+	q, ok := map[string]string{ManagedCluster: sqlManagersClusters, ManagedPool: sqlManagersPools,
+		ManagedSet: sqlManagersSets, ManagedNodeBlocks: sqlManagersNodeBlocks}[kind]
+	if !ok {
+		return nil, invalid("kind", "%q is not a kind Managers judges: expected one of cluster, pool, set, node_blocks", truncate(kind, 40))
+	}
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, q, ids)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	var id, origin string
+	_, err = pgx.ForEachRow(rows, []any{&id, &origin}, func() error {
+		out[id] = origin
+		return nil
+	})
+	return out, s.mapErr(err)
+}
+
+// ConfirmCluster records that a Terraform state read the cluster (a
+// refresh or an import): `terraform query` then leaves it out of its
+// listing unless asked (Managers). A Peek view records nothing.
+func (o *Operator) ConfirmCluster(ctx context.Context, id string) error {
+	s := o.c
+	return s.confirmRead(ctx, sqlConfirmCluster, "id", id)
+}
+
+// ConfirmPool records that a Terraform state read the pool, as
+// ConfirmCluster does for a cluster.
+func (o *Operator) ConfirmPool(ctx context.Context, id string) error {
+	s := o.c
+	return s.confirmRead(ctx, sqlConfirmPool, "pool_id", id)
+}
+
+func (s *Client) confirmRead(ctx context.Context, sql, field, id string) error {
+	if id == "" {
+		return invalid(field, "must not be empty")
+	}
+	if s.peek {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, sql, id)
+	return s.mapErr(err)
+}
+
+// SetRef names an address set: its cluster and its owner id (the set id).
+type SetRef struct {
+	ClusterID string
+	SetID     string
+}
+
+// ListSets lists the address sets with at least one active member, in a
+// cluster (every cluster when clusterID is empty) and, when orgID or envID is
+// set, of that organization or environment.
+func (o *Operator) ListSets(ctx context.Context, clusterID, orgID, envID string) ([]SetRef, error) {
+	s := o.c
+	for _, x := range []struct{ field, v string }{{"cluster_id", clusterID}, {"org_id", orgID}, {"env_id", envID}} {
+		if x.v != "" {
+			if err := ValidateID(x.field, x.v); err != nil {
+				return nil, &InvalidError{Field: x.field, Msg: err.Error()}
+			}
+		}
+	}
+	rows, err := s.pool.Query(ctx, sqlListSets, clusterID, orgID, envID)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SetRef])
+	return refs, s.mapErr(err)
+}

@@ -1,0 +1,464 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
+)
+
+func TestListAllocations(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	f.alloc("c1/node", node("n1"))
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", OrgID: "acme", EnvID: "prod", NodeID: "n1"})
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i2", InstanceID: "i2", OrgID: "acme", EnvID: "dev", NodeID: "n1"})
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i3", InstanceID: "i3", OrgID: "umbrella", EnvID: "prod"})
+	f.alloc("c1/v4", engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "prod", EnvID: "prod", OrgID: "acme"})
+	f.release(engine.Owner{Kind: engine.OwnerInstance, ID: "i2"})
+	f.alloc("c1/instance", instance("gone"))
+	f.release(instance("gone"))
+	age(t, f.raw, "c1/instance", 48*time.Hour) // i2 and gone have cooled down: not listed as cooling
+	f.release(engine.Owner{Kind: engine.OwnerInstance, ID: "i3"})
+
+	// The fixture is only read from here on: the cases run in parallel.
+	owners := func(t *testing.T, fl engine.ListFilter) string {
+		t.Helper()
+		got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, fl)
+		if err != nil {
+			t.Fatalf("%+v: %v", fl, err)
+		}
+		var out []string
+		for _, a := range got {
+			out = append(out, a.Owner.ID+":"+a.State+":"+a.Category)
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		name string
+		f    engine.ListFilter
+		want string
+	}{
+		{"everything", engine.ListFilter{}, "i1:active:instance i3:cooling:instance n1:active:node prod:active:ipv4"},
+		{"cluster and org", engine.ListFilter{ClusterID: "c1", OrgID: "acme"}, "i1:active:instance prod:active:ipv4"},
+		{"env", engine.ListFilter{EnvID: "prod"}, "i1:active:instance i3:cooling:instance prod:active:ipv4"},
+		{"node", engine.ListFilter{NodeID: "n1"}, "i1:active:instance n1:active:node"},
+		{"instance", engine.ListFilter{InstanceID: "i3"}, "i3:cooling:instance"},
+		{"category", engine.ListFilter{Category: "ipv4"}, "prod:active:ipv4"},
+		{"pool and state", engine.ListFilter{PoolID: "c1/instance", State: "active"}, "i1:active:instance"},
+		{"cooling", engine.ListFilter{State: "cooling"}, "i3:cooling:instance"},
+		{"reserved", engine.ListFilter{State: "reserved"}, ""},
+		{"owner kind", engine.ListFilter{OwnerKind: "node"}, "n1:active:node"},
+		{"other cluster", engine.ListFilter{ClusterID: "c2"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := owners(t, tc.f); got != tc.want {
+				t.Errorf("%+v: got %q, want %q", tc.f, got, tc.want)
+			}
+		})
+	}
+	t.Run("limit", func(t *testing.T) {
+		t.Parallel()
+		got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, engine.ListFilter{Limit: 2})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("limit: %d %v", len(got), err)
+		}
+	})
+	for _, tc := range []struct {
+		f     engine.ListFilter
+		field string
+	}{
+		{engine.ListFilter{State: "free"}, "state"},
+		{engine.ListFilter{Category: "ipv5"}, "category"},
+		{engine.ListFilter{OrgID: "a b"}, "org_id"},
+		{engine.ListFilter{PoolID: "nopool"}, "pool_id"},
+		{engine.ListFilter{OwnerKind: "vm"}, "owner_kind"},
+	} {
+		t.Run("invalid/"+tc.field, func(t *testing.T) {
+			t.Parallel()
+			_, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, tc.f)
+			var ie *engine.InvalidError
+			if !errors.As(err, &ie) || ie.Field != tc.field {
+				t.Errorf("%+v: %v, want invalid %s", tc.f, err, tc.field)
+			}
+		})
+	}
+}
+
+func TestLookupAddress(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	a := f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", OrgID: "acme", EnvID: "prod"})
+	b := f.alloc("c1/node", node("n1"))
+	f.release(node("n1"))
+	lookup := func(addr, cluster string) engine.AddressInfo {
+		t.Helper()
+		infos, err := engine.OperatorOf(f.st).LookupAddress(f.ctx, netip.MustParseAddr(addr), cluster)
+		if err != nil || len(infos) != 1 {
+			t.Fatalf("lookup %s: %+v %v", addr, infos, err)
+		}
+		return infos[0]
+	}
+	got := lookup(a.Address.String(), "")
+	if got.Status != "active" || got.Category != "instance" || got.Owner.OrgID != "acme" || got.Owner.EnvID != "prod" ||
+		got.Owner.InstanceID != "i1" || got.Actor != "terraform" || got.AllocatedAt.IsZero() || got.PoolID != "c1/instance" || got.Generation != 1 {
+		t.Errorf("active: %+v", got)
+	}
+	// A cooling address names its last holder and when it becomes reusable.
+	got = lookup(b.Address.String(), "c1")
+	if got.Status != "cooling" || got.Owner.NodeID != "n1" || got.ReleasedAt.IsZero() || got.ReusableAt.Sub(got.ReleasedAt) != engine.DefaultNodeCooldown {
+		t.Errorf("cooling: %+v", got)
+	}
+	age(t, f.raw, "c1/node", 31*24*time.Hour)
+	if got = lookup(b.Address.String(), ""); got.Status != "free" || got.Owner.NodeID != "n1" {
+		t.Errorf("cooled down: %+v (want free, last holder n1)", got)
+	}
+	if got = lookup("2001:db8::99", ""); got.Status != "free" || got.ID != [16]byte{} || got.PoolID != "c1/node" || got.Ordinal != 0x99 {
+		t.Errorf("never used: %+v", got)
+	}
+	if got = lookup("2001:db8::", ""); got.Status != engine.StatusExcluded {
+		t.Errorf("subnet-router anycast: %+v", got)
+	}
+	if got = lookup("198.51.100.3", ""); got.Status != "free" || got.Category != "ipv4" || got.Block.String() != "198.51.100.0/29" {
+		t.Errorf("free IPv4 row: %+v", got)
+	}
+	if got = lookup("198.51.100.7", ""); got.Status != engine.StatusExcluded {
+		t.Errorf("broadcast: %+v", got)
+	}
+	// Sequential: clusters and pools are added right after these.
+	for _, tc := range []struct{ name, addr, want string }{
+		{"in the cluster, in no pool", "2001:db8:0:5::1", `inside the prefix of cluster "c1" but in none of its pools`},
+		{"in no cluster", "2001:dead::1", "in no pool of any cluster"},
+		{"IPv4 in no pool", "203.0.113.1", "in no pool of any cluster"},
+	} {
+		t.Run("not found/"+tc.name, func(t *testing.T) {
+			_, err := engine.OperatorOf(f.st).LookupAddress(f.ctx, netip.MustParseAddr(tc.addr), "")
+			if !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want not_found saying %q", tc.addr, err, tc.want)
+			}
+		})
+	}
+	// Private IPv4 blocks may repeat across clusters: both are found.
+	mkCluster(t, f.st, "c2", "2001:db9::/48", "", "")
+	for _, c := range []string{"c1", "c2"} {
+		if _, err := f.st.CreatePool(f.ctx, engine.Pool{ClusterID: c, Name: "private", CIDRs: prefixes("10.0.0.0/30")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infos, err := engine.OperatorOf(f.st).LookupAddress(f.ctx, netip.MustParseAddr("10.0.0.1"), "")
+	if err != nil || len(infos) != 2 || engine.ClusterIDs(infos) != "c1, c2" {
+		t.Fatalf("private in two clusters: %+v %v", infos, err)
+	}
+	if infos, err = engine.OperatorOf(f.st).LookupAddress(f.ctx, netip.MustParseAddr("10.0.0.1"), "c2"); err != nil || len(infos) != 1 || infos[0].ClusterID != "c2" {
+		t.Fatalf("private in c2: %+v %v", infos, err)
+	}
+}
+
+func TestListEvents(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	start, err := engine.OperatorOf(f.st).DatabaseNow(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.alloc("c1/node", node("n1"))
+	f.alloc("c1/instance", instance("i1"))
+	f.release(instance("i1"))
+	// The events are only read from here on: the cases run in parallel.
+	types := func(t *testing.T, fl engine.EventFilter) string {
+		t.Helper()
+		evs, err := engine.OperatorOf(f.st).ListEvents(f.ctx, fl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Type)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		name string
+		f    engine.EventFilter
+		want string
+	}{
+		{"since start", engine.EventFilter{Since: start}, "node.enrolled,instance.allocated,instance.released"},
+		{"all of c1", engine.EventFilter{ClusterID: "c1"}, "cluster.created,pool.created,node.enrolled,instance.allocated,instance.released"},
+		{"by type", engine.EventFilter{Types: []string{"instance.*", "cluster.created"}}, "cluster.created,instance.allocated,instance.released"},
+		{"newest two", engine.EventFilter{Limit: 2}, "instance.allocated,instance.released"},
+		{"no IPv4 events", engine.EventFilter{Types: []string{"env.ipv4_*"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := types(t, tc.f); got != tc.want {
+				t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+			}
+		})
+	}
+	t.Run("type *", func(t *testing.T) {
+		t.Parallel()
+		// A type that matches nothing the IPAM writes is refused, not answered with nothing.
+		for _, typ := range []string{"env.ipv4_addon_allocation_failure", "nodes.*"} {
+			if _, err := engine.OperatorOf(f.st).ListEvents(f.ctx, engine.EventFilter{Types: []string{typ}}); engine.Code(err) != engine.CodeInvalid || !strings.Contains(err.Error(), "matches no event type") {
+				t.Errorf("ListEvents(Types: %s): %v, want invalid_input naming the known types", typ, err)
+			}
+		}
+		if _, err := engine.OperatorOf(f.st).ListEvents(f.ctx, engine.EventFilter{Types: []string{"*"}}); engine.Code(err) != engine.CodeInvalid {
+			t.Errorf("type *: %v", err)
+		}
+	})
+}
+
+// Every event type is FAMILY.EVENT, so that FAMILY.* finds all of a family's
+// events: env.* finds every event of the environment IPv4 add-on, those
+// written now (env.ipv4_addon_enabled, _allocation_failed, _relabeled,
+// _disabled) and those older versions wrote under other names
+// (env.ipv4_addon.allocation_failed, env_ipv4.relabeled), which filters
+// accept as aliases: a filter naming either name finds the events of both.
+func TestEnvEventsAreOneFamily(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	for i := range 6 {
+		f.alloc("c1/v4", env(fmt.Sprintf("e%d", i)))
+	}
+	if _, err := f.st.Allocate(f.ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e6")}); engine.Code(err) != engine.CodeExhausted {
+		t.Fatalf("the seventh environment: %v, want ipam_exhausted", err)
+	}
+	relabeled := env("e0")
+	relabeled.OrgID = "org-renamed"
+	if _, err := f.st.UpdateLabels(f.ctx, "c1", relabeled); err != nil {
+		t.Fatal(err)
+	}
+	f.release(env("e1"))
+	// What an older version wrote: the same events under the old names.
+	for _, old := range []string{"env.ipv4_addon.allocation_failed", "env_ipv4.relabeled"} {
+		f.exec(`INSERT INTO ipam_events (id, type, cluster_id, owner_kind, owner_id, actor, data)
+			VALUES (gen_random_uuid(), $1, 'c1', 'env_ipv4', 'old', 'terraform', '{}')`, old)
+	}
+	types := func(fl engine.EventFilter) map[string]int {
+		t.Helper()
+		evs, err := engine.OperatorOf(f.st).ListEvents(f.ctx, fl)
+		if err != nil {
+			t.Fatalf("%v: %v", fl.Types, err)
+		}
+		out := map[string]int{}
+		for _, e := range evs {
+			out[e.Type]++
+		}
+		return out
+	}
+	all := map[string]int{"env.ipv4_addon_enabled": 6, "env.ipv4_addon_allocation_failed": 1, "env.ipv4_addon_relabeled": 1,
+		"env.ipv4_addon_disabled": 1, "env.ipv4_addon.allocation_failed": 1, "env_ipv4.relabeled": 1}
+	for _, glob := range []string{"env.*", "env.ipv4_addon*"} {
+		if got := types(engine.EventFilter{Types: []string{glob}}); !maps.Equal(got, all) {
+			t.Errorf("%s found %v, want every env event under either name: %v", glob, got, all)
+		}
+	}
+	for typ, want := range map[string]map[string]int{
+		"env_ipv4.relabeled":               {"env.ipv4_addon_relabeled": 1, "env_ipv4.relabeled": 1},
+		"env.ipv4_addon_relabeled":         {"env.ipv4_addon_relabeled": 1, "env_ipv4.relabeled": 1},
+		"env_ipv4.*":                       {"env.ipv4_addon_relabeled": 1, "env_ipv4.relabeled": 1},
+		"env.ipv4_addon.allocation_failed": {"env.ipv4_addon_allocation_failed": 1, "env.ipv4_addon.allocation_failed": 1},
+		"env.ipv4_addon_allocation_failed": {"env.ipv4_addon_allocation_failed": 1, "env.ipv4_addon.allocation_failed": 1},
+	} {
+		if got := types(engine.EventFilter{Types: []string{typ}}); !maps.Equal(got, want) {
+			t.Errorf("%s found %v, want %v", typ, got, want)
+		}
+	}
+	// One spelling: every type written now is FAMILY.EVENT, and each old
+	// name stands for one of them.
+	known := engine.EventTypes()
+	for _, typ := range known {
+		if strings.Count(typ, ".") != 1 {
+			t.Errorf("%s is not FAMILY.EVENT", typ)
+		}
+	}
+	for old, now := range engine.EventTypeAliases() {
+		if slices.Contains(known, old) || !slices.Contains(known, now) {
+			t.Errorf("alias %s -> %s: the old name is still written, or the new one is not", old, now)
+		}
+	}
+}
+
+// The inventory calls list keys for `terraform query`: every cluster, the
+// pools of a cluster (operator pools by category, never a node's blocks or a
+// released block's parked rows), the sets with an active member, the nodes
+// with blocks.
+func TestInventory(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	mkCluster(t, f.st, "c0", "2001:db8:1::/48", "", "")
+	if _, err := f.st.ApplySet(f.ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "web", OrgID: "acme", EnvID: "prod"},
+		Add: []engine.SetEntry{{Key: "a", Family: 6}, {Key: "b", Family: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ApplySet(f.ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "gone", OrgID: "acme"},
+		Add: []engine.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.ReleaseSet(f.ctx, "c1", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ScaleNodeBlocks(f.ctx, "c1", "n1", scaling(40, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ScaleNodeBlocks(f.ctx, "c1", "n1", scaling(0, 16)); err != nil { // parks released blocks
+		t.Fatal(err)
+	}
+
+	// The fixture is only read from here on: the cases run in parallel.
+	for _, tc := range []struct {
+		name string
+		list func() (any, error)
+		want string
+	}{
+		{"clusters", func() (any, error) { return engine.OperatorOf(f.st).ListClusterIDs(f.ctx) }, "c0 c1"},
+		{"pools of c1", func() (any, error) { return engine.OperatorOf(f.st).ListPools(f.ctx, "c1") }, "c1/instance c1/node c1/v4"},
+		{"operator pools", func() (any, error) {
+			return engine.OperatorOf(f.st).ListPools(f.ctx, "", engine.CategoryIPv4, engine.CategoryIPv6)
+		}, "c1/v4"},
+		{"pools of c0", func() (any, error) { return engine.OperatorOf(f.st).ListPools(f.ctx, "c0", engine.CategoryIPv4) }, ""},
+		{"sets", func() (any, error) { return engine.OperatorOf(f.st).ListSets(f.ctx, "", "", "") }, "c1 web"},
+		{"sets of acme in prod", func() (any, error) { return engine.OperatorOf(f.st).ListSets(f.ctx, "c1", "acme", "prod") }, "c1 web"},
+		{"sets of dev", func() (any, error) { return engine.OperatorOf(f.st).ListSets(f.ctx, "", "", "dev") }, ""},
+		{"nodes with blocks", func() (any, error) { return f.st.NodesWithBlocks(f.ctx, "c1") }, "c1 n1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := tc.list()
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if got := strings.Trim(strings.ReplaceAll(fmt.Sprint(v), "} {", " "), "[]{}"); got != tc.want {
+				t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+			}
+		})
+	}
+	t.Run("invalid/category", func(t *testing.T) {
+		t.Parallel()
+		if _, err := engine.OperatorOf(f.st).ListPools(f.ctx, "c1", "v6"); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "category") {
+			t.Errorf("an unknown category: %v, want an invalid category", err)
+		}
+	})
+	t.Run("invalid/org", func(t *testing.T) {
+		t.Parallel()
+		if _, err := engine.OperatorOf(f.st).ListSets(f.ctx, "", "bad org", ""); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "org_id") {
+			t.Errorf("an invalid org: %v, want org_id named", err)
+		}
+	})
+}
+
+// What a Terraform state holds, which `terraform query` leaves out unless
+// asked: a cluster or pool a configuration created (its origin) or a read
+// of the provider saw (Confirm*), an allocation a state holds, a set with
+// such a member, a node's blocks a read saw. Reads through Peek record
+// nothing, so listing the scheduler's allocations never makes them a
+// state's.
+func TestManagersAndPeek(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	cfg := openOrigin(t, f.st, "terraform", "/work/a")
+	peek := f.st.Peek()
+	if _, err := cfg.CreatePool(f.ctx, engine.Pool{ClusterID: "c1", Name: "extra", Cooldown: time.Hour,
+		CIDRs: prefixes("192.0.2.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	managers := func(kind string, ids ...string) string {
+		t.Helper()
+		m, err := engine.OperatorOf(f.st).Managers(f.ctx, kind, ids)
+		if err != nil {
+			t.Fatalf("Managers(%s): %v", kind, err)
+		}
+		return fmt.Sprint(m)
+	}
+	if got := managers(engine.ManagedPool, "c1/v4", "c1/extra"); got != "map[c1/extra:/work/a]" {
+		t.Errorf("pools a state holds: %s, want only c1/extra, by /work/a", got)
+	}
+	for _, c := range []*engine.Client{peek, f.st} {
+		if err := engine.OperatorOf(c).ConfirmPool(f.ctx, "c1/v4"); err != nil {
+			t.Fatal(err)
+		}
+		if err := engine.OperatorOf(c).ConfirmCluster(f.ctx, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool][2]string{true: {"map[]", "map[c1/extra:/work/a]"}, false: {"map[c1:]", "map[c1/extra:/work/a c1/v4:]"}}[c == peek]
+		if got := [2]string{managers(engine.ManagedCluster, "c1", "c9"), managers(engine.ManagedPool, "c1/v4", "c1/extra")}; got != want {
+			t.Errorf("after a read (peek %v): clusters and pools held %v, want %v", c == peek, got, want)
+		}
+	}
+
+	// Allocations: the scheduler's, read through Peek, stays no state's.
+	sched := openOrigin(t, f.st, "scheduler", "")
+	if _, err := sched.Allocate(f.ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("s1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Allocate(f.ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("t1")}); err != nil {
+		t.Fatal(err)
+	}
+	unmanaged := func() string {
+		t.Helper()
+		views, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, engine.ListFilter{ClusterID: "c1", OwnerKind: engine.OwnerNode, Unmanaged: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, v := range views {
+			ids = append(ids, v.Owner.ID)
+		}
+		return strings.Join(ids, " ")
+	}
+	if _, err := peek.GetActive(f.ctx, "c1", engine.OwnerNode, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := unmanaged(); got != "s1" {
+		t.Errorf("allocations no state holds after a peek: %q, want s1", got)
+	}
+	views, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, engine.ListFilter{ClusterID: "c1", OwnerKind: engine.OwnerNode})
+	if err != nil || len(views) != 2 || views[0].StateHeld == views[1].StateHeld {
+		t.Fatalf("every node allocation: %+v %v, want s1 and t1, one held by a state", views, err)
+	}
+	for _, v := range views {
+		if v.StateHeld != (v.Owner.ID == "t1") || (v.Owner.ID == "t1" && v.Origin != "/work/a") {
+			t.Errorf("%s: StateHeld %v, Origin %q", v.Owner.ID, v.StateHeld, v.Origin)
+		}
+	}
+	if _, err := f.st.GetActive(f.ctx, "c1", engine.OwnerNode, "s1"); err != nil { // a refresh
+		t.Fatal(err)
+	}
+	if got := unmanaged(); got != "" {
+		t.Errorf("allocations no state holds after a refresh of s1: %q, want none", got)
+	}
+
+	// Sets and node blocks.
+	if _, err := sched.ApplySet(f.ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "web", OrgID: "acme"},
+		Add: []engine.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sched.ScaleNodeBlocks(f.ctx, "c1", "n1", scaling(10, 16)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*engine.Client{peek, f.st} {
+		if _, err := c.GetSet(f.ctx, "c1", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ConfirmNodeBlocks(f.ctx, "c1", "n1"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool][2]string{true: {"map[]", "map[]"}, false: {"map[c1/web:]", "map[c1/n1:]"}}[c == peek]
+		if got := [2]string{managers(engine.ManagedSet, "c1/web"), managers(engine.ManagedNodeBlocks, "c1/n1")}; got != want {
+			t.Errorf("after a read (peek %v): sets and blocks held %v, want %v", c == peek, got, want)
+		}
+	}
+	if _, err := engine.OperatorOf(f.st).Managers(f.ctx, "allocation", nil); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "node_blocks") {
+		t.Errorf("an unknown kind: %v, want invalid naming the kinds", err)
+	}
+}

@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ReleaseRequest names one active allocation for an operator to release:
+// by Address, or by OwnerKind and OwnerID (with ClusterID).
+type ReleaseRequest struct {
+	// ClusterID is the allocation's cluster: required with an owner; with
+	// an address, needed only when several clusters reuse that address.
+	ClusterID string
+	Address   netip.Addr
+	OwnerKind string
+	OwnerID   string
+	// Reason is recorded with the release's event: why it was released.
+	Reason string
+	// Force releases an allocation that a Terraform state holds: a refresh
+	// or an import read it, or a configuration created it. That
+	// configuration still declares the owner: its next refresh drops the
+	// resource, and its next apply allocates for the owner again, which
+	// gets the same address back (its own cooling address comes first).
+	Force bool
+}
+
+// ReleaseResult is what ReleaseAllocation released.
+type ReleaseResult struct {
+	Allocation
+	// ConfirmedAt is when a Terraform state confirmed the allocation (zero:
+	// never): set only on a forced release.
+	ConfirmedAt time.Time
+	// Forced: a Terraform state held the allocation (it was confirmed, or
+	// a configuration created it), and Force released it anyway.
+	Forced bool
+	// AlreadyReleased: nothing of the address or owner was active, and the
+	// allocation named was released before and is cooling (no one has
+	// taken the address since): the release did nothing, as a repeated
+	// Release does, and Allocation is that released one.
+	AlreadyReleased bool
+}
+
+// ConfirmedError: an operator's release is refused because a Terraform state
+// holds the allocation: a refresh or an import confirmed it, or (Created)
+// a configuration created it and its state holds it before its first
+// refresh. The configuration that declares its owner still uses it.
+// ReleaseRequest.Force overrides.
+type ConfirmedError struct {
+	Allocation  Allocation
+	ConfirmedAt time.Time // zero when Created
+	Created     bool
+}
+
+func (e *ConfirmedError) Code() string { return CodeConflict }
+
+// Is matches ErrConflict.
+func (e *ConfirmedError) Is(target error) bool { return isCode(CodeConflict, target) }
+
+func (e *ConfirmedError) Error() string {
+	a := e.Allocation
+	held := fmt.Sprintf("a Terraform state confirmed it at %s (a refresh or an import read it)", e.ConfirmedAt.UTC().Format(time.RFC3339))
+	if e.Created {
+		held = fmt.Sprintf("a Terraform configuration created it at %s and its state holds it (its next refresh confirms it)",
+			a.AllocatedAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: %s is held by %s %q in cluster %q (actor %q), and %s: releasing it would hand the address to "+
+		"another owner while that configuration still uses it. Remove the owner from that configuration and apply, or "+
+		"release it anyway with force",
+		CodeConflict, a.Address, a.Owner.Kind, a.Owner.ID, a.ClusterID, a.Actor, held)
+}
+
+// ReleaseAllocation is an operator's release of one active allocation into
+// its pool's cooldown, through the same statement as reclaim, with the
+// owner kind's release event carrying the reason (and "forced"). An
+// allocation that a Terraform state confirmed is refused with a
+// ConfirmedError unless Force is set. The pool's lock is taken first, then
+// the row's, as every release takes them. Releasing again what is already
+// released (and still cooling) does nothing and says so
+// (ReleaseResult.AlreadyReleased); an address or owner with neither is
+// ErrNotFound.
+func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
+	s := o.c
+	var addr *netip.Prefix
+	switch {
+	case req.Reason == "":
+		return ReleaseResult{}, invalid("reason", "is required: say why the allocation is released (it is recorded with the event)")
+	case req.Address.IsValid() && req.OwnerID != "":
+		return ReleaseResult{}, invalid("address", "give an address or an owner, not both")
+	case req.Address.IsValid():
+		p := netip.PrefixFrom(req.Address.Unmap(), req.Address.Unmap().BitLen())
+		addr = &p
+	case req.OwnerKind == "" || req.OwnerID == "":
+		return ReleaseResult{}, invalid("owner_id", "give an address, or an owner kind and id")
+	case req.ClusterID == "":
+		return ReleaseResult{}, invalid("cluster_id", "is required to release by owner")
+	}
+	if err := checkFilterIDs("cluster_id", req.ClusterID); err != nil {
+		return ReleaseResult{}, err
+	}
+	if addr == nil {
+		if err := checkOwnerKey(req.OwnerKind, req.OwnerID); err != nil {
+			return ReleaseResult{}, err
+		}
+	}
+	var res ReleaseResult
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		res = ReleaseResult{}
+		rows, err := tx.Query(ctx, sqlReleaseFind, addr, req.ClusterID, req.OwnerKind, req.OwnerID)
+		if err != nil {
+			return err
+		}
+		type found struct {
+			id        uuid.UUID
+			pool      string
+			gen       int64
+			confirmed *time.Time
+			held      bool // a Terraform state holds it (stateHeldSQL)
+		}
+		var fs []found
+		for rows.Next() {
+			var f found
+			if err := rows.Scan(&f.id, &f.pool, &f.gen, &f.confirmed, &f.held); err != nil {
+				rows.Close()
+				return err
+			}
+			fs = append(fs, f)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		what := fmt.Sprintf("%s %q", req.OwnerKind, req.OwnerID)
+		if addr != nil {
+			what = req.Address.String()
+		}
+		switch len(fs) {
+		case 0:
+			return s.releasedBefore(ctx, tx, addr, req, what, &res)
+		case 2:
+			return invalid("cluster_id", "%s is active in several clusters (a reused private IPv4 block): name the cluster", what)
+		}
+		f := fs[0]
+		if _, err := tx.Exec(ctx, sqlLockPoolKeyShare, f.pool); err != nil {
+			return err
+		}
+		var same bool
+		if err := tx.QueryRow(ctx, sqlReleaseProbeLock, f.id, f.gen).Scan(&same, &f.confirmed, &f.held); err != nil {
+			return err
+		}
+		if !same {
+			return errRetry // released or handed out again meanwhile: look again
+		}
+		a, err := scanAllocation(tx.QueryRow(ctx, sqlReclaim, f.id, f.gen))
+		if errors.Is(err, ErrNotFound) {
+			return errRetry
+		}
+		if err != nil {
+			return err
+		}
+		if f.held {
+			if !req.Force {
+				// Nothing is written: the rollback undoes the release.
+				ce := &ConfirmedError{Allocation: a, Created: f.confirmed == nil}
+				if f.confirmed != nil {
+					ce.ConfirmedAt = *f.confirmed
+				}
+				return ce
+			}
+			res.Forced = true
+			if f.confirmed != nil {
+				res.ConfirmedAt = *f.confirmed
+			}
+		}
+		res.Allocation = a
+		data := map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339), "reason": req.Reason,
+			"released_by": "operator", "holder_actor": a.Actor}
+		if f.held {
+			data["forced"] = true
+		}
+		if f.confirmed != nil {
+			data["confirmed_at"] = f.confirmed.UTC().Format(time.RFC3339)
+		}
+		return s.insertEvent(ctx, tx, Event{Type: eventTypes[a.Owner.Kind].released, ClusterID: a.ClusterID, PoolID: a.PoolID,
+			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: data})
+	})
+	return res, s.mapErr(err)
+}
+
+// releasedBefore answers a release that found nothing active: the
+// allocation already released (and cooling) is a no-op's result; nothing is
+// ErrNotFound.
+func (s *Client) releasedBefore(ctx context.Context, tx pgx.Tx, addr *netip.Prefix, req ReleaseRequest, what string, res *ReleaseResult) error {
+	rows, err := tx.Query(ctx, sqlReleaseFindReleased, addr, req.ClusterID, req.OwnerKind, req.OwnerID)
+	if err != nil {
+		return err
+	}
+	released, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(released) == 0:
+		return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
+	case len(released) == 2 && released[0].ClusterID != released[1].ClusterID:
+		return invalid("cluster_id", "%s was released in several clusters (a reused private IPv4 block): name the cluster", what)
+	}
+	res.Allocation, res.AlreadyReleased = released[0], true
+	return nil
+}
+
+// checkOwnerKey checks an owner named by kind and id, as ValidateOwner
+// checks the owner of an allocation (a set member's id is <set>#<key>).
+func checkOwnerKey(kind, id string) error {
+	if !slices.Contains(OwnerKinds, kind) {
+		return notAKind("owner_kind", kind)
+	}
+	if kind == OwnerSet {
+		set, _, _ := strings.Cut(id, "#")
+		return validateSetMember(Owner{Kind: kind, ID: id, SetID: set})
+	}
+	return checkIDs("owner_id", id)
+}
+
+func inCluster(id string) string {
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf(" in cluster %q", id)
+}

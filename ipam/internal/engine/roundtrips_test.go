@@ -1,0 +1,88 @@
+package engine_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
+)
+
+// roundTrips counts what a pool sends its server: each batch (one round
+// trip, one implicit transaction) and each query outside a batch.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// A Terraform create of a new address costs three round trips, each its
+// own transaction: the plan's hold (the look for a hold and the take of a
+// new one go together), the apply's re-plan finding that hold again, and
+// the create confirming it. A fourth, anywhere, fails the test.
+func TestPlanAndApplyOfANewAddressAreThreeRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &roundTrips{}
+	cfg.ConnConfig.Tracer = sent
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := engine.New(pool, engine.Config{Origin: "/work/config"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	for _, req := range []engine.AllocateRequest{
+		{Pool: engine.ClusterPools("c1"), Owner: instance("i1")},
+		{Pool: engine.NodePool("c1"), Owner: node("n1")},
+	} {
+		step := func(what string, f func() error) {
+			t.Helper()
+			before := sent.n.Load()
+			if err := f(); err != nil {
+				t.Fatalf("%s %s: %v", req.Owner.Kind, what, err)
+			}
+			if n := sent.n.Load() - before; n != 1 {
+				t.Errorf("%s %s: %d round trips, want 1", req.Owner.Kind, what, n)
+			}
+		}
+		var planned engine.Hold
+		step("plan: the hold", func() (err error) { planned, err = st.Reserve(ctx, req, time.Hour); return err })
+		step("apply: the re-plan", func() error {
+			again, err := st.Reserve(ctx, req, time.Hour)
+			if err == nil && again.ID != planned.ID {
+				t.Errorf("%s re-plan: hold %s, want the plan's %s", req.Owner.Kind, again.Address, planned.Address)
+			}
+			return err
+		})
+		step("apply: the create", func() error {
+			confirm := req
+			confirm.Address = planned.Address
+			a, err := st.Allocate(ctx, confirm)
+			if err == nil && (a.ID != planned.ID || a.State != engine.StateActive) {
+				t.Errorf("%s create: %s %s, want the hold %s made active", req.Owner.Kind, a.Address, a.State, planned.Address)
+			}
+			return err
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// InstanceRequest asks for an instance's (one microVM's) address.
+type InstanceRequest struct {
+	ClusterID  string
+	InstanceID string
+	OrgID      string
+	EnvID      string
+	// NodeID is the node the instance is placed on: when the node has
+	// instance blocks, the address comes from them (the node grows when they
+	// are full and its scaling allows).
+	NodeID string
+	// Address claims this exact address; zero lets the allocator pick.
+	Address netip.Addr
+}
+
+// InstanceAddress is an instance's address with the WorkloadSpec network
+// block.
+type InstanceAddress struct {
+	Address netip.Addr
+	// Prefix is the address as a /128 (WorkloadSpec network.overlay_ipv6).
+	Prefix      netip.Prefix
+	GatewayIPv6 netip.Addr
+	MTU         int
+	DNSServers  []netip.Addr
+	// Generation advances each time the owner is given an address.
+	Generation  int64
+	AllocatedAt time.Time
+	// Adopted is true when the instance already held this address, made by
+	// the same actor and not yet confirmed: a retried placement.
+	Adopted bool
+}
+
+// AllocateInstance hands an instance its address inside tx (nil: a
+// transaction of its own), with its instance.allocated event: both commit or
+// roll back with the caller's rows. On ipam_exhausted the failure and an
+// instance.allocation_failed event are recorded outside tx.
+func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRequest) (InstanceAddress, error) {
+	o := Owner{Kind: OwnerInstance, ID: req.InstanceID, InstanceID: req.InstanceID,
+		OrgID: req.OrgID, EnvID: req.EnvID, NodeID: req.NodeID}
+	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
+		Pool: ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
+	if err != nil {
+		return InstanceAddress{}, nameInput(err, instanceFields)
+	}
+	return InstanceAddress{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, 128),
+		GatewayIPv6: res.Network.GatewayIPv6, MTU: res.Network.MTU, DNSServers: res.Network.DNSServers,
+		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}, nil
+}
+
+// ReleaseInstance releases an instance's address inside tx (nil: a
+// transaction of its own) into its cooldown (the cluster's
+// instance_cooldown), with its instance.released event. Releasing what is not
+// held is a no-op.
+func (c *Client) ReleaseInstance(ctx context.Context, tx pgx.Tx, clusterID, instanceID string) error {
+	return c.release(ctx, tx, clusterID, OwnerInstance, instanceID)
+}
+
+// NodeRequest asks for a node's overlay address.
+type NodeRequest struct {
+	ClusterID string
+	NodeID    string
+	// Address claims this exact address; zero lets the allocator pick.
+	Address netip.Addr
+}
+
+// Address is an allocated address.
+type Address struct {
+	Address netip.Addr
+	// Prefix is the address as a host prefix (/128 or /32).
+	Prefix      netip.Prefix
+	PoolID      string
+	Generation  int64
+	AllocatedAt time.Time
+	Adopted     bool
+}
+
+func addressOf(res AllocateResult) Address {
+	return Address{Address: res.Address, Prefix: netip.PrefixFrom(res.Address, res.Address.BitLen()), PoolID: res.PoolID,
+		Generation: res.Generation, AllocatedAt: res.AllocatedAt, Adopted: res.Adopted}
+}
+
+// AllocateNode hands a node its overlay address from the cluster's node
+// prefix inside tx (nil: a transaction of its own), with its event.
+func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (Address, error) {
+	o := Owner{Kind: OwnerNode, ID: req.NodeID, NodeID: req.NodeID}
+	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
+		Pool: ClusterPools(req.ClusterID), Owner: o, Address: req.Address})
+	return addressOf(res), nameInput(err, nodeFields)
+}
+
+// ReleaseNode releases a node's address into the node cooldown; releasing
+// what is not held is a no-op.
+func (c *Client) ReleaseNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+	return c.release(ctx, tx, clusterID, OwnerNode, nodeID)
+}
+
+// EnvIPv4Request asks for an environment's IPv4 add-on address.
+type EnvIPv4Request struct {
+	ClusterID string
+	// Pool is the name of the cluster's IPv4 pool (ipam_pool.name).
+	Pool  string
+	OrgID string
+	EnvID string
+	// Address claims this exact address; zero takes the oldest free one.
+	Address netip.Addr
+}
+
+// AllocateEnvIPv4 hands an environment its IPv4 (at most one active per
+// environment) inside tx (nil: a transaction of its own), with its
+// env.ipv4_addon_enabled event.
+func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Request) (Address, error) {
+	o := Owner{Kind: OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
+	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
+		Pool: OperatorPool(req.ClusterID, req.Pool), Owner: o, Address: req.Address})
+	return addressOf(res), nameInput(err, envIPv4Fields)
+}
+
+// ReleaseEnvIPv4 releases an environment's IPv4 into its pool's cooldown;
+// releasing what is not held is a no-op.
+func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID string) error {
+	return c.release(ctx, tx, clusterID, OwnerEnvIPv4, envID)
+}
+
+func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
+	_, err := c.InTx(tx).Release(ctx, clusterID, Owner{Kind: kind, ID: id}, 0)
+	return nameInput(err, releaseFields)
+}
+
+// The core names a wrong input by its own name for it (cluster_id,
+// owner_id, address, ...); a caller of this package filled in a request's
+// fields. These maps name those fields instead.
+var (
+	instanceFields = requestFields("InstanceRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
+		"instance_id": "InstanceID", "owner_id": "InstanceID", "org_id": "OrgID", "env_id": "EnvID", "node_id": "NodeID",
+		"address": "Address"})
+	nodeFields = requestFields("NodeRequest", map[string]string{"cluster_id": "ClusterID", "pool_id": "ClusterID",
+		"node_id": "NodeID", "owner_id": "NodeID", "address": "Address"})
+	envIPv4Fields = requestFields("EnvIPv4Request", map[string]string{"cluster_id": "ClusterID", "pool_id": "Pool",
+		"env_ipv4_id": "EnvID", "env_id": "EnvID", "owner_id": "EnvID", "org_id": "OrgID", "address": "Address"})
+	releaseFields = map[string]string{"cluster_id": "clusterID", "instance_id": "instanceID", "node_id": "nodeID",
+		"env_ipv4_id": "envID", "owner_id": "the owner's id"}
+)
+
+func requestFields(typ string, m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for core, field := range m {
+		out[core] = typ + "." + field
+	}
+	return out
+}
+
+// nameInput renames a wrong input after the caller's field (a request's,
+// or a parameter's); other errors pass through unchanged.
+func nameInput(err error, fields map[string]string) error {
+	var ie *InvalidError
+	if errors.As(err, &ie) {
+		if name, ok := fields[ie.Field]; ok {
+			msg := ie.Msg
+			if rest, found := strings.CutPrefix(msg, ie.Field+" "); found {
+				msg = name + " " + rest
+			}
+			err = &InvalidError{Field: name, Index: ie.Index, Indexed: ie.Indexed, Msg: msg, Err: ie.Err}
+		}
+	}
+	return err
+}

@@ -1,0 +1,378 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
+)
+
+// scheduler is a caller with its own table, pool and IPAM client, over a
+// database of its own.
+type scheduler struct {
+	t      *testing.T
+	db     *pgxpool.Pool
+	client *engine.Client
+}
+
+func newScheduler(t *testing.T, instancePrefix string) *scheduler {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	client, err := engine.New(db, engine.Config{Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := engine.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8:5::/48")}
+	if instancePrefix != "" {
+		c.InstancePrefix = netip.MustParsePrefix(instancePrefix)
+	}
+	if _, err := client.CreateCluster(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `CREATE TABLE placements (instance_id text PRIMARY KEY, overlay inet)`); err != nil {
+		t.Fatal(err)
+	}
+	return &scheduler{t: t, db: db, client: client}
+}
+
+func (s *scheduler) begin() pgx.Tx {
+	s.t.Helper()
+	tx, err := s.db.BeginTx(context.Background(), pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+func (s *scheduler) count(sql string, args ...any) int {
+	s.t.Helper()
+	var n int
+	if err := s.db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
+// place allocates an instance's address in tx and writes the caller's
+// placement row beside it.
+func (s *scheduler) place(tx pgx.Tx, id string) engine.InstanceAddress {
+	s.t.Helper()
+	ctx := context.Background()
+	a, err := s.client.AllocateInstance(ctx, tx, instanceRequest(id))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ($1, $2)`, id, a.Prefix); err != nil {
+		s.t.Fatal(err)
+	}
+	return a
+}
+
+func instanceRequest(id string) engine.InstanceRequest {
+	return engine.InstanceRequest{ClusterID: "c1", InstanceID: id, OrgID: "acme", EnvID: "prod", NodeID: "n1"}
+}
+
+// AllocateInstance in the caller's transaction: a commit keeps the caller's
+// row, the allocation and its instance.allocated event; a rollback leaves no
+// allocation and no event, and the address goes to the next placement; an
+// exhausted pool is ErrExhausted, recorded outside the aborted transaction.
+func TestAllocateInstanceInCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("commit", func(t *testing.T) {
+		t.Parallel()
+		s := newScheduler(t, "")
+		tx := s.begin()
+		a := s.place(tx, "web-1")
+		// Nothing is visible outside the transaction before it commits.
+		if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-1'`); n != 0 {
+			t.Fatalf("allocation visible before commit: %d rows", n)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if a.Address != netip.MustParseAddr("2001:db8:5:1::1") || a.Prefix.Bits() != 128 || a.MTU != 1420 ||
+			a.GatewayIPv6 != netip.MustParseAddr("fe80::1") {
+			t.Fatalf("instance address %+v", a)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-1' AND state = 'active' AND address = $1`, a.Prefix); n != 1 {
+			t.Fatalf("%d active allocations after commit, want 1", n)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_events WHERE type = 'instance.allocated' AND instance_id = 'web-1' AND actor = 'scheduler'`); n != 1 {
+			t.Fatalf("%d instance.allocated events, want 1", n)
+		}
+		if n := s.count(`SELECT count(*) FROM placements`); n != 1 {
+			t.Fatalf("%d placement rows, want 1", n)
+		}
+	})
+	t.Run("rollback", func(t *testing.T) {
+		t.Parallel()
+		s := newScheduler(t, "")
+		tx := s.begin()
+		a := s.place(tx, "web-1")
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-1'`); n != 0 {
+			t.Fatalf("%d allocations after rollback, want 0", n)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_events WHERE instance_id = 'web-1'`); n != 0 {
+			t.Fatalf("%d events after rollback, want 0", n)
+		}
+		if n := s.count(`SELECT count(*) FROM placements`); n != 0 {
+			t.Fatalf("%d placement rows after rollback, want 0", n)
+		}
+		b, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Address != a.Address {
+			t.Fatalf("after the rollback the next instance got %s, want the free %s", b.Address, a.Address)
+		}
+	})
+	t.Run("exhausted", func(t *testing.T) {
+		t.Parallel()
+		s := newScheduler(t, "2001:db8:5:1::/126") // ::1 to ::3
+		for _, id := range []string{"a", "b", "c"} {
+			if _, err := s.client.AllocateInstance(ctx, nil, instanceRequest(id)); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		tx := s.begin()
+		if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ('d', NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.client.AllocateInstance(ctx, tx, instanceRequest("d"))
+		if !errors.Is(err, engine.ErrExhausted) || engine.Code(err) != "ipam_exhausted" {
+			t.Fatalf("allocation from a full prefix: %v (code %q), want ErrExhausted", err, engine.Code(err))
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_allocation_failures WHERE reason = 'ipam_exhausted' AND owner_id = 'd'`); n != 1 {
+			t.Fatalf("%d recorded failures, want 1", n)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_events WHERE type = 'instance.allocation_failed' AND instance_id = 'd'
+				AND data->>'reason' = 'ipam_exhausted' AND org_id = 'acme' AND env_id = 'prod'`); n != 1 {
+			t.Fatalf("%d instance.allocation_failed events, want 1", n)
+		}
+		if n := s.count(`SELECT count(*) FROM placements`); n != 0 {
+			t.Fatalf("%d placement rows, want 0", n)
+		}
+	})
+	t.Run("a refusal keeps the caller's transaction usable", func(t *testing.T) {
+		t.Parallel()
+		s := newScheduler(t, "")
+		if _, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-1")); err != nil {
+			t.Fatal(err)
+		}
+		tx := s.begin()
+		req := instanceRequest("web-2")
+		req.Address = netip.MustParseAddr("2001:db8:5:1::1") // web-1's
+		_, err := s.client.AllocateInstance(ctx, tx, req)
+		if !errors.Is(err, engine.ErrAddressTaken) {
+			t.Fatalf("claiming web-1's address: %v, want ErrAddressTaken", err)
+		}
+		bad := instanceRequest("web-3")
+		bad.ClusterID = "no such cluster"
+		if _, err := s.client.AllocateInstance(ctx, tx, bad); !errors.Is(err, engine.ErrInvalid) && !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("unknown cluster: %v, want ErrInvalid or ErrNotFound", err)
+		}
+		a, err := s.client.AllocateInstance(ctx, tx, instanceRequest("web-2"))
+		if err != nil {
+			t.Fatalf("the transaction is unusable after a refusal: %v", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ('web-2', $1)`, a.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE state = 'active'`); n != 2 {
+			t.Fatalf("%d active allocations, want 2", n)
+		}
+	})
+	t.Run("isolation other than read committed is refused", func(t *testing.T) {
+		t.Parallel()
+		s := newScheduler(t, "")
+		tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := s.client.AllocateInstance(ctx, tx, instanceRequest("web-1")); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("serializable transaction: %v, want ErrInvalid", err)
+		}
+	})
+}
+
+// ReleaseInstance in the caller's transaction: the address cools down only
+// when the caller commits; a rollback keeps it active; releasing what is not
+// held is a no-op.
+func TestReleaseInstanceInCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newScheduler(t, "")
+	a, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := s.begin()
+	if err := s.client.ReleaseInstance(ctx, tx, "c1", "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-1' AND state = 'active'`); n != 1 {
+		t.Fatalf("after a rolled-back release: %d active, want 1", n)
+	}
+	tx = s.begin()
+	if err := s.client.ReleaseInstance(ctx, tx, "c1", "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'web-1' AND state = 'cooling'
+			AND reusable_at >= released_at + interval '24 hours'`); n != 1 {
+		t.Fatalf("after a committed release: %d cooling for 24h, want 1", n)
+	}
+	if err := s.client.ReleaseInstance(ctx, nil, "c1", "web-1"); err != nil {
+		t.Fatalf("releasing what is not held: %v, want a no-op", err)
+	}
+	if err := s.client.ReleaseInstance(ctx, nil, "c1", "never-placed"); err != nil {
+		t.Fatalf("releasing what was never held: %v, want a no-op", err)
+	}
+	// Inside its cooldown the address goes to no other instance.
+	b, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-2"))
+	if err != nil || b.Address == a.Address {
+		t.Fatalf("web-2 got %s (%v); web-1's %s is cooling", b.Address, err, a.Address)
+	}
+}
+
+// Concurrent placements, each in its own caller transaction, never get the
+// same address; the node, environment IPv4 and read calls work through the
+// same client.
+func TestConcurrentPlacementsAndOtherCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newScheduler(t, "")
+	const n = 24
+	addrs := make([]netip.Addr, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			a, err := s.client.AllocateInstance(ctx, tx, instanceRequest("i"+string(rune('a'+i))))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			addrs[i] = a.Address
+			errs[i] = tx.Commit(ctx)
+		}()
+	}
+	wg.Wait()
+	seen := map[netip.Addr]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("placement %d: %v", i, errs[i])
+		}
+		if seen[addrs[i]] {
+			t.Fatalf("%s handed out twice", addrs[i])
+		}
+		seen[addrs[i]] = true
+	}
+
+	node, err := s.client.AllocateNode(ctx, nil, engine.NodeRequest{ClusterID: "c1", NodeID: "n1"})
+	if err != nil || node.Address != netip.MustParseAddr("2001:db8:5::1") {
+		t.Fatalf("node address %v (%v)", node.Address, err)
+	}
+	if _, err := s.client.AllocateEnvIPv4(ctx, nil, engine.EnvIPv4Request{ClusterID: "c1", Pool: "nope", EnvID: "prod"}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("IPv4 from a missing pool: %v, want ErrInvalid", err)
+	}
+	info, err := engine.OperatorOf(s.client).LookupAddress(ctx, node.Address, "")
+	if err != nil || len(info) != 1 || info[0].Owner.ID != "n1" {
+		t.Fatalf("lookup %s: %+v (%v)", node.Address, info, err)
+	}
+	u, err := engine.OperatorOf(s.client).PoolUsage(ctx, "c1")
+	if err != nil || len(u.Categories) == 0 {
+		t.Fatalf("usage: %+v (%v)", u, err)
+	}
+	if err := s.client.ReleaseNode(ctx, nil, "c1", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client.GetCluster(ctx, "missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("missing cluster: %v, want ErrNotFound", err)
+	}
+}
+
+// A release that names no holder takes no other manager's allocation: the
+// scheduler's ReleaseInstance of an instance that Terraform allocated is
+// refused with owner_conflict naming Terraform's actor, as its
+// AllocateInstance is, and leaves the address active. A release that
+// carries the allocation's generation (the caller read it) releases it.
+func TestReleaseWithoutGenerationKeepsToItsActor(t *testing.T) {
+	t.Parallel()
+	tf, _ := newStore(t, "terraform")
+	ctx := context.Background()
+	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
+	a, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance("web-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := engine.Open(ctx, engine.Config{DatabaseURL: testdbURLOf(t, tf), Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sched.Close()
+	err = sched.ReleaseInstance(ctx, nil, "c1", "web-1")
+	var oc *engine.OwnerConflictError
+	if !errors.As(err, &oc) || oc.Actor != "terraform" || !strings.Contains(err.Error(), "without the allocation's generation") {
+		t.Fatalf("the scheduler's release of Terraform's instance: %v, want owner_conflict naming actor terraform", err)
+	}
+	if got, err := tf.GetActive(ctx, "c1", engine.OwnerInstance, "web-1"); err != nil || got.Address != a.Address {
+		t.Fatalf("after the refused release: %v %v, want %s still active", got.Address, err, a.Address)
+	}
+	// Its own allocations it releases without a generation; what is not
+	// held at all is still a no-op.
+	if _, err := sched.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "job-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.ReleaseInstance(ctx, nil, "c1", "job-1"); err != nil {
+		t.Fatalf("the scheduler's release of its own instance: %v", err)
+	}
+	if err := sched.ReleaseInstance(ctx, nil, "c1", "never"); err != nil {
+		t.Fatalf("releasing what is not held: %v, want a no-op", err)
+	}
+	// With the generation it read, any caller releases it.
+	if ok, err := sched.Release(ctx, "c1", instance("web-1"), a.Generation); err != nil || !ok {
+		t.Fatalf("a release carrying the generation: %v %v", ok, err)
+	}
+}
