@@ -19,9 +19,8 @@ import (
 
 // The client and its settings.
 type (
-	Client  = engine.Client
-	Config  = engine.Config
-	Options = engine.Options
+	Client = engine.Client
+	Config = engine.Config
 )
 
 const (

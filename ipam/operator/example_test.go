@@ -13,7 +13,7 @@ import (
 // address up, through the same client the scheduler uses.
 func ExampleNew() {
 	ctx := context.Background()
-	client, err := ipam.Open(ctx, ipam.Options{DatabaseURL: exampleURL, Actor: "ops"})
+	client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: exampleURL, Actor: "ops"})
 	if err != nil {
 		panic(err)
 	}

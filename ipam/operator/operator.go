@@ -3,7 +3,7 @@
 // leaks, check, metrics, events) and the operator's own writes (release,
 // reclaim, recount). It works through an ipam.Client:
 //
-//	client, err := ipam.Open(ctx, ipam.Options{DatabaseURL: url})
+//	client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url})
 //	...
 //	op := operator.New(client)
 //	report, err := op.Check(ctx, "")

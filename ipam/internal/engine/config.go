@@ -65,12 +65,6 @@ const (
 // DefaultMaxConnections is the pool size of Open when Config.MaxConnections is 0.
 const DefaultMaxConnections = 4
 
-// Options is Config: the one options type of Open and New.
-//
-// Deprecated: use Config. Options is kept so that callers of New written
-// before Config served both still compile.
-type Options = Config
-
 // DefaultFailoverTimeout is how long a call rides out a database without a
 // usable primary (a switchover, a failover, a restart) before it fails with
 // ipam_unavailable.
