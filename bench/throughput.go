@@ -746,10 +746,18 @@ var variants = []variant{
 	},
 }
 
-const oneStatementSQL = `WITH pick AS MATERIALIZED (
+const oneStatementSQL = `WITH pick_up AS MATERIALIZED (
+		-- the allocator's pick in a caller's transaction: the first unlocked
+		-- stripe with room from the owner's, in stripe order, wrapping round
 		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND next_ordinal <= last_ordinal
-		ORDER BY next_ordinal LIMIT 1 FOR UPDATE SKIP LOCKED),
+		WHERE pool_id = $1 AND stripe >= (hashtext($6) & 2147483647) % $2 AND next_ordinal <= last_ordinal
+		ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
+	pick_round AS MATERIALIZED (
+		SELECT stripe FROM ipam_pool_stripes
+		WHERE pool_id = $1 AND stripe < (hashtext($6) & 2147483647) % $2 AND next_ordinal <= last_ordinal
+			AND NOT EXISTS (SELECT 1 FROM pick_up)
+		ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
+	pick AS MATERIALIZED (SELECT * FROM pick_up UNION ALL SELECT * FROM pick_round),
 	s AS (
 		UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
 		FROM pick

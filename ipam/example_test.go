@@ -72,10 +72,10 @@ func ExampleClient_AllocateInstance() {
 		panic(err)
 	}
 	// Output:
-	// web-1 on node-a: 2001:db8:e:1::1/128 (gateway fe80::1, mtu 1420)
+	// web-1 on node-a: 2001:db8:e:1::3/128 (gateway fe80::1, mtu 1420)
 	// web-2: the node went away
 	// after the rollback: 0 placement rows for web-2
-	// web-3 on node-b: 2001:db8:e:1::2/128 (gateway fe80::1, mtu 1420)
+	// web-3 on node-b: 2001:db8:e:1::10/128 (gateway fe80::1, mtu 1420)
 }
 
 // The Go API guide's and README's snippets, whole: a scheduler sets up its
@@ -85,7 +85,7 @@ func ExampleClient_AllocateInstance_scheduler() {
 		panic(err)
 	}
 	// Output:
-	// web-1: 2001:db8:abcd:1::1/128 (gateway fe80::1, mtu 1420)
+	// web-1: 2001:db8:abcd:1::3/128 (gateway fe80::1, mtu 1420)
 }
 
 // runScheduler is the guide's "Set up a client".

@@ -351,12 +351,28 @@ func takeFresh(one, inTx bool) namedStatement {
 			FOR UPDATE SKIP LOCKED
 		) l
 		LIMIT ` + t.limit
+	start := ""
 	if inTx {
-		pick = `, pick AS MATERIALIZED (
-		-- in a caller's transaction: the lowest unlocked at its current next ordinal
-		SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes
-		WHERE pool_id = @pool AND ` + guardStripeRoom.in(guardAt{}) + ` AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY next_ordinal LIMIT ` + t.limit + ` FOR UPDATE SKIP LOCKED`
+		start = `, (hashtext(@owner::text) & 2147483647) % stripes AS start`
+		// In stripe order from the owner's own stripe: concurrent placements
+		// of different owners start on different stripes, and the pick is
+		// an index scan that stops at the first stripe it can lock, where
+		// the lowest next ordinal first sorted every stripe and made every
+		// caller try the same locked ones.
+		from := func(cmp, unless string) string {
+			return `SELECT stripe, next_ordinal, last_ordinal FROM ipam_pool_stripes
+		WHERE pool_id = @pool AND stripe ` + cmp + ` (SELECT start FROM pool) AND ` + guardStripeRoom.in(guardAt{}) + unless + `
+		ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED`
+		}
+		pick = `, pick_up AS MATERIALIZED (
+		-- in a caller's transaction: the first unlocked stripe with room
+		-- from the owner's (pool.start) up, in stripe order
+		` + from(">=", "") + `
+	), pick_round AS MATERIALIZED (
+		-- else the first below it (pick_up is read first, in pick's order)
+		` + from("<", ` AND NOT EXISTS (SELECT 1 FROM pick_up)`) + `
+	), pick AS MATERIALIZED (
+		SELECT * FROM pick_up UNION ALL SELECT * FROM pick_round`
 	}
 	// advance: the stripes picked, advanced past the owners each serves,
 	// and for each its rank, how many were picked (m), how many owners it
@@ -407,7 +423,7 @@ func takeFresh(one, inTx bool) namedStatement {
 			AND `+guardNodeBlocksFirst.in(ownerOfReq)+`
 	), pool AS (
 		-- now_at: the statement's one read of the clock
-		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n FROM ipam_pools
+		SELECT cidrs[1] AS block, stripes, ipam_now() AS now_at, (SELECT count(*) FROM fresh) AS n`+start+` FROM ipam_pools
 		WHERE id = @pool AND EXISTS (SELECT 1 FROM fresh) AND `+guardCounterShape.in(guardAt{})+`
 		`+guardPoolLock.in(guardAt{})+`
 	)`+pick+`

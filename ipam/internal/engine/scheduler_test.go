@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -91,7 +92,8 @@ func instanceRequest(id string) engine.InstanceRequest {
 
 // AllocateInstance in the caller's transaction: a commit keeps the caller's
 // row, the allocation and its instance.allocated event; a rollback leaves no
-// allocation and no event, and the address goes to the next placement; an
+// allocation and no event, and the address goes back (the placement tried
+// again gets it); an
 // exhausted pool is ErrExhausted, recorded outside the aborted transaction.
 func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 	t.Parallel()
@@ -108,7 +110,7 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if a.Address != netip.MustParseAddr("2001:db8:5:1::1") || a.Prefix.Bits() != 128 || a.MTU != 1420 ||
+		if !netip.MustParsePrefix("2001:db8:5:1::/64").Contains(a.Address) || a.Prefix.Bits() != 128 || a.MTU != 1420 ||
 			a.GatewayIPv6 != netip.MustParseAddr("fe80::1") {
 			t.Fatalf("instance address %+v", a)
 		}
@@ -139,12 +141,44 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 		if n := s.count(`SELECT count(*) FROM placements`); n != 0 {
 			t.Fatalf("%d placement rows after rollback, want 0", n)
 		}
-		b, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-2"))
-		if err != nil {
+		// The address went back: the placement tried again (its owner
+		// starts on the same stripe) gets it.
+		tx = s.begin()
+		b := s.place(tx, "web-1")
+		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if b.Address != a.Address {
-			t.Fatalf("after the rollback the next instance got %s, want the free %s", b.Address, a.Address)
+			t.Fatalf("after the rollback the placement tried again got %s, want the free %s", b.Address, a.Address)
+		}
+	})
+	t.Run("every address through the one statement", func(t *testing.T) {
+		// Placements start at their owner's stripe and wrap round to the
+		// stripes below it: a small pool fills to its last address with no
+		// placement falling back to the full path (a pick that did not wrap
+		// would fail silently into it).
+		t.Parallel()
+		s := newScheduler(t, "2001:db8:5:1::/122") // ::1 to ::3f
+		seen := map[netip.Addr]string{}
+		for i := range 63 {
+			id := fmt.Sprintf("w%d", i)
+			tx := s.begin()
+			a := s.place(tx, id)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if other, dup := seen[a.Address]; dup {
+				t.Fatalf("%s got %s, already %s's", id, a.Address, other)
+			}
+			seen[a.Address] = id
+		}
+		if n := s.client.FullPathRuns(); n != 0 {
+			t.Fatalf("%d placements took the full path, want none", n)
+		}
+		tx := s.begin()
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := s.client.AllocateInstance(ctx, tx, instanceRequest("w63")); !errors.Is(err, engine.ErrExhausted) {
+			t.Fatalf("a placement in the full pool: %v, want ErrExhausted", err)
 		}
 	})
 	t.Run("exhausted", func(t *testing.T) {
