@@ -84,7 +84,10 @@ func TestConfigureWaitIsWarned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lateForwarder(t, target.Host, 6*time.Second)
+	// Up after 9 s: the wait is reported every 5 s (ipam.WaitReportInterval),
+	// and under make test's load a report can come seconds late; at 6 s a
+	// late report found the database already up and said nothing.
+	addr := lateForwarder(t, target.Host, 9*time.Second)
 	u := *target
 	u.Host = addr
 	diags := configureWithFailover(ctx, t, u.String(), "30s")
