@@ -215,6 +215,12 @@ func sqlLiteral(v any) string {
 		return q(v.String())
 	case netip.Prefix:
 		return q(v.String())
+	case map[string]any: // a jsonb value, as the core passes it
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic(err)
+		}
+		return q(string(b))
 	default:
 		return q(fmt.Sprint(v))
 	}

@@ -89,3 +89,17 @@ func TestExplainValuesNameEveryParameter(t *testing.T) {
 		}
 	}
 }
+
+// A jsonb value goes to EXECUTE as its JSON text: the conditional write's
+// @data once went as Go's "map[]", and its EXPLAIN failed in every make
+// bench ("invalid input syntax for type json").
+func TestSQLLiteralOfJSON(t *testing.T) {
+	for v, want := range map[string]string{
+		sqlLiteral(map[string]any{}):                 `'{}'`,
+		sqlLiteral(map[string]any{"reason": "it's"}): `'{"reason":"it''s"}'`,
+	} {
+		if v != want {
+			t.Errorf("got %s, want %s", v, want)
+		}
+	}
+}
