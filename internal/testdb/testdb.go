@@ -67,12 +67,12 @@ func New(t testing.TB) string {
 	return u
 }
 
-// ExamplesMain is the TestMain of a package whose examples need a database
-// (an example takes no testing.T to make one): it sets *url to a fresh,
-// migrated database, runs the package's tests and examples, drops the
-// database when they pass, and exits. Without a server it skips the package
-// locally and fails in CI, as AdminURL does.
-func ExamplesMain(m *testing.M, pkg string, url *string) {
+// Main is the TestMain of a package whose tests need the server: without
+// one it skips the package locally and fails in CI, as AdminURL does a test.
+// With url set it also makes a fresh, migrated database for the package's
+// examples (an example takes no testing.T to make one), sets *url to it and
+// drops it when everything passed. It runs the package and exits.
+func Main(m *testing.M, pkg string, url *string) {
 	admin := os.Getenv(EnvURL)
 	if admin == "" {
 		if os.Getenv("CI") != "" {
@@ -81,6 +81,9 @@ func ExamplesMain(m *testing.M, pkg string, url *string) {
 		}
 		fmt.Printf("skipping package %s: %s is not set (run `make test`, which starts a throwaway PostgreSQL)\n", pkg, EnvURL)
 		os.Exit(0)
+	}
+	if url == nil {
+		os.Exit(m.Run())
 	}
 	u, _, drop, err := Create(admin)
 	if err != nil {

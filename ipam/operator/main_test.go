@@ -9,4 +9,4 @@ import (
 // exampleURL is a database of its own for the examples.
 var exampleURL string
 
-func TestMain(m *testing.M) { testdb.ExamplesMain(m, "ipam/operator", &exampleURL) }
+func TestMain(m *testing.M) { testdb.Main(m, "ipam/operator", &exampleURL) }

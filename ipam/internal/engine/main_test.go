@@ -37,14 +37,5 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
-	admin := os.Getenv(testdb.EnvURL)
-	if admin == "" {
-		if os.Getenv("CI") != "" {
-			fmt.Fprintf(os.Stderr, "%s is not set: run the tests with `make test`, which starts PostgreSQL\n", testdb.EnvURL)
-			os.Exit(1)
-		}
-		fmt.Printf("skipping package engine: %s is not set (run `make test`, which starts a throwaway PostgreSQL)\n", testdb.EnvURL)
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	testdb.Main(m, "ipam/internal/engine", nil)
 }
