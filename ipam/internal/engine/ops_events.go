@@ -19,7 +19,7 @@ type EventFilter struct {
 	// under an older name (EventTypeAliases) matches by either name, and a
 	// prefix matching either name matches the events of both.
 	Types []string
-	// Since: events at or after this time (on the ipam_events_at index).
+	// Since: events at or after this time (on the events' primary key, (at, id)).
 	Since time.Time
 	// Limit keeps the newest Limit events (0: all).
 	Limit int
