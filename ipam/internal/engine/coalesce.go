@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -34,8 +35,11 @@ type takeShared struct {
 // next callers of that pool wait for one of them to end and then go together,
 // as one statement (takeFreshSQL in a counter pool, takeReuseSQL in an IPv4
 // table pool, each the statement of a single owner too) with one commit. A caller alone, or among few, runs its
-// own statement as before and waits for nobody. Plan-time holds, members of
-// address sets and allocations in a caller's transaction never share.
+// own statement as before and waits for nobody. Plan-time holds share the
+// same way, each owner's first look (findHold: its hold, its lost hold) going
+// in the shared batch before the take, so that a plan of many new addresses
+// holds them a batch per round trip and commit. Members of address sets and
+// allocations in a caller's transaction never share.
 //
 // Every guarantee is the single statement's, per owner: each owner is probed
 // (it must hold nothing, its node no blocks); in a counter pool the owners
@@ -85,10 +89,30 @@ type takeBatch struct {
 	owners map[string]bool
 }
 
-// takeReq is one caller's allocation, and where its outcome goes.
+// takeReq is one caller's allocation, and where its outcome goes. A
+// plan-time hold carries its first look (findHold), which its batch runs
+// before the take and fills in.
 type takeReq struct {
 	t    take
+	sh   takeShared
+	look *holdLook
 	done chan takeDone
+}
+
+// holdLook is one owner's first look of Reserve: the parameters of its hold
+// look (sqlFindHold) and lost-hold look (sqlLostHold), its take, and what
+// they found (runLooks).
+type holdLook struct {
+	find params
+	lost []any
+	t    take
+
+	a        Allocation
+	fresh    bool
+	cidrs    []netip.Prefix
+	ferr     error
+	lostHold *LostHold
+	taken    *AllocateResult
 }
 
 type takeDone struct {

@@ -388,3 +388,128 @@ func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 		t.Fatalf("%d rows of the doomed owners (%v), want none", active, err)
 	}
 }
+
+// Concurrent plan-time holds of one client share statements too, each with
+// its first look: a plan of many new addresses. Every owner gets a hold, no
+// address is held for two owners, owners that held already keep their
+// address, some holds were written by one statement together (the same
+// transaction id), and planning everything again (Terraform's re-plan at
+// apply) finds each hold unchanged and writes nothing. Applying the holds
+// then allocates each owner its planned address.
+func TestConcurrentHoldsShareStatements(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/22")}}); err != nil {
+		t.Fatal(err)
+	}
+	reqOf := func(w, i int) engine.AllocateRequest {
+		switch {
+		case i < 4:
+			return engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: node(fmt.Sprintf("n-%d", i))} // held already
+		case w%4 == 3:
+			env := fmt.Sprintf("w%d-%d", w, i)
+			return engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"),
+				Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: env, EnvID: env}}
+		case w%3 == 0:
+			return engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: node(fmt.Sprintf("w%d-%d", w, i))}
+		}
+		return engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance(fmt.Sprintf("w%d-%d", w, i))}
+	}
+	earlier := map[string]netip.Addr{}
+	for i := range 4 {
+		h, err := st.Reserve(ctx, reqOf(0, i), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		earlier["node/"+fmt.Sprintf("n-%d", i)] = h.Address
+	}
+	const workers, each = 16, 20
+	plan := func() map[string]netip.Addr {
+		var mu sync.Mutex
+		held := map[string]netip.Addr{}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					req := reqOf(w, i)
+					h, err := st.Reserve(ctx, req, time.Hour)
+					key := req.Owner.Kind + "/" + req.Owner.ID
+					mu.Lock()
+					switch {
+					case err != nil:
+						t.Errorf("%s: %v", key, err)
+					case held[key].IsValid() && held[key] != h.Address:
+						t.Errorf("%s held %s and %s", key, held[key], h.Address)
+					default:
+						held[key] = h.Address
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return held
+	}
+	held := plan()
+	seen := map[netip.Addr]string{}
+	for owner, a := range held {
+		if seen[a] != "" {
+			t.Errorf("%s held for %s and for %s", a, seen[a], owner)
+		}
+		seen[a] = owner
+		if earlier[owner].IsValid() && a != earlier[owner] {
+			t.Errorf("%s held %s and was given %s", owner, earlier[owner], a)
+		}
+	}
+	snapshot := func() (rows, txs, events int, xmins string) {
+		t.Helper()
+		if err := raw.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text),
+				(SELECT count(*) FROM ipam_events WHERE cluster_id = 'c1' AND type = 'allocation.reserved'),
+				string_agg(id::text || xmin::text, ',' ORDER BY id)
+			FROM ipam_allocations WHERE cluster_id = 'c1' AND state = 'reserved'`).Scan(&rows, &txs, &events, &xmins); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	rows, txs, events, before := snapshot()
+	if rows != len(held) || events != rows {
+		t.Errorf("%d holds for %d owners, %d hold events", rows, len(held), events)
+	}
+	if txs >= rows-4 {
+		t.Errorf("%d holds in %d transactions: no statement held several owners", rows, txs)
+	}
+	t.Logf("%d holds written by %d transactions", rows, txs)
+	again := plan()
+	for owner, a := range held {
+		if again[owner] != a {
+			t.Errorf("%s: held %s, planned again %s", owner, a, again[owner])
+		}
+	}
+	if _, _, _, after := snapshot(); after != before {
+		t.Error("planning again wrote the holds")
+	}
+	for w := range workers {
+		for i := range each {
+			req := reqOf(w, i)
+			owner := req.Owner.Kind + "/" + req.Owner.ID
+			if req.Address = held[owner]; i < 4 && w > 0 {
+				continue // planned by every worker, applied once
+			}
+			if r, err := st.Allocate(ctx, req); err != nil || r.Address != req.Address {
+				t.Errorf("%s: applying its hold of %s: %s, %v", owner, req.Address, r.Address, err)
+			}
+		}
+	}
+	rep, err := engine.OperatorOf(st).Check(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Violations {
+		t.Error(v.String())
+	}
+}

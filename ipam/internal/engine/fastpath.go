@@ -319,71 +319,45 @@ func (s *Client) fastConfirm(ctx context.Context, req request) (AllocateResult, 
 // lately (owner_free, no_lost_hold), so it writes nothing when the look
 // finds something. taken is that new hold (nil: none taken), tried that it
 // was sent; err a failure of the take that Reserve reports (busy, timed
-// out; any other sends the owner to the full path).
+// out; any other sends the owner to the full path). Concurrent looks of one
+// pool that take share the round trip, the take statement and its commit
+// (share): a plan's new addresses are held a batch at a time.
 func (s *Client) findHold(ctx context.Context, req request, ttl time.Duration, orTake bool) (h Hold, found, looked bool, taken *AllocateResult, tried bool, err error) {
 	want := req.own
 	anyPool := req.Pool.Name == "" && req.Owner.Kind == OwnerInstance
 	if !want.valid() || s.outer != nil {
 		return h, false, false, nil, false, nil
 	}
-	clusterID := want.ClusterID
-	var fresh bool
-	var cidrs []netip.Prefix
-	b := &pgx.Batch{}
+	l := &holdLook{find: params{"cluster": want.ClusterID, "kind": req.Owner.Kind, "owner": req.Owner.ID,
+		"actor": s.actor, "fresh_for": ttl / 2, "origin": s.origin}, lost: lostHoldArgs(want.ClusterID, req.Owner)}
 	var sh takeShared
-	var t take
 	if orTake && !req.Address.IsValid() {
-		sh, t, tried = s.takeOf(req, ttl)
+		sh, l.t, tried = s.takeOf(req, ttl)
 	}
-	if tried {
-		var cancel context.CancelFunc
-		ctx, cancel = s.takeContext(ctx)
-		defer cancel()
-		s.queueBounds(b)
-	}
-	b.Queue(sqlFindHold.sql, params{"cluster": clusterID, "kind": req.Owner.Kind,
-		"owner": req.Owner.ID, "actor": s.actor, "fresh_for": ttl / 2, "origin": s.origin})
-	b.Queue(sqlLostHold, lostHoldArgs(clusterID, req.Owner)...)
-	if tried {
-		sql, args := s.takeStatement(sh, []take{t})
-		b.Queue(sql, args...)
-	}
-	br := s.pool.SendBatch(ctx, b)
-	var terr error
-	if tried {
-		_, terr = br.Exec()
-	}
-	a, ferr := scanAllocation(extraRow{br.QueryRow(), []any{&fresh, &cidrs}})
-	h.Lost, _ = scanLostHold(br.QueryRow())
-	if tried && terr == nil {
-		var got []AllocateResult
-		if got, terr = readTaken(br); terr == nil && len(got) == 1 {
-			taken = &got[0]
+	switch {
+	case tried && req.Owner.SetID == "":
+		d := s.share(ctx, sh.pool+"\x00"+sh.kind+"\x00"+sh.hold.String(), &takeReq{t: l.t, sh: sh, look: l}, func() takeDone {
+			return takeDone{ok: true, err: s.runLooks(ctx, sh, []*holdLook{l})}
+		})
+		if !d.ok {
+			return h, false, false, nil, false, nil // left the batch: it did not run
 		}
+		err = s.waitErr(d.err)
+	case tried:
+		err = s.waitErr(s.runLooks(ctx, sh, []*holdLook{l}))
+	default:
+		_ = s.runLooks(ctx, takeShared{}, []*holdLook{l})
 	}
-	cerr := br.Close()
-	if tried {
-		// The batch's error at its end (the commit) is the take's: the
-		// look read its rows before it.
-		if terr == nil {
-			terr = cerr
-		}
-		cerr = nil
-		if terr != nil {
-			taken = nil
-		}
-		err = s.waitErr(s.takeErr(ctx, terr))
-	}
-	if ferr == nil || errors.Is(ferr, ErrNotFound) {
-		ferr = cerr
-	} else {
+	a, ferr := l.a, l.ferr
+	h.Lost, taken = l.lostHold, l.taken
+	if ferr != nil {
 		h.Lost = nil
 	}
 	samePool := a.PoolID == want.ID() || (anyPool && a.State == StateReserved)
-	if ferr != nil || !fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
+	if ferr != nil || !l.fresh || !samePool || (req.Address.IsValid() && req.Address != a.Address) {
 		return h, false, ferr == nil, taken, tried, err
 	}
-	for _, c := range cidrs {
+	for _, c := range l.cidrs {
 		if c.Contains(a.Address) {
 			a.Block = c
 		}
@@ -392,10 +366,85 @@ func (s *Client) findHold(ctx context.Context, req request, ttl time.Duration, o
 	return h, true, true, nil, tried, err
 }
 
+// runLooks sends the first looks of ls (each owner's hold and lost hold) in
+// one batch and, when sh names a take (the looks' t), the one take statement
+// of their owners after them: one round trip and one implicit transaction, so
+// that each look reads what the take has not changed yet. It fills each
+// look's outcome (ferr: the look's failure, nil when it found nothing), and
+// returns the take's error (the batch's, at its commit, named by takeErr);
+// when the take fails, no look has taken anything.
+func (s *Client) runLooks(ctx context.Context, sh takeShared, ls []*holdLook) error {
+	withTake := sh.pool != ""
+	b := &pgx.Batch{}
+	if withTake {
+		var cancel context.CancelFunc
+		ctx, cancel = s.takeContext(ctx)
+		defer cancel()
+		s.queueBounds(b)
+	}
+	takes := make([]take, len(ls))
+	for i, l := range ls {
+		b.Queue(sqlFindHold.sql, l.find)
+		b.Queue(sqlLostHold, l.lost...)
+		takes[i] = l.t
+	}
+	if withTake {
+		sql, args := s.takeStatement(sh, takes)
+		b.Queue(sql, args...)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	var terr error
+	if withTake {
+		_, terr = br.Exec()
+	}
+	for _, l := range ls {
+		l.a, l.ferr = scanAllocation(extraRow{br.QueryRow(), []any{&l.fresh, &l.cidrs}})
+		l.lostHold, _ = scanLostHold(br.QueryRow())
+	}
+	var got []AllocateResult
+	if withTake && terr == nil {
+		got, terr = readTaken(br)
+	}
+	cerr := br.Close()
+	if withTake {
+		// The batch's error at its end (the commit) is the take's: the
+		// looks read their rows before it.
+		if terr == nil {
+			terr = cerr
+		}
+		cerr = nil
+	}
+	for _, l := range ls {
+		if errors.Is(l.ferr, ErrNotFound) || l.ferr == nil {
+			l.ferr = cerr
+		}
+		for i := range got {
+			if terr == nil && got[i].Owner.ID == l.t.owner.ID {
+				l.taken = &got[i]
+			}
+		}
+	}
+	return s.takeErr(ctx, terr)
+}
+
 // shareTake runs the take t (sh says of which statement) from the pool named
 // key, on its own or in a shared statement (above). false means "use the
 // full path".
 func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t take) (AllocateResult, bool, error) {
+	d := s.share(ctx, key, &takeReq{t: t, sh: sh}, func() takeDone {
+		sql, args := s.takeStatement(sh, []take{t})
+		res, ok, err := s.runOne(ctx, sql, args...)
+		return takeDone{res, ok, err}
+	})
+	return d.res, d.ok, d.err
+}
+
+// share runs r in the queue of the pool named key: alone (by alone, on the
+// caller's context) while fewer than coalesceRunning of the pool's
+// statements run, else in the batch gathering meanwhile, which starts when
+// one of them ends (runShared). A caller whose context ends before its
+// batch starts leaves it, and gets a zero takeDone.
+func (s *Client) share(ctx context.Context, key string, r *takeReq, alone func() takeDone) takeDone {
 	c := s.shared
 	c.mu.Lock()
 	q := c.pools[key]
@@ -406,29 +455,27 @@ func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t tak
 	if q.running < coalesceRunning {
 		q.running++
 		c.mu.Unlock()
-		sql, args := s.takeStatement(sh, []take{t})
-		res, ok, err := s.runOne(ctx, sql, args...)
+		d := alone()
 		s.ended(key, q)
-		return res, ok, err
+		return d
 	}
-	ownerKey := t.owner.Kind + "\x00" + t.owner.ID
+	ownerKey := r.t.owner.Kind + "\x00" + r.t.owner.ID
 	b := q.next
 	if b == nil {
-		b = &takeBatch{sh: sh, owners: map[string]bool{}}
+		b = &takeBatch{sh: r.sh, owners: map[string]bool{}}
 		q.next = b
 	}
 	if len(b.reqs) >= coalesceMax || b.owners[ownerKey] {
 		c.mu.Unlock()
-		sql, args := s.takeStatement(sh, []take{t})
-		return s.runOne(ctx, sql, args...)
+		return alone()
 	}
-	r := &takeReq{t: t, done: make(chan takeDone, 1)}
+	r.done = make(chan takeDone, 1)
 	b.reqs = append(b.reqs, r)
 	b.owners[ownerKey] = true
 	c.mu.Unlock()
 	select {
 	case d := <-r.done:
-		return d.res, d.ok, d.err
+		return d
 	case <-ctx.Done():
 		c.mu.Lock()
 		if q.next == b { // not started: leave it
@@ -441,7 +488,7 @@ func (s *Client) shareTake(ctx context.Context, key string, sh takeShared, t tak
 			delete(b.owners, ownerKey)
 		}
 		c.mu.Unlock()
-		return AllocateResult{}, false, nil // the full path names the context's end
+		return takeDone{} // the full path names the context's end
 	}
 }
 
@@ -472,6 +519,18 @@ func (s *Client) ended(key string, q *poolQueue) {
 // the others; the store's bounds on waits and statements bound it.
 func (s *Client) runShared(b *takeBatch) {
 	ctx := context.Background()
+	if b.reqs[0].look != nil {
+		// Plan-time holds, each with its first look (findHold).
+		looks := make([]*holdLook, len(b.reqs))
+		for i, r := range b.reqs {
+			looks[i] = r.look
+		}
+		err := s.runLooks(ctx, b.sh, looks)
+		for _, r := range b.reqs {
+			r.done <- takeDone{ok: true, err: err}
+		}
+		return
+	}
 	takes := make([]take, len(b.reqs))
 	byOwner := make(map[string]*takeReq, len(b.reqs))
 	for i, r := range b.reqs {

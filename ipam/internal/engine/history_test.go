@@ -847,17 +847,22 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 	}
 	n := len(r.model.addrs)
 	for range nops {
-		if role == "terraform" && rng.IntN(100) < 8 {
-			// An apply that creates every owner at once: the client's
-			// concurrent allocations of one pool may share a statement.
+		if p := rng.IntN(100); role == "terraform" && p < 14 {
+			// An apply that creates every owner at once (or a plan that
+			// holds every owner at once): the client's concurrent
+			// allocations (holds) of one pool may share a statement.
 			// Each call is a client of its own for porcupine.
+			kind := histAlloc
+			if p >= 8 {
+				kind = histReserve
+			}
 			var wg sync.WaitGroup
 			outs := make([]histOut, histOwners)
 			for o := range histOwners {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					outs[o] = r.run(ctx, workers+w*histOwners+o, fmt.Sprintf("%s#%d.%d", c.name, w, o), c, histIn{Kind: histAlloc, Owner: o, Addr: -1})
+					outs[o] = r.run(ctx, workers+w*histOwners+o, fmt.Sprintf("%s#%d.%d", c.name, w, o), c, histIn{Kind: kind, Owner: o, Addr: -1})
 				}()
 			}
 			wg.Wait()

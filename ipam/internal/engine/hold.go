@@ -69,7 +69,8 @@ func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (
 // holds an active address gets that address, unchanged. A hold that expires
 // unused is taken like a free address, without cooldown. The lost-hold
 // look-up, and the one-statement take of a new hold, ride with the first
-// look for the hold, in its round trip: a plan's new hold costs one.
+// look for the hold, in its round trip: a plan's new hold costs one, shared
+// with the concurrent holds of its pool (findHold).
 func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
 	r, err := checkRequest(req)
 	if err != nil {
