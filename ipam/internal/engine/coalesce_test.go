@@ -59,55 +59,47 @@ func TestConcurrentAllocationsShareStatements(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var all []got
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				var o engine.Owner
-				var req engine.AllocateRequest
-				switch {
-				case w%4 == 3:
-					env := fmt.Sprintf("w%d-%d", w, i)
-					if i < 8 {
-						env = fmt.Sprintf("e-%d", i) // holds one already
-					}
-					o = engine.Owner{Kind: engine.OwnerEnvIPv4, ID: env, EnvID: env, OrgID: "acme"}
-				case w%3 == 0 && i < 8:
-					o = node(fmt.Sprintf("n-%d", i)) // holds one already
-				case w%3 == 0:
-					o = node(fmt.Sprintf("w%d-%d", w, i))
-				case w%3 == 1 && i%5 == 0:
-					o = engine.Owner{Kind: engine.OwnerInstance, ID: fmt.Sprintf("w%d-%d", w, i), InstanceID: fmt.Sprintf("w%d-%d", w, i), NodeID: "nb"}
-				default:
-					o = instance(fmt.Sprintf("w%d-%d", w, i))
-					o.NodeID = fmt.Sprintf("plain-%d", w)
-				}
-				req = engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o}
-				if o.Kind == engine.OwnerEnvIPv4 {
-					req.Pool = engine.OperatorPool("c1", "v4")
-				}
-				if w == 2 && i%10 == 3 {
-					// An exact claim of an instance address the counter is about to reach.
-					var next netip.Prefix
-					mu.Lock() // raw is one connection
-					err := raw.QueryRow(ctx, `SELECT set_masklen(p.cidrs[1]::inet, 128) + (min(s.next_ordinal) + 40)
-						FROM ipam_pools p JOIN ipam_pool_stripes s ON s.pool_id = p.id WHERE p.id = 'c1/instance' GROUP BY p.cidrs`).Scan(&next)
-					mu.Unlock()
-					if err != nil {
-						t.Error(err)
-					}
-					req.Address = next.Addr()
-				}
-				r, err := st.Allocate(ctx, req)
-				mu.Lock()
-				all = append(all, got{o.Kind + "/" + o.ID, r.Address, err, req.Address.IsValid()})
-				mu.Unlock()
+	inWorkers(workers, each, func(w, i int) {
+		var o engine.Owner
+		var req engine.AllocateRequest
+		switch {
+		case w%4 == 3:
+			env := fmt.Sprintf("w%d-%d", w, i)
+			if i < 8 {
+				env = fmt.Sprintf("e-%d", i) // holds one already
 			}
-		}()
-	}
-	wg.Wait()
+			o = engine.Owner{Kind: engine.OwnerEnvIPv4, ID: env, EnvID: env, OrgID: "acme"}
+		case w%3 == 0 && i < 8:
+			o = node(fmt.Sprintf("n-%d", i)) // holds one already
+		case w%3 == 0:
+			o = node(fmt.Sprintf("w%d-%d", w, i))
+		case w%3 == 1 && i%5 == 0:
+			o = engine.Owner{Kind: engine.OwnerInstance, ID: fmt.Sprintf("w%d-%d", w, i), InstanceID: fmt.Sprintf("w%d-%d", w, i), NodeID: "nb"}
+		default:
+			o = instance(fmt.Sprintf("w%d-%d", w, i))
+			o.NodeID = fmt.Sprintf("plain-%d", w)
+		}
+		req = engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o}
+		if o.Kind == engine.OwnerEnvIPv4 {
+			req.Pool = engine.OperatorPool("c1", "v4")
+		}
+		if w == 2 && i%10 == 3 {
+			// An exact claim of an instance address the counter is about to reach.
+			var next netip.Prefix
+			mu.Lock() // raw is one connection
+			err := raw.QueryRow(ctx, `SELECT set_masklen(p.cidrs[1]::inet, 128) + (min(s.next_ordinal) + 40)
+						FROM ipam_pools p JOIN ipam_pool_stripes s ON s.pool_id = p.id WHERE p.id = 'c1/instance' GROUP BY p.cidrs`).Scan(&next)
+			mu.Unlock()
+			if err != nil {
+				t.Error(err)
+			}
+			req.Address = next.Addr()
+		}
+		r, err := st.Allocate(ctx, req)
+		mu.Lock()
+		all = append(all, got{o.Kind + "/" + o.ID, r.Address, err, req.Address.IsValid()})
+		mu.Unlock()
+	})
 	seen := map[netip.Addr]string{}
 	for _, g := range all {
 		switch {
@@ -430,29 +422,21 @@ func TestConcurrentHoldsShareStatements(t *testing.T) {
 	plan := func() map[string]netip.Addr {
 		var mu sync.Mutex
 		held := map[string]netip.Addr{}
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range each {
-					req := reqOf(w, i)
-					h, err := st.Reserve(ctx, req, time.Hour)
-					key := req.Owner.Kind + "/" + req.Owner.ID
-					mu.Lock()
-					switch {
-					case err != nil:
-						t.Errorf("%s: %v", key, err)
-					case held[key].IsValid() && held[key] != h.Address:
-						t.Errorf("%s held %s and %s", key, held[key], h.Address)
-					default:
-						held[key] = h.Address
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
+		inWorkers(workers, each, func(w, i int) {
+			req := reqOf(w, i)
+			h, err := st.Reserve(ctx, req, time.Hour)
+			key := req.Owner.Kind + "/" + req.Owner.ID
+			mu.Lock()
+			switch {
+			case err != nil:
+				t.Errorf("%s: %v", key, err)
+			case held[key].IsValid() && held[key] != h.Address:
+				t.Errorf("%s held %s and %s", key, held[key], h.Address)
+			default:
+				held[key] = h.Address
+			}
+			mu.Unlock()
+		})
 		return held
 	}
 	held := plan()
@@ -512,4 +496,20 @@ func TestConcurrentHoldsShareStatements(t *testing.T) {
 	for _, v := range rep.Violations {
 		t.Error(v.String())
 	}
+}
+
+// inWorkers runs f(w, i) for i in [0, each) in each of workers goroutines
+// (w the goroutine's number), and returns when all have ended.
+func inWorkers(workers, each int, f func(w, i int)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				f(w, i)
+			}
+		}()
+	}
+	wg.Wait()
 }
