@@ -38,7 +38,10 @@ type takeShared struct {
 // own statement as before and waits for nobody. Plan-time holds share the
 // same way, each owner's first look (findHold: its hold, its lost hold) going
 // in the shared batch before the take, so that a plan of many new addresses
-// holds them a batch per round trip and commit. Members of address sets and
+// holds them a batch per round trip and commit. Concurrent confirms of holds
+// (an apply's creates) share a round trip and a commit too: each is its own
+// confirmHoldSQL, the statements one after another in one batch, which is one
+// implicit transaction (runConfirms). Members of address sets and
 // allocations in a caller's transaction never share.
 //
 // Every guarantee is the single statement's, per owner: each owner is probed
@@ -91,12 +94,14 @@ type takeBatch struct {
 
 // takeReq is one caller's allocation, and where its outcome goes. A
 // plan-time hold carries its first look (findHold), which its batch runs
-// before the take and fills in.
+// before the take and fills in; the confirm of a hold (fastConfirm) carries
+// its statement's parameters instead of a take.
 type takeReq struct {
-	t    take
-	sh   takeShared
-	look *holdLook
-	done chan takeDone
+	t       take
+	sh      takeShared
+	look    *holdLook
+	confirm params
+	done    chan takeDone
 }
 
 // holdLook is one owner's first look of Reserve: the parameters of its hold

@@ -346,6 +346,7 @@ func waitForLockWaiters(ctx context.Context, t *testing.T, mon *pgx.Conn, want i
 // or a failover) voids them. Each caller then goes on alone, and fails as
 // the commit does. Before, the rows read were handed to their callers as
 // allocations, and a failover lost them (found by TestFaultFailoverToStandby).
+// The confirms of plan-time holds that share a commit behave the same.
 func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -379,6 +380,28 @@ func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id LIKE 'doomed-%'`).Scan(&active); err != nil || active != 0 {
 		t.Fatalf("%d rows of the doomed owners (%v), want none", active, err)
 	}
+	// The same for the confirms of plan-time holds, which share a commit:
+	// the holds are taken (the trigger dooms only active rows), and their
+	// concurrent applies all fail.
+	holds := make([]netip.Addr, n)
+	for i := range n {
+		h, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(fmt.Sprintf("doomed-h%d", i))}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds[i] = h.Address
+	}
+	inWorkers(n, 1, func(i, _ int) {
+		_, errs[i] = st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(fmt.Sprintf("doomed-h%d", i)), Address: holds[i]})
+	})
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("doomed-h%d: its hold confirmed, though every commit of it fails", i)
+		}
+	}
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id LIKE 'doomed-%' AND state = 'active'`).Scan(&active); err != nil || active != 0 {
+		t.Fatalf("%d active rows of the doomed owners (%v), want none", active, err)
+	}
 }
 
 // Concurrent plan-time holds of one client share statements too, each with
@@ -387,7 +410,8 @@ func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 // address, some holds were written by one statement together (the same
 // transaction id), and planning everything again (Terraform's re-plan at
 // apply) finds each hold unchanged and writes nothing. Applying the holds
-// then allocates each owner its planned address.
+// at once (an apply's concurrent creates) then allocates each owner its
+// planned address, several in one commit.
 func TestConcurrentHoldsShareStatements(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -477,18 +501,28 @@ func TestConcurrentHoldsShareStatements(t *testing.T) {
 	if _, _, _, after := snapshot(); after != before {
 		t.Error("planning again wrote the holds")
 	}
-	for w := range workers {
-		for i := range each {
-			req := reqOf(w, i)
-			owner := req.Owner.Kind + "/" + req.Owner.ID
-			if req.Address = held[owner]; i < 4 && w > 0 {
-				continue // planned by every worker, applied once
-			}
-			if r, err := st.Allocate(ctx, req); err != nil || r.Address != req.Address {
-				t.Errorf("%s: applying its hold of %s: %s, %v", owner, req.Address, r.Address, err)
-			}
+	inWorkers(workers, each, func(w, i int) {
+		req := reqOf(w, i)
+		owner := req.Owner.Kind + "/" + req.Owner.ID
+		if req.Address = held[owner]; i < 4 && w > 0 {
+			return // planned by every worker, applied once
 		}
+		if r, err := st.Allocate(ctx, req); err != nil || r.Address != req.Address {
+			t.Errorf("%s: applying its hold of %s: %s, %v", owner, req.Address, r.Address, err)
+		}
+	})
+	var active, activations int
+	if err := raw.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM ipam_allocations
+		WHERE cluster_id = 'c1' AND state = 'active'`).Scan(&active, &activations); err != nil {
+		t.Fatal(err)
 	}
+	if active != len(held) {
+		t.Errorf("%d active allocations for %d holds applied", active, len(held))
+	}
+	if activations >= active {
+		t.Errorf("%d holds confirmed by %d transactions: no commit confirmed several", active, activations)
+	}
+	t.Logf("%d holds confirmed by %d transactions", active, activations)
 	rep, err := engine.OperatorOf(st).Check(ctx, "")
 	if err != nil {
 		t.Fatal(err)

@@ -294,11 +294,23 @@ func (s *Client) fastConfirm(ctx context.Context, req request) (AllocateResult, 
 	if pool == "" && o.Kind != OwnerInstance {
 		pool = req.own.ID()
 	}
-	a, ok, err := s.runOne(ctx, confirmHoldSQL.sql, params{
+	args := params{
 		"cluster": req.Pool.ClusterID, "kind": o.Kind, "owner": o.ID, "address": netip.PrefixFrom(req.Address, req.Address.BitLen()),
 		"org": label(o.OrgID), "env": label(o.EnvID), "node": label(o.NodeID), "instance": label(o.InstanceID),
 		"set_owner": label(o.SetID), "actor": s.actor, "pool": label(pool), "event": newID(),
-		"event_type": eventTypes[o.Kind].allocated})
+		"event_type": eventTypes[o.Kind].allocated}
+	alone := func() takeDone {
+		a, ok, err := s.runOne(ctx, confirmHoldSQL.sql, args)
+		return takeDone{a, ok, err}
+	}
+	d := takeDone{}
+	if s.outer == nil {
+		// Concurrent confirms of one cluster share a commit (runConfirms).
+		d = s.share(ctx, "confirm\x00"+req.Pool.ClusterID, &takeReq{t: take{owner: o}, confirm: args}, alone)
+	} else {
+		d = alone()
+	}
+	a, ok, err := d.res, d.ok, d.err
 	if ok && !a.Block.Contains(a.Address) {
 		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
 	}
@@ -519,6 +531,10 @@ func (s *Client) ended(key string, q *poolQueue) {
 // the others; the store's bounds on waits and statements bound it.
 func (s *Client) runShared(b *takeBatch) {
 	ctx := context.Background()
+	if b.reqs[0].confirm != nil {
+		s.runConfirms(ctx, b.reqs)
+		return
+	}
 	if b.reqs[0].look != nil {
 		// Plan-time holds, each with its first look (findHold).
 		looks := make([]*holdLook, len(b.reqs))
@@ -549,6 +565,42 @@ func (s *Client) runShared(b *takeBatch) {
 	for _, r := range b.reqs {
 		if !served[r] {
 			r.done <- takeDone{err: s.waitErr(err)}
+		}
+	}
+}
+
+// runConfirms runs the confirms of rs (fastConfirm's statement, one per
+// owner, each as it runs alone) in one batch: one round trip and one
+// implicit transaction, so one commit. Each caller learns of its allocation
+// only once the batch has ended without error; when a confirm fails, the
+// batch writes nothing and every caller goes on to the full path alone.
+func (s *Client) runConfirms(ctx context.Context, rs []*takeReq) {
+	ctx, cancel := s.takeContext(ctx)
+	defer cancel()
+	b := &pgx.Batch{}
+	s.queueBounds(b)
+	for _, r := range rs {
+		b.Queue(confirmHoldSQL.sql, r.confirm)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	got := make([][]AllocateResult, len(rs))
+	for i := range rs {
+		if err == nil {
+			got[i], err = readTaken(br)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	// Rows read before a failed commit were never acknowledged by the
+	// server: the batch's error voids them.
+	failed, werr := err != nil, s.waitErr(s.takeErr(ctx, err))
+	for i, r := range rs {
+		if !failed && len(got[i]) == 1 {
+			r.done <- takeDone{got[i][0], true, nil}
+		} else {
+			r.done <- takeDone{err: werr}
 		}
 	}
 }

@@ -848,11 +848,12 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 	n := len(r.model.addrs)
 	for range nops {
 		if p := rng.IntN(100); role == "terraform" && p < 14 {
-			// An apply that creates every owner at once (or a plan that
-			// holds every owner at once): the client's concurrent
-			// allocations (holds) of one pool may share a statement.
+			// An apply that creates every owner at once (on its planned
+			// addresses, or none), or a plan that holds every owner at
+			// once: the client's concurrent allocations, confirms and
+			// holds of one pool may share a statement or a commit.
 			// Each call is a client of its own for porcupine.
-			kind := histAlloc
+			kind, planned := histAlloc, p >= 4
 			if p >= 8 {
 				kind = histReserve
 			}
@@ -862,7 +863,11 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					outs[o] = r.run(ctx, workers+w*histOwners+o, fmt.Sprintf("%s#%d.%d", c.name, w, o), c, histIn{Kind: kind, Owner: o, Addr: -1})
+					in := histIn{Kind: kind, Owner: o, Addr: -1}
+					if kind == histAlloc && planned {
+						in.Addr = hold[o]
+					}
+					outs[o] = r.run(ctx, workers+w*histOwners+o, fmt.Sprintf("%s#%d.%d", c.name, w, o), c, in)
 				}()
 			}
 			wg.Wait()
