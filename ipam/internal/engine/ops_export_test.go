@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -65,3 +69,35 @@ func StatementArgs(st Statement, v map[string]any) []any {
 // SQLActivateRow is the full path's hand-out of a picked or owned row, for
 // the test of its guard.
 var SQLActivateRow = Statement{Name: sqlActivate.name, SQL: sqlActivate.sql, Params: sqlActivate.names}
+
+// IndexRead is a read of the product that an index of the allocations or
+// the events serves: its statement and arguments, for EXPLAIN.
+type IndexRead struct {
+	What, SQL string
+	Args      []any
+}
+
+// IndexReads gives, for each index of ipam_allocations and ipam_events, the
+// read it serves (DESIGN.md: each index names the read it serves), with
+// arguments for cluster c, pool, owner (kind, id), address addr, allocation
+// id, set and org.
+func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, set, org string) map[string]IndexRead {
+	list, listArgs := listAllocationsQuery(ListFilter{ClusterID: c, OrgID: org})
+	alloc, release := allocationEventTypes()
+	lost := lostHoldArgs(c, Owner{Kind: kind, ID: owner})
+	return map[string]IndexRead{
+		"ipam_allocations_pkey":                   {"a refresh's confirmation", sqlConfirmSeen, []any{id, 1}},
+		"ipam_allocations_address_cluster_id_key": {"the allocation of an address (FindActiveByAddress)", sqlActiveByAddress, []any{addr}},
+		"ipam_allocations_owner_active":           {"whether the owner holds an address", sqlOwnerHolds, []any{c, kind, owner}},
+		"ipam_allocations_owner_cooling":          {"the owner's own cooling address", sqlOwnerRows, []any{c, kind, owner}},
+		"ipam_allocations_pool_state":             {"a full pool's figures (ipam_exhausted)", sqlExhaustedCounts, []any{pool}},
+		"ipam_allocations_reuse":                  {"the full path's reuse pick", sqlTakeCooled, []any{pool}},
+		"ipam_allocations_set":                    {"an address set's members", sqlSetMembers, []any{c, set}},
+		"ipam_allocations_labels":                 {"a listing by org (ListAllocations)", list, listArgs},
+		"ipam_events_pkey": {"ipamctl events --limit (ListEvents)", sqlListEventsNewest + fmt.Sprintf(sqlLimitFormat, 10),
+			[]any{time.Unix(0, 0), c, []string{}, []string{}}},
+		"ipam_events_address":            {"the check's cooldown audit", sqlCheckCooldown, []any{c, alloc, release}},
+		"ipam_events_hold_lost":          {"a plan's lost hold", sqlLostHold, lost},
+		"ipam_events_hold_loss_reported": {"whether a lost hold was reported to the plan", sqlLostHold, lost},
+	}
+}

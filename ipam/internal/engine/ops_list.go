@@ -95,6 +95,54 @@ func (f ListFilter) Validate() error {
 	return nil
 }
 
+// listQuery gathers a listing's conditions and their arguments.
+type listQuery struct {
+	where []string
+	args  []any
+}
+
+// eq adds the condition filter (a format of its parameter's number) on v,
+// unless v is empty.
+func (q *listQuery) eq(filter, v string) {
+	if v != "" {
+		q.args = append(q.args, v)
+		q.where = append(q.where, fmt.Sprintf(filter, len(q.args)))
+	}
+}
+
+// filters adds the filters both allocations and tombstones ("a") have.
+func (q *listQuery) filters(f ListFilter) {
+	q.eq(sqlListByCluster, f.ClusterID)
+	q.eq(sqlListByPool, f.PoolID)
+	q.eq(sqlListByOwnerKind, f.OwnerKind)
+	q.eq(sqlListByOrg, f.OrgID)
+	q.eq(sqlListByEnv, f.EnvID)
+	q.eq(sqlListByNode, f.NodeID)
+	q.eq(sqlListByInstance, f.InstanceID)
+}
+
+// listAllocationsQuery is ListAllocations' statement for the allocations
+// (the tombstones come after them), and its arguments.
+func listAllocationsQuery(f ListFilter) (string, []any) {
+	var q listQuery
+	q.filters(f)
+	q.eq(sqlListByCategory, f.Category)
+	if f.Unmanaged {
+		q.where = append(q.where, sqlListUnmanaged)
+	}
+	if f.State != "" {
+		q.where = append(q.where, statePredicates[f.State])
+	} else {
+		q.where = append(q.where, sqlListAnyState, sqlListLive)
+	}
+	sql := sqlListAllocationsHead + strings.Join(q.where, sqlAnd) + sqlListAllocationsTail
+	if f.Limit > 0 {
+		q.args = append(q.args, f.Limit)
+		sql += fmt.Sprintf(sqlLimitParamFormat, len(q.args))
+	}
+	return sql, q.args
+}
+
 // ListAllocations lists the allocations matching the filter, ordered by
 // cluster, pool and address order. Pool and cluster filters use the
 // (pool_id, state) and (cluster_id, ...) indexes; the label filters (org, env,
@@ -104,39 +152,7 @@ func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]Allocat
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	var where []string
-	var args []any
-	eq := func(filter, v string) {
-		if v != "" {
-			args = append(args, v)
-			where = append(where, fmt.Sprintf(filter, len(args)))
-		}
-	}
-	// The filters both allocations and tombstones ("a") have.
-	filters := func() {
-		eq(sqlListByCluster, f.ClusterID)
-		eq(sqlListByPool, f.PoolID)
-		eq(sqlListByOwnerKind, f.OwnerKind)
-		eq(sqlListByOrg, f.OrgID)
-		eq(sqlListByEnv, f.EnvID)
-		eq(sqlListByNode, f.NodeID)
-		eq(sqlListByInstance, f.InstanceID)
-	}
-	filters()
-	eq(sqlListByCategory, f.Category)
-	if f.Unmanaged {
-		where = append(where, sqlListUnmanaged)
-	}
-	if f.State != "" {
-		where = append(where, statePredicates[f.State])
-	} else {
-		where = append(where, sqlListAnyState, sqlListLive)
-	}
-	q := sqlListAllocationsHead + strings.Join(where, sqlAnd) + sqlListAllocationsTail
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += fmt.Sprintf(sqlLimitParamFormat, len(args))
-	}
+	q, args := listAllocationsQuery(f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.mapErr(err)
@@ -150,19 +166,18 @@ func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]Allocat
 	if (f.State != "" && f.State != StateCooling) || f.Category != "" || (f.Limit > 0 && len(out) >= f.Limit) {
 		return out, nil
 	}
-	where = where[:0]
-	args = args[:0]
-	filters()
+	var t listQuery
+	t.filters(f)
 	q = sqlListTombstones
-	for _, w := range where {
+	for _, w := range t.where {
 		q += sqlAnd + w
 	}
 	q += sqlListTombstonesOrder
 	if f.Limit > 0 {
-		args = append(args, f.Limit-len(out))
-		q += fmt.Sprintf(sqlLimitParamFormat, len(args))
+		t.args = append(t.args, f.Limit-len(out))
+		q += fmt.Sprintf(sqlLimitParamFormat, len(t.args))
 	}
-	if rows, err = s.pool.Query(ctx, q, args...); err != nil {
+	if rows, err = s.pool.Query(ctx, q, t.args...); err != nil {
 		return nil, s.mapErr(err)
 	}
 	buried, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) {
