@@ -25,6 +25,17 @@ type takeShared struct {
 	set                            string
 }
 
+// queue names the queue of the takes that may share a statement with this
+// one (share): one per pool, owner kind and hold, so that allocations and
+// plan-time holds queue apart; "" for a member of an address set, which
+// never shares.
+func (sh takeShared) queue() string {
+	if sh.set != "" {
+		return ""
+	}
+	return sh.pool + "\x00" + sh.kind + "\x00" + sh.hold.String()
+}
+
 // Concurrent allocations from one pool share a statement.
 //
 // A one-statement allocation costs the server about as much in what every

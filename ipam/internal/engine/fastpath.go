@@ -42,9 +42,9 @@ func (s *Client) fastTake(ctx context.Context, req request, hold time.Duration) 
 	if !ok {
 		return AllocateResult{}, false, nil
 	}
-	if s.outer == nil && hold == 0 && req.Owner.SetID == "" {
+	if q := sh.queue(); s.outer == nil && hold == 0 && q != "" {
 		// A standalone allocation: it may share a statement (shareTake).
-		return s.shareTake(ctx, sh.pool+"\x00"+sh.kind, sh, t)
+		return s.shareTake(ctx, q, sh, t)
 	}
 	sql, args := s.takeStatement(sh, []take{t})
 	return s.runOne(ctx, sql, args...)
@@ -346,9 +346,9 @@ func (s *Client) findHold(ctx context.Context, req request, ttl time.Duration, o
 	if orTake && !req.Address.IsValid() {
 		sh, l.t, tried = s.takeOf(req, ttl)
 	}
-	switch {
-	case tried && req.Owner.SetID == "":
-		d := s.share(ctx, sh.pool+"\x00"+sh.kind+"\x00"+sh.hold.String(), &takeReq{t: l.t, sh: sh, look: l}, func() takeDone {
+	switch q := sh.queue(); {
+	case tried && q != "":
+		d := s.share(ctx, q, &takeReq{t: l.t, sh: sh, look: l}, func() takeDone {
 			return takeDone{ok: true, err: s.runLooks(ctx, sh, []*holdLook{l})}
 		})
 		if !d.ok {
@@ -420,21 +420,24 @@ func (s *Client) runLooks(ctx context.Context, sh takeShared, ls []*holdLook) er
 	cerr := br.Close()
 	if withTake {
 		// The batch's error at its end (the commit) is the take's: the
-		// looks read their rows before it.
+		// looks read their rows before it, and the rows taken are void.
 		if terr == nil {
 			terr = cerr
 		}
+		if terr != nil {
+			got = nil
+		}
 		cerr = nil
+	}
+	taken := make(map[string]*AllocateResult, len(got)) // a batch never holds one owner twice
+	for i := range got {
+		taken[got[i].Owner.ID] = &got[i]
 	}
 	for _, l := range ls {
 		if errors.Is(l.ferr, ErrNotFound) || l.ferr == nil {
 			l.ferr = cerr
 		}
-		for i := range got {
-			if terr == nil && got[i].Owner.ID == l.t.owner.ID {
-				l.taken = &got[i]
-			}
-		}
+		l.taken = taken[l.t.owner.ID]
 	}
 	return s.takeErr(ctx, terr)
 }
