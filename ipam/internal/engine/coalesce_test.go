@@ -267,9 +267,9 @@ func TestSharedStatementHandsOutConsecutiveAddresses(t *testing.T) {
 			for i := range n {
 				start(ctx, fmt.Sprintf("n%02d", i))
 			}
-			for deadline := time.Now().Add(hangBound); st.Gathered(cl+"/node", engine.OwnerNode) != n; time.Sleep(5 * time.Millisecond) {
+			for deadline := time.Now().Add(hangBound); st.Gathered(cl+"/node", engine.OwnerNode, 0) != n; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%d callers gathered, want %d", st.Gathered(cl+"/node", engine.OwnerNode), n)
+					t.Fatalf("%d callers gathered, want %d", st.Gathered(cl+"/node", engine.OwnerNode, 0), n)
 				}
 			}
 			want := n + 2
@@ -346,7 +346,8 @@ func waitForLockWaiters(ctx context.Context, t *testing.T, mon *pgx.Conn, want i
 // or a failover) voids them. Each caller then goes on alone, and fails as
 // the commit does. Before, the rows read were handed to their callers as
 // allocations, and a failover lost them (found by TestFaultFailoverToStandby).
-// The confirms of plan-time holds that share a commit behave the same.
+// The confirms of plan-time holds that share a commit, and plan-time holds
+// that share a statement, behave the same.
 func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -357,7 +358,8 @@ func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 		BEGIN RAISE EXCEPTION 'doomed at commit' USING ERRCODE = 'check_violation'; END $$;
 		CREATE CONSTRAINT TRIGGER doom AFTER INSERT OR UPDATE ON ipam_allocations
 			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-			WHEN (NEW.owner_id LIKE 'doomed-%' AND NEW.state = 'active') EXECUTE FUNCTION doom()`); err != nil {
+			WHEN ((NEW.owner_id LIKE 'doomed-%' AND NEW.state = 'active')
+				OR (NEW.owner_id LIKE 'doomhold-%' AND NEW.state = 'reserved')) EXECUTE FUNCTION doom()`); err != nil {
 		t.Fatal(err)
 	}
 	const n = 12
@@ -401,6 +403,57 @@ func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 	}
 	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id LIKE 'doomed-%' AND state = 'active'`).Scan(&active); err != nil || active != 0 {
 		t.Fatalf("%d active rows of the doomed owners (%v), want none", active, err)
+	}
+	// The same for plan-time holds that share a statement, made certain:
+	// two holds wait for the pool's row and n gather behind them, so that
+	// one statement takes the n together; every commit fails (the trigger
+	// dooms these owners' held rows), and no caller is told of a hold.
+	mon, err := pgx.Connect(ctx, raw.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close(ctx)
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/node' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type held struct {
+		owner string
+		h     engine.Hold
+		err   error
+	}
+	results := make(chan held, n+2)
+	hold := func(owner string) {
+		go func() {
+			h, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(owner)}, time.Hour)
+			results <- held{owner, h, err}
+		}()
+	}
+	hold("doomhold-running-1")
+	hold("doomhold-running-2")
+	waitForLockWaiters(ctx, t, mon, 2)
+	for i := range n {
+		hold(fmt.Sprintf("doomhold-%d", i))
+	}
+	for deadline := time.Now().Add(hangBound); st.Gathered("c1/node", engine.OwnerNode, time.Hour) != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d holds gathered, want %d", st.Gathered("c1/node", engine.OwnerNode, time.Hour), n)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range n + 2 {
+		if r := <-results; r.err == nil {
+			t.Errorf("%s: told of its hold of %s, though every commit of it fails", r.owner, r.h.Address)
+		}
+	}
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id LIKE 'doomhold-%'`).Scan(&active); err != nil || active != 0 {
+		t.Fatalf("%d rows of the doomed holds (%v), want none", active, err)
 	}
 }
 

@@ -48,13 +48,13 @@ func (s *Client) RawPool() *pgxpool.Pool { return s.pool.get() }
 var PrivateIPv4 = privateIPv4
 
 // Gathered is how many callers wait in the batch gathering for the pool
-// named id (allocations of owners of kind), for the tests that make one statement serve
-// several owners.
-func (s *Client) Gathered(id, kind string) int {
+// named id (allocations of owners of kind; with hold > 0, plan-time holds of
+// that length), for the tests that make one statement serve several owners.
+func (s *Client) Gathered(id, kind string, hold time.Duration) int {
 	c := s.shared
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if q := c.pools[takeShared{pool: id, kind: kind}.queue()]; q != nil && q.next != nil {
+	if q := c.pools[takeShared{pool: id, kind: kind, hold: hold}.queue()]; q != nil && q.next != nil {
 		return len(q.next.reqs)
 	}
 	return 0
