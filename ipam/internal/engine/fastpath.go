@@ -229,7 +229,9 @@ func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []n
 // which stops at the first error. The caller's transaction keeps its own bounds on waits, as the full
 // path does in it. When anything fails, everything the batch did is rolled
 // back to the savepoint and the full path takes over (and names a wrong
-// isolation), so the caller's transaction is left as it was.
+// isolation), so the caller's transaction is left as it was. A transaction
+// that had failed before refuses the savepoint itself: that is named, and
+// nothing is undone.
 func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
 	var block *netip.Prefix
 	var gw netip.Prefix
@@ -244,6 +246,7 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	b.Queue(sqlFastRelease)
 	br := s.outer.SendBatch(ctx, b)
 	_, err := br.Exec()
+	saved := err == nil // else there is no savepoint to go back to
 	if err == nil {
 		_, err = br.Exec()
 	}
@@ -264,6 +267,10 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	switch {
 	case err != nil && (isConnError(err) || ctx.Err() != nil):
 		return AllocateResult{}, false, s.mapErr(err) // the caller's transaction is gone
+	case err != nil && !saved:
+		// The caller's transaction had failed before (or the batch never
+		// reached the server): name that, not the missing savepoint.
+		return AllocateResult{}, false, s.mapErr(err)
 	case err != nil:
 		// Simple protocol: a transaction in error takes no Parse.
 		if _, uerr := s.outer.Exec(ctx, sqlFastUndo, pgx.QueryExecModeSimpleProtocol); uerr != nil {

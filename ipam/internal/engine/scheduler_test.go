@@ -255,6 +255,29 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 			t.Fatalf("serializable transaction: %v, want ErrInvalid", err)
 		}
 	})
+	// A caller's transaction that already failed is named as such, on the
+	// one-statement path and the full one, and not as the allocator's own
+	// savepoint missing (as it was: the undo of a savepoint never made).
+	t.Run("a transaction already failed is named", func(t *testing.T) {
+		t.Parallel()
+		s := newScheduler(t, "")
+		tx := s.begin()
+		if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ('web-1', 'not an address')`); err == nil {
+			t.Fatal("the caller's bad row was accepted")
+		}
+		for what, call := range map[string]func() error{
+			"AllocateInstance": func() error { _, err := s.client.AllocateInstance(ctx, tx, instanceRequest("web-1")); return err },
+			"AllocateNode": func() error {
+				_, err := s.client.AllocateNode(ctx, tx, engine.NodeRequest{ClusterID: "c1", NodeID: "n9"})
+				return err
+			},
+			"ReleaseInstance": func() error { return s.client.ReleaseInstance(ctx, tx, "c1", "web-1") },
+		} {
+			if err := call(); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "tx: the transaction has already failed") {
+				t.Errorf("%s in a failed transaction: %v, want invalid_input naming the transaction", what, err)
+			}
+		}
+	})
 }
 
 // ReleaseInstance in the caller's transaction: the address cools down only

@@ -515,6 +515,8 @@ func (s *Client) mapErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
+		case pgerrcode.InFailedSQLTransaction:
+			return &InvalidError{Field: "tx", Msg: "the transaction has already failed (a statement before this call was refused), so it runs nothing more; roll it back and begin again"}
 		case pgerrcode.InsufficientPrivilege:
 			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
 		case pgerrcode.CheckViolation:
