@@ -81,6 +81,7 @@ mutants=(
 	"shared-hold-looks-skipped|ipam/internal/engine/fastpath.go|s/\t\tb.Queue\(sqlFindHold.sql, l.find\)\n\t\tb.Queue\(sqlLostHold, l.lost...\)\n/\t\tif len(ls) == 1 {\n\t\t\tb.Queue(sqlFindHold.sql, l.find)\n\t\t\tb.Queue(sqlLostHold, l.lost...)\n\t\t}\n/|^TestConcurrentHoldsShareStatements\$|./ipam/internal/engine/"
 	"shared-hold-acks-uncommitted|ipam/internal/engine/fastpath.go|s/\t\tif terr != nil \{\n\t\t\tgot = nil\n\t\t\}\n/\t\tif terr != nil {\n\t\t\t_ = got\n\t\t}\n/|^TestSharedStatementWhoseCommitFailsAcknowledgesNothing\$|./ipam/internal/engine/"
 	"placement-undoes-unmade-savepoint|ipam/internal/engine/fastpath.go|s/saved := err == nil/saved := true/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
+	"caller-read-only-taken-for-standby|ipam/internal/engine/store.go|s/\tif callersReadOnly \{/\tif false \&\& callersReadOnly {/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
 	"shared-confirm-acks-uncommitted|ipam/internal/engine/fastpath.go|s/failed, werr := err != nil, /failed, werr := false, /|^TestSharedStatementWhoseCommitFailsAcknowledgesNothing\$|./ipam/internal/engine/"
 	"placement-pick-never-wraps|ipam/internal/engine/handout.go|s/from\(\"<\", \` AND NOT EXISTS/from(\"<\", \` AND false AND NOT EXISTS/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
 	# The hand-out guards (ipam/internal/engine/handout.go): each mutant makes one guard's

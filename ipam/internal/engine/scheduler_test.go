@@ -243,7 +243,7 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 			t.Fatalf("%d active allocations, want 2", n)
 		}
 	})
-	t.Run("isolation other than read committed is refused", func(t *testing.T) {
+	t.Run("isolation other than read committed, or read only, is refused", func(t *testing.T) {
 		t.Parallel()
 		s := newScheduler(t, "")
 		tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
@@ -253,6 +253,20 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 		defer func() { _ = tx.Rollback(ctx) }()
 		if _, err := s.client.AllocateInstance(ctx, tx, instanceRequest("web-1")); !errors.Is(err, engine.ErrInvalid) {
 			t.Fatalf("serializable transaction: %v, want ErrInvalid", err)
+		}
+		// A READ ONLY transaction is the caller's choice, not a standby:
+		// invalid_input on tx, not ipam_unavailable.
+		ro, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = ro.Rollback(ctx) }()
+		if _, err := s.client.AllocateInstance(ctx, ro, instanceRequest("web-1")); !errors.Is(err, engine.ErrInvalid) ||
+			!strings.Contains(err.Error(), "READ ONLY") {
+			t.Fatalf("read-only transaction: %v, want ErrInvalid naming READ ONLY", err)
+		}
+		if err := s.client.ReleaseInstance(ctx, ro, "c1", "web-1"); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("release in a read-only transaction: %v, want ErrInvalid", err)
 		}
 	})
 	// A caller's transaction that already failed is named as such, on the

@@ -215,7 +215,8 @@ const (
 // The one-statement allocation inside a caller's transaction (runOneInTx):
 // a savepoint around it, and a guard that fails the batch (division by zero)
 // unless the transaction is READ COMMITTED, so that the statement never runs
-// under another isolation; the full path then names the isolation. The guard
+// under another isolation; the full path then names the isolation (and a
+// READ ONLY transaction, whose write failed). The guard
 // also saves the caller's plan_cache_mode and sets the fast statements' own
 // (fastPlans); sqlFastCallersPlans gives the caller's back before the
 // release, so that none of the caller's later statements plans another way.
@@ -1310,9 +1311,14 @@ const (
 	// sqlTxBoundsFormat sets a transaction's bounds (milliseconds; 0: none) and
 	// its TxSettings.
 	sqlTxBoundsFormat = "SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; %s"
-	// sqlTxIsolation reads the caller's transaction's isolation and gives it
-	// the client's origin ($1), as BEGIN does for the client's own.
-	sqlTxIsolation = `SELECT current_setting('transaction_isolation'), set_config('ipam.origin', $1, true)`
+	// sqlTxIsolation reads the caller's transaction's isolation, gives it
+	// the client's origin ($1), as BEGIN does for the client's own, and tells
+	// whether the caller made it READ ONLY (on a server that writes, with
+	// writes on by default: a standby's read-only transactions are the
+	// server's, named as such when a write fails).
+	sqlTxIsolation = `SELECT current_setting('transaction_isolation'), set_config('ipam.origin', $1, true),
+		current_setting('transaction_read_only') = 'on' AND current_setting('default_transaction_read_only') = 'off'
+			AND NOT pg_is_in_recovery()`
 
 	// sqlLockHolders names the sessions holding strong locks on the IPAM's
 	// tables, for a busy error.

@@ -412,11 +412,15 @@ func (s *Client) querier() querier {
 func (s *Client) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var iso string
 	var origin string
-	if err := s.outer.QueryRow(ctx, sqlTxIsolation, s.origin).Scan(&iso, &origin); err != nil {
+	var callersReadOnly bool
+	if err := s.outer.QueryRow(ctx, sqlTxIsolation, s.origin).Scan(&iso, &origin, &callersReadOnly); err != nil {
 		return s.mapErr(err)
 	}
 	if iso != "read committed" {
 		return &InvalidError{Field: "tx", Msg: fmt.Sprintf("the transaction is %s; the allocator needs READ COMMITTED (begin it with pgx.TxOptions{IsoLevel: pgx.ReadCommitted})", iso)}
+	}
+	if callersReadOnly {
+		return &InvalidError{Field: "tx", Msg: "the transaction is READ ONLY, and the allocator writes (begin it with pgx.TxOptions{AccessMode: pgx.ReadWrite})"}
 	}
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
