@@ -458,8 +458,8 @@ func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 			}
 			return nil
 		}
-		if s.failover <= 0 || !failoverError(err) {
-			return err
+		if s.failover <= 0 || !failoverError(err) || ctx.Err() != nil {
+			return err // a refusal, or the caller gave up: nothing to wait out
 		}
 		if down := s.downSince.Load(); down != 0 {
 			return &waitedError{err: err, waited: time.Since(time.Unix(0, down)), bound: s.failover, firstContact: s.downCut.Load()}

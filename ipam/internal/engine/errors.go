@@ -38,6 +38,19 @@ func Code(err error) string {
 	return ""
 }
 
+// gaveUpError: the caller's context ended (it was canceled, or its deadline
+// passed) before the call completed. That is neither the database failing
+// (ipam_unavailable) nor the store's own bounds on waits (ipam_busy,
+// ipam_timeout), so it has no code of its own: it unwraps to the context's
+// error (errors.Is(err, context.Canceled) or context.DeadlineExceeded).
+type gaveUpError struct{ err error }
+
+func (e *gaveUpError) Unwrap() error { return e.err }
+func (e *gaveUpError) Error() string {
+	return "the caller gave the call up before it completed (" + e.err.Error() +
+		"); it may have committed before that: the same call again finds what it did"
+}
+
 // ExhaustedError: no address can be handed out from a pool right now.
 type ExhaustedError struct {
 	PoolID string

@@ -145,7 +145,7 @@ func (s *Client) waitErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
+	if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout || errors.As(me, new(*gaveUpError)) {
 		return me
 	}
 	return nil
@@ -204,7 +204,7 @@ func readTaken(br pgx.BatchResults) ([]AllocateResult, error) {
 // takeErr names the failure of a take statement whose bounded context
 // (takeContext) ran out: a lock another session holds, or no answer.
 func (s *Client) takeErr(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
+	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), errTakeBound) {
 		if h := s.lockHolders(); h != "" {
 			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
@@ -620,7 +620,11 @@ func (s *Client) runConfirms(ctx context.Context, rs []*takeReq) {
 // lock holds no bound of its own (see takeErr).
 func (s *Client) takeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.bounds.lock > 0 {
-		return context.WithTimeout(ctx, s.bounds.lock+2*time.Second)
+		return context.WithTimeoutCause(ctx, s.bounds.lock+2*time.Second, errTakeBound)
 	}
 	return ctx, func() {}
 }
+
+// errTakeBound is the cause of takeContext's end, so that takeErr tells the
+// store's bound from the caller's own deadline.
+var errTakeBound = errors.New("the take statement's bound")

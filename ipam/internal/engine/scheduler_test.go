@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -445,5 +446,54 @@ func TestReleaseWithoutGenerationKeepsToItsActor(t *testing.T) {
 	// With the generation it read, any caller releases it.
 	if ok, err := sched.Release(ctx, "c1", instance("web-1"), a.Generation); err != nil || !ok {
 		t.Fatalf("a release carrying the generation: %v %v", ok, err)
+	}
+}
+
+// A caller that gives a call up (its context canceled, or its deadline
+// passed) is told so, with the context's error to test for: not that the
+// database is unavailable, nor that a statement ran past the store's
+// statement_timeout, which a canceled placement in the caller's transaction
+// and a deadline passed on the one-statement path reported.
+func TestCallerGivingUpIsNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newScheduler(t, "")
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	late, cancelLate := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancelLate()
+	for _, end := range []struct {
+		ctx  context.Context
+		want error
+	}{{canceled, context.Canceled}, {late, context.DeadlineExceeded}} {
+		for what, call := range map[string]func(context.Context) error{
+			"AllocateInstance": func(ctx context.Context) error {
+				_, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-1"))
+				return err
+			},
+			"AllocateInstance in a transaction": func(ctx context.Context) error {
+				tx := s.begin()
+				defer func() { _ = tx.Rollback(context.Background()) }()
+				_, err := s.client.AllocateInstance(ctx, tx, instanceRequest("web-1"))
+				return err
+			},
+			"ReleaseInstance in a transaction": func(ctx context.Context) error {
+				tx := s.begin()
+				defer func() { _ = tx.Rollback(context.Background()) }()
+				return s.client.ReleaseInstance(ctx, tx, "c1", "web-1")
+			},
+			"Reserve": func(ctx context.Context) error {
+				_, err := s.client.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")}, time.Hour)
+				return err
+			},
+		} {
+			err := call(end.ctx)
+			if !errors.Is(err, end.want) || engine.Code(err) != "" || !strings.Contains(err.Error(), "the caller gave the call up") {
+				t.Errorf("%s, context %v: %v (code %q), want the caller's %v named", what, end.want, err, engine.Code(err), end.want)
+			}
+		}
+	}
+	if n := s.count(`SELECT count(*) FROM ipam_allocations`); n != 0 {
+		t.Fatalf("%d allocations written by calls given up before they began, want none", n)
 	}
 }

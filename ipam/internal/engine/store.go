@@ -513,6 +513,9 @@ func (s *Client) mapErr(err error) error {
 	if errors.Is(err, errRetry) {
 		return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing in %d attempts; try again", maxTxAttempts)}
 	}
+	if ge := s.gaveUp(err); ge != nil {
+		return ge
+	}
 	if cf, ok := s.connFailure(err); ok {
 		return cf
 	}
@@ -554,6 +557,25 @@ func (s *Client) mapErr(err error) error {
 		return ce
 	}
 	return errors.New(scrub(err.Error(), s.secret))
+}
+
+// gaveUp names a context's end that is the caller's, not the store's: the
+// store's own bounds end with their own cause (takeErr, waitGuard), a wait
+// for a server carries what it waited (waitedError), a connection attempt is
+// a connect error, and a deadline that passed before any server ever
+// answered is the database's absence (connFailure). Nil for anything else.
+func (s *Client) gaveUp(err error) error {
+	var we *waitedError
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.As(err, &we), errors.As(err, &ce):
+		return nil
+	case errors.Is(err, context.Canceled):
+		return &gaveUpError{context.Canceled}
+	case errors.Is(err, context.DeadlineExceeded) && s.connected():
+		return &gaveUpError{context.DeadlineExceeded}
+	}
+	return nil
 }
 
 // serverClass codes what is left of the server's refusals by their SQLSTATE
