@@ -233,6 +233,9 @@ func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []n
 // that had failed before refuses the savepoint itself: that is named, and
 // nothing is undone.
 func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
+	if s.outerErr != nil {
+		return AllocateResult{}, false, s.outerErr
+	}
 	var block *netip.Prefix
 	var gw netip.Prefix
 	var dns []netip.Prefix

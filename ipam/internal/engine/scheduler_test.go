@@ -244,7 +244,7 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 			t.Fatalf("%d active allocations, want 2", n)
 		}
 	})
-	t.Run("isolation other than read committed, or read only, is refused", func(t *testing.T) {
+	t.Run("isolation other than read committed, read only, or a query mode without descriptions is refused", func(t *testing.T) {
 		t.Parallel()
 		s := newScheduler(t, "")
 		tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
@@ -268,6 +268,30 @@ func TestAllocateInstanceInCallersTransaction(t *testing.T) {
 		}
 		if err := s.client.ReleaseInstance(ctx, ro, "c1", "web-1"); !errors.Is(err, engine.ErrInvalid) {
 			t.Fatalf("release in a read-only transaction: %v, want ErrInvalid", err)
+		}
+		// A transaction on a connection whose query mode never has the
+		// server describe a statement is refused as engine.New refuses such
+		// a pool, not as the request's "input" that "does not fit its type".
+		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+			cfg := s.db.Config().Copy()
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			other, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			tx, err := other.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = s.client.AllocateInstance(ctx, tx, instanceRequest("web-1"))
+			if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "tx: default_query_exec_mode=") {
+				t.Fatalf("a transaction in query mode %v: %v, want ErrInvalid naming default_query_exec_mode", mode, err)
+			}
+			if err := s.client.ReleaseInstance(ctx, tx, "c1", "web-1"); !errors.Is(err, engine.ErrInvalid) {
+				t.Fatalf("release in a transaction in query mode %v: %v, want ErrInvalid", mode, err)
+			}
 		}
 	})
 	// A caller's transaction that already failed is named as such, on the

@@ -40,6 +40,9 @@ type Client struct {
 	// outer, when set, is the caller's transaction: writes run inside it
 	// (see InTx) and commit or roll back with it.
 	outer pgx.Tx
+	// outerErr is why outer cannot carry the core's statements (its
+	// connection's query mode: checkExecMode), returned by each call in it.
+	outerErr error
 	// peek: reads record no refresh (see Peek).
 	peek bool
 	// shared gathers concurrent allocations of one pool into one
@@ -145,7 +148,10 @@ func (s *Client) begin(ctx context.Context, iso pgx.TxIsoLevel, readOnly bool) (
 // InTx is a view of the store whose writes (allocations, releases, their
 // events) run inside the caller's transaction tx, each in a savepoint, and so
 // commit or roll back with the caller's own rows. The transaction must be READ
-// COMMITTED, the allocator's isolation. A nil tx gives the store itself.
+// COMMITTED, the allocator's isolation, on a connection whose query mode has
+// the server describe statements (checkExecMode: not exec or
+// simple_protocol; each call in a view of such a transaction refuses it). A
+// nil tx gives the store itself.
 // Failures are recorded outside tx (they outlive its rollback); reads that
 // need no lock read committed data outside it.
 func (s *Client) InTx(tx pgx.Tx) *Client {
@@ -154,6 +160,9 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 	}
 	c := *s
 	c.outer = tx
+	if conn := tx.Conn(); conn != nil {
+		c.outerErr = checkExecMode("tx", conn.Config().DefaultQueryExecMode)
+	}
 	return &c
 }
 
@@ -360,6 +369,9 @@ func (s *Client) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // ask again. In the caller's transaction (InTx) fn runs there.
 func (s *Client) readTx(ctx context.Context, snapshot bool, fn func(pgx.Tx) error) error {
 	if s.outer != nil {
+		if s.outerErr != nil {
+			return s.outerErr
+		}
 		return s.mapErr(fn(s.outer))
 	}
 	iso := pgx.TxIsoLevel("")
@@ -410,6 +422,9 @@ func (s *Client) querier() querier {
 // what the allocator retries (a deadlock, a lost race) by rolling back to the
 // savepoint. A broken connection ends the caller's transaction: no retry.
 func (s *Client) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	if s.outerErr != nil {
+		return s.outerErr
+	}
 	var iso string
 	var origin string
 	var callersReadOnly bool
