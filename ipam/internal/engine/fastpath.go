@@ -152,20 +152,42 @@ func (s *Client) waitErr(err error) error {
 }
 
 // runMany runs runOne's batch for a statement that returns any number of
-// allocations (the shared statements of shareTake, or one), and returns
-// them only once the batch has ended without error: until its implicit
-// transaction commits, a row it returned is not an allocation.
+// allocations (the shared statements of shareTake, or one): runTakes with
+// one statement.
 func (s *Client) runMany(ctx context.Context, sql string, args ...any) ([]AllocateResult, error) {
+	got, err := s.runTakes(ctx, takeStmt{sql, args})
+	if err != nil {
+		return nil, err
+	}
+	return got[0], nil
+}
+
+// takeStmt is one statement of runTakes' batch.
+type takeStmt struct {
+	sql  string
+	args []any
+}
+
+// runTakes runs statements that each return any number of allocations in
+// runOne's batch, after the store's bounds: one round trip, one implicit
+// transaction. It returns each statement's rows only once the batch has
+// ended without error: until the commit, a row returned is not an
+// allocation.
+func (s *Client) runTakes(ctx context.Context, stmts ...takeStmt) ([][]AllocateResult, error) {
 	ctx, cancel := s.takeContext(ctx)
 	defer cancel() // pgx closes a connection its deadline interrupted
 	b := &pgx.Batch{}
 	s.queueBounds(b)
-	b.Queue(sql, args...)
+	for _, st := range stmts {
+		b.Queue(st.sql, st.args...)
+	}
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
-	var got []AllocateResult
-	if err == nil {
-		got, err = readTaken(br)
+	got := make([][]AllocateResult, len(stmts))
+	for i := range got {
+		if err == nil {
+			got[i], err = readTaken(br)
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -583,34 +605,20 @@ func (s *Client) runShared(b *takeBatch) {
 }
 
 // runConfirms runs the confirms of rs (fastConfirm's statement, one per
-// owner, each as it runs alone) in one batch: one round trip and one
-// implicit transaction, so one commit. Each caller learns of its allocation
-// only once the batch has ended without error; when a confirm fails, the
-// batch writes nothing and every caller goes on to the full path alone.
+// owner, each as it runs alone) in one batch (runTakes): one round trip and
+// one implicit transaction, so one commit. Each caller learns of its
+// allocation only once the batch has ended without error; when a confirm
+// fails, the batch writes nothing and every caller goes on to the full path
+// alone.
 func (s *Client) runConfirms(ctx context.Context, rs []*takeReq) {
-	ctx, cancel := s.takeContext(ctx)
-	defer cancel()
-	b := &pgx.Batch{}
-	s.queueBounds(b)
-	for _, r := range rs {
-		b.Queue(confirmHoldSQL.sql, r.confirm)
-	}
-	br := s.pool.SendBatch(ctx, b)
-	_, err := br.Exec()
-	got := make([][]AllocateResult, len(rs))
-	for i := range rs {
-		if err == nil {
-			got[i], err = readTaken(br)
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	// Rows read before a failed commit were never acknowledged by the
-	// server: the batch's error voids them.
-	failed, werr := err != nil, s.waitErr(s.takeErr(ctx, err))
+	stmts := make([]takeStmt, len(rs))
 	for i, r := range rs {
-		if !failed && len(got[i]) == 1 {
+		stmts[i] = takeStmt{confirmHoldSQL.sql, []any{r.confirm}}
+	}
+	got, err := s.runTakes(ctx, stmts...)
+	werr := s.waitErr(err)
+	for i, r := range rs {
+		if i < len(got) && len(got[i]) == 1 { // none when the batch failed
 			r.done <- takeDone{got[i][0], true, nil}
 		} else {
 			r.done <- takeDone{err: werr}
