@@ -110,6 +110,15 @@ func (q *listQuery) eq(filter, v string) {
 	}
 }
 
+// limit appends a LIMIT of n rows to sql, unless n is 0.
+func (q *listQuery) limit(sql string, n int) string {
+	if n <= 0 {
+		return sql
+	}
+	q.args = append(q.args, n)
+	return sql + fmt.Sprintf(sqlLimitParamFormat, len(q.args))
+}
+
 // filters adds the filters both allocations and tombstones ("a") have.
 func (q *listQuery) filters(f ListFilter) {
 	q.eq(sqlListByCluster, f.ClusterID)
@@ -135,11 +144,7 @@ func listAllocationsQuery(f ListFilter) (string, []any) {
 	} else {
 		q.where = append(q.where, sqlListAnyState, sqlListLive)
 	}
-	sql := sqlListAllocationsHead + strings.Join(q.where, sqlAnd) + sqlListAllocationsTail
-	if f.Limit > 0 {
-		q.args = append(q.args, f.Limit)
-		sql += fmt.Sprintf(sqlLimitParamFormat, len(q.args))
-	}
+	sql := q.limit(sqlListAllocationsHead+strings.Join(q.where, sqlAnd)+sqlListAllocationsTail, f.Limit)
 	return sql, q.args
 }
 
@@ -172,11 +177,7 @@ func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]Allocat
 	for _, w := range t.where {
 		q += sqlAnd + w
 	}
-	q += sqlListTombstonesOrder
-	if f.Limit > 0 {
-		t.args = append(t.args, f.Limit-len(out))
-		q += fmt.Sprintf(sqlLimitParamFormat, len(t.args))
-	}
+	q = t.limit(q+sqlListTombstonesOrder, f.Limit-len(out)) // none without a limit: 0 - len(out)
 	if rows, err = s.pool.Query(ctx, q, t.args...); err != nil {
 		return nil, s.mapErr(err)
 	}
