@@ -82,6 +82,7 @@ mutants=(
 	"shared-hold-acks-uncommitted|ipam/internal/engine/fastpath.go|s/\t\tif terr != nil \{\n\t\t\tgot = nil\n\t\t\}\n/\t\tif terr != nil {\n\t\t\t_ = got\n\t\t}\n/|^TestSharedStatementWhoseCommitFailsAcknowledgesNothing\$|./ipam/internal/engine/"
 	"placement-undoes-unmade-savepoint|ipam/internal/engine/fastpath.go|s/saved := err == nil/saved := true/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
 	"caller-read-only-taken-for-standby|ipam/internal/engine/store.go|s/\tif callersReadOnly \{/\tif false \&\& callersReadOnly {/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
+	"lock-look-asks-once|ipam/internal/engine/conn.go|s/\t\tif err == nil \{\n\t\t\treturn out\n/\t\tif err == nil \x7c\x7c true {\n\t\t\treturn out\n/|^TestLockHolderLookupThatCannotAnswerAtFirst\$|./ipam/internal/engine/"
 	"caller-give-up-waited-out|ipam/internal/engine/conn.go|s/ \x7c\x7c ctx\.Err\(\) != nil \{/ {/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"
 	"caller-give-up-named-unavailable|ipam/internal/engine/store.go|s/\tif ge := s.gaveUp\(err\); ge != nil \{/\tif ge := s.gaveUp(err); false \&\& ge != nil {/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"
 	"caller-deadline-taken-for-take-bound|ipam/internal/engine/fastpath.go|s/ctx.Err\(\) != nil \&\& errors.Is\(context.Cause\(ctx\), errTakeBound\)/ctx.Err() != nil/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"

@@ -92,3 +92,58 @@ func TestReadsWaitAtMostTheLockBound(t *testing.T) {
 		})
 	}
 }
+
+// A busy statement is named busy even when the look-up of the lock's
+// holders cannot answer at first: the look-up asks again until it answers or
+// the statement bound ends, and the store's own bounds never end it (it
+// reads only the server's views). Here the look-up's view is locked for
+// longer than one look-up may take (2 s): the read was answered ipam_timeout
+// after its whole statement bound, as it was under load when the look-up,
+// bounded by the lock bound like any statement, ended itself.
+func TestLockHolderLookupThatCannotAnswerAtFirst(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	setup, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	mkCluster(t, setup, "c1", "2001:db8::/48", "", "")
+	lock := func(table string) pgx.Tx {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(ctx) })
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	lock("ipam_allocations")
+	views := lock("pg_locks") // what the look-up reads
+	go func() {
+		time.Sleep(3 * time.Second)
+		_ = views.Rollback(ctx)
+	}()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform",
+		LockTimeout: 100 * time.Millisecond, StatementTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cctx, cancel := context.WithTimeout(ctx, hangBound)
+	defer cancel()
+	start := time.Now()
+	_, err = engine.OperatorOf(st).ListAllocations(cctx, engine.ListFilter{ClusterID: "c1"})
+	if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
+		t.Fatalf("a listing under an ACCESS EXCLUSIVE lock, its holders' look-up held up 3 s: %v (after %s), want ipam_busy naming the holder",
+			err, time.Since(start).Round(time.Millisecond))
+	}
+}

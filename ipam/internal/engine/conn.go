@@ -164,9 +164,15 @@ func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.timer = time.AfterFunc(first, func() {
+		fired := time.Now()
 		var busy error
 		if lock > 0 && first == lock {
-			if h := s.lockHolders(); h != "" {
+			// The look asks until the statement ends or its own bound
+			// would have (the re-armed timer below then fires at once).
+			lctx, cancel := context.WithTimeout(g.ctx, max(stmt-first, lookBound))
+			h := s.lockHolders(lctx)
+			cancel()
+			if h != "" {
 				busy = &BusyError{What: "waiting for a lock another session holds; held: " + scrub(h, s.secret), Timeout: lock}
 			}
 		}
@@ -177,7 +183,7 @@ func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
 		case busy != nil:
 			g.cancel(busy)
 		case stmt > 0 && stmt > first:
-			g.timer = time.AfterFunc(stmt-first, func() {
+			g.timer = time.AfterFunc(max(stmt-first-time.Since(fired), 0), func() {
 				g.mu.Lock()
 				defer g.mu.Unlock()
 				if !g.disarmed {
@@ -808,14 +814,40 @@ func isConnError(err error) bool {
 
 // lockHolders names the sessions holding strong locks on the IPAM's tables
 // (what an operator's LOCK TABLE or a long migration takes), for a busy
-// error: best effort, bounded, "" when nothing is found or visible.
-func (s *conn) lockHolders() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var out string
-	_ = s.pool.QueryRow(ctx, sqlLockHolders).Scan(&out)
-	return out
+// error: "" when none is found or visible, or when no look answered before
+// ctx ended. A look reads only the server's views, so the store's bounds do
+// not apply to it (bounded like any statement, a look that took longer than
+// the lock bound ended itself, and the busy caller waited out its statement
+// bound and was told of a timeout); it runs in the simple protocol (nothing
+// to prepare, through a pooler too), each attempt for at most lookBound, and
+// asks again while it gets no answer.
+func (s *conn) lockHolders(ctx context.Context) string {
+	for {
+		lctx, cancel := context.WithTimeout(ctx, lookBound)
+		var out string
+		err := s.pool.get().QueryRow(lctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
+		cancel()
+		if err == nil {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(lookBound / 20):
+		}
+	}
 }
+
+// lockHoldersNow is lockHolders for a failure already in hand (the server's
+// lock_timeout, a take's bound): it looks for at most lookBound.
+func (s *conn) lockHoldersNow() string {
+	ctx, cancel := context.WithTimeout(context.Background(), lookBound)
+	defer cancel()
+	return s.lockHolders(ctx)
+}
+
+// lookBound bounds one look for a lock's holders.
+const lookBound = 2 * time.Second
 
 func (s *conn) connected() bool { return s.pool.Stat().TotalConns() > 0 }
 

@@ -227,7 +227,7 @@ func readTaken(br pgx.BatchResults) ([]AllocateResult, error) {
 // (takeContext) ran out: a lock another session holds, or no answer.
 func (s *Client) takeErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), errTakeBound) {
-		if h := s.lockHolders(); h != "" {
+		if h := s.lockHoldersNow(); h != "" {
 			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
 		return &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}

@@ -552,7 +552,7 @@ func (s *Client) mapErr(err error) error {
 			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}
 		case pgerrcode.LockNotAvailable:
 			what := pe.Message
-			if h := s.lockHolders(); h != "" {
+			if h := s.lockHoldersNow(); h != "" {
 				what += "; held: " + h
 			}
 			return &BusyError{What: scrub(what, s.secret), Timeout: s.bounds.lock}
