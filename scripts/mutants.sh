@@ -88,6 +88,8 @@ mutants=(
 	"caller-deadline-taken-for-take-bound|ipam/internal/engine/fastpath.go|s/ctx.Err\(\) != nil \&\& errors.Is\(context.Cause\(ctx\), errTakeBound\)/ctx.Err() != nil/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"
 	"caller-tx-query-mode-unchecked|ipam/internal/engine/store.go|s/\t\tc.outerErr = checkExecMode\(/\t\t_ = checkExecMode(/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
 	"id-check-admits-metacharacters|ipam/internal/engine/input.go|s/\t\tcase i > 0 \&\& \(c == '.'/\t\tcase i > 0 \x7c\x7c (c == '.'/|^FuzzValidateID\$|./ipam/internal/engine/"
+	"placement-plans-with-callers-seqscan|ipam/internal/engine/statements.go|s/set_config\('enable_seqscan', 'off', true\),\n\t\tset_config\('jit', 'off', true\), set_config\('ipam.origin'/set_config('jit', 'off', true), set_config('ipam.origin'/|^TestFastStatementsUseTheirGenericPlans\$|./ipam/internal/engine/"
+	"placement-keeps-its-seqscan-setting|ipam/internal/engine/statements.go|s/,\n\t\tset_config\('enable_seqscan', current_setting\('ipam.callers_enable_seqscan'\), true\)//|^TestFastStatementsUseTheirGenericPlans\$|./ipam/internal/engine/"
 	"placement-pick-never-wraps|ipam/internal/engine/handout.go|s/from\(\"<\", \` AND NOT EXISTS/from(\"<\", \` AND false AND NOT EXISTS/|^TestAllocateInstanceInCallersTransaction\$|./ipam/internal/engine/"
 	# The hand-out guards (ipam/internal/engine/handout.go): each mutant makes one guard's
 	# definition in the registry pass everything, in every statement that

@@ -515,14 +515,31 @@ func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.Close(context.Background()) })
+	// What autovacuum does soon: the planner learns that the pools and the
+	// clusters fit in a page.
+	if _, err := raw.Exec(ctx, `ANALYZE ipam_pools, ipam_clusters`); err != nil {
+		t.Fatal(err)
+	}
 	tx, err := raw.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+	// The caller's own planning: the server's defaults for sequential scans
+	// and JIT (the test databases turn JIT off), a plan_cache_mode of its own.
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_seqscan = on; SET LOCAL jit = on`); err != nil {
 		t.Fatal(err)
 	}
+	// seqScans counts this transaction's sequential scans of the IPAM's
+	// tables so far.
+	seqScans := func() (n int64) {
+		t.Helper()
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_xact_user_tables WHERE relname LIKE 'ipam\_%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	scans := seqScans()
 	for i := range 8 {
 		if _, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("i%d", i)}); err != nil {
 			t.Fatal(err)
@@ -531,12 +548,17 @@ func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
 	if g, c := plans(tx); g < 8 || c != 0 {
 		t.Errorf("the caller's transaction ran the fresh statement with %d generic and %d custom plans, want 8 or more and 0", g, c)
 	}
-	var mode string
-	if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil {
+	// Planned with the caller's enable_seqscan, the statement scanned every
+	// pool twice and every cluster once per allocation.
+	if n := seqScans() - scans; n != 0 {
+		t.Errorf("8 allocations in the caller's transaction scanned the IPAM's tables sequentially %d times, want 0 (planned with the caller's enable_seqscan?)", n)
+	}
+	var mode, seqscan, jit string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), current_setting('jit')`).Scan(&mode, &seqscan, &jit); err != nil {
 		t.Fatal(err)
 	}
-	if mode != "force_custom_plan" {
-		t.Errorf("after the allocations the caller's transaction has plan_cache_mode %q, want its own force_custom_plan", mode)
+	if mode != "force_custom_plan" || seqscan != "on" || jit != "on" {
+		t.Errorf("after the allocations the caller's transaction has plan_cache_mode %q, enable_seqscan %q and jit %q, want its own force_custom_plan, on and on", mode, seqscan, jit)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
