@@ -24,17 +24,8 @@ import (
 // fresh provider process waits.
 func TestReadsWaitAtMostTheLockBound(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
+	url := clusterDB(t, "n1")
 	ctx := context.Background()
-	setup, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer setup.Close()
-	mkCluster(t, setup, "c1", "2001:db8::/48", "", "")
-	if _, err := setup.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")}); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name, table string
 		call        func(context.Context, *engine.Client) error
@@ -60,19 +51,7 @@ func TestReadsWaitAtMostTheLockBound(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			locker, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer locker.Close(ctx)
-			tx, err := locker.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, "LOCK TABLE "+tc.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-				t.Fatal(err)
-			}
+			lockExclusive(t, url, tc.table)
 			// The bound is short: it is waited for in full (some calls
 			// wait it more than once), and only ipam_busy, below, says
 			// that the bound ended the wait.
@@ -102,32 +81,10 @@ func TestReadsWaitAtMostTheLockBound(t *testing.T) {
 // bounded by the lock bound like any statement, ended itself.
 func TestLockHolderLookupThatCannotAnswerAtFirst(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
+	url := clusterDB(t)
 	ctx := context.Background()
-	setup, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer setup.Close()
-	mkCluster(t, setup, "c1", "2001:db8::/48", "", "")
-	lock := func(table string) pgx.Tx {
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(ctx) })
-		tx, err := c.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tx.Rollback(ctx) })
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-			t.Fatal(err)
-		}
-		return tx
-	}
-	lock("ipam_allocations")
-	views := lock("pg_locks") // what the look-up reads
+	lockExclusive(t, url, "ipam_allocations")
+	views := lockExclusive(t, url, "pg_locks") // what the look-up reads
 	go func() {
 		time.Sleep(3 * time.Second)
 		_ = views.Rollback(ctx)
@@ -146,4 +103,46 @@ func TestLockHolderLookupThatCannotAnswerAtFirst(t *testing.T) {
 		t.Fatalf("a listing under an ACCESS EXCLUSIVE lock, its holders' look-up held up 3 s: %v (after %s), want ipam_busy naming the holder",
 			err, time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// clusterDB is a test database with cluster c1 (2001:db8::/48) and a node
+// address for each of nodes.
+func clusterDB(t *testing.T, nodes ...string) string {
+	t.Helper()
+	url := testdb.New(t)
+	ctx := context.Background()
+	setup, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	mkCluster(t, setup, "c1", "2001:db8::/48", "", "")
+	for _, n := range nodes {
+		if _, err := setup.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return url
+}
+
+// lockExclusive takes table's ACCESS EXCLUSIVE lock in a transaction of a
+// session of its own, held until the test ends or the transaction is rolled
+// back.
+func lockExclusive(t *testing.T, url, table string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(ctx) })
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
