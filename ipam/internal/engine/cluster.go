@@ -315,12 +315,13 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 	return out, err
 }
 
-// GetCluster reads one cluster.
+// GetCluster reads one cluster, from the pool (no caller's transaction
+// carries it: an InTx view serves Allocate and Release).
 func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
 	if err := checkIDs("cluster_id", id); err != nil {
 		return Cluster{}, err
 	}
-	c, err := scanCluster(s.querier().QueryRow(ctx, sqlLoadCluster, id))
+	c, err := scanCluster(s.pool.QueryRow(ctx, sqlLoadCluster, id))
 	return c, s.mapErr(err)
 }
 

@@ -409,15 +409,6 @@ func (s *Client) lockConflictBudget() time.Duration {
 	return DefaultLockTimeout
 }
 
-// querier is the caller's transaction in an InTx view (a read there needs
-// no second connection, and sees the caller's own writes), else the pool.
-func (s *Client) querier() querier {
-	if s.outer != nil {
-		return s.outer
-	}
-	return s.pool
-}
-
 // inOuterTx runs fn in a savepoint of the caller's transaction, retrying
 // what the allocator retries (a deadlock, a lost race) by rolling back to the
 // savepoint. A broken connection ends the caller's transaction: no retry.
