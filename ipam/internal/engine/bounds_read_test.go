@@ -146,3 +146,36 @@ func lockExclusive(t *testing.T, url, table string) pgx.Tx {
 	}
 	return tx
 }
+
+// Reads that take every connection of the client's pool and wait on an
+// operator's lock are still told ipam_busy at the lock bound: the look-up
+// of the lock's holders does not queue behind them for a connection.
+func TestLockHolderLookupWithEveryConnectionWaiting(t *testing.T) {
+	t.Parallel()
+	url := clusterDB(t, "n1")
+	ctx := context.Background()
+	lockExclusive(t, url, "ipam_allocations")
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", MaxConnections: 2,
+		LockTimeout: 100 * time.Millisecond, StatementTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cctx, cancel := context.WithTimeout(ctx, hangBound)
+	defer cancel()
+	const readers = 4
+	errs := make(chan error, readers)
+	start := time.Now()
+	for range readers {
+		go func() {
+			_, err := st.GetActive(cctx, "c1", engine.OwnerNode, "n1")
+			errs <- err
+		}()
+	}
+	for range readers {
+		if err := <-errs; engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
+			t.Fatalf("%d refresh reads on a pool of 2 connections under an ACCESS EXCLUSIVE lock: %v (after %s), want ipam_busy naming the holder",
+				readers, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}

@@ -824,8 +824,7 @@ func isConnError(err error) bool {
 func (s *conn) lockHolders(ctx context.Context) string {
 	for {
 		lctx, cancel := context.WithTimeout(ctx, lookBound)
-		var out string
-		err := s.pool.get().QueryRow(lctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
+		out, err := s.lookOnce(lctx)
 		cancel()
 		if err == nil {
 			return out
@@ -836,6 +835,26 @@ func (s *conn) lockHolders(ctx context.Context) string {
 		case <-time.After(lookBound / 20):
 		}
 	}
+}
+
+// lookOnce is one look for a lock's holders, on a connection that does not
+// queue behind the calls it names: the pool's while it has an idle connection
+// or room for one more, else one of its own, closed after the look (every
+// connection of the pool may be a call waiting on that lock).
+func (s *conn) lookOnce(ctx context.Context) (string, error) {
+	var out string
+	p := s.pool.get()
+	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
+		err := p.QueryRow(ctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
+		return out, err
+	}
+	c, err := pgx.ConnectConfig(ctx, p.Config().ConnConfig)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
+	err = c.QueryRow(ctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
+	return out, err
 }
 
 // lockHoldersNow is lockHolders for a failure already in hand (the server's
