@@ -148,22 +148,39 @@ func lockExclusive(t *testing.T, url, table string) pgx.Tx {
 }
 
 // Reads that take every connection of the client's pool and wait on an
-// operator's lock are still told ipam_busy at the lock bound: the look-up
-// of the lock's holders does not queue behind them for a connection.
+// operator's lock, with more queued for a connection, are still told
+// ipam_busy at the lock bound: the look-up of the lock's holders does not
+// queue behind them for a connection, and the calls that reach their bound
+// together share one look, not a connection each.
 func TestLockHolderLookupWithEveryConnectionWaiting(t *testing.T) {
 	t.Parallel()
 	url := clusterDB(t, "n1")
 	ctx := context.Background()
 	lockExclusive(t, url, "ipam_allocations")
-	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", MaxConnections: 2,
+	const pool, readers = 2, 24
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", MaxConnections: pool,
 		LockTimeout: 100 * time.Millisecond, StatementTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	// The sessions on the database, sampled while the reads run: the
+	// locker's, the sampler's, the pool's, and the looks'.
+	sampler, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sampler.Close(ctx)
+	sessions := func() int {
+		var n int
+		if err := sampler.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()").Scan(&n); err != nil {
+			t.Error(err)
+		}
+		return n
+	}
+	before := sessions()
 	cctx, cancel := context.WithTimeout(ctx, hangBound)
 	defer cancel()
-	const readers = 4
 	errs := make(chan error, readers)
 	start := time.Now()
 	for range readers {
@@ -172,10 +189,21 @@ func TestLockHolderLookupWithEveryConnectionWaiting(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for range readers {
-		if err := <-errs; engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
-			t.Fatalf("%d refresh reads on a pool of 2 connections under an ACCESS EXCLUSIVE lock: %v (after %s), want ipam_busy naming the holder",
-				readers, err, time.Since(start).Round(time.Millisecond))
+	most := before
+	for got := 0; got < readers; {
+		select {
+		case err := <-errs:
+			got++
+			if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
+				t.Fatalf("%d refresh reads on a pool of %d connections under an ACCESS EXCLUSIVE lock: %v (after %s), want ipam_busy naming the holder",
+					readers, pool, err, time.Since(start).Round(time.Millisecond))
+			}
+		case <-time.After(2 * time.Millisecond):
+			most = max(most, sessions())
 		}
+	}
+	if most > before+pool+1 {
+		t.Errorf("%d sessions at most while %d reads waited on a pool of %d (%d before): the looks for the lock's holders opened a connection each, want one at a time",
+			most, readers, pool, before)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 )
 
 // conn is a client's connection machinery, shared by every view of it
@@ -46,6 +47,11 @@ type conn struct {
 	// answered yet (answered: a call succeeded once).
 	cutFirstContact bool
 	answered        atomic.Bool
+	// looks shares one look for a lock's holders among the calls that ask
+	// at once (lookOnce): when a lock holds up every connection of the pool
+	// and more calls queue for one, they all reach their lock bound together,
+	// and each would otherwise open a connection of its own for its look.
+	looks singleflight.Group
 }
 
 // dbPool is the store's pgx pool. Every call on it rides out a database
@@ -837,11 +843,30 @@ func (s *conn) lockHolders(ctx context.Context) string {
 	}
 }
 
-// lookOnce is one look for a lock's holders, on a connection that does not
-// queue behind the calls it names: the pool's while it has an idle connection
-// or room for one more, else one of its own, closed after the look (every
-// connection of the pool may be a call waiting on that lock).
+// lookOnce is one look for a lock's holders, shared with the calls that ask
+// while it runs: it runs for at most lookBound whichever of them leaves.
 func (s *conn) lookOnce(ctx context.Context) (string, error) {
+	ch := s.looks.DoChan("", func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.Background(), lookBound)
+		defer cancel()
+		return s.look(lctx)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return "", r.Err
+		}
+		return r.Val.(string), nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// look reads a lock's holders on a connection that does not queue behind
+// the calls it names: the pool's while it has an idle connection or room for
+// one more, else one of its own, closed after the look (every connection of
+// the pool may be a call waiting on that lock).
+func (s *conn) look(ctx context.Context) (string, error) {
 	var out string
 	p := s.pool.get()
 	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
