@@ -85,6 +85,7 @@ mutants=(
 	"lock-look-asks-once|ipam/internal/engine/conn.go|s/\t\tif err == nil \{\n\t\t\treturn out\n/\t\tif err == nil \x7c\x7c true {\n\t\t\treturn out\n/|^TestLockHolderLookupThatCannotAnswerAtFirst\$|./ipam/internal/engine/"
 	"lock-look-queues-behind-waiters|ipam/internal/engine/conn.go|s/if st := p.Stat\(\); st.IdleConns\(\) > 0 \x7c\x7c st.TotalConns\(\) < st.MaxConns\(\) \{/if true {/|^TestLockHolderLookupWithEveryConnectionWaiting\$|./ipam/internal/engine/"
 	"lock-look-per-caller|ipam/internal/engine/conn.go|s/s.looks.DoChan\(\x22\x22, /s.looks.DoChan(fmt.Sprint(rand.Int64()), /|^TestLockHolderLookupWithEveryConnectionWaiting\$|./ipam/internal/engine/"
+	"failure-record-queues-behind-callers|ipam/internal/engine/store.go|s/_ = s.aside\(rctx, s.pool, func\(q sender\) error \{ return q.SendBatch\(rctx, b\).Close\(\) \}\)/_ = s.pool.SendBatch(rctx, b).Close()/|^TestFailedPlacementsHoldingEveryConnectionAreRecorded\$|./ipam/internal/engine/"
 	"caller-give-up-waited-out|ipam/internal/engine/conn.go|s/ \x7c\x7c ctx\.Err\(\) != nil \{/ {/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"
 	"caller-give-up-named-unavailable|ipam/internal/engine/store.go|s/\tif ge := s.gaveUp\(err\); ge != nil \{/\tif ge := s.gaveUp(err); false \&\& ge != nil {/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"
 	"caller-deadline-taken-for-take-bound|ipam/internal/engine/fastpath.go|s/ctx.Err\(\) != nil \&\& errors.Is\(context.Cause\(ctx\), errTakeBound\)/ctx.Err() != nil/|^TestCallerGivingUpIsNamed\$|./ipam/internal/engine/"

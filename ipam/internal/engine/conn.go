@@ -862,24 +862,42 @@ func (s *conn) lookOnce(ctx context.Context) (string, error) {
 	}
 }
 
-// look reads a lock's holders on a connection that does not queue behind
-// the calls it names: the pool's while it has an idle connection or room for
-// one more, else one of its own, closed after the look (every connection of
-// the pool may be a call waiting on that lock).
+// look reads a lock's holders, aside from the calls it names.
 func (s *conn) look(ctx context.Context) (string, error) {
 	var out string
+	err := s.aside(ctx, s.pool.get(), func(q sender) error {
+		return q.QueryRow(ctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
+	})
+	return out, err
+}
+
+// sender is what the pool and a connection have in common for aside's work.
+type sender interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// aside runs fn on a connection that does not queue behind the calls in
+// flight: onPool (the pool) while it has an idle connection or room for one
+// more, else a connection of its own, closed after fn. It is for work about
+// those calls that a connection of theirs cannot do: the look for the holders
+// of a lock they wait on, the record of a failure that must outlive a
+// caller's rollback. Every connection of the pool may be theirs, and only
+// their ends give one back. Its own connection runs unnamed statements
+// (nothing left behind on a pooler's server connection).
+func (s *conn) aside(ctx context.Context, onPool sender, fn func(sender) error) error {
 	p := s.pool.get()
 	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
-		err := p.QueryRow(ctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
-		return out, err
+		return fn(onPool)
 	}
-	c, err := pgx.ConnectConfig(ctx, p.Config().ConnConfig)
+	cfg := p.Config().ConnConfig
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
-	err = c.QueryRow(ctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
-	return out, err
+	return fn(c)
 }
 
 // lockHoldersNow is lockHolders for a failure already in hand (the server's

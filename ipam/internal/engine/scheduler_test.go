@@ -521,3 +521,67 @@ func TestCallerGivingUpIsNamed(t *testing.T) {
 		t.Fatalf("%d allocations written by calls given up before they began, want none", n)
 	}
 }
+
+// Placements that hold every connection of the caller's pool, each in its
+// transaction, and fail for an exhausted pool are told so and their failures
+// are recorded: the record, which must outlive the callers' rollbacks, does
+// not wait for a connection that only their ends would give back.
+func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const conns = 2
+	cfg.MaxConns = conns
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	client, err := engine.New(db, engine.Config{Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CreateCluster(ctx, engine.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8:5::/48"),
+		InstancePrefix: netip.MustParsePrefix("2001:db8:5:1::/126")}); err != nil { // ::1 to ::3
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := client.AllocateInstance(ctx, nil, instanceRequest(id)); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	var txs []pgx.Tx
+	for range conns {
+		tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		txs = append(txs, tx)
+	}
+	var wg sync.WaitGroup
+	for i, tx := range txs {
+		wg.Go(func() {
+			if _, err := client.AllocateInstance(ctx, tx, instanceRequest(fmt.Sprintf("late%d", i))); !errors.Is(err, engine.ErrExhausted) {
+				t.Errorf("a placement in the full pool: %v, want ErrExhausted", err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, tx := range txs {
+		_ = tx.Rollback(ctx)
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM ipam_allocation_failures WHERE reason = 'ipam_exhausted' AND owner_id LIKE 'late%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != conns {
+		t.Fatalf("%d failures recorded of %d placements that failed holding every connection of the pool, want all", n, conns)
+	}
+}

@@ -702,8 +702,8 @@ const failureRecordTimeout = 5 * time.Second
 // instance.allocation_failed) carrying the reason. Best effort: a failure to
 // record is not reported over the allocation error itself.
 func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason string, o Owner, detail string) {
-	// Its own connection, bounded: a caller whose transaction holds the last
-	// connection of a shared pool must not wait on this forever.
+	// Aside from the calls in flight, bounded: the callers' transactions may
+	// hold every connection of a shared pool until this call returns.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureRecordTimeout)
 	defer cancel()
 	// In a batch after the store's settings, so that its transaction carries
@@ -716,7 +716,7 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 		"event": newID(), "event_type": failureEventType(o.Kind), "org": label(o.OrgID), "env": label(o.EnvID),
 		"node": label(o.NodeID), "instance": label(o.InstanceID),
 	})
-	_ = s.pool.SendBatch(rctx, b).Close()
+	_ = s.aside(rctx, s.pool, func(q sender) error { return q.SendBatch(rctx, b).Close() })
 }
 
 // ownOrigin reports whether a row is this client's configuration's, or no
