@@ -25,11 +25,7 @@ func (s *Client) fastAllocate(ctx context.Context, req request) (AllocateResult,
 	if !req.Address.IsValid() {
 		return s.fastTake(ctx, req, 0)
 	}
-	r, ok, err := s.fastConfirm(ctx, req)
-	if ok && !r.Block.IsValid() {
-		_ = s.fillBlock(ctx, &r.Allocation)
-	}
-	return r, ok, err
+	return s.fastConfirm(ctx, req)
 }
 
 // fastTake is the fast path of Allocate (hold = 0) and of Reserve (hold > 0:
@@ -342,11 +338,7 @@ func (s *Client) fastConfirm(ctx context.Context, req request) (AllocateResult, 
 	} else {
 		d = alone()
 	}
-	a, ok, err := d.res, d.ok, d.err
-	if ok && !a.Block.Contains(a.Address) {
-		a.Block = netip.Prefix{} // a pool of several blocks: the caller fills it
-	}
-	return a, ok, err
+	return d.res, d.ok, d.err
 }
 
 // findHold is the first look of Reserve: the owner's hold (or allocation)

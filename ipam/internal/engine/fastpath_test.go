@@ -572,3 +572,31 @@ func reuseTakeArgs(cluster, pool, env string) map[string]any {
 		"org": "acme", "env": env, "node": nil, "instance": nil, "actor": "test", "hold": time.Duration(0),
 		"set_owner": nil, "event": uuid.New(), "event_type": "env.ipv4_addon_enabled"}
 }
+
+// The apply of a planned address in a pool of several blocks answers the
+// block that holds it, from the confirming statement itself: in a caller's
+// transaction a second read would need a connection of the pool besides the
+// caller's.
+func TestConfirmedHoldAnswersItsBlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: testdb.New(t), Actor: "terraform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4",
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/30"), netip.MustParsePrefix("198.51.100.0/30")}}); err != nil {
+		t.Fatal(err)
+	}
+	req := engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", EnvID: "e1"},
+		Address: netip.MustParseAddr("198.51.100.2")}
+	if _, err := st.Reserve(ctx, req, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := st.FastAllocate(ctx, req)
+	if !ok || a.State != engine.StateActive || a.Address != req.Address || a.Block.String() != "198.51.100.0/30" {
+		t.Fatalf("the apply of the hold on %s: %+v (fast path %v), want it active in block 198.51.100.0/30", req.Address, a, ok)
+	}
+}
