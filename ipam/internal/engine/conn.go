@@ -890,13 +890,26 @@ func (s *conn) aside(ctx context.Context, onPool sender, fn func(sender) error) 
 	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
 		return fn(onPool)
 	}
-	cfg := p.Config().ConnConfig
+	// Made as the pool makes its connections: its hooks too (a caller's
+	// pool may set the session up in them).
+	pc := p.Config()
+	cfg := pc.ConnConfig
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	if pc.BeforeConnect != nil {
+		if err := pc.BeforeConnect(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
+	if pc.AfterConnect != nil {
+		if err := pc.AfterConnect(ctx, c); err != nil {
+			return err
+		}
+	}
 	return fn(c)
 }
 

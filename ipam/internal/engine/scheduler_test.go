@@ -525,13 +525,28 @@ func TestCallerGivingUpIsNamed(t *testing.T) {
 // Placements that hold every connection of the caller's pool, each in its
 // transaction, and fail for an exhausted pool are told so and their failures
 // are recorded: the record, which must outlive the callers' rollbacks, does
-// not wait for a connection that only their ends would give back.
+// not wait for a connection that only their ends would give back. The
+// connection it takes instead is set up by the pool's own hook: this
+// scheduler keeps the IPAM's tables in a schema of their own.
 func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testdb.New(t))
+	url := testdb.New(t)
+	setup, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := setup.Exec(ctx, `CREATE SCHEMA scheduler_ipam`); err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Close(ctx)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `SET search_path = scheduler_ipam`)
+		return err
 	}
 	const conns = 2
 	cfg.MaxConns = conns
