@@ -27,8 +27,22 @@ type scheduler struct {
 
 func newScheduler(t *testing.T, instancePrefix string) *scheduler {
 	t.Helper()
+	return newSchedulerOver(t, instancePrefix, testdb.New(t), nil)
+}
+
+// newSchedulerOver is newScheduler over the database at url, with its pool
+// set up by configure (nil: pgx's defaults).
+func newSchedulerOver(t *testing.T, instancePrefix, url string, configure func(*pgxpool.Config)) *scheduler {
+	t.Helper()
 	ctx := context.Background()
-	db, err := pgxpool.New(ctx, testdb.New(t))
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,50 +554,27 @@ func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = setup.Close(ctx)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SET search_path = scheduler_ipam`)
-		return err
-	}
 	const conns = 2
-	cfg.MaxConns = conns
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	client, err := engine.New(db, engine.Config{Actor: "scheduler"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CreateCluster(ctx, engine.Cluster{ID: "c1", Prefix: netip.MustParsePrefix("2001:db8:5::/48"),
-		InstancePrefix: netip.MustParsePrefix("2001:db8:5:1::/126")}); err != nil { // ::1 to ::3
-		t.Fatal(err)
-	}
+	s := newSchedulerOver(t, "2001:db8:5:1::/126", url, func(cfg *pgxpool.Config) { // ::1 to ::3
+		cfg.MaxConns = conns
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, `SET search_path = scheduler_ipam`)
+			return err
+		}
+	})
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := client.AllocateInstance(ctx, nil, instanceRequest(id)); err != nil {
+		if _, err := s.client.AllocateInstance(ctx, nil, instanceRequest(id)); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
 	var txs []pgx.Tx
 	for range conns {
-		tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		txs = append(txs, tx)
+		txs = append(txs, s.begin())
 	}
 	var wg sync.WaitGroup
 	for i, tx := range txs {
 		wg.Go(func() {
-			if _, err := client.AllocateInstance(ctx, tx, instanceRequest(fmt.Sprintf("late%d", i))); !errors.Is(err, engine.ErrExhausted) {
+			if _, err := s.client.AllocateInstance(ctx, tx, instanceRequest(fmt.Sprintf("late%d", i))); !errors.Is(err, engine.ErrExhausted) {
 				t.Errorf("a placement in the full pool: %v, want ErrExhausted", err)
 			}
 		})
@@ -592,11 +583,7 @@ func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 	for _, tx := range txs {
 		_ = tx.Rollback(ctx)
 	}
-	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM ipam_allocation_failures WHERE reason = 'ipam_exhausted' AND owner_id LIKE 'late%'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != conns {
+	if n := s.count(`SELECT count(*) FROM ipam_allocation_failures WHERE reason = 'ipam_exhausted' AND owner_id LIKE 'late%'`); n != conns {
 		t.Fatalf("%d failures recorded of %d placements that failed holding every connection of the pool, want all", n, conns)
 	}
 }
