@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
@@ -158,27 +160,8 @@ func TestLockHolderLookupWithEveryConnectionWaiting(t *testing.T) {
 	ctx := context.Background()
 	lockExclusive(t, url, "ipam_allocations")
 	const pool, readers = 2, 24
-	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", MaxConnections: pool,
-		LockTimeout: 100 * time.Millisecond, StatementTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	// The sessions on the database, sampled while the reads run: the
-	// locker's, the sampler's, the pool's, and the looks'.
-	sampler, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sampler.Close(ctx)
-	sessions := func() int {
-		var n int
-		if err := sampler.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()").Scan(&n); err != nil {
-			t.Error(err)
-		}
-		return n
-	}
-	before := sessions()
+	var probe connectProbe
+	st := probe.client(t, url, pool, engine.Config{Actor: "terraform", LockTimeout: 100 * time.Millisecond, StatementTimeout: 30 * time.Second})
 	cctx, cancel := context.WithTimeout(ctx, hangBound)
 	defer cancel()
 	errs := make(chan error, readers)
@@ -189,21 +172,69 @@ func TestLockHolderLookupWithEveryConnectionWaiting(t *testing.T) {
 			errs <- err
 		}()
 	}
-	most := before
-	for got := 0; got < readers; {
-		select {
-		case err := <-errs:
-			got++
-			if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
-				t.Fatalf("%d refresh reads on a pool of %d connections under an ACCESS EXCLUSIVE lock: %v (after %s), want ipam_busy naming the holder",
-					readers, pool, err, time.Since(start).Round(time.Millisecond))
-			}
-		case <-time.After(2 * time.Millisecond):
-			most = max(most, sessions())
+	for range readers {
+		if err := <-errs; engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "AccessExclusiveLock") {
+			t.Fatalf("%d refresh reads on a pool of %d connections under an ACCESS EXCLUSIVE lock: %v (after %s), want ipam_busy naming the holder",
+				readers, pool, err, time.Since(start).Round(time.Millisecond))
 		}
 	}
-	if most > before+pool+1 {
-		t.Errorf("%d sessions at most while %d reads waited on a pool of %d (%d before): the looks for the lock's holders opened a connection each, want one at a time",
-			most, readers, pool, before)
+	if made := probe.made.Load(); made > 2 {
+		t.Errorf("%d connections beside the pool for the looks of %d reads that reached their lock bound together, want them to share one", made, readers)
 	}
+}
+
+// connectProbe watches the connections a client makes beside its pool (a
+// pool of its own, full before it arms): how many, and the most being made
+// at once, each held up 50 ms in the pool's BeforeConnect hook.
+type connectProbe struct {
+	armed           atomic.Bool
+	made, now, most atomic.Int32
+}
+
+// client is a client over a pool of conns connections at url, each made,
+// with the probe armed once they all are.
+func (p *connectProbe) client(t *testing.T, url string, conns int32, cfg engine.Config) *engine.Client {
+	t.Helper()
+	ctx := context.Background()
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = conns
+	pc.BeforeConnect = p.connect
+	db, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var held []*pgxpool.Conn
+	for range conns {
+		c, err := db.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	p.armed.Store(true)
+	st, err := engine.New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (p *connectProbe) connect(context.Context, *pgx.ConnConfig) error {
+	if !p.armed.Load() {
+		return nil
+	}
+	p.made.Add(1)
+	n := p.now.Add(1)
+	defer p.now.Add(-1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	time.Sleep(50 * time.Millisecond)
+	return nil
 }

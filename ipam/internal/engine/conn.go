@@ -52,6 +52,9 @@ type conn struct {
 	// and more calls queue for one, they all reach their lock bound together,
 	// and each would otherwise open a connection of its own for its look.
 	looks singleflight.Group
+	// asideSlot admits one connection of aside's own at a time: a client
+	// opens at most one connection beyond its pool.
+	asideSlot chan struct{}
 }
 
 // dbPool is the store's pgx pool. Every call on it rides out a database
@@ -879,16 +882,23 @@ type sender interface {
 
 // aside runs fn on a connection that does not queue behind the calls in
 // flight: onPool (the pool) while it has an idle connection or room for one
-// more, else a connection of its own, closed after fn. It is for work about
-// those calls that a connection of theirs cannot do: the look for the holders
-// of a lock they wait on, the record of a failure that must outlive a
-// caller's rollback. Every connection of the pool may be theirs, and only
-// their ends give one back. Its own connection runs unnamed statements
-// (nothing left behind on a pooler's server connection).
+// more, else a connection of its own (one at a time: a client has at most one
+// beyond its pool), closed after fn. It is for work about those calls that a
+// connection of theirs cannot do: the look for the holders of a lock they
+// wait on, the record of a failure that must outlive a caller's rollback.
+// Every connection of the pool may be theirs, and only their ends give one
+// back. Its own connection runs unnamed statements (nothing left behind on a
+// pooler's server connection).
 func (s *conn) aside(ctx context.Context, onPool sender, fn func(sender) error) error {
 	p := s.pool.get()
 	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
 		return fn(onPool)
+	}
+	select {
+	case s.asideSlot <- struct{}{}:
+		defer func() { <-s.asideSlot }()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	// Made as the pool makes its connections: its hooks too (a caller's
 	// pool may set the session up in them).

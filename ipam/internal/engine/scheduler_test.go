@@ -540,8 +540,8 @@ func TestCallerGivingUpIsNamed(t *testing.T) {
 // transaction, and fail for an exhausted pool are told so and their failures
 // are recorded: the record, which must outlive the callers' rollbacks, does
 // not wait for a connection that only their ends would give back. The
-// connection it takes instead is set up by the pool's own hook: this
-// scheduler keeps the IPAM's tables in a schema of their own.
+// connections it takes instead are one at a time, each set up by the pool's
+// own hook: this scheduler keeps the IPAM's tables in a schema of their own.
 func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -554,9 +554,11 @@ func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = setup.Close(ctx)
-	const conns = 2
+	const conns = 4
+	var probe connectProbe
 	s := newSchedulerOver(t, "2001:db8:5:1::/126", url, func(cfg *pgxpool.Config) { // ::1 to ::3
 		cfg.MaxConns = conns
+		cfg.BeforeConnect = probe.connect
 		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 			_, err := c.Exec(ctx, `SET search_path = scheduler_ipam`)
 			return err
@@ -571,6 +573,7 @@ func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 	for range conns {
 		txs = append(txs, s.begin())
 	}
+	probe.armed.Store(true) // the pool's connections are all made
 	var wg sync.WaitGroup
 	for i, tx := range txs {
 		wg.Go(func() {
@@ -580,6 +583,10 @@ func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if made, most := probe.made.Load(), probe.most.Load(); made != conns || most != 1 {
+		t.Errorf("%d connections beside the pool for the records of %d placements that failed holding every connection of it, %d at once; want one each, one at a time",
+			made, conns, most)
+	}
 	for _, tx := range txs {
 		_ = tx.Rollback(ctx)
 	}

@@ -110,7 +110,7 @@ func newClient(pool *pgxpool.Pool, switchable *pgxpool.Config, addr, secret stri
 		failover = DefaultFailoverTimeout
 	}
 	c := &conn{addr: addr, secret: secret, bounds: newBounds(cfg.LockTimeout, cfg.StatementTimeout), failover: max(failover, 0),
-		onWait: cfg.OnWait, cutFirstContact: cfg.FailoverTimeout == 0}
+		onWait: cfg.OnWait, cutFirstContact: cfg.FailoverTimeout == 0, asideSlot: make(chan struct{}, 1)}
 	c.pool = newDBPool(c, pool, switchable)
 	return &Client{conn: c, actor: cfg.Actor, planRun: cfg.PlanRun, origin: cfg.Origin, originSetting: originSetting(cfg.Origin),
 		shared: &coalescer{pools: map[string]*poolQueue{}}, paths: &pathStats{}}
