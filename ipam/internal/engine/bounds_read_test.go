@@ -225,6 +225,7 @@ func (p *connectProbe) client(t *testing.T, url string, conns int32, cfg engine.
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(st.Close)
 	return st
 }
 
