@@ -828,13 +828,11 @@ func isConnError(err error) bool {
 // not apply to it (bounded like any statement, a look that took longer than
 // the lock bound ended itself, and the busy caller waited out its statement
 // bound and was told of a timeout); it runs in the simple protocol (nothing
-// to prepare, through a pooler too), each attempt for at most lookBound, and
-// asks again while it gets no answer.
+// to prepare, through a pooler too), each look for at most lookBound
+// (lookOnce), and asks again while it gets no answer.
 func (s *conn) lockHolders(ctx context.Context) string {
 	for {
-		lctx, cancel := context.WithTimeout(ctx, lookBound)
-		out, err := s.lookOnce(lctx)
-		cancel()
+		out, err := s.lookOnce(ctx)
 		if err == nil {
 			return out
 		}
@@ -868,16 +866,10 @@ func (s *conn) lookOnce(ctx context.Context) (string, error) {
 // look reads a lock's holders, aside from the calls it names.
 func (s *conn) look(ctx context.Context) (string, error) {
 	var out string
-	err := s.aside(ctx, s.pool.get(), func(q sender) error {
+	err := s.aside(ctx, s.pool.get(), func(q querier) error {
 		return q.QueryRow(ctx, sqlLockHolders, pgx.QueryExecModeSimpleProtocol).Scan(&out)
 	})
 	return out, err
-}
-
-// sender is what the pool and a connection have in common for aside's work.
-type sender interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // aside runs fn on a connection that does not queue behind the calls in
@@ -889,7 +881,7 @@ type sender interface {
 // Every connection of the pool may be theirs, and only their ends give one
 // back. Its own connection runs unnamed statements (nothing left behind on a
 // pooler's server connection).
-func (s *conn) aside(ctx context.Context, onPool sender, fn func(sender) error) error {
+func (s *conn) aside(ctx context.Context, onPool querier, fn func(querier) error) error {
 	p := s.pool.get()
 	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
 		return fn(onPool)

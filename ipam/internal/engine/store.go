@@ -662,9 +662,11 @@ func (s *Client) CurrentDatabase(ctx context.Context) (string, error) {
 	return db, s.mapErr(err)
 }
 
-// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
+// querier is what pgx.Tx, *pgx.Conn, *pgxpool.Pool and the store's pool
+// have in common.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // insertEvent appends an event in the caller's transaction, stamped with
@@ -716,7 +718,7 @@ func (s *Client) recordFailure(ctx context.Context, clusterID, poolID, reason st
 		"event": newID(), "event_type": failureEventType(o.Kind), "org": label(o.OrgID), "env": label(o.EnvID),
 		"node": label(o.NodeID), "instance": label(o.InstanceID),
 	})
-	_ = s.aside(rctx, s.pool, func(q sender) error { return q.SendBatch(rctx, b).Close() })
+	_ = s.aside(rctx, s.pool, func(q querier) error { return q.SendBatch(rctx, b).Close() })
 }
 
 // ownOrigin reports whether a row is this client's configuration's, or no
