@@ -872,6 +872,13 @@ func (s *conn) look(ctx context.Context) (string, error) {
 	return out, err
 }
 
+// querier is what pgx.Tx, *pgx.Conn, *pgxpool.Pool and the store's pool
+// have in common.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // aside runs fn on a connection that does not queue behind the calls in
 // flight: onPool (the pool) while it has an idle connection or room for one
 // more, else a connection of its own (one at a time: a client has at most one

@@ -662,13 +662,6 @@ func (s *Client) CurrentDatabase(ctx context.Context) (string, error) {
 	return db, s.mapErr(err)
 }
 
-// querier is what pgx.Tx, *pgx.Conn, *pgxpool.Pool and the store's pool
-// have in common.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
 // insertEvent appends an event in the caller's transaction, stamped with
 // the client's actor: the one place a Go-written event gets it (the
 // one-statement paths' events take the row's, which the same actor wrote).
