@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // readsSection is section 5: the usage read (what the usage data source,
 // `ipamctl usage` and the metrics exporter call) on a pool holding the most
-// allocations, next to the same read on a pool holding 1,000.
+// allocations, next to the same read on a pool holding 1,000; then the other
+// reads users make (otherReads), the same way.
 func (r *runner) readsSection(ctx context.Context) error {
 	levels := r.sz.GrowthLevels
 	big, err := r.loadedLevel(ctx, levels[len(levels)-1])
@@ -42,6 +44,168 @@ func (r *runner) readsSection(ctx context.Context) error {
 	ratio := float64(bigP50) / float64(smallP50)
 	r.rep.add(Row{Section: "5 reads", Name: fmt.Sprintf("the same read: p50 at %s allocations against p50 at %s", num(float64(big.level)), num(float64(small.level))),
 		Value: ms(bigP50), Reference: ms(smallP50), Ratio: fmt.Sprintf("%.2f", ratio), Target: "<= 1.50", Status: metOr(ratio <= 1.5)})
+	return r.otherReads(ctx, big, small)
+}
+
+// userRead is one of the other reads users make of a loaded pool's
+// cluster, through the operator API that ipamctl, the exporter and the data
+// sources call. An indexed read is one an index serves: it has targets (p50
+// under 5 ms, and at most 1.5 times its p50 at 1,000 allocations); the
+// others scan the cluster's rows, and the rows say what they cost.
+type userRead struct {
+	name    string
+	what    string // what run counts: rows, clusters
+	indexed bool
+	// slow: a scan, timed over a few calls only (Check: once)
+	slow, once bool
+	run        func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error)
+}
+
+// readProbe names what a read asks for: an active row of the loaded pool
+// (its address, instance and environment).
+type readProbe struct {
+	addr          netip.Addr
+	instance, env string
+}
+
+var userReads = []userRead{
+	{name: "lookup of an address (`ipamctl lookup`)", indexed: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.LookupAddress(ctx, pr.addr, "")
+			return len(v), err
+		}},
+	{name: "the newest 100 events of the cluster (`ipamctl events --limit 100`)", indexed: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.ListEvents(ctx, operator.EventFilter{ClusterID: p.clusterID, Limit: 100})
+			return len(v), err
+		}},
+	{name: "the metrics exporter's scrape (`ipamctl metrics`)", what: "cluster", indexed: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			m, err := op.CollectMetrics(ctx)
+			return len(m.Clusters), err
+		}},
+	{name: "an environment's addresses (`ipamctl list --org --env`, the `ipam_allocations` data source)",
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, OrgID: "acme", EnvID: pr.env})
+			return len(v), err
+		}},
+	{name: "an instance's addresses (`ipamctl list --instance`)", slow: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, InstanceID: pr.instance})
+			return len(v), err
+		}},
+	{name: "the first 100 of the cluster's allocations (`ipamctl list --limit 100`)", slow: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, Limit: 100})
+			return len(v), err
+		}},
+	{name: "stale leaks, 30 days (`ipamctl leaks --stale-days 30`)", slow: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			rep, err := op.FindStaleLeaks(ctx, p.clusterID, nil, 30)
+			return len(rep.Leaks), err
+		}},
+	{name: "the invariants' check (`ipamctl check`)", what: "row checked", slow: true, once: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			rep, err := op.Check(ctx, p.clusterID)
+			if err == nil && len(rep.Violations) > 0 {
+				err = fmt.Errorf("check found %d violations in the preloaded rows", len(rep.Violations))
+			}
+			return int(rep.Rows), err
+		}},
+}
+
+// probeOf reads an active instance row of p's pool.
+func probeOf(ctx context.Context, p *loadedPool) (readProbe, error) {
+	var pr readProbe
+	c, err := pgx.Connect(ctx, p.dbURL)
+	if err != nil {
+		return pr, err
+	}
+	defer c.Close(context.Background())
+	var addr netip.Prefix
+	if err := c.QueryRow(ctx, `SELECT address, instance_id, env_id FROM ipam_allocations
+		WHERE pool_id = $1 AND state = 'active' AND instance_id IS NOT NULL LIMIT 1`, p.pool.ID).Scan(&addr, &pr.instance, &pr.env); err != nil {
+		return pr, fmt.Errorf("an active instance row of %s: %w", p.pool.ID, err)
+	}
+	pr.addr = addr.Addr()
+	return pr, nil
+}
+
+// slowReadSamples is how many calls time a read that scans (after one
+// warm-up call).
+const slowReadSamples = 3
+
+// otherReads times every userRead on big and on small, and adds a row for
+// each.
+func (r *runner) otherReads(ctx context.Context, big, small *loadedPool) error {
+	type timed struct {
+		p50  time.Duration
+		rows int
+	}
+	at := func(p *loadedPool) ([]timed, error) {
+		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: p.dbURL, MaxConnections: 2, Actor: "bench"})
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		pr, err := probeOf(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		op := operator.New(st)
+		out := make([]timed, len(userReads))
+		for i, u := range userReads {
+			calls, warm := r.sz.ReadSamples, 3
+			switch {
+			case u.once:
+				calls, warm = 1, 0
+			case u.slow:
+				calls, warm = slowReadSamples, 1
+			}
+			var lat []time.Duration
+			for k := 0; k < warm+calls; k++ {
+				t := time.Now()
+				n, err := u.run(ctx, op, p, pr)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", u.name, err)
+				}
+				if k >= warm {
+					lat = append(lat, time.Since(t))
+				}
+				out[i].rows = n
+			}
+			out[i].p50 = percentile(lat, 0.5)
+		}
+		return out, nil
+	}
+	b, err := at(big)
+	if err != nil {
+		return err
+	}
+	sm, err := at(small)
+	if err != nil {
+		return err
+	}
+	count := func(u userRead, n int) string {
+		what := u.what
+		if what == "" {
+			what = "row"
+		}
+		w := strings.Fields(what)
+		w[0] += plural(n)
+		return num(float64(n)) + " " + strings.Join(w, " ")
+	}
+	for i, u := range userReads {
+		ratio := float64(b[i].p50) / float64(sm[i].p50)
+		row := Row{Section: "5 reads", Name: fmt.Sprintf("%s, a cluster of %s allocations", u.name, num(float64(big.level))),
+			Value:     fmt.Sprintf("p50 %s (%s)", ms(b[i].p50), count(u, b[i].rows)),
+			Reference: fmt.Sprintf("at %s: %s (%s)", num(float64(small.level)), ms(sm[i].p50), count(u, sm[i].rows)),
+			Ratio:     fmt.Sprintf("%.2f", ratio), Status: "info"}
+		if u.indexed {
+			row.Target, row.Status = "p50 < 5 ms, <= 1.50", metOr(b[i].p50 < 5*time.Millisecond && ratio <= 1.5)
+		}
+		r.rep.add(row)
+	}
 	return nil
 }
 

@@ -128,9 +128,9 @@ func (rep *Report) Markdown(analysis string) string {
 	p("## How to run\n\n")
 	p("```sh\nmake bench          # full suite: scripts/bench.sh -> IPAM_PG_BENCH=1 scripts/with-postgres.sh bin/ipambench -out BENCHMARKS.md\nmake bench-smoke    # quick sizes (CI): scripts/bench.sh --smoke\n" +
 		"go run ./cmd/ipambench -h   # flags: -sections, -keep, -database-url, ...\n```\n\n")
-	p("The server is a throwaway PostgreSQL started by `scripts/pg.sh start DIR --bench` (durable: fsync on, synchronous_commit on, shared_buffers=512MB). Sizes of this run: clients %v; per client count %d rounds of [pgbench `-T %d`, then each allocator cell for %s], closed by one more pgbench run: each cell's reference is the mean of the two pgbench runs around its round, and the reported ratio is the median over rounds; growth levels %v with %d samples; reuse queue %s cooled rows with %d samples; usage read %d calls (at the largest growth level and at 1,000); terraform %d resources, %d rounds, then %s resources once.\n\n",
+	p("The server is a throwaway PostgreSQL started by `scripts/pg.sh start DIR --bench` (durable: fsync on, synchronous_commit on, shared_buffers=512MB). Sizes of this run: clients %v; per client count %d rounds of [pgbench `-T %d`, then each allocator cell for %s], closed by one more pgbench run: each cell's reference is the mean of the two pgbench runs around its round, and the reported ratio is the median over rounds; growth levels %v with %d samples; reuse queue %s cooled rows with %d samples; reads %d calls each after three warm-up calls (those that scan: %d after one; the check: one), at the largest growth level and at 1,000; terraform %d resources, %d rounds, then %s resources once.\n\n",
 		rep.Sizes.Clients, rep.Sizes.Rounds, rep.Sizes.PgbenchSeconds, rep.Sizes.CellDuration,
-		rep.Sizes.GrowthLevels, rep.Sizes.GrowthSamples, num(float64(rep.Sizes.ReuseCooled)), rep.Sizes.ReuseSamples, rep.Sizes.ReadSamples,
+		rep.Sizes.GrowthLevels, rep.Sizes.GrowthSamples, num(float64(rep.Sizes.ReuseCooled)), rep.Sizes.ReuseSamples, rep.Sizes.ReadSamples, slowReadSamples,
 		rep.Sizes.TFResources, rep.Sizes.TFRounds, num(float64(rep.Sizes.TFLargeResources)))
 	if len(rep.Commands) > 0 {
 		p("Exact commands and scripts of the references:\n\n```\n%s\n```\n\n", strings.Join(rep.Commands, "\n"))

@@ -13,13 +13,13 @@ import "strings"
 const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generation, coalesce(owner_kind, ''),
 	coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''), coalesce(node_id, ''),
 	coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at, nullif(reusable_at, '-infinity'),
-	coalesce(reusable_at <= ipam_now(), false), coalesce(set_owner, ''), coalesce(reserved_until <= ipam_now(), true),
+	coalesce(reusable_at <= (SELECT ipam_now()), false), coalesce(set_owner, ''), coalesce(reserved_until <= (SELECT ipam_now()), true),
 	` + confirmedSQL + `, ` + originSQL
 
 // confirmedSQL: the allocation is past adoption (Allocation.Confirmed): a
 // read of the provider saw it, or the adoption window has passed since it
 // was made, and no plan marks it as being replaced.
-const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < ipam_now() - interval '` + adoptionWindowSQL + `')
+const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < (SELECT ipam_now()) - interval '` + adoptionWindowSQL + `')
 		AND NOT ` + replacingSQL + `, false)`
 
 // callerOriginSetting reads the origin of the transaction's caller (set by
@@ -47,7 +47,7 @@ func ownOriginSQL(mine string) string {
 // handed out (the fast statements): its allocated_at is the statement's one
 // read of the clock, so it stands in for ipam_now(), which reads the test
 // clock's table at every call.
-var allocColumnsOfA = strings.ReplaceAll(allocColumns, "ipam_now()", "a.allocated_at")
+var allocColumnsOfA = strings.ReplaceAll(allocColumns, "(SELECT ipam_now())", "a.allocated_at")
 
 // allocInsertColumns are the columns a new allocation row is written with
 // (sqlInsertFresh, takeFreshSQL).
@@ -115,4 +115,4 @@ const (
 
 // replacingSQL: a plan marked the row as being replaced (migration 17), and
 // nothing has changed it since.
-const replacingSQL = `coalesce(replace_generation = generation AND replace_until > ipam_now() AND state = 'active', false)`
+const replacingSQL = `coalesce(replace_generation = generation AND replace_until > (SELECT ipam_now()) AND state = 'active', false)`

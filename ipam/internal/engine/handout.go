@@ -120,7 +120,7 @@ var (
 		func(at guardAt) string {
 			return at.hold + ` = interval '0' OR NOT EXISTS (SELECT 1 FROM ipam_events
 				WHERE cluster_id = ` + at.cluster + ` AND owner_kind = ` + at.kind + ` AND owner_id = ` + at.owner + `
-					AND type = '` + EventHoldLost + `' AND at > ipam_now() - interval '` + lostHoldWindowSQL + `'
+					AND type = '` + EventHoldLost + `' AND at > (SELECT ipam_now()) - interval '` + lostHoldWindowSQL + `'
 				OFFSET 0)`
 		}, false}
 
@@ -664,7 +664,7 @@ var (
 var (
 	sqlTakeCooled     = sqlTakeCooledWait + ` SKIP LOCKED`
 	sqlTakeCooledWait = `SELECT id, generation FROM ipam_allocations
-	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "ipam_now()", rows: "ipam_allocations"}) + `
+	WHERE pool_id = $1 AND ` + allOf(pickGuards, guardAt{now: "(SELECT ipam_now())", rows: "ipam_allocations"}) + `
 	ORDER BY reusable_at, ordinal LIMIT 1 FOR UPDATE`
 )
 

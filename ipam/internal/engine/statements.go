@@ -107,9 +107,9 @@ const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 var sqlInsertFresh = named("insert allocation + event (CTE)", `WITH a AS (
 		INSERT INTO ipam_allocations (`+allocInsertColumns+`)
 		VALUES (@id, @cluster, @pool, @address, @ordinal, CASE WHEN @hold::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-			1, @kind, @owner, @org, @env, @node, @instance, @actor, ipam_now(), ipam_now(), @set_owner,
-			CASE WHEN @hold::interval > interval '0' THEN ipam_now() + @hold::interval END,
-			CASE WHEN @hold::interval > interval '0' THEN ipam_now() + @hold::interval END)
+			1, @kind, @owner, @org, @env, @node, @instance, @actor, (SELECT ipam_now()), (SELECT ipam_now()), @set_owner,
+			CASE WHEN @hold::interval > interval '0' THEN (SELECT ipam_now()) + @hold::interval END,
+			CASE WHEN @hold::interval > interval '0' THEN (SELECT ipam_now()) + @hold::interval END)
 		ON CONFLICT (cluster_id, address) DO NOTHING
 		RETURNING *
 	), e AS (
@@ -151,7 +151,7 @@ var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 	), pool AS MATERIALIZED (
 		SELECT id, cooldown FROM ipam_pools WHERE id = (SELECT pool_id FROM held)`+poolLockSQL+`
 	), a AS (UPDATE ipam_allocations a SET state = 'cooling',
-		released_at = ipam_now(), reusable_at = ipam_now() + p.cooldown, cooling_until = ipam_now() + p.cooldown
+		released_at = (SELECT ipam_now()), reusable_at = (SELECT ipam_now()) + p.cooldown, cooling_until = (SELECT ipam_now()) + p.cooldown
 	FROM pool p
 	WHERE p.id = a.pool_id AND a.cluster_id = @cluster AND a.owner_kind = @kind AND a.owner_id = @owner
 		AND a.state = 'active' AND `+releaseMatchSQL+`
@@ -169,7 +169,7 @@ var sqlInsertEvent = named("event insert", `INSERT INTO ipam_events (`+eventColu
 
 // sqlGetActive is the refresh read: the owner's active allocation, whether its
 // last_seen_at is due, and its pool's blocks.
-const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < ipam_now() - interval '1 hour', true) OR confirmed_at IS NULL,
+const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < (SELECT ipam_now()) - interval '1 hour', true) OR confirmed_at IS NULL,
 		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 	FROM ipam_allocations a
 	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
@@ -185,18 +185,18 @@ const (
 	// rowActive: an allocation.
 	rowActive = `a.state = 'active'`
 	// rowHeld: a live plan-time hold.
-	rowHeld = `(a.state = 'reserved' AND a.reserved_until > ipam_now())`
+	rowHeld = `(a.state = 'reserved' AND a.reserved_until > (SELECT ipam_now()))`
 	// rowLive: active or held, what a destroy or shrink must never remove.
 	rowLive = `(a.state = 'active' OR ` + rowHeld + `)`
 	// rowCooling: inside its cooldown: released, or an expired hold that
 	// kept one.
-	rowCooling = `(a.state IN ('cooling', 'reserved') AND a.reusable_at > ipam_now() AND NOT ` + rowHeld + `)`
+	rowCooling = `(a.state IN ('cooling', 'reserved') AND a.reusable_at > (SELECT ipam_now()) AND NOT ` + rowHeld + `)`
 	// rowInUse: live or cooling: what no other owner may take, and what
 	// must never be deleted.
-	rowInUse = `(a.state = 'active' OR (a.state IN ('reserved', 'cooling') AND a.reusable_at > ipam_now()))`
+	rowInUse = `(a.state = 'active' OR (a.state IN ('reserved', 'cooling') AND a.reusable_at > (SELECT ipam_now())))`
 	// rowReusable: free, cooled, or an expired hold with no cooldown left: a
 	// row that may be deleted or handed to anyone.
-	rowReusable = `(a.state = 'free' OR (a.state IN ('reserved', 'cooling') AND a.reusable_at <= ipam_now()))`
+	rowReusable = `(a.state = 'free' OR (a.state IN ('reserved', 'cooling') AND a.reusable_at <= (SELECT ipam_now())))`
 )
 
 // Inventory reads (ops_list.go): keys only, in a stable order.
@@ -309,7 +309,7 @@ const (
 	// sqlSetPoolSettings brings the cluster's cooldown, MTU and gateway to a
 	// pool that hands out its addresses: its node and instance pools (by id),
 	// and its node block and parked pools.
-	sqlSetPoolSettings    = `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = ipam_now()`
+	sqlSetPoolSettings    = `UPDATE ipam_pools SET cooldown = $2, mtu = $3, gateway = $4, updated_at = (SELECT ipam_now())`
 	sqlUpdatePoolSettings = sqlSetPoolSettings + ` WHERE id = $1`
 
 	sqlUpdateBlockPoolsSettings = sqlSetPoolSettings + `
@@ -336,7 +336,7 @@ var (
 		RETURNING `+clusterColumns)
 
 	sqlUpdateCluster = named("cluster update", `UPDATE ipam_clusters SET node_cooldown = @node_cooldown, instance_cooldown = @instance_cooldown,
-			gateway_ipv6 = @gateway_ipv6, mtu = @mtu, dns_servers = @dns_servers, as_written = @as_written, updated_at = ipam_now()
+			gateway_ipv6 = @gateway_ipv6, mtu = @mtu, dns_servers = @dns_servers, as_written = @as_written, updated_at = (SELECT ipam_now())
 		WHERE id = @cluster RETURNING `+clusterColumns)
 )
 
@@ -377,7 +377,7 @@ const (
 	// exclusions).
 	sqlTombstonesIn = `SELECT address FROM ipam_tombstones
 		WHERE address <<= ANY ($1::cidr[])
-			AND scope IN ('', $2) AND scope = ipam_tombstone_scope(address, $2) AND reusable_at > ipam_now()
+			AND scope IN ('', $2) AND scope = ipam_tombstone_scope(address, $2) AND reusable_at > (SELECT ipam_now())
 		ORDER BY address FOR UPDATE`
 
 	// sqlInheritTombstones makes each tombstone of addresses $3 (at
@@ -398,7 +398,7 @@ const (
 			CASE WHEN t.cluster_id = $1 THEN t.instance_id END AS instance_id
 		FROM unnest($3::inet[], $4::bigint[]) AS x(address, ord)
 		JOIN ipam_tombstones t ON t.address = x.address AND t.scope = ipam_tombstone_scope(x.address, $1)
-		WHERE t.reusable_at > ipam_now()
+		WHERE t.reusable_at > (SELECT ipam_now())
 	), m AS (
 		INSERT INTO ipam_allocations AS a (id, cluster_id, pool_id, address, ordinal, state, generation,
 			owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, allocated_at, released_at,
@@ -434,16 +434,16 @@ const (
 			t.pool_id, t.reusable_at
 		FROM ipam_tombstones t JOIN ipam_allocations a ON a.address = t.address
 			AND ipam_tombstone_scope(a.address, a.cluster_id) = t.scope
-		WHERE t.reusable_at > ipam_now() AND ($1 = '' OR a.cluster_id = $1)
+		WHERE t.reusable_at > (SELECT ipam_now()) AND ($1 = '' OR a.cluster_id = $1)
 		ORDER BY a.cluster_id, a.address`
 
 	// sqlUsageTombstones counts the live tombstones per former cluster ($1,
 	// or all), with the first to cool.
 	sqlUsageTombstones = `SELECT cluster_id, count(*), min(reusable_at) FROM ipam_tombstones
-		WHERE reusable_at > ipam_now() AND ($1 = '' OR cluster_id = $1) GROUP BY cluster_id`
+		WHERE reusable_at > (SELECT ipam_now()) AND ($1 = '' OR cluster_id = $1) GROUP BY cluster_id`
 
 	// sqlSweepTombstones deletes tombstones whose cooldown has passed.
-	sqlSweepTombstones = `DELETE FROM ipam_tombstones WHERE reusable_at <= ipam_now()`
+	sqlSweepTombstones = `DELETE FROM ipam_tombstones WHERE reusable_at <= (SELECT ipam_now())`
 )
 
 // Pools (pool.go, pool_operator.go).
@@ -457,7 +457,7 @@ var (
 
 	sqlUpdatePool = named("pool update", `UPDATE ipam_pools SET cidrs = @cidrs, exclude = @exclude, cooldown = @cooldown,
 		size = @size, mtu = @mtu, gateway = @gateway, is_default = @is_default, as_written = @as_written,
-		updated_at = ipam_now() WHERE id = @pool`)
+		updated_at = (SELECT ipam_now()) WHERE id = @pool`)
 )
 
 const (
@@ -557,7 +557,7 @@ var (
 	// sqlMarkReplacement marks the owner's active allocation of this actor
 	// (of @generation) as being replaced by a plan of origin @origin, for
 	// @ttl (migrations 17, 22).
-	sqlMarkReplacement = named("replacement mark write", `UPDATE ipam_allocations SET replace_until = ipam_now() + @ttl::interval,
+	sqlMarkReplacement = named("replacement mark write", `UPDATE ipam_allocations SET replace_until = (SELECT ipam_now()) + @ttl::interval,
 			replace_generation = generation, replace_origin = nullif(@origin, '')
 		WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state = 'active' AND actor = @actor
 			AND generation = @generation
@@ -572,7 +572,7 @@ var (
 	sqlAdopt = named("adoption", `WITH a AS (UPDATE ipam_allocations SET generation = generation + 1,
 			origin = coalesce(`+callerOriginSQL+`, origin),
 			origin_generation = CASE WHEN `+callerOriginSQL+` IS NULL THEN origin_generation ELSE generation + 1 END,
-			org_id = @org, env_id = @env, node_id = @node, instance_id = @instance, set_owner = @set_owner, last_seen_at = ipam_now()
+			org_id = @org, env_id = @env, node_id = @node, instance_id = @instance, set_owner = @set_owner, last_seen_at = (SELECT ipam_now())
 		-- still unconfirmed: a refresh that confirmed it since it was read
 		-- (which moves no generation) makes the adoption try again, and be
 		-- refused
@@ -589,8 +589,8 @@ var (
 	// hold_dropped event (@event, by @actor). With @lost, another manager
 	// of the owner drops it: its hold_lost event (@lost_event, with @data)
 	// comes first, for the hold's manager (EventHoldLost, ownerTaken).
-	sqlDropHold = named("hold drop", `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-			reusable_at = greatest(ipam_now(), cooling_until), reserved_until = NULL
+	sqlDropHold = named("hold drop", `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = (SELECT ipam_now()),
+			reusable_at = greatest((SELECT ipam_now()), cooling_until), reserved_until = NULL
 		WHERE id = @id AND generation = @generation AND state = 'reserved'
 		RETURNING *
 	), e AS (
@@ -658,30 +658,30 @@ const (
 	// them, or they are older than the adoption window (as for an
 	// allocation, allocColumns).
 	sqlNodeBlocksOwner = `SELECT coalesce(actor, ''), created_at,
-			confirmed_at IS NOT NULL OR created_at < ipam_now() - interval '` + adoptionWindowSQL + `',
-			coalesce(replace_generation = generation AND replace_until > ipam_now(), false)
+			confirmed_at IS NOT NULL OR created_at < (SELECT ipam_now()) - interval '` + adoptionWindowSQL + `',
+			coalesce(replace_generation = generation AND replace_until > (SELECT ipam_now()), false)
 		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2` + sqlForUpdate
 
 	// sqlTakeOverNodeBlocks: a create took a node's blocks over (adopted
 	// them, or replaced the object that held them): a new generation, not
 	// confirmed until its own state reads them, no mark (migration 20).
-	sqlTakeOverNodeBlocks = `UPDATE ipam_node_block_settings SET generation = generation + 1, created_at = ipam_now(),
+	sqlTakeOverNodeBlocks = `UPDATE ipam_node_block_settings SET generation = generation + 1, created_at = (SELECT ipam_now()),
 			confirmed_at = NULL, replace_until = NULL, replace_generation = NULL
 		WHERE cluster_id = $1 AND node_id = $2`
 
 	// sqlMarkNodeBlocksReplacement marks a node's blocks of actor $3 and
 	// generation $5 as being replaced, for $4 (migration 20).
-	sqlMarkNodeBlocksReplacement = `UPDATE ipam_node_block_settings SET replace_until = ipam_now() + $4::interval,
+	sqlMarkNodeBlocksReplacement = `UPDATE ipam_node_block_settings SET replace_until = (SELECT ipam_now()) + $4::interval,
 			replace_generation = generation
 		WHERE cluster_id = $1 AND node_id = $2 AND actor = $3 AND generation = $5`
 
 	// sqlConfirmNodeBlocks records that a Terraform state read a node's blocks.
-	sqlConfirmNodeBlocks = `UPDATE ipam_node_block_settings SET confirmed_at = ipam_now()
+	sqlConfirmNodeBlocks = `UPDATE ipam_node_block_settings SET confirmed_at = (SELECT ipam_now())
 		WHERE cluster_id = $1 AND node_id = $2 AND confirmed_at IS NULL`
 	// sqlConfirmCluster and sqlConfirmPool record that a read of the
 	// provider (a refresh or an import) saw the cluster or pool.
-	sqlConfirmCluster = `UPDATE ipam_clusters SET read_at = ipam_now() WHERE id = $1 AND read_at IS NULL`
-	sqlConfirmPool    = `UPDATE ipam_pools SET read_at = ipam_now() WHERE id = $1 AND read_at IS NULL`
+	sqlConfirmCluster = `UPDATE ipam_clusters SET read_at = (SELECT ipam_now()) WHERE id = $1 AND read_at IS NULL`
+	sqlConfirmPool    = `UPDATE ipam_pools SET read_at = (SELECT ipam_now()) WHERE id = $1 AND read_at IS NULL`
 
 	// sqlManagers* find, among the ids $1, those a Terraform state holds,
 	// with the origin of the configuration that made them ('' when only a
@@ -722,7 +722,7 @@ const (
 
 	// sqlLockBlockRows locks a block's rows ($2..$3) and tells, for each,
 	// whether it is inside its cooldown or hold.
-	sqlLockBlockRows = `SELECT state, coalesce(reusable_at > ipam_now(), false) FROM ipam_allocations
+	sqlLockBlockRows = `SELECT state, coalesce(reusable_at > (SELECT ipam_now()), false) FROM ipam_allocations
 		WHERE pool_id = $1 AND address BETWEEN $2 AND $3 FOR UPDATE`
 
 	// sqlDeleteReusableBlockRows deletes a released block's free and long-cooled
@@ -744,20 +744,20 @@ const (
 
 	// sqlCoolBlock releases a block: it cools for the instance cooldown, and at
 	// least until its last row's cooldown ($4).
-	sqlCoolBlock = `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = ipam_now(),
-		reusable_at = greatest(ipam_now() + $3::interval, $4::timestamptz) WHERE cluster_id = $1 AND block = $2`
+	sqlCoolBlock = `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = (SELECT ipam_now()),
+		reusable_at = greatest((SELECT ipam_now()) + $3::interval, $4::timestamptz) WHERE cluster_id = $1 AND block = $2`
 
 	// sqlTakeCooledBlock gives the node ($2) the longest-cooled reusable block
 	// of the length ($3).
 	sqlTakeCooledBlock = `UPDATE ipam_node_blocks nb SET state = 'active', node_id = $2, empty_scans = 0,
-			allocated_at = ipam_now(), released_at = NULL, reusable_at = NULL
-		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= ipam_now()
+			allocated_at = (SELECT ipam_now()), released_at = NULL, reusable_at = NULL
+		FROM (SELECT block FROM ipam_node_blocks WHERE cluster_id = $1 AND state = 'cooling' AND reusable_at <= (SELECT ipam_now())
 			AND masklen(block) = $3 ORDER BY reusable_at LIMIT 1 FOR UPDATE SKIP LOCKED) pick
 		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`
 
 	// sqlParkedCooling counts the rows of a parked pool still inside their
 	// cooldown.
-	sqlParkedCooling = `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND reusable_at > ipam_now()`
+	sqlParkedCooling = `SELECT count(*) FROM ipam_allocations WHERE pool_id = $1 AND reusable_at > (SELECT ipam_now())`
 
 	// sqlBlockCounter reads the cluster's block counter, creating it at 0.
 	sqlBlockCounter = `INSERT INTO ipam_block_counters (cluster_id, block_prefix_length, next_index) VALUES ($1, $2, 0)
@@ -794,13 +794,13 @@ var (
 	sqlSaveNodeScaling = named("node scaling write", `INSERT INTO ipam_node_block_settings (cluster_id, node_id,
 			block_prefix_length, min_free_fraction, max_free_fraction, max_blocks, demand, actor, created_at)
 		VALUES (@cluster, @node, @block_prefix_length, @min_free_fraction, @max_free_fraction, @max_blocks, @demand,
-			@actor, ipam_now())
+			@actor, (SELECT ipam_now()))
 		ON CONFLICT (cluster_id, node_id) DO UPDATE SET block_prefix_length = EXCLUDED.block_prefix_length,
 			min_free_fraction = EXCLUDED.min_free_fraction, max_free_fraction = EXCLUDED.max_free_fraction,
-			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = ipam_now()`)
+			max_blocks = EXCLUDED.max_blocks, demand = EXCLUDED.demand, updated_at = (SELECT ipam_now())`)
 
 	sqlUpdateNodePool = named("node pool update", `UPDATE ipam_pools SET cidrs = @cidrs, size = @size, cooldown = @cooldown,
-		mtu = @mtu, gateway = @gateway, updated_at = ipam_now() WHERE id = @pool`)
+		mtu = @mtu, gateway = @gateway, updated_at = (SELECT ipam_now()) WHERE id = @pool`)
 )
 
 // Address sets (set.go): members are allocations whose set_owner is the set.
@@ -817,9 +817,9 @@ const (
 
 	// sqlConfirmSetSeen records that a refresh saw a set's members (at most once
 	// an hour each).
-	sqlConfirmSetSeen = `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
+	sqlConfirmSetSeen = `UPDATE ipam_allocations SET last_seen_at = (SELECT ipam_now()), confirmed_at = coalesce(confirmed_at, (SELECT ipam_now()))
 		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'
-			AND (confirmed_at IS NULL OR last_seen_at IS NULL OR last_seen_at < ipam_now() - interval '1 hour')`
+			AND (confirmed_at IS NULL OR last_seen_at IS NULL OR last_seen_at < (SELECT ipam_now()) - interval '1 hour')`
 
 	sqlSetMembers = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}') FROM ipam_allocations
 		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
@@ -838,8 +838,8 @@ var sqlReplacing = named("replacement mark", `SELECT `+replacingForSQL+` FROM ip
 // allocation) of @actor and of @origin (or none recorded), whether it has
 // more than @fresh_for left, and its pool's blocks.
 var sqlFindHold = named("hold look (a plan's first read)", `SELECT `+allocColumns+`,
-		((state = 'active' AND confirmed_at IS NULL AND allocated_at >= ipam_now() - interval '`+adoptionWindowSQL+`')
-			OR (state = 'reserved' AND reusable_at > ipam_now() + @fresh_for::interval))
+		((state = 'active' AND confirmed_at IS NULL AND allocated_at >= (SELECT ipam_now()) - interval '`+adoptionWindowSQL+`')
+			OR (state = 'reserved' AND reusable_at > (SELECT ipam_now()) + @fresh_for::interval))
 			AND `+ownOriginSQL("@origin::text")+`,
 		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 	FROM ipam_allocations a
@@ -849,8 +849,8 @@ var sqlFindHold = named("hold look (a plan's first read)", `SELECT `+allocColumn
 // (lookup.go); the release itself is sqlRelease above.
 const (
 	sqlExtendHold = `UPDATE ipam_allocations
-		SET reserved_until = ipam_now() + $3::interval,
-			reusable_at = greatest(ipam_now() + $3::interval, cooling_until)
+		SET reserved_until = (SELECT ipam_now()) + $3::interval,
+			reusable_at = greatest((SELECT ipam_now()) + $3::interval, cooling_until)
 		WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING ` + allocColumns
 
 	// sqlLostHold finds the owner's latest hold taken by another owner, or
@@ -865,7 +865,7 @@ const (
 				ORDER BY r.at DESC LIMIT 1)
 		FROM ipam_events e
 		WHERE e.cluster_id = $1 AND e.owner_kind = $2 AND e.owner_id = $3 AND e.type = '` + EventHoldLost + `'
-			AND e.at > ipam_now() - $4::interval
+			AND e.at > (SELECT ipam_now()) - $4::interval
 		ORDER BY e.at DESC LIMIT 1`
 
 	// sqlOwnerHolds tells whether the owner has an active address or a hold.
@@ -874,7 +874,7 @@ const (
 
 	// sqlConfirmSeen records that a refresh saw the allocation (sqlGetActive
 	// tells when it is due).
-	sqlConfirmSeen = `UPDATE ipam_allocations SET last_seen_at = ipam_now(), confirmed_at = coalesce(confirmed_at, ipam_now())
+	sqlConfirmSeen = `UPDATE ipam_allocations SET last_seen_at = (SELECT ipam_now()), confirmed_at = coalesce(confirmed_at, (SELECT ipam_now()))
 		WHERE id = $1 AND generation = $2 AND state = 'active'`
 
 	// sqlActiveByAddress finds the active allocation of an address in any
@@ -1021,7 +1021,7 @@ const (
 			WHERE pool_id IN (SELECT id FROM pools) AND bucket >= ipam_cooling_counted_from() GROUP BY 1
 		), held AS (
 			SELECT pool_id, ipam_cooling_bucket(reusable_at) AS bucket, count(*) AS n FROM ipam_allocations
-			WHERE pool_id IN (SELECT id FROM pools) AND state = 'cooling' AND reusable_at > ipam_now() GROUP BY 1, 2
+			WHERE pool_id IN (SELECT id FROM pools) AND state = 'cooling' AND reusable_at > (SELECT ipam_now()) GROUP BY 1, 2
 		), gone AS ( -- every row but slot 0 of a bucket that holds rows (disjoint from the upsert)
 			DELETE FROM ipam_pool_cooling c WHERE c.pool_id IN (SELECT id FROM pools)
 				AND NOT (c.slot = 0 AND (c.pool_id, c.bucket) IN (SELECT pool_id, bucket FROM held))
@@ -1060,11 +1060,20 @@ const (
 
 	// sqlCheckCounterOrdinals finds ordinals handed out at or beyond their
 	// stripe's next one, except exact claims.
-	sqlCheckCounterOrdinals = `SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, s.stripe, s.next_ordinal
+	// The rows at or past the pool's lowest next ordinal are read first,
+	// in one pass over each pool's rows (cand), and only they are matched
+	// with their stripe: joined with the stripes first, the planner read
+	// every row of a pool once per stripe (32 times).
+	sqlCheckCounterOrdinals = `WITH cand AS MATERIALIZED (
+		SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, p.stripes
 		FROM ipam_pools p
-		JOIN ipam_pool_stripes s ON s.pool_id = p.id
-		JOIN ipam_allocations a ON a.pool_id = p.id AND a.ordinal % p.stripes = s.stripe AND a.ordinal >= s.next_ordinal
-		WHERE p.kind = 'counter' AND a.state IN ('active', 'reserved', 'cooling') AND ($1 = '' OR p.cluster_id = $1)
+		CROSS JOIN LATERAL (SELECT min(next_ordinal) AS lowest FROM ipam_pool_stripes WHERE pool_id = p.id) m
+		JOIN ipam_allocations a ON a.pool_id = p.id AND a.ordinal >= m.lowest
+		WHERE p.kind = 'counter' AND a.state IN ('active', 'reserved', 'cooling') AND ($1 = '' OR p.cluster_id = $1))
+	SELECT a.id::text, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, s.stripe, s.next_ordinal
+		FROM cand a
+		JOIN ipam_pool_stripes s ON s.pool_id = a.pool_id AND s.stripe = a.ordinal % a.stripes
+		WHERE a.ordinal >= s.next_ordinal
 			AND NOT EXISTS (SELECT 1 FROM ipam_events e
 				WHERE e.cluster_id = a.cluster_id AND e.address = a.address AND e.data->>'exact' = 'true')
 		ORDER BY a.pool_id, a.ordinal`
@@ -1101,7 +1110,7 @@ const (
 // has seen it, or it was made, that many days ago. The others prove they
 // are live by an inventory.
 const staleSQL = stateHeldSQL + `
-	AND coalesce(a.last_seen_at, a.allocated_at) < ipam_now() - make_interval(days => $3)`
+	AND coalesce(a.last_seen_at, a.allocated_at) < (SELECT ipam_now()) - make_interval(days => $3)`
 
 // stateHeldSQL: a Terraform state holds allocation a: a refresh or an
 // import read it (confirmed_at), or a configuration created it (its origin
@@ -1140,9 +1149,9 @@ var (
 
 	// sqlReclaim releases a leaked allocation of the reported generation into
 	// its pool's cooldown.
-	sqlReclaim = `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = ipam_now(),
-			reusable_at = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id),
-			cooling_until = ipam_now() + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
+	sqlReclaim = `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = (SELECT ipam_now()),
+			reusable_at = (SELECT ipam_now()) + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id),
+			cooling_until = (SELECT ipam_now()) + (SELECT cooldown FROM ipam_pools p WHERE p.id = pool_id)
 		WHERE id = $1 AND generation = $2 AND state = 'active'
 		RETURNING *)` + movedOut + countMoved + `
 		SELECT ` + allocColumns + ` FROM a`
@@ -1221,10 +1230,10 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowHeld + `),
 		(` + coolingCount + `)::bigint,
 		(SELECT a.reusable_at FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > ipam_now()
+			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > (SELECT ipam_now())
 				AND a.state = 'cooling'
 			ORDER BY a.reusable_at LIMIT 1),
-		ipam_now()
+		(SELECT ipam_now())
 	FROM ipam_pools p
 	WHERE ($1 = '' OR p.cluster_id = $1)
 	ORDER BY p.cluster_id, p.category, p.name`
@@ -1235,7 +1244,7 @@ const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling
 			WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from())
 		+ (SELECT count(*) FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved')
-				AND a.reusable_at > ipam_now() AND a.reusable_at < ipam_cooling_counted_from() AND a.state = 'cooling')
+				AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from() AND a.state = 'cooling')
 		-- expired holds that kept a cooldown (the buckets count state 'cooling'
 		-- only; holds are few, on the (pool_id, state) index)
 		+ (SELECT count(*) FROM ipam_allocations a
@@ -1252,7 +1261,7 @@ const usagePlannerSetting = TxSettings
 // usageFailuresSQL counts recent failures per pool and reason on the
 // (pool_id, at) index.
 const usageFailuresSQL = `SELECT f.pool_id, f.reason, count(*) FROM ipam_allocation_failures f
-	WHERE f.pool_id = ANY($1) AND f.at > ipam_now() - $2::interval
+	WHERE f.pool_id = ANY($1) AND f.at > (SELECT ipam_now()) - $2::interval
 	GROUP BY f.pool_id, f.reason`
 
 // ListAllocations (ops_list.go) builds its statement: the head, the
@@ -1274,7 +1283,7 @@ const (
 			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
 			coalesce(node_id, ''), coalesce(instance_id, ''), coalesce(actor, ''), NULL::timestamptz, released_at,
 			reusable_at, false, '', true, true, '', '', NULL::timestamptz, false
-		FROM ipam_tombstones a WHERE a.reusable_at > ipam_now()`
+		FROM ipam_tombstones a WHERE a.reusable_at > (SELECT ipam_now())`
 	sqlListTombstonesOrder = ` ORDER BY cluster_id, pool_id, address`
 
 	sqlAnd             = " AND "

@@ -120,6 +120,50 @@ func TestSQLIsNamedInStatementsFile(t *testing.T) {
 }
 
 // The check itself: statements and their pieces are found, prose is not.
+// TestStatementsReadTheClockOnce: ipam_now() reads the test clock's table in
+// PL/pgSQL at every call (DESIGN.md, "Cooldown and release"), and a call in
+// a row's condition or select list runs once per row (a listing of a
+// cluster of 1,000,000 allocations spent most of its time in it). So the SQL of the statement
+// files calls it only as a scalar sub-select, (SELECT ipam_now()), which the
+// server runs once per statement, or as the now_at column of a one-row
+// relation.
+func TestStatementsReadTheClockOnce(t *testing.T) {
+	call := regexp.MustCompile(`ipam_now\(\)`)
+	once := regexp.MustCompile(`SELECT ipam_now\(\)|ipam_now\(\) AS now_at`)
+	fset := token.NewFileSet()
+	found := 0
+	for _, name := range []string{"statements.go", "handout.go", "fragments.go"} {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			all, good := len(call.FindAllStringIndex(s, -1)), len(once.FindAllStringIndex(s, -1))
+			found += all
+			if all > good {
+				pos := fset.Position(lit.Pos())
+				t.Errorf("%s:%d: ipam_now() called per row (write (SELECT ipam_now()), or read now_at): %.80q", pos.Filename, pos.Line, s)
+			}
+			return true
+		})
+	}
+	if found < 20 {
+		t.Fatalf("found only %d calls of ipam_now(): is the test running in the package directory?", found)
+	}
+}
+
 func TestLooksLikeSQL(t *testing.T) {
 	for _, s := range []string{"SELECT 1", "\n\tselect id FROM x", "INSERT INTO t", "UPDATE t SET a = 1", "DELETE FROM t",
 		"WITH a AS (SELECT 1) SELECT 1", "CREATE TABLE t ()", "ALTER TABLE t", "DROP TABLE t", "LOCK TABLE t",
