@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"go/ast"
-	"go/parser"
 	"go/token"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -35,41 +33,28 @@ func TestEventTypesAreListed(t *testing.T) {
 	}
 	eventLike := regexp.MustCompile(`^(cluster|pool|allocation|node|instance|env|env_ipv4|set)\.[a-z_]+(\.[a-z_]+)?$`)
 	sqlLiteral := regexp.MustCompile(`'([a-z_]+\.[a-z_.]+)'`)
-	seen := 0
+	var sources []string
 	for _, f := range files {
-		if filepath.Ext(f) != ".go" || len(f) > 8 && f[len(f)-8:] == "_test.go" {
-			continue
+		if !strings.HasSuffix(f, "_test.go") {
+			sources = append(sources, f)
 		}
-		fset := token.NewFileSet()
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
-			}
-			cands := []string{s}
-			for _, m := range sqlLiteral.FindAllStringSubmatch(s, -1) {
-				cands = append(cands, m[1])
-			}
-			for _, c := range cands {
-				if !eventLike.MatchString(c) || c == "set.go" {
-					continue
-				}
-				seen++
-				if !slices.Contains(known, c) {
-					t.Errorf("%s: %q looks like an event type but is not in EventTypes()", fset.Position(lit.Pos()), c)
-				}
-			}
-			return true
-		})
 	}
+	seen := 0
+	eachStringLiteral(t, sources, func(pos token.Position, s string) {
+		cands := []string{s}
+		for _, m := range sqlLiteral.FindAllStringSubmatch(s, -1) {
+			cands = append(cands, m[1])
+		}
+		for _, c := range cands {
+			if !eventLike.MatchString(c) || c == "set.go" {
+				continue
+			}
+			seen++
+			if !slices.Contains(known, c) {
+				t.Errorf("%s: %q looks like an event type but is not in EventTypes()", pos, c)
+			}
+		}
+	})
 	if seen < 15 {
 		t.Errorf("found only %d event types in the source: the scan is broken", seen)
 	}

@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -82,21 +81,33 @@ func TestSQLIsNamedInStatementsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	checked := 0
+	var checked []string
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") || name == "statements.go" || name == "handout.go" || name == "fragments.go" {
 			continue
 		}
-		src, err := os.ReadFile(name)
+		checked = append(checked, name)
+	}
+	if len(checked) < 10 {
+		t.Fatalf("checked only %d files: is the test running in the package directory?", len(checked))
+	}
+	eachStringLiteral(t, checked, func(pos token.Position, s string) {
+		if looksLikeSQL(s) {
+			t.Errorf("%s:%d: SQL outside statements.go (name it there): %.60q", pos.Filename, pos.Line, s)
+		}
+	})
+}
+
+// eachStringLiteral calls fn with every string literal of the named Go
+// files, unquoted, and where it is.
+func eachStringLiteral(t *testing.T, files []string, fn func(pos token.Position, s string)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checked++
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
@@ -107,19 +118,12 @@ func TestSQLIsNamedInStatementsFile(t *testing.T) {
 				t.Errorf("%s: %v", fset.Position(lit.Pos()), err)
 				return true
 			}
-			if looksLikeSQL(s) {
-				pos := fset.Position(lit.Pos())
-				t.Errorf("%s:%d: SQL outside statements.go (name it there): %.60q", pos.Filename, pos.Line, s)
-			}
+			fn(fset.Position(lit.Pos()), s)
 			return true
 		})
 	}
-	if checked < 10 {
-		t.Fatalf("checked only %d files: is the test running in the package directory?", checked)
-	}
 }
 
-// The check itself: statements and their pieces are found, prose is not.
 // TestStatementsReadTheClockOnce: ipam_now() reads the test clock's table in
 // PL/pgSQL at every call (DESIGN.md, "Cooldown and release"), and a call in
 // a row's condition or select list runs once per row (a listing of a
@@ -130,35 +134,14 @@ func TestSQLIsNamedInStatementsFile(t *testing.T) {
 func TestStatementsReadTheClockOnce(t *testing.T) {
 	call := regexp.MustCompile(`ipam_now\(\)`)
 	once := regexp.MustCompile(`SELECT ipam_now\(\)|ipam_now\(\) AS now_at`)
-	fset := token.NewFileSet()
 	found := 0
-	for _, name := range []string{"statements.go", "handout.go", "fragments.go"} {
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
+	eachStringLiteral(t, []string{"statements.go", "handout.go", "fragments.go"}, func(pos token.Position, s string) {
+		all, good := len(call.FindAllStringIndex(s, -1)), len(once.FindAllStringIndex(s, -1))
+		found += all
+		if all > good {
+			t.Errorf("%s:%d: ipam_now() called per row (write (SELECT ipam_now()), or read now_at): %.80q", pos.Filename, pos.Line, s)
 		}
-		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
-			}
-			all, good := len(call.FindAllStringIndex(s, -1)), len(once.FindAllStringIndex(s, -1))
-			found += all
-			if all > good {
-				pos := fset.Position(lit.Pos())
-				t.Errorf("%s:%d: ipam_now() called per row (write (SELECT ipam_now()), or read now_at): %.80q", pos.Filename, pos.Line, s)
-			}
-			return true
-		})
-	}
+	})
 	if found < 20 {
 		t.Fatalf("found only %d calls of ipam_now(): is the test running in the package directory?", found)
 	}
