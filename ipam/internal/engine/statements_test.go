@@ -124,13 +124,13 @@ func eachStringLiteral(t *testing.T, files []string, fn func(pos token.Position,
 	}
 }
 
-// TestStatementsReadTheClockOnce: ipam_now() reads the test clock's table in
-// PL/pgSQL at every call (DESIGN.md, "Cooldown and release"), and a call in
-// a row's condition or select list runs once per row (a listing of a
-// cluster of 1,000,000 allocations spent most of its time in it). So the SQL of the statement
-// files calls it only as a scalar sub-select, (SELECT ipam_now()), which the
-// server runs once per statement, or as the now_at column of a one-row
-// relation.
+// The SQL of the statement files reads the clock once per statement: it
+// calls ipam_now() only as a scalar sub-select, (SELECT ipam_now()), which
+// the server runs once, or as the now_at column of a one-row relation.
+// ipam_now() reads the test clock's table in PL/pgSQL at every call
+// (DESIGN.md, "Cooldown and release"), and a call in a row's condition or
+// select list runs once per row: a listing of a cluster of 1,000,000
+// allocations spent most of its time in it.
 func TestStatementsReadTheClockOnce(t *testing.T) {
 	call := regexp.MustCompile(`ipam_now\(\)`)
 	once := regexp.MustCompile(`SELECT ipam_now\(\)|ipam_now\(\) AS now_at`)
@@ -147,6 +147,7 @@ func TestStatementsReadTheClockOnce(t *testing.T) {
 	}
 }
 
+// The check itself: statements and their pieces are found, prose is not.
 func TestLooksLikeSQL(t *testing.T) {
 	for _, s := range []string{"SELECT 1", "\n\tselect id FROM x", "INSERT INTO t", "UPDATE t SET a = 1", "DELETE FROM t",
 		"WITH a AS (SELECT 1) SELECT 1", "CREATE TABLE t ()", "ALTER TABLE t", "DROP TABLE t", "LOCK TABLE t",
