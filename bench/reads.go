@@ -27,24 +27,38 @@ func (r *runner) readsSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	bigP50, bigMax, active, cooling, err := r.usageLatency(ctx, big)
+	lv, done, err := openReadLevels(ctx, big, small)
+	defer done()
 	if err != nil {
 		return err
 	}
-	smallP50, _, _, _, err := r.usageLatency(ctx, small)
-	if err != nil {
+	// The usage read, its counts of the loaded pool checked.
+	var active, cooling int64
+	if err := inTurn(lv, 3, r.sz.ReadSamples, func(l *readLevel) (int, error) {
+		u, err := l.op.PoolUsage(ctx, l.p.clusterID)
+		for _, pu := range u.Pools {
+			if pu.PoolID == l.p.pool.ID && l.p == big {
+				active, cooling = pu.Active, pu.Cooling
+			}
+		}
+		return len(u.Pools), err
+	}); err != nil {
 		return err
+	}
+	if active+cooling < int64(big.level) {
+		r.rep.warn("usage counted %d active + %d cooling in %s, fewer than the %d preloaded", active, cooling, big.pool.ID, big.level)
 	}
 	if err := r.usagePlan(ctx, big); err != nil {
 		r.rep.warn("usage plan: %v", err)
 	}
+	bigP50, bigMax, smallP50 := percentile(lv[0].lat, 0.5), percentile(lv[0].lat, 1), percentile(lv[1].lat, 0.5)
 	r.rep.add(Row{Section: "5 reads", Name: fmt.Sprintf("Store.PoolUsage of a cluster whose instance pool holds %s allocations (%s active, %s cooling)",
 		num(float64(big.level)), num(float64(active)), num(float64(cooling))),
 		Value: fmt.Sprintf("p50 %s, max %s (%d calls)", ms(bigP50), ms(bigMax), r.sz.ReadSamples), Target: "p50 < 5 ms", Status: metOr(bigP50 < 5*time.Millisecond)})
 	ratio := float64(bigP50) / float64(smallP50)
 	r.rep.add(Row{Section: "5 reads", Name: fmt.Sprintf("the same read: p50 at %s allocations against p50 at %s", num(float64(big.level)), num(float64(small.level))),
 		Value: ms(bigP50), Reference: ms(smallP50), Ratio: fmt.Sprintf("%.2f", ratio), Target: "<= 1.50", Status: metOr(ratio <= 1.5)})
-	return r.otherReads(ctx, big, small)
+	return r.otherReads(ctx, lv)
 }
 
 // userRead is one of the other reads users make of a loaded pool's
@@ -135,30 +149,67 @@ func probeOf(ctx context.Context, p *loadedPool) (readProbe, error) {
 // warm-up call).
 const slowReadSamples = 3
 
-// otherReads times every userRead on big and on small, their calls
-// alternating between the two (so that both levels see the machine as it
-// is), and adds a row for each.
-func (r *runner) otherReads(ctx context.Context, big, small *loadedPool) error {
-	type level struct {
-		p   *loadedPool
-		op  *operator.Client
-		pr  readProbe
-		lat []time.Duration
-		n   int
+// readLevel is a loaded pool as the reads see it: a client of its
+// database, what the reads ask for, and the last timing's calls.
+type readLevel struct {
+	p   *loadedPool
+	op  *operator.Client
+	pr  readProbe
+	lat []time.Duration
+	n   int
+}
+
+// openReadLevels opens a client on each loaded pool's database; done
+// closes those opened, also after an error.
+func openReadLevels(ctx context.Context, ps ...*loadedPool) (lv []*readLevel, done func(), err error) {
+	var clients []*ipam.Client
+	done = func() {
+		for _, c := range clients {
+			c.Close()
+		}
 	}
-	var lv [2]*level
-	for i, p := range []*loadedPool{big, small} {
+	for _, p := range ps {
 		st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: p.dbURL, MaxConnections: 2, Actor: "bench"})
 		if err != nil {
-			return err
+			return nil, done, err
 		}
-		defer st.Close()
+		clients = append(clients, st)
 		pr, err := probeOf(ctx, p)
 		if err != nil {
-			return err
+			return nil, done, err
 		}
-		lv[i] = &level{p: p, op: operator.New(st), pr: pr}
+		lv = append(lv, &readLevel{p: p, op: operator.New(st), pr: pr})
 	}
+	return lv, done, nil
+}
+
+// inTurn times run on every level, warm-up calls first, the levels' calls
+// alternating (so that each level sees the machine as the others do): each
+// level's lat holds its calls' times and n what its last call counted.
+func inTurn(lv []*readLevel, warm, calls int, run func(l *readLevel) (int, error)) error {
+	for _, l := range lv {
+		l.lat = l.lat[:0]
+	}
+	for k := 0; k < warm+calls; k++ {
+		for _, l := range lv {
+			t := time.Now()
+			n, err := run(l)
+			if err != nil {
+				return err
+			}
+			if k >= warm {
+				l.lat = append(l.lat, time.Since(t))
+			}
+			l.n = n
+		}
+	}
+	return nil
+}
+
+// otherReads times every userRead on the largest level (lv[0]) and on the
+// reference (lv[1]), and adds a row for each.
+func (r *runner) otherReads(ctx context.Context, lv []*readLevel) error {
+	big, small := lv[0].p, lv[1].p
 	count := func(u userRead, n int) string {
 		what := u.what
 		if what == "" {
@@ -176,21 +227,8 @@ func (r *runner) otherReads(ctx context.Context, big, small *loadedPool) error {
 		case u.slow:
 			calls, warm = slowReadSamples, 1
 		}
-		for _, l := range lv {
-			l.lat = l.lat[:0]
-		}
-		for k := 0; k < warm+calls; k++ {
-			for _, l := range lv {
-				t := time.Now()
-				n, err := u.run(ctx, l.op, l.p, l.pr)
-				if err != nil {
-					return fmt.Errorf("%s: %w", u.name, err)
-				}
-				if k >= warm {
-					l.lat = append(l.lat, time.Since(t))
-				}
-				l.n = n
-			}
+		if err := inTurn(lv, warm, calls, func(l *readLevel) (int, error) { return u.run(ctx, l.op, l.p, l.pr) }); err != nil {
+			return fmt.Errorf("%s: %w", u.name, err)
 		}
 		b, sm := percentile(lv[0].lat, 0.5), percentile(lv[1].lat, 0.5)
 		ratio := float64(b) / float64(sm)
@@ -220,36 +258,6 @@ func (r *runner) loadedLevel(ctx context.Context, n int) (*loadedPool, error) {
 		}
 	}
 	return r.growthDB(ctx, n)
-}
-
-// usageLatency times ReadSamples usage reads of p's cluster (after three
-// warm-up reads) and checks that they counted the preloaded rows.
-func (r *runner) usageLatency(ctx context.Context, p *loadedPool) (p50, worst time.Duration, active, cooling int64, err error) {
-	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: p.dbURL, MaxConnections: 1, Actor: "bench"})
-	if err != nil {
-		return 0, 0, 0, 0, err
-	}
-	defer st.Close()
-	var lat []time.Duration
-	var u operator.ClusterUsage
-	for i := 0; i < 3+r.sz.ReadSamples; i++ {
-		t := time.Now()
-		if u, err = operator.New(st).PoolUsage(ctx, p.clusterID); err != nil {
-			return 0, 0, 0, 0, err
-		}
-		if i >= 3 {
-			lat = append(lat, time.Since(t))
-		}
-	}
-	for _, pu := range u.Pools {
-		if pu.PoolID == p.pool.ID {
-			active, cooling = pu.Active, pu.Cooling
-		}
-	}
-	if active+cooling < int64(p.level) {
-		r.rep.warn("usage counted %d active + %d cooling in %s, fewer than the %d preloaded", active, cooling, p.pool.ID, p.level)
-	}
-	return percentile(lat, 0.5), percentile(lat, 1), active, cooling, nil
 }
 
 // usagePlan records EXPLAIN (ANALYZE, BUFFERS) of the usage statement, read
