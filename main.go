@@ -18,7 +18,7 @@ var (
 )
 
 func main() {
-	provider.QuietSDKLogs()
+	provider.ProcessDefaults()
 	var debug bool
 	flag.BoolVar(&debug, "debug", false, "run the provider with support for debuggers like delve")
 	flag.Parse()

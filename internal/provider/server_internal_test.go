@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -154,5 +156,31 @@ func TestServerKeepsListResources(t *testing.T) {
 	schema, err := srv.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
 	if err != nil || len(schema.ListResourceSchemas) != 7 {
 		t.Fatalf("list resource schemas through the guard: %d, %v", len(schema.ListResourceSchemas), err)
+	}
+}
+
+// TestProcessDefaultsSetTheCollectorsTarget: the provider's process collects
+// garbage at gcPercent, unless the user set GOGC, which it leaves to the
+// runtime.
+func TestProcessDefaultsSetTheCollectorsTarget(t *testing.T) {
+	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
+		t.Setenv(v, "WARN") // set: quietSDKLogs leaves them, and they are restored
+	}
+	orig := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+
+	t.Setenv("GOGC", "") // restored after the test
+	if err := os.Unsetenv("GOGC"); err != nil {
+		t.Fatal(err)
+	}
+	ProcessDefaults()
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("without GOGC the process collects at %d, want %d", got, gcPercent)
+	}
+
+	t.Setenv("GOGC", "150")
+	ProcessDefaults()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set the process changed the collector's target to %d", got)
 	}
 }
