@@ -159,9 +159,8 @@ func TestServerKeepsListResources(t *testing.T) {
 	}
 }
 
-// TestProcessDefaultsSetTheCollectorsTarget: the provider's process collects
-// garbage at gcPercent, unless the user set GOGC, which it leaves to the
-// runtime.
+// The provider's process collects garbage at gcPercent, unless the user set
+// GOGC, which it then leaves to the runtime.
 func TestProcessDefaultsSetTheCollectorsTarget(t *testing.T) {
 	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
 		t.Setenv(v, "WARN") // set: quietSDKLogs leaves them, and they are restored
