@@ -4,8 +4,8 @@
 // msgpack, the framework's schema walk) on each validate, plan, apply and
 // read. This one pays exactly that and nothing else: one resource, noop_thing,
 // with no I/O. It is served the way the real provider is (main.go: the same
-// framework, protocol version, logging and garbage collection), so that the ratio of
-// ipam_instance_address to noop_thing is the IPAM's own cost.
+// framework, protocol version, logging and garbage collection), so that the
+// ratio of ipam_instance_address to noop_thing is the IPAM's own cost.
 //
 // The benchmark builds it as terraform-provider-noop next to the real
 // provider and points a dev_overrides entry for
@@ -40,9 +40,9 @@ import (
 const providerAddress = "registry.terraform.io/overlayipam/noop"
 
 func main() {
-	// The plugin SDKs log at WARN unless someone asked for logs, and the
-	// garbage collector runs with the real provider's target, as in the real
-	// provider, so that logging and collection cost both the same.
+	// The real provider's process defaults (the plugin SDKs at WARN unless
+	// someone asked for logs, its garbage collector's target), so that
+	// logging and collection cost both the same.
 	ipamprovider.ProcessDefaults()
 	// providerserver.Serve speaks protocol version 6, as the real provider.
 	err := providerserver.Serve(context.Background(), func() provider.Provider { return noopProvider{} }, providerserver.ServeOpts{Address: providerAddress})
