@@ -70,6 +70,13 @@ func StatementArgs(st Statement, v map[string]any) []any {
 // the test of its guard.
 var SQLActivateRow = Statement{Name: sqlActivate.name, SQL: sqlActivate.sql, Params: sqlActivate.names}
 
+// SQLExtendHold and SQLDropHold find a hold by its id, for the test of their
+// plans.
+var (
+	SQLExtendHold = Statement{Name: "hold extend", SQL: sqlExtendHold}
+	SQLDropHold   = Statement{Name: sqlDropHold.name, SQL: sqlDropHold.sql, Params: sqlDropHold.names}
+)
+
 // IndexRead is a read of the product that an index of the allocations or
 // the events serves: its statement and arguments, for EXPLAIN.
 type IndexRead struct {

@@ -591,7 +591,7 @@ var (
 	// comes first, for the hold's manager (EventHoldLost, ownerTaken).
 	sqlDropHold = named("hold drop", `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = (SELECT ipam_now()),
 			reusable_at = greatest((SELECT ipam_now()), cooling_until), reserved_until = NULL
-		WHERE id = @id AND generation = @generation AND state = 'reserved'
+		WHERE id = @id AND generation = @generation AND `+heldByKey+`
 		RETURNING *
 	), e AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
@@ -851,7 +851,7 @@ const (
 	sqlExtendHold = `UPDATE ipam_allocations
 		SET reserved_until = (SELECT ipam_now()) + $3::interval,
 			reusable_at = greatest((SELECT ipam_now()) + $3::interval, cooling_until)
-		WHERE id = $1 AND generation = $2 AND state = 'reserved' RETURNING ` + allocColumns
+		WHERE id = $1 AND generation = $2 AND ` + heldByKey + ` RETURNING ` + allocColumns
 
 	// sqlLostHold finds the owner's latest hold taken by another owner, or
 	// dropped by another manager of the owner, within $4.
