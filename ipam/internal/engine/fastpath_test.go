@@ -294,6 +294,7 @@ type planNode struct {
 	Index     string     `json:"Index Name"`
 	IndexCond string     `json:"Index Cond"`
 	Rows      float64    `json:"Actual Rows"`
+	Loops     float64    `json:"Actual Loops"`
 	Removed   float64    `json:"Rows Removed by Filter"`
 	Hit       int        `json:"Shared Hit Blocks"`
 	Read      int        `json:"Shared Read Blocks"`

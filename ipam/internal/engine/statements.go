@@ -1221,17 +1221,19 @@ const (
 //   - cooling rows: the sum of the pool's cooling buckets from
 //     ipam_cooling_counted_from() on (ipam_pool_cooling, kept by triggers, one
 //     row per minute of reusable_at and concurrent writer), and a count of the
-//     rows before that on the reuse index (pool_id, reusable_at): at most two
-//     minutes of releases, whatever the cooldown window holds;
+//     rows before that on (pool_id, state, reusable_at): at most two minutes
+//     of releases, whatever the cooldown window holds;
 //   - the next address to leave the cooldown queue: the first cooling row of
-//     the reuse index's range reusable_at > ipam_now(), in index order.
+//     that index's range reusable_at > ipam_now(), in index order.
+//
+// Each is a range of that index (migration 29), which stays a range however
+// stale the statistics are (TestPoolUsageAfterAMassRelease).
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
 		(` + activeCount + `)::bigint,
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowHeld + `),
 		(` + coolingCount + `)::bigint,
 		(SELECT a.reusable_at FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved') AND a.reusable_at > (SELECT ipam_now())
-				AND a.state = 'cooling'
+			WHERE a.pool_id = p.id AND a.state = 'cooling' AND a.reusable_at > (SELECT ipam_now())
 			ORDER BY a.reusable_at LIMIT 1),
 		(SELECT ipam_now())
 	FROM ipam_pools p
@@ -1243,10 +1245,10 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling c
 			WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from())
 		+ (SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state IN ('free', 'cooling', 'reserved')
-				AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from() AND a.state = 'cooling')
+			WHERE a.pool_id = p.id AND a.state = 'cooling'
+				AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from())
 		-- expired holds that kept a cooldown (the buckets count state 'cooling'
-		-- only; holds are few, on the (pool_id, state) index)
+		-- only)
 		+ (SELECT count(*) FROM ipam_allocations a
 			WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowCooling + `)`
 
