@@ -211,9 +211,9 @@ func TestFastStatementsReadNoIndexWhole(t *testing.T) {
 // A hold's own statements (the confirm of an apply's create, the extend of
 // a re-plan, the drop) find the hold by its key, whatever the planner
 // believes: here its statistics date from before any hold (every row active,
-// so that the reuse index, where holds are too, looks empty), the plans are
-// the generic ones, and 300 holds wait in the pool, as after the plan of 300
-// new addresses. Found by its state, each confirm walked all of them.
+// so that the pool's held rows look like none), the plans are the generic
+// ones, and 300 holds wait in the pool, as after the plan of 300 new
+// addresses. Found by its state, each confirm walked all of them.
 func TestHoldStatementsFindTheHoldByItsKey(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "test")
