@@ -1221,22 +1221,38 @@ const (
 //   - cooling rows: the sum of the pool's cooling buckets from
 //     ipam_cooling_counted_from() on (ipam_pool_cooling, kept by triggers, one
 //     row per minute of reusable_at and concurrent writer), and a count of the
-//     rows before that on (pool_id, state, reusable_at): at most two minutes
-//     of releases, whatever the cooldown window holds;
+//     rows before that on the reuse index (pool_id, reusable_at): at most two
+//     minutes of releases, whatever the cooldown window holds;
 //   - the next address to leave the cooldown queue: the first cooling row of
-//     that index's range reusable_at > ipam_now(), in index order.
+//     those two minutes, else of the first counted minute that holds any
+//     (its bucket): a range of the reuse index either way.
 //
-// Each is a range of that index (migration 29), which stays a range however
-// stale the statistics are (TestPoolUsageAfterAMassRelease).
+// A read of a pool's rows gives the planner either their state, for
+// (pool_id, state), or their time, for the reuse index, never both: the
+// other condition is a filter it cannot take for an index's (the state as
+// "(state = 'cooling') IS TRUE", the time outside an OFFSET 0 fence). With
+// statistics from before a burst of releases (migration 29), both indexes
+// look empty of cooling rows, and a read that gave both walked every cooling
+// row of the pool through (pool_id, state) for those of two minutes
+// (TestPoolUsageAfterAMassRelease).
 const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, p.kind, p.size::bigint,
 		(` + activeCount + `)::bigint,
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowHeld + `),
 		(` + coolingCount + `)::bigint,
-		(SELECT a.reusable_at FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state = 'cooling' AND a.reusable_at > (SELECT ipam_now())
-			ORDER BY a.reusable_at LIMIT 1),
+		coalesce(
+			-- the next cooling row among those of the next two minutes
+			(SELECT min(a.reusable_at) FROM ipam_allocations a
+				WHERE a.pool_id = p.id AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from()
+					AND (a.state = 'cooling') IS TRUE),
+			-- else among those of the first counted minute that holds any
+			(SELECT min(a.reusable_at) FROM ipam_allocations a
+				WHERE a.pool_id = p.id AND (a.state = 'cooling') IS TRUE
+					AND a.reusable_at >= f.bucket AND a.reusable_at < f.bucket + interval '1 minute')),
 		(SELECT ipam_now())
 	FROM ipam_pools p
+	LEFT JOIN LATERAL (SELECT c.bucket FROM ipam_pool_cooling c
+		WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from()
+		GROUP BY c.bucket HAVING sum(c.cooling) > 0 ORDER BY c.bucket LIMIT 1) f ON true
 	WHERE ($1 = '' OR p.cluster_id = $1)
 	ORDER BY p.cluster_id, p.category, p.name`
 
@@ -1245,12 +1261,12 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling c
 			WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from())
 		+ (SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state = 'cooling'
-				AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from())
+			WHERE a.pool_id = p.id AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from()
+				AND (a.state = 'cooling') IS TRUE)
 		-- expired holds that kept a cooldown (the buckets count state 'cooling'
-		-- only)
-		+ (SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowCooling + `)`
+		-- only), among the pool's holds
+		+ (SELECT count(*) FROM (SELECT a.* FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' OFFSET 0) a
+			WHERE ` + rowCooling + `)`
 
 // usagePlannerSetting, the same setting as TxSettings, keeps the planner
 // on those indexes. Each probe is
