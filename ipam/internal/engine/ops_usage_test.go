@@ -195,14 +195,8 @@ func TestPoolUsagePlanHasNoSeqScan(t *testing.T) {
 			t.Errorf("the usage query counts the pool's active rows (%q):\n%s", setting, plan)
 		}
 	}
-	u, err := engine.OperatorOf(f.st).PoolUsage(f.ctx, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range u.Categories {
-		if c.Category == "instance" && (c.Active != 40000 || c.Cooling != 5000) {
-			t.Fatalf("instance usage %+v", c.UsageCounts)
-		}
+	if c := f.instanceUsage(); c.Active != 40000 || c.Cooling != 5000 {
+		t.Fatalf("instance usage %+v", c)
 	}
 }
 
@@ -246,15 +240,25 @@ func TestPoolUsageAfterAMassRelease(t *testing.T) {
 				n.Type, n.Index, n.IndexCond, (n.Rows+n.Removed)*n.Loops, js)
 		}
 	}
+	if c := f.instanceUsage(); c.Active != 100 || c.Cooling != 300 {
+		t.Errorf("instance usage %+v, want 100 active and 300 cooling", c)
+	}
+}
+
+// instanceUsage is what PoolUsage reports for the instance category of c1.
+func (f *opsFixture) instanceUsage() engine.UsageCounts {
+	f.t.Helper()
 	u, err := engine.OperatorOf(f.st).PoolUsage(f.ctx, "c1")
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	for _, c := range u.Categories {
-		if c.Category == "instance" && (c.Active != 100 || c.Cooling != 300) {
-			t.Errorf("instance usage %+v, want 100 active and 300 cooling", c.UsageCounts)
+		if c.Category == "instance" {
+			return c.UsageCounts
 		}
 	}
+	f.t.Fatal("c1's usage has no instance category")
+	return engine.UsageCounts{}
 }
 
 // BenchmarkPoolUsageMillion measures PoolUsage on a pool of one million
