@@ -10,8 +10,7 @@
 -- implied the index's could take it: usage counted a pool's holds by walking
 -- its whole reuse queue, and the rows before its cooling buckets by walking
 -- every cooling row of every cluster (245 ms for a cluster with 15,000 rows
--- cooling; 2 ms once analyzed, 1 ms with this change and usage's reads
--- fenced in the same way).
+-- cooling; about 2 ms with this change and usage's reads written to match).
 --
 --   ipam_allocations_reuse: reusable_at IS NOT NULL, instead of the states
 --   free, cooling and reserved, which a read of one state implies. Its

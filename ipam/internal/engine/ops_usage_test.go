@@ -240,8 +240,19 @@ func TestPoolUsageAfterAMassRelease(t *testing.T) {
 				n.Type, n.Index, n.IndexCond, (n.Rows+n.Removed)*n.Loops, js)
 		}
 	}
-	if c := f.instanceUsage(); c.Active != 100 || c.Cooling != 300 {
+	// The next to leave the cooldown is the first released, read from the
+	// first counted minute that holds any (all are past the next two).
+	var first time.Time
+	if err := f.raw.QueryRow(f.ctx, `SELECT min(reusable_at) FROM ipam_allocations
+		WHERE pool_id = 'c1/instance' AND state = 'cooling'`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	c := f.instanceUsage()
+	if c.Active != 100 || c.Cooling != 300 {
 		t.Errorf("instance usage %+v, want 100 active and 300 cooling", c)
+	}
+	if next := c.CooldownQueue.NextReusableAt; next == nil || !next.Equal(first) {
+		t.Errorf("the next address leaves the cooldown at %v, want %v (the first released)", next, first)
 	}
 }
 
