@@ -55,6 +55,9 @@ type conn struct {
 	// asideSlot admits one connection of aside's own at a time: a client
 	// opens at most one connection beyond its pool.
 	asideSlot chan struct{}
+	// noRecord: the role may not write, as a refresh's record found:
+	// refreshes read without it from then on.
+	noRecord atomic.Bool
 }
 
 // dbPool is the store's pgx pool. Every call on it rides out a database

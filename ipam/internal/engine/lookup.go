@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // GetActive returns the owner's active allocation, or ErrNotFound. It is what
@@ -31,34 +34,46 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 	} else if err := checkIDs("owner_id", ownerID); err != nil {
 		return a, err
 	}
-	var stale bool
+	var lost bool // the record was due and found the allocation gone
 	var cidrs []netip.Prefix
-	row := s.pool.QueryRow(ctx, sqlGetActive, clusterID, ownerKind, ownerID)
-	a, err := scanAllocation(extraRow{row, []any{&stale, &cidrs}})
+	read := func(sql string) (Allocation, error) {
+		return scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, clusterID, ownerKind, ownerID), []any{&lost, &cidrs}})
+	}
+	sql := sqlGetActiveSeen
+	if s.peek || s.noRecord.Load() {
+		sql = sqlGetActive
+	}
+	a, err := read(sql)
+	var pe *pgconn.PgError
+	if sql == sqlGetActiveSeen && errors.As(err, &pe) &&
+		(pe.Code == pgerrcode.InsufficientPrivilege || pe.Code == pgerrcode.ReadOnlySQLTransaction) {
+		// The record was due, and the role may not write (so from now on
+		// the client's refreshes only read), or the server is read-only.
+		if pe.Code == pgerrcode.InsufficientPrivilege {
+			s.noRecord.Store(true)
+		}
+		a, err = read(sqlGetActive)
+	}
+	if err == nil && lost {
+		// An operator's reclaim of stale allocations released it after the
+		// statement's snapshot: answer what holds now, never the address its
+		// owner has just lost (found by the interleaving explorer).
+		a, err = read(sqlGetActive)
+	}
 	if err != nil {
 		return a, s.mapErr(err)
 	}
-	if stale && !s.peek {
-		// Recorded before the read is answered: an operator's reclaim of
-		// stale allocations checks the time under the row's lock. When the
-		// mark finds the allocation no longer active (a reclaim released it
-		// after the read), the read is answered again, so that a refresh
-		// never reports an address its owner has just lost (found by the
-		// interleaving explorer). A failed mark (a read-only role) changes
-		// nothing.
-		if tag, err := s.pool.Exec(ctx, sqlConfirmSeen, a.ID, a.Generation); err == nil && tag.RowsAffected() == 0 {
-			row := s.pool.QueryRow(ctx, sqlGetActive, clusterID, ownerKind, ownerID)
-			if a, err = scanAllocation(extraRow{row, []any{&stale, &cidrs}}); err != nil {
-				return a, s.mapErr(err)
-			}
-		}
-	}
+	return withBlock(a, cidrs), nil
+}
+
+// withBlock sets a's Block: the one of its pool's blocks that holds it.
+func withBlock(a Allocation, cidrs []netip.Prefix) Allocation {
 	for _, c := range cidrs {
 		if c.Contains(a.Address) {
 			a.Block = c
 		}
 	}
-	return a, nil
+	return a
 }
 
 // FindActiveByAddress returns the active allocation of an address, in

@@ -93,7 +93,7 @@ func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, se
 	alloc, release := allocationEventTypes()
 	lost := lostHoldArgs(c, Owner{Kind: kind, ID: owner})
 	return map[string]IndexRead{
-		"ipam_allocations_pkey":                   {"a refresh's confirmation", sqlConfirmSeen, []any{id, 1}},
+		"ipam_allocations_pkey":                   {"an operator's reclaim of a leaked allocation", sqlReclaim, []any{id, 1}},
 		"ipam_allocations_address_cluster_id_key": {"the allocation of an address (FindActiveByAddress)", sqlActiveByAddress, []any{addr}},
 		"ipam_allocations_owner_active":           {"whether the owner holds an address", sqlOwnerHolds, []any{c, kind, owner}},
 		"ipam_allocations_owner_cooling":          {"the owner's own cooling address", sqlOwnerRows, []any{c, kind, owner}},

@@ -32,7 +32,9 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // A Terraform create of a new address costs three round trips, each its
 // own transaction: the plan's hold (the look for a hold and the take of a
 // new one go together), the apply's re-plan finding that hold again, and
-// the create confirming it. A fourth, anywhere, fails the test.
+// the create confirming it. The first refresh after it reads the allocation
+// and records that the state holds it in one more. Another, anywhere, fails
+// the test.
 func TestPlanAndApplyOfANewAddressAreThreeRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -84,5 +86,20 @@ func TestPlanAndApplyOfANewAddressAreThreeRoundTrips(t *testing.T) {
 			}
 			return err
 		})
+		step("refresh: the first read, which confirms", func() error {
+			a, err := st.GetActive(ctx, "c1", req.Owner.Kind, req.Owner.ID)
+			if err == nil && a.Address != planned.Address {
+				t.Errorf("%s refresh: %s, want %s", req.Owner.Kind, a.Address, planned.Address)
+			}
+			return err
+		})
+		var confirmed bool
+		if err := pool.QueryRow(ctx, `SELECT confirmed_at IS NOT NULL AND last_seen_at IS NOT NULL FROM ipam_allocations
+			WHERE cluster_id = 'c1' AND owner_kind = $1 AND owner_id = $2 AND state = 'active'`, req.Owner.Kind, req.Owner.ID).Scan(&confirmed); err != nil {
+			t.Fatal(err)
+		}
+		if !confirmed {
+			t.Errorf("%s refresh: the allocation is not confirmed", req.Owner.Kind)
+		}
 	}
 }

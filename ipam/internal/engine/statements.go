@@ -167,12 +167,37 @@ var sqlInsertEvent = named("event insert", `INSERT INTO ipam_events (`+eventColu
 	VALUES (@event, @event_type, @cluster, @pool, @allocation, @generation, @address, @kind, @owner, @org, @env,
 		@node, @instance, @actor, @data)`)
 
-// sqlGetActive is the refresh read: the owner's active allocation, whether its
-// last_seen_at is due, and its pool's blocks.
-const sqlGetActive = `SELECT ` + allocColumns + `, coalesce(last_seen_at < (SELECT ipam_now()) - interval '1 hour', true) OR confirmed_at IS NULL,
-		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
-	FROM ipam_allocations a
-	WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
+// The refresh read (GetActive): the owner's active allocation and its pool's
+// blocks. A refresh records that it saw the allocation (last_seen_at, and
+// confirmed_at the first time; the function ipam_record_seen, migration 30)
+// when that is due: at most once an hour, and at the first refresh after the
+// allocation was made.
+const (
+	// activeOfOwner is the owner's active allocation, "a".
+	activeOfOwner = `ipam_allocations a WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
+	// seenDue: the refresh's record of the allocation is due.
+	seenDue = `coalesce(last_seen_at < (SELECT ipam_now()) - interval '1 hour', true) OR confirmed_at IS NULL`
+	// blocksOfA: the blocks of a's pool.
+	blocksOfA = `(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)`
+
+	// sqlGetActive reads without recording (a Peek client's read, the read
+	// again after the record found the allocation gone, the read of a role
+	// that may not write): allocColumns, false, blocksOfA.
+	sqlGetActive = `SELECT ` + allocColumns + `, false, ` + blocksOfA + ` FROM ` + activeOfOwner
+
+	// sqlGetActiveSeen reads and, when it is due, records the refresh, in
+	// one statement (one round trip, one commit): allocColumns, whether the
+	// record was due and found the allocation gone, blocksOfA. The record
+	// finds the row still active and of the same generation under its lock:
+	// an allocation released since the statement's snapshot (an operator's
+	// reclaim of stale allocations, which checks last_seen_at under that
+	// lock) is not recorded, and the flag tells the caller to read again
+	// rather than answer an address its owner has just lost. CASE keeps the
+	// call to the rows whose record is due.
+	sqlGetActiveSeen = `SELECT ` + allocColumns + `,
+		CASE WHEN ` + seenDue + ` THEN NOT ipam_record_seen(a.id, a.generation) ELSE false END, ` + blocksOfA + `
+	FROM ` + activeOfOwner
+)
 
 // The one definition of a row's state, as every reader and writer judges it
 // (at ipam_now(); the row is "a"). A hold (state 'reserved') is live while
@@ -817,9 +842,8 @@ const (
 
 	// sqlConfirmSetSeen records that a refresh saw a set's members (at most once
 	// an hour each).
-	sqlConfirmSetSeen = `UPDATE ipam_allocations SET last_seen_at = (SELECT ipam_now()), confirmed_at = coalesce(confirmed_at, (SELECT ipam_now()))
-		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'
-			AND (confirmed_at IS NULL OR last_seen_at IS NULL OR last_seen_at < (SELECT ipam_now()) - interval '1 hour')`
+	sqlConfirmSetSeen = `SELECT count(ipam_record_seen(a.id, a.generation)) FROM ipam_allocations a
+		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active' AND (` + seenDue + `)`
 
 	sqlSetMembers = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}') FROM ipam_allocations
 		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
@@ -871,11 +895,6 @@ const (
 	// sqlOwnerHolds tells whether the owner has an active address or a hold.
 	sqlOwnerHolds = `SELECT EXISTS (SELECT 1 FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))`
-
-	// sqlConfirmSeen records that a refresh saw the allocation (sqlGetActive
-	// tells when it is due).
-	sqlConfirmSeen = `UPDATE ipam_allocations SET last_seen_at = (SELECT ipam_now()), confirmed_at = coalesce(confirmed_at, (SELECT ipam_now()))
-		WHERE id = $1 AND generation = $2 AND state = 'active'`
 
 	// sqlActiveByAddress finds the active allocation of an address in any
 	// cluster (two: ambiguous).
