@@ -44,14 +44,7 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 		sql = sqlGetActive
 	}
 	a, err := read(sql)
-	var pe *pgconn.PgError
-	if sql == sqlGetActiveSeen && errors.As(err, &pe) &&
-		(pe.Code == pgerrcode.InsufficientPrivilege || pe.Code == pgerrcode.ReadOnlySQLTransaction) {
-		// The record was due, and the role may not write (so from now on
-		// the client's refreshes only read), or the server is read-only.
-		if pe.Code == pgerrcode.InsufficientPrivilege {
-			s.noRecord.Store(true)
-		}
+	if sql == sqlGetActiveSeen && s.recordRefused(err) {
 		a, err = read(sqlGetActive)
 	}
 	if err == nil && lost {
@@ -66,14 +59,19 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 	return withBlock(a, cidrs), nil
 }
 
-// withBlock sets a's Block: the one of its pool's blocks that holds it.
-func withBlock(a Allocation, cidrs []netip.Prefix) Allocation {
-	for _, c := range cidrs {
-		if c.Contains(a.Address) {
-			a.Block = c
-		}
+// recordRefused reports whether a refresh's record was due and refused
+// because it writes: the role may not write (the client's refreshes only
+// read from then on), or the server is read-only. The refresh reads without
+// it.
+func (s *Client) recordRefused(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.Code != pgerrcode.InsufficientPrivilege && pe.Code != pgerrcode.ReadOnlySQLTransaction) {
+		return false
 	}
-	return a
+	if pe.Code == pgerrcode.InsufficientPrivilege {
+		s.noRecord.Store(true)
+	}
+	return true
 }
 
 // FindActiveByAddress returns the active allocation of an address, in

@@ -304,17 +304,23 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 	return ps
 }
 
+// withBlock sets a's Block: the one of its pool's blocks that holds it.
+func withBlock(a Allocation, cidrs []netip.Prefix) Allocation {
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
+	return a
+}
+
 // fillBlock sets a.Block to the pool block that holds a.Address.
 func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
 	var cidrs []netip.Prefix
 	if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, a.PoolID).Scan(&cidrs); err != nil {
 		return s.mapErr(err)
 	}
-	for _, c := range cidrs {
-		if c.Contains(a.Address) {
-			a.Block = c
-		}
-	}
+	*a = withBlock(*a, cidrs)
 	return nil
 }
 

@@ -38,21 +38,7 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 func TestPlanAndApplyOfANewAddressAreThreeRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := &roundTrips{}
-	cfg.ConnConfig.Tracer = sent
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st, err := engine.New(pool, engine.Config{Origin: "/work/config"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, pool, sent := countedClient(t)
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	for _, req := range []engine.AllocateRequest{
 		{Pool: engine.ClusterPools("c1"), Owner: instance("i1")},
@@ -101,5 +87,63 @@ func TestPlanAndApplyOfANewAddressAreThreeRoundTrips(t *testing.T) {
 		if !confirmed {
 			t.Errorf("%s refresh: the allocation is not confirmed", req.Owner.Kind)
 		}
+	}
+}
+
+// countedClient is a client of a new database whose pool counts the round
+// trips it sends.
+func countedClient(t *testing.T) (*engine.Client, *pgxpool.Pool, *roundTrips) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &roundTrips{}
+	cfg.ConnConfig.Tracer = sent
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := engine.New(pool, engine.Config{Origin: "/work/config"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, pool, sent
+}
+
+// The first refresh of an address set reads its members, their blocks and
+// records that its state holds them in one round trip.
+func TestSetRefreshIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, pool, sent := countedClient(t)
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	owner := engine.Owner{ID: "vm-1", OrgID: "acme", InstanceID: "vm-1"}
+	if _, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Add: []engine.SetEntry{
+		{Key: "a", Family: 6}, {Key: "b", Family: 6}, {Key: "c", Family: 6},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	before := sent.n.Load()
+	members, err := st.GetSet(ctx, "c1", "vm-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sent.n.Load() - before; n != 1 {
+		t.Errorf("set refresh: %d round trips, want 1", n)
+	}
+	for _, m := range members {
+		if !m.Block.IsValid() || !m.Block.Contains(m.Address) {
+			t.Errorf("member %s: %s in block %s", m.Key, m.Address, m.Block)
+		}
+	}
+	var unconfirmed int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND state = 'active'
+		AND (confirmed_at IS NULL OR last_seen_at IS NULL)`).Scan(&unconfirmed); err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 3 || unconfirmed != 0 {
+		t.Errorf("set refresh: %d members, %d of them unconfirmed; want 3 and 0", len(members), unconfirmed)
 	}
 }

@@ -334,38 +334,35 @@ func (s *Client) GetSet(ctx context.Context, clusterID, setID string) ([]SetMemb
 }
 
 func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool) ([]SetMember, error) {
-	if seen {
-		_, _ = s.pool.Exec(ctx, sqlConfirmSetSeen, clusterID, setID)
-	}
-	rows, err := s.pool.Query(ctx, sqlSetMembers, clusterID, setID)
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
-		var m SetMember
-		a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request}})
-		m.Allocation = a
-		_, m.Key, _ = strings.Cut(a.Owner.ID, "#")
-		return m, err
-	})
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	blocks := map[string][]netip.Prefix{}
-	for i := range members {
-		m := &members[i]
-		if _, ok := blocks[m.PoolID]; !ok {
+	read := func(sql string) (members []SetMember, lost bool, err error) {
+		rows, err := s.pool.Query(ctx, sql, clusterID, setID)
+		if err != nil {
+			return nil, false, err
+		}
+		members, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
+			var m SetMember
+			var gone bool
 			var cidrs []netip.Prefix
-			if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, m.PoolID).Scan(&cidrs); err != nil {
-				return nil, s.mapErr(err)
-			}
-			blocks[m.PoolID] = cidrs
-		}
-		for _, c := range blocks[m.PoolID] {
-			if c.Contains(m.Address) {
-				m.Block = c
-			}
-		}
+			a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request, &gone, &cidrs}})
+			m.Allocation = withBlock(a, cidrs)
+			_, m.Key, _ = strings.Cut(a.Owner.ID, "#")
+			lost = lost || gone
+			return m, err
+		})
+		return members, lost, err
+	}
+	sql := sqlSetMembersSeen
+	if !seen || s.noRecord.Load() {
+		sql = sqlSetMembers
+	}
+	members, lost, err := read(sql)
+	if sql == sqlSetMembersSeen && (s.recordRefused(err) || (err == nil && lost)) {
+		// No record (see GetActive), or one found a member gone: an
+		// operator's reclaim released it after the statement's snapshot.
+		members, _, err = read(sqlSetMembers)
+	}
+	if err != nil {
+		return nil, s.mapErr(err)
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].Key < members[j].Key })
 	return members, nil

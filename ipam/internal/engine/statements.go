@@ -192,11 +192,12 @@ const (
 	// an allocation released since the statement's snapshot (an operator's
 	// reclaim of stale allocations, which checks last_seen_at under that
 	// lock) is not recorded, and the flag tells the caller to read again
-	// rather than answer an address its owner has just lost. CASE keeps the
-	// call to the rows whose record is due.
-	sqlGetActiveSeen = `SELECT ` + allocColumns + `,
-		CASE WHEN ` + seenDue + ` THEN NOT ipam_record_seen(a.id, a.generation) ELSE false END, ` + blocksOfA + `
-	FROM ` + activeOfOwner
+	// rather than answer an address its owner has just lost.
+	sqlGetActiveSeen = `SELECT ` + allocColumns + `, ` + recordIfDue + `, ` + blocksOfA + ` FROM ` + activeOfOwner
+
+	// recordIfDue records a's refresh when it is due (CASE keeps the call to
+	// those rows): true when the record found a gone, else false.
+	recordIfDue = `CASE WHEN ` + seenDue + ` THEN NOT ipam_record_seen(a.id, a.generation) ELSE false END`
 )
 
 // The one definition of a row's state, as every reader and writer judges it
@@ -840,13 +841,15 @@ const (
 	sqlDefaultPools = `SELECT id, is_default FROM ipam_pools WHERE cluster_id = $1 AND family = $2
 		AND category <> 'node' ORDER BY is_default DESC, id`
 
-	// sqlConfirmSetSeen records that a refresh saw a set's members (at most once
-	// an hour each).
-	sqlConfirmSetSeen = `SELECT count(ipam_record_seen(a.id, a.generation)) FROM ipam_allocations a
-		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active' AND (` + seenDue + `)`
-
-	sqlSetMembers = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}') FROM ipam_allocations
-		WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
+	// sqlSetMembers reads a set's active members as a refresh without the
+	// record does (a Peek client's read, a read again, a role that may not
+	// write): allocColumns, the family, the request, false, blocksOfA.
+	// sqlSetMembersSeen records each member's refresh when it is due, as
+	// sqlGetActiveSeen does, and says of each whether its record found it
+	// gone.
+	sqlSetMembers     = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}'), false, ` + blocksOfA + setMembersOf
+	sqlSetMembersSeen = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}'), ` + recordIfDue + `, ` + blocksOfA + setMembersOf
+	setMembersOf      = ` FROM ipam_allocations a WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
 )
 
 // sqlRelabelSet changes the lookup labels of the members of set @set_owner.
