@@ -101,6 +101,9 @@ const (
 		+ (SELECT coalesce(sum(st.active), 0) FROM ipam_pool_stripes st WHERE st.pool_id = p.id)`
 )
 
+// blockOfA is the block of its pool that holds the row "a" (NULL: none).
+const blockOfA = `(SELECT c FROM ipam_pools p, unnest(p.cidrs) c WHERE p.id = a.pool_id AND a.address <<= c LIMIT 1)`
+
 // fastNetwork ends a one-statement take (handout.go): the cluster's network
 // settings of the rows "a" it returns.
 const fastNetwork = `, ` + networkColumns + ` FROM a` + networkJoin

@@ -552,8 +552,7 @@ var (
 		INSERT INTO ipam_events (`+eventColumns+`, at)
 		SELECT @event, @event_type, `+eventOfRow+`, '{}', a.allocated_at FROM a
 	)`+movedIn+countMoved+`
-	SELECT `+allocColumnsOfA+`, (SELECT c FROM ipam_pools p, unnest(p.cidrs) c WHERE p.id = a.pool_id AND a.address <<= c LIMIT 1),
-		`+networkColumns+` FROM a`+networkJoin)
+	SELECT `+allocColumnsOfA+`, `+blockOfA+`, `+networkColumns+` FROM a`+networkJoin)
 
 	// ownerOfReq: the owner of a take's request row r.
 	ownerOfReq = guardAt{cluster: "@cluster", kind: "@kind", owner: "r.req_owner", avoid: "r.req_avoid", hold: "@hold::interval"}

@@ -35,9 +35,9 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 		return a, err
 	}
 	var lost bool // the record was due and found the allocation gone
-	var cidrs []netip.Prefix
+	var block *netip.Prefix
 	read := func(sql string) (Allocation, error) {
-		return scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, clusterID, ownerKind, ownerID), []any{&lost, &cidrs}})
+		return scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, clusterID, ownerKind, ownerID), []any{&lost, &block}})
 	}
 	sql := sqlGetActiveSeen
 	if s.peek || s.noRecord.Load() {
@@ -56,7 +56,7 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 	if err != nil {
 		return a, s.mapErr(err)
 	}
-	return withBlock(a, cidrs), nil
+	return withBlock(a, block), nil
 }
 
 // recordRefused reports whether a refresh's record was due and refused

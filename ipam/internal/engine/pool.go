@@ -304,12 +304,10 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 	return ps
 }
 
-// withBlock sets a's Block: the one of its pool's blocks that holds it.
-func withBlock(a Allocation, cidrs []netip.Prefix) Allocation {
-	for _, c := range cidrs {
-		if c.Contains(a.Address) {
-			a.Block = c
-		}
+// withBlock sets a's Block to block (blockOfA: nil when none holds it).
+func withBlock(a Allocation, block *netip.Prefix) Allocation {
+	if block != nil {
+		a.Block = *block
 	}
 	return a
 }
@@ -320,7 +318,11 @@ func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
 	if err := s.pool.QueryRow(ctx, sqlPoolCIDRs, a.PoolID).Scan(&cidrs); err != nil {
 		return s.mapErr(err)
 	}
-	*a = withBlock(*a, cidrs)
+	for _, c := range cidrs {
+		if c.Contains(a.Address) {
+			a.Block = c
+		}
+	}
 	return nil
 }
 

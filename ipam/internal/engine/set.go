@@ -342,9 +342,9 @@ func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool)
 		members, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
 			var m SetMember
 			var gone bool
-			var cidrs []netip.Prefix
-			a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request, &gone, &cidrs}})
-			m.Allocation = withBlock(a, cidrs)
+			var block *netip.Prefix
+			a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request, &gone, &block}})
+			m.Allocation = withBlock(a, block)
 			_, m.Key, _ = strings.Cut(a.Owner.ID, "#")
 			lost = lost || gone
 			return m, err

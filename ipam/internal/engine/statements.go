@@ -167,8 +167,8 @@ var sqlInsertEvent = named("event insert", `INSERT INTO ipam_events (`+eventColu
 	VALUES (@event, @event_type, @cluster, @pool, @allocation, @generation, @address, @kind, @owner, @org, @env,
 		@node, @instance, @actor, @data)`)
 
-// The refresh read (GetActive): the owner's active allocation and its pool's
-// blocks. A refresh records that it saw the allocation (last_seen_at, and
+// The refresh read (GetActive): the owner's active allocation and the block
+// of its pool that holds it. A refresh records that it saw the allocation (last_seen_at, and
 // confirmed_at the first time; the function ipam_record_seen, migration 30)
 // when that is due: at most once an hour, and at the first refresh after the
 // allocation was made.
@@ -177,23 +177,20 @@ const (
 	activeOfOwner = `ipam_allocations a WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
 	// seenDue: the refresh's record of the allocation is due.
 	seenDue = `coalesce(last_seen_at < (SELECT ipam_now()) - interval '1 hour', true) OR confirmed_at IS NULL`
-	// blocksOfA: the blocks of a's pool.
-	blocksOfA = `(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)`
-
 	// sqlGetActive reads without recording (a Peek client's read, the read
 	// again after the record found the allocation gone, the read of a role
-	// that may not write): allocColumns, false, blocksOfA.
-	sqlGetActive = `SELECT ` + allocColumns + `, false, ` + blocksOfA + ` FROM ` + activeOfOwner
+	// that may not write): allocColumns, false, blockOfA.
+	sqlGetActive = `SELECT ` + allocColumns + `, false, ` + blockOfA + ` FROM ` + activeOfOwner
 
 	// sqlGetActiveSeen reads and, when it is due, records the refresh, in
 	// one statement (one round trip, one commit): allocColumns, whether the
-	// record was due and found the allocation gone, blocksOfA. The record
+	// record was due and found the allocation gone, blockOfA. The record
 	// finds the row still active and of the same generation under its lock:
 	// an allocation released since the statement's snapshot (an operator's
 	// reclaim of stale allocations, which checks last_seen_at under that
 	// lock) is not recorded, and the flag tells the caller to read again
 	// rather than answer an address its owner has just lost.
-	sqlGetActiveSeen = `SELECT ` + allocColumns + `, ` + recordIfDue + `, ` + blocksOfA + ` FROM ` + activeOfOwner
+	sqlGetActiveSeen = `SELECT ` + allocColumns + `, ` + recordIfDue + `, ` + blockOfA + ` FROM ` + activeOfOwner
 
 	// recordIfDue records a's refresh when it is due (CASE keeps the call to
 	// those rows): true when the record found a gone, else false.
@@ -843,12 +840,12 @@ const (
 
 	// sqlSetMembers reads a set's active members as a refresh without the
 	// record does (a Peek client's read, a read again, a role that may not
-	// write): allocColumns, the family, the request, false, blocksOfA.
+	// write): allocColumns, the family, the request, false, blockOfA.
 	// sqlSetMembersSeen records each member's refresh when it is due, as
 	// sqlGetActiveSeen does, and says of each whether its record found it
 	// gone.
-	sqlSetMembers     = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}'), false, ` + blocksOfA + setMembersOf
-	sqlSetMembersSeen = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}'), ` + recordIfDue + `, ` + blocksOfA + setMembersOf
+	sqlSetMembers     = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}'), false, ` + blockOfA + setMembersOf
+	sqlSetMembersSeen = `SELECT ` + allocColumns + `, family(address), coalesce(request, '{}'), ` + recordIfDue + `, ` + blockOfA + setMembersOf
 	setMembersOf      = ` FROM ipam_allocations a WHERE cluster_id = $1 AND set_owner = $2 AND state = 'active'`
 )
 
