@@ -59,6 +59,7 @@ mutants=(
 	"lost-hold-takes-new-hold|ipam/internal/engine/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if reported \&\& false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/internal/engine/"
 	"release-locks-pool-late|ipam/internal/engine/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\`\+)poolLockSQL\+/\$1/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 	"refresh-answers-stale|ipam/internal/engine/lookup.go|s/\tif err == nil && lost \{/\tif err == nil \&\& false \&\& lost {/|^TestExploreInterleavings\$|./ipam/internal/engine/"
+	"set-refresh-answers-released|ipam/internal/engine/set.go|s/\(err == nil && lost\)\)/(err == nil \&\& false \&\& lost))/|^TestSetRefreshLeavesOutAMemberReleasedDuringItsRecord\$|./ipam/internal/engine/"
 	"reads-unguarded|ipam/internal/engine/conn.go|s/if lock <= 0 && stmt <= 0 \{\n\t\treturn ctx, nil/if true {\n\t\treturn ctx, nil/|^TestReadsWaitAtMostTheLockBound\$|./ipam/internal/engine/"
 	"replacement-mark-never-ends|ipam/internal/engine/fragments.go|s/coalesce\(replace_generation = generation AND /coalesce(/|^TestMarkedReplacementIsTakenOver\$|./ipam/internal/engine/"
 	"create-moves-unmarked-owner|ipam/internal/engine/allocate.go|s/\tif !replacing \{/\tif false {/|^TestMarkedReplacementIsTakenOver\$|./ipam/internal/engine/"

@@ -215,3 +215,67 @@ func TestSetOfAnotherActorIsReleasedByItsConfiguration(t *testing.T) {
 		t.Fatalf("the set after its release: %d members %v", len(m), err)
 	}
 }
+
+// A set's refresh never answers a member that an operator's reclaim
+// released while the refresh recorded it: the record finds the member gone
+// under its lock, and the refresh reads the set again.
+func TestSetRefreshLeavesOutAMemberReleasedDuringItsRecord(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	owner := engine.Owner{ID: "vm-1", OrgID: "acme", InstanceID: "vm-1"}
+	if _, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Add: []engine.SetEntry{
+		{Key: "a", Family: 6}, {Key: "b", Family: 6},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// The reclaim of member a, in flight: its row locked, released at commit.
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(),
+		reusable_at = now() + interval '1 hour', generation = generation + 1
+		WHERE set_owner = 'vm-1' AND owner_id = 'vm-1#a' AND state = 'active'`); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		members []engine.SetMember
+		err     error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		m, err := st.GetSet(ctx, "c1", "vm-1")
+		done <- answer{m, err}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var waiting bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND datname = current_database())`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh's record never waited for the reclaim's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	var keys []string
+	for _, m := range got.members {
+		keys = append(keys, m.Key)
+	}
+	if strings.Join(keys, ",") != "b" {
+		t.Errorf("the refresh answered members %v; want only b (a was released while it ran)", keys)
+	}
+}
