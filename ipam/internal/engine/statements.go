@@ -168,15 +168,16 @@ var sqlInsertEvent = named("event insert", `INSERT INTO ipam_events (`+eventColu
 		@node, @instance, @actor, @data)`)
 
 // The refresh read (GetActive): the owner's active allocation and the block
-// of its pool that holds it. A refresh records that it saw the allocation (last_seen_at, and
-// confirmed_at the first time; the function ipam_record_seen, migration 30)
-// when that is due: at most once an hour, and at the first refresh after the
-// allocation was made.
+// of its pool that holds it. A refresh records that it saw the allocation
+// (last_seen_at, and confirmed_at the first time; the function
+// ipam_record_seen, migration 30) when that is due: at most once an hour,
+// and at the first refresh after the allocation was made.
 const (
 	// activeOfOwner is the owner's active allocation, "a".
 	activeOfOwner = `ipam_allocations a WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'active'`
 	// seenDue: the refresh's record of the allocation is due.
 	seenDue = `coalesce(last_seen_at < (SELECT ipam_now()) - interval '1 hour', true) OR confirmed_at IS NULL`
+
 	// sqlGetActive reads without recording (a Peek client's read, the read
 	// again after the record found the allocation gone, the read of a role
 	// that may not write): allocColumns, false, blockOfA.
