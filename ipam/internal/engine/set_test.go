@@ -235,7 +235,7 @@ func TestSetRefreshLeavesOutAMemberReleasedDuringItsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `UPDATE ipam_allocations SET state = 'cooling', released_at = now(),
 		reusable_at = now() + interval '1 hour', generation = generation + 1
 		WHERE set_owner = 'vm-1' AND owner_id = 'vm-1#a' AND state = 'active'`); err != nil {
