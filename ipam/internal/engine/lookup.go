@@ -34,29 +34,43 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 	} else if err := checkIDs("owner_id", ownerID); err != nil {
 		return a, err
 	}
-	var lost bool // the record was due and found the allocation gone
 	var block *netip.Prefix
-	read := func(sql string) (Allocation, error) {
-		return scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, clusterID, ownerKind, ownerID), []any{&lost, &block}})
-	}
-	sql := sqlGetActiveSeen
-	if s.peek || s.noRecord.Load() {
-		sql = sqlGetActive
-	}
-	a, err := read(sql)
-	if sql == sqlGetActiveSeen && s.recordRefused(err) {
-		a, err = read(sqlGetActive)
-	}
-	if err == nil && lost {
-		// An operator's reclaim of stale allocations released it after the
-		// statement's snapshot: answer what holds now, never the address its
-		// owner has just lost (found by the interleaving explorer).
-		a, err = read(sqlGetActive)
-	}
+	err := s.refreshRead(!s.peek, sqlGetActiveSeen, sqlGetActive, func(sql string) (lost bool, err error) {
+		a, err = scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, clusterID, ownerKind, ownerID), []any{&lost, &block}})
+		return lost, err
+	})
 	if err != nil {
 		return a, s.mapErr(err)
 	}
 	return withBlock(a, block), nil
+}
+
+// refreshRead runs a refresh's read: seen, which records the refresh where
+// it is due, when record is set and the role may write, else plain. read
+// runs one of the two and says whether a record found a row gone. plain
+// runs again when the record was refused (see recordRefused), and when it
+// found a row gone: an operator's reclaim of stale allocations released it
+// after the statement's snapshot, and a refresh answers what holds now,
+// never an address its owner has just lost (found by the interleaving
+// explorer).
+func (s *Client) refreshRead(record bool, seen, plain string, read func(sql string) (lost bool, err error)) error {
+	if !record || s.noRecord.Load() {
+		_, err := read(plain)
+		return err
+	}
+	lost, err := read(seen)
+	if s.recordRefused(err) || (err == nil && lost) {
+		_, err = read(plain)
+	}
+	return err
+}
+
+// withBlock sets a's Block to block (blockOfA: nil when none holds it).
+func withBlock(a Allocation, block *netip.Prefix) Allocation {
+	if block != nil {
+		a.Block = *block
+	}
+	return a
 }
 
 // recordRefused reports whether a refresh's record was due and refused

@@ -304,14 +304,6 @@ func nonNil(ps []netip.Prefix) []netip.Prefix {
 	return ps
 }
 
-// withBlock sets a's Block to block (blockOfA: nil when none holds it).
-func withBlock(a Allocation, block *netip.Prefix) Allocation {
-	if block != nil {
-		a.Block = *block
-	}
-	return a
-}
-
 // fillBlock sets a.Block to the pool block that holds a.Address.
 func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
 	var cidrs []netip.Prefix

@@ -334,10 +334,11 @@ func (s *Client) GetSet(ctx context.Context, clusterID, setID string) ([]SetMemb
 }
 
 func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool) ([]SetMember, error) {
-	read := func(sql string) (members []SetMember, lost bool, err error) {
+	var members []SetMember
+	err := s.refreshRead(seen, sqlSetMembersSeen, sqlSetMembers, func(sql string) (lost bool, err error) {
 		rows, err := s.pool.Query(ctx, sql, clusterID, setID)
 		if err != nil {
-			return nil, false, err
+			return false, err
 		}
 		members, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
 			var m SetMember
@@ -349,18 +350,8 @@ func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool)
 			lost = lost || gone
 			return m, err
 		})
-		return members, lost, err
-	}
-	sql := sqlSetMembersSeen
-	if !seen || s.noRecord.Load() {
-		sql = sqlSetMembers
-	}
-	members, lost, err := read(sql)
-	if sql == sqlSetMembersSeen && (s.recordRefused(err) || (err == nil && lost)) {
-		// No record (see GetActive), or one found a member gone: an
-		// operator's reclaim released it after the statement's snapshot.
-		members, _, err = read(sqlSetMembers)
-	}
+		return lost, err
+	})
 	if err != nil {
 		return nil, s.mapErr(err)
 	}

@@ -1262,11 +1262,10 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 		coalesce(
 			-- the next cooling row among those of the next two minutes
 			(SELECT min(a.reusable_at) FROM ipam_allocations a
-				WHERE a.pool_id = p.id AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from()
-					AND (a.state = 'cooling') IS TRUE),
+				WHERE ` + coolingUncounted + `),
 			-- else among those of the first counted minute that holds any
 			(SELECT min(a.reusable_at) FROM ipam_allocations a
-				WHERE a.pool_id = p.id AND (a.state = 'cooling') IS TRUE
+				WHERE a.pool_id = p.id AND ` + coolingByFilter + `
 					AND a.reusable_at >= f.bucket AND a.reusable_at < f.bucket + interval '1 minute')),
 		(SELECT ipam_now())
 	FROM ipam_pools p
@@ -1276,13 +1275,22 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 	WHERE ($1 = '' OR p.cluster_id = $1)
 	ORDER BY p.cluster_id, p.category, p.name`
 
+// Usage's reads of a pool's cooling rows by their time (the reuse index):
+// coolingByFilter names the state as a filter the planner cannot take for
+// the (pool_id, state) index's condition; coolingUncounted is pool p's
+// cooling rows that no bucket counts yet (the next two minutes).
+const (
+	coolingByFilter  = `(a.state = 'cooling') IS TRUE`
+	coolingUncounted = `a.pool_id = p.id AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from()
+				AND ` + coolingByFilter
+)
+
 // coolingCount is a pool's count of addresses inside their cooldown (pool
 // "p"): its counted buckets, and the rows before them.
 const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling c
 			WHERE c.pool_id = p.id AND c.bucket >= ipam_cooling_counted_from())
 		+ (SELECT count(*) FROM ipam_allocations a
-			WHERE a.pool_id = p.id AND a.reusable_at > (SELECT ipam_now()) AND a.reusable_at < ipam_cooling_counted_from()
-				AND (a.state = 'cooling') IS TRUE)
+			WHERE ` + coolingUncounted + `)
 		-- expired holds that kept a cooldown (the buckets count state 'cooling'
 		-- only), among the pool's holds
 		+ (SELECT count(*) FROM (SELECT a.* FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' OFFSET 0) a
