@@ -39,6 +39,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) { return engine.New(po
 // Open makes a client with a pool of its own.
 func Open(ctx context.Context, cfg Config) (*Client, error) { return engine.Open(ctx, cfg) }
 
+// WritesOptional marks ctx for calls whose writes the caller can do without
+// (a plan-time hold, a refresh's record, a mark): on a read-only server (a
+// standby, or a primary being demoted) such a write fails at once with
+// ErrReadOnly instead of being waited out as a failover. Reads are not
+// refused by a read-only server, and every other write still rides out the
+// failover (Config.FailoverTimeout).
+func WritesOptional(ctx context.Context) context.Context { return engine.WritesOptional(ctx) }
+
 // Owners, allocations, requests and results.
 type (
 	Owner           = engine.Owner

@@ -114,6 +114,8 @@ mutants=(
 	"guard-no-expired-hold|ipam/internal/engine/handout.go|s/(guardNoExpiredHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/internal/engine/"
 	"guard-own-hold|ipam/internal/engine/handout.go|s/(guardOwnHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHoldIsItsConfigurations\$|./ipam/internal/engine/"
 	"statement-drops-guard|ipam/internal/engine/handout.go|s/(SELECT r.\* FROM req r\n\t\tWHERE )\`\+allOf\(servedGuards, ownerOfReq\)\+\`/\$1true/|^TestEveryHandOutStatementCarriesItsGuards\$|./ipam/internal/engine/"
+	"read-only-server-waited-out|ipam/internal/engine/conn.go|s/if ctx.Value\(writesOptionalKey\{\}\) == nil /if ctx.Value(writesOptionalKey{}) != \"never\" /|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
+	"read-only-plan-drops-live-hold|ipam/internal/engine/hold.go|s/if Code\(err\) != CodeReadOnly \{/if true {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

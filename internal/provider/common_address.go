@@ -369,7 +369,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	case ipam.Code(err) == ipam.CodeReadOnly:
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
-				"Planning with a read-only role works; applying needs a role that may write.")
+				"Planning with a role that may not write, or against a read-only server, works; applying needs a role that may write, on the primary.")
 	case isRefusal(err):
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Cannot Be Reserved",
 			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+

@@ -118,7 +118,9 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 					"`target_session_attrs=read-write` so that a retry finds the new primary. Left unset, a first contact " +
 					"that finds nothing there (every host refuses the connection or does not resolve, and no server has " +
 					"answered yet: a wrong host or port, or PostgreSQL not running) gives up after `5s`, since Terraform " +
-					"shows nothing while a provider waits; set it to wait the whole bound then too.",
+					"shows nothing while a provider waits; set it to wait the whole bound then too. A plan or a refresh " +
+					"does not wait for a read-only server: what it writes (plan-time holds, a refresh's record) it goes " +
+					"without, with a warning.",
 				Optional:   true,
 				Validators: []validator.String{validDuration(0)},
 			},

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // NewServer returns the factory of the provider's protocol 6 server: the
@@ -129,6 +131,14 @@ func (g *contextGuard) release() {
 	g.releases.Add(1)
 }
 
+// planning marks the context of a refresh, a plan, a data source's read or
+// a list: the writes they make (plan-time holds, a refresh's record, the
+// marks for a replacement or a confirmation) are ones the command can do
+// without, so that a read-only server (a standby, or a primary being demoted)
+// refuses them at once instead of making each wait failover_timeout
+// (ipam.WritesOptional). An apply's writes still ride out a failover.
+func planning(ctx context.Context) context.Context { return ipam.WritesOptional(ctx) }
+
 func (g *contextGuard) GetMetadata(ctx context.Context, req *tfprotov6.GetMetadataRequest) (*tfprotov6.GetMetadataResponse, error) {
 	return guarded(g, ctx, req, g.ProviderServer.GetMetadata)
 }
@@ -158,7 +168,7 @@ func (g *contextGuard) UpgradeResourceState(ctx context.Context, req *tfprotov6.
 }
 
 func (g *contextGuard) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, error) {
-	resp, err := guarded(g, ctx, req, g.ProviderServer.ReadResource)
+	resp, err := guarded(g, planning(ctx), req, g.ProviderServer.ReadResource)
 	if resp != nil {
 		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
 	}
@@ -166,7 +176,7 @@ func (g *contextGuard) ReadResource(ctx context.Context, req *tfprotov6.ReadReso
 }
 
 func (g *contextGuard) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
-	resp, err := guarded(g, ctx, req, g.ProviderServer.PlanResourceChange)
+	resp, err := guarded(g, planning(ctx), req, g.ProviderServer.PlanResourceChange)
 	if resp != nil {
 		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
 	}
@@ -202,7 +212,7 @@ func (g *contextGuard) ValidateDataResourceConfig(ctx context.Context, req *tfpr
 }
 
 func (g *contextGuard) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
-	resp, err := guarded(g, ctx, req, g.ProviderServer.ReadDataSource)
+	resp, err := guarded(g, planning(ctx), req, g.ProviderServer.ReadDataSource)
 	if resp != nil {
 		resp.Diagnostics = g.warnWaited(resp.Diagnostics)
 	}
@@ -230,7 +240,7 @@ func (g *contextGuard) ValidateListResourceConfig(ctx context.Context, req *tfpr
 // stream never read keeps the releases off: memory, never a canceled list.
 func (g *contextGuard) ListResource(ctx context.Context, req *tfprotov6.ListResourceRequest) (*tfprotov6.ListResourceServerStream, error) {
 	g.streams.Add(1)
-	stream, err := guarded(g, ctx, req, g.ProviderServer.(tfprotov6.ListResourceServer).ListResource)
+	stream, err := guarded(g, planning(ctx), req, g.ProviderServer.(tfprotov6.ListResourceServer).ListResource)
 	if err != nil || stream == nil || stream.Results == nil {
 		g.streams.Add(-1)
 		return stream, err

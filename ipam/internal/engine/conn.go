@@ -313,7 +313,7 @@ func (r *retryRows) Next() bool {
 			return false
 		case !r.switched && r.p.describeStatements(err):
 			r.switched = true
-		case r.p.s.failover > 0 && failoverError(err):
+		case r.p.s.failover > 0 && failoverError(err) && r.p.s.readOnlyRefusal(r.ctx, err) == nil:
 			if r.first.IsZero() {
 				r.first = time.Now()
 			}
@@ -336,8 +336,15 @@ func (r *retryRows) Next() bool {
 	}
 }
 
-// Err is the query's failure: the guard's own when it cancelled the query.
-func (r *retryRows) Err() error { return r.guard.why(r.Rows.Err()) }
+// Err is the query's failure: the guard's own when it cancelled the query,
+// a ReadOnlyError for a write refused that ctx can do without.
+func (r *retryRows) Err() error {
+	err := r.guard.why(r.Rows.Err())
+	if ro := r.p.s.readOnlyRefusal(r.ctx, err); ro != nil {
+		return ro
+	}
+	return err
+}
 
 // Close closes the rows and releases the guard.
 func (r *retryRows) Close() {
@@ -476,6 +483,10 @@ func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 			}
 			return nil
 		}
+		if ro := s.readOnlyRefusal(ctx, err); ro != nil {
+			s.answered.Store(true)
+			return ro
+		}
 		if s.failover <= 0 || !failoverError(err) || ctx.Err() != nil {
 			return err // a refusal, or the caller gave up: nothing to wait out
 		}
@@ -500,6 +511,34 @@ func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 			return &waitedError{err: err, waited: time.Since(first), bound: s.failover, firstContact: absent}
 		}
 	}
+}
+
+// writesOptionalKey marks the context of a call whose writes its caller
+// can do without (WritesOptional).
+type writesOptionalKey struct{}
+
+// WritesOptional marks ctx for calls whose writes the caller can do without:
+// a plan-time hold, a refresh's record that it saw an allocation, a mark for
+// a replacement or a confirmation. A read-only server (a standby, or a
+// primary being demoted in a switchover) refuses such a write at once, with
+// a ReadOnlyError, instead of being waited out as a failover: a plan against
+// a standby, or during a switchover, goes on without the write (its
+// addresses "known after apply", its records at the next refresh) rather
+// than waiting failover_timeout for each, and then failing. Reads are not
+// refused by a read-only server, and every other write still rides out the
+// failover.
+func WritesOptional(ctx context.Context) context.Context {
+	return context.WithValue(ctx, writesOptionalKey{}, true)
+}
+
+// readOnlyRefusal is err as a ReadOnlyError when a read-only server refused
+// a write that ctx marks as one its caller can do without; nil otherwise.
+func (s *conn) readOnlyRefusal(ctx context.Context, err error) error {
+	var pe *pgconn.PgError
+	if ctx.Value(writesOptionalKey{}) == nil || !errors.As(err, &pe) || pe.Code != pgerrcode.ReadOnlySQLTransaction {
+		return nil
+	}
+	return &ReadOnlyError{Msg: "the server is read-only (" + scrub(pe.Message, s.secret) + "; a standby or a demoted primary)", err: err}
 }
 
 // nothingThere reports whether err says that nothing is there at any host

@@ -321,9 +321,13 @@ func (e *TimeoutError) Error() string {
 
 // ReadOnlyError: the database refused a write, because the role may not write
 // or the server (or session) is read-only.
-type ReadOnlyError struct{ Msg string }
+type ReadOnlyError struct {
+	Msg string
+	err error // the server's refusal, when it is one
+}
 
-func (e *ReadOnlyError) Code() string { return CodeReadOnly }
+func (e *ReadOnlyError) Code() string  { return CodeReadOnly }
+func (e *ReadOnlyError) Unwrap() error { return e.err }
 
 // Is matches the sentinel of the code (errors.Is(err, Err...)).
 func (e *ReadOnlyError) Is(target error) bool { return isCode(CodeReadOnly, target) }

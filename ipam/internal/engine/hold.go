@@ -104,6 +104,10 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	}
 	h := Hold{Lost: held.Lost}
 	if h.Allocation, err = s.reserve(ctx, r, ttl, !tried); err != nil {
+		if live, ok := s.liveHold(ctx, r, err); ok {
+			live.Lost = h.Lost
+			return live, nil
+		}
 		return s.ownerTaken(ctx, r, h, err)
 	}
 	if !looked && s.outer == nil {
@@ -112,6 +116,20 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 		h.Lost = s.lostByMe(h.Lost)
 	}
 	return h, nil
+}
+
+// liveHold is the owner's live hold, of this configuration, when err says
+// that the database refused to renew it: a role that may not write, or a
+// read-only server (a plan against a standby or during a switchover: see
+// WritesOptional). The hold answers the plan until it expires, as it did
+// the plan that took it, so that Terraform's re-plan at apply shows the
+// address its plan showed.
+func (s *Client) liveHold(ctx context.Context, r request, err error) (Hold, bool) {
+	if Code(err) != CodeReadOnly {
+		return Hold{}, false
+	}
+	h, found, _, _, _, _ := s.findHold(ctx, r, 0, false)
+	return h, found
 }
 
 // toReport: a lost hold not reported yet, or reported to this plan run.

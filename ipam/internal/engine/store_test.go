@@ -637,6 +637,71 @@ func waitBlockedBy(t *testing.T, mon *pgx.Conn, tx pgx.Tx, who, what string) {
 	}
 }
 
+// A read-only server (a standby, or a primary being demoted) refuses at once
+// the writes a call marks as ones it can do without (WritesOptional: what a
+// plan or a refresh writes): a plan-time hold answers read_only saying the
+// server is read-only, a replacement's mark too, and a refresh whose record
+// is due reads the allocation without it. None waits the failover bound (a
+// minute here: waited out, each would end ipam_unavailable instead). The
+// same writes unmarked, as an apply makes them, ride the bound out as a
+// failover and end unavailable.
+func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openClient(t, engine.Config{DatabaseURL: url, Actor: "test"})
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	a, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n4")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(ctx)
+	seamClock(t, raw, 40*time.Minute) // n4's hold: live, but due for renewal
+	if _, err := raw.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	ro := openClient(t, engine.Config{DatabaseURL: url, Actor: "test", FailoverTimeout: time.Minute})
+	plan := engine.WritesOptional(ctx)
+	_, err = ro.Reserve(plan, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n2")}, time.Hour)
+	if engine.Code(err) != engine.CodeReadOnly || !strings.Contains(err.Error(), "the server is read-only") {
+		t.Errorf("a plan-time hold on a read-only server: %v, want read_only saying the server is read-only", err)
+	}
+	// A live hold whose renewal the server refuses still answers the plan
+	// (Terraform's re-plan at apply must show what its plan showed).
+	if h, err := ro.Reserve(plan, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n4")}, time.Hour); err != nil || h.Address != held.Address {
+		t.Errorf("a hold due for renewal on a read-only server: %v, %v, want its address %s", h.Address, err, held.Address)
+	}
+	if _, err := ro.MarkReplacement(plan, "c1", node("n1"), a.Generation, time.Hour); engine.Code(err) != engine.CodeReadOnly {
+		t.Errorf("a replacement's mark on a read-only server: %v, want read_only", err)
+	}
+	got, err := ro.GetActive(plan, "c1", engine.OwnerNode, "n1")
+	if err != nil || got.Address != a.Address || got.Confirmed {
+		t.Errorf("a refresh on a read-only server: %v, %v (confirmed %v), want %s read without its record", err, got.Address, got.Confirmed, a.Address)
+	}
+	var rows int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE confirmed_at IS NOT NULL OR owner_id NOT IN ('n1', 'n4')
+			OR reserved_until > ipam_now() + interval '30 minutes'`).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("the read-only server's refusals left %d rows written (%v), want none", rows, err)
+	}
+	bounded := openClient(t, engine.Config{DatabaseURL: url, Actor: "test", FailoverTimeout: time.Second})
+	_, err = bounded.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n3")}, time.Hour)
+	if engine.Code(err) != engine.CodeUnavailable || !strings.Contains(err.Error(), "is read-only") || !strings.Contains(err.Error(), "failover_timeout is 1s") {
+		t.Errorf("a hold not marked optional on a read-only server: %v, want ipam_unavailable once the bound is spent", err)
+	}
+}
+
 func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
