@@ -116,6 +116,7 @@ mutants=(
 	"statement-drops-guard|ipam/internal/engine/handout.go|s/(SELECT r.\* FROM req r\n\t\tWHERE )\`\+allOf\(servedGuards, ownerOfReq\)\+\`/\$1true/|^TestEveryHandOutStatementCarriesItsGuards\$|./ipam/internal/engine/"
 	"read-only-server-waited-out|ipam/internal/engine/conn.go|s/if ctx.Value\(writesOptionalKey\{\}\) == nil /if ctx.Value(writesOptionalKey{}) != \"never\" /|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 	"read-only-plan-drops-live-hold|ipam/internal/engine/hold.go|s/if Code\(err\) != CodeReadOnly \{/if true {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
+	"read-only-refusal-drops-connection|ipam/internal/engine/store.go|s/if failoverError\(err\) && s.readOnlyRefusal\(ctx, err\) == nil \{/if failoverError(err) {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

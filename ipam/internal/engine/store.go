@@ -463,9 +463,11 @@ func (s *Client) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
-	if failoverError(err) {
+	if failoverError(err) && s.readOnlyRefusal(ctx, err) == nil {
 		// A server that is read-only now (demoted) or going away: drop the
-		// connection, so that the pool does not hand it out again.
+		// connection, so that the pool does not hand it out again. A write
+		// the caller can do without, refused by a read-only server, keeps
+		// it: a plan against a standby would connect again for each hold.
 		_ = tx.Conn().Close(context.WithoutCancel(ctx))
 	}
 	return err

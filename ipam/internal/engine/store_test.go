@@ -642,7 +642,10 @@ func waitBlockedBy(t *testing.T, mon *pgx.Conn, tx pgx.Tx, who, what string) {
 // plan or a refresh writes): a plan-time hold answers read_only saying the
 // server is read-only, a replacement's mark too, and a refresh whose record
 // is due reads the allocation without it. None waits the failover bound (a
-// minute here: waited out, each would end ipam_unavailable instead). The
+// minute here: waited out, each would end ipam_unavailable instead), and a
+// refusal keeps its connection (a plan of many new addresses against a
+// standby would otherwise connect again for each). A live hold due for
+// renewal still answers the plan. The
 // same writes unmarked, as an apply makes them, ride the bound out as a
 // failover and end unavailable.
 func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
@@ -669,14 +672,37 @@ func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
 	}
 	defer raw.Close(ctx)
 	seamClock(t, raw, 40*time.Minute) // n4's hold: live, but due for renewal
+	var readOnlySince time.Time
+	if err := raw.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&readOnlySince); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := raw.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" SET default_transaction_read_only = on"); err != nil {
 		t.Fatal(err)
 	}
-	ro := openClient(t, engine.Config{DatabaseURL: url, Actor: "test", FailoverTimeout: time.Minute})
+	var first string
+	ro := openClient(t, engine.Config{DatabaseURL: url, Actor: "test", FailoverTimeout: time.Minute, MaxConnections: 1})
 	plan := engine.WritesOptional(ctx)
-	_, err = ro.Reserve(plan, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n2")}, time.Hour)
-	if engine.Code(err) != engine.CodeReadOnly || !strings.Contains(err.Error(), "the server is read-only") {
-		t.Errorf("a plan-time hold on a read-only server: %v, want read_only saying the server is read-only", err)
+	sessions := func() string {
+		var pids string
+		if err := raw.QueryRow(ctx, `SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '') FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_start > $1`, readOnlySince).Scan(&pids); err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	for i := range 3 {
+		_, err = ro.Reserve(plan, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(fmt.Sprintf("n2-%d", i))}, time.Hour)
+		if engine.Code(err) != engine.CodeReadOnly || !strings.Contains(err.Error(), "the server is read-only") {
+			t.Errorf("a plan-time hold on a read-only server: %v, want read_only saying the server is read-only", err)
+		}
+		if i == 0 {
+			first = sessions()
+		}
+	}
+	// A refusal keeps its connection: a plan of many new addresses
+	// against a standby does not connect again for each.
+	if now := sessions(); now != first || first == "" {
+		t.Errorf("the read-only client's sessions went from %q to %q over two more refused holds, want the same one", first, now)
 	}
 	// A live hold whose renewal the server refuses still answers the plan
 	// (Terraform's re-plan at apply must show what its plan showed).
