@@ -11,6 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// ChangedSinceSnapshot is the fresh pick's test of a stripe locked or
+// changed since the statement's snapshot.
+const ChangedSinceSnapshot = changedSinceSnapshot
+
 // UsagePoolsSQL is the usage query, for the EXPLAIN test.
 const UsagePoolsSQL = usagePoolsSQL
 

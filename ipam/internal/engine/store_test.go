@@ -337,6 +337,59 @@ func TestConcurrentAllocationIsUnique(t *testing.T) {
 	}
 }
 
+// The fresh pick tries last the stripes that another transaction has locked
+// or changed since the statement's snapshot (ChangedSinceSnapshot): locking
+// one changed since would make PostgreSQL set the whole statement up again
+// to recheck it, only to step over it. A stripe advanced and committed after
+// the snapshot, and one locked by a transaction still running, count as
+// changed; one locked by a transaction done before the snapshot (a step over
+// leaves its lock), and one nobody touched, do not.
+func TestFreshPickTriesChangedStripesLast(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	const stripe = `SELECT 1 FROM ipam_pool_stripes WHERE pool_id = 'c1/node' AND stripe = `
+	if _, err := raw.Exec(ctx, "BEGIN; "+stripe+"1 FOR UPDATE; COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := pgx.Connect(ctx, raw.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(ctx)
+	tx, err := snap.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil { // the snapshot
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_pool_stripes SET next_ordinal = next_ordinal + stripe + 32 WHERE pool_id = 'c1/node' AND stripe = 2`); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.Rollback(ctx) }()
+	if _, err := locker.Exec(ctx, stripe+"3 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT stripe FROM ipam_pool_stripes WHERE pool_id = 'c1/node' AND `+engine.ChangedSinceSnapshot+` ORDER BY stripe`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(changed) != "[2 3]" {
+		t.Errorf("stripes changed since the snapshot: %v, want [2 3] (advanced and committed since; locked by a transaction still running)", changed)
+	}
+}
+
 func TestSequentialAllocationStartsAtOne(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t, "")
