@@ -335,35 +335,40 @@ func takeShapeOf(one, fresh bool) takeShape {
 
 // changedSinceSnapshot is true for a row whose last writer or locker (its
 // xmax) the statement's snapshot does not see as done: still running, or
-// committed after the snapshot was taken. The pick of a fresh take tries
-// such stripes last. One still locked would be skipped anyway (SKIP
-// LOCKED); one advanced and committed since would be locked at its new
-// version and stepped over (its next ordinal is no longer the one seen),
-// and before that step PostgreSQL rechecks the row (EvalPlanQual), setting
-// up a copy of every part of the statement's plan: 6 to 7 % of the server's
-// CPU at 16 clients, where two shared statements of a pool run at once and
-// the one that starts second sees the other's stripes as they were. A
-// stripe whose xmax is an older locker's, done before the snapshot (a step
-// over leaves its lock on the row), is not changed. The snapshot's xids are
-// 64-bit (xid8) and xmax is 32-bit: xmax takes the epoch of the snapshot's
-// xmax, and one at or past the snapshot's xmax started after it. (Around a
-// wraparound of the 32-bit counter, or for a multixact, the answer may be
-// wrong; it only orders the pick.)
-const changedSinceSnapshot = `(xmax::text <> '0' AND (xmax::text::bigint >= (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint & 4294967295)
-			OR NOT pg_visible_in_snapshot((((SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint) >> 32 << 32) + xmax::text::bigint)::text::xid8,
-				(SELECT pg_current_snapshot()))))`
+// committed after the snapshot was taken. The pick of a take of several
+// owners (a shared statement) tries such stripes last. One still locked
+// would be skipped anyway (SKIP LOCKED); one advanced and committed since
+// would be locked at its new version and stepped over (its next ordinal is
+// no longer the one seen), and before that step PostgreSQL rechecks the row
+// (EvalPlanQual), setting up a copy of every part of the statement's plan:
+// 6 to 7 % of the server's CPU at 16 clients, where two shared statements
+// of a pool run at once and the one that starts second sees the other's
+// stripes as they were. A stripe whose xmax is an older locker's, done
+// before the snapshot (a step over leaves its lock on the row), is not
+// changed. The take of one owner keeps the plain order: setting the test up
+// costs a statement about 20 µs, and one runs alone or beside one other.
+// The snapshot's xids are 64-bit (xid8) and xmax is 32-bit: xmax takes the
+// epoch of the snapshot's xmax (so, just after a wraparound of the 32-bit
+// counter, a row last written before it counts as changed; it only orders
+// the pick).
+const changedSinceSnapshot = `(xmax <> '0'::xid AND NOT pg_visible_in_snapshot(
+			((SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint >> 32 << 32) + xmax::text::bigint)::text::xid8,
+			(SELECT pg_current_snapshot())))`
 
 // takeFresh builds takeFreshSQL (several owners), takeFreshOneSQL (one) and
 // takeFreshOneInTxSQL (one, in a caller's transaction: the other pick).
 func takeFresh(one, inTx bool) namedStatement {
 	t := takeShapeOf(one, true)
 	name := "fast path: fresh allocations of several owners in one statement (a counter pool)"
+	order, orderBy := ", those changed\n\t\t-- since last (changedSinceSnapshot)", changedSinceSnapshot+", "
+	if one {
+		order, orderBy = "", ""
+	}
 	pick := `, cand AS MATERIALIZED (
-		-- the stripes with room as the snapshot sees them, those changed
-		-- since last (changedSinceSnapshot)
+		-- the stripes with room as the snapshot sees them` + order + `
 		SELECT stripe, next_ordinal FROM ipam_pool_stripes
 		WHERE pool_id = @pool AND ` + guardStripeRoom.in(guardAt{}) + ` AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY ` + changedSinceSnapshot + `, next_ordinal
+		ORDER BY ` + orderBy + `next_ordinal
 	), pick AS MATERIALIZED (
 		SELECT l.* FROM cand c, LATERAL (
 			-- in cand's order (a nested loop over it keeps it)
