@@ -360,15 +360,16 @@ const changedSinceSnapshot = `(xmax <> '0'::xid AND NOT pg_visible_in_snapshot(
 func takeFresh(one, inTx bool) namedStatement {
 	t := takeShapeOf(one, true)
 	name := "fast path: fresh allocations of several owners in one statement (a counter pool)"
-	order, orderBy := ", those changed\n\t\t-- since last (changedSinceSnapshot)", changedSinceSnapshot+", "
+	changedLast := changedSinceSnapshot + ", "
 	if one {
-		order, orderBy = "", ""
+		changedLast = ""
 	}
 	pick := `, cand AS MATERIALIZED (
-		-- the stripes with room as the snapshot sees them` + order + `
+		-- the stripes with room as the snapshot sees them (a take of several
+		-- owners: those changed since, last)
 		SELECT stripe, next_ordinal FROM ipam_pool_stripes
 		WHERE pool_id = @pool AND ` + guardStripeRoom.in(guardAt{}) + ` AND EXISTS (SELECT 1 FROM pool)
-		ORDER BY ` + orderBy + `next_ordinal
+		ORDER BY ` + changedLast + `next_ordinal
 	), pick AS MATERIALIZED (
 		SELECT l.* FROM cand c, LATERAL (
 			-- in cand's order (a nested loop over it keeps it)

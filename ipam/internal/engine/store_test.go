@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -694,13 +695,12 @@ func waitBlockedBy(t *testing.T, mon *pgx.Conn, tx pgx.Tx, who, what string) {
 // the writes a call marks as ones it can do without (WritesOptional: what a
 // plan or a refresh writes): a plan-time hold answers read_only saying the
 // server is read-only, a replacement's mark too, and a refresh whose record
-// is due reads the allocation without it. None waits the failover bound (a
-// minute here: waited out, each would end ipam_unavailable instead), and a
-// refusal keeps its connection (a plan of many new addresses against a
-// standby would otherwise connect again for each). A live hold due for
-// renewal still answers the plan. The
-// same writes unmarked, as an apply makes them, ride the bound out as a
-// failover and end unavailable.
+// is due, of an allocation or of a set's members, reads without it. None
+// waits for a writable server (no report of a wait; the bound is a minute
+// here), and a refusal keeps its connection (a plan of many new addresses
+// against a standby would otherwise connect again for each). A live hold
+// due for renewal still answers the plan. The same writes unmarked, as an
+// apply makes them, ride the bound out as a failover and end unavailable.
 func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -719,6 +719,10 @@ func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "vm-1"},
+		Add: []engine.SetEntry{{Key: "overlay", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -733,7 +737,9 @@ func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first string
-	ro := openClient(t, engine.Config{DatabaseURL: url, Actor: "test", FailoverTimeout: time.Minute, MaxConnections: 1})
+	var waits atomic.Int64 // told every few seconds of a wait for a usable server
+	ro := openClient(t, engine.Config{DatabaseURL: url, Actor: "test", FailoverTimeout: time.Minute, MaxConnections: 1,
+		OnWait: func(context.Context, engine.Wait) { waits.Add(1) }})
 	plan := engine.WritesOptional(ctx)
 	sessions := func() string {
 		var pids string
@@ -769,8 +775,16 @@ func TestReadOnlyServerRefusesOptionalWritesAtOnce(t *testing.T) {
 	if err != nil || got.Address != a.Address || got.Confirmed {
 		t.Errorf("a refresh on a read-only server: %v, %v (confirmed %v), want %s read without its record", err, got.Address, got.Confirmed, a.Address)
 	}
+	// A set's refresh reads its rows as they come (the record's refusal
+	// arrives with them, not with the query).
+	if members, err := ro.GetSet(plan, "c1", "vm-1"); err != nil || len(members) != 1 || members[0].Confirmed {
+		t.Errorf("a set's refresh on a read-only server: %v, %v, want its one member read without its record", members, err)
+	}
+	if n := waits.Load(); n != 0 {
+		t.Errorf("the optional writes waited for a writable server (%d reports of a wait), want none", n)
+	}
 	var rows int
-	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE confirmed_at IS NOT NULL OR owner_id NOT IN ('n1', 'n4')
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE confirmed_at IS NOT NULL OR owner_id NOT IN ('n1', 'n4', 'vm-1#overlay')
 			OR reserved_until > ipam_now() + interval '30 minutes'`).Scan(&rows); err != nil || rows != 0 {
 		t.Errorf("the read-only server's refusals left %d rows written (%v), want none", rows, err)
 	}
