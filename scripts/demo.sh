@@ -18,7 +18,9 @@ demo=${DEMO_DIR:-$root/.demo}
 pgdir=$demo/pg
 work=$demo/work
 rc_file=$demo/terraformrc
-provider_addr=registry.terraform.io/overlayipam/ipam
+# `source = "overlayipam/ipam"` is this address under Terraform and under
+# registry.opentofu.org with OpenTofu: the demo's CLI configuration overrides both.
+provider_addrs=(registry.terraform.io/overlayipam/ipam registry.opentofu.org/overlayipam/ipam)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -48,15 +50,18 @@ up() {
 	# One go build: terraform-provider-ipam and ipamctl, linked in parallel.
 	go build -ldflags "-X main.version=demo" -o "$demo/bin/" . ./cmd/ipamctl
 
-	cat >"$rc_file" <<RC
-# Written by scripts/demo.sh: use the locally built provider.
-provider_installation {
-  dev_overrides {
-    "$provider_addr" = "$demo/bin"
-  }
-  direct {}
-}
-RC
+	{
+		echo "# Written by scripts/demo.sh: use the locally built provider."
+		echo "provider_installation {"
+		echo "  dev_overrides {"
+		local addr
+		for addr in "${provider_addrs[@]}"; do
+			echo "    \"$addr\" = \"$demo/bin\""
+		done
+		echo "  }"
+		echo "  direct {}"
+		echo "}"
+	} >"$rc_file"
 
 	local own_db=0
 	if [[ -n "${IPAM_DATABASE_URL:-}" ]]; then
