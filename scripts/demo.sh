@@ -18,9 +18,6 @@ demo=${DEMO_DIR:-$root/.demo}
 pgdir=$demo/pg
 work=$demo/work
 rc_file=$demo/terraformrc
-# `source = "overlayipam/ipam"` is this address under Terraform and under
-# registry.opentofu.org with OpenTofu: the demo's CLI configuration overrides both.
-provider_addrs=(registry.terraform.io/overlayipam/ipam registry.opentofu.org/overlayipam/ipam)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -50,18 +47,19 @@ up() {
 	# One go build: terraform-provider-ipam and ipamctl, linked in parallel.
 	go build -ldflags "-X main.version=demo" -o "$demo/bin/" . ./cmd/ipamctl
 
-	{
-		echo "# Written by scripts/demo.sh: use the locally built provider."
-		echo "provider_installation {"
-		echo "  dev_overrides {"
-		local addr
-		for addr in "${provider_addrs[@]}"; do
-			echo "    \"$addr\" = \"$demo/bin\""
-		done
-		echo "  }"
-		echo "  direct {}"
-		echo "}"
-	} >"$rc_file"
+	# `source = "overlayipam/ipam"` is registry.terraform.io/overlayipam/ipam
+	# under Terraform and registry.opentofu.org/overlayipam/ipam under
+	# OpenTofu: the configuration overrides both.
+	cat >"$rc_file" <<RC
+# Written by scripts/demo.sh: use the locally built provider.
+provider_installation {
+  dev_overrides {
+    "registry.terraform.io/overlayipam/ipam" = "$demo/bin"
+    "registry.opentofu.org/overlayipam/ipam" = "$demo/bin"
+  }
+  direct {}
+}
+RC
 
 	local own_db=0
 	if [[ -n "${IPAM_DATABASE_URL:-}" ]]; then

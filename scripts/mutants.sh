@@ -118,6 +118,7 @@ mutants=(
 	"read-only-plan-drops-live-hold|ipam/internal/engine/hold.go|s/if Code\(err\) != CodeReadOnly \{/if true {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 	"read-only-refusal-drops-connection|ipam/internal/engine/store.go|s/if failoverError\(err\) && s.readOnlyRefusal\(ctx, err\) == nil \{/if failoverError(err) {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 	"pick-ignores-changed-stripes|ipam/internal/engine/handout.go|s/changedSinceSnapshot = \`\(xmax <> '0'::xid AND /changedSinceSnapshot = \`(false AND /|^TestFreshPickTriesChangedStripesLast\$|./ipam/internal/engine/"
+	"shared-pick-plain-order|ipam/internal/engine/handout.go|s/changedLast := changedSinceSnapshot \+ \", \"/changedLast := \"\"/|^TestFreshPickTriesChangedStripesLast\$|./ipam/internal/engine/"
 	"read-only-rows-waited-out|ipam/internal/engine/conn.go|s/ && r.p.s.readOnlyRefusal\(r.ctx, err\) == nil:/:/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 )
 

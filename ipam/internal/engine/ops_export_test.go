@@ -15,6 +15,12 @@ import (
 // changed since the statement's snapshot.
 const ChangedSinceSnapshot = changedSinceSnapshot
 
+// FreshTakes are the fresh takes' texts: of several owners (a shared
+// statement), of one, and of one in a caller's transaction.
+func FreshTakes() (shared, one, inTx string) {
+	return takeFreshSQL.sql, takeFreshOneSQL.sql, takeFreshOneInTxSQL.sql
+}
+
 // UsagePoolsSQL is the usage query, for the EXPLAIN test.
 const UsagePoolsSQL = usagePoolsSQL
 

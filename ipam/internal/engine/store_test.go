@@ -389,6 +389,17 @@ func TestFreshPickTriesChangedStripesLast(t *testing.T) {
 	if fmt.Sprint(changed) != "[2 3]" {
 		t.Errorf("stripes changed since the snapshot: %v, want [2 3] (advanced and committed since; locked by a transaction still running)", changed)
 	}
+	// The shared statement orders its pick by the test; the takes of one
+	// owner keep the plain order.
+	shared, one, inTx := engine.FreshTakes()
+	if !strings.Contains(shared, "ORDER BY "+engine.ChangedSinceSnapshot+", next_ordinal") {
+		t.Errorf("the shared fresh take does not try the changed stripes last:\n%s", shared)
+	}
+	for _, sql := range []string{one, inTx} {
+		if strings.Contains(sql, engine.ChangedSinceSnapshot) {
+			t.Errorf("a fresh take of one owner orders by the changed test:\n%s", sql)
+		}
+	}
 }
 
 func TestSequentialAllocationStartsAtOne(t *testing.T) {
