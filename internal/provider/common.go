@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -235,7 +236,16 @@ func leftBehind(summary string) string {
 	return "Nothing was changed."
 }
 
-const privateGeneration = "generation"
+// privateGeneration is the private state's key for the allocation's
+// generation, a bare JSON number. Terraform writes the whole state file after
+// every resource an apply changes, so each byte a resource keeps there is
+// written about as many times as the state has resources: the key and value
+// are kept short (the state file shows them base64-encoded twice).
+const privateGeneration = "g"
+
+// privateGenerationV1 is the key earlier builds wrote, with the value
+// {"generation":N}: still read, and removed when setGeneration writes.
+const privateGenerationV1 = "generation"
 
 type generationJSON struct {
 	Generation int64 `json:"generation"`
@@ -260,8 +270,11 @@ func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnost
 	if noPrivate(p) {
 		return nil // a list result (terraform query) has no private state
 	}
-	b, _ := json.Marshal(generationJSON{Generation: gen})
-	return p.SetKey(ctx, privateGeneration, b)
+	diags := p.SetKey(ctx, privateGeneration, strconv.AppendInt(nil, gen, 10))
+	if b, _ := p.GetKey(ctx, privateGenerationV1); len(b) > 0 {
+		diags.Append(p.SetKey(ctx, privateGenerationV1, nil)...) // nil removes the key
+	}
+	return diags
 }
 
 // replacedGeneration: in the plan of a create, the generation of the object
@@ -311,8 +324,15 @@ func memberGenerations(ctx context.Context, p privateState) map[string]int64 {
 	return gens
 }
 
+// getGeneration reads what setGeneration kept, or what versions before it
+// kept; 0 when neither is there (a state written before generations were).
 func getGeneration(ctx context.Context, p privateState) int64 {
-	b, diags := p.GetKey(ctx, privateGeneration)
+	if b, diags := p.GetKey(ctx, privateGeneration); !diags.HasError() && len(b) > 0 {
+		if g, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+			return g
+		}
+	}
+	b, diags := p.GetKey(ctx, privateGenerationV1)
 	if diags.HasError() || len(b) == 0 {
 		return 0
 	}
