@@ -3,7 +3,7 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,7 +51,7 @@ resource "ipam_instance_address" "c" {
 	owner := map[string]string{"a": "vm-a", "b": "vm-b", "c": "vm-c"}
 	for name, inst := range instances {
 		keys := privateKeys(t, inst["private"])
-		if want := map[string]string{"g": gens[owner[name]]}; fmt.Sprint(keys) != fmt.Sprint(want) {
+		if want := map[string]string{"g": gens[owner[name]]}; !maps.Equal(keys, want) {
 			t.Fatalf("%s's private state: %v, want only the generation as a bare number %v", name, keys, want)
 		}
 	}
@@ -80,7 +80,7 @@ resource "ipam_instance_address" "c" {
 	// A refresh of c writes the short form in place of the old one.
 	w.run("apply", "-refresh-only", "-input=false", "-auto-approve", "-target=ipam_instance_address.c")
 	_, instances = readState(t, statePath)
-	if keys, want := privateKeys(t, instances["c"]["private"]), map[string]string{"g": gens["vm-c"]}; fmt.Sprint(keys) != fmt.Sprint(want) {
+	if keys, want := privateKeys(t, instances["c"]["private"]), map[string]string{"g": gens["vm-c"]}; !maps.Equal(keys, want) {
 		t.Fatalf("c's private state after its refresh: %v, want %v (the old entry replaced by the short one)", keys, want)
 	}
 

@@ -271,9 +271,7 @@ func setGeneration(ctx context.Context, p privateState, gen int64) diag.Diagnost
 		return nil // a list result (terraform query) has no private state
 	}
 	diags := p.SetKey(ctx, privateGeneration, strconv.AppendInt(nil, gen, 10))
-	if b, _ := p.GetKey(ctx, privateGenerationV1); len(b) > 0 {
-		diags.Append(p.SetKey(ctx, privateGenerationV1, nil)...) // nil removes the key
-	}
+	diags.Append(p.SetKey(ctx, privateGenerationV1, nil)...) // nil removes the old key, if any
 	return diags
 }
 
