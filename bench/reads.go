@@ -103,7 +103,7 @@ var userReads = []userRead{
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, OrgID: "acme", EnvID: pr.env})
 			return len(v), err
 		}},
-	{name: "an instance's addresses (`ipamctl list --instance`)", slow: true,
+	{name: "an instance's addresses (`ipamctl list --instance`)", indexed: true,
 		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, InstanceID: pr.instance})
 			return len(v), err

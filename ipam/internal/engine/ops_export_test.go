@@ -100,6 +100,7 @@ type IndexRead struct {
 // id, set and org.
 func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, set, org string) map[string]IndexRead {
 	list, listArgs := listAllocationsQuery(ListFilter{ClusterID: c, OrgID: org})
+	byInstance, byInstanceArgs := listAllocationsQuery(ListFilter{ClusterID: c, InstanceID: owner})
 	alloc, release := allocationEventTypes()
 	lost := lostHoldArgs(c, Owner{Kind: kind, ID: owner})
 	return map[string]IndexRead{
@@ -111,6 +112,7 @@ func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, se
 		"ipam_allocations_reuse":                  {"the full path's reuse pick", sqlTakeCooled, []any{pool}},
 		"ipam_allocations_set":                    {"an address set's members", sqlSetMembers, []any{c, set}},
 		"ipam_allocations_labels":                 {"a listing by org (ListAllocations)", list, listArgs},
+		"ipam_allocations_instance_label":         {"a listing by instance (ListAllocations)", byInstance, byInstanceArgs},
 		"ipam_events_pkey": {"ipamctl events --limit (ListEvents)", sqlListEventsNewest + fmt.Sprintf(sqlLimitFormat, 10),
 			[]any{time.Unix(0, 0), c, []string{}, []string{}}},
 		"ipam_events_address":            {"the check's cooldown audit", sqlCheckCooldown, []any{c, alloc, release}},

@@ -99,15 +99,19 @@ func (f ListFilter) Validate() error {
 type listQuery struct {
 	where []string
 	args  []any
+	// instance is the instance filter's parameter number (0: none).
+	instance int
 }
 
 // eq adds the condition filter (a format of its parameter's number) on v,
-// unless v is empty.
-func (q *listQuery) eq(filter, v string) {
-	if v != "" {
-		q.args = append(q.args, v)
-		q.where = append(q.where, fmt.Sprintf(filter, len(q.args)))
+// unless v is empty, and returns the parameter's number (0: none).
+func (q *listQuery) eq(filter, v string) int {
+	if v == "" {
+		return 0
 	}
+	q.args = append(q.args, v)
+	q.where = append(q.where, fmt.Sprintf(filter, len(q.args)))
+	return len(q.args)
 }
 
 // limit appends a LIMIT of n rows to sql, unless n is 0.
@@ -127,7 +131,7 @@ func (q *listQuery) filters(f ListFilter) {
 	q.eq(sqlListByOrg, f.OrgID)
 	q.eq(sqlListByEnv, f.EnvID)
 	q.eq(sqlListByNode, f.NodeID)
-	q.eq(sqlListByInstance, f.InstanceID)
+	q.instance = q.eq(sqlListByInstance, f.InstanceID)
 }
 
 // listAllocationsQuery is ListAllocations' statement for the allocations
@@ -144,14 +148,20 @@ func listAllocationsQuery(f ListFilter) (string, []any) {
 	} else {
 		q.where = append(q.where, sqlListAnyState, sqlListLive)
 	}
-	sql := q.limit(sqlListAllocationsHead+strings.Join(q.where, sqlAnd)+sqlListAllocationsTail, f.Limit)
+	rows := sqlListAllocationsTable
+	if q.instance > 0 {
+		rows = fmt.Sprintf(sqlListByInstanceSource, q.instance)
+	}
+	sql := q.limit(sqlListAllocationsHead+rows+sqlListAllocationsJoin+strings.Join(q.where, sqlAnd)+sqlListAllocationsTail, f.Limit)
 	return sql, q.args
 }
 
 // ListAllocations lists the allocations matching the filter, ordered by
 // cluster, pool and address order. Pool and cluster filters use the
-// (pool_id, state) and (cluster_id, ...) indexes; the label filters (org, env,
-// node, instance) narrow what those return.
+// (pool_id, state) and (cluster_id, ...) indexes, an org or env filter the
+// labels index, and an instance filter the owner indexes and the instance
+// label index (sqlListByInstanceSource); the node filter narrows what the
+// others return.
 func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]AllocationView, error) {
 	s := o.c
 	if err := f.Validate(); err != nil {

@@ -14,6 +14,60 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
 
+// TestListByInstanceReadsEveryBranch lists by instance the rows each of
+// the listing's three branches reads (sqlListByInstanceSource): the
+// instance's own active, held and cooling rows, and rows labelled with it
+// that are not its own (a set's member, an instance address whose owner is
+// another id), in every state they can be listed in.
+func TestListByInstanceReadsEveryBranch(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1"})
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "x1", InstanceID: "i1"})
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i2", InstanceID: "i2"})
+	f.release(instance("i2"))
+	if _, err := f.st.Reserve(f.ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/instance"),
+		Owner: engine.Owner{Kind: engine.OwnerInstance, ID: "i3", InstanceID: "i3"}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"s1", "s2"} {
+		if _, err := f.st.ApplySet(f.ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: set, InstanceID: "i2"},
+			Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/instance"}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.st.ReleaseSet(f.ctx, "c1", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	f.alloc("c1/instance", engine.Owner{Kind: engine.OwnerInstance, ID: "i9", InstanceID: "i9"})
+	for _, tc := range []struct {
+		f    engine.ListFilter
+		want string
+	}{
+		{engine.ListFilter{ClusterID: "c1", InstanceID: "i1"}, "instance:i1:active instance:x1:active"},
+		{engine.ListFilter{ClusterID: "c1", InstanceID: "i2"}, "instance:i2:cooling set:s1#a:active set:s2#a:cooling"},
+		{engine.ListFilter{InstanceID: "i2", State: "cooling"}, "instance:i2:cooling set:s2#a:cooling"},
+		{engine.ListFilter{InstanceID: "i2", State: "active"}, "set:s1#a:active"},
+		{engine.ListFilter{ClusterID: "c1", InstanceID: "i3"}, "instance:i3:reserved"},
+		{engine.ListFilter{InstanceID: "i3", State: "active"}, ""},
+		{engine.ListFilter{ClusterID: "c2", InstanceID: "i1"}, ""},
+		{engine.ListFilter{ClusterID: "c1", InstanceID: "i4"}, ""},
+	} {
+		got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, tc.f)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.f, err)
+		}
+		var out []string
+		for _, a := range got {
+			out = append(out, a.Owner.Kind+":"+a.Owner.ID+":"+a.State)
+		}
+		slices.Sort(out)
+		if s := strings.Join(out, " "); s != tc.want {
+			t.Errorf("%+v: got %q, want %q", tc.f, s, tc.want)
+		}
+	}
+}
+
 func TestListAllocations(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t)

@@ -1310,13 +1310,38 @@ const usageFailuresSQL = `SELECT f.pool_id, f.reason, count(*) FROM ipam_allocat
 	WHERE f.pool_id = ANY($1) AND f.at > (SELECT ipam_now()) - $2::interval
 	GROUP BY f.pool_id, f.reason`
 
-// ListAllocations (ops_list.go) builds its statement: the head, the
-// filters given joined by sqlAnd, the tail, and a limit (sqlLimitParamFormat).
-// Each filter is a format taking its parameter's number.
+// ListAllocations (ops_list.go) builds its statement: the head, the rows
+// it reads (the table, or sqlListByInstanceSource), the join, the filters
+// given joined by sqlAnd, the tail, and a limit (sqlLimitParamFormat). Each
+// filter is a format taking its parameter's number.
 const (
 	sqlListAllocationsHead = `SELECT ` + allocColumns + `, category, last_seen_at, state_held FROM (
 			SELECT a.*, p.category, coalesce(` + stateHeldSQL + `, false) AS state_held
-			FROM ipam_allocations a JOIN ipam_pools p ON p.id = a.pool_id
+			FROM `
+	sqlListAllocationsTable = `ipam_allocations a`
+	// sqlListByInstanceSource reads an instance's live rows (a format taking
+	// its parameter's number) from three indexes instead of every row of
+	// the cluster: the instance's own active and held rows, its own cooling
+	// rows (the owner indexes), and the rows labelled with it that are not
+	// its own (ipam_allocations_instance_label, whose predicate the third
+	// branch repeats: TestEveryIndexServesARead fails if the two part). A live row has an owner, so each row labelled with
+	// the instance is in exactly one branch. Each branch names the clusters,
+	// so that a listing of every cluster probes each cluster's entries
+	// instead of walking the indexes, whose keys start with the cluster.
+	sqlListByInstanceSource = `(
+				SELECT * FROM ipam_allocations WHERE owner_kind = '` + OwnerInstance + `' AND owner_id = $%[1]d
+					AND instance_id = $%[1]d AND owner_id IS NOT NULL AND state IN ('active', 'reserved')
+					AND cluster_id IN (SELECT id FROM ipam_clusters)
+				UNION ALL
+				SELECT * FROM ipam_allocations WHERE owner_kind = '` + OwnerInstance + `' AND owner_id = $%[1]d
+					AND instance_id = $%[1]d AND owner_id IS NOT NULL AND state = 'cooling'
+					AND cluster_id IN (SELECT id FROM ipam_clusters)
+				UNION ALL
+				SELECT * FROM ipam_allocations WHERE instance_id = $%[1]d AND instance_id IS NOT NULL
+					AND cluster_id IN (SELECT id FROM ipam_clusters)
+					AND (owner_kind <> '` + OwnerInstance + `' OR owner_id <> instance_id)
+					AND state IN ('active', 'reserved', 'cooling')) a`
+	sqlListAllocationsJoin = ` JOIN ipam_pools p ON p.id = a.pool_id
 			WHERE `
 
 	sqlListAllocationsTail = `) x
