@@ -8,7 +8,7 @@
 -- the owner indexes already find those. This index holds only the others:
 -- the live rows whose instance label is not their owner (an address set's
 -- member labelled with an instance, say). An instance address, the hot path,
--- matches its predicate's test and writes no entry in it.
+-- fails its predicate and writes no entry in it.
 --
 -- ListAllocations reads an instance's rows as three branches: its own
 -- active and held rows (ipam_allocations_owner_active), its own cooling rows
