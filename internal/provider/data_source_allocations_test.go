@@ -60,6 +60,11 @@ data "ipam_allocations" "cooling" {
 data "ipam_allocations" "all" {
   depends_on = [ipam_node_address.n1, ipam_instance_address.i1, ipam_instance_address.i2]
 }
+data "ipam_allocations" "of_i3" {
+  cluster_id  = "c1"
+  instance_id = "i3"
+  depends_on  = [ipam_node_address.n1, ipam_instance_address.i1, ipam_instance_address.i2]
+}
 `
 
 func ownerIDs(ids ...string) knownvalue.Check {
@@ -88,6 +93,10 @@ func TestAccAllocationsDataSource(t *testing.T) {
 					statecheck.ExpectKnownValue("data.ipam_allocations.cooling", allocs, knownvalue.ListExact([]knownvalue.Check{})),
 					statecheck.ExpectKnownValue("data.ipam_allocations.all", tfjsonpath.New("id"), knownvalue.StringExact("all")),
 					statecheck.ExpectKnownValue("data.ipam_allocations.all", allocs, knownvalue.ListSizeExact(4)),
+					statecheck.ExpectKnownValue("data.ipam_allocations.of_i3", allocs, ownerIDs("i3")),
+					statecheck.ExpectKnownValue("data.ipam_allocations.of_i3", allocs.AtSliceIndex(0), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"state": knownvalue.StringExact("active"),
+					})),
 					statecheck.ExpectKnownValue("data.ipam_allocations.acme", allocs.AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
 						"id":           knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f-]{36}$`)),
 						"cluster_id":   knownvalue.StringExact("c1"),
@@ -123,6 +132,11 @@ func TestAccAllocationsDataSource(t *testing.T) {
 					})),
 					statecheck.ExpectKnownValue("data.ipam_allocations.prod_instances", allocs, ownerIDs("i1", "i3")),
 					statecheck.ExpectKnownValue("data.ipam_allocations.all", allocs, knownvalue.ListSizeExact(4)),
+					// An instance's own cooling address (the owner's cooling index).
+					statecheck.ExpectKnownValue("data.ipam_allocations.of_i3", allocs, ownerIDs("i3")),
+					statecheck.ExpectKnownValue("data.ipam_allocations.of_i3", allocs.AtSliceIndex(0), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"state": knownvalue.StringExact("cooling"),
+					})),
 				},
 			},
 			{
