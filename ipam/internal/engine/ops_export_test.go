@@ -87,6 +87,10 @@ var (
 	SQLDropHold   = Statement{Name: sqlDropHold.name, SQL: sqlDropHold.sql, Params: sqlDropHold.names}
 )
 
+// ListAllocationsQuery is ListAllocations' statement for the allocations
+// and its arguments, for EXPLAIN.
+func ListAllocationsQuery(f ListFilter) (string, []any) { return listAllocationsQuery(f) }
+
 // IndexRead is a read of the product that an index of the allocations or
 // the events serves: its statement and arguments, for EXPLAIN.
 type IndexRead struct {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
@@ -64,6 +66,29 @@ func TestListByInstanceReadsEveryBranch(t *testing.T) {
 		slices.Sort(out)
 		if s := strings.Join(out, " "); s != tc.want {
 			t.Errorf("%+v: got %q, want %q", tc.f, s, tc.want)
+		}
+	}
+	// Each branch reads its index (a branch whose condition no longer
+	// implies its partial index's predicate would read every row), with and
+	// without a cluster.
+	for _, fl := range []engine.ListFilter{{ClusterID: "c1", InstanceID: "i2"}, {InstanceID: "i2"}} {
+		q, args := engine.ListAllocationsQuery(fl)
+		tx, err := f.raw.Begin(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(f.ctx, engine.TxSettings, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+		var js string
+		if err := tx.QueryRow(f.ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&js); err != nil {
+			t.Fatal(err)
+		}
+		_ = tx.Rollback(f.ctx)
+		for _, ix := range []string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling", "ipam_allocations_instance_label"} {
+			if !slices.ContainsFunc(planNodes(t, js), func(n planNode) bool { return n.Index == ix }) {
+				t.Errorf("%+v: the listing does not read %s:\n%s", fl, ix, js)
+			}
 		}
 	}
 }

@@ -1320,27 +1320,29 @@ const (
 			FROM `
 	sqlListAllocationsTable = `ipam_allocations a`
 	// sqlListByInstanceSource reads an instance's live rows (a format taking
-	// its parameter's number) from three indexes instead of every row of
-	// the cluster: the instance's own active and held rows, its own cooling
-	// rows (the owner indexes), and the rows labelled with it that are not
-	// its own (ipam_allocations_instance_label, whose predicate the third
-	// branch repeats: TestEveryIndexServesARead fails if the two part). A live row has an owner, so each row labelled with
-	// the instance is in exactly one branch. Each branch names the clusters,
-	// so that a listing of every cluster probes each cluster's entries
-	// instead of walking the indexes, whose keys start with the cluster.
-	sqlListByInstanceSource = `(
-				SELECT * FROM ipam_allocations WHERE owner_kind = '` + OwnerInstance + `' AND owner_id = $%[1]d
-					AND instance_id = $%[1]d AND owner_id IS NOT NULL AND state IN ('active', 'reserved')
-					AND cluster_id IN (SELECT id FROM ipam_clusters)
+	// its parameter's number) from three indexes instead of every row of the
+	// cluster: the instance's own active and held rows, its own cooling rows
+	// (the two owner indexes, one branch each), and the rows labelled with it
+	// that are not its own (ipam_allocations_instance_label, whose predicate
+	// the third branch repeats: TestEveryIndexServesARead fails if the two
+	// part). A live row has an owner, so each row labelled with the instance
+	// is in exactly one branch. Each branch names the clusters, so that a
+	// listing of every cluster probes each cluster's entries instead of
+	// walking the indexes, whose keys start with the cluster.
+	sqlListByInstanceSource = `(` +
+		sqlListInstanceOwn + `IN ('active', 'reserved')
+				UNION ALL ` +
+		sqlListInstanceOwn + `= 'cooling'
 				UNION ALL
-				SELECT * FROM ipam_allocations WHERE owner_kind = '` + OwnerInstance + `' AND owner_id = $%[1]d
-					AND instance_id = $%[1]d AND owner_id IS NOT NULL AND state = 'cooling'
-					AND cluster_id IN (SELECT id FROM ipam_clusters)
-				UNION ALL
-				SELECT * FROM ipam_allocations WHERE instance_id = $%[1]d AND instance_id IS NOT NULL
+				SELECT * FROM ipam_allocations WHERE instance_id = $%[1]d
 					AND cluster_id IN (SELECT id FROM ipam_clusters)
 					AND (owner_kind <> '` + OwnerInstance + `' OR owner_id <> instance_id)
 					AND state IN ('active', 'reserved', 'cooling')) a`
+	// sqlListInstanceOwn is a branch of sqlListByInstanceSource, the
+	// instance's own rows, up to the test of their state.
+	sqlListInstanceOwn = `
+				SELECT * FROM ipam_allocations WHERE owner_kind = '` + OwnerInstance + `' AND owner_id = $%[1]d
+					AND instance_id = $%[1]d AND cluster_id IN (SELECT id FROM ipam_clusters) AND state `
 	sqlListAllocationsJoin = ` JOIN ipam_pools p ON p.id = a.pool_id
 			WHERE `
 
