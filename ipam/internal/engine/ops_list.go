@@ -148,11 +148,16 @@ func listAllocationsQuery(f ListFilter) (string, []any) {
 	} else {
 		q.where = append(q.where, sqlListAnyState, sqlListLive)
 	}
+	where := strings.Join(q.where, sqlAnd)
 	rows := sqlListAllocationsTable
-	if q.instance > 0 {
+	switch {
+	case q.instance > 0:
 		rows = fmt.Sprintf(sqlListByInstanceSource, q.instance)
+	case f.Limit > 0:
+		// The limit's parameter is the next one, which q.limit adds below.
+		rows = fmt.Sprintf(sqlListFirstRows, where, len(q.args)+1)
 	}
-	sql := q.limit(sqlListAllocationsHead+rows+sqlListAllocationsJoin+strings.Join(q.where, sqlAnd)+sqlListAllocationsTail, f.Limit)
+	sql := q.limit(sqlListAllocationsHead+rows+sqlListAllocationsJoin+where+sqlListAllocationsTail, f.Limit)
 	return sql, q.args
 }
 
@@ -161,7 +166,8 @@ func listAllocationsQuery(f ListFilter) (string, []any) {
 // (pool_id, state) and (cluster_id, ...) indexes, an org or env filter the
 // labels index, and an instance filter the owner indexes and the instance
 // label index (sqlListByInstanceSource); the node filter narrows what the
-// others return.
+// others return. With a limit, the first rows are found by their keys
+// alone (sqlListFirstRows).
 func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]AllocationView, error) {
 	s := o.c
 	if err := f.Validate(); err != nil {

@@ -121,7 +121,7 @@ func TestListAllocations(t *testing.T) {
 		slices.Sort(out)
 		return strings.Join(out, " ")
 	}
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		f    engine.ListFilter
 		want string
@@ -137,7 +137,8 @@ func TestListAllocations(t *testing.T) {
 		{"reserved", engine.ListFilter{State: "reserved"}, ""},
 		{"owner kind", engine.ListFilter{OwnerKind: "node"}, "n1:active:node"},
 		{"other cluster", engine.ListFilter{ClusterID: "c2"}, ""},
-	} {
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if got := owners(t, tc.f); got != tc.want {
@@ -145,11 +146,38 @@ func TestListAllocations(t *testing.T) {
 			}
 		})
 	}
+	// A limit keeps the first rows of the listing, in its order (cluster,
+	// pool, ordinal): the node pool's row was written first, and the
+	// instance pool comes first in the order. A limit past the listing's
+	// length changes nothing.
 	t.Run("limit", func(t *testing.T) {
 		t.Parallel()
-		got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, engine.ListFilter{Limit: 2})
-		if err != nil || len(got) != 2 {
-			t.Fatalf("limit: %d %v", len(got), err)
+		list := func(fl engine.ListFilter) []string {
+			got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, fl)
+			if err != nil {
+				t.Fatalf("%+v: %v", fl, err)
+			}
+			var out []string
+			for _, a := range got {
+				out = append(out, a.PoolID+":"+a.Address.String()+":"+a.Owner.ID+":"+a.State+":"+a.Category)
+			}
+			return out
+		}
+		filters := []engine.ListFilter{{Unmanaged: true}, {ClusterID: "c1", Category: "instance"}}
+		for _, tc := range cases {
+			filters = append(filters, tc.f)
+		}
+		for _, fl := range filters {
+			all := list(fl)
+			for n := 1; n <= len(all)+1; n++ {
+				fl.Limit = n
+				if got, want := list(fl), all[:min(n, len(all))]; !slices.Equal(got, want) {
+					t.Errorf("%+v: got %q, want %q", fl, got, want)
+				}
+			}
+		}
+		if got := list(engine.ListFilter{ClusterID: "c1", Limit: 1}); len(got) != 1 || !strings.HasPrefix(got[0], "c1/instance:") {
+			t.Errorf("limit 1: got %q, want the instance pool's first row", got)
 		}
 	})
 	for _, tc := range []struct {
