@@ -37,8 +37,9 @@ import (
 // in force), no IPv6 pool block of two clusters overlapping, no address
 // that a pool inherited from another cluster handed out inside the cooldown
 // it was inherited with (to anyone, its former owner's namesake included),
-// and the model:
-// every address a caller was told it holds is still active for it.
+// the model: every address a caller was told it holds is still active for
+// it, and every third round the listings: each filter's and each limit's
+// listing agrees with the full one (checkListings).
 //
 // The seed is logged; IPAM_MODEL_SEED replays it. IPAM_MODEL_DURATION
 // (default 40s; 30m under IPAM_SOAK=1) bounds the run.
@@ -91,7 +92,7 @@ func TestModelCore(t *testing.T) {
 		wg.Wait()
 		ops += workers * 12
 		rounds++
-		if bad := m.check(); len(bad) > 0 {
+		if bad := m.check(rounds); len(bad) > 0 {
 			for w, l := range logs {
 				t.Logf("round %d worker %d:\n  %s", rounds, w, strings.Join(l, "\n  "))
 			}
@@ -603,7 +604,9 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		err = st.ReleaseNodeBlocks(ctx, cid, node)
 	case 17:
 		set := fmt.Sprintf("w%d-s%d", w, k%2)
-		ch := engine.SetChange{ClusterID: cid, Owner: engine.Owner{ID: set}}
+		// A set is labelled with an instance, one that may have an address
+		// of its own: the listing by instance finds both.
+		ch := engine.SetChange{ClusterID: cid, Owner: engine.Owner{ID: set, InstanceID: fmt.Sprintf("w%d-i%d", w, k%2)}}
 		for key := 0; key < 3; key++ {
 			switch rng.IntN(3) {
 			case 0:
@@ -801,8 +804,10 @@ func (m *model) clusterGone(cid string) []string {
 	return bad
 }
 
-// check runs the global invariants between rounds.
-func (m *model) check() []string {
+// check runs the global invariants after the given number of rounds, and
+// every third round the check of the listings (checkListings, which reads
+// more than the rest of the check).
+func (m *model) check(rounds int) []string {
 	ctx := context.Background()
 	var bad []string
 	rep, err := engine.OperatorOf(m.sts[0]).Check(ctx, "")
@@ -828,6 +833,9 @@ func (m *model) check() []string {
 		bad = append(bad, err.Error())
 	} else if dug > 0 {
 		bad = append(bad, fmt.Sprintf("%d addresses inherited from another cluster were handed out inside their cooldown", dug))
+	}
+	if rounds%3 == 0 {
+		bad = append(bad, m.checkListings(ctx, rounds/3)...)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
