@@ -18,8 +18,8 @@ import (
 // instance label index for an instance, the labels index for an org or an
 // env, the first rows' keys for a limit, the category's pools), and the
 // full listing reads the table: each is checked against it. Each call
-// checks a twelfth of the filters, the call numbered k the k-th twelfth
-// (modulo 12), so that the calls of a run check them all.
+// checks a twelfth of the filters, the call numbered part the part-th
+// twelfth (modulo 12), so that the calls of a run check them all.
 //
 // The reads are separate statements, each at its own time, and a hold's
 // expiry or a cooldown's end between them changes what they list. So the
@@ -27,7 +27,7 @@ import (
 // left the listing, or its Reusable or HoldExpired changed), a time that
 // mattered passed, and the check runs again. A row leaves the listing only
 // once, so two equal full listings bracket reads that saw the same rows.
-func (m *model) checkListings(ctx context.Context, k int) []string {
+func (m *model) checkListings(ctx context.Context, part int) []string {
 	op := engine.OperatorOf(m.sts[0])
 	list := func(f engine.ListFilter) ([]engine.AllocationView, error) { return op.ListAllocations(ctx, f) }
 	for attempt := 0; ; attempt++ {
@@ -35,7 +35,7 @@ func (m *model) checkListings(ctx context.Context, k int) []string {
 		if err != nil {
 			return []string{"list: " + err.Error()}
 		}
-		bad := listingsAgree(all, list, k)
+		bad := listingsAgree(all, list, part)
 		again, err := list(engine.ListFilter{})
 		if err != nil {
 			return []string{"list: " + err.Error()}
@@ -49,9 +49,9 @@ func (m *model) checkListings(ctx context.Context, k int) []string {
 	}
 }
 
-// listingsAgree checks the k-th twelfth of the filtered and limited
+// listingsAgree checks the part-th twelfth of the filtered and limited
 // listings against all, the full listing.
-func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]engine.AllocationView, error), k int) []string {
+func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]engine.AllocationView, error), part int) []string {
 	var bad []string
 	if !slices.IsSortedFunc(all, listingOrder) {
 		bad = append(bad, "listing: the full listing is not in the listing's order:\n  "+strings.Join(viewKeys(all), "\n  "))
@@ -63,15 +63,15 @@ func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]
 	for _, c := range engine.Categories {
 		filters = append(filters, engine.ListFilter{Category: c})
 	}
-	for _, k := range engine.OwnerKinds {
-		filters = append(filters, engine.ListFilter{OwnerKind: k})
+	for _, kind := range engine.OwnerKinds {
+		filters = append(filters, engine.ListFilter{OwnerKind: kind})
 	}
 	filters = append(filters, engine.ListFilter{Unmanaged: true})
 	// The values some rows have (spread over the listing).
 	seen := map[string]bool{}
 	add := func(f engine.ListFilter) {
-		if k := fmt.Sprintf("%+v", f); !seen[k] {
-			seen[k] = true
+		if key := fmt.Sprintf("%+v", f); !seen[key] {
+			seen[key] = true
 			filters = append(filters, f)
 		}
 	}
@@ -93,7 +93,7 @@ func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]
 		}
 	}
 	for i, f := range filters {
-		if i%12 != k%12 {
+		if i%12 != part%12 {
 			continue
 		}
 		got, err := list(f)
