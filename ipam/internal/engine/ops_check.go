@@ -248,8 +248,8 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 // reuse inside that cooldown, whatever happened in between (the releasing
 // owner taking it back for a while, a hold of its that expired, ...). The same
 // owner may take its own cooling address back. Releases that recorded no
-// reusable time (a dropped hold) are not judged. Each hand-out is one probe
-// of the (cluster_id, address, at) index.
+// reusable time (a dropped hold) are not judged. The hand-outs and releases
+// are read once, sorted by address and time (sqlCheckCooldown).
 func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
 	alloc, release := allocationEventTypes()
 	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release)

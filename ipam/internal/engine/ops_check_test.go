@@ -1,10 +1,16 @@
 package engine_test
 
 import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
@@ -190,5 +196,93 @@ func TestCheckCooldownLooksPastTheLastEvent(t *testing.T) {
 	// a taking its own address back is not one.
 	if findViolation(vs, engine.InvariantCooldown, `handed to instance "a"`) {
 		t.Fatalf("the owner's own hold is reported:\n%s", listViolations(vs))
+	}
+}
+
+// The cooldown audit judges each hand-out against the latest release of its
+// address before it (in time, then id, order) that recorded a reusable
+// time, and only when another owner released it. Random histories of a few
+// addresses and owners, many events at the same instant, are checked
+// against that rule written out here.
+func TestCheckCooldownJudgesTheLatestReleaseBefore(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	type event struct {
+		id          uuid.UUID
+		at          time.Time
+		typ, owner  string
+		addr        netip.Prefix
+		release     bool
+		reusable    time.Time // release: zero when it records none
+		wantFlagged bool
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var evs []event
+	for i := 0; i < 150; i++ { // fewer flagged than the 100 a check lists per invariant
+		e := event{id: uuid.New(), at: base.Add(time.Duration(rng.IntN(40)) * time.Hour),
+			owner: []string{"a", "b", "c"}[rng.IntN(3)],
+			addr:  netip.PrefixFrom(netip.MustParseAddr(fmt.Sprintf("2001:db8:0:1::%x", 16+rng.IntN(4))), 128)}
+		switch rng.IntN(5) {
+		case 0, 1:
+			e.typ = []string{"instance.allocated", "allocation.reserved"}[rng.IntN(2)]
+		case 2, 3:
+			e.typ, e.release = []string{"instance.released", "allocation.reclaimed"}[rng.IntN(2)], true
+			e.reusable = e.at.Add(time.Duration(rng.IntN(12)) * time.Hour)
+		default:
+			e.typ, e.release = "allocation.hold_dropped", true // records no reusable time: not judged
+		}
+		evs = append(evs, e)
+	}
+	before := func(a, b event) bool {
+		return a.at.Before(b.at) || (a.at.Equal(b.at) && bytes.Compare(a.id[:], b.id[:]) < 0)
+	}
+	want := map[string]bool{}
+	for i, h := range evs {
+		if h.release {
+			continue
+		}
+		var latest *event
+		for j, r := range evs {
+			if r.release && !r.reusable.IsZero() && r.addr == h.addr && before(r, h) && (latest == nil || before(*latest, r)) {
+				latest = &evs[j]
+			}
+		}
+		if latest != nil && latest.reusable.After(h.at) && latest.owner != h.owner {
+			evs[i].wantFlagged = true
+			want[h.id.String()] = true
+		}
+	}
+	for _, e := range evs {
+		data := "{}"
+		if !e.reusable.IsZero() {
+			data = fmt.Sprintf(`{"reusable_at": %q}`, e.reusable.Format(time.RFC3339))
+		}
+		f.exec(`INSERT INTO ipam_events (id, at, type, cluster_id, pool_id, address, owner_kind, owner_id, actor, data)
+			VALUES ($1, $2, $3, 'c1', 'c1/instance', $4, 'instance', $5, 'test', $6)`, e.id, e.at, e.typ, e.addr, e.owner, data)
+	}
+	got := map[string]bool{}
+	for _, v := range violations(t, f, "c1") {
+		if v.Invariant != engine.InvariantCooldown {
+			continue
+		}
+		for id := range want {
+			if strings.Contains(v.Detail, id) {
+				got[id] = true
+			}
+		}
+		if !slices.ContainsFunc(evs, func(e event) bool { return e.wantFlagged && strings.Contains(v.Detail, e.id.String()) }) {
+			t.Errorf("flagged, but no later release of another owner was cooling: %s", v)
+		}
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("hand-out %s inside another owner's cooldown not flagged", id)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("the random history has no hand-out to flag: the test checks nothing")
 	}
 }

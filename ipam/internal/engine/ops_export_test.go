@@ -105,7 +105,6 @@ type IndexRead struct {
 func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, set, org string) map[string]IndexRead {
 	list, listArgs := listAllocationsQuery(ListFilter{ClusterID: c, OrgID: org})
 	byInstance, byInstanceArgs := listAllocationsQuery(ListFilter{ClusterID: c, InstanceID: owner})
-	alloc, release := allocationEventTypes()
 	lost := lostHoldArgs(c, Owner{Kind: kind, ID: owner})
 	return map[string]IndexRead{
 		"ipam_allocations_pkey":                   {"an operator's reclaim of a leaked allocation", sqlReclaim, []any{id, 1}},
@@ -119,7 +118,7 @@ func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, se
 		"ipam_allocations_instance_label":         {"a listing by instance (ListAllocations)", byInstance, byInstanceArgs},
 		"ipam_events_pkey": {"ipamctl events --limit (ListEvents)", sqlListEventsNewest + fmt.Sprintf(sqlLimitFormat, 10),
 			[]any{time.Unix(0, 0), c, []string{}, []string{}}},
-		"ipam_events_address":            {"the check's cooldown audit", sqlCheckCooldown, []any{c, alloc, release}},
+		"ipam_events_address":            {"the check's exemption of exact claims from the counters", sqlCheckCounterOrdinals, []any{c}},
 		"ipam_events_hold_lost":          {"a plan's lost hold", sqlLostHold, lost},
 		"ipam_events_hold_loss_reported": {"whether a lost hold was reported to the plan", sqlLostHold, lost},
 	}
