@@ -991,6 +991,9 @@ const (
 		-- Judged against the address's latest release before the hand-out: its
 		-- reusable_at was fixed then (an earlier, longer cooldown was cut short
 		-- by the same owner taking the address back and releasing it again).
+		-- g > 0 follows from the reusable time (a group without a release has
+		-- none); said here, it lets the planner drop those groups before the
+		-- second sort.
 		WHERE NOT h.release AND h.g > 0 AND h.r_reusable > h.at
 			AND (h.r_kind, h.r_owner) IS DISTINCT FROM (h.kind, h.owner)
 		ORDER BY h.at, h.id`
