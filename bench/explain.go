@@ -143,7 +143,8 @@ var hotStatements = []hotStatement{
 		params: func(f *planFixture) []any { return []any{f.clusterID, f.addr} }},
 	{name: "release", db: "growth",
 		named: func(f *planFixture) map[string]any {
-			return map[string]any{"cluster": f.clusterID, "kind": "instance", "owner": "pre-2", "generation": int64(0), "actor": "bench"}
+			return map[string]any{"cluster": f.clusterID, "kind": "instance", "owner": "pre-2", "generation": int64(0), "actor": "bench",
+				"event": uuid.New(), "event_type": "instance.released"}
 		}},
 	{name: "fast path: a fresh allocation in one statement (a counter pool)", db: "growth",
 		named: func(f *planFixture) map[string]any { return freshTake(f, "x-2") }},

@@ -240,25 +240,41 @@ func oneResult(res AllocateResult, a Allocation, block, gw netip.Prefix, dns []n
 }
 
 // runOneInTx runs a one-statement allocation inside the caller's transaction
-// (InTx), in one round trip: a savepoint, a guard that fails unless the
-// transaction is READ COMMITTED (the allocator's isolation) and sets the
-// statement's planning (fastPlans) and the client's origin, the statement,
-// the caller's planning back and the savepoint's release go in one batch,
-// which stops at the first error. The caller's transaction keeps its own bounds on waits, as the full
-// path does in it. When anything fails, everything the batch did is rolled
-// back to the savepoint and the full path takes over (and names a wrong
-// isolation), so the caller's transaction is left as it was. A transaction
-// that had failed before refuses the savepoint itself: that is named, and
-// nothing is undone.
+// (InTx), in one round trip (oneInTx); false means "use the full path".
 func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (AllocateResult, bool, error) {
-	if s.outerErr != nil {
-		return AllocateResult{}, false, s.outerErr
-	}
 	var block *netip.Prefix
 	var gw netip.Prefix
 	var dns []netip.Prefix
 	var res AllocateResult
 	var a Allocation
+	ok, err := s.oneInTx(ctx, sql, args, func(row pgx.Row) (err error) {
+		a, err = scanAllocation(extraRow{row, []any{&block, &gw, &res.Network.MTU, &dns}})
+		return err
+	})
+	if !ok || block == nil {
+		return AllocateResult{}, false, err
+	}
+	return oneResult(res, a, *block, gw, dns), true, nil
+}
+
+// oneInTx runs one statement inside the caller's transaction (InTx), in one
+// round trip: a savepoint, a guard that fails unless the transaction is
+// READ COMMITTED (the allocator's isolation) and sets the statement's
+// planning (fastPlans) and the client's origin, the statement (its row read
+// by scan), the caller's planning back and the savepoint's release go in
+// one batch, which stops at the first error. The caller's transaction keeps
+// its own bounds on waits, as the full path does in it. ok is false when
+// the full path decides: the statement found no row (scan's ErrNoRows or
+// ErrNotFound: nothing was written), or anything failed, in which case
+// everything the batch did is rolled back to the savepoint and the full path
+// takes over (and names a wrong isolation), so the caller's transaction is
+// left as it was; err is then a wait that ran into the caller's bounds. A
+// transaction that had failed before refuses the savepoint itself: that is
+// named, and nothing is undone.
+func (s *Client) oneInTx(ctx context.Context, sql string, args []any, scan func(pgx.Row) error) (ok bool, err error) {
+	if s.outerErr != nil {
+		return false, s.outerErr
+	}
 	b := &pgx.Batch{}
 	b.Queue(sqlFastSavepoint)
 	b.Queue(sqlFastGuard, s.origin)
@@ -266,15 +282,17 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	b.Queue(sqlFastCallersPlans)
 	b.Queue(sqlFastRelease)
 	br := s.outer.SendBatch(ctx, b)
-	_, err := br.Exec()
+	_, err = br.Exec()
 	saved := err == nil // else there is no savepoint to go back to
 	if err == nil {
 		_, err = br.Exec()
 	}
+	found := false
 	if err == nil {
-		a, err = scanAllocation(extraRow{br.QueryRow(), []any{&block, &gw, &res.Network.MTU, &dns}})
+		err = scan(br.QueryRow())
+		found = err == nil
 		if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, ErrNotFound) {
-			err = nil // nothing to take here: the full path decides
+			err = nil // nothing here: the full path decides
 		}
 	}
 	for range 2 { // the caller's plans back, the release
@@ -287,26 +305,24 @@ func (s *Client) runOneInTx(ctx context.Context, sql string, args ...any) (Alloc
 	}
 	switch {
 	case err != nil && (isConnError(err) || ctx.Err() != nil):
-		return AllocateResult{}, false, s.mapErr(err) // the caller's transaction is gone
+		return false, s.mapErr(err) // the caller's transaction is gone
 	case err != nil && !saved:
 		// The caller's transaction had failed before (or the batch never
 		// reached the server): name that, not the missing savepoint.
-		return AllocateResult{}, false, s.mapErr(err)
+		return false, s.mapErr(err)
 	case err != nil:
 		// Simple protocol: a transaction in error takes no Parse.
 		if _, uerr := s.outer.Exec(ctx, sqlFastUndo, pgx.QueryExecModeSimpleProtocol); uerr != nil {
-			return AllocateResult{}, false, s.mapErr(uerr)
+			return false, s.mapErr(uerr)
 		}
 		// A wait that ran into the caller's bounds is an error of its own,
 		// as in runOne: not a reason to wait again on the full path.
 		if me := s.mapErr(err); Code(me) == CodeBusy || Code(me) == CodeTimeout {
-			return AllocateResult{}, false, me
+			return false, me
 		}
-		return AllocateResult{}, false, nil
-	case block == nil:
-		return AllocateResult{}, false, nil
+		return false, nil
 	}
-	return oneResult(res, a, *block, gw, dns), true, nil
+	return found, nil
 }
 
 // fastConfirm tries to confirm the owner's hold on the planned address in

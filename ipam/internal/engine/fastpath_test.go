@@ -489,7 +489,8 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	}
 	// The statements with named parameters (engine.Statement.Params).
 	named := map[string]map[string]any{
-		"release": {"cluster": "c1", "kind": "instance", "owner": "i-7", "generation": int64(0), "actor": "test"},
+		"release": {"cluster": "c1", "kind": "instance", "owner": "i-7", "generation": int64(0), "actor": "test",
+			"event": id, "event_type": "instance.released"},
 		"hold look (a plan's first read)": {"cluster": "c1", "kind": "instance", "owner": "i-7", "actor": "test",
 			"fresh_for": 5 * time.Minute, "origin": "/work/test"},
 		"fast path: a fresh allocation in one statement (a counter pool)": {"cluster": "c1", "pool": "c1/instance", "kind": "instance",

@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -29,6 +29,9 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 	if generation < 0 {
 		return false, invalid("generation", "%d is negative: give an allocation's generation, or 0 for whatever is active", generation)
 	}
+	if released, ok, err := s.releaseOne(ctx, clusterID, o, generation); ok {
+		return released, err
+	}
 	released := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		err := s.releaseTx(ctx, tx, clusterID, o, generation)
@@ -42,11 +45,60 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 	return released, err
 }
 
+// releaseOne is Release in one round trip: the release statement, which
+// writes its event, after the store's bounds in one batch, one implicit
+// transaction, as the one-statement allocations run (in a caller's
+// transaction: in oneInTx's batch). ok is false when the full path decides:
+// nothing released without a generation (a no-op, or another manager's
+// allocation, which the full path names; in a caller's transaction nothing
+// released at all), or a failure that is not a wait running into the
+// bounds (the full path runs the transaction again where that helps, and
+// names the rest).
+func (s *Client) releaseOne(ctx context.Context, clusterID string, o Owner, generation int64) (released, ok bool, err error) {
+	args := s.releaseArgs(clusterID, o, generation)
+	if s.outer != nil {
+		found, err := s.oneInTx(ctx, sqlRelease.sql, []any{args}, func(row pgx.Row) error {
+			_, err := scanAllocation(row)
+			return err
+		})
+		return found, found || err != nil, err
+	}
+	bctx, cancel := s.takeContext(ctx)
+	defer cancel() // pgx closes a connection its deadline interrupted
+	b := &pgx.Batch{}
+	s.queueBounds(b)
+	b.Queue(sqlRelease.sql, args)
+	br := s.pool.SendBatch(bctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		_, err = scanAllocation(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil || errors.Is(err, ErrNotFound) {
+		// The commit's error, at the batch's end, voids the row read.
+		err = cmp.Or(cerr, err)
+	}
+	switch {
+	case err == nil:
+		return true, true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, generation != 0, nil
+	}
+	if werr := s.waitErr(s.takeErr(bctx, err)); werr != nil {
+		return false, true, werr
+	}
+	return false, false, nil
+}
+
+// releaseArgs are sqlRelease's parameters.
+func (s *Client) releaseArgs(clusterID string, o Owner, generation int64) params {
+	return params{"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "generation": generation, "actor": s.actor,
+		"event": newID(), "event_type": eventTypes[o.Kind].released}
+}
+
 // releaseTx is Release inside the caller's transaction; ErrNotFound when
 // there was nothing (of that generation) to release.
 func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, generation int64) error {
-	a, err := scanAllocation(tx.QueryRow(ctx, sqlRelease.sql, params{
-		"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "generation": generation, "actor": s.actor}))
+	_, err := scanAllocation(tx.QueryRow(ctx, sqlRelease.sql, s.releaseArgs(clusterID, o, generation)))
 	if errors.Is(err, ErrNotFound) && generation == 0 {
 		// Nothing of this manager's: another manager's allocation is a
 		// refusal, not a no-op.
@@ -59,10 +111,5 @@ func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o O
 			return conflict
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return s.insertEvent(ctx, tx, Event{Type: eventTypes[o.Kind].released, ClusterID: a.ClusterID, PoolID: a.PoolID,
-		AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
-		Data: map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339)}})
+	return err
 }

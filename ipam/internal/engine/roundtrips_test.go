@@ -147,3 +147,89 @@ func TestSetRefreshIsOneRoundTrip(t *testing.T) {
 		t.Errorf("set refresh: %d members, %d of them unconfirmed; want 3 and 0", len(members), unconfirmed)
 	}
 }
+
+// A release (a Terraform destroy, the scheduler's ReleaseInstance) costs one
+// round trip: the release and its event in one statement, after the
+// store's bounds, in one implicit transaction. Inside a caller's
+// transaction it is that one statement. Its event names the allocation as
+// it was released, the releasing manager as its actor, and the reusable
+// time; a release of what is not held (of a generation that moved on) is
+// one round trip too, and writes nothing.
+func TestReleaseIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, pool, sent := countedClient(t)
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	sched, err := engine.New(pool, engine.Config{Actor: "scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, want int64, f func() (bool, error), released bool) {
+		t.Helper()
+		before := sent.n.Load()
+		ok, err := f()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := sent.n.Load() - before; n != want {
+			t.Errorf("%s: %d round trips, want %d", what, n, want)
+		}
+		if ok != released {
+			t.Errorf("%s: released %v, want %v", what, ok, released)
+		}
+	}
+	event := func(what string, a engine.Allocation, actor string) {
+		t.Helper()
+		var typ, gotActor, owner, org, data string
+		var gen int64
+		var at, releasedAt, reusableAt time.Time
+		if err := pool.QueryRow(ctx, `SELECT e.type, e.actor, e.owner_id, coalesce(e.org_id, ''), e.generation, e.data->>'reusable_at',
+				e.at, a.released_at, a.reusable_at
+			FROM ipam_events e JOIN ipam_allocations a ON a.id = e.allocation_id
+			WHERE e.allocation_id = $1 AND e.type LIKE '%.released'`, a.ID).Scan(&typ, &gotActor, &owner, &org, &gen, &data,
+			&at, &releasedAt, &reusableAt); err != nil {
+			t.Fatalf("%s: its event: %v", what, err)
+		}
+		if typ != "instance.released" || gotActor != actor || owner != a.Owner.ID || org != a.Owner.OrgID || gen != a.Generation ||
+			!at.Equal(releasedAt) || data != reusableAt.UTC().Format(time.RFC3339) {
+			t.Errorf("%s: event %s by %s of %s (org %q, generation %d) at %s, reusable %s; want instance.released by %s of %s "+
+				"(org %q, generation %d) at %s, reusable %s", what, typ, gotActor, owner, org, gen, at, data,
+				actor, a.Owner.ID, a.Owner.OrgID, a.Generation, releasedAt, reusableAt.UTC().Format(time.RFC3339))
+		}
+	}
+	alloc := func(c *engine.Client, id string) engine.Allocation {
+		t.Helper()
+		o := instance(id)
+		o.OrgID = "acme"
+		a, err := c.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Allocation
+	}
+
+	// Terraform's destroy names the generation; another manager may release
+	// with it, and is the event's actor.
+	a := alloc(st, "i1")
+	step("release with the generation", 1, func() (bool, error) { return sched.Release(ctx, "c1", a.Owner, a.Generation) }, true)
+	event("release with the generation", a, "scheduler")
+	step("release of a generation that moved on", 1, func() (bool, error) { return st.Release(ctx, "c1", a.Owner, a.Generation) }, false)
+
+	// The scheduler's own release names none.
+	b := alloc(sched, "i2")
+	step("release without a generation", 1, func() (bool, error) { return true, sched.ReleaseInstance(ctx, nil, "c1", "i2") }, true)
+	event("release without a generation", b, "scheduler")
+
+	// In the caller's transaction: one statement.
+	c := alloc(sched, "i3")
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	step("release in a caller's transaction", 1, func() (bool, error) { return true, sched.ReleaseInstance(ctx, tx, "c1", "i3") }, true)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	event("release in a caller's transaction", c, "scheduler")
+}

@@ -136,9 +136,12 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 	WHERE cluster_id = $1 AND address = $2 FOR UPDATE`
 
 // sqlRelease puts the owner's active allocation (of @generation, or any with 0)
-// into its cooldown. A release without a generation releases only an
-// allocation of its own @actor: one that names no holder must not take
-// another manager's allocation (releaseTx says owner_conflict then).
+// into its cooldown, and writes its release event (@event its id,
+// @event_type; its actor is the releasing manager, @actor, and its data the
+// reusable time, in RFC 3339 seconds as the operator's release writes it).
+// A release without a generation releases only an allocation of its own
+// @actor: one that names no holder must not take another manager's
+// allocation (releaseTx says owner_conflict then).
 //
 // It takes the pool's lock (FOR KEY SHARE) before the row, as every writer
 // of a pool's rows does (the locking order: pool, then rows): the release's
@@ -155,7 +158,13 @@ var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 	FROM pool p
 	WHERE p.id = a.pool_id AND a.cluster_id = @cluster AND a.owner_kind = @kind AND a.owner_id = @owner
 		AND a.state = 'active' AND `+releaseMatchSQL+`
-	RETURNING a.*)`+movedOut+countMoved+`
+	RETURNING a.*)`+movedOut+countMoved+`, e AS (
+		INSERT INTO ipam_events (`+eventColumns+`, at)
+		SELECT @event, @event_type, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+			node_id, instance_id, @actor, jsonb_build_object('reusable_at',
+				to_char(reusable_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')), released_at
+		FROM a
+	)
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
 		coalesce(a.owner_kind, ''), coalesce(a.owner_id, ''), coalesce(a.org_id, ''), coalesce(a.env_id, ''),
 		coalesce(a.node_id, ''), coalesce(a.instance_id, ''), coalesce(a.actor, ''),
