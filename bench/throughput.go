@@ -533,96 +533,111 @@ func (r *runner) indexBreakdown(ctx context.Context, dbURL string, n int, cells 
 	return lines
 }
 
-// decompose measures the cost of an allocation's writes built up one piece
-// at a time, each piece one autocommit statement (one round trip, one
-// commit), 4 clients: what the rows and their indexes cost the server,
-// apart from round trips.
+// decompose measures the placement's writes built up one piece at a time,
+// each in the placement transaction (BEGIN; the scheduler's own row; the
+// writes; COMMIT) at one client and at the most clients, the steps taking
+// turns round by round: from the scheduler's row alone, through the leanest
+// allocation row the product could write, to the allocation's writes alone
+// (placementWritesLabel). Each step's ratio to the scheduler's row alone in
+// the same round is what the writes leave of the transaction: the floor
+// under the placement's targets, and what each guarantee costs of it.
 func (r *runner) decompose(ctx context.Context, dbURL string) error {
 	vp, err := r.variantSetup(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	pc, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
+	if _, err := r.execDB(ctx, dbURL, placementTable+`;
+		CREATE TABLE IF NOT EXISTS bench_alloc_floor (LIKE ipam_allocations INCLUDING DEFAULTS);
+		CREATE UNIQUE INDEX IF NOT EXISTS bench_alloc_floor_id ON bench_alloc_floor (id);
+		CREATE UNIQUE INDEX IF NOT EXISTS bench_alloc_floor_address ON bench_alloc_floor (cluster_id, address);
+		CREATE UNIQUE INDEX IF NOT EXISTS bench_alloc_floor_owner ON bench_alloc_floor (cluster_id, owner_kind, owner_id)
+			WHERE state IN ('active', 'reserved');
+		CREATE SEQUENCE IF NOT EXISTS bench_floor_ordinal START 1099511627776`); err != nil {
 		return err
 	}
-	const n = 4
-	pc.MaxConns = n
-	genericPlans(pc)
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	var ord atomic.Int64
-	ord.Store(1 << 40) // far above what the stripes hand out
-	addr := func() (netip.Prefix, int64) {
-		o := ord.Add(1)
-		a, _ := vp.layout.Addr(o)
-		return netip.PrefixFrom(a, 128), o
-	}
+	seqRow := floorSQL("bench_alloc_floor", false, false)
 	steps := []struct {
 		name string
-		op   func(ctx context.Context, c *pgx.Conn, w, i int) error
+		op   func(ctx context.Context, tx pgx.Tx, owner string) error
 	}{
-		{"INSERT of the pgbench row (1 index)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
-			_, err := c.Exec(ctx, `INSERT INTO bench_insert (client, note) VALUES ($1, 'pgbench reference row')`, w)
-			return err
+		{"the scheduler's row alone (the reference)", nil},
+		{"+ the leanest allocation row: a copy of the table with only its unique indexes (id, cluster+address, owner), " +
+			"no trigger, foreign key or constraint, its ordinal from a sequence", func(ctx context.Context, tx pgx.Tx, owner string) error {
+			return tx.QueryRow(ctx, seqRow, floorArgs(vp, owner)).Scan(new(int64))
 		}},
-		{"INSERT of an allocation row alone (the table's indexes)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
-			a, o := addr()
-			_, err := c.Exec(ctx, `INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation,
-					owner_kind, owner_id, org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
-				VALUES ($1, $2, $3, $4, $5, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now())`,
-				newUUID(), vp.clusterID, vp.poolID, a, o, fmt.Sprintf("d1-%d-%d", w, i))
-			return err
-		}},
-		{"the same row into a copy of the table with only its unique indexes (pkey, cluster+address, owner)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
-			a, o := addr()
-			_, err := c.Exec(ctx, `INSERT INTO bench_alloc_lean (id, cluster_id, pool_id, address, ordinal, state, generation,
-					owner_kind, owner_id, org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
-				VALUES ($1, $2, $3, $4, $5, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now())`,
-				newUUID(), vp.clusterID, vp.poolID, a, o, fmt.Sprintf("d1-%d-%d", w, i))
-			return err
-		}},
-		{"allocation row + its event (one statement, data-modifying CTE)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
-			a, o := addr()
-			return c.QueryRow(ctx, twoRTInsertSQL, newUUID(), vp.clusterID, vp.poolID, a, o, fmt.Sprintf("d2-%d-%d", w, i), newUUID()).Scan(new(int64))
-		}},
-		{"allocation row + event + the stripe pick and advance (= experiment: 1 statement)", func(ctx context.Context, c *pgx.Conn, w, i int) error {
-			return oneStatement(ctx, c, vp, fmt.Sprintf("d3-%d-%d", w, i))
+		{"+ the ordinal from the pool's stripe (its pick and advance: dense addresses, the pool's count), same copy",
+			func(ctx context.Context, tx pgx.Tx, owner string) error {
+				return floorStatement(ctx, tx, floorSQL("bench_alloc_floor", true, false), vp, owner)
+			}},
+		{"+ the real table (its other indexes, the in-pool trigger, the foreign key, the constraints)",
+			func(ctx context.Context, tx pgx.Tx, owner string) error {
+				return floorStatement(ctx, tx, floorSQL("ipam_allocations", true, false), vp, owner)
+			}},
+		{"+ the allocation's event (= " + placementWritesLabel + ")", func(ctx context.Context, tx pgx.Tx, owner string) error {
+			return oneStatement(ctx, tx, vp, owner)
 		}},
 	}
-	if _, err := r.execDB(ctx, dbURL, `CREATE TABLE IF NOT EXISTS bench_alloc_lean (LIKE ipam_allocations INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
-		ALTER TABLE bench_alloc_lean ADD PRIMARY KEY (id);
-		CREATE UNIQUE INDEX ON bench_alloc_lean (cluster_id, address);
-		CREATE UNIQUE INDEX ON bench_alloc_lean (cluster_id, owner_kind, owner_id) WHERE state IN ('active', 'reserved')`); err != nil {
-		return err
-	}
+	clients := []int{1, r.sz.Clients[len(r.sz.Clients)-1]}
+	rounds := max(1, min(2, r.sz.Rounds))
 	dur := r.sz.CellDuration / 2
-	lines := []string{"| writes, one autocommit statement each, 4 clients | ops/s | server CPU/op | client CPU/op | WAL/op | index entries/op |", "|---|---|---|---|---|---|"}
-	for _, st := range steps {
-		conns := make([]*pgxpool.Conn, n)
-		for w := range conns {
-			if conns[w], err = pool.Acquire(ctx); err != nil {
-				return err
+	lines := []string{"| writes in the placement transaction | clients | tx/s | ratio to the scheduler's row alone | server CPU/tx | WAL/tx | index entries/tx |",
+		"|---|---|---|---|---|---|---|"}
+	var seq atomic.Int64
+	for _, n := range clients {
+		pc, err := pgxpool.ParseConfig(dbURL)
+		if err != nil {
+			return err
+		}
+		pc.MaxConns = int32(n)
+		genericPlans(pc)
+		pool, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return err
+		}
+		cells := make([][]cell, len(steps))
+		for round := 0; round < rounds; round++ {
+			for j := range steps {
+				k := (j + round) % len(steps)
+				st := steps[k]
+				r.logf("throughput: the placement's writes built up, %d clients, round %d: %s", n, round+1, st.name)
+				c := r.timed(ctx, st.name, n, 5, dur, func(ctx context.Context, w, i int) error {
+					id := fmt.Sprintf("f%d", seq.Add(1))
+					return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						if _, err := tx.Exec(ctx, `INSERT INTO bench_placements (instance_id, cluster_id, node_id) VALUES ($1, $2, $3)`,
+							id, vp.clusterID, "node-"+strconv.Itoa(w)); err != nil {
+							return err
+						}
+						if st.op == nil {
+							return nil
+						}
+						return st.op(ctx, tx, id)
+					})
+				})
+				if c.err != nil {
+					pool.Close()
+					return fmt.Errorf("%s, %d clients: %w", st.name, n, c.err)
+				}
+				cells[k] = append(cells[k], c)
 			}
 		}
-		c := r.timed(ctx, st.name, n, 5, dur, func(ctx context.Context, w, i int) error { return st.op(ctx, conns[w].Conn(), w, i) })
-		for _, cn := range conns {
-			cn.Release()
+		pool.Close()
+		for k, st := range steps {
+			var rates, ratios []float64
+			for i, c := range cells[k] {
+				rates = append(rates, c.rate())
+				ratios = append(ratios, c.rate()/cells[0][i].rate())
+			}
+			m := merge(cells[k])
+			srv, _, wal, ok := m.perOp()
+			if !ok {
+				return fmt.Errorf("no CPU figures (server not on this machine)")
+			}
+			e, _ := m.perOpWrites()
+			lines = append(lines, fmt.Sprintf("| %s | %d | %s | %.2f | %s | %d B | %s |", st.name, n, num(medianF(rates)), medianF(ratios), us(srv), wal, e))
 		}
-		if c.err != nil {
-			return fmt.Errorf("%s: %w", st.name, c.err)
-		}
-		srv, cli, wal, ok := c.perOp()
-		if !ok {
-			return fmt.Errorf("no CPU figures (server not on this machine)")
-		}
-		e, _ := c.perOpWrites()
-		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s | %d B | %s |", st.name, num(c.rate()), us(srv), us(cli), wal, e))
 	}
-	r.rep.note("Throughput: the cost of an allocation's writes, built up (server CPU per operation)", lines)
+	r.rep.note("Throughput: the placement's writes, built up (each step adds one piece to the one above it, in the placement "+
+		"transaction; the steps take turns, the ratio is to the scheduler's row alone in the same round, median of the rounds)", lines)
 	return nil
 }
 
@@ -746,36 +761,61 @@ var variants = []variant{
 	},
 }
 
-const oneStatementSQL = `WITH pick_up AS MATERIALIZED (
+// floorSQL is the allocation's writes as one statement, without the
+// allocator's checks: the row into table (ipam_allocations, or the
+// decomposition's lean copy), its ordinal from the pool's stripe (the
+// allocator's pick in a caller's transaction and its advance) or, without
+// stripe, from the decomposition's sequence, and with event its event.
+// Its parameters are named (floorArgs): @pool, @stride, @row (the row's
+// id), @cluster, @base (the pool's first address), @owner, @event (the
+// event's id).
+func floorSQL(table string, stripe, event bool) string {
+	ord := `
+	s AS (SELECT nextval('bench_floor_ordinal') AS ord),`
+	if stripe {
+		ord = `
+	pick_up AS MATERIALIZED (
 		-- the allocator's pick in a caller's transaction: the first unlocked
 		-- stripe with room from the owner's, in stripe order, wrapping round
 		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND stripe >= (hashtext($6) & 2147483647) % $2 AND next_ordinal <= last_ordinal
+		WHERE pool_id = @pool AND stripe >= (hashtext(@owner) & 2147483647) % @stride AND next_ordinal <= last_ordinal
 		ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
 	pick_round AS MATERIALIZED (
 		SELECT stripe FROM ipam_pool_stripes
-		WHERE pool_id = $1 AND stripe < (hashtext($6) & 2147483647) % $2 AND next_ordinal <= last_ordinal
+		WHERE pool_id = @pool AND stripe < (hashtext(@owner) & 2147483647) % @stride AND next_ordinal <= last_ordinal
 			AND NOT EXISTS (SELECT 1 FROM pick_up)
 		ORDER BY stripe LIMIT 1 FOR UPDATE SKIP LOCKED),
 	pick AS MATERIALIZED (SELECT * FROM pick_up UNION ALL SELECT * FROM pick_round),
 	s AS (
-		UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + $2
+		UPDATE ipam_pool_stripes s SET next_ordinal = s.next_ordinal + @stride
 		FROM pick
-		WHERE s.pool_id = $1 AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
-		RETURNING s.next_ordinal - $2 AS ord),
+		WHERE s.pool_id = @pool AND s.stripe = pick.stripe AND s.next_ordinal <= s.last_ordinal
+		RETURNING s.next_ordinal - @stride AS ord),`
+	}
+	sql := `WITH` + ord + `
 	a AS (
-		INSERT INTO ipam_allocations (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
+		INSERT INTO ` + table + ` (id, cluster_id, pool_id, address, ordinal, state, generation, owner_kind, owner_id,
 			org_id, env_id, instance_id, actor, allocated_at, last_seen_at)
-		SELECT $3, $4, $1, $5::inet + s.ord, s.ord, 'active', 1, 'instance', $6, 'acme', 'prod', $6, 'bench', now(), now()
+		SELECT @row, @cluster, @pool, @base::inet + s.ord, s.ord, 'active', 1, 'instance', @owner, 'acme', 'prod', @owner, 'bench', now(), now()
 		FROM s
 		ON CONFLICT (cluster_id, address) DO NOTHING
-		RETURNING *),
+		RETURNING *)`
+	if event {
+		sql += `,
 	e AS (
 		INSERT INTO ipam_events (id, type, cluster_id, pool_id, allocation_id, generation, address, owner_kind, owner_id,
 			org_id, env_id, node_id, instance_id, actor)
-		SELECT $7, 'instance.allocated', cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-			node_id, instance_id, actor FROM a)
+		SELECT @event, 'instance.allocated', cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+			node_id, instance_id, actor FROM a)`
+	}
+	return sql + `
 	SELECT ordinal FROM a`
+}
+
+// oneStatementSQL is the allocation's writes alone: the stripe's pick and
+// advance, the row and its event, in one statement (the experiments "1
+// statement" and the placement with the allocation's writes alone).
+var oneStatementSQL = floorSQL("ipam_allocations", true, true)
 
 // rowQuerier is a connection or a transaction.
 type rowQuerier interface {
@@ -787,9 +827,22 @@ var errNoStripe = errors.New("no stripe (all locked or spent)")
 // oneStatement runs oneStatementSQL on a connection or in a transaction
 // (the placement experiment).
 func oneStatement(ctx context.Context, conn rowQuerier, p *variantPool, owner string) error {
+	return floorStatement(ctx, conn, oneStatementSQL, p, owner)
+}
+
+// floorArgs are floorSQL's parameters, for owner in the pool p: those a
+// statement does not name are left out.
+func floorArgs(p *variantPool, owner string) pgx.NamedArgs {
+	return pgx.NamedArgs{"pool": p.poolID, "stride": p.stride, "row": newUUID(), "cluster": p.clusterID, "base": p.base,
+		"owner": owner, "event": newUUID()}
+}
+
+// floorStatement runs one of floorSQL's statements with a stripe, trying
+// again while every stripe is locked.
+func floorStatement(ctx context.Context, conn rowQuerier, sql string, p *variantPool, owner string) error {
 	for attempt := 0; attempt < 100; attempt++ {
 		var ord int64
-		err := conn.QueryRow(ctx, oneStatementSQL, p.poolID, p.stride, newUUID(), p.clusterID, p.base, owner, newUUID()).Scan(&ord)
+		err := conn.QueryRow(ctx, sql, floorArgs(p, owner)).Scan(&ord)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // every stripe locked (or an exact claim took the ordinal): try again
 		}
