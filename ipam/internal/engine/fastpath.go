@@ -219,14 +219,15 @@ func readTaken(br pgx.BatchResults) ([]AllocateResult, error) {
 	return got, err
 }
 
-// takeErr names the failure of a take statement whose bounded context
-// (takeContext) ran out: a lock another session holds, or no answer.
+// takeErr names the failure of a one-statement call (a take, or a release)
+// whose bounded context (takeContext) ran out: a lock another session
+// holds, or no answer.
 func (s *Client) takeErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), errTakeBound) {
 		if h := s.lockHoldersNow(); h != "" {
 			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
-		return &TimeoutError{What: "the one-statement allocation did not answer", Timeout: s.bounds.lock + 2*time.Second}
+		return &TimeoutError{What: "the one-statement call (an allocation, a hold or a release) did not answer", Timeout: s.bounds.lock + 2*time.Second}
 	}
 	return err
 }

@@ -151,7 +151,8 @@ func TestSetRefreshIsOneRoundTrip(t *testing.T) {
 // A release (a Terraform destroy, the scheduler's ReleaseInstance) costs one
 // round trip: the release and its event in one statement, after the
 // store's bounds, in one implicit transaction. Inside a caller's
-// transaction it is that one statement. Its event names the allocation as
+// transaction it is one batch too, the savepoint's that an allocation there
+// uses. Its event names the allocation as
 // it was released, the releasing manager as its actor, and the reusable
 // time; a release of what is not held (of a generation that moved on) is
 // one round trip too, and writes nothing.
