@@ -104,7 +104,7 @@ mutants=(
 	# leaves one guard out of one statement, which the proof test catches.
 	"guard-owner-free|ipam/internal/engine/handout.go|s/(guardOwnerFree = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/internal/engine/"
 	"event-origin-unstamped|migrations/026_event_origin.sql|s/ADD COLUMN origin text DEFAULT nullif\(current_setting\('ipam.origin', true\), ''\);/ADD COLUMN origin text;/|^TestEveryEventRecordsItsOrigin\$|./ipam/internal/engine/"
-	"shared-take-acks-uncommitted|ipam/internal/engine/fastpath.go|s/\t\treturn nil, s.takeErr\(ctx, err\)/\t\treturn got, s.takeErr(ctx, err)/|^TestSharedStatementWhoseCommitFailsAcknowledgesNothing\$|./ipam/internal/engine/"
+	"shared-take-acks-uncommitted|ipam/internal/engine/fastpath.go|s/\t\treturn nil, err\n\t\}\n\treturn got, nil/\t\treturn got, err\n\t}\n\treturn got, nil/|^TestSharedStatementWhoseCommitFailsAcknowledgesNothing\$|./ipam/internal/engine/"
 	"guard-no-lost-hold|ipam/internal/engine/handout.go|s/(guardNoLostHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^(TestReserveReportsLostHold|TestHandOutRulesOnEveryPath)\$|./ipam/internal/engine/"
 	"guard-node-blocks-first|ipam/internal/engine/handout.go|s/(guardNodeBlocksFirst = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHandOutRulesOnEveryPath\$|./ipam/internal/engine/"
 	"guard-counter-shape|ipam/internal/engine/handout.go|s/(guardCounterShape = guard\{[^\n]*\n\t\tfunc\(guardAt\) string \{\n\t\t\treturn \`)/\$1kind IN ('counter', 'table') OR /|^TestHandOutRulesOnEveryPath\$|./ipam/internal/engine/"

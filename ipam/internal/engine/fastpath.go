@@ -165,35 +165,49 @@ type takeStmt struct {
 }
 
 // runTakes runs statements that each return any number of allocations in
-// runOne's batch, after the store's bounds: one round trip, one implicit
-// transaction. It returns each statement's rows only once the batch has
-// ended without error: until the commit, a row returned is not an
+// one round trip (oneTrip). It returns each statement's rows only once the
+// batch has ended without error: until the commit, a row returned is not an
 // allocation.
 func (s *Client) runTakes(ctx context.Context, stmts ...takeStmt) ([][]AllocateResult, error) {
+	got := make([][]AllocateResult, len(stmts))
+	err := s.oneTrip(ctx, func(b *pgx.Batch) {
+		for _, st := range stmts {
+			b.Queue(st.sql, st.args...)
+		}
+	}, func(br pgx.BatchResults) (err error) {
+		for i := range got {
+			if got[i], err = readTaken(br); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// oneTrip sends the statements queue adds after the store's bounds in one
+// batch, one round trip and one implicit transaction (runOne's), and reads
+// their results with read. An error at the batch's end, its Sync (the
+// commit), is the call's: what read read before it was never acknowledged
+// by the server. A wait that runs into the bounds is named (takeErr).
+func (s *Client) oneTrip(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	ctx, cancel := s.takeContext(ctx)
 	defer cancel() // pgx closes a connection its deadline interrupted
 	b := &pgx.Batch{}
 	s.queueBounds(b)
-	for _, st := range stmts {
-		b.Queue(st.sql, st.args...)
-	}
+	queue(b)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
-	got := make([][]AllocateResult, len(stmts))
-	for i := range got {
-		if err == nil {
-			got[i], err = readTaken(br)
-		}
+	if err == nil {
+		err = read(br)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		// Rows read before the commit failed were never acknowledged by the
-		// server: the batch's error (at its Sync, the commit) voids them.
-		return nil, s.takeErr(ctx, err)
-	}
-	return got, nil
+	return s.takeErr(ctx, err)
 }
 
 // readTaken reads the rows of a take statement, the next result of br.

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,14 +45,13 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 }
 
 // releaseOne is Release in one round trip: the release statement, which
-// writes its event, after the store's bounds in one batch, one implicit
-// transaction, as the one-statement allocations run (in a caller's
-// transaction: in oneInTx's batch). ok is false when the full path decides:
-// nothing released without a generation (a no-op, or another manager's
-// allocation, which the full path names; in a caller's transaction nothing
-// released at all), or a failure that is not a wait running into the
-// bounds (the full path runs the transaction again where that helps, and
-// names the rest).
+// writes its event, in oneTrip's batch, as the one-statement allocations
+// run (in a caller's transaction: in oneInTx's batch). ok is false when the
+// full path decides: nothing released without a generation (a no-op, or
+// another manager's allocation, which the full path names; in a caller's
+// transaction nothing released at all), or a failure that is not a wait
+// running into the bounds (the full path runs the transaction again where
+// that helps, and names the rest).
 func (s *Client) releaseOne(ctx context.Context, clusterID string, o Owner, generation int64) (released, ok bool, err error) {
 	args := s.releaseArgs(clusterID, o, generation)
 	if s.outer != nil {
@@ -63,27 +61,22 @@ func (s *Client) releaseOne(ctx context.Context, clusterID string, o Owner, gene
 		})
 		return found, found || err != nil, err
 	}
-	bctx, cancel := s.takeContext(ctx)
-	defer cancel() // pgx closes a connection its deadline interrupted
-	b := &pgx.Batch{}
-	s.queueBounds(b)
-	b.Queue(sqlRelease.sql, args)
-	br := s.pool.SendBatch(bctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		_, err = scanAllocation(br.QueryRow())
-	}
-	if cerr := br.Close(); err == nil || errors.Is(err, ErrNotFound) {
-		// The commit's error, at the batch's end, voids the row read.
-		err = cmp.Or(cerr, err)
-	}
+	found := false
+	err = s.oneTrip(ctx, func(b *pgx.Batch) { b.Queue(sqlRelease.sql, args) }, func(br pgx.BatchResults) error {
+		_, err := scanAllocation(br.QueryRow())
+		found = err == nil
+		if errors.Is(err, ErrNotFound) {
+			return nil // nothing of that generation, or of this manager's
+		}
+		return err
+	})
 	switch {
-	case err == nil:
+	case err == nil && found:
 		return true, true, nil
-	case errors.Is(err, ErrNotFound):
+	case err == nil:
 		return false, generation != 0, nil
 	}
-	if werr := s.waitErr(s.takeErr(bctx, err)); werr != nil {
+	if werr := s.waitErr(err); werr != nil {
 		return false, true, werr
 	}
 	return false, false, nil

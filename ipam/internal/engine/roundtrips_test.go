@@ -181,21 +181,22 @@ func TestReleaseIsOneRoundTrip(t *testing.T) {
 	}
 	event := func(what string, a engine.Allocation, actor string) {
 		t.Helper()
-		var typ, gotActor, owner, org, data string
+		var typ, gotActor, owner, org string
 		var gen int64
-		var at, releasedAt, reusableAt time.Time
-		if err := pool.QueryRow(ctx, `SELECT e.type, e.actor, e.owner_id, coalesce(e.org_id, ''), e.generation, e.data->>'reusable_at',
-				e.at, a.released_at, a.reusable_at
+		var at, releasedAt time.Time
+		var data, reusableAt *time.Time
+		if err := pool.QueryRow(ctx, `SELECT e.type, e.actor, e.owner_id, coalesce(e.org_id, ''), e.generation,
+				(e.data->>'reusable_at')::timestamptz, e.at, a.released_at, a.reusable_at
 			FROM ipam_events e JOIN ipam_allocations a ON a.id = e.allocation_id
 			WHERE e.allocation_id = $1 AND e.type LIKE '%.released'`, a.ID).Scan(&typ, &gotActor, &owner, &org, &gen, &data,
 			&at, &releasedAt, &reusableAt); err != nil {
 			t.Fatalf("%s: its event: %v", what, err)
 		}
 		if typ != "instance.released" || gotActor != actor || owner != a.Owner.ID || org != a.Owner.OrgID || gen != a.Generation ||
-			!at.Equal(releasedAt) || data != reusableAt.UTC().Format(time.RFC3339) {
-			t.Errorf("%s: event %s by %s of %s (org %q, generation %d) at %s, reusable %s; want instance.released by %s of %s "+
-				"(org %q, generation %d) at %s, reusable %s", what, typ, gotActor, owner, org, gen, at, data,
-				actor, a.Owner.ID, a.Owner.OrgID, a.Generation, releasedAt, reusableAt.UTC().Format(time.RFC3339))
+			!at.Equal(releasedAt) || data == nil || reusableAt == nil || !data.Equal(*reusableAt) {
+			t.Errorf("%s: event %s by %s of %s (org %q, generation %d) at %s, reusable %v; want instance.released by %s of %s "+
+				"(org %q, generation %d) at %s, reusable %v", what, typ, gotActor, owner, org, gen, at, data,
+				actor, a.Owner.ID, a.Owner.OrgID, a.Generation, releasedAt, reusableAt)
 		}
 	}
 	alloc := func(c *engine.Client, id string) engine.Allocation {

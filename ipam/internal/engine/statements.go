@@ -138,7 +138,7 @@ const sqlClaimProbe = `SELECT ` + allocColumns + ` FROM ipam_allocations
 // sqlRelease puts the owner's active allocation (of @generation, or any with 0)
 // into its cooldown, and writes its release event (@event its id,
 // @event_type; its actor is the releasing manager, @actor, and its data the
-// reusable time, in RFC 3339 seconds as the operator's release writes it).
+// reusable time, as the inheriting statement writes it).
 // A release without a generation releases only an allocation of its own
 // @actor: one that names no holder must not take another manager's
 // allocation (releaseTx says owner_conflict then).
@@ -161,8 +161,7 @@ var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 	RETURNING a.*)`+movedOut+countMoved+`, e AS (
 		INSERT INTO ipam_events (`+eventColumns+`, at)
 		SELECT @event, @event_type, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-			node_id, instance_id, @actor, jsonb_build_object('reusable_at',
-				to_char(reusable_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')), released_at
+			node_id, instance_id, @actor, jsonb_build_object('reusable_at', reusable_at), released_at
 		FROM a
 	)
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
