@@ -422,9 +422,9 @@ func (s *Client) reclaimOne(ctx context.Context, rep LeakReport, l Leak, opt Rec
 		return s.insertEvent(ctx, tx, Event{Type: EventReclaimed, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
 			Data: map[string]any{
-				"reusable_at":         reusable.Format(time.RFC3339),
+				"reusable_at":         reusable,
 				"report_kind":         rep.Kind,
-				"report_generated_at": rep.GeneratedAt.UTC().Format(time.RFC3339Nano),
+				"report_generated_at": rep.GeneratedAt.UTC(),
 				"reason":              l.Reason,
 				"holder_actor":        a.Actor,
 			}})

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"time"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -168,6 +170,9 @@ func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 	evs, err := engine.OperatorOf(f.st).ListEvents(f.ctx, engine.EventFilter{Types: []string{engine.EventReclaimed}})
 	if err != nil || len(evs) != 1 || evs[0].Owner.ID != "i5" || evs[0].Actor != "terraform" || evs[0].Data["reusable_at"] == nil || evs[0].Data["report_kind"] != "inventory" {
 		t.Fatalf("reclaimed events: %+v %v", evs, err)
+	}
+	if s, _ := evs[0].Data["reusable_at"].(string); s != res[2].ReusableAt.Format(time.RFC3339Nano) {
+		t.Fatalf("the reclaim's event says reusable at %q, the row at %s", s, res[2].ReusableAt.Format(time.RFC3339Nano))
 	}
 	// Applying the same report again releases nothing more.
 	res, err = engine.OperatorOf(f.st).Reclaim(f.ctx, rep, engine.ReclaimOptions{Apply: true, Inventory: inv("i1", "i2", "i3")})

@@ -179,13 +179,13 @@ func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (R
 			}
 		}
 		res.Allocation = a
-		data := map[string]any{"reusable_at": a.ReusableAt.UTC().Format(time.RFC3339), "reason": req.Reason,
+		data := map[string]any{"reusable_at": a.ReusableAt.UTC(), "reason": req.Reason,
 			"released_by": "operator", "holder_actor": a.Actor}
 		if f.held {
 			data["forced"] = true
 		}
 		if f.confirmed != nil {
-			data["confirmed_at"] = f.confirmed.UTC().Format(time.RFC3339)
+			data["confirmed_at"] = f.confirmed.UTC()
 		}
 		return s.insertEvent(ctx, tx, Event{Type: eventTypes[a.Owner.Kind].released, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: data})

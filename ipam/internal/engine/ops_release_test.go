@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"time"
+
 	"errors"
 	"strings"
 	"testing"
@@ -95,8 +97,25 @@ func TestReleaseAllocation(t *testing.T) {
 		if r.ConfirmedAt.IsZero() || state(a.Address.String()) != engine.StateCooling {
 			t.Fatalf("a forced release: %+v", r)
 		}
-		if evs := events("node.released"); len(evs) != 1 || evs[0].Data["forced"] != true || evs[0].Data["confirmed_at"] == nil {
+		evs := events("node.released")
+		if len(evs) != 1 || evs[0].Data["forced"] != true {
 			t.Fatalf("the forced release's event: %+v", evs)
+		}
+		// The event records the row's times exactly, as the one-statement
+		// release's event does: the check's cooldown audit reads them.
+		recorded := func(key string) time.Time {
+			s, _ := evs[0].Data[key].(string)
+			at, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				t.Fatalf("the forced release's event: %s %q: %v", key, s, err)
+			}
+			return at
+		}
+		if got := recorded("reusable_at"); !got.Equal(r.Allocation.ReusableAt) {
+			t.Fatalf("the forced release's event says reusable at %s, the row at %s", got, r.Allocation.ReusableAt)
+		}
+		if got := recorded("confirmed_at"); !got.Equal(r.ConfirmedAt) {
+			t.Fatalf("the forced release's event says confirmed at %s, the row at %s", got, r.ConfirmedAt)
 		}
 	})
 
