@@ -249,7 +249,8 @@ func checkInPool(ctx context.Context, tx pgx.Tx, clusterID string, pools map[str
 // owner taking it back for a while, a hold of its that expired, ...). The same
 // owner may take its own cooling address back. Releases that recorded no
 // reusable time (a dropped hold) are not judged. The hand-outs and releases
-// are read once, sorted by address and time (sqlCheckCooldown).
+// are read once each; only the hand-outs that follow a release still
+// cooling at their time are judged (sqlCheckCooldown).
 func checkCooldown(ctx context.Context, tx pgx.Tx, clusterID string, _ map[string]*Pool, rep *CheckReport) error {
 	alloc, release := allocationEventTypes()
 	rows, err := tx.Query(ctx, sqlCheckCooldown, clusterID, alloc, release)

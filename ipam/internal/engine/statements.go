@@ -971,40 +971,44 @@ const (
 
 	// sqlCheckCooldown finds the hand-outs to another owner before the reusable
 	// time of the address's latest release ($2: hand-out types, $3: release
-	// types). It reads the cluster's hand-outs and releases once, in address
-	// and time order: g numbers each address's releases, so that a hand-out
-	// shares its g with the latest release before it, the first row of its
-	// group. (A probe per hand-out for its latest release took twice as long
-	// at a million allocations, and an index entry for every release.)
-	sqlCheckCooldown = `WITH ev AS (
-			SELECT e.id, e.at, e.type, e.cluster_id, e.pool_id, e.address, coalesce(e.owner_kind, '') AS kind,
-				coalesce(e.owner_id, '') AS owner, NOT (e.type = ANY ($2) OR e.type LIKE '%.allocated') AS release,
-				(e.data->>'reusable_at')::timestamptz AS reusable
+	// types). A hand-out can break a cooldown only if some release of its
+	// address before it was still cooling at its time: those hand-outs
+	// (cand, a hash join of the cluster's hand-outs with its releases, read
+	// once each) are few, the same owners taking their own addresses back,
+	// and only they are judged against the latest release before them. (The
+	// cluster's hand-outs and releases sorted twice, by address and time and
+	// then by address and release group, took twice as long at a million
+	// allocations; a probe per hand-out for its latest release four times,
+	// and an index entry for every release.)
+	sqlCheckCooldown = `WITH rel AS MATERIALIZED (
+			SELECT e.id, e.at, e.cluster_id, e.address, coalesce(e.owner_kind, '') AS kind,
+				coalesce(e.owner_id, '') AS owner, (e.data->>'reusable_at')::timestamptz AS reusable
 			FROM ipam_events e
 			WHERE e.address IS NOT NULL AND ($1 = '' OR e.cluster_id = $1)
-				AND ((e.type = ANY ($2) OR e.type LIKE '%.allocated')
-					OR ((e.type = ANY ($3) OR e.type LIKE '%.released') AND e.data ? 'reusable_at'))
-		), numbered AS (
-			SELECT *, count(*) FILTER (WHERE release) OVER (PARTITION BY cluster_id, address ORDER BY at, id) AS g
-			FROM ev
-		), judged AS (
-			SELECT *, first_value(kind) OVER r AS r_kind, first_value(owner) OVER r AS r_owner,
-				first_value(at) OVER r AS r_at, first_value(reusable) OVER r AS r_reusable
-			FROM numbered
-			WINDOW r AS (PARTITION BY cluster_id, address, g ORDER BY at, id)
+				AND (e.type = ANY ($3) OR e.type LIKE '%.released') AND e.data ? 'reusable_at'
+				AND NOT (e.type = ANY ($2) OR e.type LIKE '%.allocated')
+		), cand AS MATERIALIZED (
+			SELECT e.id, e.at, e.type, e.cluster_id, e.pool_id, e.address, coalesce(e.owner_kind, '') AS kind,
+				coalesce(e.owner_id, '') AS owner
+			FROM ipam_events e
+			WHERE e.address IS NOT NULL AND ($1 = '' OR e.cluster_id = $1)
+				AND (e.type = ANY ($2) OR e.type LIKE '%.allocated')
+				AND EXISTS (SELECT FROM rel r WHERE r.cluster_id = e.cluster_id AND r.address = e.address
+					AND (r.at, r.id) < (e.at, e.id) AND r.reusable > e.at)
 		)
-		SELECT h.id::text, h.at, h.type, h.cluster_id, coalesce(h.pool_id, ''), h.address, h.kind, h.owner,
-			h.r_kind, h.r_owner, h.r_at, h.r_reusable
-		FROM judged h
-		-- Judged against the address's latest release before the hand-out: its
-		-- reusable_at was fixed then (an earlier, longer cooldown was cut short
-		-- by the same owner taking the address back and releasing it again).
-		-- g > 0 follows from the reusable time (a group without a release has
-		-- none); said here, it lets the planner drop those groups before the
-		-- second sort.
-		WHERE NOT h.release AND h.g > 0 AND h.r_reusable > h.at
-			AND (h.r_kind, h.r_owner) IS DISTINCT FROM (h.kind, h.owner)
-		ORDER BY h.at, h.id`
+		SELECT id, at, type, cluster_id, pool_id, address, kind, owner, r_kind, r_owner, r_at, r_reusable
+		FROM (
+			-- Judged against the address's latest release before the hand-out:
+			-- its reusable_at was fixed then (an earlier, longer cooldown was
+			-- cut short by the same owner taking the address back and
+			-- releasing it again).
+			SELECT DISTINCT ON (h.id) h.id::text, h.at, h.type, h.cluster_id, coalesce(h.pool_id, '') AS pool_id,
+				h.address, h.kind, h.owner, r.kind AS r_kind, r.owner AS r_owner, r.at AS r_at, r.reusable AS r_reusable
+			FROM cand h JOIN rel r ON r.cluster_id = h.cluster_id AND r.address = h.address AND (r.at, r.id) < (h.at, h.id)
+			ORDER BY h.id, r.at DESC, r.id DESC
+		) judged
+		WHERE r_reusable > at AND (r_kind, r_owner) IS DISTINCT FROM (kind, owner)
+		ORDER BY at, id`
 
 	sqlCheckIPv4PerEnv = `SELECT a.cluster_id, coalesce(a.env_id, a.owner_id, ''), count(*),
 			string_agg(host(a.address) || ' (' || a.pool_id || ', ' || coalesce(a.owner_kind, '') || ' ' || coalesce(a.owner_id, '') || ')', ', ' ORDER BY a.address)
