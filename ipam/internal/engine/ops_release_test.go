@@ -111,8 +111,8 @@ func TestReleaseAllocation(t *testing.T) {
 			}
 			return at
 		}
-		if got := recorded("reusable_at"); !got.Equal(r.Allocation.ReusableAt) {
-			t.Fatalf("the forced release's event says reusable at %s, the row at %s", got, r.Allocation.ReusableAt)
+		if got := recorded("reusable_at"); !got.Equal(r.ReusableAt) {
+			t.Fatalf("the forced release's event says reusable at %s, the row at %s", got, r.ReusableAt)
 		}
 		if got := recorded("confirmed_at"); !got.Equal(r.ConfirmedAt) {
 			t.Fatalf("the forced release's event says confirmed at %s, the row at %s", got, r.ConfirmedAt)
