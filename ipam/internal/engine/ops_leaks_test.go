@@ -1,13 +1,12 @@
 package engine_test
 
 import (
-	"time"
-
 	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )

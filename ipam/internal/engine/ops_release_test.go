@@ -1,11 +1,10 @@
 package engine_test
 
 import (
-	"time"
-
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
