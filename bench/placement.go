@@ -100,11 +100,7 @@ func (r *runner) placementCell(ctx context.Context, dbURL string, mode placement
 	return r.timed(ctx, label, n, 5, r.sz.CellDuration, func(ctx context.Context, w, i int) error {
 		id := fmt.Sprintf("%s-w%d-%d", cl.ID, w, i)
 		node := "node-" + strconv.Itoa(w)
-		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO bench_placements (instance_id, cluster_id, node_id) VALUES ($1, $2, $3)`,
-				id, cl.ID, node); err != nil {
-				return err
-			}
+		return place(ctx, db, id, cl.ID, node, func(tx pgx.Tx) error {
 			switch mode {
 			case placeIPAM:
 				_, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{ClusterID: cl.ID, InstanceID: id,
@@ -115,6 +111,18 @@ func (r *runner) placementCell(ctx context.Context, dbURL string, mode placement
 			}
 			return nil
 		})
+	})
+}
+
+// place is one placement transaction: BEGIN, the scheduler's own row for
+// the instance id on node, what alloc does in the transaction, COMMIT.
+func place(ctx context.Context, db *pgxpool.Pool, id, cluster, node string, alloc func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO bench_placements (instance_id, cluster_id, node_id) VALUES ($1, $2, $3)`,
+			id, cluster, node); err != nil {
+			return err
+		}
+		return alloc(tx)
 	})
 }
 

@@ -602,11 +602,7 @@ func (r *runner) decompose(ctx context.Context, dbURL string) error {
 				r.logf("throughput: the placement's writes built up, %d clients, round %d: %s", n, round+1, st.name)
 				c := r.timed(ctx, st.name, n, 5, dur, func(ctx context.Context, w, i int) error {
 					id := fmt.Sprintf("f%d", seq.Add(1))
-					return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-						if _, err := tx.Exec(ctx, `INSERT INTO bench_placements (instance_id, cluster_id, node_id) VALUES ($1, $2, $3)`,
-							id, vp.clusterID, "node-"+strconv.Itoa(w)); err != nil {
-							return err
-						}
+					return place(ctx, pool, id, vp.clusterID, "node-"+strconv.Itoa(w), func(tx pgx.Tx) error {
 						if st.op == nil {
 							return nil
 						}

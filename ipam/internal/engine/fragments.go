@@ -57,11 +57,14 @@ const allocInsertColumns = `id, cluster_id, pool_id, address, ordinal, state, ge
 // eventColumns are an allocation event's columns; eventOfRow fills the
 // columns after id and type, up to data, from an allocation row "a" of the
 // same statement (the one-statement paths write the event with the row).
+// eventOfAlloc is eventOfRow without the actor, for an event whose actor is
+// not the row's (a release names the releasing manager).
 const (
 	eventColumns = `id, type, cluster_id, pool_id, allocation_id, generation, address,
 	owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, data`
-	eventOfRow = `cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-	node_id, instance_id, actor`
+	eventOfAlloc = `cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
+	node_id, instance_id`
+	eventOfRow = eventOfAlloc + `, actor`
 )
 
 // fromClock reads the clock once, as now_at (see activateSet).

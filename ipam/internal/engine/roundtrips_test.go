@@ -152,10 +152,10 @@ func TestSetRefreshIsOneRoundTrip(t *testing.T) {
 // round trip: the release and its event in one statement, after the
 // store's bounds, in one implicit transaction. Inside a caller's
 // transaction it is one batch too, the savepoint's that an allocation there
-// uses. Its event names the allocation as
-// it was released, the releasing manager as its actor, and the reusable
-// time; a release of what is not held (of a generation that moved on) is
-// one round trip too, and writes nothing.
+// uses. Its event names the allocation as it was released, the releasing
+// manager as its actor, and the reusable time; a release of what is not
+// held (of a generation that moved on) is one round trip too, and writes
+// nothing.
 func TestReleaseIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -160,8 +160,7 @@ var sqlRelease = named("release", `WITH held AS MATERIALIZED (
 		AND a.state = 'active' AND `+releaseMatchSQL+`
 	RETURNING a.*)`+movedOut+countMoved+`, e AS (
 		INSERT INTO ipam_events (`+eventColumns+`, at)
-		SELECT @event, @event_type, cluster_id, pool_id, id, generation, address, owner_kind, owner_id, org_id, env_id,
-			node_id, instance_id, @actor, jsonb_build_object('reusable_at', reusable_at), released_at
+		SELECT @event, @event_type, `+eventOfAlloc+`, @actor, jsonb_build_object('reusable_at', reusable_at), released_at
 		FROM a
 	)
 	SELECT a.id, a.cluster_id, a.pool_id, a.address, a.ordinal, a.state, a.generation,
