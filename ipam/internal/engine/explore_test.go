@@ -117,6 +117,43 @@ type exploreEnv struct {
 	raw  *pgx.Conn
 }
 
+// exploreConfig is the explorer's client configuration. Short lock bounds: a
+// wait that the explorer's schedule makes endless (which it must not) fails
+// the run as busy instead of hanging it.
+var exploreConfig = engine.Config{Actor: "terraform", LockTimeout: 20 * time.Second}
+
+// exploreKept are the tables whose rows come with the schema (the
+// migrations' record): emptying a database for the next run keeps them.
+var exploreKept = []string{"ipam_schema_definitions", "ipam_schema_version"}
+
+// reset empties e's database for the next run of its pair and gives it a
+// new client. A run costs a fraction of what a new database for each did
+// (most of its CPU: the database's copy, then every backend reading the
+// catalogs again), and the pair's backends keep their caches. The new
+// client holds none of the last run's pools or batches. Every table but the
+// schema's own is emptied: a table a migration adds is emptied too.
+func (e *exploreEnv) reset() {
+	e.t.Helper()
+	// A run has ended when both of its operations have; wait for their
+	// connections to come back to the pool all the same.
+	for start := time.Now(); e.pool.Stat().AcquiredConns() > 0; time.Sleep(time.Millisecond) {
+		if time.Since(start) > hangBound {
+			e.t.Fatalf("%d connections still taken from the pool %v after the run ended", e.pool.Stat().AcquiredConns(), hangBound)
+		}
+	}
+	var tables string
+	if err := e.raw.QueryRow(e.ctx, `SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables
+		WHERE schemaname = current_schema() AND tablename <> ALL ($1)`, exploreKept).Scan(&tables); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exec(`TRUNCATE ` + tables)
+	st, err := engine.New(e.pool, exploreConfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.st = st
+}
+
 func newExploreEnv(t testing.TB) *exploreEnv {
 	t.Helper()
 	url := testdb.New(t)
@@ -132,9 +169,7 @@ func newExploreEnv(t testing.TB) *exploreEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	// Short lock bounds: a wait that the explorer's schedule makes endless
-	// (which it must not) fails the run as busy instead of hanging it.
-	st, err := engine.New(pool, engine.Config{Actor: "terraform", LockTimeout: 20 * time.Second})
+	st, err := engine.New(pool, exploreConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,30 +574,31 @@ func inCallersTx(name string, o engine.Owner, alloc func(context.Context, *explo
 // outcome breaks an invariant or the model.
 func explorePair(t *testing.T, fx exploreFixture, a, b exploreStep) {
 	t.Helper()
+	e := newExploreEnv(t)
 	for _, order := range [][2]exploreStep{{a, b}, {b, a}} {
 		first, second := order[0], order[1]
-		k := countBoundaries(t, fx, first)
+		k := countBoundaries(e, fx, first)
 		for i := 0; i <= k; i++ {
 			name := fmt.Sprintf("%s paused before statement %d of %d, then %s", first.name, i+1, k, second.name)
 			if i == k {
 				name = fmt.Sprintf("%s, then %s", first.name, second.name)
 			}
-			if msg := exploreRun(t, fx, first, second, int32(i)); msg != "" {
+			if msg := exploreRun(e, fx, first, second, int32(i)); msg != "" {
 				t.Errorf("%s [%s]:\n%s", name, fx.name, msg)
 			}
 		}
 	}
 }
 
-// countBoundaries runs step alone after the fixture and counts its
-// statement boundaries.
-func countBoundaries(t *testing.T, fx exploreFixture, step exploreStep) int {
-	t.Helper()
-	e := newExploreEnv(t)
+// countBoundaries runs step alone after the fixture, in e emptied, and
+// counts its statement boundaries.
+func countBoundaries(e *exploreEnv, fx exploreFixture, step exploreStep) int {
+	e.t.Helper()
+	e.reset()
 	fx.setup(e)
 	op := &exploreOp{pauseAt: -1}
 	if _, err := step.run(context.WithValue(ctxBG, exploreKey{}, op), e); err != nil {
-		t.Logf("%s alone [%s]: %v", step.name, fx.name, err)
+		e.t.Logf("%s alone [%s]: %v", step.name, fx.name, err)
 	}
 	return int(op.n.Load())
 }
@@ -573,10 +609,11 @@ type exploreResult struct {
 }
 
 // exploreRun runs first, paused before its boundary pauseAt, with second in
-// that pause, and returns what went wrong ("" when nothing did).
-func exploreRun(t *testing.T, fx exploreFixture, first, second exploreStep, pauseAt int32) string {
-	t.Helper()
-	e := newExploreEnv(t)
+// that pause, in e emptied, and returns what went wrong ("" when nothing
+// did).
+func exploreRun(e *exploreEnv, fx exploreFixture, first, second exploreStep, pauseAt int32) string {
+	e.t.Helper()
+	e.reset()
 	fx.setup(e)
 	op1 := &exploreOp{pauseAt: pauseAt, paused: make(chan struct{}), resume: make(chan struct{})}
 	op2 := &exploreOp{pauseAt: -1}
@@ -825,6 +862,10 @@ var explorePairs = []struct {
 //
 // Not parallel with the package's other tests: it runs before them, so that
 // the timing-sensitive races among them do not share the machine with it.
+// Its pairs run in parallel with each other (go test's -parallel at a time):
+// each run has a database of its own, and the explorer's schedule waits for
+// locks, never for time. Alone, one pair at a time kept the machine's two
+// cores 66 % busy.
 func TestExploreInterleavings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the interleaving explorer runs in the full tier (make test) and in make soak")
@@ -835,6 +876,7 @@ func TestExploreInterleavings(t *testing.T) {
 			continue
 		}
 		t.Run(fmt.Sprintf("%s x %s [%s]", p.a.name, p.b.name, p.fx.name), func(t *testing.T) {
+			t.Parallel()
 			explorePair(t, p.fx, p.a, p.b)
 		})
 	}
