@@ -596,7 +596,22 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 
 // parkedPoolID names the pool that keeps a released block's cooling rows.
 func parkedPoolID(clusterID string, b netip.Prefix) string {
-	return PoolRef{clusterID, "parked/" + b.String()}.ID()
+	return PoolRef{clusterID, parkedPrefix + b.String()}.ID()
+}
+
+// parkedPrefix starts the name of a released block's parked pool.
+const parkedPrefix = "parked/"
+
+// isParkedPoolID tells whether id names a released block's parked pool
+// (parkedPoolID), which listings show and no request names.
+func isParkedPoolID(id string) bool {
+	c, n, ok := strings.Cut(id, "/")
+	rest, parked := strings.CutPrefix(n, parkedPrefix)
+	if !ok || !parked || ValidateID("cluster", c) != nil {
+		return false
+	}
+	b, err := netip.ParsePrefix(rest)
+	return err == nil && b.String() == rest
 }
 
 // takeBlock gives a node a block: the longest-cooled reusable one, else the

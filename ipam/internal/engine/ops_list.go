@@ -75,7 +75,7 @@ func (f ListFilter) Validate() error {
 			return &InvalidError{Field: x.field, Msg: err.Error()}
 		}
 	}
-	if f.PoolID != "" {
+	if f.PoolID != "" && !isParkedPoolID(f.PoolID) {
 		if _, err := ParsePoolRef("pool_id", f.PoolID); err != nil {
 			return err
 		}
