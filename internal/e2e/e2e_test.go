@@ -276,6 +276,7 @@ func queryMap(t *testing.T, url, q string) map[string]string {
 // saved plan applied later: every planned address is the applied one, none is
 // handed out twice, and the database holds exactly what the states hold.
 func TestConcurrentAppliesMatchTheirPlans(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	const users, each = 4, 25
 	var wg sync.WaitGroup

@@ -19,6 +19,7 @@ import (
 // saying to plan again; nothing is allocated or held for the owner; and the
 // next apply takes a new address.
 func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	w := newWorkdir(t, url, "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id = \"lost-1\"\n}\n")
 	w.run("plan", "-input=false", "-out=tfplan")

@@ -101,6 +101,7 @@ func equalMaps(a, b map[string]string) bool {
 // plan's holds belong to the plan job's directory, and the apply is refused
 // with owner_conflict and allocates nothing.
 func TestCIPlanAndApplyInOtherDirectories(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	saved := func(providerBody, hcl string) (planDir, applyDir *workdir) {
 		planDir = newWorkdirWith(t, url, providerBody, hcl)

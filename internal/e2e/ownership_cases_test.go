@@ -13,6 +13,7 @@ import (
 // destroyed owners' addresses inside their cooldown: an owner key means
 // something only inside its cluster.
 func TestNamesakesInAnotherClusterGetOtherAddresses(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	cluster := func(name string) string {
 		return `resource "ipam_cluster" "c" {
@@ -56,6 +57,7 @@ resource "ipam_instance_address" "web" {
 // configuration B (another working directory, the same actor) declaring
 // web-1: B is refused, and A's state keeps the allocation.
 func TestAReplacementPlanMarksOnlyForItsConfiguration(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	const hcl = "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id    = \"web-1\"\n}\n"
 	a := newWorkdir(t, url, hcl)

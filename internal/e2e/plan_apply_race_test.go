@@ -17,6 +17,7 @@ import (
 // never with Terraform's "Provider produced inconsistent final plan", and
 // the other manager keeps the owner.
 func TestOwnerTakenBetweenPlanAndApply(t *testing.T) {
+	t.Parallel()
 	const hcl = "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id = \"race-1\"\n}\n"
 	expire := func(t *testing.T, url string) {
 		sqlExec(t, url, `UPDATE ipam_allocations SET reserved_until = now() - interval '1 second',
@@ -73,6 +74,7 @@ func TestOwnerTakenBetweenPlanAndApply(t *testing.T) {
 // refusal says what works (untaint, then -replace, whose plan marks the
 // allocation), and that works: the owner keeps its address.
 func TestTaintUnderCreateBeforeDestroySaysToReplace(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	w := newWorkdir(t, url, "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id    = \"taint-1\"\n"+
 		"  lifecycle {\n    create_before_destroy = true\n  }\n}\n")

@@ -20,6 +20,7 @@ import (
 // (a stale state) alone, which it could not do had it ignored the old entry;
 // a refresh writes the short form in its place.
 func TestPrivateGenerationShortAndOldFormRead(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	w := newWorkdir(t, url, `resource "ipam_instance_address" "a" {
   cluster_id  = "c1"

@@ -16,6 +16,7 @@ import (
 // what is left, naming the attribute. Nothing is written. The table of HCL
 // inputs is TestAccBadInput_table in internal/provider/badinput_test.go.
 func TestBadInputJSONConfigs(t *testing.T) {
+	t.Parallel()
 	url := setup(t)
 	tables := []string{"ipam_clusters", "ipam_pools", "ipam_pool_stripes", "ipam_pool_counters", "ipam_pool_cooling", "ipam_allocations", "ipam_events", "ipam_allocation_failures"}
 	counts := func() string {

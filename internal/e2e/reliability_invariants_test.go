@@ -35,6 +35,7 @@ func instanceHCL(ids ...string) string {
 // reservation_ttl = 1s, and is never applied. Two seconds later a new instance
 // "b" must get ipam_exhausted; it must not get ::1 23h59m early.
 func TestCooldownSurvivesAbandonedPlanHold(t *testing.T) {
+	t.Parallel()
 	url := testdb.New(t)
 	ctx := context.Background()
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: "terraform"})

@@ -45,6 +45,7 @@ resource "ipam_node_instance_blocks" "n1" {
 // plan of a tainted object's replacement carries neither its state nor its
 // private state, for any resource.)
 func TestReplacingSetsAndNodeBlocks(t *testing.T) {
+	t.Parallel()
 	url := testdb.New(t)
 	w := newWorkdir(t, url, replaceOwnedConfig)
 	w.run("apply", "-input=false", "-auto-approve")

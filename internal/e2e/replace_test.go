@@ -59,6 +59,7 @@ resource "ipam_instance_address" "i1" {
 // create_before_destroy. Each ends with one active address per owner, the
 // old one cooling for its owner, and an empty plan.
 func TestReplacementsInBothOrders(t *testing.T) {
+	t.Parallel()
 	for _, cbd := range []bool{false, true} {
 		t.Run(fmt.Sprintf("create_before_destroy=%v", cbd), func(t *testing.T) {
 			url := testdb.New(t)

@@ -33,6 +33,7 @@ func sequentialRuns(t *testing.T, normal int) int {
 // run is a new cluster in its own working directory; make test makes a few
 // runs of 20 nodes, make soak 50 of 3 and 50 of 20.
 func TestApplyHandsOutConsecutiveNodeAddresses(t *testing.T) {
+	t.Parallel()
 	url := testdb.New(t)
 	for _, size := range []struct{ nodes, normal int }{{3, 0}, {20, 5}} {
 		runs := sequentialRuns(t, size.normal)
