@@ -319,17 +319,7 @@ func TestExpiredHoldWithCooldownIsCooling(t *testing.T) {
 	st, raw := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
-		t.Fatal(err)
-	}
-	i1 := engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
-	r, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	i1, r := releasedInBlocks(t, st, scaling(4, 4))
 	h, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1}, time.Hour)
 	if err != nil || h.Address != r.Address {
 		t.Fatalf("hold on its own cooling address: %v %v, want %s", h.Address, err, r.Address)
@@ -535,6 +525,25 @@ func TestInstanceRacingBlockReleaseFindsItsPool(t *testing.T) {
 	}
 }
 
+// releasedInBlocks gives node n1 of cluster c1 blocks scaled by sc, places
+// instance i1 on it and releases it: its address cools in n1's blocks.
+func releasedInBlocks(t *testing.T, st *engine.Client, sc engine.BlockScaling) (engine.Owner, engine.AllocateResult) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", sc); err != nil {
+		t.Fatal(err)
+	}
+	i1 := engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	r, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
+		t.Fatalf("release of i1: %v %v", ok, err)
+	}
+	return i1, r
+}
+
 // Seam (found by the model test): a listing shows a released block's cooling
 // rows under its parked pool, "<cluster>/parked/<block>", and a listing
 // filtered by that pool refused the id it had shown ("is not a pool id"). It
@@ -544,17 +553,7 @@ func TestListByParkedPool(t *testing.T) {
 	st, _ := newStore(t, "")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); err != nil {
-		t.Fatal(err)
-	}
-	i1 := engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
-	r, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	_, r := releasedInBlocks(t, st, scaling(4, 4))
 	if err := st.ReleaseNodeBlocks(ctx, "c1", "n1"); err != nil {
 		t.Fatal(err)
 	}

@@ -135,17 +135,7 @@ func TestSeamReleasedBlocksKeepCoolingAddresses(t *testing.T) {
 	st, ctx := sts[0], context.Background()
 	c := seamCluster(t, st, engine.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48"), InstancePrefix: pfx("2001:db8:0:1::/122")})
 	sc := engine.BlockScaling{PrefixLength: 125, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 2}
-	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", sc); err != nil {
-		t.Fatal(err)
-	}
-	i1 := engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
-	r, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := st.Release(ctx, "c1", i1, 0); err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
-	}
+	_, r := releasedInBlocks(t, st, sc)
 	if err := st.ReleaseNodeBlocks(ctx, "c1", "n1"); err != nil {
 		t.Fatal(err)
 	}
