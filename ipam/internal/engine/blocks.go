@@ -599,21 +599,6 @@ func parkedPoolID(clusterID string, b netip.Prefix) string {
 	return PoolRef{clusterID, parkedPrefix + b.String()}.ID()
 }
 
-// parkedPrefix starts the name of a released block's parked pool.
-const parkedPrefix = "parked/"
-
-// isParkedPoolID tells whether id names a released block's parked pool
-// (parkedPoolID), which listings show and no request names.
-func isParkedPoolID(id string) bool {
-	c, n, ok := strings.Cut(id, "/")
-	rest, parked := strings.CutPrefix(n, parkedPrefix)
-	if !ok || !parked || ValidateID("cluster", c) != nil {
-		return false
-	}
-	b, err := netip.ParsePrefix(rest)
-	return err == nil && b.String() == rest
-}
-
 // takeBlock gives a node a block: the longest-cooled reusable one, else the
 // next fresh one, carved from the end of the instance prefix and skipped if
 // the cluster-wide instance pool already handed out any address inside it.

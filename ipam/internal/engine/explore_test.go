@@ -863,7 +863,7 @@ var explorePairs = []struct {
 // Not parallel with the package's other tests: it runs before them, so that
 // the timing-sensitive races among them do not share the machine with it.
 // Its pairs run in parallel with each other (go test's -parallel at a time):
-// each run has a database of its own, and the explorer's schedule waits for
+// each pair has a database of its own, and the explorer's schedule waits for
 // locks, never for time. Alone, one pair at a time kept the machine's two
 // cores 66 % busy.
 func TestExploreInterleavings(t *testing.T) {

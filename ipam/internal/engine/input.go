@@ -112,6 +112,16 @@ func validPoolName(name string) bool {
 	return ValidateID("pool", name) == nil
 }
 
+// isParkedPoolID tells whether id names a released block's parked pool,
+// "<cluster_id>/parked/<block>" (the block in its canonical form): listings
+// show such pools, and no request names one, so validPoolName refuses them.
+func isParkedPoolID(id string) bool {
+	c, n, _ := strings.Cut(id, "/")
+	rest, parked := strings.CutPrefix(n, parkedPrefix)
+	b, err := netip.ParsePrefix(rest)
+	return parked && err == nil && b.String() == rest && ValidateID("cluster", c) == nil
+}
+
 // checkPoolID checks a pool's key, "<cluster_id>/<name>".
 func checkPoolID(field, id string) error {
 	_, err := ParsePoolRef(field, id)

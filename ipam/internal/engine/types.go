@@ -130,6 +130,10 @@ func OperatorPool(clusterID, name string) PoolRef { return PoolRef{clusterID, na
 
 const blocksPrefix = "blocks/"
 
+// parkedPrefix starts the name of a released block's parked pool
+// (parkedPoolID): "parked/<block>".
+const parkedPrefix = "parked/"
+
 // ID is the pool's key ("<cluster_id>/<name>"); "" for a ClusterPools ref.
 func (r PoolRef) ID() string {
 	if r.Name == "" {
