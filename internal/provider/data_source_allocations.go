@@ -111,10 +111,11 @@ func (d *allocationsDataSource) Schema(_ context.Context, _ datasource.SchemaReq
 			"expired) and cooling (released, inside its cooldown), filtered by any of cluster, category, pool, org, env, node, " +
 			"instance and state. Filters combine; an address whose cooldown has passed is free and not listed.",
 		Attributes: map[string]schema.Attribute{
-			"id":          schema.StringAttribute{MarkdownDescription: "The filters, as one string.", Computed: true},
-			"cluster_id":  filter("Only this cluster.", validID("cluster_id")),
-			"category":    filter("Only pools of this category: `node`, `instance`, `ipv4` or `ipv6`.", stringvalidator.OneOf(operator.Categories...)),
-			"pool_id":     filter("Only this pool (`<cluster_id>/<name>`).", validPoolID()),
+			"id":         schema.StringAttribute{MarkdownDescription: "The filters, as one string.", Computed: true},
+			"cluster_id": filter("Only this cluster.", validID("cluster_id")),
+			"category":   filter("Only pools of this category: `node`, `instance`, `ipv4` or `ipv6`.", stringvalidator.OneOf(operator.Categories...)),
+			"pool_id": filter("Only this pool (`<cluster_id>/<name>`, or `<cluster_id>/parked/<block>` for the cooling addresses of a "+
+				"released node block, as the listing shows them).", validListedPoolID()),
 			"org_id":      filter("Only this org.", validID("org_id")),
 			"env_id":      filter("Only this environment.", validID("env_id")),
 			"node_id":     filter("Only this node (node addresses, and instances labelled with it).", validID("node_id")),

@@ -16,11 +16,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var fuzzSeeds = []string{
 	"192.0.2.1", "192.0.2.0/24", "2001:db8::/64", "2001:db8::1", "fe80::1%eth0", "::ffff:1.2.3.4", "::ffff:1.2.3.0/120",
-	"192.0.2.1/24", "/", "c1/v4", "c1/", "/v4", "c1/v4/x", "c1//v4", "node-a", "a'; DROP TABLE x; --", "n\x00", "\xff",
+	"192.0.2.1/24", "/", "c1/v4", "c1/", "/v4", "c1/v4/x", "c1/parked/2001:db8::/64", "c1/parked/2001:DB8::/64", "c1/parked/x/y", "c1//v4", "node-a", "a'; DROP TABLE x; --", "n\x00", "\xff",
 	"30d", "1h", "-1s", "0s", "99999999999d", "", " ", "2001:db8::/129",
 	// The families of hostile input the core's edge refuses (ipam/internal/engine/badinput_test.go).
 	"2001:DB8:200::1/48", "fe80::1%25eth0", "c1\nx", "c1\u202ex", "../../etc/passwd", "c1%", "-c1", "c\x001/v4", "c1/v\x004",
@@ -94,6 +95,25 @@ func FuzzValidPoolIDString(f *testing.F) {
 	})
 }
 
+// The ipam_allocations data source's pool filter takes the ids its listing
+// shows, a released node block's parked pool among them (in the block's
+// canonical form), which a pool id of a resource may not name.
+func TestValidListedPoolID(t *testing.T) {
+	for s, want := range map[string]bool{
+		"c1/instance": true, "c1/parked/2001:db8::/64": true,
+		"c1/parked/2001:DB8::/64": false, "c1/parked/2001:db8::1/64": false, "c1/parked/x/y": false, "c1/parked/": false, "c1": false,
+	} {
+		var resp validator.StringResponse
+		validListedPoolID().ValidateString(context.Background(), validator.StringRequest{Path: path.Root("pool_id"), ConfigValue: types.StringValue(s)}, &resp)
+		if ok := !resp.Diagnostics.HasError(); ok != want {
+			t.Errorf("%q: valid = %v, want %v: %v", s, ok, want, resp.Diagnostics)
+		}
+	}
+	if validPoolIDString("c1/parked/2001:db8::/64") == nil {
+		t.Error("a resource's pool id may name a parked pool")
+	}
+}
+
 // FuzzValidators runs every string validator of the schemas: none panics, an
 // error is always an attribute error on the attribute's path, and each agrees
 // with the core parser it wraps.
@@ -137,6 +157,9 @@ func FuzzValidators(f *testing.F) {
 			return err == nil
 		}},
 		{"validPoolID", validPoolID(), func(s string) bool { return validPoolIDString(s) == nil }},
+		{"validListedPoolID", validListedPoolID(), func(s string) bool {
+			return validPoolIDString(s) == nil || (operator.ListFilter{PoolID: s}).Validate() == nil
+		}},
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, c := range checks {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // The validators below wrap the core's parsers, so Terraform rejects bad input
@@ -152,6 +153,21 @@ func validPoolIDString(s string) error {
 		return err
 	}
 	return ipam.ValidateID("pool name", n)
+}
+
+// validListedPoolID: a pool id as a listing shows it: validPoolID's, or a
+// released node block's parked pool, "<cluster_id>/parked/<block>", which
+// the listing's own check tells apart.
+func validListedPoolID() stringCheck {
+	return stringCheck{
+		desc: "a pool id, <cluster_id>/<name>, or a released node block's <cluster_id>/parked/<block>",
+		check: func(s string) error {
+			if (operator.ListFilter{PoolID: s}).Validate() == nil {
+				return nil
+			}
+			return validPoolIDString(s)
+		},
+	}
 }
 
 func truncateForMsg(s string) string {

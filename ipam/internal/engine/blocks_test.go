@@ -566,7 +566,7 @@ func TestListByParkedPool(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Address != r.Address {
 		t.Fatalf("the listing of pool %s: %+v, %v; want %s", all[0].PoolID, got, err, r.Address)
 	}
-	for _, id := range []string{"c1/parked/2001:db8::", "c1/parked/2001:DB8::/124", "c1/parked/", "c1/parked/x/y"} {
+	for _, id := range []string{"c1/parked/2001:db8::", "c1/parked/2001:DB8::/124", "c1/parked/2001:db8::1/64", "c1/parked/", "c1/parked/x/y"} {
 		if _, err := op.ListAllocations(ctx, engine.ListFilter{PoolID: id}); engine.Code(err) != engine.CodeInvalid {
 			t.Errorf("the listing of pool %q: %v, want invalid_input", id, err)
 		}

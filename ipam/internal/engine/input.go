@@ -113,13 +113,14 @@ func validPoolName(name string) bool {
 }
 
 // isParkedPoolID tells whether id names a released block's parked pool,
-// "<cluster_id>/parked/<block>" (the block in its canonical form): listings
-// show such pools, and no request names one, so validPoolName refuses them.
+// "<cluster_id>/parked/<block>" (the block in its canonical form, without
+// host bits): listings show such pools, and no request names one, so
+// validPoolName refuses them.
 func isParkedPoolID(id string) bool {
 	c, n, _ := strings.Cut(id, "/")
 	rest, parked := strings.CutPrefix(n, parkedPrefix)
 	b, err := netip.ParsePrefix(rest)
-	return parked && err == nil && b.String() == rest && ValidateID("cluster", c) == nil
+	return parked && err == nil && b == b.Masked() && b.String() == rest && ValidateID("cluster", c) == nil
 }
 
 // checkPoolID checks a pool's key, "<cluster_id>/<name>".

@@ -88,8 +88,10 @@ var (
 )
 
 // ListAllocationsQuery is ListAllocations' statement for the allocations
-// and its arguments, for EXPLAIN.
-func ListAllocationsQuery(f ListFilter) (string, []any) { return listAllocationsQuery(f) }
+// and its arguments, for EXPLAIN; pools are the ids of f.Category's pools.
+func ListAllocationsQuery(f ListFilter, pools ...string) (string, []any) {
+	return listAllocationsQuery(f, pools)
+}
 
 // IndexRead is a read of the product that an index of the allocations or
 // the events serves: its statement and arguments, for EXPLAIN.
@@ -103,8 +105,8 @@ type IndexRead struct {
 // arguments for cluster c, pool, owner (kind, id), address addr, allocation
 // id, set and org.
 func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, set, org string) map[string]IndexRead {
-	list, listArgs := listAllocationsQuery(ListFilter{ClusterID: c, OrgID: org})
-	byInstance, byInstanceArgs := listAllocationsQuery(ListFilter{ClusterID: c, InstanceID: owner})
+	list, listArgs := listAllocationsQuery(ListFilter{ClusterID: c, OrgID: org}, nil)
+	byInstance, byInstanceArgs := listAllocationsQuery(ListFilter{ClusterID: c, InstanceID: owner}, nil)
 	lost := lostHoldArgs(c, Owner{Kind: kind, ID: owner})
 	return map[string]IndexRead{
 		"ipam_allocations_pkey":                   {"an operator's reclaim of a leaked allocation", sqlReclaim, []any{id, 1}},

@@ -135,19 +135,30 @@ func (q *listQuery) filters(f ListFilter) {
 }
 
 // listAllocationsQuery is ListAllocations' statement for the allocations
-// (the tombstones come after them), and its arguments.
-func listAllocationsQuery(f ListFilter) (string, []any) {
+// (the tombstones come after them), and its arguments. pools are the ids of
+// the pools of f.Category (sqlListCategoryPools), when it names one.
+func listAllocationsQuery(f ListFilter, pools []string) (string, []any) {
 	var q listQuery
 	q.filters(f)
-	q.eq(sqlListByCategory, f.Category)
+	if f.Category != "" {
+		q.args = append(q.args, pools)
+		q.where = append(q.where, fmt.Sprintf(sqlListByPools, len(q.args)))
+	}
+	states := []string{sqlListAnyState, sqlListLive}
+	if f.OwnerKind != "" {
+		q.where = append(q.where, sqlListOwned, sqlListOwnedStates)
+		if f.ClusterID == "" {
+			q.where = append(q.where, sqlListEveryCluster)
+		}
+		states = states[1:]
+	}
+	if f.State != "" {
+		states = []string{statePredicates[f.State]}
+	}
 	if f.Unmanaged {
 		q.where = append(q.where, sqlListUnmanaged)
 	}
-	if f.State != "" {
-		q.where = append(q.where, statePredicates[f.State])
-	} else {
-		q.where = append(q.where, sqlListAnyState, sqlListLive)
-	}
+	q.where = append(q.where, states...)
 	where := strings.Join(q.where, sqlAnd)
 	rows := sqlListAllocationsTable
 	switch {
@@ -162,18 +173,32 @@ func listAllocationsQuery(f ListFilter) (string, []any) {
 }
 
 // ListAllocations lists the allocations matching the filter, ordered by
-// cluster, pool and address order. Pool and cluster filters use the
-// (pool_id, state) and (cluster_id, ...) indexes, an org or env filter the
-// labels index, and an instance filter the owner indexes and the instance
-// label index (sqlListByInstanceSource); the node filter narrows what the
-// others return. With a limit, the first rows are found by their keys
-// alone (sqlListFirstRows).
+// cluster, pool and address order. Pool, category and cluster filters use
+// the (pool_id, state) and (cluster_id, ...) indexes, an org or env filter
+// the labels index, an owner kind filter the owner indexes, and an instance
+// filter the owner indexes and the instance label index
+// (sqlListByInstanceSource); the node filter narrows what the others
+// return. With a limit, the first rows are found by their keys alone
+// (sqlListFirstRows).
 func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]AllocationView, error) {
 	s := o.c
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	q, args := listAllocationsQuery(f)
+	var pools []string
+	if f.Category != "" {
+		rows, err := s.pool.Query(ctx, sqlListCategoryPools, f.Category)
+		if err != nil {
+			return nil, s.mapErr(err)
+		}
+		if pools, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, s.mapErr(err)
+		}
+		if len(pools) == 0 {
+			return []AllocationView{}, nil // no pool of the category; its tombstones are not listed (below)
+		}
+	}
+	q, args := listAllocationsQuery(f, pools)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.mapErr(err)

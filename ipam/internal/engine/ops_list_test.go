@@ -93,6 +93,65 @@ func TestListByInstanceReadsEveryBranch(t *testing.T) {
 	}
 }
 
+// TestListByKindAndCategoryReadIndexes: on a table where another pool's
+// rows are most of it, a listing by owner kind (terraform query's list
+// resources, ipamctl list --kind) reads the owner indexes, and a listing by
+// category the pools' rows through (pool_id, state), with the planner's own
+// settings, as ListAllocations runs: neither reads the table whole.
+func TestListByKindAndCategoryReadIndexes(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	f.alloc("c1/node", node("n1"))
+	f.alloc("c1/node", node("n2"))
+	f.release(node("n2"))
+	fillPool(t, f.st, f.raw, "c1/instance", "2001:db8:0:1::", 20000)
+	for _, tc := range []struct {
+		f       engine.ListFilter
+		indexes []string
+		want    string
+	}{
+		{engine.ListFilter{OwnerKind: "node", State: "active", Limit: 100}, []string{"ipam_allocations_owner_active"}, "n1:active"},
+		{engine.ListFilter{ClusterID: "c1", OwnerKind: "node", State: "active", Unmanaged: true, Limit: 100},
+			[]string{"ipam_allocations_owner_active"}, "n1:active"},
+		{engine.ListFilter{OwnerKind: "node"}, []string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling"}, "n1:active n2:cooling"},
+		{engine.ListFilter{ClusterID: "c1", OwnerKind: "node", Limit: 100},
+			[]string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling"}, "n1:active n2:cooling"},
+		{engine.ListFilter{OwnerKind: "node", State: "cooling", Limit: 100},
+			[]string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling"}, "n2:cooling"},
+		{engine.ListFilter{Category: "node", Limit: 100}, []string{"ipam_allocations_pool_state"}, "n1:active n2:cooling"},
+	} {
+		got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, tc.f)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.f, err)
+		}
+		var out []string
+		for _, a := range got {
+			out = append(out, a.Owner.ID+":"+a.State)
+		}
+		if s := strings.Join(out, " "); s != tc.want {
+			t.Errorf("%+v: got %q, want %q", tc.f, s, tc.want)
+		}
+		var pools []string
+		if tc.f.Category != "" {
+			pools = []string{"c1/" + tc.f.Category}
+		}
+		q, args := engine.ListAllocationsQuery(tc.f, pools...)
+		var js string
+		if err := f.raw.QueryRow(f.ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&js); err != nil {
+			t.Fatal(err)
+		}
+		nodes := planNodes(t, js)
+		if slices.ContainsFunc(nodes, func(n planNode) bool { return n.Type == "Seq Scan" && n.Relation == "ipam_allocations" }) {
+			t.Errorf("%+v: the listing reads every row:\n%s", tc.f, js)
+		}
+		for _, ix := range tc.indexes {
+			if !slices.ContainsFunc(nodes, func(n planNode) bool { return n.Index == ix }) {
+				t.Errorf("%+v: the listing does not read %s:\n%s", tc.f, ix, js)
+			}
+		}
+	}
+}
+
 func TestListAllocations(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t)
@@ -136,6 +195,9 @@ func TestListAllocations(t *testing.T) {
 		{"cooling", engine.ListFilter{State: "cooling"}, "i3:cooling:instance"},
 		{"reserved", engine.ListFilter{State: "reserved"}, ""},
 		{"owner kind", engine.ListFilter{OwnerKind: "node"}, "n1:active:node"},
+		{"owner kind in a cluster", engine.ListFilter{ClusterID: "c1", OwnerKind: "instance"}, "i1:active:instance i3:cooling:instance"},
+		{"owner kind and state", engine.ListFilter{OwnerKind: "instance", State: "cooling"}, "i3:cooling:instance"},
+		{"category without a pool", engine.ListFilter{Category: "ipv6"}, ""},
 		{"other cluster", engine.ListFilter{ClusterID: "c2"}, ""},
 	}
 	for _, tc := range cases {

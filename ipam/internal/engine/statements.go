@@ -1404,12 +1404,30 @@ const (
 	sqlListUnmanaged   = "NOT coalesce(" + stateHeldSQL + ", false)"
 	sqlListByCluster   = "a.cluster_id = $%d"
 	sqlListByPool      = "a.pool_id = $%d"
-	sqlListByCategory  = "a.pool_id IN (SELECT id FROM ipam_pools WHERE category = $%d)"
 	sqlListByOwnerKind = "a.owner_kind = $%d"
-	sqlListByOrg       = "a.org_id = $%d"
-	sqlListByEnv       = "a.env_id = $%d"
-	sqlListByNode      = "a.node_id = $%d"
-	sqlListByInstance  = "a.instance_id = $%d"
+	// sqlListByPools keeps the rows of the pools of a category, which
+	// ListAllocations reads first (sqlListCategoryPools): given the pools'
+	// ids, the planner reads a pool that holds few rows through
+	// (pool_id, state), where "the pools of this category" gave it no
+	// estimate but the table's average and it read every row.
+	sqlListByPools       = "a.pool_id = ANY ($%d::text[])"
+	sqlListCategoryPools = `SELECT id FROM ipam_pools WHERE category = $1`
+	// A listing by owner kind reads the owner indexes. sqlListOwned states
+	// what their predicates ask and every listed row has (an owner), and
+	// sqlListOwnedStates names each index's states apart, so that the
+	// planner can read both and join what they find (a cooling row may be
+	// an expired hold, in owner_active; sqlListAnyState names no index's
+	// states). Without a cluster, sqlListEveryCluster gives their first
+	// key: each cluster's entries of the kind are probed instead of the
+	// whole index walked. The allocations only: a tombstone's cluster may
+	// be gone.
+	sqlListOwned        = "a.owner_id IS NOT NULL"
+	sqlListOwnedStates  = "(a.state IN ('active', 'reserved') OR a.state = 'cooling')"
+	sqlListEveryCluster = "a.cluster_id = ANY (ARRAY(SELECT id FROM ipam_clusters))"
+	sqlListByOrg        = "a.org_id = $%d"
+	sqlListByEnv        = "a.env_id = $%d"
+	sqlListByNode       = "a.node_id = $%d"
+	sqlListByInstance   = "a.instance_id = $%d"
 
 	// What each listed state means, the way usage counts it (statePredicates);
 	// without a state, every listed one (sqlListAnyState narrows the index
