@@ -108,6 +108,12 @@ var userReads = []userRead{
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, InstanceID: pr.instance})
 			return len(v), err
 		}},
+	{name: "the first 100 unmanaged node addresses (`terraform query` of `ipam_node_address`, `ipamctl list --kind node --state active --limit 100`)", indexed: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, OwnerKind: ipam.OwnerNode,
+				State: ipam.StateActive, Unmanaged: true, Limit: 100})
+			return len(v), err
+		}},
 	{name: "the first 100 of the cluster's allocations (`ipamctl list --limit 100`)", slow: true,
 		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, Limit: 100})
