@@ -1405,6 +1405,11 @@ const (
 	sqlListByCluster   = "a.cluster_id = $%d"
 	sqlListByPool      = "a.pool_id = $%d"
 	sqlListByOwnerKind = "a.owner_kind = $%d"
+	sqlListByOrg       = "a.org_id = $%d"
+	sqlListByEnv       = "a.env_id = $%d"
+	sqlListByNode      = "a.node_id = $%d"
+	sqlListByInstance  = "a.instance_id = $%d"
+
 	// sqlListByPools keeps the rows of the pools of a category, which
 	// ListAllocations reads first (sqlListCategoryPools): given the pools'
 	// ids, the planner reads a pool that holds few rows through
@@ -1424,10 +1429,6 @@ const (
 	sqlListOwned        = "a.owner_id IS NOT NULL"
 	sqlListOwnedStates  = "(a.state IN ('active', 'reserved') OR a.state = 'cooling')"
 	sqlListEveryCluster = "a.cluster_id = ANY (ARRAY(SELECT id FROM ipam_clusters))"
-	sqlListByOrg        = "a.org_id = $%d"
-	sqlListByEnv        = "a.env_id = $%d"
-	sqlListByNode       = "a.node_id = $%d"
-	sqlListByInstance   = "a.instance_id = $%d"
 
 	// What each listed state means, the way usage counts it (statePredicates);
 	// without a state, every listed one (sqlListAnyState narrows the index
