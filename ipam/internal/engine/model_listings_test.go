@@ -80,6 +80,10 @@ func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]
 		v := all[i]
 		add(engine.ListFilter{ClusterID: v.ClusterID})
 		add(engine.ListFilter{ClusterID: v.ClusterID, PoolID: v.PoolID})
+		// An owner kind with a cluster and a state, and as terraform
+		// query lists: active and unmanaged, in any cluster.
+		add(engine.ListFilter{ClusterID: v.ClusterID, OwnerKind: v.Owner.Kind, State: v.State})
+		add(engine.ListFilter{OwnerKind: v.Owner.Kind, State: engine.StateActive, Unmanaged: true})
 		if o := v.Owner; o.InstanceID != "" {
 			add(engine.ListFilter{InstanceID: o.InstanceID})
 			add(engine.ListFilter{ClusterID: v.ClusterID, InstanceID: o.InstanceID, State: v.State})
