@@ -108,7 +108,7 @@ var userReads = []userRead{
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, InstanceID: pr.instance})
 			return len(v), err
 		}},
-	{name: "the first 100 unmanaged node addresses (`terraform query` of `ipam_node_address`, `ipamctl list --kind node --state active --limit 100`)", indexed: true,
+	{name: "the first 100 node addresses no state holds (`terraform query` of `ipam_node_address`; `ipamctl list --kind node --state active --limit 100` without that condition)", indexed: true,
 		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, OwnerKind: ipam.OwnerNode,
 				State: ipam.StateActive, Unmanaged: true, Limit: 100})
