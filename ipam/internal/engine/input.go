@@ -112,15 +112,15 @@ func validPoolName(name string) bool {
 	return ValidateID("pool", name) == nil
 }
 
-// isParkedPoolID tells whether id names a released block's parked pool,
-// "<cluster_id>/parked/<block>" (the block in its canonical form, without
-// host bits): listings show such pools, and no request names one, so
-// validPoolName refuses them.
+// isParkedPoolID tells whether id names a released block's parked pool, as
+// parkedPoolID writes it: "<cluster_id>/parked/<block>", the block a prefix
+// without host bits, in its canonical form. Listings show such pools, and
+// no request names one, so validPoolName refuses them.
 func isParkedPoolID(id string) bool {
 	c, n, _ := strings.Cut(id, "/")
 	rest, parked := strings.CutPrefix(n, parkedPrefix)
-	b, err := netip.ParsePrefix(rest)
-	return parked && err == nil && b == b.Masked() && b.String() == rest && ValidateID("cluster", c) == nil
+	b, err := ParsePrefix(rest)
+	return parked && err == nil && ValidateID("cluster", c) == nil && parkedPoolID(c, b) == id
 }
 
 // checkPoolID checks a pool's key, "<cluster_id>/<name>".
