@@ -594,11 +594,6 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 	return err
 }
 
-// parkedPoolID names the pool that keeps a released block's cooling rows.
-func parkedPoolID(clusterID string, b netip.Prefix) string {
-	return PoolRef{clusterID, parkedPrefix + b.String()}.ID()
-}
-
 // takeBlock gives a node a block: the longest-cooled reusable one, else the
 // next fresh one, carved from the end of the instance prefix and skipped if
 // the cluster-wide instance pool already handed out any address inside it.

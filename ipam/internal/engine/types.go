@@ -134,6 +134,11 @@ const blocksPrefix = "blocks/"
 // (parkedPoolID): "parked/<block>".
 const parkedPrefix = "parked/"
 
+// parkedPoolID names the pool that keeps a released block's cooling rows.
+func parkedPoolID(clusterID string, b netip.Prefix) string {
+	return PoolRef{clusterID, parkedPrefix + b.String()}.ID()
+}
+
 // ID is the pool's key ("<cluster_id>/<name>"); "" for a ClusterPools ref.
 func (r PoolRef) ID() string {
 	if r.Name == "" {
