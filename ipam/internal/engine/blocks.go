@@ -580,7 +580,7 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 	case left > 0 && !park:
 		return errRetry // it was seen empty under the same lock: cannot happen
 	case left > 0:
-		pp := Pool{ID: parkedPoolID(c.ID, b), ClusterID: c.ID, Name: "parked/" + b.String(), Category: CategoryInstance,
+		pp := Pool{ID: parkedPoolID(c.ID, b), ClusterID: c.ID, Name: parkedPrefix + b.String(), Category: CategoryInstance,
 			Family: 6, Kind: kindParked, CIDRs: []netip.Prefix{b}, Cooldown: c.InstanceCooldown, Stripes: 1, MTU: c.MTU, Gateway: c.GatewayIPv6}
 		if err := insertPool(ctx, tx, pp); err != nil {
 			return err
