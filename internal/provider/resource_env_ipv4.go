@@ -158,11 +158,6 @@ func (r *envIPv4Resource) Create(ctx context.Context, req resource.CreateRequest
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	poolID := plan.PoolID.ValueString()
-	if p, err := r.store.GetPool(ctx, poolID); err == nil && p.Family != 4 {
-		resp.Diagnostics.AddAttributeError(path.Root("pool_id"), "Not an IPv4 Pool", "pool "+poolID+" is an "+familyName(p.Family)+" pool; the IPv4 add-on needs an ipv4 pool")
-		return
-	}
 	res, ok := allocateAddress(ctx, r.store, plan.pool(), "pool_id", plan.owner(), configAddress(ctx, req.Config), plan.Address, &resp.Diagnostics)
 	if !ok {
 		return

@@ -136,6 +136,10 @@ func TestAccEnvIPv4_badInput(t *testing.T) {
 			{Config: db.config(twoPools)},
 			{Config: env("pool_id = ipam_pool.a.id\n org_id = \"o\"\n env_id = \"e\"\n address = \"203.0.113.5\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)Address Cannot Be Claimed.*outside pool "c1/a"`)},
 			{Config: env("pool_id = ipam_pool.a.id\n org_id = \"o\"\n env_id = \"e\"\n address = \"198.51.100.255\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)Address Cannot Be Claimed.*never handed out`)},
+			// An IPv6 pool: refused at plan, no hold taken.
+			{Config: db.config(twoPools + v6Pool)},
+			{Config: db.config(twoPools + v6Pool + "resource \"ipam_env_ipv4\" \"bad\" {\n pool_id = ipam_pool.v6.id\n org_id = \"o\"\n env_id = \"e\"\n}"),
+				PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)pool c1/v6 is an IPv6 pool; an environment's IPv4 add-on\s+draws\s+from\s+an\s+IPv4\s+pool`)},
 			{
 				Config: db.config(twoPools),
 				Check: func(*terraform.State) error {
@@ -145,3 +149,11 @@ func TestAccEnvIPv4_badInput(t *testing.T) {
 		},
 	})
 }
+
+const v6Pool = `resource "ipam_pool" "v6" {
+  cluster_id    = ipam_cluster.c.id
+  name          = "v6"
+  cidrs         = ["2001:db8:0:9::/120"]
+  force_destroy = true
+}
+`

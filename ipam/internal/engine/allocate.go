@@ -72,7 +72,8 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 // resolvePool loads the pool a request draws from, inside its transaction:
 // the pool named; for an instance with none named, the pool of its live
 // plan-time hold, else its node's blocks, else the instance pool
-// (plannedInstancePool); for a node, the node pool.
+// (plannedInstancePool); for a node, the node pool. An environment's IPv4
+// comes only from an IPv4 pool.
 func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool, error) {
 	if req.Pool.Name == "" && req.Owner.Kind == OwnerInstance {
 		return s.plannedInstancePool(ctx, tx, req.Pool.ClusterID, req.Owner, req.Address)
@@ -84,6 +85,11 @@ func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool
 			return nil, &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist; create the cluster first", ref.ClusterID), Err: ErrPoolNotFound}
 		}
 		return nil, &InvalidError{Field: "pool_id", Msg: fmt.Sprintf("pool %s does not exist; create it (or its cluster) first", ref.ID()), Err: ErrPoolNotFound}
+	}
+	if err == nil && req.Owner.Kind == OwnerEnvIPv4 && p.Family != 4 {
+		// The one place the rule is written: an allocation, a plan-time
+		// hold and a claim of an environment's IPv4 all load their pool here.
+		return nil, invalid("pool_id", "pool %s is an IPv%d pool; an environment's IPv4 add-on draws from an IPv4 pool", p.ID, p.Family)
 	}
 	return p, err
 }

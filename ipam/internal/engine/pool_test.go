@@ -318,3 +318,34 @@ func TestIPv4ConcurrentChurn(t *testing.T) {
 		t.Fatalf("duplicates: %d addresses, %d environments", dupActive, multiEnv)
 	}
 }
+
+// An environment's IPv4 add-on draws from an IPv4 pool only: an allocation, a
+// plan-time hold and a claim of an environment in an IPv6 pool are refused on
+// pool_id, and nothing is written.
+func TestEnvIPv4FromAnIPv6PoolIsRefused(t *testing.T) {
+	st, raw := newStore(t, "tf")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v6", CIDRs: prefixes("2001:db8:0:9::/120")}); err != nil {
+		t.Fatal(err)
+	}
+	env := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "prod", EnvID: "prod", OrgID: "acme"}
+	pool := engine.OperatorPool("c1", "v6")
+	check := func(what string, err error) {
+		t.Helper()
+		var ie *engine.InvalidError
+		if !errors.As(err, &ie) || ie.Field != "pool_id" || !strings.Contains(err.Error(), "IPv4 pool") {
+			t.Fatalf("%s: want invalid_input on pool_id naming an IPv4 pool, got %v", what, err)
+		}
+	}
+	_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: pool, Owner: env})
+	check("allocate", err)
+	_, err = st.Reserve(ctx, engine.AllocateRequest{Pool: pool, Owner: env}, time.Hour)
+	check("plan-time hold", err)
+	_, err = st.Allocate(ctx, engine.AllocateRequest{Pool: pool, Owner: env, Address: netip.MustParseAddr("2001:db8:0:9::5")})
+	check("claim", err)
+	var n int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_kind = 'env_ipv4'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows written for the environment: %d %v", n, err)
+	}
+}
