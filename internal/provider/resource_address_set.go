@@ -110,7 +110,7 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "The addresses, by key (1 to 63 letters, digits, `_`, `.`, `-`). Each asks for `pools` " +
 					"(tried in order when one is full), or `family` (any address from the cluster's default pool of that family: " +
 					"the pool marked `default`, else for IPv6 the instance pool, else the only pool of the family), or `address` " +
-					"(exactly this one). Pools listed together must agree on their network properties (MTU, gateway).",
+					"(exactly this one). Pools listed together must agree on their family and network properties (MTU, gateway).",
 				Required: true,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"pools": schema.ListAttribute{
@@ -429,7 +429,9 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 
 func isMissingPool(err error) bool { return errors.Is(err, ipam.ErrPoolNotFound) }
 
-// checkPoolsAgree: pools listed for one key must agree on MTU and gateway.
+// checkPoolsAgree: pools listed for one key must agree on family, MTU and
+// gateway (Pool.AgreesWith, the rule the core applies at apply), checked at
+// plan time too when reservations are off.
 // Pools are read once per plan (pools caches them; nil: not there yet).
 func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c setEntryModel, pools map[string]*ipam.Pool, out *problemDiags) {
 	ids := c.pools(ctx)
@@ -452,30 +454,13 @@ func (r *addressSetResource) checkPoolsAgree(ctx context.Context, key string, c 
 			first = *p
 			continue
 		}
-		if first.MTU != p.MTU || first.Gateway != p.Gateway {
-			p := *p
+		if err := first.AgreesWith(*p); err != nil {
 			out.add(path.Root("addresses").AtMapKey(key).AtName("pools"), "Pools Disagree on Network Properties", "keys listing pools that disagree", func() string {
-				return fmt.Sprintf("Pools %s (mtu %s, gateway %s) and %s (mtu %s, gateway %s) are listed together but differ; an address "+
-					"from either must fit the same interface. List pools with the same mtu and gateway.",
-					first.ID, mtuText(first.MTU), gwText(first), p.ID, mtuText(p.MTU), gwText(p))
+				return "P" + err.Error()[1:] + "."
 			})
 			return
 		}
 	}
-}
-
-func mtuText(m int) string {
-	if m == 0 {
-		return "unset"
-	}
-	return fmt.Sprint(m)
-}
-
-func gwText(p ipam.Pool) string {
-	if !p.Gateway.IsValid() {
-		return "unset"
-	}
-	return p.Gateway.String()
 }
 
 // fill writes the members held in the database into the model: every key

@@ -155,6 +155,11 @@ func TestAccAddressSet_refusals(t *testing.T) {
 				Config:      db.config(setPools + set(`x=pools = [ipam_pool.small.id, ipam_pool.jumbo.id]`)),
 				ExpectError: regexp.MustCompile(`(?s)Pools Disagree on Network Properties.*mtu 1500.*mtu 9000`),
 			},
+			{Config: db.config(setPools + v6Pool)},
+			{
+				Config:      db.config(setPools + v6Pool + set(`x=pools = [ipam_pool.small.id, ipam_pool.v6.id]`)),
+				ExpectError: regexp.MustCompile(`(?s)Pools Disagree on Network Properties.*c1/small \(IPv4\) and c1/v6\s+\(IPv6\).*different\s+families`),
+			},
 			{
 				Config:      db.config(setPools + set(`x=`)),
 				ExpectError: regexp.MustCompile(`(?s)asks for nothing`),

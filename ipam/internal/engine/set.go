@@ -202,6 +202,36 @@ func (s *Client) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, re
 		Cooling: last.Cooling, NextReusable: last.NextReusable, Tried: full}
 }
 
+// AgreesWith is nil when an address from pool p and one from pool q fit
+// the same interface, as the pools listed together for one address must:
+// one family, one MTU, one gateway. Else it says what differs.
+func (p Pool) AgreesWith(q Pool) error {
+	switch {
+	case p.Family != q.Family:
+		return fmt.Errorf("pools %s (IPv%d) and %s (IPv%d) are listed together but are of different families; "+
+			"list pools of one family (one key per family)", p.ID, p.Family, q.ID, q.Family)
+	case p.MTU != q.MTU || p.Gateway != q.Gateway:
+		return fmt.Errorf("pools %s (mtu %s, gateway %s) and %s (mtu %s, gateway %s) are listed together but differ; "+
+			"an address from either must fit the same interface, so list pools with the same mtu and gateway",
+			p.ID, p.mtuText(), p.gatewayText(), q.ID, q.mtuText(), q.gatewayText())
+	}
+	return nil
+}
+
+func (p Pool) mtuText() string {
+	if p.MTU == 0 {
+		return "unset"
+	}
+	return fmt.Sprint(p.MTU)
+}
+
+func (p Pool) gatewayText() string {
+	if !p.Gateway.IsValid() {
+		return "unset"
+	}
+	return p.Gateway.String()
+}
+
 func poolIDs(ps []*Pool) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
@@ -242,6 +272,11 @@ func (s *Client) entryPools(ctx context.Context, tx pgx.Tx, clusterID string, e 
 		pools = []*Pool{p}
 	default:
 		return nil, invalid("addresses", "key %q asks for nothing: give pools, family or address", e.Key)
+	}
+	for _, p := range pools[1:] {
+		if err := pools[0].AgreesWith(*p); err != nil {
+			return nil, invalid("addresses", "key %q: %v", e.Key, err)
+		}
 	}
 	if e.Family != 0 {
 		for _, p := range pools {

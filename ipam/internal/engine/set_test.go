@@ -279,3 +279,40 @@ func TestSetRefreshLeavesOutAMemberReleasedDuringItsRecord(t *testing.T) {
 		t.Errorf("the refresh answered members %v; want only b (a was released while it ran)", keys)
 	}
 }
+
+// The pools one key lists fit one interface: a key listing pools of two
+// families, or of two MTUs, is refused on addresses whichever path takes it
+// (the set's apply, a plan-time hold), and nothing is written.
+func TestAddressSetKeyPoolsAgree(t *testing.T) {
+	t.Parallel()
+	st, ctx := setFixture(t)
+	for _, p := range []engine.Pool{
+		{ClusterID: "c1", Name: "v6", CIDRs: prefixes("2001:db8:0:9::/120")},
+		{ClusterID: "c1", Name: "jumbo", MTU: 9000, CIDRs: prefixes("192.0.2.0/24")},
+	} {
+		if _, err := st.CreatePool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := engine.Owner{ID: "vm-1", OrgID: "acme", InstanceID: "vm-1"}
+	for _, c := range []struct {
+		pools []string
+		want  string
+	}{
+		{[]string{"c1/small", "c1/v6"}, "c1/small (IPv4) and c1/v6 (IPv6) are listed together but are of different families"},
+		{[]string{"c1/big", "c1/jumbo"}, "c1/big (mtu unset, gateway unset) and c1/jumbo (mtu 9000, gateway unset) are listed together but differ"},
+	} {
+		e := engine.SetEntry{Key: "pub", Pools: c.pools}
+		_, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Add: []engine.SetEntry{e}})
+		_, herr := st.ReserveSetEntry(ctx, "c1", owner, e, time.Hour)
+		for _, err := range []error{err, herr} {
+			var ie *engine.InvalidError
+			if !errors.As(err, &ie) || ie.Field != "addresses" || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v: want invalid addresses saying %q, got %v", c.pools, c.want, err)
+			}
+		}
+	}
+	if ms, err := st.GetSet(ctx, "c1", "vm-1"); err == nil && len(ms) > 0 {
+		t.Fatalf("members written: %v", ms)
+	}
+}
