@@ -39,6 +39,31 @@ type providerData struct {
 	// instancePools caches, for plans, the pool an instance on a node
 	// draws from (see instancePool).
 	instancePools instancePoolCache
+	// newBlocks holds the nodes ([2]string{cluster, node}) whose instance
+	// blocks this plan creates (plannedNewBlocks).
+	newBlocks sync.Map
+}
+
+// planNewBlocks records, in the plan of an ipam_node_instance_blocks create,
+// that node's blocks come with this apply.
+func (pd *providerData) planNewBlocks(clusterID, node string) {
+	if pd != nil {
+		pd.newBlocks.Store([2]string{clusterID, node}, true)
+	}
+}
+
+// plannedNewBlocks reports whether an instance on node must wait for the
+// node's blocks that this same apply creates: this plan creates them
+// (planNewBlocks: Terraform plans the blocks first when the instance takes
+// its node_id from them) and the node has none yet. Its address is then
+// allocated inside them at apply; a hold taken now would be in the cluster's
+// instance pool, outside them.
+func (pd *providerData) plannedNewBlocks(ctx context.Context, clusterID, node string) bool {
+	if _, ok := pd.newBlocks.Load([2]string{clusterID, node}); !ok {
+		return false
+	}
+	id, err := pd.instancePool(ctx, clusterID, node)
+	return err == nil && id == ipam.InstancePool(clusterID).ID()
 }
 
 // instancePoolCache holds, per cluster and node, the pool an instance on

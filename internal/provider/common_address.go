@@ -278,6 +278,7 @@ const (
 	reasonNoPool    = "reservations-no-pool"
 	reasonExhausted = "reservations-exhausted"
 	reasonDestroy   = "reservations-destroy"
+	reasonNewBlocks = "reservations-new-blocks"
 )
 
 // reserveForPlan takes, or finds again, the plan-time hold of an owner being

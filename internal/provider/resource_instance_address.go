@@ -96,7 +96,10 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 	attrs["node_id"] = schema.StringAttribute{
 		MarkdownDescription: "The node the instance runs on. When the node has instance blocks (`ipam_node_instance_blocks`), the address " +
 			"comes from them. Changing it updates the record in place and the address stays, unless the old or the new node " +
-			"has instance blocks: then the instance is replaced, with an address from the new node's blocks.",
+			"has instance blocks: then the instance is replaced, with an address from the new node's blocks. On a node with " +
+			"blocks, take it from them (`node_id = ipam_node_instance_blocks.NAME.node_id`): Terraform then creates the blocks " +
+			"before the instance and destroys the instance before them, and a plan that creates both leaves the address to the " +
+			"apply, which allocates it inside them.",
 		Optional:   true,
 		Validators: []validator.String{validID("node_id")},
 	}
@@ -262,6 +265,14 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	}
 	config := configAddress(ctx, req.Config)
 	if r.pd == nil {
+		return
+	}
+	if !plan.ClusterID.IsUnknown() && !plan.NodeID.IsUnknown() && !plan.NodeID.IsNull() &&
+		r.pd.plannedNewBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString()) {
+		r.pd.warnOnce(&resp.Diagnostics, reasonNewBlocks, "Some Addresses Known After Apply",
+			"This plan creates instance blocks for node "+plan.NodeID.ValueString()+" (and possibly others), so the addresses of "+
+				"new instances on such a node are allocated inside its blocks when the apply has created them, and show as "+
+				"\"(known after apply)\". Later plans show them.")
 		return
 	}
 	a, ok := reserveForPlan(ctx, r.pd, &resp.Diagnostics, replacedGeneration(ctx, req), ipam.ClusterPools(plan.ClusterID.ValueString()), plan.owner(),

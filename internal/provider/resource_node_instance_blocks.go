@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
@@ -216,6 +217,12 @@ func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	if req.State.Raw.IsNull() {
+		var cluster, node types.String
+		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("cluster_id"), &cluster)...)
+		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("node_id"), &node)...)
+		if !cluster.IsUnknown() && !node.IsUnknown() {
+			r.pd.planNewBlocks(cluster.ValueString(), node.ValueString())
+		}
 		r.markReplaced(ctx, req, resp)
 		return
 	}

@@ -109,6 +109,52 @@ func TestAccNodeInstanceBlocks_lifecycle(t *testing.T) {
 	})
 }
 
+// A node's blocks and its instances in one apply, the instances taking
+// node_id from the blocks: the plan leaves their addresses to the apply, which
+// allocates them inside the blocks, the next plan is empty (nothing to move
+// into the blocks), and one destroy removes the instances before the blocks.
+func TestAccNodeInstanceBlocks_createdWithTheirInstances(t *testing.T) {
+	db := newAccDB(t)
+	cfg := db.config(testCluster + `resource "ipam_node_address" "n" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "n1"
+}
+resource "ipam_node_instance_blocks" "n" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = ipam_node_address.n.node_id
+}
+resource "ipam_instance_address" "vm" {
+  count       = 3
+  cluster_id  = ipam_cluster.c.id
+  instance_id = "vm-${count.index}"
+  org_id      = "acme"
+  env_id      = "prod"
+  node_id     = ipam_node_instance_blocks.n.node_id
+}
+`)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			// The cluster first: a plan in a cluster that exists holds new addresses.
+			{Config: db.config(testCluster)},
+			{
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectUnknownValue("ipam_instance_address.vm[0]", tfjsonpath.New("address")),
+				}},
+				Check: resource.ComposeTestCheckFunc(checkBlocksSound(db), func(*terraform.State) error {
+					if err := db.expectRows(3, `SELECT count(*) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'active'
+						AND pool_id = 'c1/blocks/n1'`)(); err != nil {
+						return err
+					}
+					return db.expectRows(0, `SELECT count(*) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'reserved'`)()
+				}),
+			},
+			{Config: cfg, PlanOnly: true}, // nothing moves into the blocks
+		},
+	})
+}
+
 func TestAccNodeInstanceBlocks_badInput(t *testing.T) {
 	db := newAccDB(t)
 	resource.ParallelTest(t, resource.TestCase{

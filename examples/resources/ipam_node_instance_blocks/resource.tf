@@ -21,3 +21,14 @@ output "allowed_ips" {
     id => concat([ipam_node_address.workers[id].cidr], b.blocks)
   }
 }
+
+# Instances on a node with blocks take node_id from the blocks resource:
+# Terraform creates the blocks first and destroys the instances first, and
+# an apply that creates both places the instances inside the blocks.
+resource "ipam_instance_address" "on_node" {
+  cluster_id  = ipam_cluster.example.id
+  instance_id = "inst-2b81d0"
+  org_id      = "acme"
+  env_id      = "production"
+  node_id     = ipam_node_instance_blocks.node["fra1-node-02"].node_id
+}
