@@ -173,6 +173,7 @@ const (
 	CategoryIPv4        = engine.CategoryIPv4
 	CategoryIPv6        = engine.CategoryIPv6
 	DefaultPoolCooldown = engine.DefaultPoolCooldown
+	NoCooldown          = engine.NoCooldown
 )
 
 // PreparePool validates an operator pool on its own (no database).

@@ -203,6 +203,9 @@ func (m *poolResourceModel) toCore(ctx context.Context) (p ipam.Pool, ok bool, e
 		if p.Cooldown, err = ipam.ParseDuration(m.Cooldown.ValueString()); err != nil {
 			return p, true, &ipam.InvalidError{Field: "cooldown", Msg: err.Error()}
 		}
+		if p.Cooldown == 0 {
+			p.Cooldown = ipam.NoCooldown // "0s": none, not the core's default for an unset one
+		}
 		p.AsWritten = map[string]string{"cooldown": m.Cooldown.ValueString()}
 	}
 	if !m.Gateway.IsNull() {
@@ -224,7 +227,7 @@ func (m *poolResourceModel) fromCore(p ipam.Pool) {
 	m.Name = types.StringValue(p.Name)
 	m.CIDRs = prefixList(m.CIDRs, p.CIDRs, false)
 	m.Exclude = prefixList(m.Exclude, p.Exclude, true)
-	m.Cooldown = sameDuration(m.Cooldown, p.Cooldown, p.AsWritten["cooldown"])
+	m.Cooldown = sameDuration(m.Cooldown, max(p.Cooldown, 0), p.AsWritten["cooldown"])
 	m.MTU = types.Int64Null()
 	if p.MTU != 0 {
 		m.MTU = types.Int64Value(int64(p.MTU))

@@ -1036,7 +1036,11 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 				cidrs = append(cidrs, netip.PrefixFrom(a, 32))
 			}
 			r.model.cooldown = rd.cooldown > 0
-			p, err := base.CreatePool(ctx, engine.Pool{ClusterID: r.cluster, Name: "v4", Cooldown: rd.cooldown, CIDRs: cidrs})
+			cooldown := rd.cooldown
+			if cooldown == 0 {
+				cooldown = engine.NoCooldown // zero is the default cooldown
+			}
+			p, err := base.CreatePool(ctx, engine.Pool{ClusterID: r.cluster, Name: "v4", Cooldown: cooldown, CIDRs: cidrs})
 			if err != nil {
 				t.Fatal(err)
 			}

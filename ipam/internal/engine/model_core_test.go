@@ -765,6 +765,9 @@ func (m *model) pool(rng *rand.Rand, i int) engine.Pool {
 	case 0: // private IPv4: may repeat across clusters
 		p := engine.Pool{ClusterID: cid, Name: "v4a", Cooldown: time.Duration(rng.IntN(3)) * time.Hour,
 			CIDRs: []netip.Prefix{pfx("10.0.0.0/29")}}
+		if p.Cooldown == 0 {
+			p.Cooldown = engine.NoCooldown // a pool without one (zero is the default)
+		}
 		if rng.IntN(2) == 0 {
 			p.CIDRs = append(p.CIDRs, pfx("10.0.1.0/30"))
 		}

@@ -373,7 +373,7 @@ var pathScenarios = []pathScenario{
 		name: "an expired hold taken by another is told to its planner", fastServes: false,
 		setup: func(t *testing.T, st *engine.Client, raw *pgx.Conn) string {
 			ctx := context.Background()
-			fullIPv4Pool(t, st, 0)
+			fullIPv4Pool(t, st, engine.NoCooldown)
 			if ok, err := st.Release(ctx, "c1", env("e0"), 0); err != nil || !ok {
 				t.Fatal(ok, err)
 			}

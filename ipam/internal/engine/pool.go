@@ -180,7 +180,9 @@ func loadPool(ctx context.Context, q querier, id string) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Cooldown = intervalDuration(cool)
+	if p.Cooldown = intervalDuration(cool); p.Cooldown == 0 {
+		p.Cooldown = NoCooldown // zero would read back as DefaultPoolCooldown
+	}
 	if mtu != nil {
 		p.MTU = *mtu
 	}

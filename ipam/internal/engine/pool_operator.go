@@ -18,7 +18,10 @@ const (
 	CategoryIPv6 = "ipv6"
 )
 
-// DefaultPoolCooldown applies to operator pools without an explicit cooldown.
+// DefaultPoolCooldown applies to operator pools without an explicit cooldown:
+// a Pool whose Cooldown is zero gets it, as a cluster's zero cooldowns get
+// theirs, so that a released address never goes to another owner at once
+// by omission. NoCooldown asks for none.
 const DefaultPoolCooldown = DefaultInstanceCooldown
 
 var reservedPoolNames = []string{CategoryNode, CategoryInstance}
@@ -27,6 +30,12 @@ var reservedPoolNames = []string{CategoryNode, CategoryInstance}
 // blocks of one family that do not overlap, exclusions inside the pool, a
 // usable size. It fills ID, Family, Category, Kind, Stripes and Size.
 func PreparePool(p *Pool) error {
+	switch p.Cooldown {
+	case 0:
+		p.Cooldown = DefaultPoolCooldown
+	case NoCooldown:
+		p.Cooldown = 0
+	}
 	if err := checkIDs("cluster_id", p.ClusterID); err != nil {
 		return err
 	}
@@ -40,7 +49,7 @@ func PreparePool(p *Pool) error {
 		return invalid("cidrs", "a pool needs at least one block")
 	}
 	if p.Cooldown < 0 {
-		return invalid("cooldown", "must not be negative")
+		return invalid("cooldown", "must not be negative (NoCooldown asks for none, zero for DefaultPoolCooldown)")
 	}
 	if p.MTU != 0 && (p.MTU < MinPoolMTU || p.MTU > MaxMTU) {
 		return invalid("mtu", "%d is out of range: between %d and %d (or unset)", p.MTU, MinPoolMTU, MaxMTU)

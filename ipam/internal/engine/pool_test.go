@@ -349,3 +349,40 @@ func TestEnvIPv4FromAnIPv6PoolIsRefused(t *testing.T) {
 		t.Fatalf("rows written for the environment: %d %v", n, err)
 	}
 }
+
+// An operator pool made without a cooldown gets DefaultPoolCooldown, as a
+// cluster made without cooldowns gets its defaults: a released public
+// address never goes to another owner at once by omission. NoCooldown asks
+// for none, and reads back as itself.
+func TestPoolCooldownDefault(t *testing.T) {
+	st, raw := newStore(t, "tf")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	for i, c := range []struct {
+		name      string
+		cooldown  time.Duration
+		stored    string
+		readsBack time.Duration
+	}{
+		{"unset", 0, "24:00:00", engine.DefaultPoolCooldown},
+		{"none", engine.NoCooldown, "00:00:00", engine.NoCooldown},
+		{"hour", time.Hour, "01:00:00", time.Hour},
+	} {
+		p, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: c.name, Cooldown: c.cooldown, CIDRs: prefixes(fmt.Sprintf("10.%d.0.0/30", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored string
+		if err := raw.QueryRow(ctx, `SELECT cooldown::text FROM ipam_pools WHERE id = $1`, p.ID).Scan(&stored); err != nil || stored != c.stored {
+			t.Errorf("%s: stored cooldown %q (%v), want %q", c.name, stored, err, c.stored)
+		}
+		got, err := st.GetPool(ctx, p.ID)
+		if err != nil || got.Cooldown != c.readsBack {
+			t.Errorf("%s: reads back %v (%v), want %v", c.name, got.Cooldown, err, c.readsBack)
+		}
+		// What GetPool gives, UpdatePool keeps.
+		if up, err := st.UpdatePool(ctx, got); err != nil || up.Cooldown != c.readsBack {
+			t.Errorf("%s: after an update of what it read: %v (%v), want %v", c.name, up.Cooldown, err, c.readsBack)
+		}
+	}
+}

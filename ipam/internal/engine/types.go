@@ -130,6 +130,11 @@ func OperatorPool(clusterID, name string) PoolRef { return PoolRef{clusterID, na
 
 const blocksPrefix = "blocks/"
 
+// NoCooldown is the Cooldown of an operator pool whose released addresses
+// may be handed out again at once: set it to ask for that (zero means
+// DefaultPoolCooldown), and GetPool reports such a pool with it.
+const NoCooldown time.Duration = -1
+
 // parkedPrefix starts the name of a released block's parked pool
 // (parkedPoolID): "parked/<block>".
 const parkedPrefix = "parked/"
