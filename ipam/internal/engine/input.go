@@ -217,6 +217,23 @@ func ParsePoolRef(field, id string) (PoolRef, error) {
 	return PoolRef{c, n}, nil
 }
 
+// withOwnLabel gives an owner the label that names it when it has none: a
+// node's node_id, an instance's instance_id and an environment's env_id are
+// its id, as the typed verbs (AllocateInstance, ...) and the provider write
+// them, so that a listing by that label finds what the generic verbs
+// (Allocate, Reserve) write too.
+func withOwnLabel(o Owner) Owner {
+	switch {
+	case o.Kind == OwnerNode && o.NodeID == "":
+		o.NodeID = o.ID
+	case o.Kind == OwnerInstance && o.InstanceID == "":
+		o.InstanceID = o.ID
+	case o.Kind == OwnerEnvIPv4 && o.EnvID == "":
+		o.EnvID = o.ID
+	}
+	return o
+}
+
 // ValidateOwner checks the owner's key and labels.
 func ValidateOwner(o Owner) error {
 	if err := checkFilterIDs("org_id", o.OrgID, "env_id", o.EnvID, "node_id", o.NodeID, "instance_id", o.InstanceID); err != nil {
@@ -325,6 +342,7 @@ type request struct {
 // checkRequest validates a request on its own: its owner, and a pool named
 // where the owner's kind does not decide it.
 func checkRequest(req AllocateRequest) (request, error) {
+	req.Owner = withOwnLabel(req.Owner)
 	r := request{AllocateRequest: req, own: ownPool(req)}
 	if err := ValidateOwner(req.Owner); err != nil {
 		return r, err

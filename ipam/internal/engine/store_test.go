@@ -1154,3 +1154,23 @@ func TestConcurrentRequestsOfOneOwnerAgree(t *testing.T) {
 		t.Fatalf("allocation failures recorded: %d %v, want none", failures, err)
 	}
 }
+
+// The generic verbs give an owner the label that names it, as the typed
+// verbs do: a listing by instance_id (or node_id, env_id) finds what
+// Allocate and Reserve write for an owner that did not repeat its id there.
+func TestGenericVerbsWriteTheOwnersOwnLabel(t *testing.T) {
+	st, raw := newStore(t, "tf")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: engine.Owner{Kind: engine.OwnerInstance, ID: "r-1"}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: engine.Owner{Kind: engine.OwnerNode, ID: "n-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE (owner_kind, instance_id) = ('instance', 'r-1')
+		OR (owner_kind, node_id) = ('node', 'n-1')`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows labelled with their owner: %d (%v), want 2", n, err)
+	}
+}
