@@ -30,6 +30,8 @@ func (a *app) checkCmd() *cobra.Command {
                             and gateway
   ` + operator.InvariantNodeBlocks + `               a node block pool's rows lie in that node's active blocks, parked rows in a
                             cooling block, and no other row in a block
+  ` + operator.InvariantTombstones + `     an address a destroyed pool or cluster left cooling (a tombstone) has
+                            no row where it binds: a pool created over it inherited it
 
 Prints each violation and exits 3 when any invariant is broken (1 when the check cannot run).
 

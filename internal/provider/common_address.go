@@ -378,8 +378,9 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				withHint(err))
 	case errors.Is(err, ipam.ErrNotFound) || errors.Is(err, ipam.ErrPoolNotFound):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
-			poolName(pool)+" is created by this same apply, so addresses from it cannot be reserved at plan time and show "+
-				"as \"(known after apply)\". Later plans show them.")
+			poolName(pool)+" does not exist yet, so addresses from it cannot be reserved at plan time and show as "+
+				"\"(known after apply)\". If this apply creates it, later plans show them; if nothing creates it, the apply "+
+				"fails: check the name.")
 	default:
 		addCoreError(diags, "Unable to Reserve "+titleCategory(owner.Kind), err)
 	}
