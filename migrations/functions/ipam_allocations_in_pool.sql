@@ -1,5 +1,5 @@
 -- The current definition of ipam_allocations_in_pool: created by migration 12, last changed
--- by migration 24. Migrate applies it after the numbered migrations (see README.md
+-- by migration 33. Migrate applies it after the numbered migrations (see README.md
 -- beside this file); a change here is a change of this one file.
 --
 -- Invariant: nothing enters 'active' or 'reserved' outside its pool (a block
@@ -9,7 +9,8 @@
 -- rows, so a live tombstone left over an address means a path forgot to
 -- inherit it. An owner key means something only inside its cluster, so a
 -- tombstone's owner takes its address back only in the cluster of the same
--- id. The triggers that call it are in migration 12.
+-- id, and only for the same tenant (org and env), as a cooling row goes back
+-- to its owner (the allocator's guard reusable_or_own). The triggers that call it are in migration 12.
 --
 -- It also records who manages a row that becomes active or held: the origin
 -- of the configuration whose transaction hands it out or holds it for a plan
@@ -39,7 +40,8 @@ BEGIN
     SELECT * INTO t FROM ipam_tombstones
         WHERE address = NEW.address AND scope = ipam_tombstone_scope(NEW.address, NEW.cluster_id)
             AND reusable_at > ipam_now()
-            AND (cluster_id, owner_kind, owner_id) IS DISTINCT FROM (NEW.cluster_id, NEW.owner_kind, NEW.owner_id);
+            AND (cluster_id, owner_kind, owner_id, org_id, env_id)
+                IS DISTINCT FROM (NEW.cluster_id, NEW.owner_kind, NEW.owner_id, NEW.org_id, NEW.env_id);
     IF FOUND THEN
         RAISE EXCEPTION 'address % is cooling until % (left by % % of destroyed pool %); it was not inherited by pool %',
                 host(NEW.address), t.reusable_at, t.owner_kind, t.owner_id, t.pool_id, NEW.pool_id

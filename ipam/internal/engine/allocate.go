@@ -222,13 +222,14 @@ func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, clusterID string, o Ow
 }
 
 // take hands out an address that no one holds: the exact one asked for, the
-// owner's own cooling one, a fresh one, or the longest-cooled reusable one.
+// owner's own cooling one (for the same org and env: guardReusableOrOwn), a
+// fresh one, or the longest-cooled reusable one.
 // With hold > 0 the row becomes a plan-time hold instead of an allocation.
 func (s *Client) take(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, ownCooling *Allocation, hold time.Duration) (Allocation, error) {
 	switch {
 	case req.Address.IsValid():
 		return s.claimExact(ctx, tx, pool, req, hold)
-	case ownCooling != nil && ownCooling.PoolID == pool.ID:
+	case ownCooling != nil && ownCooling.PoolID == pool.ID && ownCooling.Owner.sameTenant(req.Owner):
 		return s.activate(ctx, tx, ownCooling.ID, ownCooling.Generation, req.Owner, hold, false)
 	}
 	a, err := s.takeFresh(ctx, tx, pool, req.Owner, hold)
@@ -498,7 +499,7 @@ func (s *Client) exhausted(ctx context.Context, tx pgx.Tx, pool *Pool) error {
 
 // claimExact takes exactly the requested address: free or never used, or
 // cooling with its cooldown passed, or an expired hold, or last held (cooling
-// or reserved) by this same owner.
+// or reserved) by this same owner (cooling: for the same org and env).
 func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, hold time.Duration) (Allocation, error) {
 	addr := req.Address
 	if err := pool.checkClaimable(addr); err != nil {
@@ -540,7 +541,9 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
 	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:
 		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
-	case cur.State == StateCooling && !cur.Reusable && !sameOwner:
+	case cur.State == StateCooling && !cur.Reusable && !(sameOwner && cur.Owner.sameTenant(req.Owner)):
+		// Its own cooling address goes back to an owner for the same org
+		// and env only (guardReusableOrOwn).
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
 	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)

@@ -61,9 +61,11 @@ type guard struct {
 // capture them.
 type guardAt struct {
 	cluster, kind, owner string
-	avoid                string
-	now                  string
-	rows                 string
+	// org, env: the owner's tenant labels as asked (guardReusableOrOwn)
+	org, env string
+	avoid    string
+	now      string
+	rows     string
 	// hold: the take's hold (an interval, > 0 for a plan-time hold)
 	hold string
 }
@@ -162,11 +164,14 @@ var (
 
 	// guardReusableOrOwn: the hand-out itself, re-judged on the row it
 	// writes: another owner only once the row is reusable; the same owner
-	// takes its own address back.
-	guardReusableOrOwn = guard{"reusable_or_own", "a row goes to another owner only once it is reusable; its own owner takes it back",
+	// takes its own address back, for the same tenant (org and env): an
+	// instance re-created under another org gets another address, as
+	// another owner would.
+	guardReusableOrOwn = guard{"reusable_or_own", "a row goes to another owner only once it is reusable; its own owner takes it back, for the same org and env",
 		func(at guardAt) string {
 			return at.col("state") + ` IN ('free', 'cooling', 'reserved')
-		AND (` + at.col("reusable_at") + ` <= ` + at.now + ` OR (` + at.col("owner_kind") + ` = ` + at.kind + ` AND ` + at.col("owner_id") + ` = ` + at.owner + `))`
+		AND (` + at.col("reusable_at") + ` <= ` + at.now + ` OR (` + at.col("owner_kind") + ` = ` + at.kind + ` AND ` + at.col("owner_id") + ` = ` + at.owner + `
+			AND (` + at.col("org_id") + `, ` + at.col("env_id") + `) IS NOT DISTINCT FROM (` + at.org + `, ` + at.env + `)))`
 		}, false}
 
 	// guardNoExpiredHold: a one-statement reuse takes no other owner's
@@ -516,7 +521,7 @@ func takeReuse(one bool) namedStatement {
 		FROM pairs p, pool
 		-- each row where its pick locked it (a TID scan: no estimate can
 		-- turn a join around into a walk over the reuse queue)
-		WHERE t.ctid = p.cooled_ctid AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "p.req_owner", now: "now_at", rows: "t"})+`
+		WHERE t.ctid = p.cooled_ctid AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "p.req_owner", org: "p.req_org", env: "p.req_env", now: "now_at", rows: "t"})+`
 		RETURNING t.*, p.req_event, p.cooled_at, p.cooled_ordinal
 	), last AS (
 		SELECT m.at, (SELECT max(cooled_ordinal) FROM a WHERE cooled_at = m.at) AS ord
@@ -721,7 +726,7 @@ var sqlActivate = named("reuse take (conditional write)", `WITH prev AS (SELECT 
 	a AS (UPDATE ipam_allocations SET `+activateSet(rowOwner{kind: "@kind", id: "@owner", org: "@org", env: "@env",
 	node: "@node", instance: "@instance", actor: "@actor", hold: "@hold::interval", set: "@set_owner"})+`
 	`+fromClock+`
-	WHERE id = @id AND generation = @generation AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "@owner", now: "now_at", rows: "ipam_allocations"})+`
+	WHERE id = @id AND generation = @generation AND `+allOf(writeGuards, guardAt{kind: "@kind", owner: "@owner", org: "@org", env: "@env", now: "now_at", rows: "ipam_allocations"})+`
 	RETURNING ipam_allocations.*)`+movedIn+countMoved+`, lost AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
 		SELECT @lost_event, '`+EventHoldLost+`', a.cluster_id, a.pool_id, a.id, a.generation, a.address, p.owner_kind, p.owner_id,

@@ -78,7 +78,7 @@ var namedParam = regexp.MustCompile(`@[a-z_]+`)
 // or numbered), in order, the first at once.
 func followsDefinition(text string, g guard) bool {
 	for _, rows := range []string{"?", ""} {
-		want := g.in(guardAt{cluster: "?", kind: "?", owner: "?", avoid: "?", now: "?", rows: rows, hold: "?"})
+		want := g.in(guardAt{cluster: "?", kind: "?", owner: "?", org: "?", env: "?", avoid: "?", now: "?", rows: rows, hold: "?"})
 		want = namedParam.ReplaceAllString(strings.TrimPrefix(want, guardMarker(g.name)), "?")
 		rest, ok := text, true
 		for i, piece := range strings.Split(want, "?") {

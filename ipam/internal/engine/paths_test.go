@@ -464,8 +464,8 @@ func allocateUntilFull(t *testing.T, st *engine.Client, pool engine.PoolRef, own
 }
 
 // The hand-out's write judges the row again, whatever picked it (guard
-// reusable_or_own): another owner's cooling row is refused, its own owner
-// takes it back.
+// reusable_or_own): another owner's cooling row is refused, and so is its
+// own owner's under another tenant; its own owner takes it back.
 func TestHandOutWriteRejudgesTheRow(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "test")
@@ -478,9 +478,17 @@ func TestHandOutWriteRejudgesTheRow(t *testing.T) {
 	if err := raw.QueryRow(ctx, `SELECT id, generation FROM ipam_allocations WHERE owner_id = 'e0'`).Scan(&id, &gen); err != nil {
 		t.Fatal(err)
 	}
-	write := func(owner string) (int, error) {
+	var org any
+	if err := raw.QueryRow(ctx, `SELECT org_id FROM ipam_allocations WHERE owner_id = 'e0'`).Scan(&org); err != nil {
+		t.Fatal(err)
+	}
+	write := func(owner string, orgs ...any) (int, error) {
+		o := org
+		if len(orgs) > 0 {
+			o = orgs[0]
+		}
 		rows, err := raw.Query(ctx, engine.SQLActivateRow.SQL, engine.StatementArgs(engine.SQLActivateRow, map[string]any{
-			"id": id, "generation": gen, "kind": engine.OwnerEnvIPv4, "owner": owner, "org": nil, "env": owner, "node": nil,
+			"id": id, "generation": gen, "kind": engine.OwnerEnvIPv4, "owner": owner, "org": o, "env": owner, "node": nil,
 			"instance": nil, "actor": "test", "hold": "0", "set_owner": nil, "lost_event": uuid.New(), "event": uuid.New(),
 			"event_type": "env.ipv4_addon_enabled", "data": map[string]any{},
 		})...)
@@ -495,6 +503,9 @@ func TestHandOutWriteRejudgesTheRow(t *testing.T) {
 	}
 	if n, err := write("x"); n != 0 || err != nil {
 		t.Fatalf("the write handed e0's cooling row to x: %d rows, %v", n, err)
+	}
+	if n, err := write("e0", "another-org"); n != 0 || err != nil {
+		t.Fatalf("the write handed e0's cooling row to e0 under another org: %d rows, %v", n, err)
 	}
 	if n, err := write("e0"); n != 1 || err != nil {
 		t.Fatalf("the write refused e0 its own cooling row: %d rows, %v", n, err)

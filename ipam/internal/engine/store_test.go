@@ -1174,3 +1174,56 @@ func TestGenericVerbsWriteTheOwnersOwnLabel(t *testing.T) {
 		t.Fatalf("rows labelled with their owner: %d (%v), want 2", n, err)
 	}
 }
+
+// An owner takes its cooling address back only for the same tenant: an
+// instance released under one org gets it back under that org, but under
+// another org it gets a fresh address (its old one keeps cooling, and a claim
+// of it is refused), on every path that takes one (an allocation, a plan-time
+// hold and its confirm, an exact claim).
+func TestOwnCoolingAddressStaysWithItsTenant(t *testing.T) {
+	st, _ := newStore(t, "tf")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	inst := func(org string) engine.Owner {
+		return engine.Owner{Kind: engine.OwnerInstance, ID: "vm-1", InstanceID: "vm-1", OrgID: org, EnvID: "prod"}
+	}
+	req := func(o engine.Owner) engine.AllocateRequest {
+		return engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o}
+	}
+	release := func() {
+		t.Helper()
+		if ok, err := st.Release(ctx, "c1", engine.Owner{Kind: engine.OwnerInstance, ID: "vm-1"}, 0); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+	}
+	first, err := st.Allocate(ctx, req(inst("acme")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if back, err := st.Allocate(ctx, req(inst("acme"))); err != nil || back.Address != first.Address {
+		t.Fatalf("the same org: %v %v, want %v back", back.Address, err, first.Address)
+	}
+	release()
+	// Another org: a fresh address, by hold and confirm, and by allocation.
+	h, err := st.Reserve(ctx, req(inst("evilcorp")), time.Hour)
+	if err != nil || h.Address == first.Address {
+		t.Fatalf("hold for another org: %v %v, want an address other than %v", h.Address, err, first.Address)
+	}
+	confirm := req(inst("evilcorp"))
+	confirm.Address = h.Address
+	if c, err := st.Allocate(ctx, confirm); err != nil || c.Address != h.Address {
+		t.Fatalf("confirm for another org: %v %v", c.Address, err)
+	}
+	release()
+	other, err := st.Allocate(ctx, req(inst("globex")))
+	if err != nil || other.Address == first.Address {
+		t.Fatalf("allocation for another org: %v %v, want an address other than %v", other.Address, err, first.Address)
+	}
+	release()
+	again := req(inst("initech"))
+	again.Address = first.Address
+	if _, err := st.Allocate(ctx, again); engine.Code(err) != engine.CodeAddressCooling {
+		t.Fatalf("claim of the address cooling for the first org, by another: %v, want address_cooling", err)
+	}
+}

@@ -321,11 +321,16 @@ func TestSchemaRefusesBuriedAddress(t *testing.T) {
 			t.Fatalf("a buried address handed out to c1's %s: %v, want check_violation on ipam_allocations_not_buried", owner, err)
 		}
 	}
-	// Its owner in its own cluster may take it back.
-	if _, err := raw.Exec(ctx, `UPDATE ipam_tombstones SET cluster_id = 'c1' WHERE address = '203.0.113.1'`); err != nil {
+	// Its owner in its own cluster may take it back, for its own tenant only.
+	if _, err := raw.Exec(ctx, `UPDATE ipam_tombstones SET cluster_id = 'c1', org_id = 'acme' WHERE address = '203.0.113.1'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e0',
+	_, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e0', org_id = 'globex',
+		reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`)
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.ConstraintName != "ipam_allocations_not_buried" {
+		t.Fatalf("a buried address handed out to its owner under another org: %v, want check_violation on ipam_allocations_not_buried", err)
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET state = 'active', owner_kind = 'env_ipv4', owner_id = 'e0', org_id = 'acme',
 		reusable_at = NULL, cooling_until = NULL WHERE address = '203.0.113.1'`); err != nil {
 		t.Fatalf("the tombstone's owner taking its address back: %v", err)
 	}

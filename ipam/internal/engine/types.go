@@ -44,6 +44,10 @@ type Owner struct {
 	SetID string
 }
 
+// sameTenant: the owner's cooling address goes back to it only for the same
+// org and env (guardReusableOrOwn, which the write re-judges).
+func (o Owner) sameTenant(p Owner) bool { return o.OrgID == p.OrgID && o.EnvID == p.EnvID }
+
 // Allocation is one address and its current (or last) holder.
 type Allocation struct {
 	ID          uuid.UUID
