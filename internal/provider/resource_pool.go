@@ -341,7 +341,15 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// Every placement problem the database can tell now (a block another
 		// pool holds, here or, for public IPv4, in another cluster), all of
 		// them; a cluster this same apply creates is no problem.
-		if err := r.store.CheckPool(ctx, p); err != nil && ipam.Code(err) == ipam.CodeInvalid {
+		check := r.store.CheckPool
+		if !req.State.Raw.IsNull() && len(resp.RequiresReplace) == 0 {
+			// An update in place: also what the apply's UpdatePool would
+			// refuse (an IPv6 pool changed but at its end, addresses in use,
+			// held or cooling that would leave the pool), so that the plan
+			// does not show a change the apply cannot make.
+			check = r.store.CheckPoolUpdate
+		}
+		if err := check(ctx, p); err != nil && ipam.Code(err) == ipam.CodeInvalid {
 			for _, e := range problems(err) {
 				if !errors.Is(e, ipam.ErrNotFound) {
 					addCoreError(&resp.Diagnostics, "Invalid Pool", e)

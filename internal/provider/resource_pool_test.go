@@ -83,9 +83,11 @@ func TestAccPool_blocksGapsGrowShrink(t *testing.T) {
 				},
 			},
 			{
-				// Removing the block that holds active addresses is refused, listing them.
+				// Removing the block that holds active addresses is refused at
+				// plan, listing them.
 				Config:      poolConfig(db, `cidrs = ["198.51.100.0/29", "203.0.113.8/31"]`, "e1", "e2", "e3", "e4", "e5", "e6"),
-				ExpectError: regexp.MustCompile(`(?s)would remove addresses that are in use or cooling:\s+192\.0\.2\.1\s+\(active\s+by\s+env_ipv4\s+e[56]\)`),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)would remove addresses that are in use,\s+held\s+by\s+a\s+plan\s+or\s+cooling:\s+192\.0\.2\.1\s+\(active\s+by\s+env_ipv4\s+e[56]\)`),
 			},
 		},
 	})
@@ -113,6 +115,38 @@ func TestAccPool_badInput(t *testing.T) {
 				Check: func(*terraform.State) error {
 					return db.expectRows(0, `SELECT count(*) FROM ipam_pools WHERE category IN ('ipv4', 'ipv6')`)()
 				},
+			},
+		},
+	})
+}
+
+// An IPv6 pool grows only at its end: a block put in front is refused at
+// plan, not after the plan showed an update in place.
+func TestAccPool_ipv6GrowsAtItsEnd(t *testing.T) {
+	db := newAccDB(t)
+	pool := func(cidrs string) string {
+		return db.config(testCluster + `resource "ipam_pool" "v6" {
+  cluster_id    = ipam_cluster.c.id
+  name          = "v6"
+  cidrs         = ` + cidrs + `
+  force_destroy = true
+}
+`)
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: pool(`["2001:db8:0:50::/120"]`)},
+			{
+				Config:      pool(`["2001:db8:0:51::/120", "2001:db8:0:50::/120"]`),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)an IPv6 pool can only grow by appending blocks after\s+2001:db8:0:50::/120`),
+			},
+			{
+				Config: pool(`["2001:db8:0:50::/120", "2001:db8:0:51::/120"]`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("ipam_pool.v6", plancheck.ResourceActionUpdate),
+				}},
 			},
 		},
 	})

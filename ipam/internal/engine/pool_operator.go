@@ -270,6 +270,51 @@ func (s *Client) CheckPool(ctx context.Context, p Pool) error {
 	return s.readTx(ctx, false, func(tx pgx.Tx) error { return checkPlacement(ctx, tx, &p) })
 }
 
+// CheckPoolUpdate validates a change of an existing operator pool against
+// the database without writing, as UpdatePool would judge it (for plan
+// time): its placement, its family, an IPv6 pool growing only at its end, and
+// no address leaving the pool while it is active, held or cooling.
+func (s *Client) CheckPoolUpdate(ctx context.Context, p Pool) error {
+	if err := PreparePool(&p); err != nil {
+		return err
+	}
+	return s.readTx(ctx, false, func(tx pgx.Tx) error {
+		cur, err := loadPool(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		return checkPoolChange(ctx, tx, cur, &p)
+	})
+}
+
+// checkPoolChange: what UpdatePool refuses of a change from cur to p before
+// it writes (CheckPoolUpdate judges the same at plan time).
+func checkPoolChange(ctx context.Context, tx pgx.Tx, cur *Pool, p *Pool) error {
+	if cur.Family != p.Family {
+		return invalid("cidrs", "the pool is IPv%d; its family cannot change (replace the pool)", cur.Family)
+	}
+	if cur.Kind == kindCounter && (len(p.CIDRs) < len(cur.CIDRs) || !slices.Equal(p.CIDRs[:len(cur.CIDRs)], cur.CIDRs)) {
+		return invalid("cidrs", "an IPv6 pool can only grow by appending blocks after %s; replace the pool to change them", prefixSummary(cur.CIDRs))
+	}
+	if err := checkPlacement(ctx, tx, p); err != nil {
+		return err
+	}
+	lo, hi := runBounds(p.layout)
+	rows, err := tx.Query(ctx, sqlHeldOutside, p.ID, lo, hi)
+	if err != nil {
+		return err
+	}
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return invalid("cidrs", "the change would remove addresses that are in use, held by a plan or cooling: %s; release them "+
+			"(and let them cool down) first, or wait for a plan's hold to expire", strings.Join(lost, ", "))
+	}
+	return nil
+}
+
 // CreatePool creates an operator pool. IPv4 pools get one free row per usable
 // address, inserted set-wise, run by run; IPv6 pools get striped counters.
 func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
@@ -364,30 +409,13 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		if err != nil {
 			return err
 		}
-		if cur.Family != p.Family {
-			return invalid("cidrs", "the pool is IPv%d; its family cannot change (replace the pool)", cur.Family)
-		}
-		if cur.Kind == kindCounter && (len(p.CIDRs) < len(cur.CIDRs) || !slices.Equal(p.CIDRs[:len(cur.CIDRs)], cur.CIDRs)) {
-			return invalid("cidrs", "an IPv6 pool can only grow by appending blocks after %s; replace the pool to change them", prefixSummary(cur.CIDRs))
-		}
-		if err := checkPlacement(ctx, tx, &p); err != nil {
+		if err := checkPoolChange(ctx, tx, cur, &p); err != nil {
 			return err
 		}
 		if err := checkDefault(ctx, tx, &p); err != nil {
 			return err
 		}
 		lo, hi := runBounds(p.layout)
-		rows, err := tx.Query(ctx, sqlHeldOutside, p.ID, lo, hi)
-		if err != nil {
-			return err
-		}
-		lost, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(lost) > 0 {
-			return invalid("cidrs", "the change would remove addresses that are in use or cooling: %s; release them (and let them cool down) first", strings.Join(lost, ", "))
-		}
 		// Rows that leave the pool: free ones, and released ones whose cooldown
 		// has passed. A row inside its cooldown is never deleted (refused above).
 		if _, err := tx.Exec(ctx, sqlDeleteRowsOutside,
