@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -61,7 +62,8 @@ func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRe
 // ReleaseInstance releases an instance's address inside tx (nil: a
 // transaction of its own) into its cooldown (the cluster's
 // instance_cooldown), with its instance.released event. Releasing what is not
-// held is a no-op.
+// held is a no-op; in a cluster that does not exist, invalid_input on
+// clusterID (errors.Is ErrNotFound).
 func (c *Client) ReleaseInstance(ctx context.Context, tx pgx.Tx, clusterID, instanceID string) error {
 	return c.release(ctx, tx, clusterID, OwnerInstance, instanceID)
 }
@@ -100,7 +102,8 @@ func (c *Client) AllocateNode(ctx context.Context, tx pgx.Tx, req NodeRequest) (
 }
 
 // ReleaseNode releases a node's address into the node cooldown; releasing
-// what is not held is a no-op.
+// what is not held is a no-op (in a cluster that does not exist, invalid_input
+// on clusterID).
 func (c *Client) ReleaseNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
 	return c.release(ctx, tx, clusterID, OwnerNode, nodeID)
 }
@@ -133,7 +136,21 @@ func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID
 }
 
 func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {
-	_, err := c.InTx(tx).Release(ctx, clusterID, Owner{Kind: kind, ID: id}, 0)
+	in := c.InTx(tx)
+	released, err := in.Release(ctx, clusterID, Owner{Kind: kind, ID: id}, 0)
+	if err == nil && !released {
+		// Nothing held is a no-op, but a cluster that does not exist is a
+		// mistake to name (a mistyped id), not a release that went well.
+		err = in.readTx(ctx, false, func(q pgx.Tx) error {
+			var n int
+			if err := q.QueryRow(ctx, sqlClusterRow, clusterID).Scan(&n); errors.Is(err, pgx.ErrNoRows) {
+				return &InvalidError{Field: "cluster_id", Msg: fmt.Sprintf("cluster %q does not exist", clusterID), Err: ErrNotFound}
+			} else if err != nil {
+				return err
+			}
+			return nil
+		})
+	}
 	return nameInput(err, releaseFields)
 }
 

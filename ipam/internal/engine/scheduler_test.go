@@ -371,6 +371,19 @@ func TestReleaseInstanceInCallersTransaction(t *testing.T) {
 	if err := s.client.ReleaseInstance(ctx, nil, "c1", "never-placed"); err != nil {
 		t.Fatalf("releasing what was never held: %v, want a no-op", err)
 	}
+	// A cluster that does not exist is named, not a no-op, in a transaction
+	// of its own or the caller's.
+	for _, tx := range []pgx.Tx{nil, s.begin()} {
+		err := s.client.ReleaseInstance(ctx, tx, "nosuch", "web-1")
+		if !errors.Is(err, engine.ErrNotFound) || engine.Code(err) != engine.CodeInvalid || !strings.Contains(err.Error(), `cluster "nosuch" does not exist`) {
+			t.Fatalf("release in a cluster that does not exist: %v", err)
+		}
+		if tx != nil {
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	// Inside its cooldown the address goes to no other instance.
 	b, err := s.client.AllocateInstance(ctx, nil, instanceRequest("web-2"))
 	if err != nil || b.Address == a.Address {
