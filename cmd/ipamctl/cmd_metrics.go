@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,6 +119,20 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
+// scrapeTimeout is how long a scrape may wait for the database: the flag's
+// bound, or less: a tenth (at most a second) inside the scrape timeout Prometheus
+// sends, so that ipam_database_up 0 reaches Prometheus before it gives up on
+// the scrape.
+func scrapeTimeout(flag time.Duration, h http.Header) time.Duration {
+	secs, err := strconv.ParseFloat(h.Get("X-Prometheus-Scrape-Timeout-Seconds"), 64)
+	if err != nil || secs <= 0 {
+		return flag
+	}
+	theirs := time.Duration(secs * float64(time.Second))
+	theirs -= min(time.Second, theirs/10)
+	return min(flag, theirs)
+}
+
 func (a *app) metricsCmd() *cobra.Command {
 	var listen string
 	var timeout time.Duration
@@ -147,10 +162,12 @@ are in deploy/. Runs until interrupted.`,
 			if err != nil {
 				return err
 			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(&collector{st: st, timeout: timeout})
 			mux := http.NewServeMux()
-			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+			mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(&collector{st: st, timeout: scrapeTimeout(timeout, r.Header)})
+				promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+			})
 			mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path != "/" {
 					http.NotFound(w, r)
@@ -183,6 +200,8 @@ are in deploy/. Runs until interrupted.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to serve on, e.g. :9478 or 127.0.0.1:9478")
-	cmd.Flags().DurationVar(&timeout, "scrape-timeout", 10*time.Second, "how long one scrape may wait for the database")
+	cmd.Flags().DurationVar(&timeout, "scrape-timeout", 8*time.Second, "how long one scrape may wait for the database, "+
+		"at most: less when Prometheus's own scrape timeout (its X-Prometheus-Scrape-Timeout-Seconds header) is shorter, "+
+		"so that a scrape of an unreachable database still reports ipam_database_up 0 in time")
 	return cmd
 }

@@ -767,3 +767,27 @@ func TestRelease(t *testing.T) {
 	w.ipamctl("", "events", "--type", "env.ipv4_addon_disabled", "--json").must(t, 0, `"forced":true`, "env e1 retired")
 	w.ipamctl("", "check").must(t, 0)
 }
+
+// A scrape waits for the database no longer than the flag says, and ends
+// inside the scrape timeout Prometheus sends, so that ipam_database_up 0
+// reaches it.
+func TestScrapeTimeout(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 8 * time.Second},
+		{"not a number", 8 * time.Second},
+		{"10", 8 * time.Second},
+		{"5", 4500 * time.Millisecond},
+		{"0.5", 450 * time.Millisecond},
+	} {
+		h := http.Header{}
+		if c.header != "" {
+			h.Set("X-Prometheus-Scrape-Timeout-Seconds", c.header)
+		}
+		if got := scrapeTimeout(8*time.Second, h); got != c.want {
+			t.Errorf("header %q: %v, want %v", c.header, got, c.want)
+		}
+	}
+}
