@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/singleflight"
 )
@@ -663,12 +664,20 @@ func refusedForGood(err error) bool {
 		}
 		return false
 	}
-	if badCertificate(err) {
+	if badCertificate(err) || notPostgres(err) {
 		return true
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "server refused TLS") || strings.Contains(msg, "require_auth") ||
 		strings.Contains(msg, "channel binding")
+}
+
+// notPostgres reports whether what answered does not speak PostgreSQL's
+// protocol (an HTTP server, another service on that port): its first bytes
+// read as a message too long or of no known type. Retrying cannot help.
+func notPostgres(err error) bool {
+	var tooLong *pgproto3.ExceededMaxBodyLenErr
+	return errors.As(err, &tooLong) || strings.Contains(err.Error(), "unknown message type")
 }
 
 // badCertificate reports whether the server's certificate failed our
@@ -709,6 +718,8 @@ func hostAnswer(err error, secret string) string {
 	switch {
 	case badCertificate(err):
 		return host + "presented a certificate that does not verify (" + scrub(rootCause(err), secret) + ")"
+	case notPostgres(err):
+		return host + "does not speak the PostgreSQL protocol (another service answers on that port: check the host and port)"
 	case errors.Is(err, pgconn.ErrReadOnlyConnection):
 		return host + "is read-only (a standby or a demoted primary; target_session_attrs=read-write skips it)"
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -819,6 +820,43 @@ func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 	if engine.Code(err) != engine.CodeUnavailable || !strings.Contains(err.Error(), "127.0.0.1:1 refused the connection") ||
 		!strings.Contains(err.Error(), "failover_timeout is 1s") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Another service on the database's port (an HTTP server, say) is named for
+// what it is and refused at once, not waited for as a failover.
+func TestNotPostgresIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 512)
+				_, _ = c.Read(buf)
+				_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+			}()
+		}
+	}()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@" + ln.Addr().String() + "/ipam?sslmode=disable",
+		FailoverTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, err = st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")})
+	if engine.Code(err) != engine.CodeRefused || !strings.Contains(err.Error(), ln.Addr().String()+" does not speak the PostgreSQL protocol") ||
+		strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("got %v, want ipam_refused naming a server that does not speak PostgreSQL", err)
 	}
 }
 
