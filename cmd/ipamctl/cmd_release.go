@@ -74,11 +74,20 @@ only when several clusters reuse it (a private IPv4 block).`,
 					"the address from that configuration, remove the owner from it and apply.\n",
 					r.Address, held, r.Owner.Kind, r.Owner.ID, r.Address)
 			}
+			state := r.State
+			if r.AlreadyReleased && r.Reusable {
+				state = ipam.StateFree // its cooldown is over, as lookup says
+			}
 			if asJSON {
-				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, "", r.State, time.Time{}), Reason: reason,
+				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, "", state, time.Time{}), Reason: reason,
 					Forced: r.Forced, AlreadyReleased: r.AlreadyReleased})
 			}
-			if r.AlreadyReleased {
+			switch {
+			case r.AlreadyReleased && r.Reusable:
+				fmt.Fprintf(a.out, "already released: %s (%s %q, cluster %s, pool %s) finished its cooldown at %s and is free; nothing to do\n",
+					r.Address, r.Owner.Kind, r.Owner.ID, r.ClusterID, r.PoolID, r.ReusableAt.UTC().Format(time.RFC3339))
+				return nil
+			case r.AlreadyReleased:
 				fmt.Fprintf(a.out, "already released: %s (%s %q, cluster %s, pool %s) is cooling until %s; nothing to do\n",
 					r.Address, r.Owner.Kind, r.Owner.ID, r.ClusterID, r.PoolID, r.ReusableAt.UTC().Format(time.RFC3339))
 				return nil

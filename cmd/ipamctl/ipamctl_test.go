@@ -742,6 +742,14 @@ func TestRelease(t *testing.T) {
 	if r := w.ipamctl("", "events", "--type", "instance.released"); strings.Count(r.out, "instance.released") != 1 {
 		t.Fatalf("a repeated release wrote an event:\n%s", r.out)
 	}
+	// Once its cooldown is over, a repeated release says it is free, as lookup does.
+	w.exec(`UPDATE ipam_allocations SET released_at = released_at - interval '25 hours', reusable_at = reusable_at - interval '25 hours', cooling_until = cooling_until - interval '25 hours' WHERE owner_id = 'i1'`)
+	w.ipamctl("", "lookup", i1.Address.String()).must(t, 0, "free")
+	w.ipamctl("", "release", i1.Address.String(), "--reason", "again").must(t, 0, "finished its cooldown at", "is free; nothing to do")
+	r = w.ipamctl("", "release", i1.Address.String(), "--reason", "again", "--json").must(t, 0)
+	if err := json.Unmarshal([]byte(r.out), &again); err != nil || again.Allocation.State != ipam.StateFree {
+		t.Fatalf("release again --json after the cooldown: %v\n%s", err, r.out)
+	}
 	// Never allocated: still an error.
 	w.ipamctl("", "release", "2001:db8:0:1::ffff", "--reason", "typo").must(t, exitError, "not_found", "no active allocation of 2001:db8:0:1::ffff")
 	w.ipamctl("", "release", "--cluster", "c1", "--kind", "instance", "--owner", "i-typo", "--reason", "typo").must(t, exitError, "not_found")
