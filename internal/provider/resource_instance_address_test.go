@@ -90,12 +90,21 @@ func TestAccInstanceAddress_lifecycle(t *testing.T) {
 			},
 			{
 				// A new environment is a new owner record: replacement, shown as such.
-				// The same instance id gets its own cooling address back.
-				Config:            instanceConfig(db, 1380, "staging", "node-b"),
-				ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionDestroyBeforeCreate)}},
-				ConfigStateChecks: []statecheck.StateCheck{same.AddStateValue(res, tfjsonpath.New("address"))},
+				// Another tenant does not get the address inside its cooldown:
+				// the plan leaves the new one to the apply, which takes another.
+				Config: instanceConfig(db, 1380, "staging", "node-b"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionDestroyBeforeCreate),
+					plancheck.ExpectUnknownValue(res, tfjsonpath.New("address")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("address"), knownvalue.StringExact("2001:db8:0:1::2")),
+				},
 				Check: func(*terraform.State) error {
-					return db.expectRows(1, `SELECT count(*) FROM ipam_allocations WHERE instance_id = 'web-1' AND env_id = 'staging' AND state = 'active'`)()
+					if err := db.expectRows(1, `SELECT count(*) FROM ipam_allocations WHERE instance_id = 'web-1' AND env_id = 'staging' AND state = 'active'`)(); err != nil {
+						return err
+					}
+					return db.expectRows(1, `SELECT count(*) FROM ipam_allocations WHERE address = '2001:db8:0:1::1' AND env_id = 'prod' AND state = 'cooling'`)()
 				},
 			},
 		},

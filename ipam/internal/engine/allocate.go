@@ -277,6 +277,13 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); an owner holds one address in a cluster, whatever the actor: declare it in one configuration only (import it into this one and remove it from the other, or remove it here)",
 			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return conflict
+	case held.State == StateActive && !held.Owner.sameTenant(req.Owner):
+		// Another tenant's address is not taken over: it cools down first
+		// (the replacement that changes org or env moves the owner to another
+		// address, moveReplaced).
+		conflict.Detail = fmt.Sprintf("it is held for org %q and env %q, not %q and %q; an owner changing tenant gets another address, and this one cools down first: release it first",
+			held.Owner.OrgID, held.Owner.EnvID, req.Owner.OrgID, req.Owner.EnvID)
+		return conflict
 	case held.PoolID != pool.ID:
 		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)
 		return conflict

@@ -1259,6 +1259,21 @@ func TestOwnCoolingAddressStaysWithItsTenant(t *testing.T) {
 		t.Fatalf("allocation for another org: %v %v, want an address other than %v", other.Address, err, first.Address)
 	}
 	release()
+	// A replacement that changes the tenant (create_before_destroy: the
+	// create first, on the allocation its plan marked) does not take the
+	// address over: the old one cools down, the new tenant gets another.
+	live, err := st.Allocate(ctx, req(inst("hooli")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkReplacement(ctx, "c1", inst("hooli"), live.Generation, time.Hour); err != nil {
+		t.Fatalf("mark: %v", err)
+	}
+	moved, err := st.Allocate(ctx, req(inst("umbrella")))
+	if err != nil || moved.Address == live.Address || moved.Adopted {
+		t.Fatalf("replacement for another org: %v adopted %v (%v), want an address other than %v", moved.Address, moved.Adopted, err, live.Address)
+	}
+	release()
 	again := req(inst("initech"))
 	again.Address = first.Address
 	if _, err := st.Allocate(ctx, again); engine.Code(err) != engine.CodeAddressCooling {
