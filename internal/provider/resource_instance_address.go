@@ -132,7 +132,7 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An instance's (one microVM's) `/128` from the cluster's instance prefix, with the WorkloadSpec " +
 			"network block (`address` is `network.overlay_ipv6`, plus gateway, MTU and DNS servers). On destroy the address " +
-			"cools down for the cluster's `instance_cooldown`; the same instance re-created meanwhile gets it back.",
+			"cools down for the cluster's `instance_cooldown`; the same instance re-created meanwhile, for the same org and env, gets it back.",
 		Attributes: attrs,
 	}
 }
