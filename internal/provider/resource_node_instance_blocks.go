@@ -224,6 +224,7 @@ func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.Modify
 			r.pd.planNewBlocks(cluster.ValueString(), node.ValueString())
 		}
 		r.markReplaced(ctx, req, resp)
+		r.checkCreate(ctx, req, resp)
 		return
 	}
 	var plan, state nodeBlocksModel
@@ -245,6 +246,34 @@ func (r *nodeBlocksResource) ModifyPlan(ctx context.Context, req resource.Modify
 	plan.Blocks = types.ListUnknown(types.StringType)
 	plan.Capacity, plan.Used, plan.Free = types.Int64Unknown(), types.Int64Unknown(), types.Int64Unknown()
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
+}
+
+// checkCreate tells at plan what the create would refuse: a block length
+// other than the cluster's (an error), and blocks of the node that another
+// manager holds (a warning, as the address resources give one: the plan
+// terraform destroy runs first must not fail on it; the apply fails with
+// owner_conflict). A cluster this same apply creates is no problem.
+func (r *nodeBlocksResource) checkCreate(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if resp.Diagnostics.HasError() || r.pd == nil || currentRun().destroy {
+		return
+	}
+	var plan nodeBlocksModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || plan.ClusterID.IsUnknown() || plan.NodeID.IsUnknown() || plan.BlockPrefixLength.IsUnknown() ||
+		plan.MinFreeFraction.IsUnknown() || plan.MaxFreeFraction.IsUnknown() || plan.MaxBlocks.IsUnknown() || plan.Demand.IsUnknown() {
+		return
+	}
+	err := r.store.CheckNodeBlocks(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), plan.scaling())
+	var oc *ipam.OwnerConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &oc):
+		resp.Diagnostics.AddAttributeWarning(path.Root("node_id"), "Node Instance Blocks Are Managed Elsewhere",
+			"Node "+plan.NodeID.ValueString()+" has instance blocks this configuration cannot take: "+err.Error()+
+				". Applying this create fails with the same error."+withHint(err))
+	case ipam.Code(err) == ipam.CodeInvalid:
+		addCoreError(&resp.Diagnostics, "Invalid Node Instance Blocks", err)
+	}
 }
 
 // markReplaced: in the plan of the create half of a replacement, the

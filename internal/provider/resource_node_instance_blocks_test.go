@@ -177,6 +177,24 @@ func TestAccNodeInstanceBlocks_badInput(t *testing.T) {
 }`),
 			PlanOnly:    true,
 			ExpectError: regexp.MustCompile(`(?s)block_prefix_length.*at most\s+1048576`),
+		}, {
+			// Another block length than the cluster's: refused at plan.
+			Config: db.config(testCluster + `resource "ipam_node_instance_blocks" "a" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-a"
+}`),
+		}, {
+			Config: db.config(testCluster + `resource "ipam_node_instance_blocks" "a" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "node-a"
+}
+resource "ipam_node_instance_blocks" "b" {
+  cluster_id          = ipam_cluster.c.id
+  node_id             = "node-b"
+  block_prefix_length = 120
+}`),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)Invalid Node Instance Blocks.*cluster "c1" carves /124 blocks`),
 		}},
 	})
 }

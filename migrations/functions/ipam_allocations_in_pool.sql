@@ -9,8 +9,9 @@
 -- rows, so a live tombstone left over an address means a path forgot to
 -- inherit it. An owner key means something only inside its cluster, so a
 -- tombstone's owner takes its address back only in the cluster of the same
--- id, and only for the same tenant (org and env), as a cooling row goes back
--- to its owner (the allocator's guard reusable_or_own). The triggers that call it are in migration 12.
+-- id, and only for the same tenant (each of org and env the tombstone names
+-- is the row's), as a cooling row goes back to its owner (the allocator's
+-- guard reusable_or_own). The triggers that call it are in migration 12.
 --
 -- It also records who manages a row that becomes active or held: the origin
 -- of the configuration whose transaction hands it out or holds it for a plan
@@ -40,8 +41,8 @@ BEGIN
     SELECT * INTO t FROM ipam_tombstones
         WHERE address = NEW.address AND scope = ipam_tombstone_scope(NEW.address, NEW.cluster_id)
             AND reusable_at > ipam_now()
-            AND (cluster_id, owner_kind, owner_id, org_id, env_id)
-                IS DISTINCT FROM (NEW.cluster_id, NEW.owner_kind, NEW.owner_id, NEW.org_id, NEW.env_id);
+            AND NOT ((cluster_id, owner_kind, owner_id) IS NOT DISTINCT FROM (NEW.cluster_id, NEW.owner_kind, NEW.owner_id)
+                AND coalesce(org_id = NEW.org_id, org_id IS NULL) AND coalesce(env_id = NEW.env_id, env_id IS NULL));
     IF FOUND THEN
         RAISE EXCEPTION 'address % is cooling until % (left by % % of destroyed pool %); it was not inherited by pool %',
                 host(NEW.address), t.reusable_at, t.owner_kind, t.owner_id, t.pool_id, NEW.pool_id

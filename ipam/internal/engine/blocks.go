@@ -202,15 +202,49 @@ func (s *Client) MarkNodeBlocksReplacement(ctx context.Context, clusterID, nodeI
 // unless they are the same actor's unconfirmed work or marked as being
 // replaced (see CreateNodeBlocks); those it takes over.
 func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+	found, err := s.blocksHeldElsewhere(ctx, tx, sqlNodeBlocksOwner, clusterID, nodeID)
+	if err != nil || !found {
+		return err
+	}
+	_, err = tx.Exec(ctx, sqlTakeOverNodeBlocks, clusterID, nodeID)
+	return err
+}
+
+// CheckNodeBlocks tells, without writing, what a create of the node's blocks
+// with these settings would refuse (for plan time): settings out of range,
+// a block length other than the cluster's, blocks of the node that another
+// manager holds (owner_conflict). A cluster that does not exist yet is no
+// refusal: the same apply may create it.
+func (s *Client) CheckNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling) error {
+	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
+		return err
+	}
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	return s.readTx(ctx, false, func(tx pgx.Tx) error {
+		if err := checkBlockLength(ctx, tx, clusterID, sc); err != nil {
+			return err
+		}
+		_, err := s.blocksHeldElsewhere(ctx, tx, sqlNodeBlocksOwnerRead, clusterID, nodeID)
+		return err
+	})
+}
+
+// blocksHeldElsewhere: the node's blocks, if it has some, refused to a create
+// (owner_conflict) unless they are the same actor's unconfirmed work or
+// marked as being replaced; found says that it has some to take over. owner
+// reads who holds them, locking (a create) or not (a plan's check).
+func (s *Client) blocksHeldElsewhere(ctx context.Context, tx pgx.Tx, owner, clusterID, nodeID string) (found bool, err error) {
 	var actor string
 	var created time.Time
 	var confirmed, replacing bool
-	err := tx.QueryRow(ctx, sqlNodeBlocksOwner, clusterID, nodeID).Scan(&actor, &created, &confirmed, &replacing)
+	err = tx.QueryRow(ctx, owner, clusterID, nodeID).Scan(&actor, &created, &confirmed, &replacing)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	conflict := &OwnerConflictError{ClusterID: clusterID, OwnerKind: OwnerNodeBlocks, OwnerID: nodeID,
 		Address: "instance blocks", Actor: actor}
@@ -218,16 +252,15 @@ func (s *Client) checkBlocksAdoptable(ctx context.Context, tx pgx.Tx, clusterID,
 	case actor != s.actor:
 		conflict.Detail = fmt.Sprintf("import them into the configuration that should manage them, or release them "+
 			"before creating them as actor %q", s.actor)
-		return conflict
+		return true, conflict
 	case confirmed && !replacing:
 		conflict.Detail = fmt.Sprintf("since %s they are managed by a configuration whose refresh has seen them (or that "+
 			"made them over %s ago); a node has one set of instance blocks, whatever the actor: declare them in one configuration "+
 			"only (import them into this one and remove them from the other, or remove them here)",
 			created.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
-		return conflict
+		return true, conflict
 	}
-	_, err = tx.Exec(ctx, sqlTakeOverNodeBlocks, clusterID, nodeID)
-	return err
+	return true, nil
 }
 
 func (s *Client) scaleNodeBlocks(ctx context.Context, clusterID, nodeID string, sc BlockScaling, create bool) (NodeBlocks, error) {
@@ -290,12 +323,21 @@ func (s *Client) NodesWithBlocks(ctx context.Context, clusterID string) ([][2]st
 	return out, s.mapErr(err)
 }
 
-func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc BlockScaling, actor string) error {
+// checkBlockLength: every node of a cluster uses the block length of the
+// cluster's first blocks.
+func checkBlockLength(ctx context.Context, tx pgx.Tx, clusterID string, sc BlockScaling) error {
 	var cur int
 	err := tx.QueryRow(ctx, sqlBlockLength, clusterID).Scan(&cur)
 	if err == nil && cur != sc.PrefixLength {
 		return invalid("block_prefix_length", "cluster %q carves /%d blocks; every node of a cluster uses the same block length", clusterID, cur)
 	} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	return nil
+}
+
+func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc BlockScaling, actor string) error {
+	if err := checkBlockLength(ctx, tx, clusterID, sc); err != nil {
 		return err
 	}
 	// KEY SHARE: a cluster destroy in flight commits first (and then the
@@ -307,7 +349,7 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 	if !exists {
 		return invalid("cluster_id", "cluster %q does not exist", clusterID)
 	}
-	_, err = tx.Exec(ctx, sqlSaveNodeScaling.sql, params{
+	_, err := tx.Exec(ctx, sqlSaveNodeScaling.sql, params{
 		"cluster": clusterID, "node": nodeID, "block_prefix_length": sc.PrefixLength, "min_free_fraction": sc.MinFree,
 		"max_free_fraction": sc.MaxFree, "max_blocks": sc.MaxBlocks, "demand": sc.Demand, "actor": actor,
 	})

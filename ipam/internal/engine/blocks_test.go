@@ -462,6 +462,18 @@ func TestCreateNodeBlocksAdoptsOnlyItsOwnUnconfirmedWork(t *testing.T) {
 	}
 	t.Cleanup(other.Close)
 	var oc *engine.OwnerConflictError
+	// The plan-time check says what the create says, and writes nothing.
+	if err := other.CheckNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); !errors.As(err, &oc) || oc.Actor != "terraform" {
+		t.Fatalf("another actor's check: %v, want owner_conflict naming actor terraform", err)
+	}
+	wide := scaling(4, 4)
+	wide.PrefixLength = 120
+	if err := other.CheckNodeBlocks(ctx, "c1", "n2", wide); engine.Code(err) != engine.CodeInvalid || !strings.Contains(err.Error(), "carves /124 blocks") {
+		t.Fatalf("another block length's check: %v, want invalid_input naming /124", err)
+	}
+	if err := other.CheckNodeBlocks(ctx, "c9", "n1", wide); err != nil {
+		t.Fatalf("a cluster the same apply may create: %v, want no refusal", err)
+	}
 	if _, err := other.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4)); !errors.As(err, &oc) || oc.OwnerKind != engine.OwnerNodeBlocks ||
 		oc.Actor != "terraform" || oc.OwnerID != "n1" {
 		t.Fatalf("another actor's create: %v, want owner_conflict naming actor terraform", err)

@@ -164,14 +164,15 @@ var (
 
 	// guardReusableOrOwn: the hand-out itself, re-judged on the row it
 	// writes: another owner only once the row is reusable; the same owner
-	// takes its own address back, for the same tenant (org and env): an
-	// instance re-created under another org gets another address, as
-	// another owner would.
+	// takes its own address back, for the same tenant (each of org and env
+	// the row names is the asker's): an instance re-created under another
+	// org gets another address, as another owner would.
 	guardReusableOrOwn = guard{"reusable_or_own", "a row goes to another owner only once it is reusable; its own owner takes it back, for the same org and env",
 		func(at guardAt) string {
 			return at.col("state") + ` IN ('free', 'cooling', 'reserved')
 		AND (` + at.col("reusable_at") + ` <= ` + at.now + ` OR (` + at.col("owner_kind") + ` = ` + at.kind + ` AND ` + at.col("owner_id") + ` = ` + at.owner + `
-			AND (` + at.col("org_id") + `, ` + at.col("env_id") + `) IS NOT DISTINCT FROM (` + at.org + `, ` + at.env + `)))`
+			AND coalesce(` + at.col("org_id") + ` = ` + at.org + `, ` + at.col("org_id") + ` IS NULL)
+			AND coalesce(` + at.col("env_id") + ` = ` + at.env + `, ` + at.col("env_id") + ` IS NULL)))`
 		}, false}
 
 	// guardNoExpiredHold: a one-statement reuse takes no other owner's

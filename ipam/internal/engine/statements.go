@@ -687,11 +687,13 @@ const (
 	// sqlNodeBlocksOwner locks a node's settings and tells who created its
 	// blocks, when, and whether they are confirmed: a Terraform state read
 	// them, or they are older than the adoption window (as for an
-	// allocation, allocColumns).
-	sqlNodeBlocksOwner = `SELECT coalesce(actor, ''), created_at,
+	// allocation, allocColumns). sqlNodeBlocksOwnerRead tells the same
+	// without the lock (a plan's check).
+	sqlNodeBlocksOwnerRead = `SELECT coalesce(actor, ''), created_at,
 			confirmed_at IS NOT NULL OR created_at < (SELECT ipam_now()) - interval '` + adoptionWindowSQL + `',
 			coalesce(replace_generation = generation AND replace_until > (SELECT ipam_now()), false)
-		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2` + sqlForUpdate
+		FROM ipam_node_block_settings WHERE cluster_id = $1 AND node_id = $2`
+	sqlNodeBlocksOwner = sqlNodeBlocksOwnerRead + sqlForUpdate
 
 	// sqlTakeOverNodeBlocks: a create took a node's blocks over (adopted
 	// them, or replaced the object that held them): a new generation, not

@@ -44,9 +44,14 @@ type Owner struct {
 	SetID string
 }
 
-// sameTenant: the owner's cooling address goes back to it only for the same
-// org and env (guardReusableOrOwn, which the write re-judges).
-func (o Owner) sameTenant(p Owner) bool { return o.OrgID == p.OrgID && o.EnvID == p.EnvID }
+// sameTenant: a row of owner o (its labels as the row holds them) goes to
+// asker p, the same owner, only for the same tenant: each of org and env the
+// row names is the asker's (a label the row lacks names no tenant). The
+// write re-judges it (guardReusableOrOwn), and the row trigger for
+// tombstones.
+func (o Owner) sameTenant(p Owner) bool {
+	return (o.OrgID == "" || o.OrgID == p.OrgID) && (o.EnvID == "" || o.EnvID == p.EnvID)
+}
 
 // Allocation is one address and its current (or last) holder.
 type Allocation struct {
