@@ -537,6 +537,9 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return Allocation{}, err
 	}
 	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
+	// Its own cooling address goes back to an owner for the same tenant
+	// only (guardReusableOrOwn).
+	ownCooling := sameOwner && cur.Owner.sameTenant(req.Owner)
 	switch {
 	case sameOwner && cur.State == StateReserved:
 		// The owner holds nothing by this attempt's first read (ownerRows),
@@ -548,9 +551,7 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
 	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:
 		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
-	case cur.State == StateCooling && !cur.Reusable && !(sameOwner && cur.Owner.sameTenant(req.Owner)):
-		// Its own cooling address goes back to an owner for the same org
-		// and env only (guardReusableOrOwn).
+	case cur.State == StateCooling && !cur.Reusable && !ownCooling:
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
 	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
