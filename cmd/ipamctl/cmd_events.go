@@ -109,6 +109,18 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if err := print(evs); err != nil || !follow {
 				return err
 			}
+			if f.Limit > 0 {
+				// The events --limit left out are not news: the polls look
+				// back followOverlap, and would print the older ones there.
+				f.Since, f.Limit = last.Add(-followOverlap), 0
+				if before, err := operator.New(st).ListEvents(ctx, f); err == nil {
+					for _, e := range before {
+						if _, ok := seen[e.ID]; !ok {
+							seen[e.ID] = e.At
+						}
+					}
+				}
+			}
 			f.Limit = 0
 			for {
 				select {

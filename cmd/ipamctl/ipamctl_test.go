@@ -443,6 +443,19 @@ func TestEvents(t *testing.T) {
 	if got := out.String(); strings.Count(got, "node.enrolled") != 2 || strings.Contains(got, "instance.") {
 		t.Fatalf("follow printed:\n%s", got)
 	}
+	// Follow with --limit: the newest event, then only newer ones, never the
+	// older ones the limit left out.
+	out, _, stop = w.background("events", "--follow", "--limit", "1", "--interval", "50ms", "--type", "node.*")
+	waitFor(t, "the newest event", func() bool { return strings.Contains(out.String(), "node=n2") })
+	w.alloc("c1/node", ipam.Owner{Kind: ipam.OwnerNode, ID: "n3", NodeID: "n3"})
+	waitFor(t, "node.enrolled n3", func() bool { return strings.Contains(out.String(), "node=n3") })
+	time.Sleep(200 * time.Millisecond)
+	if code := stop(); code != 0 {
+		t.Fatalf("follow --limit exited %d", code)
+	}
+	if got := out.String(); strings.Contains(got, "node=n1") || strings.Count(got, "node.enrolled") != 2 {
+		t.Fatalf("follow --limit 1 printed:\n%s", got)
+	}
 }
 
 func writeFile(t *testing.T, name, content string) string {
