@@ -296,17 +296,28 @@ func asWritten(written map[string]string, values map[string]any) map[string]stri
 	return out
 }
 
+// durationDigits is a duration Go's parser reads but cannot hold (too many
+// hours, say): its text is a well-formed one.
+var durationDigits = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
+
 // ParseDuration parses Go duration syntax extended with days: "30d", "1d12h",
-// "90m", "24h". Negative durations are refused.
+// "90m", "24h". Negative durations are refused, and so are durations too long
+// to hold, each saying so.
 func ParseDuration(s string) (time.Duration, error) {
 	orig := s
 	if s == "" {
 		return 0, fmt.Errorf("empty duration (expected e.g. \"30d\", \"24h\" or \"90m\")")
 	}
+	if strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("%q is negative: a duration is 0 or more (e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
+	}
 	var d time.Duration
 	if i := strings.IndexByte(s, 'd'); i > 0 {
 		days, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || days < 0 || days > 100*365 {
+		if err == nil && days > 100*365 {
+			return 0, fmt.Errorf("%q is too long a duration (at most 36500d, 100 years)", truncate(orig, 40))
+		}
+		if err != nil || days < 0 {
 			return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
 		}
 		d = time.Duration(days) * 24 * time.Hour
@@ -316,6 +327,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		}
 	}
 	rest, err := time.ParseDuration(s)
+	if err != nil && strings.Contains(err.Error(), "invalid duration") && durationDigits.MatchString(s) {
+		return 0, fmt.Errorf("%q is too long a duration (at most about 292 years)", truncate(orig, 40))
+	}
 	if err != nil || rest < 0 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
 		return 0, fmt.Errorf("%q is not a valid duration (expected e.g. \"30d\", \"24h\" or \"90m\")", truncate(orig, 40))
 	}

@@ -238,6 +238,13 @@ func TestDurations(t *testing.T) {
 			}
 		})
 	}
+	// A refusal names what is wrong when it is more than the syntax.
+	for in, want := range map[string]string{"-5h": "is negative", "-3d": "is negative", "106000d": "too long a duration (at most 36500d",
+		"3000000h": "too long a duration", "30": "not a valid duration"} {
+		if _, err := ParseDuration(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseDuration(%q): %v, want it to say %q", in, err, want)
+		}
+	}
 	for _, tc := range []struct {
 		d    time.Duration
 		want string
