@@ -36,7 +36,7 @@ func (w *world) rowCounts() string {
 
 // TestBadInputFlags: every identifier flag refuses every hostile id before
 // anything is looked up, and every number and duration flag its values out
-// of range: exit 1 with a message naming the flag, and no table's row count
+// of range: exit 2 (a bad command line) with a message naming the flag, and no table's row count
 // changes.
 func TestBadInputFlags(t *testing.T) {
 	w := newWorld(t)
@@ -101,8 +101,8 @@ func TestBadInputFlags(t *testing.T) {
 	refused := 0
 	for _, l := range lines {
 		r := w.ipamctl("", l.args...)
-		if r.code != exitError || !strings.Contains(r.err, l.flag) {
-			t.Errorf("ipamctl %q: exit %d, want %d with a message naming %s:\n%s%s", l.args, r.code, exitError, l.flag, r.out, r.err)
+		if r.code != exitUsage || !strings.Contains(r.err, l.flag) {
+			t.Errorf("ipamctl %q: exit %d, want %d with a message naming %s:\n%s%s", l.args, r.code, exitUsage, l.flag, r.out, r.err)
 		} else {
 			refused++
 		}
@@ -111,5 +111,5 @@ func TestBadInputFlags(t *testing.T) {
 			before = after
 		}
 	}
-	t.Logf("%d bad command lines: %d refused with exit %d naming the flag; rows unchanged: %s", len(lines), refused, exitError, before)
+	t.Logf("%d bad command lines: %d refused with exit %d naming the flag; rows unchanged: %s", len(lines), refused, exitUsage, before)
 }

@@ -59,7 +59,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if interval <= 0 {
-				return fmt.Errorf("--interval must be positive")
+				return badUsage("--interval must be positive")
 			}
 			if err := checkIDFlags("cluster", cluster); err != nil {
 				return err
@@ -70,7 +70,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 				}
 			}
 			if limit < 0 {
-				return fmt.Errorf("--limit: %d is negative: give the number of newest events to print, or 0 for all", limit)
+				return badUsage("--limit: %d is negative: give the number of newest events to print, or 0 for all", limit)
 			}
 			st, err := a.open(ctx, true)
 			if err != nil {

@@ -39,13 +39,13 @@ The report goes to --output (default: standard output); a summary goes to standa
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (inventory == "") == (staleDays == 0) {
-				return fmt.Errorf("give exactly one of --inventory FILE and --stale-days N")
+				return badUsage("give exactly one of --inventory FILE and --stale-days N")
 			}
 			if err := checkIDFlags("cluster", cluster); err != nil {
 				return err
 			}
 			if inventory == "" && (staleDays < 1 || staleDays > ipam.MaxStaleDays) {
-				return fmt.Errorf("--stale-days: must be at least 1 and at most %d (100 years); got %d", ipam.MaxStaleDays, staleDays)
+				return badUsage("--stale-days: must be at least 1 and at most %d (100 years); got %d", ipam.MaxStaleDays, staleDays)
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
@@ -133,10 +133,10 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from == "" {
-				return fmt.Errorf("--from-report FILE is required")
+				return badUsage("--from-report FILE is required")
 			}
 			if from == "-" && inventory == "-" {
-				return fmt.Errorf("--from-report and --inventory cannot both be standard input")
+				return badUsage("--from-report and --inventory cannot both be standard input")
 			}
 			r, err := a.openInput(from)
 			if err != nil {
@@ -154,7 +154,7 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 				}
 			}
 			if rep.Kind == operator.LeakInventory && apply && opt.Inventory == nil {
-				return fmt.Errorf("--inventory is required to apply a report made from an inventory: each owner is checked against the current inventory right before its address is released")
+				return badUsage("--inventory is required to apply a report made from an inventory: each owner is checked against the current inventory right before its address is released")
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {

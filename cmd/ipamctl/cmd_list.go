@@ -137,5 +137,5 @@ func flagError(err error) error {
 	if flag == "" {
 		flag = strings.ReplaceAll(ie.Field, "_", "-")
 	}
-	return fmt.Errorf("--%s: %s", flag, ie.Msg)
+	return badUsage("--%s: %s", flag, ie.Msg)
 }

@@ -28,7 +28,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 		RunE: func(cmd *cobra.Command, args []string) error {
 			addr, err := ipam.ParseAddr(args[0])
 			if err != nil {
-				return err
+				return &usageError{err}
 			}
 			if err := checkIDFlags("cluster", cluster); err != nil {
 				return err

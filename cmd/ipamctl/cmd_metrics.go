@@ -151,10 +151,10 @@ are in deploy/. Runs until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if listen == "" {
-				return fmt.Errorf("--listen ADDR is required, e.g. --listen :9478")
+				return badUsage("--listen ADDR is required, e.g. --listen :9478")
 			}
 			if timeout <= 0 {
-				return fmt.Errorf("--scrape-timeout must be positive")
+				return badUsage("--scrape-timeout must be positive")
 			}
 			// Not checking the schema: the exporter reports an unreachable
 			// database as ipam_database_up 0 instead of refusing to start.

@@ -17,7 +17,7 @@ schema owner when the provider runs with auto_migrate = false.`,
   ipamctl migrate up`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return fmt.Errorf("migrate needs a subcommand: up or status")
+			return badUsage("migrate needs a subcommand: up or status")
 		},
 	}
 	cmd.AddCommand(&cobra.Command{

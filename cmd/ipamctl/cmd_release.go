@@ -50,10 +50,10 @@ only when several clusters reuse it (a private IPv4 block).`,
 				}
 				req.Address = addr
 			case kind == "" || owner == "":
-				return fmt.Errorf("give an address, or --kind and --owner (with --cluster)")
+				return badUsage("give an address, or --kind and --owner (with --cluster)")
 			}
 			if reason == "" {
-				return fmt.Errorf("--reason is required: say why the allocation is released (it is recorded with the event)")
+				return badUsage("--reason is required: say why the allocation is released (it is recorded with the event)")
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
@@ -118,7 +118,7 @@ type releaseJSON struct {
 // releaseFlagError names the flag of a wrong input.
 func releaseFlagError(err error) error {
 	if ie, ok := err.(*ipam.InvalidError); ok && ie.Field == "owner_id" {
-		return fmt.Errorf("--owner: %s", ie.Msg)
+		return badUsage("--owner: %s", ie.Msg)
 	}
 	return flagError(err)
 }

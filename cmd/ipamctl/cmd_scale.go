@@ -31,10 +31,10 @@ Without --node every node with blocks is scaled (of --cluster, or of all cluster
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if node != "" && cluster == "" {
-				return errors.New("--node needs --cluster")
+				return badUsage("--node needs --cluster")
 			}
 			if interval < 0 {
-				return errors.New("--interval must not be negative")
+				return badUsage("--interval must not be negative")
 			}
 			if err := checkIDFlags("cluster", cluster, "node", node); err != nil {
 				return err

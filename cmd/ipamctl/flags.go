@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,7 +20,7 @@ func checkIDFlags(flagValues ...string) error {
 			continue
 		}
 		if err := ipam.ValidateID(name, v); err != nil {
-			return fmt.Errorf("--%s: %w", name, err)
+			return badUsage("--%s: %w", name, err)
 		}
 	}
 	return nil
@@ -32,7 +31,7 @@ func checkIDFlags(flagValues ...string) error {
 // --connect-timeout the default).
 func (a *app) checkGlobalFlags(cmd *cobra.Command, _ []string) error {
 	if err := ipam.ValidateID("actor", a.actor); err != nil {
-		return fmt.Errorf("--actor: %w", err)
+		return badUsage("--actor: %w", err)
 	}
 	if f := cmd.Flag("failover-timeout"); f != nil {
 		a.failoverSet = f.Changed
@@ -43,7 +42,7 @@ func (a *app) checkGlobalFlags(cmd *cobra.Command, _ []string) error {
 	}{{"connect-timeout", a.connectTimeout}, {"lock-timeout", a.lockTimeout},
 		{"statement-timeout", a.statementTimeout}, {"failover-timeout", a.failoverTimeout}} {
 		if f.d < 0 {
-			return fmt.Errorf("--%s: %s is negative: give a positive duration such as 30s, or 0 (%s)", f.name, f.d, cmd.Flag(f.name).Usage)
+			return badUsage("--%s: %s is negative: give a positive duration such as 30s, or 0 (%s)", f.name, f.d, cmd.Flag(f.name).Usage)
 		}
 	}
 	return nil

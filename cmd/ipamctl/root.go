@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errOut)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if a.store != nil {
 		a.store.Close()
 	}
@@ -80,15 +80,31 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		fmt.Fprintf(errOut, "ipamctl: %s. %s\n", ex.Title, ex.Advice)
 	}
 	var ce *codedError
+	var ue *usageError
 	switch {
 	case errors.As(err, &ce):
 		return ce.code
-	case isUsageError(err):
-		fmt.Fprintln(errOut, "Run 'ipamctl --help' for usage.")
+	case errors.As(err, &ue), isUsageError(err):
+		path := "ipamctl"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(errOut, "Run '%s --help' for usage.\n", path)
 		return exitUsage
 	}
 	return exitError
 }
+
+// usageError is a command line that cannot run as written: a flag's value
+// out of range or malformed, a required flag or argument missing. It exits
+// with exitUsage, as cobra's own complaints do, so that a script tells a
+// typo from a failure (a database away, a refusal).
+type usageError struct{ error }
+
+func (e *usageError) Unwrap() error { return e.error }
+
+// badUsage is a usageError with the message given.
+func badUsage(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
 
 // isUsageError recognizes cobra's and pflag's complaints about the command line.
 func isUsageError(err error) bool {
@@ -112,7 +128,8 @@ against the same PostgreSQL database, for what Terraform is not made for.
 The database comes from --database-url, else the IPAM_DATABASE_URL environment variable,
 else the standard PG* variables (PGHOST, PGUSER, ...). Passwords are never printed.
 
-Exit codes: 0 success, 1 failure, 2 bad command line, 3 broken invariants (check).`,
+Exit codes: 0 success, 1 failure (the database unreachable or refusing, a conflict, nothing found), 2 bad command line
+(an unknown command or flag, a flag's value out of range or malformed, a required flag missing), 3 broken invariants (check).`,
 		Example: `  export IPAM_DATABASE_URL='postgres://ipam@db.example:5432/ipam'
   ipamctl migrate up
   ipamctl usage --cluster prod-eu1
@@ -224,7 +241,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	}
 	d, err := ipam.ParseDuration(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("--since %q is neither a duration (24h, 7d) nor an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+		return time.Time{}, badUsage("--since %q is neither a duration (24h, 7d) nor an RFC 3339 time (2026-01-02T15:04:05Z)", s)
 	}
 	return now.Add(-d), nil
 }
