@@ -38,7 +38,7 @@ The report goes to --output (default: standard output); a summary goes to standa
   ipamctl leaks --stale-days 30 --kind node -o stale.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (inventory == "") == (staleDays == 0) {
+			if inventory != "" && cmd.Flags().Changed("stale-days") || inventory == "" && !cmd.Flags().Changed("stale-days") {
 				return badUsage("give exactly one of --inventory FILE and --stale-days N")
 			}
 			if err := checkIDFlags("cluster", cluster); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ only when several clusters reuse it (a private IPv4 block).`,
 			case kind == "" || owner == "":
 				return badUsage("give an address, or --kind and --owner (with --cluster)")
 			}
-			if reason == "" {
+			if strings.TrimSpace(reason) == "" {
 				return badUsage("--reason is required: say why the allocation is released (it is recorded with the event)")
 			}
 			st, err := a.open(cmd.Context(), true)

@@ -558,6 +558,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 	w.ipamctl("", "leaks", "--inventory", writeFile(t, "empty.txt", ""), "--kind", "instance").must(t, exitError, "lists no instance at all")
 	w.ipamctl("", "leaks", "--inventory", "/nonexistent/inv.txt", "--kind", "node").must(t, exitError, "--inventory: open /nonexistent/inv.txt")
 	w.ipamctl("", "leaks", "--stale-days", "-3").must(t, exitUsage, "--stale-days: must be at least 1")
+	w.ipamctl("", "leaks", "--stale-days", "0").must(t, exitUsage, "--stale-days: must be at least 1")
 	w.ipamctl("", "reclaim", "--from-report", writeFile(t, "bad.json", `{"leaks": []}`)).must(t, exitError, "has format version 0; this ipamctl reads version 1")
 }
 
@@ -734,6 +735,7 @@ func TestRelease(t *testing.T) {
 	}
 
 	w.ipamctl("", "release", i1.Address.String()).must(t, exitUsage, "--reason is required")
+	w.ipamctl("", "release", i1.Address.String(), "--reason", "   ").must(t, exitUsage, "--reason is required")
 	w.ipamctl("", "release", "--kind", "instance", "--reason", "x").must(t, exitUsage, "give an address, or --kind and --owner")
 	w.ipamctl("", "release", "--kind", "instance", "--owner", "i1", "--reason", "x").must(t, exitUsage, "--cluster")
 	w.ipamctl("", "release", i1.Address.String(), "--reason", "instance i1 deleted by hand").
