@@ -302,7 +302,7 @@ func TestListUsageLookup(t *testing.T) {
 	if !strings.Contains(r.out, `"allocation_failures": {}`) || !strings.Contains(r.out, `"cooldown_queue": {`) {
 		t.Fatalf("usage --json keys:\n%s", r.out)
 	}
-	w.ipamctl("", "usage", "--cluster", "nope").must(t, exitError, "not_found")
+	w.ipamctl("", "usage", "--cluster", "nope").must(t, exitError, "not_found", `cluster "nope" does not exist`)
 
 	// list, with filters.
 	r = w.ipamctl("", "list", "--org", "acme", "--category", "instance").must(t, 0, "ADDRESS", i1.Address.String(), "instance i1", "instance i2")
@@ -569,7 +569,7 @@ func TestCheck(t *testing.T) {
 	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1"})
 	w.alloc("c1/v4", ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e2", EnvID: "e2"})
 	w.ipamctl("", "check").must(t, 0, "ok: 9 invariants hold over 8 allocation rows")
-	w.ipamctl("", "check", "--cluster", "nope").must(t, exitError, "not_found")
+	w.ipamctl("", "check", "--cluster", "nope").must(t, exitError, "not_found", `cluster "nope" does not exist`)
 
 	// Usage counters that drifted: check names them, --recount-usage
 	// repairs them, and a second recount finds nothing to correct.

@@ -123,7 +123,9 @@ func (o *Operator) Check(ctx context.Context, clusterID string) (CheckReport, er
 		}
 		rep.At = rep.At.UTC()
 		if clusterID != "" {
-			if _, err := scanCluster(tx.QueryRow(ctx, sqlLoadCluster, clusterID)); err != nil {
+			if _, err := scanCluster(tx.QueryRow(ctx, sqlLoadCluster, clusterID)); errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%w: cluster %q does not exist", ErrNotFound, clusterID)
+			} else if err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -94,7 +95,7 @@ func (o *Operator) PoolUsage(ctx context.Context, clusterID string) (ClusterUsag
 		return ClusterUsage{}, err
 	}
 	if len(all) == 0 {
-		return ClusterUsage{}, ErrNotFound
+		return ClusterUsage{}, fmt.Errorf("%w: cluster %q does not exist", ErrNotFound, clusterID)
 	}
 	return all[0], nil
 }
