@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -95,7 +96,7 @@ func (o *Operator) PoolUsage(ctx context.Context, clusterID string) (ClusterUsag
 		return ClusterUsage{}, err
 	}
 	if len(all) == 0 {
-		return ClusterUsage{}, fmt.Errorf("%w: cluster %q does not exist", ErrNotFound, clusterID)
+		return ClusterUsage{}, ErrNotFound
 	}
 	return all[0], nil
 }
@@ -153,7 +154,9 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 		return nil, err
 	}
 	if clusterID != "" && len(pools) == 0 {
-		if _, err := s.GetCluster(ctx, clusterID); err != nil {
+		if _, err := s.GetCluster(ctx, clusterID); errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("%w: cluster %q does not exist", ErrNotFound, clusterID)
+		} else if err != nil {
 			return nil, err
 		}
 		out := []ClusterUsage{summarize(clusterID, at, nil)}
