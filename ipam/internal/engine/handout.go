@@ -235,7 +235,7 @@ var (
 
 // handOutStatements lists every statement that hands out an address or
 // picks one, with the guards each carries. The full path's other rules are
-// Go: the owner's own address first (ownerRows), an exact claim's checks
+// Go: the owner's own address first (ownerRows; its tenant's only, sameTenant, which the write guard reusable_or_own judges again), an exact claim's checks
 // (claimExact), the layout's exclusions and gateway (Pool.address).
 func handOutStatements() []handOut {
 	return []handOut{

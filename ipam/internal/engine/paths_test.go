@@ -367,6 +367,30 @@ var pathScenarios = []pathScenario{
 		},
 	},
 	{
+		// Its own cooling address goes back to an owner for its own tenant
+		// only (guard reusable_or_own): under another org the same owner
+		// finds the pool exhausted, under its own it gets the address back.
+		name: "the owner's cooling address only for its tenant", fastServes: false,
+		setup: func(t *testing.T, st *engine.Client, _ *pgx.Conn) string {
+			fullIPv4Pool(t, st, time.Hour)
+			if ok, err := st.Release(context.Background(), "c1", env("e0"), 0); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			return "c1"
+		},
+		run: func(t *testing.T, st *engine.Client, _ *pgx.Conn, c string, p allocPath) {
+			moved := env("e0")
+			moved.OrgID = "org-other"
+			a, err := p.try(t, st, engine.AllocateRequest{Pool: engine.OperatorPool(c, "v4"), Owner: moved})
+			if engine.Code(err) != engine.CodeExhausted {
+				t.Errorf("e0 under another org got %s, %v; want %s (its address cools for its own org)", a, err, engine.CodeExhausted)
+			}
+			if a, err := p.try(t, st, engine.AllocateRequest{Pool: engine.OperatorPool(c, "v4"), Owner: env("e0")}); err != nil || !a.IsValid() {
+				t.Errorf("e0 under its own org: %s, %v; want its cooling address back", a, err)
+			}
+		},
+	},
+	{
 		// An expired plan-time hold may go to another owner, and its planner
 		// is told at its next plan (guard no_expired_hold: a one-statement
 		// take hands over, the full path records the loss).
