@@ -344,13 +344,17 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	sort.Strings(keys)
 	// The problems of all keys share one bound each (problemDiags), and a
-	// pool listed by many keys is read once.
+	// pool listed by many keys is read once. Every key's pools are judged
+	// before any key is held: a plan that fails on one key's pools leaves
+	// no hold behind for the others.
 	var disagree, refused problemDiags
 	refused.warn = true
 	pools := map[string]*ipam.Pool{}
 	for _, key := range keys {
+		r.checkPoolsAgree(ctx, key, cfg[key], pools, &disagree)
+	}
+	for _, key := range keys {
 		c, e := cfg[key], planned[key]
-		r.checkPoolsAgree(ctx, key, c, pools, &disagree)
 		if h, ok := held[key]; ok && unchanged(ctx, c, h) {
 			e.Address, e.CIDR, e.PoolID, e.Family = h.Address, h.CIDR, h.PoolID, h.Family
 			planned[key] = e
