@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -171,12 +170,7 @@ func (a *app) printEvent(e operator.Event, asJSON bool) error {
 		if e.Address.IsValid() {
 			j.Address = e.Address.String()
 		}
-		b, err := json.Marshal(j)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(a.out, "%s\n", b)
-		return err
+		return a.writeJSONLine(j)
 	}
 	parts := []string{e.At.UTC().Format("2006-01-02T15:04:05.000Z"), e.Type, dash(e.ClusterID)}
 	if e.Address.IsValid() {

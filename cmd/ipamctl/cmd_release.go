@@ -80,7 +80,7 @@ only when several clusters reuse it (a private IPv4 block).`,
 				state = ipam.StateFree // its cooldown is over, as lookup says
 			}
 			if asJSON {
-				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, "", state, time.Time{}), Reason: reason,
+				return a.writeJSON(releaseJSON{Allocation: toJSON(r.Allocation, r.Category, state, time.Time{}), Reason: reason,
 					Forced: r.Forced, AlreadyReleased: r.AlreadyReleased})
 			}
 			switch {

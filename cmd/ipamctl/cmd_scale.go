@@ -61,7 +61,7 @@ Without --node every node with blocks is scaled (of --cluster, or of all cluster
 	cmd.Flags().StringVar(&cluster, "cluster", "", "cluster to scale (default: all)")
 	cmd.Flags().StringVar(&node, "node", "", "one node to scale (needs --cluster)")
 	cmd.Flags().DurationVar(&interval, "interval", 0, "repeat the scaling this often (default: once)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print each node's result as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each node's result as one JSON object per line")
 	return cmd
 }
 
@@ -95,7 +95,7 @@ func (a *app) scaleOnce(ctx context.Context, st *ipam.Client, cluster, node stri
 		if asJSON {
 			r := scaleResult{Cluster: cn[0], Node: cn[1], Used: nb.Used, Capacity: nb.Capacity, TargetBlocks: nb.TargetBlocks,
 				Blocks: strs(nb.Blocks), Added: strs(nb.Added), Released: strs(nb.Released)}
-			if err := a.writeJSON(r); err != nil {
+			if err := a.writeJSONLine(r); err != nil {
 				return err
 			}
 			continue

@@ -583,6 +583,13 @@ func TestCheck(t *testing.T) {
 	if strings.Contains(r.err, "recounted") {
 		t.Fatalf("a second recount corrected something:\n%s", r.err)
 	}
+	// --json of a check that passes: every invariant counted, at 0.
+	r = w.ipamctl("", "check", "--json").must(t, 0)
+	var ok operator.CheckReport
+	if err := json.Unmarshal([]byte(r.out), &ok); err != nil || !ok.OK() || len(ok.Counts) != len(operator.Invariants) || ok.Total() != 0 ||
+		!strings.Contains(r.out, `"`+operator.InvariantUsageCounts+`": 0`) {
+		t.Fatalf("check --json of a database that holds every invariant: %v\n%s", err, r.out)
+	}
 
 	// Corrupt rows behind the allocator's back (and past the row trigger
 	// that refuses an address outside its pool).
@@ -596,7 +603,8 @@ func TestCheck(t *testing.T) {
 	t.Logf("ipamctl check:\n%s%s", r.out, r.err)
 	r = w.ipamctl("", "check", "--json").must(t, exitViolations)
 	var rep operator.CheckReport
-	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.OK() || len(rep.Violations) != 3 {
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.OK() || len(rep.Violations) != 3 ||
+		rep.Counts[operator.InvariantInPool] != 1 || rep.Counts[operator.InvariantUsageCounts] != 0 {
 		t.Fatalf("check --json: %v %+v", err, rep)
 	}
 
@@ -711,13 +719,22 @@ func TestScale(t *testing.T) {
 	w.ipamctl("", "scale", "--cluster", "c1", "--node", "n1").must(t, 0, "c1/n1: 0 used, 3 blocks (48 addresses), target 3: no change")
 	// Out of band, demand goes up: the next scaling adds the missing blocks in one step.
 	w.exec(`UPDATE ipam_node_block_settings SET demand = 100 WHERE node_id = 'n1'`)
-	r := w.ipamctl("", "scale", "--json").must(t, 0)
-	var res scaleResult
-	if err := json.Unmarshal([]byte(r.out), &res); err != nil {
+	// A second node with blocks: --json prints one object per node, per line.
+	if _, err := w.st.ScaleNodeBlocks(w.ctx, "c1", "n2", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8}); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Added) != 4 || len(res.Blocks) != 7 || res.TargetBlocks != 7 {
-		t.Fatalf("scale --json: %+v", res)
+	r := w.ipamctl("", "scale", "--json").must(t, 0)
+	lines := strings.Split(strings.TrimSuffix(r.out, "\n"), "\n")
+	byNode := map[string]scaleResult{}
+	for _, l := range lines {
+		var res scaleResult
+		if err := json.Unmarshal([]byte(l), &res); err != nil {
+			t.Fatalf("scale --json: line %q: %v", l, err)
+		}
+		byNode[res.Node] = res
+	}
+	if res := byNode["n1"]; len(lines) != 2 || len(res.Added) != 4 || len(res.Blocks) != 7 || res.TargetBlocks != 7 || len(byNode["n2"].Blocks) != 1 {
+		t.Fatalf("scale --json: %q", r.out)
 	}
 	w.ipamctl("", "scale", "--cluster", "c1", "--node", "nope").must(t, 1, "has no instance blocks")
 	w.ipamctl("", "scale", "--node", "n1").must(t, exitUsage, "--node needs --cluster")
@@ -751,7 +768,7 @@ func TestRelease(t *testing.T) {
 		must(t, 0, "already released: "+i1.Address.String(), `instance "i1"`, "is cooling until", "nothing to do")
 	r = w.ipamctl("", "release", "--cluster", "c1", "--kind", "instance", "--owner", "i1", "--reason", "again", "--json").must(t, 0)
 	var again releaseJSON
-	if err := json.Unmarshal([]byte(r.out), &again); err != nil || !again.AlreadyReleased || again.Allocation.OwnerID != "i1" {
+	if err := json.Unmarshal([]byte(r.out), &again); err != nil || !again.AlreadyReleased || again.Allocation.OwnerID != "i1" || again.Allocation.Category != "instance" {
 		t.Fatalf("release again --json: %v\n%s", err, r.out)
 	}
 	if r := w.ipamctl("", "events", "--type", "instance.released"); strings.Count(r.out, "instance.released") != 1 {

@@ -200,6 +200,18 @@ func (a *app) writeJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// writeJSONLine prints one JSON object on one line: the form of a command
+// that prints a stream of results (events --json, scale --json), which a
+// reader takes line by line (JSON Lines).
+func (a *app) writeJSONLine(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.out, "%s\n", b)
+	return err
+}
+
 // ts formats a time for tables: RFC 3339 in UTC, "-" when unset.
 func ts(t time.Time) string {
 	if t.IsZero() {

@@ -91,8 +91,9 @@ type CheckReport struct {
 	Invariants []string    `json:"invariants"`
 	Rows       int64       `json:"rows_checked"`
 	Violations []Violation `json:"violations"`
-	// Counts is the number of violations found per invariant, all of them:
-	// the listing keeps the first maxViolationsListed of each.
+	// Counts is the number of violations found per invariant, all of them
+	// (every invariant checked is a key, 0 when it holds): the listing
+	// keeps the first maxViolationsListed of each.
 	Counts map[string]int64 `json:"violation_counts"`
 }
 
@@ -113,7 +114,10 @@ func (r CheckReport) Total() int64 {
 // not a hot path.
 func (o *Operator) Check(ctx context.Context, clusterID string) (CheckReport, error) {
 	s := o.c
-	rep := CheckReport{ClusterID: clusterID, Invariants: Invariants, Violations: []Violation{}}
+	rep := CheckReport{ClusterID: clusterID, Invariants: Invariants, Violations: []Violation{}, Counts: map[string]int64{}}
+	for _, inv := range Invariants {
+		rep.Counts[inv] = 0
+	}
 	if err := checkFilterIDs("cluster_id", clusterID); err != nil {
 		return rep, err
 	}

@@ -46,6 +46,9 @@ type ReleaseResult struct {
 	// taken the address since): the release did nothing, as a repeated
 	// Release does, and Allocation is that released one.
 	AlreadyReleased bool
+	// Category is the category of the allocation's pool (node, instance,
+	// ipv4, ipv6), as a listing shows it; empty when the pool was destroyed.
+	Category string
 }
 
 // ConfirmedError: an operator's release is refused because a Terraform state
@@ -190,6 +193,12 @@ func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (R
 		return s.insertEvent(ctx, tx, Event{Type: eventTypes[a.Owner.Kind].released, ClusterID: a.ClusterID, PoolID: a.PoolID,
 			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner, Data: data})
 	})
+	if err == nil {
+		err = s.pool.QueryRow(ctx, sqlPoolCategory, res.PoolID).Scan(&res.Category)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil // the pool was destroyed: a tombstone has no category
+		}
+	}
 	return res, s.mapErr(err)
 }
 

@@ -1217,6 +1217,9 @@ const (
 			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
 		ORDER BY cluster_id LIMIT 2`
 
+	// sqlPoolCategory reads a pool's category, for a release's result.
+	sqlPoolCategory = `SELECT category FROM ipam_pools WHERE id = $1`
+
 	// sqlReleaseFindReleased finds, when nothing of the address or owner is
 	// active, its allocations that were released and are still cooling (no
 	// one has taken the address since): the allocation a repeated release
