@@ -229,6 +229,8 @@ var (
 	ErrReadOnly      = engine.ErrReadOnly
 	ErrBusy          = engine.ErrBusy
 	ErrTimeout       = engine.ErrTimeout
+	ErrSchema        = engine.ErrSchema
+	ErrHoldLost      = engine.ErrHoldLost
 )
 
 // Code returns the error code of err, or "" when it has none.

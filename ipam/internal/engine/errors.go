@@ -350,6 +350,9 @@ func (e *HoldLostError) Error() string {
 // Code is the error's stable code.
 func (e *HoldLostError) Code() string { return CodeHoldLost }
 
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *HoldLostError) Is(target error) bool { return isCode(CodeHoldLost, target) }
+
 // ownerConflict is the owner_conflict error of an allocation another
 // configuration or actor manages (its Detail says why and what to do).
 func ownerConflict(held Allocation) *OwnerConflictError {
@@ -393,6 +396,14 @@ var (
 	// ErrTimeout: a statement ran past the statement timeout; nothing was
 	// written (ipam_timeout).
 	ErrTimeout = errors.New(CodeTimeout)
+	// ErrSchema: the database's schema is not the one this binary was built
+	// for: migrate it (ipamctl migrate up), or use the binary that matches
+	// it (schema_mismatch).
+	ErrSchema = errors.New(CodeSchema)
+	// ErrHoldLost: a plan-time hold expired and another owner took its
+	// address, so a plan that showed that address cannot be applied; run
+	// the plan again (hold_lost).
+	ErrHoldLost = errors.New(CodeHoldLost)
 )
 
 var sentinels = map[string]error{
@@ -408,6 +419,8 @@ var sentinels = map[string]error{
 	CodeBusy:           ErrBusy,
 	CodeTimeout:        ErrTimeout,
 	CodeRefused:        ErrRefused,
+	CodeSchema:         ErrSchema,
+	CodeHoldLost:       ErrHoldLost,
 }
 
 // isCode is the Is of each typed error: it matches the sentinel of its code.

@@ -85,3 +85,34 @@ func TestMapErrNamesRefusedValues(t *testing.T) {
 		}
 	}
 }
+
+// Every coded error matches, with errors.Is, the sentinel of its code, and
+// every code has one: a caller tests any failure the way the Go API guide's
+// table says.
+func TestEveryCodeHasItsSentinel(t *testing.T) {
+	typed := []interface {
+		error
+		Code() string
+	}{
+		&ExhaustedError{}, &UnavailableError{Err: errors.New("x")}, &OwnerConflictError{}, &AddressInUseError{},
+		&AddressCoolingError{}, &InvalidError{}, &ConflictError{}, &SchemaError{}, &BusyError{}, &TimeoutError{},
+		&ReadOnlyError{}, &HoldLostError{}, &RefusedError{}, &ConfirmedError{},
+	}
+	codes := map[string]bool{}
+	for _, e := range typed {
+		codes[e.Code()] = true
+		s, ok := sentinels[e.Code()]
+		if !ok || !errors.Is(e, s) {
+			t.Errorf("%T (code %s): errors.Is with its sentinel %v is false", e, e.Code(), s)
+		}
+		if Code(e) != e.Code() {
+			t.Errorf("%T: Code gives %q, want %q", e, Code(e), e.Code())
+		}
+	}
+	for _, c := range []string{CodeExhausted, CodeUnavailable, CodeOwnerConflict, CodeAddressInUse, CodeAddressCooling, CodeInvalid,
+		CodeNotFound, CodeConflict, CodeSchema, CodeReadOnly, CodeBusy, CodeTimeout, CodeRefused, CodeHoldLost} {
+		if sentinels[c] == nil {
+			t.Errorf("code %s has no sentinel", c)
+		}
+	}
+}
