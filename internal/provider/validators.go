@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -91,6 +92,11 @@ func validIPv6Addr() stringCheck {
 		desc: "a plain IPv6 address",
 		check: func(s string) error {
 			a, err := ipam.ParseAddr(s)
+			if _, perr := netip.ParseAddr(s); err != nil && perr != nil && !strings.ContainsAny(s, "%/ \t\r\n") {
+				// Not an address at all: the example is an IPv6 one
+				// (ParseAddr's names an IPv4 address too).
+				return fmt.Errorf("%q is not a valid IPv6 address (expected e.g. 2001:db8::53)", s)
+			}
 			if err != nil {
 				return err
 			}
