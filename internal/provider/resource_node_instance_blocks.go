@@ -99,7 +99,7 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(ipam.DefaultBlockPrefixLength),
-				Validators:          []validator.Int64{int64validator.Between(65, 128)},
+				Validators:          []validator.Int64{blockLengthRange},
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 			},
 			"min_free_fraction": schema.Float64Attribute{
@@ -107,7 +107,7 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Optional:            true,
 				Computed:            true,
 				Default:             float64default.StaticFloat64(ipam.DefaultMinFreeFraction),
-				Validators:          []validator.Float64{float64validator.AtLeast(0)},
+				Validators:          []validator.Float64{minFreeRange},
 			},
 			"max_free_fraction": schema.Float64Attribute{
 				MarkdownDescription: "Mf: free addresses, in batches, above which surplus blocks are released (default `1.5`; at least `min_free_fraction + 1`, which the scaling needs to converge).",
@@ -120,12 +120,12 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(ipam.DefaultMaxBlocks),
-				Validators:          []validator.Int64{int64validator.AtLeast(1)},
+				Validators:          []validator.Int64{maxBlocksRange},
 			},
 			"demand": schema.Int64Attribute{
 				MarkdownDescription: "Instance addresses expected on the node. When unset, the node's current use counts, and a plan scales the node whenever its use calls for it.",
 				Optional:            true,
-				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+				Validators:          []validator.Int64{demandRange},
 			},
 			"blocks": schema.ListAttribute{
 				MarkdownDescription: "The node's blocks (CIDRs), oldest first: its WireGuard AllowedIPs for instances.",
@@ -204,9 +204,35 @@ func (r *nodeBlocksResource) ValidateConfig(ctx context.Context, req resource.Va
 	if m.BlockPrefixLength.IsUnknown() || m.MinFreeFraction.IsUnknown() || m.MaxFreeFraction.IsUnknown() || m.MaxBlocks.IsUnknown() || m.Demand.IsUnknown() {
 		return
 	}
+	// A value out of its attribute's own range is that validator's error,
+	// named once; the settings are judged together only when each is in it.
+	if !passesInt64(ctx, blockLengthRange, m.BlockPrefixLength) || !passesFloat64(ctx, minFreeRange, m.MinFreeFraction) ||
+		!passesInt64(ctx, maxBlocksRange, m.MaxBlocks) || !passesInt64(ctx, demandRange, m.Demand) {
+		return
+	}
 	if err := m.scaling().Validate(); err != nil {
 		addCoreError(&resp.Diagnostics, "Invalid Block Scaling", err)
 	}
+}
+
+// The ranges of the block settings' attributes (their schema validators).
+var (
+	blockLengthRange = int64validator.Between(65, 128)
+	minFreeRange     = float64validator.AtLeast(0)
+	maxBlocksRange   = int64validator.AtLeast(1)
+	demandRange      = int64validator.AtLeast(0)
+)
+
+func passesInt64(ctx context.Context, v validator.Int64, val types.Int64) bool {
+	var r validator.Int64Response
+	v.ValidateInt64(ctx, validator.Int64Request{ConfigValue: val}, &r)
+	return !r.Diagnostics.HasError()
+}
+
+func passesFloat64(ctx context.Context, v validator.Float64, val types.Float64) bool {
+	var r validator.Float64Response
+	v.ValidateFloat64(ctx, validator.Float64Request{ConfigValue: val}, &r)
+	return !r.Diagnostics.HasError()
 }
 
 // ModifyPlan previews the scaling: the plan shows the target, and an update

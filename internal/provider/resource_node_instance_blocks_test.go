@@ -3,8 +3,10 @@ package provider
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -197,4 +199,37 @@ resource "ipam_node_instance_blocks" "b" {
 			ExpectError: regexp.MustCompile(`(?s)Invalid Node Instance Blocks.*cluster "c1" carves /124 blocks`),
 		}},
 	})
+}
+
+// A bad block setting is one error, on its attribute: a value out of its
+// attribute's range is that attribute's validator's error alone (the
+// settings are judged together, by the core's rule, only when each is in
+// range), and a rule of settings together is one error too.
+func TestBlockSettingsOneErrorEach(t *testing.T) {
+	p := newProtoProvider(t)
+	num := func(f float64) tftypes.Value { return tftypes.NewValue(tftypes.Number, f) }
+	for _, c := range []struct {
+		name  string
+		attrs map[string]tftypes.Value
+		at    string
+		want  string
+	}{
+		{"block_prefix_length /129", map[string]tftypes.Value{"block_prefix_length": num(129)}, "block_prefix_length", "between 65 and 128"},
+		{"block_prefix_length /64", map[string]tftypes.Value{"block_prefix_length": num(64)}, "block_prefix_length", "between 65 and 128"},
+		{"max_blocks 0", map[string]tftypes.Value{"max_blocks": num(0)}, "max_blocks", "at least 1"},
+		{"min_free_fraction negative", map[string]tftypes.Value{"min_free_fraction": num(-1)}, "min_free_fraction", "at least 0"},
+		{"demand negative", map[string]tftypes.Value{"demand": num(-1)}, "demand", "at least 0"},
+		{"max_free_fraction below min_free_fraction + 1", map[string]tftypes.Value{"min_free_fraction": num(0.5), "max_free_fraction": num(1)},
+			"max_free_fraction", "at least min_free_fraction + 1"},
+		{"/65 blocks (too many addresses)", map[string]tftypes.Value{"block_prefix_length": num(65), "max_blocks": num(1)}, "block_prefix_length", "too many"},
+	} {
+		attrs := map[string]tftypes.Value{"cluster_id": str("c1"), "node_id": str("n1")}
+		for k, v := range c.attrs {
+			attrs[k] = v
+		}
+		diags := p.validate(t, "ipam_node_instance_blocks", attrs)
+		if len(diags) != 1 || !diags[0].Attribute.Equal(attrPath(c.at)) || !strings.Contains(diags[0].Detail, c.want) {
+			t.Errorf("%s: want one error on %s saying %q, got %s", c.name, c.at, c.want, diagsText(diags))
+		}
+	}
 }
