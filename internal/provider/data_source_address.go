@@ -84,7 +84,7 @@ func (d *addressDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 				Computed:            true,
 			},
 			"allocation_id": computed("The allocation's id; null when the address was never handed out."),
-			"generation":    schema.Int64Attribute{MarkdownDescription: "How many times the address was handed out.", Computed: true},
+			"generation":    schema.Int64Attribute{MarkdownDescription: generationDoc, Computed: true},
 			"owner_kind":    computed("`node`, `instance`, `env_ipv4` or `set`."),
 			"owner_id":      computed("The owner's id."),
 			"org_id":        computed("The owner's org, if labelled."),
@@ -147,3 +147,9 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 	m.Actor, m.AllocatedAt, m.ReleasedAt, m.ReusableAt = a.Actor, a.AllocatedAt, a.ReleasedAt, a.ReusableAt
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }
+
+// generationDoc describes an allocation's generation, as both data sources
+// show it.
+const generationDoc = "A counter of the address's holdings: it grows by one each time the address is handed out, held " +
+	"by a plan, confirmed from that hold or adopted, and a release keeps it; so an address held at plan time and " +
+	"then created shows `2`. Two reads that show the same generation saw the same holding."

@@ -84,7 +84,7 @@ func allocationAttributes() map[string]schema.Attribute {
 		"category":     computed("The pool's category: `node`, `instance`, `ipv4` or `ipv6`."),
 		"address":      computed("The address."),
 		"state":        computed("`active`, `reserved` (a plan-time hold) or `cooling` (released, inside its cooldown)."),
-		"generation":   schema.Int64Attribute{MarkdownDescription: "How many times the address was handed out.", Computed: true},
+		"generation":   schema.Int64Attribute{MarkdownDescription: generationDoc, Computed: true},
 		"owner_kind":   computed("`node`, `instance`, `env_ipv4` or `set`."),
 		"owner_id":     computed("The owner's id; for a cooling address, its last holder's."),
 		"org_id":       computed("The owner's org, if labelled."),
