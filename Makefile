@@ -3,8 +3,11 @@
 SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The version of install-mirror's and the release's builds (X.Y.Z on a tag,
+# else 0.0.<commit time>), so that ipamctl version and the provider name the same one.
+VERSION ?= $(shell bash scripts/release-version.sh 2>/dev/null || echo dev)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TOOLS_BIN := $(CURDIR)/.tools/bin
 
 # golangci-lint, goreleaser and tfplugindocs are `tool` directives of tools/go.mod (the pins).

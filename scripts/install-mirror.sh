@@ -50,13 +50,14 @@ sha256() { # FILE: print its SHA-256 in hex
 	fi
 }
 
-# zip_one ZIP DIR FILE: a zip holding DIR/FILE as FILE, as goreleaser makes them.
+# zip_one ZIP DIR FILE: a zip holding DIR/FILE as FILE, as goreleaser makes them
+# (its time in UTC, no extra attributes: the same file gives the same zip).
 zip_one() {
 	rm -f "$1"
 	if command -v zip >/dev/null 2>&1; then
-		(cd "$2" && zip -q -X "$1" "$3")
+		(cd "$2" && TZ=UTC zip -q -X "$1" "$3")
 	elif command -v python3 >/dev/null 2>&1; then
-		(cd "$2" && python3 -m zipfile -c "$1" "$3")
+		(cd "$2" && TZ=UTC python3 -m zipfile -c "$1" "$3")
 	else
 		die "neither zip nor python3 is installed: one of them is needed to pack the provider"
 	fi
@@ -101,13 +102,19 @@ else
 	goarch=$(go env GOARCH)
 	exe=""
 	[[ $goos == windows ]] && exe=.exe
-	commit=$(git rev-parse --short HEAD 2>/dev/null || true)
+	commit=$(git rev-parse HEAD 2>/dev/null || true)
 	say "building $name $version for ${goos}_$goarch"
-	# A build for this machine, with the flags of `make build` (whose build
-	# cache it shares) and the release's version stamps; make release's builds
-	# are also static (CGO_ENABLED=0), -trimpath and stripped.
+	# A build for this machine with make release's flags (static, -trimpath,
+	# stripped, its version stamps) and its file time (the commit's), packed
+	# in UTC: two clones of one clean commit build the same zip byte for byte,
+	# so that the lock file one teammate commits holds for every other.
 	mkdir "$tmp/build"
-	go build -ldflags "-X main.version=$version -X main.commit=$commit" -o "$tmp/build/${name}_v$version$exe" .
+	bin="$tmp/build/${name}_v$version$exe"
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version -X main.commit=$commit" -o "$bin" .
+	stamp=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+	[[ -z "$(git status --porcelain 2>/dev/null)" ]] || stamp=$(date +%s) # uncommitted changes: a version of now
+	chmod 0755 "$bin"
+	touch -d "@$stamp" "$bin"
 	zip_one "$tmp/${name}_${version}_${goos}_$goarch.zip" "$tmp/build" "${name}_v$version$exe"
 	zips+=("$tmp/${name}_${version}_${goos}_$goarch.zip")
 fi

@@ -105,7 +105,11 @@ func (a *app) versionCmd() *cobra.Command {
 		Example: "  ipamctl version",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(a.out, "ipamctl %s\n", version)
+			if commit == "" {
+				fmt.Fprintf(a.out, "ipamctl %s\n", version)
+				return nil
+			}
+			fmt.Fprintf(a.out, "ipamctl %s (commit %s)\n", version, commit)
 			return nil
 		},
 	}

@@ -11,8 +11,12 @@ import (
 	"syscall"
 )
 
-// version is set by the release build: -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set by the build: -ldflags "-X main.version=...
+// -X main.commit=..." (make build, make release).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
