@@ -886,3 +886,33 @@ func copyWorkingTree(t *testing.T) string {
 	}
 	return dst
 }
+
+// Two clones of one commit, at other paths, build the same provider zip
+// byte for byte with make install-mirror (as the guide shows it): the lock
+// file one teammate commits holds for the build of another, whose init
+// would otherwise refuse the package as not matching its checksums.
+func TestInstallFromMirrorIsReproducible(t *testing.T) {
+	t.Parallel()
+	var sums []string
+	for range 2 {
+		src := copyWorkingTree(t)
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "one commit"}} {
+			cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
+			// The same commit time in both: the version and the files' time.
+			cmd.Dir, cmd.Env = src, append(os.Environ(), "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z", "GIT_COMMITTER_DATE=2026-01-02T03:04:05Z")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		mirror := filepath.Join(t.TempDir(), "mirror")
+		installMirrorIn(t, src, guideBlock(t, "install"), "MIRROR_DIR="+mirror)
+		zips, err := filepath.Glob(filepath.Join(mirror, "registry.terraform.io", "overlayipam", "ipam", "*.zip"))
+		if err != nil || len(zips) != 1 || !strings.Contains(filepath.Base(zips[0]), "_0.0.20260102030405_") {
+			t.Fatalf("the mirror holds %v (%v), want one zip of version 0.0.20260102030405", zips, err)
+		}
+		sums = append(sums, filepath.Base(zips[0])+" "+sha256File(t, zips[0]))
+	}
+	if sums[0] != sums[1] {
+		t.Fatalf("two clones of one commit built different zips:\n%s\n%s", sums[0], sums[1])
+	}
+}
