@@ -90,6 +90,14 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			}
 			seen := map[uuid.UUID]time.Time{}
 			last := from
+			// A poll looks back followOverlap from the newest event printed,
+			// never before --since: what came before it is not asked for.
+			lookBack := func() time.Time {
+				if b := last.Add(-followOverlap); b.After(from) {
+					return b
+				}
+				return from
+			}
 			print := func(evs []operator.Event) error {
 				for _, e := range evs {
 					if _, ok := seen[e.ID]; ok {
@@ -111,7 +119,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if f.Limit > 0 {
 				// The events --limit left out are not news: the polls look
 				// back followOverlap, and would print the older ones there.
-				f.Since, f.Limit = last.Add(-followOverlap), 0
+				f.Since, f.Limit = lookBack(), 0
 				if before, err := operator.New(st).ListEvents(ctx, f); err == nil {
 					for _, e := range before {
 						if _, ok := seen[e.ID]; !ok {
@@ -127,7 +135,7 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 					return nil
 				case <-time.After(interval):
 				}
-				f.Since = last.Add(-followOverlap)
+				f.Since = lookBack()
 				evs, err := operator.New(st).ListEvents(ctx, f)
 				if ctx.Err() != nil {
 					return nil
