@@ -82,6 +82,14 @@ left: a pool created over it inherits it.`,
 			if err != nil {
 				return flagError(err)
 			}
+			if len(views) == 0 {
+				// Nothing matches: a cluster that does not exist is said so
+				// (a typo), as usage says it. A destroyed cluster's cooling
+				// addresses are still listed under it above.
+				if err := clusterExists(cmd.Context(), st, f.ClusterID); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				out := make([]allocationJSON, len(views))
 				for i, v := range views {

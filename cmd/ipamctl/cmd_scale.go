@@ -83,6 +83,9 @@ func (a *app) scaleOnce(ctx context.Context, st *ipam.Client, cluster, node stri
 		if nodes, err = st.NodesWithBlocks(ctx, cluster); err != nil {
 			return err
 		}
+		if len(nodes) == 0 {
+			return clusterExists(ctx, st, cluster)
+		}
 	}
 	for _, cn := range nodes {
 		nb, err := st.RescaleNodeBlocks(ctx, cn[0], cn[1])

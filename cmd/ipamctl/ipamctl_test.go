@@ -316,6 +316,9 @@ func TestListUsageLookup(t *testing.T) {
 		t.Fatalf("list --state cooling: %v %+v", err, listed)
 	}
 	w.ipamctl("", "list", "--env", "nope").must(t, 0, "no allocation matches")
+	// A cluster that does not exist is a typo, not an empty answer (as usage says).
+	w.ipamctl("", "list", "--cluster", "nope").must(t, exitError, "not_found", `cluster "nope" does not exist`)
+	w.ipamctl("", "list", "--cluster", "c1", "--env", "nope").must(t, 0, "no allocation matches")
 	w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "2").must(t, 0, "2 allocation(s)")
 
 	// lookup: active, cooling (last holder), never used, nowhere.
@@ -754,6 +757,7 @@ func TestScale(t *testing.T) {
 		t.Fatalf("scale --json: %q", r.out)
 	}
 	w.ipamctl("", "scale", "--cluster", "c1", "--node", "nope").must(t, 1, "has no instance blocks")
+	w.ipamctl("", "scale", "--cluster", "nope").must(t, exitError, "not_found", `cluster "nope" does not exist`)
 	w.ipamctl("", "scale", "--node", "n1").must(t, exitUsage, "--node needs --cluster")
 }
 

@@ -265,3 +265,17 @@ func noBoundIfZero(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// clusterExists is nil for a cluster that exists (or none named), and
+// not_found naming it for one that does not: what a command whose filter
+// names it finds nothing for, so that a typo is not an empty answer.
+func clusterExists(ctx context.Context, st *ipam.Client, clusterID string) error {
+	if clusterID == "" {
+		return nil
+	}
+	_, err := st.GetCluster(ctx, clusterID)
+	if errors.Is(err, ipam.ErrNotFound) {
+		return fmt.Errorf("%w: cluster %q does not exist", ipam.ErrNotFound, clusterID)
+	}
+	return err
+}
