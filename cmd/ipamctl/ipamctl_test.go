@@ -193,6 +193,33 @@ func TestUnreachableDatabase(t *testing.T) {
 	}
 }
 
+// No database given at all (no flag, no IPAM_DATABASE_URL, no PG*
+// variable): ipamctl says so, tries PostgreSQL's default (the local socket),
+// and a socket directory without its socket is nothing there, so it gives up
+// after the first contact's wait. Here PGHOST names an empty directory for
+// the default's socket directory, so the note is checked on its own first.
+func TestNoDatabaseGiven(t *testing.T) {
+	t.Setenv(EnvDatabaseURL, "")
+	for _, v := range []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGSERVICE", "PGSERVICEFILE"} {
+		t.Setenv(v, "")
+	}
+	var out, errb bytes.Buffer
+	a := &app{out: &out, errOut: &errb}
+	if _, err := a.open(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	a.store.Close()
+	if !strings.Contains(errb.String(), "no database given (--database-url, IPAM_DATABASE_URL or the PG* variables)") {
+		t.Fatalf("stderr: %q", errb.String())
+	}
+	t.Setenv("PGHOST", t.TempDir())
+	r := runCLI(context.Background(), "", "usage")
+	r.must(t, exitError, "ipam_unavailable", "has no socket file", "a first contact waits 5s")
+	if strings.Contains(r.err, "no database given") {
+		t.Fatalf("PGHOST names the database's directory, yet ipamctl says none was given:\n%s", r.err)
+	}
+}
+
 // A wait for the database says what it waits for on stderr, unless --quiet,
 // and the error that ends it says what to do about that class of failure.
 func TestWaitIsReportedAndErrorsAdvise(t *testing.T) {

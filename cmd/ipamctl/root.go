@@ -163,6 +163,10 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) 
 	if url == "" {
 		url = os.Getenv(EnvDatabaseURL)
 	}
+	if url == "" && !a.quiet && !pgEnvSet() {
+		fmt.Fprintf(a.errOut, "ipamctl: no database given (--database-url, %s or the PG* variables): trying PostgreSQL's default, "+
+			"the local socket\n", EnvDatabaseURL)
+	}
 	failover := time.Duration(0) // the core's default
 	if a.failoverSet {
 		failover = noBoundIfZero(a.failoverTimeout)
@@ -278,4 +282,14 @@ func clusterExists(ctx context.Context, st *ipam.Client, clusterID string) error
 		return fmt.Errorf("%w: cluster %q does not exist", ipam.ErrNotFound, clusterID)
 	}
 	return err
+}
+
+// pgEnvSet reports whether a libpq variable names where the database is.
+func pgEnvSet() bool {
+	for _, v := range []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGSERVICE", "PGSERVICEFILE"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
 }

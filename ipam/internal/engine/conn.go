@@ -544,7 +544,8 @@ func (s *conn) readOnlyRefusal(ctx context.Context, err error) error {
 
 // nothingThere reports whether err says that nothing is there at any host
 // of the database: each refused the connection (nothing listens on the
-// port), has no route, or has a name that does not resolve. A server that
+// port), has no socket file (a Unix socket's directory without one), has no
+// route, or has a name that does not resolve. A server that
 // restarts or fails over mostly answers something (starting up, shutting
 // down, read-only) or is slow to answer; this is mostly a wrong host or port.
 func nothingThere(err error) bool {
@@ -556,7 +557,8 @@ func nothingThere(err error) bool {
 	for _, e := range errs {
 		var dnsErr *net.DNSError
 		switch {
-		case errors.Is(e, syscall.ECONNREFUSED), errors.Is(e, syscall.EHOSTUNREACH), errors.Is(e, syscall.ENETUNREACH):
+		case errors.Is(e, syscall.ECONNREFUSED), errors.Is(e, syscall.EHOSTUNREACH), errors.Is(e, syscall.ENETUNREACH),
+			errors.Is(e, syscall.ENOENT):
 		case errors.As(e, &dnsErr) && dnsErr.IsNotFound:
 		default:
 			return false
@@ -724,6 +726,8 @@ func hostAnswer(err error, secret string) string {
 		return host + "is read-only (a standby or a demoted primary; target_session_attrs=read-write skips it)"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return host + "refused the connection (nothing listens there)"
+	case errors.Is(err, syscall.ENOENT):
+		return host + "has no socket file (no PostgreSQL listens in that directory on that port)"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return host + "dropped the connection"
 	case errors.As(err, &pe):

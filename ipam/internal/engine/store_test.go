@@ -882,6 +882,17 @@ func TestFirstContactWithNothingThereIsCutShort(t *testing.T) {
 			t.Fatalf("%s call with nothing listening: %#v (%v), want ipam_unavailable cut at the first contact", call, ue, err)
 		}
 	}
+	// A Unix socket's directory without the socket file: nothing there too.
+	sock, err := engine.Open(ctx, engine.Config{DatabaseURL: "host=" + t.TempDir() + " port=5432 user=ipam dbname=ipam"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	_, err = sock.Migrate(ctx)
+	var sue *engine.UnavailableError
+	if !errors.As(err, &sue) || !sue.FirstContact || !strings.Contains(err.Error(), "has no socket file") {
+		t.Fatalf("a socket directory without the socket: %v, want ipam_unavailable cut at the first contact, naming the missing socket", err)
+	}
 	explicit, err := engine.Open(ctx, engine.Config{DatabaseURL: url, FailoverTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
