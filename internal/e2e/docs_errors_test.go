@@ -254,13 +254,14 @@ func messageFormats(t *testing.T, root string) []string {
 		ast.Inspect(file, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.KeyValueExpr:
-				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Msg" {
+				// A message that is a value alone (Msg: msg) says nothing of
+				// its wording: it would match any sample.
+				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Msg" && format(n.Value) != "%v" {
 					out = append(out, format(n.Value))
 				}
 			case *ast.CallExpr:
 				if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "invalid" && len(n.Args) > 1 {
-					if lit, ok := n.Args[1].(*ast.BasicLit); ok {
-						s, _ := strconv.Unquote(lit.Value)
+					if s, ok := literalText(n.Args[1]); ok && s != "%v" && s != "%s" {
 						out = append(out, s)
 					}
 				}
@@ -288,9 +289,8 @@ func exprFormat(e ast.Expr) string {
 		}
 	case *ast.CallExpr:
 		if sel, ok := e.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Sprintf" && len(e.Args) > 0 {
-			if lit, ok := e.Args[0].(*ast.BasicLit); ok {
-				s, _ := strconv.Unquote(lit.Value)
-				return s
+			if s, ok := literalText(e.Args[0]); ok {
+				return s // the format itself, its verbs kept
 			}
 			return exprFormat(e.Args[0])
 		}
@@ -298,6 +298,22 @@ func exprFormat(e ast.Expr) string {
 		return exprFormat(e.X)
 	}
 	return "%v"
+}
+
+// literalText is the text of a string literal, or of literals joined with +.
+func literalText(e ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		s, err := strconv.Unquote(e.Value)
+		return s, err == nil && e.Kind == token.STRING
+	case *ast.BinaryExpr:
+		x, okx := literalText(e.X)
+		y, oky := literalText(e.Y)
+		return x + y, okx && oky && e.Op == token.ADD
+	case *ast.ParenExpr:
+		return literalText(e.X)
+	}
+	return "", false
 }
 
 // readAnswerFormats reads the phrases hostAnswer (ipam/internal/engine/conn.go) returns,
