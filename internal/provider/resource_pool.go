@@ -128,7 +128,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"force_destroy": schema.BoolAttribute{
 				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the pool holds an active address; otherwise it drops plan-time holds " +
 					"and leaves the addresses inside their cooldown as tombstones, which a pool created later over them inherits. " +
-					"With `true`, active addresses (for example ones no Terraform state manages) are released into their cooldown first.",
+					"With `true`, active addresses (meant for ones no Terraform state manages) are released into their cooldown first, and plan-time holds are dropped all the same; " +
+					"an address another configuration's state holds is released too, and that configuration allocates again at its next apply.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),

@@ -438,7 +438,7 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 			return err
 		}
 		if !force && h.Active > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q still holds %d active addresses; destroy the resources that hold them first, or set force_destroy = true to release them into their cooldown with the cluster", id, h.Active)}
+			return stillHolds(ctx, tx, fmt.Sprintf("cluster %q", id), "cluster", now, h.Active)
 		}
 		if err := s.emptyPools(ctx, tx, now, force); err != nil {
 			return err
@@ -451,38 +451,76 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 	})
 }
 
+// stillHolds is the refusal of a destroy of what (a cluster or pool, whose
+// pools are pools) that still holds active addresses: it names the first
+// few, with their owners, and what force_destroy would do to them.
+func stillHolds(ctx context.Context, tx pgx.Tx, what, kind string, pools []string, active int64) error {
+	rows, err := tx.Query(ctx, sqlActiveSample, pools, maxHeldNamed)
+	if err != nil {
+		return err
+	}
+	named, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var addr netip.Prefix
+		var kind, owner string
+		err := r.Scan(&addr, &kind, &owner)
+		return fmt.Sprintf("%s (%s %q)", addr.Addr(), kind, owner), err
+	})
+	if err != nil {
+		return err
+	}
+	list := strings.Join(named, ", ")
+	if active > int64(len(named)) {
+		list += fmt.Sprintf(" and %d more", active-int64(len(named)))
+	}
+	return &ConflictError{Msg: fmt.Sprintf("%s still holds %d active addresses: %s; destroy the resources that hold them first, "+
+		"or set force_destroy = true to release them into their cooldown with the %s (a configuration whose state holds "+
+		"one of them then loses it, and its next apply allocates again)", what, active, list, kind)}
+}
+
+// maxHeldNamed is how many active addresses a refused destroy names.
+const maxHeldNamed = 5
+
 // emptyPools readies pools for their destroy, with an event for each row it
 // changes: the database refuses to delete a pool that still has an active
 // row or a live hold (migration 12). A destroy is never refused for holds
 // that no apply confirmed: each is dropped, keeping only a cooldown its
-// address already had. A forced destroy also releases each active address
-// into its pool's cooldown. What is still cooling then outlives the pools
-// as tombstones (migration 16), and tombstones whose cooldown has passed
-// are swept.
+// address already had (its address was never routed, so a forced destroy
+// does not give it one either). A forced destroy also releases each active
+// address into its pool's cooldown. What is still cooling then outlives the
+// pools as tombstones (migration 16), and tombstones whose cooldown has
+// passed are swept.
 func (s *Client) emptyPools(ctx context.Context, tx pgx.Tx, pools []string, force bool) error {
-	q, reason := sqlDropPoolHolds, "destroy"
+	reason := "destroy"
 	if force {
-		q, reason = sqlForceRelease, "force_destroy"
+		reason = "force_destroy"
 	}
-	rows, err := tx.Query(ctx, q, pools)
-	if err != nil {
-		return err
+	type step struct{ sql, event string }
+	steps := []step{{sqlDropPoolHolds, "allocation.hold_dropped"}}
+	if force {
+		// The active addresses first: the holds are left to the drop.
+		steps = []step{{sqlForceRelease, ""}, steps[0]}
 	}
-	changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
-	if err != nil {
-		return err
-	}
-	for _, a := range changed {
-		t := "allocation.hold_dropped"
-		if force {
-			t = eventTypes[a.Owner.Kind].released // released
-		}
-		if err := s.insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
-			AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
-			Data: map[string]any{"reason": reason}}); err != nil {
+	for _, step := range steps {
+		rows, err := tx.Query(ctx, step.sql, pools)
+		if err != nil {
 			return err
 		}
+		changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
+		if err != nil {
+			return err
+		}
+		for _, a := range changed {
+			t := step.event
+			if t == "" {
+				t = eventTypes[a.Owner.Kind].released
+			}
+			if err := s.insertEvent(ctx, tx, Event{Type: t, ClusterID: a.ClusterID, PoolID: a.PoolID,
+				AllocationID: a.ID, Generation: a.Generation, Address: a.Address, Owner: a.Owner,
+				Data: map[string]any{"reason": reason}}); err != nil {
+				return err
+			}
+		}
 	}
-	_, err = tx.Exec(ctx, sqlSweepTombstones)
+	_, err := tx.Exec(ctx, sqlSweepTombstones)
 	return err
 }

@@ -479,7 +479,7 @@ func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 			return err
 		}
 		if !force && h.Active > 0 {
-			return &ConflictError{Msg: fmt.Sprintf("pool %q still holds %d active addresses; destroy the resources that hold them first, or set force_destroy = true to release them into their cooldown with the pool", id, h.Active)}
+			return stillHolds(ctx, tx, fmt.Sprintf("pool %q", id), "pool", []string{id}, h.Active)
 		}
 		if err := s.emptyPools(ctx, tx, []string{id}, force); err != nil {
 			return err

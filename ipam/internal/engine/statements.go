@@ -354,6 +354,11 @@ const (
 		WHERE p.cluster_id = $1 AND a.state IN ('active', 'reserved', 'cooling')`
 
 	sqlDeleteCluster = `DELETE FROM ipam_clusters WHERE id = $1`
+
+	// sqlActiveSample names the first $2 active allocations of pools $1,
+	// for a refused destroy.
+	sqlActiveSample = `SELECT address, owner_kind, owner_id FROM ipam_allocations
+		WHERE pool_id = ANY ($1::text[]) AND state = 'active' ORDER BY pool_id, ordinal LIMIT $2`
 )
 
 // sqlInsertCluster creates a cluster (no row: it exists); sqlUpdateCluster
@@ -373,8 +378,8 @@ var (
 
 var (
 	// sqlForceRelease releases, for a forced destroy, every active address
-	// and live hold of the pools ($1) into its pool's cooldown, before the
-	// pools go: the database refuses to delete a pool that still has one
+	// of the pools ($1) into its pool's cooldown (their live holds are
+	// dropped first, sqlDropPoolHolds), before the pools go: the database refuses to delete a pool that still has one
 	// (ipam_pools_keep_live_rows, migration 12). It returns the rows, for
 	// their events.
 	sqlForceRelease = `UPDATE ipam_allocations a SET state = 'cooling', released_at = now_at,
@@ -382,7 +387,7 @@ var (
 			reserved_until = NULL
 		FROM ipam_pools p, (SELECT ipam_now() AS now_at) clock
 		WHERE a.pool_id = p.id AND p.id = ANY ($1::text[])
-			AND ` + rowLive + `
+			AND ` + rowActive + `
 		RETURNING ` + allocColumnsOfRelease
 
 	// sqlDropPoolHolds drops, for a destroy, every live hold of the pools

@@ -587,12 +587,30 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 	_, _ = st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")})
 	_, _ = st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n2")})
 	_, _ = st.Release(ctx, "c1", node("n2"), 0)
-	err := st.DeleteCluster(ctx, "c1", false)
-	if err == nil || !strings.Contains(err.Error(), "still holds 1 active addresses") {
+	// A plan's hold: its address was never routed.
+	held, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n3")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.DeleteCluster(ctx, "c1", false)
+	if err == nil || !strings.Contains(err.Error(), `still holds 1 active addresses: 2001:db8::1 (node "n1"); destroy the resources`) {
 		t.Fatalf("delete: %v", err)
 	}
 	if err := st.DeleteCluster(ctx, "c1", true); err != nil {
 		t.Fatal(err)
+	}
+	// The active address cools down as a tombstone; the hold's does not
+	// (it was dropped, as a destroy that is not forced drops it).
+	var activeCools, heldCools int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FILTER (WHERE address = '2001:db8::1'), count(*) FILTER (WHERE address = $1)
+		FROM ipam_tombstones WHERE reusable_at > now()`, held.Address).Scan(&activeCools, &heldCools); err != nil ||
+		activeCools != 1 || heldCools != 0 {
+		t.Fatalf("tombstones after the forced destroy: the active address %d, the held %s %d (%v); want 1 and 0", activeCools, held.Address, heldCools, err)
+	}
+	var dropped int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'allocation.hold_dropped' AND owner_id = 'n3'
+		AND data->>'reason' = 'force_destroy'`).Scan(&dropped); err != nil || dropped != 1 {
+		t.Fatalf("the forced destroy's drop of n3's hold: %d events (%v), want 1", dropped, err)
 	}
 	if _, err := st.GetCluster(ctx, "c1"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatal(err)
