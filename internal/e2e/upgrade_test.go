@@ -796,7 +796,13 @@ resource "ipam_node_address" "intruder" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createDB := replaced(t, pageBlock(t, upgradeGuide, "restore-db"), guideRestoredName, restoredName)
+	// The guide's owner role is the test server's admin here.
+	adminCfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createDB := replaced(t, pageBlock(t, upgradeGuide, "restore-db"), guideRestoredName, restoredName,
+		"OWNER ipam_owner", "OWNER "+pgx.Identifier{adminCfg.User}.Sanitize())
 	_, err = c.Exec(ctx, createDB)
 	c.Close(ctx)
 	if err != nil {

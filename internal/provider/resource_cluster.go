@@ -93,7 +93,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"node_prefix": schema.StringAttribute{
 				MarkdownDescription: "Sub-prefix the node overlay addresses come from. Defaults to sub-prefix #0 of length " +
-					"max(64, cluster length + 1): `2a01:4f8:abcd::/48` gives `2a01:4f8:abcd::/64`. An explicit value must lie inside " +
+					"max(64, cluster length + 1): `2001:db8:abcd::/48` gives `2001:db8:abcd::/64`. An explicit value must lie inside " +
 					"`prefix`, must not overlap `instance_prefix`, and may be small. Changing it replaces the cluster.",
 				Optional:   true,
 				Computed:   true,
@@ -101,7 +101,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"instance_prefix": schema.StringAttribute{
 				MarkdownDescription: "Sub-prefix the instance addresses come from. Defaults to sub-prefix #1 of length " +
-					"max(64, cluster length + 1): `2a01:4f8:abcd::/48` gives `2a01:4f8:abcd:1::/64`. Changing it replaces the cluster.",
+					"max(64, cluster length + 1): `2001:db8:abcd::/48` gives `2001:db8:abcd:1::/64`. Changing it replaces the cluster.",
 				Optional:   true,
 				Computed:   true,
 				Validators: []validator.String{validIPv6Prefix()},
