@@ -65,6 +65,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -786,6 +787,32 @@ func cliVersion(t *testing.T) *version.Version {
 	return version.Must(version.NewVersion(string(m[1])))
 }
 
+// shown counts the values a Terraform output shows: what is not null or
+// empty, in it and in its elements.
+func shown(v any) int {
+	switch v := v.(type) {
+	case nil:
+		return 0
+	case string:
+		if v == "" {
+			return 0
+		}
+	case map[string]any:
+		n := 0
+		for _, e := range v {
+			n += shown(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += shown(e)
+		}
+		return n
+	}
+	return 1
+}
+
 // runExamples applies the examples/ files that the generated pages show.
 func runExamples(t *testing.T, root string) {
 	url := testdb.New(t)
@@ -890,6 +917,22 @@ func runExamples(t *testing.T, root string) {
 	copyTo(d.dir, data...)
 	must(d, names, "terraform apply -input=false -no-color -auto-approve")
 	checkEmptyPlan(t, d, names)
+	// What they show a reader is what the resources made: no output is
+	// empty (a filter that matches nothing, an address nobody holds).
+	var outputs map[string]struct {
+		Value any `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(must(d, names, "terraform output -json")), &outputs); err != nil || len(outputs) == 0 {
+		t.Fatalf("%s: terraform output -json: %v (%d outputs)", strings.Join(names, ", "), err, len(outputs))
+	}
+	for name, o := range outputs {
+		if shown(o.Value) == 0 {
+			t.Errorf("%s: the output %q shows nothing: %v", strings.Join(names, ", "), name, o.Value)
+		}
+		if m, ok := o.Value.(map[string]any); ok && m["state"] != nil && m["state"] != "active" {
+			t.Errorf("%s: the output %q shows an address in state %v, not one the resources hold", strings.Join(names, ", "), name, m["state"])
+		}
+	}
 
 	// The list resources find them.
 	if v.LessThan(version.Must(version.NewVersion("1.14.0"))) {

@@ -1,6 +1,6 @@
 # Who holds (or last held) an address seen in a flow log?
 data "ipam_address" "suspect" {
-  address = "2001:db8:100:1::2a"
+  address = "198.51.100.10"
 }
 
 output "owner" {
@@ -8,7 +8,8 @@ output "owner" {
     state       = data.ipam_address.suspect.state
     org_id      = data.ipam_address.suspect.org_id
     env_id      = data.ipam_address.suspect.env_id
-    instance_id = data.ipam_address.suspect.instance_id
+    owner_kind  = data.ipam_address.suspect.owner_kind
+    owner_id    = data.ipam_address.suspect.owner_id
     last_holder = data.ipam_address.suspect.last_holder
     reusable_at = data.ipam_address.suspect.reusable_at
   }

@@ -1,8 +1,8 @@
 # Every address an environment holds: instances and its IPv4 add-on.
-data "ipam_allocations" "acme_prod" {
+data "ipam_allocations" "shop_prod" {
   cluster_id = "fra1"
   org_id     = "acme"
-  env_id     = "prod"
+  env_id     = "shop-prod"
 }
 
 # Released instance addresses still cooling down.
@@ -12,6 +12,6 @@ data "ipam_allocations" "cooling" {
   state      = "cooling"
 }
 
-output "acme_prod_addresses" {
-  value = { for a in data.ipam_allocations.acme_prod.allocations : a.owner_id => a.address }
+output "shop_prod_addresses" {
+  value = { for a in data.ipam_allocations.shop_prod.allocations : a.owner_id => a.address }
 }
