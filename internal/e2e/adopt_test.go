@@ -40,6 +40,9 @@ func requireCLI(t *testing.T, minimum string, feature string) {
 	}
 }
 
+// adoptGuide shows the list blocks the TestQuery tests run.
+const adoptGuide = "docs/guides/adopting-existing-allocations.md"
+
 // Allocations made outside Terraform (the scheduler's instances, an
 // operator's node and IPv4 addresses) are adopted in bulk: `terraform query
 // -generate-config-out` writes their import blocks and configuration, the
@@ -58,7 +61,7 @@ func TestQueryAdoptsAllocationsMadeOutsideTerraform(t *testing.T) {
 		}
 		want[fmt.Sprintf("node-%d", i)] = n.Address.String()
 		a, err := scheduler.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("vm-%d", i),
-			OrgID: "acme", EnvID: "prod", NodeID: fmt.Sprintf("node-%d", i)})
+			OrgID: "acme", EnvID: "shop-prod", NodeID: fmt.Sprintf("node-%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,15 +84,7 @@ list "ipam_node_address" "nodes" {
   }
 }
 
-list "ipam_instance_address" "instances" {
-  provider         = ipam
-  include_resource = true
-  config {
-    cluster_id = "c1"
-    org_id     = "acme"
-  }
-}
-
+` + replaced(t, pageBlock(t, adoptGuide, "adopt-instances"), `"fra1"`, `"c1"`) + `
 list "ipam_env_ipv4" "ipv4" {
   provider         = ipam
   include_resource = true
@@ -162,20 +157,7 @@ func TestQueryAdoptsClustersPoolsSetsAndBlocks(t *testing.T) {
 	addrsBefore, blocksBefore := activeAddresses(t, url), blocks()
 
 	w := newWorkdir(t, url, "")
-	query := `
-list "ipam_cluster" "all" {
-  provider         = ipam
-  include_resource = true
-}
-
-list "ipam_pool" "operator" {
-  provider         = ipam
-  include_resource = true
-  config {
-    cluster_id = "c1"
-  }
-}
-
+	query := replaced(t, pageBlock(t, adoptGuide, "adopt-cluster"), `"fra1"`, `"c1"`) + `
 list "ipam_address_set" "acme" {
   provider         = ipam
   include_resource = true
@@ -309,7 +291,12 @@ resource "ipam_cluster" "c1" {
 			t.Errorf("terraform query with include_managed lacks %q:\n%s", held, out)
 		}
 	}
-	if out = query(true, "ipam_pool"); !strings.Contains(out, "the Terraform configuration in \""+managing.dir+"\"") {
+	// The guide's block: the pools, with those another state holds.
+	if err := os.WriteFile(filepath.Join(w.dir, "adopt.tfquery.hcl"), []byte(pageBlock(t, adoptGuide, "adopt-managed")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out = strings.Join(strings.Fields(string(w.run("query"))), " "); !strings.Contains(out, "c1/extra (managed elsewhere)") ||
+		!strings.Contains(out, "the Terraform configuration in \""+managing.dir+"\"") {
 		t.Errorf("the warning on the pool does not name the configuration that created it:\n%s", out)
 	}
 	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'sched-1' AND confirmed_at IS NOT NULL`); n != 0 {
