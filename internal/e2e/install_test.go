@@ -916,3 +916,32 @@ func TestInstallFromMirrorIsReproducible(t *testing.T) {
 		t.Fatalf("two clones of one commit built different zips:\n%s\n%s", sums[0], sums[1])
 	}
 }
+
+// The Go API guide's way into a scheduler's module before the repository
+// is published: its replace and go get, in a new module, with the path of
+// this tree for the clone's; a program using the package then builds and
+// runs.
+func TestGoModuleFromAClone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := append(makeEnv(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+	main := `package main
+
+import (
+	"fmt"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
+)
+
+func main() { fmt.Println(ipam.CodeExhausted, ipam.DefaultMTU) }
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block := replaced(t, pageBlock(t, "docs/guides/go-api.md", "go-module"), "=../terraform-provider-ipam", "="+repoRoot(t))
+	script := "go mod init example.com/scheduler\n" + block + "go run .\n"
+	out, err := runScript(t, dir, env, script)
+	if err != nil || !strings.Contains(out, "ipam_exhausted 1420") {
+		t.Fatalf("the guide's module setup, then go run: %v\n%s", err, out)
+	}
+}
