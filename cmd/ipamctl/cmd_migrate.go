@@ -51,7 +51,8 @@ schema owner when the provider runs with auto_migrate = false.`,
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the schema version of the database and the one this ipamctl needs",
-		Long: "Shows the schema version without changing anything. Exits 1 when the database is newer than this binary. " +
+		Long: "Shows the schema version without changing anything. Exits 0 when the database is at this binary's version, " +
+			"4 when migrations are pending (run 'ipamctl migrate up'), 1 when the database is newer than this binary. " +
 			"--json prints {\"database\", \"current\", \"latest\", \"pending\"} (pending: migrations to apply; negative when the database is newer).",
 		Example: "  ipamctl migrate status\n  ipamctl migrate status --json",
 		Args:    cobra.NoArgs,
@@ -65,6 +66,7 @@ schema owner when the provider runs with auto_migrate = false.`,
 				return err
 			}
 			newer := fmt.Errorf("the database schema (version %d) is newer than this ipamctl knows (%d): upgrade ipamctl", s.Current, s.Latest)
+			pending := &codedError{code: exitPending, err: fmt.Errorf("%d migration(s) pending: run 'ipamctl migrate up'", s.Latest-s.Current)}
 			if asJSON {
 				b, err := json.Marshal(struct {
 					Database string `json:"database"`
@@ -76,8 +78,11 @@ schema owner when the provider runs with auto_migrate = false.`,
 					return err
 				}
 				fmt.Fprintf(a.out, "%s\n", b)
-				if s.Current > s.Latest {
+				switch {
+				case s.Current > s.Latest:
 					return newer
+				case s.Current < s.Latest:
+					return pending
 				}
 				return nil
 			}
@@ -86,7 +91,7 @@ schema owner when the provider runs with auto_migrate = false.`,
 			case s.Current == s.Latest:
 				fmt.Fprintln(a.out, "up to date")
 			case s.Current < s.Latest:
-				fmt.Fprintf(a.out, "%d migration(s) pending: run 'ipamctl migrate up'\n", s.Latest-s.Current)
+				return pending
 			default:
 				return newer
 			}

@@ -283,8 +283,10 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, 0,
+	// Migrations pending: a status of its own (exit 4), so that a script can tell.
+	runCLI(ctx, "", "--database-url", url, "migrate", "status").must(t, exitPending,
 		fmt.Sprintf("schema version 0; this ipamctl needs version %d", latest), fmt.Sprintf("%d migration(s) pending", latest))
+	runCLI(ctx, "", "--database-url", url, "migrate", "status", "--json").must(t, exitPending, fmt.Sprintf(`"pending":%d`, latest))
 	runCLI(ctx, "", "--database-url", url, "list").must(t, exitError, "schema_mismatch", "ipamctl migrate up")
 	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, fmt.Sprintf("schema migrated from version 0 to %d", latest))
 	runCLI(ctx, "", "--database-url", url, "migrate", "up").must(t, 0, "schema is up to date")

@@ -26,6 +26,7 @@ const (
 	exitError      = 1 // the command failed: bad input, database unreachable, ...
 	exitUsage      = 2 // unknown command or flag
 	exitViolations = 3 // check found broken invariants
+	exitPending    = 4 // migrate status: migrations to apply
 )
 
 // exitError carries a specific exit code through cobra.
@@ -129,7 +130,7 @@ The database comes from --database-url, else the IPAM_DATABASE_URL environment v
 else the standard PG* variables (PGHOST, PGUSER, ...). Passwords are never printed.
 
 Exit codes: 0 success, 1 failure (the database unreachable or refusing, a conflict, nothing found), 2 bad command line
-(an unknown command or flag, a flag's value out of range or malformed, a required flag missing), 3 broken invariants (check).`,
+(an unknown command or flag, a flag's value out of range or malformed, a required flag missing), 3 broken invariants (check), 4 migrations pending (migrate status).`,
 		Example: `  export IPAM_DATABASE_URL='postgres://ipam@db.example:5432/ipam'
   ipamctl migrate up
   ipamctl usage --cluster prod-eu1
