@@ -48,6 +48,16 @@ func TestOneOwnerOneConfiguration(t *testing.T) {
 	if now := activeAddresses(t, url); len(now) != len(held) {
 		t.Errorf("active allocations %v, want %v", now, held)
 	}
+	// Imported there instead, while the first configuration holds them:
+	// each import warns, naming the first configuration. Then the second
+	// one lets them go again (state rm), as the warning's advice undone.
+	for _, imp := range [][2]string{{"ipam_node_address.n1", "c1/n1"}, {"ipam_env_ipv4.e1", "c1/v4/e1"}} {
+		out := strings.Join(strings.Fields(string(second.run("import", "-input=false", imp[0], imp[1]))), " ")
+		if !strings.Contains(out, "Managed by Another Configuration") || !strings.Contains(out, `the Terraform configuration in "`+first.dir+`"`) {
+			t.Errorf("terraform import %s %s in the second configuration did not warn:\n%s", imp[0], imp[1], out)
+		}
+		second.run("state", "rm", imp[0])
+	}
 
 	// A killed apply: its creates committed, its state never saved.
 	killed := newWorkdir(t, url, strings.ReplaceAll(strings.ReplaceAll(ownerConfig, "n1", "n2"), "e1", "e2"))

@@ -190,6 +190,25 @@ func importOwner(ctx context.Context, st *ipam.Client, id string, resp *resource
 		id = a.ClusterID + "/" + a.Owner.ID
 	}
 	importPair(ctx, id, resp, ownerAttr, " or an address")
+	if cluster, owner, ok := splitID(id); ok && !resp.Diagnostics.HasError() {
+		warnManagedElsewhere(ctx, st, id, cluster, kind, owner, &resp.Diagnostics)
+	}
+}
+
+// warnManagedElsewhere warns an import of an allocation that another
+// configuration created: both states would then manage it, and either
+// one's destroy would release it under the other. It reads without
+// recording a refresh (Peek); a failure to read is the refresh's to report.
+func warnManagedElsewhere(ctx context.Context, st *ipam.Client, importID, clusterID, kind, ownerID string, diags *diag.Diagnostics) {
+	if st == nil {
+		return
+	}
+	a, err := st.Peek().GetActive(ctx, clusterID, kind, ownerID)
+	if err != nil || a.Origin == "" || a.Origin == st.Origin() {
+		return
+	}
+	summary, detail := managedWarning(listEntry{importID: importID, managedBy: a.Origin})
+	diags.AddWarning(summary, detail)
 }
 
 // importPair seeds the state of a resource imported by "<cluster_id>/<attr>":

@@ -223,6 +223,7 @@ func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportSt
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), a.PoolID+"/"+a.Owner.ID)...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), a.PoolID)...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), a.Owner.ID)...)
+		warnManagedElsewhere(ctx, r.store, a.PoolID+"/"+a.Owner.ID, a.ClusterID, ipam.OwnerEnvIPv4, a.Owner.ID, &resp.Diagnostics)
 		return
 	}
 	i := strings.LastIndexByte(id, '/')
@@ -250,4 +251,7 @@ func (r *envIPv4Resource) ImportState(ctx context.Context, req resource.ImportSt
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("pool_id"), id[:i])...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("env_id"), id[i+1:])...)
+	if pool, err := ipam.ParsePoolRef("id", id[:i]); err == nil {
+		warnManagedElsewhere(ctx, r.store, id, pool.ClusterID, ipam.OwnerEnvIPv4, id[i+1:], &resp.Diagnostics)
+	}
 }

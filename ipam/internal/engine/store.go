@@ -291,6 +291,10 @@ func (s *Client) Close() {
 // Actor is the actor this store records.
 func (s *Client) Actor() string { return s.actor }
 
+// Origin is the configuration this client manages allocations for
+// (Config.Origin; empty: none).
+func (s *Client) Origin() string { return s.origin }
+
 // Addr is the database's host:port list (no credentials), for messages.
 func (s *Client) Addr() string { return s.addr }
 
