@@ -221,8 +221,15 @@ func (r *instanceAddressResource) Update(ctx context.Context, req resource.Updat
 		addCoreError(&resp.Diagnostics, "Unable to Update Instance Address", err)
 		return
 	}
+	planned := plan
 	if !r.load(ctx, &plan, a, true, func(s string, err error) { addCoreError(&resp.Diagnostics, s, err) }) {
 		return
+	}
+	if !planned.MTU.IsUnknown() {
+		// The plan showed the network block (its revision unchanged,
+		// networkUnknownOnUpdate): the apply keeps that promise, and a
+		// change of the cluster's made since shows at the next refresh.
+		plan.GatewayIPv6, plan.MTU, plan.DNSServers = planned.GatewayIPv6, planned.MTU, planned.DNSServers
 	}
 	resp.Diagnostics.Append(setModel(ctx, &resp.State.Raw, resp.State.Schema.Type(), &plan)...)
 }
@@ -291,6 +298,15 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 // rather than a promise the apply would break.
 func networkUnknownOnUpdate(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || req.Plan.Raw.Equal(req.State.Raw) || resp.Diagnostics.HasError() {
+		return
+	}
+	// A configuration that gives the cluster's network_revision says
+	// whether the network changes: the same revision keeps the block (an
+	// update of the node, say, shows it as it is).
+	var cfgRev, stateRev types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("cluster_network_revision"), &cfgRev)...)
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("cluster_network_revision"), &stateRev)...)
+	if !cfgRev.IsNull() && !cfgRev.IsUnknown() && cfgRev.Equal(stateRev) {
 		return
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("gateway_ipv6"), types.StringUnknown())...)

@@ -162,9 +162,21 @@ output "workload_mtu" {
 				},
 			},
 			{
+				// The instance moves to a node: with the cluster's revision
+				// unchanged, the plan shows its network block as it is.
+				Config: strings.Replace(cfg(1380, "2001:db8::54"), `env_id                   = "prod"`, `env_id                   = "prod"
+  node_id                  = "node-x"`, 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("mtu"), knownvalue.Int64Exact(1380)),
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("gateway_ipv6"), knownvalue.StringExact("fe80::1")),
+				}},
+			},
+			{
 				// A change of something else of the cluster leaves the instances alone.
-				Config: strings.Replace(cfg(1380, "2001:db8::54"), `force_destroy = true`, `force_destroy = true
-  instance_cooldown = "2h"`, 1),
+				Config: strings.Replace(strings.Replace(cfg(1380, "2001:db8::54"), `force_destroy = true`, `force_destroy = true
+  instance_cooldown = "2h"`, 1), `env_id                   = "prod"`, `env_id                   = "prod"
+  node_id                  = "node-x"`, 1),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(res, plancheck.ResourceActionNoop),
 				}},
