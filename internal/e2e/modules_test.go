@@ -332,67 +332,49 @@ output "blog_prod" {
 	}
 }
 
-// The three modules wired together as the module READMEs show them: a new
-// cluster with an IPv4 pool, nodes enrolled in it, and an environment's IPv4
-// add-on, in one apply, re-planned empty and destroyed.
+// The three module READMEs' examples, as a reader copies them into one root
+// module (each module's source the tree's instead of GitHub's; the cluster
+// README's terraform and provider blocks, which the test writes, left
+// out), compose: the apply allocates what their comments say, the next
+// plan is empty, and the destroy removes the cluster.
 func TestModulesCompose(t *testing.T) {
 	t.Parallel()
 	needsFunctions(t) // node-enrollment collapses AllowedIPs with a provider function
 	url := testdb.New(t)
-	w := newModuleRoot(t, url, `
-module "cluster" {
-  source = "%[1]s/cluster-bootstrap"
-
-  name   = "prod"
-  prefix = "2001:db8:abcd::/48"
-  ipv4_pools = {
-    "public-v4" = { cidrs = ["192.0.2.0/28"] }
-  }
-
-  # Released addresses cool down; without this, destroying the cluster and
-  # its pool right after releasing them is refused.
-  force_destroy = true
-}
-
-module "nodes" {
-  source = "%[1]s/node-enrollment"
-
-  cluster_id = module.cluster.cluster_id
-  nodes      = ["node-a", "node-b"]
-}
-
-module "shop_prod_ipv4" {
-  source = "%[1]s/environment-ipv4"
-
-  pool_id = module.cluster.ipv4_pool_ids["public-v4"]
-  org_id  = "acme"
-  env_id  = "shop-prod"
-}
-
-output "node_addresses" {
-  value = module.nodes.addresses
-}
-
-output "shop_prod_ipv4" {
-  value = module.shop_prod_ipv4.address
-}
-`)
-	w.run("apply", "-input=false", "-auto-approve")
-	var nodes map[string]string
-	var ipv4 string
-	outs := w.outputs()
-	w.output(outs, "node_addresses", &nodes)
-	w.output(outs, "shop_prod_ipv4", &ipv4)
-	if len(nodes) != 2 || nodes["node-a"] == nodes["node-b"] {
-		t.Errorf("node addresses %v", nodes)
+	var hcl strings.Builder
+	for _, m := range []string{"cluster-bootstrap", "node-enrollment", "environment-ipv4"} {
+		block := pageBlock(t, "examples/modules/"+m+"/README.md", "example")
+		if m == "cluster-bootstrap" {
+			i := strings.Index(block, "module \"cluster\" {")
+			if i < 0 {
+				t.Fatalf("%s's example does not declare module \"cluster\":\n%s", m, block)
+			}
+			block = block[i:]
+		}
+		hcl.WriteString(replaced(t, block, "github.com/overlayipam/terraform-provider-ipam//examples/modules", "%[1]s") + "\n")
 	}
-	for node, addr := range nodes {
-		if a, err := netip.ParseAddr(addr); err != nil || !netip.MustParsePrefix("2001:db8:abcd::/64").Contains(a) {
-			t.Errorf("%s: %q is not in the node prefix", node, addr)
+	w := newModuleRoot(t, url, hcl.String())
+	w.run("apply", "-input=false", "-auto-approve")
+	var peers map[string]struct {
+		Address    string `json:"address"`
+		AllowedIPs string `json:"allowed_ips"`
+	}
+	var ipv4, nodePrefix string
+	outs := w.outputs()
+	w.output(outs, "wireguard_peers", &peers)
+	w.output(outs, "shop_prod_ipv4", &ipv4)
+	w.output(outs, "node_prefix", &nodePrefix)
+	if nodePrefix != "2001:db8:abcd::/64" || len(peers) != 3 || peers["node-c"].Address != "2001:db8:abcd::100" ||
+		peers["node-a"].AllowedIPs != peers["node-a"].Address+"/128, 2001:db8:abcd:1:a::/80" {
+		t.Errorf("node prefix %s, WireGuard peers %+v: not what the READMEs' comments show", nodePrefix, peers)
+	}
+	for node, p := range peers {
+		if a, err := netip.ParseAddr(p.Address); err != nil || !netip.MustParsePrefix(nodePrefix).Contains(a) {
+			t.Errorf("%s: %q is not in the node prefix", node, p.Address)
 		}
 	}
-	if a, err := netip.ParseAddr(ipv4); err != nil || !netip.MustParsePrefix("192.0.2.0/28").Contains(a) {
-		t.Errorf("shop-prod IPv4 %q is not in the pool", ipv4)
+	if a, err := netip.ParseAddr(ipv4); err != nil || !netip.MustParsePrefix("198.51.100.0/24").Contains(a) || ipv4 == "198.51.100.1" {
+		t.Errorf("shop-prod IPv4 %q is not in the pool's first block, or is its excluded .1", ipv4)
 	}
 
 	w.requireEmptyPlan()
