@@ -16,7 +16,8 @@ package e2e
 //     the class alone for a failure to use the database);
 //   - every other paragraph is one of the diagnostic's (what was left
 //     behind, the advice, the import hint), in the diagnostic's order, the
-//     message last.
+//     message last; a sample with its title shows all of them, or marks
+//     where it cuts with a paragraph "...".
 //
 // Values (names, addresses, counts, times, durations) are free; so is the
 // end of a paragraph that ends in "...".
@@ -473,6 +474,7 @@ func checkErrorSample(s errorSample, variants []error, msgFormats, sums []string
 			}
 			paras := strings.Split(detail, "\n\n")
 			next, ok := 0, true
+			var left []string // the diagnostic's paragraphs the sample does not show
 			for _, p := range s.paras {
 				found := false
 				for ; next < len(paras); next++ {
@@ -480,6 +482,7 @@ func checkErrorSample(s errorSample, variants []error, msgFormats, sums []string
 						found, next = true, next+1
 						break
 					}
+					left = append(left, paras[next])
 				}
 				if !found {
 					ok = false
@@ -487,6 +490,12 @@ func checkErrorSample(s errorSample, variants []error, msgFormats, sums []string
 						p, strings.Join(paras, "\n\n"))
 					break
 				}
+			}
+			// A whole diagnostic (its title shown) shows every paragraph,
+			// or says where it cuts with a paragraph "...".
+			if ok && s.title != "" && len(left) > 0 && !slices.Contains(s.paras, "...") {
+				ok = false
+				closest = fmt.Sprintf("the sample leaves out the diagnostic's paragraph %q: show it, or mark the cut with a paragraph \"...\"", left[0])
 			}
 			if ok {
 				return ""
