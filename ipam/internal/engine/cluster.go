@@ -461,9 +461,9 @@ func stillHolds(ctx context.Context, tx pgx.Tx, what, kind string, pools []strin
 	}
 	named, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var addr netip.Prefix
-		var kind, owner string
-		err := r.Scan(&addr, &kind, &owner)
-		return fmt.Sprintf("%s (%s %q)", addr.Addr(), kind, owner), err
+		var ownerKind, owner string
+		err := r.Scan(&addr, &ownerKind, &owner)
+		return fmt.Sprintf("%s (%s %q)", addr.Addr(), ownerKind, owner), err
 	})
 	if err != nil {
 		return err
