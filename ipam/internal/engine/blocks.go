@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -441,18 +440,9 @@ func activeBlocks(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) ([]n
 // addresses still use: it names them (the first few), so that the operator
 // knows whose they are, whether Terraform's or a scheduler's.
 func nodeInUse(ctx context.Context, q pgx.Tx, clusterID, nodeID, poolID string, used int64) error {
-	const shown = 5
-	rows, err := q.Query(ctx, sqlNodeUsers, poolID, shown)
+	who, err := firstFew(ctx, q, used, sqlNodeUsers, poolID)
 	if err != nil {
 		return err
-	}
-	users, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	who := strings.Join(users, ", ")
-	if used > int64(len(users)) {
-		who += fmt.Sprintf(" and %d more", used-int64(len(users)))
 	}
 	return &ConflictError{Msg: fmt.Sprintf("node %q still has %d instance addresses in its blocks: %s; release them first "+
 		"(destroy their resources, or `ipamctl release --cluster %s --kind instance --owner ID --reason ...` for an "+

@@ -455,30 +455,14 @@ func (s *Client) DeleteCluster(ctx context.Context, id string, force bool) error
 // pools are pools) that still holds active addresses: it names the first
 // few, with their owners, and what force_destroy would do to them.
 func stillHolds(ctx context.Context, tx pgx.Tx, what, kind string, pools []string, active int64) error {
-	rows, err := tx.Query(ctx, sqlActiveSample, pools, maxHeldNamed)
+	list, err := firstFew(ctx, tx, active, sqlActiveSample, pools)
 	if err != nil {
 		return err
-	}
-	named, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var addr netip.Prefix
-		var ownerKind, owner string
-		err := r.Scan(&addr, &ownerKind, &owner)
-		return fmt.Sprintf("%s (%s %q)", addr.Addr(), ownerKind, owner), err
-	})
-	if err != nil {
-		return err
-	}
-	list := strings.Join(named, ", ")
-	if active > int64(len(named)) {
-		list += fmt.Sprintf(" and %d more", active-int64(len(named)))
 	}
 	return &ConflictError{Msg: fmt.Sprintf("%s still holds %d active addresses: %s; destroy the resources that hold them first, "+
 		"or set force_destroy = true to release them into their cooldown with the %s (a configuration whose state holds "+
 		"one of them then loses it, and its next apply allocates again)", what, active, list, kind)}
 }
-
-// maxHeldNamed is how many active addresses a refused destroy names.
-const maxHeldNamed = 5
 
 // emptyPools readies pools for their destroy, with an event for each row it
 // changes: the database refuses to delete a pool that still has an active

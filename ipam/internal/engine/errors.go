@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Error codes. They appear verbatim at the start of error messages, so that
@@ -471,4 +474,26 @@ func (w Wait) String() string {
 		msg += ": " + strings.Join(ue.Answers, "; ")
 	}
 	return msg
+}
+
+// namedInRefusal is how many rows a refusal names (firstFew).
+const namedInRefusal = 5
+
+// firstFew is what a refusal names of the total rows in its way: the first
+// namedInRefusal that sql finds (one string each; its last parameter is the
+// limit, after args), then how many more there are: "a, b and 3 more".
+func firstFew(ctx context.Context, tx pgx.Tx, total int64, sql string, args ...any) (string, error) {
+	rows, err := tx.Query(ctx, sql, append(args, namedInRefusal)...)
+	if err != nil {
+		return "", err
+	}
+	named, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	list := strings.Join(named, ", ")
+	if total > int64(len(named)) {
+		list += fmt.Sprintf(" and %d more", total-int64(len(named)))
+	}
+	return list, nil
 }

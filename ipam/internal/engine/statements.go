@@ -356,8 +356,8 @@ const (
 	sqlDeleteCluster = `DELETE FROM ipam_clusters WHERE id = $1`
 
 	// sqlActiveSample names the first $2 active allocations of pools $1,
-	// for a refused destroy.
-	sqlActiveSample = `SELECT address, owner_kind, owner_id FROM ipam_allocations
+	// for a refused destroy: "2001:db8::1 (node "n1")".
+	sqlActiveSample = `SELECT host(address) || ' (' || owner_kind || ' "' || owner_id || '")' FROM ipam_allocations
 		WHERE pool_id = ANY ($1::text[]) AND state = 'active' ORDER BY pool_id, ordinal LIMIT $2`
 )
 
