@@ -82,7 +82,7 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 		MarkdownDescription: "Several addresses held by one owner, across pools and address families: a microVM with its IPv6 " +
 			"overlay address and IPv4 addresses from several pools, say. Each address has a key of your choosing. " +
 			"Adding a key allocates only that address, removing a key releases only that address into cooling, and " +
-			"changing one key's request replaces only that key; no edit ever moves another key's address. All keys of " +
+			"changing one key's request replaces only that key's address (unless the address still satisfies the new request, as when its pools are reordered: then it stays); no edit ever moves another key's address. All keys of " +
 			"one apply are allocated in one transaction: all or nothing.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
@@ -506,16 +506,28 @@ func replacedMembers(ctx context.Context, req resource.ModifyPlanRequest) map[st
 // apply runs one set change: keys to release and keys to allocate, the
 // planned addresses claimed exactly. It returns the members the set holds
 // afterwards, or nil when it failed.
-func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, remove []string, add []string, relabel bool, diags *diag.Diagnostics) []ipam.SetMember {
+// setEdit is what an apply changes of a set's keys: removed, added (a key
+// whose address changes is both), restated (a new request its address
+// still satisfies), and whether the labels change.
+type setEdit struct {
+	remove, add, restate []string
+	relabel              bool
+}
+
+func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, ed setEdit, diags *diag.Diagnostics) []ipam.SetMember {
 	planned := entries(ctx, plan.Addresses, diags)
 	cfg := entries(ctx, configMap, diags)
-	ch := ipam.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: remove, Relabel: relabel}
+	ch := ipam.SetChange{ClusterID: plan.ClusterID.ValueString(), Owner: plan.labels(), Remove: ed.remove, Relabel: ed.relabel}
 	fromHold := false
-	for _, key := range add {
+	for _, key := range slices.Concat(ed.add, ed.restate) {
 		se, err := planned[key].core(ctx, key, cfg[key])
 		if err != nil {
 			addCoreError(diags, "Invalid Address Set", err)
 			return nil
+		}
+		if slices.Contains(ed.restate, key) {
+			ch.Restate = append(ch.Restate, se)
+			continue
 		}
 		fromHold = fromHold || (se.Address.IsValid() && !se.Requested)
 		ch.Add = append(ch.Add, se)
@@ -554,7 +566,7 @@ func (r *addressSetResource) Create(ctx context.Context, req resource.CreateRequ
 		add = append(add, k)
 	}
 	sort.Strings(add)
-	members := r.apply(ctx, &plan, config.Addresses, nil, add, false, &resp.Diagnostics)
+	members := r.apply(ctx, &plan, config.Addresses, setEdit{add: add}, &resp.Diagnostics)
 	if members == nil {
 		return
 	}
@@ -608,7 +620,7 @@ func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequ
 	}
 	held := entries(ctx, state.Addresses, &resp.Diagnostics)
 	want := entries(ctx, plan.Addresses, &resp.Diagnostics)
-	var remove, add []string
+	var remove, add, restate []string
 	for k, h := range held {
 		w, ok := want[k]
 		switch {
@@ -616,6 +628,8 @@ func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequ
 			remove = append(remove, k)
 		case !w.Address.Equal(h.Address) || !w.PoolID.Equal(h.PoolID):
 			remove, add = append(remove, k), append(add, k) // this key's request changed: replace only it
+		case !w.Pools.Equal(h.Pools):
+			restate = append(restate, k) // a new request its address still satisfies: stored, the address stays
 		}
 	}
 	for k := range want {
@@ -625,9 +639,10 @@ func (r *addressSetResource) Update(ctx context.Context, req resource.UpdateRequ
 	}
 	sort.Strings(remove)
 	sort.Strings(add)
+	sort.Strings(restate)
 	// Labels and members change in one transaction: all or nothing.
 	relabel := !plan.OrgID.Equal(state.OrgID) || !plan.EnvID.Equal(state.EnvID) || !plan.NodeID.Equal(state.NodeID) || !plan.InstanceID.Equal(state.InstanceID)
-	members := r.apply(ctx, &plan, config.Addresses, remove, add, relabel, &resp.Diagnostics)
+	members := r.apply(ctx, &plan, config.Addresses, setEdit{remove: remove, add: add, restate: restate, relabel: relabel}, &resp.Diagnostics)
 	if members == nil {
 		return
 	}

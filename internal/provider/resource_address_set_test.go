@@ -112,10 +112,25 @@ func TestAccAddressSet_editsMoveOnlyTheirKeys(t *testing.T) {
 						AND host(address) IN ('198.51.100.1', '198.51.100.2')`)()
 				},
 			},
+			{
+				// Reorder c's pools, then drop the one it is not in: its
+				// address fits every time, so it stays, and the new request
+				// is what the state (and an import) reads back.
+				Config: db.config(setPools + set(keyOverlay, `a=pools = [ipam_pool.big.id]`, `c=pools = [ipam_pool.big.id, ipam_pool.small.id]`, keyPinned, `d=family = "ipv4"`)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate), stays("c", "203.0.113.1"),
+				}},
+			},
+			{
+				Config: db.config(setPools + set(keyOverlay, `a=pools = [ipam_pool.big.id]`, `c=pools = [ipam_pool.big.id]`, keyPinned, `d=family = "ipv4"`)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate), stays("c", "203.0.113.1"),
+				}},
+			},
 			// Import of the whole set by owner, then an empty plan.
 			{ResourceName: res, ImportState: true, ImportStateVerify: true, ImportStateId: "c1/vm-1"},
 			{
-				Config:           db.config(setPools + set(keyOverlay, `a=pools = [ipam_pool.big.id]`, keyC, keyPinned, `d=family = "ipv4"`)),
+				Config:           db.config(setPools + set(keyOverlay, `a=pools = [ipam_pool.big.id]`, `c=pools = [ipam_pool.big.id]`, keyPinned, `d=family = "ipv4"`)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
 		},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -87,6 +88,12 @@ type SetChange struct {
 	Owner  Owner
 	Add    []SetEntry
 	Remove []string
+	// Restate gives kept keys a new request that their address still
+	// satisfies (a pools list reordered, a pool it is not in dropped, the
+	// address now asked for exactly): only the stored request changes, what
+	// a read gives back. A key whose address does not satisfy its new
+	// request is refused: remove and add it instead.
+	Restate []SetEntry
 	// Relabel sets the labels of Owner on every member the set keeps, in the
 	// same transaction as the other changes.
 	Relabel bool
@@ -101,7 +108,7 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 	}
 	setID := ch.Owner.ID
 	seen := map[string]bool{}
-	for _, e := range ch.Add {
+	for _, e := range slices.Concat(ch.Add, ch.Restate) {
 		if err := checkSetEntry(e); err != nil {
 			return nil, err
 		}
@@ -138,6 +145,11 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 				return err
 			}
 		}
+		for _, e := range ch.Restate {
+			if err := s.restateMember(ctx, tx, ch.ClusterID, ch.Owner, e); err != nil {
+				return err
+			}
+		}
 		for _, e := range ch.Add {
 			pools, err := s.entryPools(ctx, tx, ch.ClusterID, e)
 			if err != nil {
@@ -166,6 +178,38 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 		return nil, err
 	}
 	return s.getSet(ctx, ch.ClusterID, setID, false)
+}
+
+// restateMember stores a kept key's new request, which its active address
+// must satisfy: its pool is one the request lists, or its family is the one
+// asked for, and its address is the one asked for, if any.
+func (s *Client) restateMember(ctx context.Context, tx pgx.Tx, clusterID string, set Owner, e SetEntry) error {
+	o := SetMemberOwner(set, set.ID, e.Key)
+	m, err := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID))
+	if errors.Is(err, ErrNotFound) {
+		return &ConflictError{Msg: fmt.Sprintf("key %q holds no address to keep: it was released since the plan; plan again", e.Key)}
+	}
+	if err != nil {
+		return err
+	}
+	fits := true
+	switch {
+	case len(e.Pools) > 0:
+		// Its pool still listed (each listed pool must exist in the cluster).
+		pools, err := s.entryPools(ctx, tx, clusterID, e)
+		if err != nil {
+			return err
+		}
+		fits = slices.ContainsFunc(pools, func(p *Pool) bool { return p.ID == m.PoolID })
+	case e.Family != 0:
+		fits = familyOf(m.Address) == e.Family
+	}
+	if !fits || (e.Address.IsValid() && e.Address != m.Address) {
+		return invalid("addresses", "key %q: its address %s (pool %s) does not satisfy its new request; "+
+			"a key whose address changes is removed and added again", e.Key, m.Address, m.PoolID)
+	}
+	_, err = tx.Exec(ctx, sqlSaveSetRequest, m.ID, SetRequest{Pools: e.Pools, Family: e.Family, Address: e.Requested})
+	return err
 }
 
 // allocateFirst allocates from the first pool of the list that has room

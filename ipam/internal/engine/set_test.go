@@ -316,3 +316,57 @@ func TestAddressSetKeyPoolsAgree(t *testing.T) {
 		t.Fatalf("members written: %v", ms)
 	}
 }
+
+// A kept key's new request that its address still satisfies is stored
+// (Restate), the address and its generation untouched: pools reordered, a
+// pool it is not in dropped, a family. One it does not satisfy is refused,
+// and nothing of the change lands.
+func TestAddressSetRestateKeepsTheAddress(t *testing.T) {
+	t.Parallel()
+	st, ctx := setFixture(t)
+	owner := engine.Owner{ID: "vm-1", OrgID: "acme"}
+	members, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Add: []engine.SetEntry{
+		{Key: "a", Pools: []string{"c1/small", "c1/big"}},
+	}})
+	if err != nil || len(members) != 1 {
+		t.Fatal(members, err)
+	}
+	before := members[0]
+	for _, req := range []engine.SetEntry{
+		{Key: "a", Pools: []string{"c1/big", "c1/small"}},
+		{Key: "a", Pools: []string{"c1/small"}},
+		{Key: "a", Family: 4},
+		{Key: "a", Address: before.Address, Requested: true},
+	} {
+		members, err = st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Restate: []engine.SetEntry{req}})
+		if err != nil || len(members) != 1 {
+			t.Fatalf("restate %+v: %v %v", req, members, err)
+		}
+		m := members[0]
+		want := engine.SetRequest{Pools: req.Pools, Family: req.Family, Address: req.Requested}
+		if m.Address != before.Address || m.Generation != before.Generation || fmt.Sprint(m.Request) != fmt.Sprint(want) {
+			t.Fatalf("restate %+v: %s generation %d request %+v, want %s generation %d request %+v",
+				req, m.Address, m.Generation, m.Request, before.Address, before.Generation, want)
+		}
+	}
+	// Not satisfied (its pool not listed, another exact address, another
+	// family): refused, with the key named, and the add beside it undone.
+	for _, req := range []engine.SetEntry{
+		{Key: "a", Pools: []string{"c1/big"}},
+		{Key: "a", Address: netip.MustParseAddr("198.51.100.2"), Requested: true},
+		{Key: "a", Family: 6},
+	} {
+		_, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Restate: []engine.SetEntry{req},
+			Add: []engine.SetEntry{{Key: "z", Family: 4}}})
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), `key "a": its address 198.51.100.1 (pool c1/small) does not satisfy its new request`) {
+			t.Fatalf("restate %+v: %v, want invalid_input naming the key", req, err)
+		}
+	}
+	if members, err := st.GetSet(ctx, "c1", "vm-1"); err != nil || len(members) != 1 {
+		t.Fatalf("after the refusals: %v %v, want key a alone", members, err)
+	}
+	// A key the set does not hold: a conflict (released since the plan).
+	if _, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Restate: []engine.SetEntry{{Key: "gone", Family: 4}}}); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("restate of a key the set does not hold: %v, want conflict", err)
+	}
+}
