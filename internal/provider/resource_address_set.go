@@ -416,8 +416,9 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 			"No address could be reserved at plan time ("+err.Error()+"); the apply tries again after the other changes of this plan.")
 	case ipam.Code(err) == ipam.CodeInvalid && isMissingPool(err):
 		pd.warnOnce(diags, reasonNoPool, "Some Addresses Known After Apply",
-			"A pool of this set does not exist yet, so its addresses show as \"(known after apply)\". If this apply creates it, "+
-				"later plans show them; if nothing creates it, the apply fails: check the pool ids.")
+			"A pool of this set does not exist yet ("+err.Error()+"), so its addresses show as \"(known after apply)\". "+
+				"If this apply creates it, later plans show them; if nothing creates it, the apply fails: check the pool ids, "+
+				"and that each claimed address lies in one of the cluster's pools.")
 	case isRefusal(err):
 		// As for a single address: a warning, so that a conflict of one new
 		// member never fails the plan terraform destroy runs first.
