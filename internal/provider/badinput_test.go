@@ -182,11 +182,11 @@ var badInputs = []badInput{
 	{name: "cluster id in a pool id with NUL", hcl: ipv4Res(`pool_id = "c\u00001/v4"` + "\n" + `env_id = "prod"`), attr: "pool_id", expect: `Invalid pool_id.*may only\s+contain`},
 
 	// ipam_node_instance_blocks.
-	{name: "blocks /65 (2^63 addresses a block)", hcl: blocksRes(`block_prefix_length = 65` + "\n" + `max_blocks = 1`), attr: "block_prefix_length", expect: `(?s)Invalid Block Scaling.*block_prefix_length`},
-	{name: "blocks /66 x 2", hcl: blocksRes(`block_prefix_length = 66` + "\n" + `max_blocks = 2`), attr: "block_prefix_length", expect: `(?s)Invalid Block Scaling.*block_prefix_length`},
-	{name: "blocks max_blocks near MaxInt64", hcl: blocksRes(`max_blocks = 9223372036854775807`), attr: "max_blocks", expect: `(?s)Invalid Block Scaling.*max_blocks\s+9223372036854775807\s+are\s+too\s+many`},
+	{name: "blocks /65 (2^63 addresses a block)", hcl: blocksRes(`block_prefix_length = 65` + "\n" + `max_blocks = 1`), attr: "block_prefix_length", expect: `(?s)Invalid block_prefix_length.*blocks\s+of\s+2\^`},
+	{name: "blocks /66 x 2", hcl: blocksRes(`block_prefix_length = 66` + "\n" + `max_blocks = 2`), attr: "block_prefix_length", expect: `(?s)Invalid block_prefix_length.*blocks\s+of\s+2\^`},
+	{name: "blocks max_blocks near MaxInt64", hcl: blocksRes(`max_blocks = 9223372036854775807`), attr: "max_blocks", expect: `(?s)Invalid max_blocks.*max_blocks\s+9223372036854775807\s+are\s+too\s+many`},
 	{name: "blocks /129", hcl: blocksRes(`block_prefix_length = 129`), attr: "block_prefix_length", expect: `block_prefix_length\s+value\s+must\s+be\s+between\s+65\s+and\s+128`},
-	{name: "blocks max_free below min_free + 1", hcl: blocksRes(`min_free_fraction = 0.5` + "\n" + `max_free_fraction = 1`), attr: "max_free_fraction", expect: `(?s)Invalid Block Scaling.*max_free_fraction`},
+	{name: "blocks max_free below min_free + 1", hcl: blocksRes(`min_free_fraction = 0.5` + "\n" + `max_free_fraction = 1`), attr: "max_free_fraction", expect: `(?s)Invalid max_free_fraction.*at\s+least\s+min_free_fraction\s+\+\s+1`},
 	{name: "blocks demand negative", hcl: blocksRes(`demand = -1`), attr: "demand", expect: `demand\s+value\s+must\s+be\s+at\s+least\s+0`},
 	{name: "blocks node id with SQL", hcl: "resource \"ipam_node_instance_blocks\" \"bad\" {\n  cluster_id = \"c1\"\n  node_id = \"n1'; --\"\n}\n", attr: "node_id", expect: `Invalid node_id.*may only\s+contain`},
 

@@ -211,7 +211,13 @@ func (r *nodeBlocksResource) ValidateConfig(ctx context.Context, req resource.Va
 		return
 	}
 	if err := m.scaling().Validate(); err != nil {
-		addCoreError(&resp.Diagnostics, "Invalid Block Scaling", err)
+		// Titled with the attribute at fault, as the attributes' own
+		// validators title theirs.
+		summary := "Invalid Block Scaling"
+		if ie := (*ipam.InvalidError)(nil); errors.As(err, &ie) && ie.Field != "" {
+			summary = "Invalid " + ie.Field
+		}
+		addCoreError(&resp.Diagnostics, summary, err)
 	}
 }
 
