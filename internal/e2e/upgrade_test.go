@@ -565,8 +565,9 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	u.configure(edge, previousVersion, providerBlock, edgeConfig)
 	u.initAt(edge, u.prevTools, previousVersion, false)
 	u.must(edge, u.prevTools, u.url, "terraform apply -input=false -auto-approve")
-	if v := schemaVersion(t, u.url); v >= latest {
-		t.Fatalf("the previous release made schema version %d, this tree's is %d: nothing to upgrade, the test proves nothing", v, latest)
+	previousSchema := schemaVersion(t, u.url)
+	if previousSchema >= latest {
+		t.Fatalf("the previous release made schema version %d, this tree's is %d: nothing to upgrade, the test proves nothing", previousSchema, latest)
 	}
 	u.configure(platform, previousVersion, providerBlock, platformConfig(nodes[:2], kept, envs[:1], ""))
 	out := u.must(platform, u.prevTools, u.url, "terraform apply -input=false -auto-approve")
@@ -643,6 +644,11 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	out = u.guide("plan", platform, u.curTools, u.url)[0]
 	if !strings.Contains(out, "No changes. Your infrastructure matches the configuration.") {
 		t.Fatalf("the plan after the upgrade is not empty:\n%s", out)
+	}
+	// The plan that migrated says so, with the versions.
+	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, "IPAM Database Schema Upgraded") ||
+		!strings.Contains(flat, fmt.Sprintf("from version %d to %d", previousSchema, latest)) {
+		t.Fatalf("the plan that migrated the schema does not say so:\n%s", out)
 	}
 	if v := schemaVersion(t, u.url); v != latest {
 		t.Fatalf("after the plan of the new release the schema is at version %d, want %d", v, latest)
