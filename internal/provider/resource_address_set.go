@@ -82,8 +82,9 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 		MarkdownDescription: "Several addresses held by one owner, across pools and address families: a microVM with its IPv6 " +
 			"overlay address and IPv4 addresses from several pools, say. Each address has a key of your choosing. " +
 			"Adding a key allocates only that address, removing a key releases only that address into cooling, and " +
-			"changing one key's request replaces only that key's address (unless the address still satisfies the new request, as when its pools are reordered: then it stays); no edit ever moves another key's address. All keys of " +
-			"one apply are allocated in one transaction: all or nothing.",
+			"changing one key's request replaces only that key's address (unless the address still satisfies the new " +
+			"request, as when its pools are reordered: then it stays); no edit ever moves another key's address. All " +
+			"keys of one apply are allocated in one transaction: all or nothing.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<cluster_id>/<owner_id>`; also the import ID.",
@@ -504,9 +505,6 @@ func replacedMembers(ctx context.Context, req resource.ModifyPlanRequest) map[st
 	return memberGenerations(ctx, req.Private)
 }
 
-// apply runs one set change: keys to release and keys to allocate, the
-// planned addresses claimed exactly. It returns the members the set holds
-// afterwards, or nil when it failed.
 // setEdit is what an apply changes of a set's keys: removed, added (a key
 // whose address changes is both), restated (a new request its address
 // still satisfies), and whether the labels change.
@@ -515,6 +513,10 @@ type setEdit struct {
 	relabel              bool
 }
 
+// apply runs one set change: keys to release, keys to allocate (the
+// planned addresses claimed exactly) and keys whose new request is only
+// stored. It returns the members the set holds afterwards, or nil when it
+// failed.
 func (r *addressSetResource) apply(ctx context.Context, plan *addressSetModel, configMap types.Map, ed setEdit, diags *diag.Diagnostics) []ipam.SetMember {
 	planned := entries(ctx, plan.Addresses, diags)
 	cfg := entries(ctx, configMap, diags)
