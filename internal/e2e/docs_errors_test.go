@@ -279,11 +279,10 @@ func messageFormats(t *testing.T, root string) []string {
 // exprFormat is a string expression of Go source as a format string: its
 // literals as they are, fmt.Sprintf's format, anything else a value.
 func exprFormat(e ast.Expr) string {
+	if s, ok := literalText(e); ok {
+		return strings.ReplaceAll(s, "%", "%%") // text, not a format
+	}
 	switch e := e.(type) {
-	case *ast.BasicLit:
-		if s, err := strconv.Unquote(e.Value); err == nil && e.Kind == token.STRING {
-			return strings.ReplaceAll(s, "%", "%%")
-		}
 	case *ast.BinaryExpr:
 		if e.Op == token.ADD {
 			return exprFormat(e.X) + exprFormat(e.Y)

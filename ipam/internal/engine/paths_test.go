@@ -352,13 +352,7 @@ var pathScenarios = []pathScenario{
 		// An IPv4 address inside its cooldown goes to no other owner (guard
 		// cooled): with every other address taken, the pool is exhausted.
 		name: "never another owner's cooling address", fastServes: false,
-		setup: func(t *testing.T, st *engine.Client, _ *pgx.Conn) string {
-			fullIPv4Pool(t, st, time.Hour)
-			if ok, err := st.Release(context.Background(), "c1", env("e0"), 0); err != nil || !ok {
-				t.Fatal(ok, err)
-			}
-			return "c1"
-		},
+		setup: e0Cooling,
 		run: func(t *testing.T, st *engine.Client, _ *pgx.Conn, c string, p allocPath) {
 			a, err := p.try(t, st, engine.AllocateRequest{Pool: engine.OperatorPool(c, "v4"), Owner: env("x")})
 			if engine.Code(err) != engine.CodeExhausted {
@@ -371,13 +365,7 @@ var pathScenarios = []pathScenario{
 		// only (guard reusable_or_own): under another org the same owner
 		// finds the pool exhausted, under its own it gets the address back.
 		name: "the owner's cooling address only for its tenant", fastServes: false,
-		setup: func(t *testing.T, st *engine.Client, _ *pgx.Conn) string {
-			fullIPv4Pool(t, st, time.Hour)
-			if ok, err := st.Release(context.Background(), "c1", env("e0"), 0); err != nil || !ok {
-				t.Fatal(ok, err)
-			}
-			return "c1"
-		},
+		setup: e0Cooling,
 		run: func(t *testing.T, st *engine.Client, _ *pgx.Conn, c string, p allocPath) {
 			moved := env("e0")
 			moved.OrgID = "org-other"
@@ -457,6 +445,17 @@ func TestHandOutRulesOnEveryPath(t *testing.T) {
 			})
 		}
 	}
+}
+
+// e0Cooling is a full IPv4 pool (fullIPv4Pool, an hour's cooldown) whose
+// e0 has released its address: the one address left, cooling for e0.
+func e0Cooling(t *testing.T, st *engine.Client, _ *pgx.Conn) string {
+	t.Helper()
+	fullIPv4Pool(t, st, time.Hour)
+	if ok, err := st.Release(context.Background(), "c1", env("e0"), 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	return "c1"
 }
 
 // fullIPv4Pool makes cluster c1 with an IPv4 pool v4 (a /30, the cooldown
