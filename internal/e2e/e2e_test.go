@@ -358,6 +358,16 @@ func TestKilledApplyIsAdopted(t *testing.T) {
 		t.Fatalf("the apply finished before it was killed (%d allocations); the test proves nothing", before)
 	}
 	t.Logf("killed the apply after %d of %d allocations", before, n)
+	// A SIGKILL during terraform's write of the local state can leave it torn
+	// (terraform's own file, rewritten in place): a person would put the
+	// backup back or drop it. Dropped here: the next apply from the same
+	// directory adopts every allocation all the same.
+	if b, err := os.ReadFile(filepath.Join(w.dir, "terraform.tfstate")); err == nil && !json.Valid(b) {
+		t.Logf("the kill tore the state file (%d bytes): removed", len(b))
+		if err := os.Remove(filepath.Join(w.dir, "terraform.tfstate")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A SIGKILL leaves the local state lock behind; a person would force-unlock.
 	w.run("apply", "-input=false", "-auto-approve", "-lock=false")
 	state := w.addresses("")
