@@ -541,6 +541,32 @@ var (
 	}}
 )
 
+// fixtureV4Set is fixtureV4(true, true) with set s1 holding key a at
+// 203.0.113.2, in the block that stepShrink drops and stepExclude excludes.
+var fixtureV4Set = exploreFixture{name: "expired hold, e0 active, set s1's key a at 203.0.113.2", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	fixtureV4(true, true).setup(e)
+	if _, err := e.st.ApplySet(ctxBG, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
+		Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr("203.0.113.2"), Requested: true}}}); err != nil {
+		e.t.Fatal(err)
+	}
+}}
+
+// stepSetRestate: set s1's key a restated (its address no longer asked
+// for exactly, the pool still listed): only its stored request changes.
+var stepSetRestate = exploreStep{name: "restate set s1's key a", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
+		Restate: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}}}})
+	var ack exploreAck
+	for _, m := range ms {
+		if m.Key == "a" && m.Address != netip.MustParseAddr("203.0.113.2") {
+			return ack, fmt.Errorf("the restate moved key a to %s", m.Address)
+		}
+		ack.held = append(ack.held, m.Allocation)
+	}
+	return ack, err
+}}
+
 // e0Generation: the generation e0's allocation had when the fixture made it
 // (its first event's), which the replaced object's private state holds.
 func e0Generation(ctx context.Context, e *exploreEnv) (int64, error) {
@@ -851,6 +877,10 @@ var explorePairs = []struct {
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},
+	// A set key's new request while its pool's shape changes.
+	{true, fixtureV4Set, stepSetRestate, stepShrink},
+	{false, fixtureV4Set, stepSetRestate, stepExclude},
+	{false, fixtureV4Set, stepSetRestate, poolDestroyStep(false)},
 	// Two configurations creating one owner: never both its managers.
 	{true, fixtureV4(true, true), stepCreateE8A, stepCreateE8B},
 }

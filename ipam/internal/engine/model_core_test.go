@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -25,7 +26,9 @@ import (
 // operator pools with gaps and exclusions, node, instance and IPv4
 // allocation (also inside a caller's transaction that commits or rolls
 // back), exact claims, plan-time holds of two actors, releases, address
-// sets, node block scaling and release, cluster and pool updates, shrinks and
+// sets (keys added, removed and restated: a restate must keep the key's
+// address when its new pools list the address's pool, and refuse the whole
+// change when they do not), node block scaling and release, cluster and pool updates, shrinks and
 // destroys, a transient cluster created, used and destroyed within each
 // round (under one of two ids, on one prefix, so that each round's cluster
 // inherits the tombstones of another cluster whose owners have the same
@@ -607,19 +610,60 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		// A set is labelled with an instance, one that may have an address
 		// of its own: the listing by instance finds both.
 		ch := engine.SetChange{ClusterID: cid, Owner: engine.Owner{ID: set, InstanceID: fmt.Sprintf("w%d-i%d", w, k%2)}}
+		// A key the set holds may instead be restated: given pools that
+		// its address's pool is among (it must be kept) or not (the whole
+		// change must be refused).
+		before, _ := st.GetSet(ctx, cid, set)
+		fits := map[string]bool{}
+		restateOnly := len(before) > 0 && rng.IntN(2) == 0 // a change of its held keys' requests alone
 		for key := 0; key < 3; key++ {
-			switch rng.IntN(3) {
+			name := fmt.Sprintf("k%d", key)
+			i := slices.IndexFunc(before, func(mem engine.SetMember) bool { return mem.Key == name })
+			if restateOnly && i < 0 {
+				continue
+			}
+			choice := rng.IntN(3)
+			if i >= 0 && (restateOnly || rng.IntN(2) == 0) {
+				choice = 2 // a key the set holds: restated one time in two
+			}
+			switch choice {
 			case 0:
-				ch.Add = append(ch.Add, engine.SetEntry{Key: fmt.Sprintf("k%d", key), Pools: []string{cid + "/v4a", cid + "/v4b"}})
+				ch.Add = append(ch.Add, engine.SetEntry{Key: name, Pools: []string{cid + "/v4a", cid + "/v4b"}})
 			case 1:
-				ch.Add = append(ch.Add, engine.SetEntry{Key: fmt.Sprintf("k%d", key), Pools: []string{cid + "/v6", cid + "/instance"}})
+				// The instance pool alone half the time: v6 rarely exists,
+				// and a set that holds keys can restate them.
+				pools := []string{cid + "/v6", cid + "/instance"}
+				ch.Add = append(ch.Add, engine.SetEntry{Key: name, Pools: pools[rng.IntN(2):]})
+			case 2:
+				if i >= 0 {
+					// Pools that agree with each other: the key's own group
+					// (reordered, or one of it), or, one time in three, the
+					// other family's.
+					pools := []string{cid + "/v4b", cid + "/v4a"}
+					if v6 := before[i].Address.Is6(); v6 != (rng.IntN(3) == 0) {
+						pools = []string{cid + "/instance", cid + "/v6"}
+					}
+					rng.Shuffle(len(pools), func(a, b int) { pools[a], pools[b] = pools[b], pools[a] })
+					pools = pools[:1+rng.IntN(len(pools))]
+					ch.Restate = append(ch.Restate, engine.SetEntry{Key: name, Pools: pools})
+					fits[name] = slices.Contains(pools, before[i].PoolID)
+					break
+				}
+				fallthrough
 			default:
-				ch.Remove = append(ch.Remove, fmt.Sprintf("k%d", key))
+				ch.Remove = append(ch.Remove, name)
 			}
 		}
 		what = fmt.Sprintf("apply set %s in %s (+%d -%d)", set, cid, len(ch.Add), len(ch.Remove))
+		if len(ch.Restate) > 0 {
+			what = fmt.Sprintf("restate+apply set %s in %s (+%d -%d, restated keys that fit: %v)", set, cid, len(ch.Add), len(ch.Remove), fits)
+		}
 		var members []engine.SetMember
 		members, err = st.ApplySet(ctx, ch)
+		if err != nil && len(ch.Restate) > 0 {
+			members, _ = st.GetSet(ctx, cid, set)
+		}
+		notes = append(notes, restateNotes(ch, fits, before, members, err)...)
 		if err == nil {
 			for _, r := range ch.Remove {
 				m.forget(cid + "/set/" + set + "#" + r)
@@ -746,6 +790,47 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		m.t.Errorf("%s", n)
 	}
 	return line
+}
+
+// restateNotes checks a set change's restated keys against what the set
+// held before it (the worker's own set: nothing else changes it): a key
+// whose address's pool its new pools list is kept at its address with the
+// new request stored; one whose pool they leave out refuses the whole change
+// (nothing restated is ever moved), and a change that fails keeps the old
+// request, which the read after it (after) shows.
+func restateNotes(ch engine.SetChange, fits map[string]bool, before, after []engine.SetMember, err error) []string {
+	var notes []string
+	misfit := slices.Contains(slices.Collect(maps.Values(fits)), false)
+	switch {
+	case err == nil && misfit:
+		notes = append(notes, fmt.Sprintf("apply set %s restated a key whose address its new pools leave out (%v): it must be refused", ch.Owner.ID, fits))
+	case err != nil && !misfit && strings.Contains(err.Error(), "does not satisfy its new request"):
+		notes = append(notes, fmt.Sprintf("apply set %s refused a restate that its addresses satisfy (%v): %v", ch.Owner.ID, fits, err))
+	}
+	for _, e := range ch.Restate {
+		if err != nil {
+			// after is a read made after the refusal: the old request stays.
+			i := slices.IndexFunc(before, func(m engine.SetMember) bool { return m.Key == e.Key })
+			j := slices.IndexFunc(after, func(m engine.SetMember) bool { return m.Key == e.Key })
+			if j >= 0 && after[j].Generation == before[i].Generation && !slices.Equal(after[j].Request.Pools, before[i].Request.Pools) {
+				notes = append(notes, fmt.Sprintf("apply set %s was refused (%v), and key %s's request changed: %v, then %v",
+					ch.Owner.ID, err, e.Key, before[i].Request.Pools, after[j].Request.Pools))
+			}
+			continue
+		}
+		i := slices.IndexFunc(before, func(m engine.SetMember) bool { return m.Key == e.Key })
+		j := slices.IndexFunc(after, func(m engine.SetMember) bool { return m.Key == e.Key })
+		switch {
+		case j < 0:
+			notes = append(notes, fmt.Sprintf("apply set %s restated key %s and no longer holds it", ch.Owner.ID, e.Key))
+		case after[j].Address != before[i].Address || after[j].Generation != before[i].Generation:
+			notes = append(notes, fmt.Sprintf("apply set %s restated key %s and moved it: %s (generation %d), then %s (%d)",
+				ch.Owner.ID, e.Key, before[i].Address, before[i].Generation, after[j].Address, after[j].Generation))
+		case !slices.Equal(after[j].Request.Pools, e.Pools):
+			notes = append(notes, fmt.Sprintf("apply set %s restated key %s with pools %v, and a read gives %v", ch.Owner.ID, e.Key, e.Pools, after[j].Request.Pools))
+		}
+	}
+	return notes
 }
 
 // lostHoldNotes checks the lost hold a Reserve reports: an address another
