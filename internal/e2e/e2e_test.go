@@ -144,16 +144,29 @@ func (w *workdir) try(args ...string) ([]byte, error) {
 // show -json` of a plan file (planned values) or of the state.
 func (w *workdir) addresses(planFile string) map[string]string {
 	w.t.Helper()
+	return w.values(planFile, "address")
+}
+
+// values is addresses for another string attribute.
+func (w *workdir) values(planFile, attr string) map[string]string {
+	w.t.Helper()
 	args := []string{"show", "-json"}
 	if planFile != "" {
 		args = append(args, planFile)
 	}
-	return addressesOf(w.t, w.run(args...))
+	return valuesOf(w.t, w.run(args...), attr)
 }
 
 // addressesOf reads resource address -> "address" attribute from the output
 // of `terraform show -json`.
 func addressesOf(t *testing.T, showJSON []byte) map[string]string {
+	t.Helper()
+	return valuesOf(t, showJSON, "address")
+}
+
+// valuesOf reads resource address -> the string attribute attr (known
+// ones only) from the output of `terraform show -json`.
+func valuesOf(t *testing.T, showJSON []byte, attr string) map[string]string {
 	t.Helper()
 	var doc struct {
 		PlannedValues *struct {
@@ -175,7 +188,7 @@ func addressesOf(t *testing.T, showJSON []byte) map[string]string {
 	}
 	out := map[string]string{}
 	for _, r := range m.Resources {
-		if a, ok := r.Values["address"].(string); ok {
+		if a, ok := r.Values[attr].(string); ok {
 			out[r.Address] = a
 		}
 	}

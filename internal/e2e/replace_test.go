@@ -74,9 +74,15 @@ func TestReplacementsInBothOrders(t *testing.T) {
 
 			// Terraform's own replacement of an unchanged resource keeps its
 			// address, which the saved plan shows.
+			// So does its id. (The time it was allocated is "(known after
+			// apply)": destroying first releases the address, and the create
+			// takes it back, allocated anew.)
 			w.run("plan", "-input=false", "-replace=ipam_node_address.n1", "-out=replace.tfplan")
 			if got := w.addresses("replace.tfplan")["ipam_node_address.n1"]; got != node {
 				t.Errorf("-replace: the plan shows %q for n1, want its own %s", got, node)
+			}
+			if was, planned := w.values("", "id")["ipam_node_address.n1"], w.values("replace.tfplan", "id")["ipam_node_address.n1"]; planned != was {
+				t.Errorf("-replace: the plan shows n1's id as %q, want %q, which the apply keeps", planned, was)
 			}
 			w.run("apply", "-input=false", "replace.tfplan")
 			if got := w.addresses("")["ipam_node_address.n1"]; got != node {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
@@ -447,4 +448,31 @@ func splitID(id string) (string, string, bool) {
 		}
 	}
 	return "", "", false
+}
+
+// idOf plans a new object's id: the attributes it is made of, joined by
+// "/", once they are all known. The create writes exactly that id, so the
+// plan shows it, and a replacement, whose new object has the old one's id,
+// shows it unchanged instead of "(known after apply)".
+type idOf []string
+
+func (k idOf) Description(context.Context) string {
+	return "the id of a new object is " + strings.Join(k, "/") + ", known once they are"
+}
+
+func (k idOf) MarkdownDescription(ctx context.Context) string { return k.Description(ctx) }
+
+func (k idOf) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if !req.PlanValue.IsUnknown() || req.Plan.Raw.IsNull() {
+		return
+	}
+	parts := make([]string, len(k))
+	for i, name := range k {
+		var v types.String
+		if d := req.Plan.GetAttribute(ctx, path.Root(name), &v); d.HasError() || v.IsNull() || v.IsUnknown() {
+			return
+		}
+		parts[i] = v.ValueString()
+	}
+	resp.PlanValue = types.StringValue(strings.Join(parts, "/"))
 }

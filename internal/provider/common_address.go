@@ -42,13 +42,22 @@ func (s *addressState) fill(a ipam.Allocation, ownerID string) {
 	s.AllocatedAt = timeString(a.AllocatedAt)
 }
 
+// planned fills what a plan shows of the allocation reserveForPlan found:
+// its address. Not the time it was allocated, even for an allocation a
+// replacement keeps: a replacement that destroys first releases it, and the
+// create takes the owner's cooling address back, allocated anew.
+func (s *addressState) planned(config types.String, a ipam.Allocation) {
+	s.Address = sameAddr(config, a.Address)
+	s.CIDR = types.StringValue(netip.PrefixFrom(a.Address, a.Address.BitLen()).String())
+}
+
 // addressAttributes are the attributes every single-address resource has.
 func addressAttributes(ownerAttr, what string) map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"id": schema.StringAttribute{
 			MarkdownDescription: "`<cluster_id>/<" + ownerAttr + ">`; also the import ID.",
 			Computed:            true,
-			PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown(), idOf{"cluster_id", ownerAttr}},
 		},
 		"cluster_id": schema.StringAttribute{
 			MarkdownDescription: "The cluster the address comes from. Changing it replaces the resource.",

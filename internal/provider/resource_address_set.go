@@ -89,7 +89,7 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<cluster_id>/<owner_id>`; also the import ID.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown(), idOf{"cluster_id", "owner_id"}},
 			},
 			"cluster_id": schema.StringAttribute{
 				MarkdownDescription: "The cluster whose pools the addresses come from. Changing it replaces the set.",

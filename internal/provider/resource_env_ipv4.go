@@ -83,7 +83,7 @@ func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<pool_id>/<env_id>`, that is `<cluster_id>/<pool name>/<env_id>`; also the import ID.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown(), idOf{"pool_id", "env_id"}},
 			},
 			"pool_id": schema.StringAttribute{
 				MarkdownDescription: "The IPv4 pool (`ipam_pool.<name>.id`). Changing it replaces the resource.",

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -287,8 +286,7 @@ func (r *instanceAddressResource) ModifyPlan(ctx context.Context, req resource.M
 	if !ok {
 		return
 	}
-	plan.Address = sameAddr(config, a.Address)
-	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
+	plan.planned(config, a)
 	resp.Diagnostics.Append(setModel(ctx, &resp.Plan.Raw, resp.Plan.Schema.Type(), &plan)...)
 }
 

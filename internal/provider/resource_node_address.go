@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -159,7 +158,6 @@ func (r *nodeAddressResource) ModifyPlan(ctx context.Context, req resource.Modif
 	if !ok {
 		return
 	}
-	plan.Address = sameAddr(config, a.Address)
-	plan.CIDR = types.StringValue(netip.PrefixFrom(a.Address, 128).String())
+	plan.planned(config, a)
 	resp.Diagnostics.Append(setModel(ctx, &resp.Plan.Raw, resp.Plan.Schema.Type(), &plan)...)
 }

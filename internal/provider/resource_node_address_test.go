@@ -33,6 +33,10 @@ func TestAccNodeAddress_lifecycle(t *testing.T) {
   cluster_id = ipam_cluster.c.id
   node_id    = "node-a"
 }`),
+				// The plan shows the id: it is made of the cluster and the node.
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(res, tfjsonpath.New("id"), knownvalue.StringExact("c1/node-a")),
+				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(res, tfjsonpath.New("id"), knownvalue.StringExact("c1/node-a")),
 					// The first node address is ordinal 1 of the node prefix: ::0 is never handed out.

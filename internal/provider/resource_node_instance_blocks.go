@@ -80,7 +80,7 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<cluster_id>/<node_id>`; also the import ID.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown(), idOf{"cluster_id", "node_id"}},
 			},
 			"cluster_id": schema.StringAttribute{
 				MarkdownDescription: "The cluster. Changing it replaces the resource.",
