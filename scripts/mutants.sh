@@ -36,6 +36,7 @@ mutants=(
 	"pool-trigger-accepts-shrink|migrations/functions/ipam_pools_keep_live_rows.sql|s/IF FOUND THEN\n        RAISE EXCEPTION 'pool %/IF false THEN\n        RAISE EXCEPTION 'pool %/|^TestSchemaInvariants\$|./ipam/internal/engine/"
 	"pool-trigger-no-delete|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND \(TG_OP = 'DELETE' OR /AND (/|^TestSchemaInvariants\$|./ipam/internal/engine/"
 	"forced-destroy-keeps-live-rows|ipam/internal/engine/cluster.go|s/\{sqlForceRelease, \"\"\}/{sqlDropPoolHolds, \"\"}/|^TestDeleteClusterRefusesWhileHolding\$|./ipam/internal/engine/"
+	"set-replacement-moves-key|ipam/internal/engine/set.go|s/return p.ID == own \}\); i > 0 \{/return p.ID == own }); false \&\& i > 0 {/|^TestSetReplacementKeepsAKeyInALaterPool\$|./ipam/internal/engine/"
 	"set-restate-ignores-fit|ipam/internal/engine/set.go|s/if !fits \x7c\x7c \(e\.Address\.IsValid\(\)/if false \&\& !fits \x7c\x7c (e.Address.IsValid()/|^TestAddressSetRestateKeepsTheAddress\$|./ipam/internal/engine/"
 	"forced-destroy-cools-holds|ipam/internal/engine/statements.go|s/(WHERE a.pool_id = p.id AND p.id = ANY \(\\\$1::text\[\]\)\n\t\t\tAND \` \+ )rowActive/\$1rowLive/|^TestDeleteClusterRefusesWhileHolding\$|./ipam/internal/engine/"
 	"cluster-destroy-skips-recount|ipam/internal/engine/cluster.go|s/if !slices.Equal\(locked, now\) \{/if false \&\& !slices.Equal(locked, now) {/|^TestDeleteClusterCountsAPoolCreatedWhileItWaited\$|./ipam/internal/engine/"

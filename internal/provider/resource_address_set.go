@@ -115,9 +115,11 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Required: true,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"pools": schema.ListAttribute{
-						MarkdownDescription: "Pool ids to try in order, e.g. `[ipam_pool.a.id, ipam_pool.b.id]`.",
-						ElementType:         types.StringType,
-						Optional:            true,
+						MarkdownDescription: "Pool ids to try in order, e.g. `[ipam_pool.a.id, ipam_pool.b.id]`. A key that already " +
+							"lives in one of them, or cools there (the set replaced, or the key removed and added again), is tried there " +
+							"first: it keeps its address, or takes it back, rather than moving to an earlier pool that has room again.",
+						ElementType: types.StringType,
+						Optional:    true,
 						// pools, family and address are judged for all keys
 						// at once by ValidateConfig (checkSetEntries).
 					},

@@ -457,3 +457,90 @@ func openOrigin(t *testing.T, st *engine.Client, actor, origin string) *engine.C
 	t.Cleanup(c.Close)
 	return c
 }
+
+// A replacement of an address set keeps each key where it is, also a key
+// whose address is in a later pool of its list while an earlier one has
+// room again: the create half of a create-first replacement takes the
+// marked member over in its own pool, and that of a destroy-first one
+// takes the key's cooling address back, instead of moving it to the first
+// pool with room. A plan's hold of a key in a later pool is found again by
+// the apply's re-plan, as the plan showed it.
+func TestSetReplacementKeepsAKeyInALaterPool(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	for _, p := range []engine.Pool{
+		{ClusterID: "c1", Name: "a", Cooldown: engine.NoCooldown, CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.8/29")}},
+		{ClusterID: "c1", Name: "b", Cooldown: time.Hour, CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.8/29")}},
+	} {
+		if _, err := st.CreatePool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Pool a full of environments' addresses, so that the key lands in b.
+	var filler []engine.Owner
+	for i := 0; ; i++ {
+		o := env(fmt.Sprintf("e%d", i))
+		_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "a"), Owner: o})
+		if engine.Code(err) == engine.CodeExhausted {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		filler = append(filler, o)
+	}
+	labels := engine.Owner{ID: "vm-1"}
+	add := engine.SetChange{ClusterID: "c1", Owner: labels, Add: []engine.SetEntry{{Key: "pub", Pools: []string{"c1/a", "c1/b"}}}}
+	members, err := st.ApplySet(ctx, add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if members[0].PoolID != "c1/b" {
+		t.Fatalf("the key went to %s, want c1/b (c1/a is full)", members[0].PoolID)
+	}
+	if _, err := st.GetSet(ctx, "c1", "vm-1"); err != nil { // a refresh confirms it
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", filler[0], 0); err != nil || !ok { // pool a has room again
+		t.Fatalf("release %s: %v %v", filler[0].ID, ok, err)
+	}
+	if err := st.MarkSetReplacement(ctx, "c1", "vm-1", map[string]int64{"pub": members[0].Generation}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.ReserveSetEntry(ctx, "c1", labels, add.Add[0], time.Hour)
+	if err != nil || held.Address != members[0].Address {
+		t.Fatalf("the replacement's plan: %s %v, want the key's own %s", held.Address, err, members[0].Address)
+	}
+	now, err := st.ApplySet(ctx, add)
+	if err != nil || len(now) != 1 || now[0].Address != members[0].Address || now[0].Generation <= members[0].Generation {
+		t.Fatalf("the replacement's create: %+v %v, want %s taken over in c1/b", now, err, members[0].Address)
+	}
+
+	// Destroy first: the key cools for its owner, and the create takes it back.
+	if err := st.ReleaseSetAt(ctx, "c1", "vm-1", map[string]int64{"pub": now[0].Generation}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.ApplySet(ctx, add)
+	if err != nil || len(again) != 1 || again[0].Address != members[0].Address {
+		t.Fatalf("the create after the destroy: %+v %v, want the key's cooling %s back", again, err, members[0].Address)
+	}
+
+	// A plan holds a new key in b (a full again), a makes room, and the
+	// apply's re-plan finds the hold the plan showed.
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "a"), Owner: filler[0]}); err != nil {
+		t.Fatal(err)
+	}
+	plan := engine.SetEntry{Key: "egress", Pools: []string{"c1/a", "c1/b"}}
+	planned, err := st.ReserveSetEntry(ctx, "c1", labels, plan, time.Hour)
+	if err != nil || planned.PoolID != "c1/b" {
+		t.Fatalf("the plan's hold: %+v %v, want one in c1/b", planned, err)
+	}
+	if ok, err := st.Release(ctx, "c1", filler[1], 0); err != nil || !ok {
+		t.Fatalf("release %s: %v %v", filler[1].ID, ok, err)
+	}
+	if replanned, err := st.ReserveSetEntry(ctx, "c1", labels, plan, time.Hour); err != nil || replanned.Address != planned.Address {
+		t.Fatalf("the apply's re-plan: %s %v, want the plan's %s", replanned.Address, err, planned.Address)
+	}
+}

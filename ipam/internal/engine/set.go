@@ -213,9 +213,28 @@ func (s *Client) restateMember(ctx context.Context, tx pgx.Tx, clusterID string,
 }
 
 // allocateFirst allocates from the first pool of the list that has room
-// (or, with hold > 0, reserves there). An exhausted pool passes to the next;
-// when all are exhausted the error lists them all.
+// (or, with hold > 0, reserves there), the pool the owner lives or cools
+// in first. An exhausted pool passes to the next; when all are
+// exhausted the error lists them all.
 func (s *Client) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, req AllocateRequest, hold time.Duration) (Allocation, error) {
+	if len(pools) > 1 && !req.Address.IsValid() {
+		// A key that lives in one of its pools (held by a plan, or active:
+		// the create of a replacement taking it over, a retried create
+		// adopting its own work), or cools there, is tried there first: it
+		// keeps its address, or takes it back, rather than moving to an
+		// earlier pool that has room again. A plan's hold found again at
+		// apply is the one the plan showed.
+		var own string
+		err := tx.QueryRow(ctx, sqlOwnersPool, pools[0].ClusterID, req.Owner.Kind, req.Owner.ID).Scan(&own)
+		switch {
+		case err == nil:
+			if i := slices.IndexFunc(pools, func(p *Pool) bool { return p.ID == own }); i > 0 {
+				pools = slices.Concat(pools[i:i+1], pools[:i], pools[i+1:])
+			}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return Allocation{}, err
+		}
+	}
 	var full []string
 	var last *ExhaustedError
 	for _, p := range pools {

@@ -118,6 +118,18 @@ var sqlInsertFresh = named("insert allocation + event (CTE)", `WITH a AS (
 	)`+movedIn+countMoved+`
 	SELECT `+allocColumns+` FROM a`)
 
+// sqlOwnersPool reads the pool of the owner's live row (active or held),
+// else of its latest cooling one, from the two owner indexes: a set key
+// whose pools list it is tried there first (allocateFirst).
+const sqlOwnersPool = `SELECT pool_id FROM (
+		(SELECT pool_id, 0 AS rank FROM ipam_allocations
+			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))
+		UNION ALL
+		(SELECT pool_id, 1 FROM ipam_allocations
+			WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'cooling'
+			ORDER BY released_at DESC LIMIT 1)) o
+	ORDER BY rank LIMIT 1`
+
 // sqlActiveOfOwner reads the owner's active allocation, if any (a refused
 // release names it).
 const sqlActiveOfOwner = `SELECT ` + allocColumns + ` FROM ipam_allocations
