@@ -506,7 +506,7 @@ var (
 	// it to 203.0.113.3: the plan's mark, then the create, which releases
 	// e0's address into cooldown for e0 and claims the new one.
 	stepReplaceE0 = exploreStep{name: "replace e0, moving it to 203.0.113.3", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		gen, err := e0Generation(ctx, e)
+		gen, err := ownerGeneration(ctx, e, "e0")
 		if err != nil {
 			return exploreAck{}, err
 		}
@@ -519,7 +519,7 @@ var (
 	// stepDestroyOldE0: the replaced object's destroy, carrying the
 	// generation e0's allocation had when the fixture made it.
 	stepDestroyOldE0 = exploreStep{name: "destroy e0's replaced object", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-		gen, err := e0Generation(ctx, e)
+		gen, err := ownerGeneration(ctx, e, "e0")
 		if err != nil {
 			return exploreAck{}, err
 		}
@@ -567,11 +567,50 @@ var stepSetRestate = exploreStep{name: "restate set s1's key a", run: func(ctx c
 	return ack, err
 }}
 
-// e0Generation: the generation e0's allocation had when the fixture made it
-// (its first event's), which the replaced object's private state holds.
-func e0Generation(ctx context.Context, e *exploreEnv) (int64, error) {
+// stepReplaceSet: a create_before_destroy replacement of set s1: the
+// plan's mark of key a at the fixture's generation, then the create,
+// which takes it over at its address.
+var stepReplaceSet = exploreStep{name: "replace set s1, keeping key a", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	gen, err := ownerGeneration(ctx, e, "s1#a")
+	if err != nil {
+		return exploreAck{}, err
+	}
+	if err := e.st.MarkSetReplacement(ctx, "c1", "s1", map[string]int64{"a": gen}, time.Hour); err != nil {
+		return exploreAck{}, err
+	}
+	return stepSetApplyAt("203.0.113.2").run(ctx, e)
+}}
+
+// stepDestroyOldSet: the replaced set object's destroy, carrying key a's
+// generation when the fixture made it: it releases a only if no create
+// took it over first.
+var stepDestroyOldSet = exploreStep{name: "destroy set s1's replaced object", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	gen, err := ownerGeneration(ctx, e, "s1#a")
+	if err != nil {
+		return exploreAck{}, err
+	}
+	return exploreAck{}, e.st.ReleaseSetAt(ctx, "c1", "s1", map[string]int64{"a": gen})
+}}
+
+// stepSetApplyAt: set s1 adds key a claiming addr in c1/v4.
+func stepSetApplyAt(addr string) exploreStep {
+	return exploreStep{name: "apply set s1 (key a at " + addr + ")", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
+			Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr(addr), Requested: true}}})
+		var ack exploreAck
+		for _, m := range ms {
+			ack.held = append(ack.held, m.Allocation)
+		}
+		return ack, err
+	}}
+}
+
+// ownerGeneration: the generation an owner's allocation had when the
+// fixture made it (its first event's), which the replaced object's
+// private state holds.
+func ownerGeneration(ctx context.Context, e *exploreEnv, owner string) (int64, error) {
 	var gen int64
-	err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_events WHERE owner_id = 'e0' ORDER BY at, generation LIMIT 1`).Scan(&gen)
+	err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_events WHERE owner_id = $1 ORDER BY at, generation LIMIT 1`, owner).Scan(&gen)
 	return gen, err
 }
 
@@ -881,6 +920,9 @@ var explorePairs = []struct {
 	{true, fixtureV4Set, stepSetRestate, stepShrink},
 	{false, fixtureV4Set, stepSetRestate, stepExclude},
 	{false, fixtureV4Set, stepSetRestate, poolDestroyStep(false)},
+	// A set's create-first replacement against its old object's destroy.
+	{true, fixtureV4Set, stepReplaceSet, stepDestroyOldSet},
+	{false, fixtureV4Set, stepReplaceSet, stepShrink},
 	// Two configurations creating one owner: never both its managers.
 	{true, fixtureV4(true, true), stepCreateE8A, stepCreateE8B},
 }

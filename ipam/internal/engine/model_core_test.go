@@ -28,7 +28,9 @@ import (
 // back), exact claims, plan-time holds of two actors, releases, address
 // sets (keys added, removed and restated: a restate must keep the key's
 // address when its new pools list the address's pool, and refuse the whole
-// change when they do not), node block scaling and release, cluster and pool updates, shrinks and
+// change when they do not; a key's plan-time hold then its add), create-first
+// replacements of a set and of a node's blocks, node block scaling and
+// release, cluster and pool updates, shrinks and
 // destroys, a transient cluster created, used and destroyed within each
 // round (under one of two ids, on one prefix, so that each round's cluster
 // inherits the tombstones of another cluster whose owners have the same
@@ -358,7 +360,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	var what string
 	var err error
 	var notes []string
-	op := rng.IntN(31)
+	op := rng.IntN(34)
 	if first && rng.IntN(2) == 0 {
 		op = 26 // the workers' first operations race on the transient cluster
 	}
@@ -578,6 +580,35 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 			notes = append(notes, fmt.Sprintf("the replaced object's destroy of node %s (generation %d) released %v (%v); the create holds %s generation %d",
 				o.ID, old.Generation, released, rerr, r.Address, r.Generation))
 		}
+	case 31:
+		what, notes, err = m.replaceSet(ctx, cid, fmt.Sprintf("w%d-s%d", w, k%2), engine.Owner{InstanceID: fmt.Sprintf("w%d-i%d", w, k%2)})
+	case 32:
+		what, notes, err = m.replaceBlocks(ctx, cid, fmt.Sprintf("w%d-n%d", w, rng.IntN(3)))
+	case 33:
+		// A set key's plan-time hold, then the apply of that plan: the key
+		// added on exactly the held address.
+		set := fmt.Sprintf("w%d-s%d", w, k%2)
+		labels := engine.Owner{ID: set, InstanceID: fmt.Sprintf("w%d-i%d", w, k%2)}
+		e := engine.SetEntry{Key: fmt.Sprintf("k%d", rng.IntN(3)), Pools: []string{cid + "/v4a", cid + "/v4b"}}
+		if rng.IntN(2) == 0 {
+			e.Pools = []string{cid + "/instance"}
+		}
+		what = fmt.Sprintf("hold then add set %s key %s in %s", set, e.Key, cid)
+		var held engine.SetMember
+		if held, err = st.ReserveSetEntry(ctx, cid, labels, e, time.Hour); err != nil {
+			break
+		}
+		e.Address = held.Address
+		var members []engine.SetMember
+		if members, err = st.ApplySet(ctx, engine.SetChange{ClusterID: cid, Owner: labels, Add: []engine.SetEntry{e}}); err != nil {
+			break
+		}
+		for _, mem := range members {
+			if mem.Key == e.Key && mem.Address != held.Address {
+				notes = append(notes, fmt.Sprintf("set %s key %s was held at %s and added at %s", set, e.Key, held.Address, mem.Address))
+			}
+			notes = append(notes, m.remember(cid+"/set/"+mem.Owner.ID, heldAddr{cid, engine.OwnerSet, mem.Owner.ID, mem.Address})...)
+		}
 	case 20:
 		o := engine.Owner{Kind: engine.OwnerNode, ID: fmt.Sprintf("w%d-n%d", w, k), NodeID: fmt.Sprintf("w%d-n%d", w, k)}
 		ttl := time.Duration(10+rng.IntN(120)) * time.Minute
@@ -613,7 +644,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		// A key the set holds may instead be restated: given pools that
 		// its address's pool is among (it must be kept) or not (the whole
 		// change must be refused).
-		before, _ := st.GetSet(ctx, cid, set)
+		before, _ := st.Peek().GetSet(ctx, cid, set) // a look that confirms nothing
 		fits := map[string]bool{}
 		restateOnly := len(before) > 0 && rng.IntN(2) == 0 // a change of its held keys' requests alone
 		for key := 0; key < 3; key++ {
@@ -661,7 +692,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		var members []engine.SetMember
 		members, err = st.ApplySet(ctx, ch)
 		if err != nil && len(ch.Restate) > 0 {
-			members, _ = st.GetSet(ctx, cid, set)
+			members, _ = st.Peek().GetSet(ctx, cid, set)
 		}
 		notes = append(notes, restateNotes(ch, fits, before, members, err)...)
 		if err == nil {
@@ -790,6 +821,101 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		m.t.Errorf("%s", n)
 	}
 	return line
+}
+
+// replaceSet is a Terraform replacement of a set this worker holds, in the
+// create-first order, by the manager that made its members: the plan marks
+// each member at its generation, the create takes each over at its address
+// (also a key in a later pool of its list while an earlier one has room),
+// and the old object's destroy, with the old generations, releases nothing.
+func (m *model) replaceSet(ctx context.Context, cid, set string, labels engine.Owner) (string, []string, error) {
+	before, err := m.sts[0].Peek().GetSet(ctx, cid, set)
+	if err != nil || len(before) == 0 {
+		return "no set to replace: " + set + " in " + cid + " holds none", nil, nil
+	}
+	var st *engine.Client
+	for _, c := range m.sts {
+		if !slices.ContainsFunc(before, func(mem engine.SetMember) bool { return mem.Actor != c.Actor() }) {
+			st = c
+		}
+	}
+	if st == nil {
+		return "no set to replace: " + set + " in " + cid + " has members of two managers", nil, nil
+	}
+	what := fmt.Sprintf("replace set %s in %s (%d keys)", set, cid, len(before))
+	gens := map[string]int64{}
+	labels.ID = set
+	ch := engine.SetChange{ClusterID: cid, Owner: labels}
+	for _, mem := range before {
+		gens[mem.Key] = mem.Generation
+		e := engine.SetEntry{Key: mem.Key, Pools: mem.Request.Pools, Family: mem.Request.Family}
+		if mem.Request.Address {
+			e.Address, e.Requested = mem.Address, true
+		}
+		ch.Add = append(ch.Add, e)
+	}
+	if err := st.MarkSetReplacement(ctx, cid, set, gens, time.Hour); err != nil {
+		return what + ": mark", nil, err
+	}
+	after, err := st.ApplySet(ctx, ch)
+	if err != nil {
+		// The marks stand for their hour: the model no longer knows where
+		// the keys are until it is told again (see the node's replacement).
+		m.forgetPrefix(cid + "/set/" + set + "#")
+		return what, nil, err
+	}
+	var notes []string
+	for _, mem := range before {
+		i := slices.IndexFunc(after, func(a engine.SetMember) bool { return a.Key == mem.Key })
+		if i < 0 || after[i].Address != mem.Address || after[i].Generation <= mem.Generation {
+			notes = append(notes, fmt.Sprintf("the replacement of set %s moved or lost key %s: %s at generation %d, then %+v",
+				set, mem.Key, mem.Address, mem.Generation, after))
+		}
+	}
+	for _, mem := range after {
+		notes = append(notes, m.remember(cid+"/set/"+mem.Owner.ID, heldAddr{cid, engine.OwnerSet, mem.Owner.ID, mem.Address})...)
+	}
+	if err := st.ReleaseSetAt(ctx, cid, set, gens); err != nil {
+		notes = append(notes, fmt.Sprintf("the replaced set %s's destroy: %v", set, err))
+	}
+	return what, notes, nil
+}
+
+// replaceBlocks is a Terraform replacement of a node's blocks (this
+// worker's node), create first, by the manager whose mark holds: the
+// create takes the blocks over, and the old object's destroy, with the old
+// generation, releases nothing.
+func (m *model) replaceBlocks(ctx context.Context, cid, node string) (string, []string, error) {
+	what := fmt.Sprintf("replace blocks of %s in %s", node, cid)
+	old, err := m.sts[0].GetNodeBlocks(ctx, cid, node)
+	if err != nil {
+		return "no blocks to replace: " + node + " in " + cid + " has none", nil, nil
+	}
+	var st *engine.Client
+	for _, c := range m.sts {
+		if err := c.MarkNodeBlocksReplacement(ctx, cid, node, old.Generation, time.Hour); err == nil {
+			st = c
+			break
+		} else if !errors.Is(err, engine.ErrNotFound) {
+			return what + ": mark", nil, err
+		}
+	}
+	if st == nil {
+		return "no blocks to replace: " + node + " in " + cid + " released or taken meanwhile", nil, nil
+	}
+	now, err := st.CreateNodeBlocks(ctx, cid, node, old.Scaling)
+	if err != nil {
+		return what, nil, err
+	}
+	var notes []string
+	if now.Generation <= old.Generation || !slices.ContainsFunc(now.Blocks, func(b netip.Prefix) bool { return slices.Contains(old.Blocks, b) }) {
+		notes = append(notes, fmt.Sprintf("the replacement of %s's blocks took none of them over: %v at generation %d, then %v at %d",
+			node, old.Blocks, old.Generation, now.Blocks, now.Generation))
+	}
+	if released, err := st.ReleaseNodeBlocksAt(ctx, cid, node, old.Generation); err != nil || released {
+		notes = append(notes, fmt.Sprintf("the replaced blocks of %s (generation %d): their destroy released %v (%v)", node, old.Generation, released, err))
+	}
+	return what, notes, nil
 }
 
 // restateNotes checks a set change's restated keys against what the set
