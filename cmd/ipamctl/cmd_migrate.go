@@ -31,19 +31,15 @@ schema owner when the provider runs with auto_migrate = false.`,
 			if err != nil {
 				return err
 			}
-			before, err := st.SchemaStatus(cmd.Context())
-			if err != nil {
-				return err
-			}
 			after, err := st.Migrate(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if after.Current == before.Current {
+			if after.Current == after.From {
 				fmt.Fprintf(a.out, "schema is up to date at version %d (%s)\n", after.Current, st.Addr())
 				return nil
 			}
-			fmt.Fprintf(a.out, "schema migrated from version %d to %d (%s)\n", before.Current, after.Current, st.Addr())
+			fmt.Fprintf(a.out, "schema migrated from version %d to %d (%s)\n", after.From, after.Current, st.Addr())
 			return nil
 		},
 	})

@@ -17,6 +17,11 @@ import (
 type SchemaStatus struct {
 	Current int32
 	Latest  int32
+	// From (Migrate only): the version this call found when it applied
+	// its first migration, under the migration lock (0: a database without
+	// the schema); Current when it applied none, because the database was
+	// up to date or another process migrated it first.
+	From int32
 }
 
 // LatestSchemaVersion is the number of migrations embedded in this binary.
@@ -43,7 +48,8 @@ const migrationLock = int64(9628173550095224)
 // connection, unlike a session lock), reads the version under it and applies
 // the next migration, or nothing when another process already did. The wait
 // for that lock is bounded like any other (lock_timeout: ipam_busy). A
-// database newer than this binary is refused.
+// database newer than this binary is refused. The status it returns says
+// what this call found (From) and left (Current).
 func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 	var st SchemaStatus
 	m, err := migrate.NewMigrator(ctx, nil, VersionTable)
@@ -84,6 +90,9 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 			}
 			if err := checkNotNewer(st); err != nil {
 				return err
+			}
+			if !applied {
+				st.From = st.Current
 			}
 			if st.Current == st.Latest {
 				if err := applyDefinitions(ctx, tx, defs, applied); err != nil {

@@ -923,12 +923,33 @@ func TestFirstContactWithNothingThereIsCutShort(t *testing.T) {
 	}
 }
 
+// Four processes migrating an empty database at once each report the
+// version they found when they applied their first migration (From), read
+// under the migration lock: one of them found none, and each that applied
+// nothing (another migrated first) reports From = Current.
 func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
 	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("ipam_empty_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)")
+		_ = admin.Close(ctx)
+	})
+	url := testdb.WithDatabase(testdb.AdminURL(t), name)
+	latest, err := engine.LatestSchemaVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
-	for range 4 {
+	statuses := make([]engine.SchemaStatus, 4)
+	for i := range statuses {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -938,12 +959,24 @@ func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
 				return
 			}
 			defer st.Close()
-			if _, err := st.Migrate(ctx); err != nil {
+			if statuses[i], err = st.Migrate(ctx); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
+	fromNothing := 0
+	for _, s := range statuses {
+		if s.Current != latest || s.From > s.Current {
+			t.Errorf("a concurrent migration reported %+v, want Current %d and From at most that", s, latest)
+		}
+		if s.From == 0 {
+			fromNothing++
+		}
+	}
+	if fromNothing != 1 {
+		t.Errorf("concurrent migrations of an empty database: %+v, want exactly one from version 0", statuses)
+	}
 	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url})
 	if err != nil {
 		t.Fatal(err)
@@ -951,6 +984,9 @@ func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
 	defer st.Close()
 	if err := st.CheckSchema(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if s, err := st.Migrate(ctx); err != nil || s.From != latest || s.Current != latest {
+		t.Fatalf("migrating an up-to-date database: %+v %v, want From and Current %d", s, err, latest)
 	}
 	raw, _ := pgx.Connect(ctx, url)
 	defer raw.Close(ctx)
