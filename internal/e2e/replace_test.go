@@ -138,3 +138,56 @@ func expectOwners(t *testing.T, url, owner, want string) {
 		t.Errorf("%s holds %v, want exactly %s", owner, held, want)
 	}
 }
+
+// A saved plan of a new address-set key that the plan held in a later pool
+// of its list (the first was full) applies as planned after the first pool
+// has room again: Terraform's re-plan at apply finds the hold where the plan
+// took it. It took a new hold in the first pool, and the apply failed with
+// "Provider produced inconsistent final plan".
+func TestSavedSetPlanKeepsItsPool(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	pools := `resource "ipam_cluster" "c1" {
+  name   = "c1"
+  prefix = "2001:db8:c1::/48"
+}
+resource "ipam_pool" "a" {
+  cluster_id = ipam_cluster.c1.id
+  name       = "a"
+  cidrs      = ["198.51.100.8/32"]
+  cooldown   = "0s"
+}
+resource "ipam_pool" "b" {
+  cluster_id = ipam_cluster.c1.id
+  name       = "b"
+  cidrs      = ["203.0.113.8/29"]
+}
+`
+	filler := `resource "ipam_env_ipv4" "fill" {
+  pool_id = ipam_pool.a.id
+  org_id  = "o1"
+  env_id  = "fill"
+}
+`
+	ops := newWorkdir(t, url, pools+filler)
+	ops.run("apply", "-input=false", "-auto-approve") // pool a's one address taken
+	vm := newWorkdir(t, url, `resource "ipam_address_set" "vm" {
+  cluster_id = "c1"
+  owner_id   = "vm-1"
+  addresses = {
+    pub = { pools = ["c1/a", "c1/b"] }
+  }
+}
+`)
+	vm.run("plan", "-input=false", "-out=vm.tfplan")
+	planned := vm.run("show", "-json", "vm.tfplan")
+	if !strings.Contains(string(planned), `"address":"203.0.113.9"`) {
+		t.Fatalf("the plan does not hold 203.0.113.9 in pool b:\n%s", planned)
+	}
+	ops.write(pools)
+	ops.run("apply", "-input=false", "-auto-approve") // pool a has room again
+	vm.run("apply", "-input=false", "vm.tfplan")
+	if got := activeAddresses(t, url)["203.0.113.9"]; got != "set/vm-1#pub" {
+		t.Errorf("after the saved plan's apply, 203.0.113.9 is held by %q, want set/vm-1#pub", got)
+	}
+}
