@@ -546,8 +546,7 @@ var (
 var fixtureV4Set = exploreFixture{name: "expired hold, e0 active, set s1's key a at 203.0.113.2", setup: func(e *exploreEnv) {
 	e.t.Helper()
 	fixtureV4(true, true).setup(e)
-	if _, err := e.st.ApplySet(ctxBG, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
-		Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr("203.0.113.2"), Requested: true}}}); err != nil {
+	if _, err := stepSetApplyAt("203.0.113.2").run(ctxBG, e); err != nil {
 		e.t.Fatal(err)
 	}
 }}

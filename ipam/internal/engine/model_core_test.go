@@ -655,7 +655,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 			}
 			choice := rng.IntN(3)
 			if i >= 0 && (restateOnly || rng.IntN(2) == 0) {
-				choice = 2 // a key the set holds: restated one time in two
+				choice = 2 // a key the set holds is restated more often than not
 			}
 			switch choice {
 			case 0:
@@ -934,19 +934,15 @@ func restateNotes(ch engine.SetChange, fits map[string]bool, before, after []eng
 		notes = append(notes, fmt.Sprintf("apply set %s refused a restate that its addresses satisfy (%v): %v", ch.Owner.ID, fits, err))
 	}
 	for _, e := range ch.Restate {
-		if err != nil {
+		i := slices.IndexFunc(before, func(m engine.SetMember) bool { return m.Key == e.Key })
+		j := slices.IndexFunc(after, func(m engine.SetMember) bool { return m.Key == e.Key })
+		switch {
+		case err != nil:
 			// after is a read made after the refusal: the old request stays.
-			i := slices.IndexFunc(before, func(m engine.SetMember) bool { return m.Key == e.Key })
-			j := slices.IndexFunc(after, func(m engine.SetMember) bool { return m.Key == e.Key })
 			if j >= 0 && after[j].Generation == before[i].Generation && !slices.Equal(after[j].Request.Pools, before[i].Request.Pools) {
 				notes = append(notes, fmt.Sprintf("apply set %s was refused (%v), and key %s's request changed: %v, then %v",
 					ch.Owner.ID, err, e.Key, before[i].Request.Pools, after[j].Request.Pools))
 			}
-			continue
-		}
-		i := slices.IndexFunc(before, func(m engine.SetMember) bool { return m.Key == e.Key })
-		j := slices.IndexFunc(after, func(m engine.SetMember) bool { return m.Key == e.Key })
-		switch {
 		case j < 0:
 			notes = append(notes, fmt.Sprintf("apply set %s restated key %s and no longer holds it", ch.Owner.ID, e.Key))
 		case after[j].Address != before[i].Address || after[j].Generation != before[i].Generation:
