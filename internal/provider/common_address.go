@@ -37,8 +37,7 @@ type addressState struct {
 func (s *addressState) fill(a ipam.Allocation, ownerID string) {
 	s.ID = types.StringValue(a.ClusterID + "/" + ownerID)
 	s.ClusterID = types.StringValue(a.ClusterID)
-	s.Address = sameAddr(s.Address, a.Address)
-	s.CIDR = types.StringValue(netip.PrefixFrom(a.Address, a.Address.BitLen()).String())
+	s.planned(s.Address, a)
 	s.AllocatedAt = timeString(a.AllocatedAt)
 }
 
