@@ -3,7 +3,8 @@ package engine_test
 // The linearizability test of the allocator's public API.
 //
 // Goroutines playing several managers run random operations on a few owners
-// of one small IPv4 pool, and record each call with its input, its answer
+// of one small IPv4 pool (environments, and the keys of one address set),
+// and record each call with its input, its answer
 // and when it was made and answered. porcupine then looks for an order of
 // the operations, each placed between its call and its return, in which a
 // sequential model of the allocator (histModel) gives every answer the real
@@ -24,7 +25,11 @@ package engine_test
 // nothing); without one, only the manager's own, refusing another manager's
 // (owner_conflict). GetActive returns the owner's allocation and confirms it
 // (it may leave it unconfirmed only when a write of the owner ran at the
-// same time). Generations, actors and the holders errors name must match. A
+// same time). A change of the address set (ApplySet) releases its removed
+// keys, whoever made them, then allocates each added key as an Allocate of
+// that key by the set's manager would, in one step: a refusal of any key
+// refuses the whole change and changes nothing; its answer gives each added
+// key's address, generation and actor. Generations, actors and the holders errors name must match. A
 // call in a caller's transaction that rolled back must have answered so, and
 // changes nothing; conflict (retries used up) changes nothing.
 //
@@ -34,7 +39,8 @@ package engine_test
 // generation that took another manager's allocation; an adoption after a
 // refresh, from another origin or by another actor; an address other than
 // the owner's live one, or other than its latest cooling one; a refresh that
-// missed an allocation. TestHistoryModelRefusesWhatNoAllocatorMayAnswer
+// missed an allocation; a set change that landed in part, two keys on one
+// address, a removed key still held. TestHistoryModelRefusesWhatNoAllocatorMayAnswer
 // checks it does.
 //
 // Known anomalies. The allocator gives, under concurrency, answers that the
@@ -75,12 +81,24 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
 
-// histMaxAddrs bounds a round's pool; histOwners is how many owners the
-// operations share (few, so that one owner's requests race often).
+// histMaxAddrs bounds a round's pool; histOwners is how many environments
+// the operations share (few, so that one owner's requests race often), and
+// histSetKeys how many keys the one address set (histSetID) has. Owners are
+// numbered environments first, then the set's keys (each key is an owner of
+// its own, kind set).
 const (
-	histMaxAddrs = 4
-	histOwners   = 3
+	histMaxAddrs  = 4
+	histOwners    = 3
+	histSetKeys   = 2
+	histAllOwners = histOwners + histSetKeys
+	histSetID     = "s1"
 )
+
+// histSetLabels is the set's owner: its id and the labels its keys get.
+var histSetLabels = engine.Owner{ID: histSetID, OrgID: "org-" + histSetID, EnvID: histSetID}
+
+// histKeyName is the name of set key k (0 to histSetKeys-1).
+func histKeyName(k int) string { return string(rune('a' + k)) }
 
 // The managers: an actor (index into histActors) and the origin of its
 // configuration (index into histOrigins; 0: none).
@@ -89,7 +107,20 @@ var (
 	histOrigins = []string{"", "/cfg/a", "/cfg/b"}
 )
 
-func histOwnerID(o int) string { return fmt.Sprintf("e%d", o+1) }
+func histOwnerID(o int) string {
+	if o >= histOwners {
+		return histSetID + "#" + histKeyName(o-histOwners)
+	}
+	return fmt.Sprintf("e%d", o+1)
+}
+
+// histOwner is owner o as the allocator names it.
+func histOwner(o int) engine.Owner {
+	if o >= histOwners {
+		return engine.SetMemberOwner(histSetLabels, histSetID, histKeyName(o-histOwners))
+	}
+	return env(histOwnerID(o))
+}
 
 // histKind is what an operation does.
 type histKind uint8
@@ -99,6 +130,10 @@ const (
 	histReserve
 	histRelease
 	histGet
+	// histSet is one ApplySet of the address set: it removes the keys of
+	// Remove, then adds those of Add (each on the address Claim names, or
+	// any), in one transaction.
+	histSet
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -121,6 +156,10 @@ type histIn struct {
 	// Only a concurrent write of the owner changes its row, so only then
 	// may the read leave the allocation unconfirmed.
 	MayMiss bool
+	// Add and Remove (histSet) are sets of the set's keys (bit k: key k);
+	// Claim[k] is the address key k asks for, plus one (0: any).
+	Add, Remove uint8
+	Claim       [histSetKeys]int8
 	// OldClock and OwnerRace say that the call may have met one of the
 	// known anomalies (histKnown): a release (or a hold's drop) of another
 	// call committed while it ran; another Allocate or Reserve of the same
@@ -143,8 +182,31 @@ type histOut struct {
 	ErrOwner, ErrAddr int
 	ErrActor          int8
 	ErrState          string
+	// Keys (histSet, on success): each added key's address, generation
+	// and actor as the change's own transaction read them; zero for the
+	// keys it did not add.
+	Keys [histSetKeys]histKeyOut
 	// Msg is the error's text, for the logs only.
 	Msg string
+}
+
+// histKeyOut is one added key of a set in an ApplySet's answer.
+type histKeyOut struct {
+	Addr  int
+	Gen   int64
+	Actor int8
+}
+
+// claim is the address key k of a histSet asks for, or -1.
+func (in histIn) claim(k int) int { return int(in.Claim[k]) - 1 }
+
+// touches reports whether the call writes or reads owner o.
+func (in histIn) touches(o int) bool {
+	if in.Kind == histSet {
+		k := o - histOwners
+		return k >= 0 && (in.Add|in.Remove)&(1<<k) != 0
+	}
+	return in.Owner == o
 }
 
 func histNoOut() histOut {
@@ -231,7 +293,7 @@ func (s *histState) cool(n, i int, live bool) {
 // normalize renumbers each owner's cooling ranks from 1, so that states
 // that allow the same futures compare equal.
 func (s *histState) normalize(n int) {
-	for o := range histOwners {
+	for o := range histAllOwners {
 		var idx []int
 		for i := range n {
 			if int(s.Rows[i].Owner) == o && s.Rows[i].State == histCooling {
@@ -368,6 +430,8 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 	n := len(m.addrs)
 	o := in.Owner
 	switch in.Kind {
+	case histSet:
+		return m.applySet(s, in)
 	case histGet:
 		// The owner's active allocation (a hold is not one), and the
 		// refresh's confirmation of it.
@@ -452,6 +516,52 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		return append(res, histOutcome{m.answer(c.Rows[h], h, true), c})
 	}
 	return m.take(s, s, in)
+}
+
+// applySet is ApplySet's specification: the removed keys' allocations
+// released into cooling, whoever made them (the set's configuration
+// manages its keys); then each added key allocated as an Allocate of that
+// key by the set's manager would be (its own hold confirmed, its own
+// unconfirmed allocation adopted, its claim or its latest cooling address,
+// else any reusable one). A refusal of any key refuses the whole change,
+// with that key's error, and changes nothing.
+func (m histModel) applySet(s histState, in histIn) []histOutcome {
+	n := len(m.addrs)
+	c := s
+	for k := range histSetKeys {
+		if i := c.live(n, histOwners+k); in.Remove&(1<<k) != 0 && i >= 0 && c.Rows[i].State == histActive {
+			c.cool(n, i, m.cooldown)
+		}
+	}
+	c.normalize(n)
+	parts := []histOutcome{{histNoOut(), c}}
+	var res []histOutcome
+	for k := range histSetKeys {
+		if in.Add&(1<<k) == 0 {
+			continue
+		}
+		key := in
+		key.Kind, key.Owner, key.Addr = histAlloc, histOwners+k, in.claim(k)
+		var next []histOutcome
+		for _, p := range parts {
+			for _, oc := range m.outcomes(p.next, key) {
+				switch {
+				case oc.out.Code == engine.CodeConflict:
+					// Retries used up: the whole change's outcome (outcomes adds it).
+				case oc.out.Code != "":
+					refused := oc.out
+					refused.Adopted = false
+					res = append(res, histOutcome{refused, s})
+				default:
+					out := p.out
+					out.Keys[k] = histKeyOut{Addr: oc.out.Addr, Gen: oc.out.Gen, Actor: oc.out.Actor}
+					next = append(next, histOutcome{out, oc.next})
+				}
+			}
+		}
+		parts = next
+	}
+	return append(res, parts...)
 }
 
 // answer is a successful Allocate's or Reserve's answer with row r (index i).
@@ -582,8 +692,25 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("Release ")
 	case histGet:
 		b.WriteString("GetActive ")
+	case histSet:
+		b.WriteString("ApplySet " + histSetID)
+		for k := range histSetKeys {
+			if in.Remove&(1<<k) != 0 {
+				b.WriteString(" -" + histKeyName(k))
+			}
+		}
+		for k := range histSetKeys {
+			if in.Add&(1<<k) != 0 {
+				b.WriteString(" +" + histKeyName(k))
+				if a := in.claim(k); a >= 0 {
+					b.WriteString(" at " + m.addrName(a))
+				}
+			}
+		}
 	}
-	b.WriteString(histOwnerID(in.Owner))
+	if in.Kind != histSet {
+		b.WriteString(histOwnerID(in.Owner))
+	}
 	if in.Addr >= 0 {
 		b.WriteString(" at " + m.addrName(in.Addr))
 	}
@@ -611,6 +738,14 @@ func (m histModel) describeOp(input, output any) string {
 		}
 	case in.Kind == histRelease:
 		fmt.Fprintf(&b, "released %v", out.Released)
+	case in.Kind == histSet:
+		b.WriteString("ok")
+		for k := range histSetKeys {
+			if in.Add&(1<<k) != 0 {
+				ko := out.Keys[k]
+				fmt.Fprintf(&b, ", %s %s gen %d by %s", histKeyName(k), m.addrName(ko.Addr), ko.Gen, histName(histActors, ko.Actor))
+			}
+		}
 	default:
 		fmt.Fprintf(&b, "%s %s gen %d by %s", out.State, m.addrName(out.Addr), out.Gen, histName(histActors, out.Actor))
 		if out.Adopted {
@@ -730,7 +865,7 @@ func histIndex(names []string, s string) int8 {
 }
 
 func histOwnerIndex(id string) int {
-	for o := range histOwners {
+	for o := range histAllOwners {
 		if histOwnerID(o) == id {
 			return o
 		}
@@ -768,7 +903,7 @@ func (r *histRound) result(a engine.Allocation, err error) histOut {
 // run makes one call and records it, as porcupine's client id.
 func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, in histIn) histOut {
 	in.Who, in.Actor, in.Origin = who, c.actor, c.origin
-	o := env(histOwnerID(in.Owner))
+	o := histOwner(in.Owner)
 	req := engine.AllocateRequest{Pool: r.pool, Owner: o}
 	if in.Addr >= 0 {
 		req.Address = r.model.addrs[in.Addr]
@@ -808,8 +943,42 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 		}
 		out.Released = ok
 	case histGet:
-		a, err := st.GetActive(ctx, r.cluster, engine.OwnerEnvIPv4, histOwnerID(in.Owner))
+		a, err := st.GetActive(ctx, r.cluster, o.Kind, o.ID)
 		out = r.result(a, err)
+	case histSet:
+		ch := engine.SetChange{ClusterID: r.cluster, Owner: histSetLabels}
+		for k := range histSetKeys {
+			if in.Remove&(1<<k) != 0 {
+				ch.Remove = append(ch.Remove, histKeyName(k))
+			}
+		}
+		for k := range histSetKeys {
+			if in.Add&(1<<k) != 0 {
+				e := engine.SetEntry{Key: histKeyName(k), Pools: []string{r.cluster + "/" + r.pool.Name}}
+				if a := in.claim(k); a >= 0 {
+					e.Address, e.Requested = r.model.addrs[a], true
+				}
+				ch.Add = append(ch.Add, e)
+			}
+		}
+		members, err := st.ApplySet(ctx, ch)
+		out = r.result(engine.Allocation{}, err)
+		if err == nil {
+			out = histNoOut()
+			for k := range histSetKeys {
+				if in.Add&(1<<k) == 0 {
+					continue
+				}
+				// An added key missing from the answer: an address no
+				// model gives.
+				out.Keys[k] = histKeyOut{Addr: -2, Actor: -2}
+				for _, mb := range members {
+					if mb.Key == histKeyName(k) {
+						out.Keys[k] = histKeyOut{Addr: r.addrIndex(mb.Address), Gen: mb.Generation, Actor: histIndex(histActors, mb.Actor)}
+					}
+				}
+			}
+		}
 	}
 	if finish != nil {
 		if err := finish(); err != nil {
@@ -832,16 +1001,23 @@ func (r *histRound) record(id int, in histIn, out histOut, call int64) histOut {
 // the manager would (the generations it read, the addresses its plans
 // held).
 func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, role string, rng *rand.Rand, nops int) {
-	var gen [histOwners]int64
-	var hold [histOwners]int
+	var gen [histAllOwners]int64
+	var hold [histAllOwners]int
 	for o := range hold {
 		hold[o] = -1
 	}
 	remember := func(o int, in histIn, out histOut) {
-		if out.Code == "" && out.Addr >= 0 && !in.Rollback {
+		if o >= 0 && out.Code == "" && out.Addr >= 0 && !in.Rollback {
 			gen[o] = out.Gen
 			if out.State == "reserved" {
 				hold[o] = out.Addr
+			}
+		}
+		if in.Kind == histSet && out.Code == "" && !in.Rollback {
+			for k := range histSetKeys {
+				if in.Add&(1<<k) != 0 {
+					gen[histOwners+k] = out.Keys[k].Gen
+				}
 			}
 		}
 	}
@@ -876,7 +1052,32 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			}
 			continue
 		}
+		if (role == "terraform" || role == "terraform-tx") && rng.IntN(100) < 12 {
+			// The configuration's address set: keys added (on an
+			// address the configuration names, or any), removed, or
+			// removed and added again (a key whose address changes).
+			in := histIn{Kind: histSet, Owner: -1, Addr: -1}
+			for k := range histSetKeys {
+				switch roll := rng.IntN(10); {
+				case roll < 4:
+					in.Add |= 1 << k
+				case roll < 6:
+					in.Remove |= 1 << k
+				case roll < 7:
+					in.Add, in.Remove = in.Add|1<<k, in.Remove|1<<k
+				}
+				if in.Add&(1<<k) != 0 && rng.IntN(3) == 0 {
+					in.Claim[k] = int8(rng.IntN(n) + 1)
+				}
+			}
+			remember(-1, in, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, in))
+			continue
+		}
 		o := rng.IntN(histOwners)
+		if role == "operator" {
+			// The operator reads and releases the set's keys too.
+			o = rng.IntN(histAllOwners)
+		}
 		in := histIn{Owner: o, Addr: -1}
 		roll := rng.IntN(100)
 		switch role {
@@ -959,14 +1160,20 @@ func histMark(ops []porcupine.Operation) {
 			}
 			switch x.Kind {
 			case histGet:
-				x.MayMiss = x.MayMiss || (y.Kind != histGet && y.Owner == x.Owner)
-			case histAlloc, histReserve:
-				// A release that released, or a claim that may have
-				// dropped its owner's hold, committed.
-				released := !y.Rollback && out.Code == "" && ((y.Kind == histRelease && out.Released) ||
-					((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0))
+				x.MayMiss = x.MayMiss || (y.Kind != histGet && y.touches(x.Owner))
+			case histAlloc, histReserve, histSet:
+				// A release that released, a claim that may have dropped
+				// its owner's hold, or a set's change, committed.
+				won := !y.Rollback && out.Code == ""
+				released := won && ((y.Kind == histRelease && out.Released) ||
+					((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0) || y.Kind == histSet)
 				x.OldClock = x.OldClock || released
-				x.OwnerRace = x.OwnerRace || ((y.Kind == histAlloc || y.Kind == histReserve) && y.Owner == x.Owner && !y.Rollback && out.Code == "")
+				// Another write of one of the owners it writes won.
+				for o := range histAllOwners {
+					if x.touches(o) && (x.Kind != histSet || x.Add&(1<<(o-histOwners)) != 0) {
+						x.OwnerRace = x.OwnerRace || (won && y.Kind != histRelease && y.Kind != histGet && y.touches(o))
+					}
+				}
 			}
 		}
 		ops[k].Input = x
@@ -982,7 +1189,10 @@ func histMark(ops []porcupine.Operation) {
 // its own transactions; a scheduler allocating in transactions it commits
 // or rolls back; an operator reading and releasing) run Allocate (with and
 // without an address), Reserve, Release (with and without a generation)
-// and GetActive on three owners of a pool of two to four addresses, six
+// and GetActive on three owners of a pool of two to four addresses, and
+// the two configurations ApplySet on a set of two keys (added, removed, or
+// moved, on an address they name or any) that the operator also reads and
+// releases, six
 // rounds of about 450 calls, each round a new cluster and pool, alternately
 // without and with a cooldown. A round that only known anomalies explain is
 // skipped, naming them (see the comment at the top of this file). The seed
@@ -1112,7 +1322,7 @@ func histSummary(ops []porcupine.Operation) string {
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
-		k := [...]string{"allocate", "reserve", "release", "get"}[in.Kind]
+		k := [...]string{"allocate", "reserve", "release", "get", "set"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
@@ -1243,6 +1453,16 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		out.Released = ok
 		return out
 	}
+	// The set's keys a and b are owners 3 and 4; set changes by tfA.
+	ka, kb := histOwners, histOwners+1
+	set := func(add, remove uint8, claimA, claimB int) histIn {
+		return histIn{Kind: histSet, Owner: -1, Addr: -1, Add: add, Remove: remove, Claim: [histSetKeys]int8{int8(claimA + 1), int8(claimB + 1)}}
+	}
+	setGot := func(keys ...histKeyOut) histOut {
+		out := histNoOut()
+		copy(out.Keys[:], keys)
+		return out
+	}
 	seq := func(calls ...call) []call { // one after the other
 		for i := range calls {
 			calls[i].start, calls[i].end = int64(10*i), int64(10*i+5)
@@ -1308,6 +1528,27 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		{"a refresh misses an allocation", false, seq(
 			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
 			call{c: opr, in: get(0), out: refused(engine.CodeNotFound, -1, -1, -1, "")},
+		)},
+		{"a correct history of a set", true, seq(
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0})},
+			call{c: tfA, in: set(2, 1, -1, 0), out: setGot(histKeyOut{}, histKeyOut{0, 2, 0})},
+			call{c: opr, in: get(ka), out: refused(engine.CodeNotFound, -1, -1, -1, "")},
+			call{c: tfA, in: set(1, 0, 0, -1), out: refused(engine.CodeAddressInUse, kb, 0, 0, "active")},
+			call{c: sched, in: alloc(0, -1), out: got(1, 1, "active", 1, false)},
+			call{c: tfA, in: set(1, 0, -1, -1), out: refused(engine.CodeExhausted, -1, -1, -1, "")},
+		)},
+		{"a set change that lands in part", false, seq(
+			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},
+			call{c: tfA, in: set(3, 0, -1, 0), out: refused(engine.CodeAddressInUse, 0, 0, 1, "active")},
+			call{c: opr, in: get(ka), out: got(1, 1, "active", 0, false)},
+		)},
+		{"two keys of a set on one address", false, seq(
+			call{c: tfA, in: set(3, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0}, histKeyOut{0, 2, 0})},
+		)},
+		{"a removed key still held", false, seq(
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0})},
+			call{c: tfA, in: set(0, 1, -1, -1), out: setGot()},
+			call{c: opr, in: get(ka), out: got(0, 1, "active", 0, false)},
 		)},
 		{"not the owner's own cooling address", false, seq(
 			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},

@@ -100,8 +100,11 @@ type SetChange struct {
 }
 
 // ApplySet releases the removed keys into cooling and allocates the added
-// ones, in one transaction: either every change lands or none does. It
-// returns the members the set holds afterwards.
+// ones, in one transaction: either every change lands or none does, and
+// concurrent changes of one set run one after the other. It
+// returns the members the set holds afterwards, read in that transaction:
+// the keys it changed as its commit left them (a write after the commit,
+// or a lost connection after it, does not change or fail the answer).
 func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error) {
 	if err := checkSet(ch.ClusterID, ch.Owner); err != nil {
 		return nil, err
@@ -124,7 +127,11 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 		}
 	}
 	var failedPool string
+	var members []SetMember
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockSet, ch.ClusterID, setID); err != nil {
+			return err
+		}
 		if ch.Relabel {
 			if err := relabelSet(ctx, tx, ch.ClusterID, ch.Owner); err != nil {
 				return err
@@ -169,7 +176,9 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 				return err
 			}
 		}
-		return nil
+		var err error
+		members, _, err = readSet(ctx, tx, sqlSetMembers, ch.ClusterID, setID)
+		return err
 	})
 	if err != nil {
 		if failedPool != "" {
@@ -177,7 +186,7 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 		}
 		return nil, err
 	}
-	return s.getSet(ctx, ch.ClusterID, setID, false)
+	return members, nil
 }
 
 // restateMember stores a kept key's new request, which its active address
@@ -434,27 +443,40 @@ func (s *Client) GetSet(ctx context.Context, clusterID, setID string) ([]SetMemb
 func (s *Client) getSet(ctx context.Context, clusterID, setID string, seen bool) ([]SetMember, error) {
 	var members []SetMember
 	err := s.refreshRead(seen, sqlSetMembersSeen, sqlSetMembers, func(sql string) (lost bool, err error) {
-		rows, err := s.pool.Query(ctx, sql, clusterID, setID)
-		if err != nil {
-			return false, err
-		}
-		members, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
-			var m SetMember
-			var gone bool
-			var block *netip.Prefix
-			a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request, &gone, &block}})
-			m.Allocation = withBlock(a, block)
-			_, m.Key, _ = strings.Cut(a.Owner.ID, "#")
-			lost = lost || gone
-			return m, err
-		})
+		members, lost, err = readSet(ctx, s.pool, sql, clusterID, setID)
 		return lost, err
 	})
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
-	sort.Slice(members, func(i, j int) bool { return members[i].Key < members[j].Key })
 	return members, nil
+}
+
+// rowsQuerier is what a pgx.Tx and the store's pool have in common for a
+// read of many rows.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// readSet reads a set's active members with sql (sqlSetMembers or
+// sqlSetMembersSeen), by key, and whether a refresh's record found one gone.
+func readSet(ctx context.Context, q rowsQuerier, sql, clusterID, setID string) (members []SetMember, lost bool, err error) {
+	rows, err := q.Query(ctx, sql, clusterID, setID)
+	if err != nil {
+		return nil, false, err
+	}
+	members, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SetMember, error) {
+		var m SetMember
+		var gone bool
+		var block *netip.Prefix
+		a, err := scanAllocation(extraRow{r, []any{&m.Family, &m.Request, &gone, &block}})
+		m.Allocation = withBlock(a, block)
+		_, m.Key, _ = strings.Cut(a.Owner.ID, "#")
+		lost = lost || gone
+		return m, err
+	})
+	sort.Slice(members, func(i, j int) bool { return members[i].Key < members[j].Key })
+	return members, lost, err
 }
 
 // UpdateSetLabels changes the labels of every member of a set in place.

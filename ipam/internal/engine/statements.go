@@ -858,6 +858,11 @@ const (
 	// sqlSaveSetRequest stores what a set member was asked for (its pools,
 	// family or address).
 	sqlSaveSetRequest = `UPDATE ipam_allocations SET request = $2 WHERE id = $1`
+	// sqlLockSet serializes the changes of one set ($1: cluster, $2: set
+	// id) for the rest of the transaction: a change reads which keys the
+	// set holds and then acts on what it read, so a concurrent change of
+	// the same set must not add or move a key in between.
+	sqlLockSet        = `SELECT pg_advisory_xact_lock(hashtextextended('ipam set ' || $1 || '/' || $2, 0))`
 	sqlClusterPoolIDs = `SELECT id FROM ipam_pools WHERE cluster_id = $1 ORDER BY id`
 
 	// sqlDefaultPools lists a cluster's pools of a family that a "family"
