@@ -169,7 +169,10 @@ for t in "${tiers[@]}"; do
 	case "$t" in
 	all)
 		check
-		go_tiers+=(unit acc e2e)
+		# The longest packages first: go test runs -p (GOMAXPROCS) packages
+		# at once, in the order given, so the provider's and the end-to-end
+		# tests start at once and the core's runs beside the shorter of them.
+		go_tiers+=(acc e2e unit)
 		;;
 	check) check ;;
 	unit | acc | e2e) go_tiers+=("$t") ;;
