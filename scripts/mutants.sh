@@ -37,6 +37,8 @@ mutants=(
 	"pool-trigger-no-delete|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND \(TG_OP = 'DELETE' OR /AND (/|^TestSchemaInvariants\$|./ipam/internal/engine/"
 	"forced-destroy-keeps-live-rows|ipam/internal/engine/cluster.go|s/\{sqlForceRelease, \"\"\}/{sqlDropPoolHolds, \"\"}/|^TestDeleteClusterRefusesWhileHolding\$|./ipam/internal/engine/"
 	"set-replacement-moves-key|ipam/internal/engine/set.go|s/return p.ID == own \}\); i > 0 \{/return p.ID == own }); false \&\& i > 0 {/|^TestSetReplacementKeepsAKeyInALaterPool\$|./ipam/internal/engine/"
+	"set-change-unserialized|ipam/internal/engine/set.go|s/tx.Exec\(ctx, sqlLockSet, /tx.Exec(ctx, \"SELECT \\\$1::text, \\\$2::text\", /|^TestExploreInterleavings\$|./ipam/internal/engine/"
+	"grow-under-pool-lock|ipam/internal/engine/allocate.go|s/\*grow = true\n\t\t\treturn res, errRetry/*grow = true\n\t\t\treturn s.allocateGrowing(ctx, tx, pool, req, grow)/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 	"set-restate-ignores-fit|ipam/internal/engine/set.go|s/if !fits \x7c\x7c \(e\.Address\.IsValid\(\)/if false \&\& !fits \x7c\x7c (e.Address.IsValid()/|^TestAddressSetRestateKeepsTheAddress\$|./ipam/internal/engine/"
 	"forced-destroy-cools-holds|ipam/internal/engine/statements.go|s/(WHERE a.pool_id = p.id AND p.id = ANY \(\\\$1::text\[\]\)\n\t\t\tAND \` \+ )rowActive/\$1rowLive/|^TestDeleteClusterRefusesWhileHolding\$|./ipam/internal/engine/"
 	"cluster-destroy-skips-recount|ipam/internal/engine/cluster.go|s/if !slices.Equal\(locked, now\) \{/if false \&\& !slices.Equal(locked, now) {/|^TestDeleteClusterCountsAPoolCreatedWhileItWaited\$|./ipam/internal/engine/"

@@ -243,6 +243,7 @@ func (p *ipamProvider) DataSources(context.Context) []func() datasource.DataSour
 		NewPoolUsageDataSource,
 		NewAllocationsDataSource,
 		NewAddressDataSource,
+		NewNodeInstanceBlocksDataSource,
 	}
 }
 

@@ -75,7 +75,9 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"block (into cooling, for the instance cooldown) only when it is empty on two consecutive scalings and is not the " +
 			"node's last block. Instances placed on the node (`ipam_instance_address` with this `node_id`) take their " +
 			"addresses inside its blocks; when the blocks are full, the allocation grows the node in the same transaction, up " +
-			"to `max_blocks`. `blocks` is ready for the node's WireGuard `AllowedIPs`.",
+			"to `max_blocks`. `blocks` is ready for the node's WireGuard `AllowedIPs`; instances that grow the node in the " +
+			"same apply do so after this resource was applied, so read `blocks` from the `ipam_node_instance_blocks` data " +
+			"source with `depends_on` on those instances to have every block in that apply.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<cluster_id>/<node_id>`; also the import ID.",

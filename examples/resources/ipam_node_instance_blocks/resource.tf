@@ -14,10 +14,19 @@ resource "ipam_node_instance_blocks" "node" {
   demand              = 25 # leave unset to follow the node's current use
 }
 
+# Instances placed on a full node grow its blocks when they take their
+# addresses, after this resource was applied: read the blocks after them.
+data "ipam_node_instance_blocks" "node" {
+  for_each   = ipam_node_instance_blocks.node
+  cluster_id = each.value.cluster_id
+  node_id    = each.value.node_id
+  depends_on = [ipam_instance_address.on_node]
+}
+
 output "allowed_ips" {
   # The WireGuard AllowedIPs of each node's peer entry: its /128 and its blocks.
   value = {
-    for id, b in ipam_node_instance_blocks.node :
+    for id, b in data.ipam_node_instance_blocks.node :
     id => concat([ipam_node_address.workers[id].cidr], b.blocks)
   }
 }

@@ -39,12 +39,13 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 	}
 	s.paths.full.Add(1)
 	var pool *Pool
+	grow := false
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if pool, err = s.resolvePool(ctx, tx, r); err != nil {
 			return err
 		}
-		res, err = s.allocateGrowing(ctx, tx, pool, req)
+		res, err = s.allocateGrowing(ctx, tx, pool, req, &grow)
 		if err == nil && req.Owner.Kind == OwnerInstance {
 			// The instance's network settings (WorkloadSpec), as of its allocation.
 			err = tx.QueryRow(ctx, sqlClusterNetwork, pool.ClusterID).Scan(&res.Network.GatewayIPv6, &res.Network.MTU, &res.Network.DNSServers)
@@ -97,16 +98,32 @@ func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool
 // allocateGrowing is allocateTx, and for an instance drawing from its node's
 // full blocks, the node's growth (by its computed target, up to max_blocks)
 // and a second try, all in tx.
-func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest) (AllocateResult, error) {
-	res, err := s.allocateTx(ctx, tx, pool, req)
+//
+// A growth takes the node's scaling lock and then writes the node's pool,
+// which every allocation in flight there holds shared (lockPoolShared). So
+// an allocation that finds the blocks full does not take the scaling lock
+// while it holds the pool's: it sets *grow and asks for the transaction
+// again (errRetry), and that one takes the scaling lock first. Allocations
+// that found the node full at once then queue on the scaling lock alone;
+// taken the other way round, two of them deadlocked (one aborted after
+// PostgreSQL's deadlock_timeout), and twenty instances created at once on a
+// full node used up their retries.
+func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, grow *bool) (AllocateResult, error) {
 	var ex *ExhaustedError
-	if !errors.As(err, &ex) || pool.Kind != kindBlocks || req.Address.IsValid() {
+	if blocks := pool.Kind == kindBlocks && !req.Address.IsValid(); !blocks || !*grow {
+		res, err := s.allocateTx(ctx, tx, pool, req)
+		if blocks && errors.As(err, &ex) {
+			*grow = true
+			return res, errRetry
+		}
 		return res, err
 	}
-	// The node is full. Take its scaling lock (a scaling in flight may be
+	// The node was full. Take its scaling lock (a scaling in flight may be
 	// adding blocks right now), look again, and grow if still full.
+	var res AllocateResult
 	clusterID, nodeID := pool.ClusterID, req.Owner.NodeID
-	if _, err := loadScaling(ctx, tx, clusterID, nodeID); err != nil {
+	_, err := loadScaling(ctx, tx, clusterID, nodeID)
+	if err != nil {
 		return res, err
 	}
 	for grow := false; ; grow = true {

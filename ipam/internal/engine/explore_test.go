@@ -369,6 +369,23 @@ var fixtureBlocks = exploreFixture{name: "node blocks", setup: func(e *exploreEn
 	}
 }}
 
+// fixtureBlocksFull: node n1's one block (a /126: 4 addresses) full, so
+// that the next instance placed on n1 grows the node.
+var fixtureBlocksFull = exploreFixture{name: "node blocks, full", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	e.cluster("c1", "2001:db8:1::/48")
+	sc := blockScaling(0)
+	sc.PrefixLength = 126
+	if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", sc); err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := e.st.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: onNode(fmt.Sprintf("f%d", i))}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}}
+
 func blockScaling(demand int64) engine.BlockScaling {
 	return engine.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}
 }
@@ -603,6 +620,35 @@ func stepSetApplyAt(addr string) exploreStep {
 		return ack, err
 	}}
 }
+
+// stepSetMoveToA: set s1 removes key b and adds key a on 203.0.113.2, in
+// one change (a key renamed in the configuration, keeping its address). A
+// refusal naming key b as the address's holder is no answer either order
+// with a concurrent change of the set gives: b goes before a comes.
+var stepSetMoveToA = exploreStep{name: "apply set s1 (remove key b, key a at 203.0.113.2)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"}, Remove: []string{"b"},
+		Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr("203.0.113.2"), Requested: true}}})
+	var iu *engine.AddressInUseError
+	if errors.As(err, &iu) && iu.OwnerID == "s1#b" {
+		return exploreAck{}, fmt.Errorf("key a refused as held by key b, which the same change removes: %v", err)
+	}
+	var ack exploreAck
+	for _, m := range ms {
+		ack.held = append(ack.held, m.Allocation)
+	}
+	return ack, err
+}}
+
+// stepSetAddB: set s1 adds key b on 203.0.113.2.
+var stepSetAddB = exploreStep{name: "apply set s1 (key b at 203.0.113.2)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
+		Add: []engine.SetEntry{{Key: "b", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr("203.0.113.2"), Requested: true}}})
+	var ack exploreAck
+	for _, m := range ms {
+		ack.held = append(ack.held, m.Allocation)
+	}
+	return ack, err
+}}
 
 // ownerGeneration: the generation an owner's allocation had when the
 // fixture made it (its first event's), which the replaced object's
@@ -884,6 +930,9 @@ var explorePairs = []struct {
 	{false, fixtureV4(true, true), stepAllocNode, stepClusterUpdate},
 	// A node's blocks: placements, holds and releases against scaling and release.
 	{true, fixtureBlocks, stepInstanceOnNode, stepReleaseBlocks},
+	// Two placements that both find the node full: one grows it, neither
+	// waits for the other's pool lock while holding the scaling lock.
+	{true, fixtureBlocksFull, stepInstanceOnNode, stepInstanceInTx},
 	{true, fixtureBlocks, stepInstanceInTx, stepReleaseBlocks},
 	{true, fixtureBlocks, stepConfirmI2, stepReleaseBlocks},
 	{false, fixtureBlocks, stepInstanceOnNode, stepScaleBlocks},
@@ -919,6 +968,8 @@ var explorePairs = []struct {
 	{true, fixtureV4Set, stepSetRestate, stepShrink},
 	{false, fixtureV4Set, stepSetRestate, stepExclude},
 	{false, fixtureV4Set, stepSetRestate, poolDestroyStep(false)},
+	// Two changes of one set: the second waits for the first.
+	{true, fixtureV4(true, true), stepSetMoveToA, stepSetAddB},
 	// A set's create-first replacement against its old object's destroy.
 	{true, fixtureV4Set, stepReplaceSet, stepDestroyOldSet},
 	{false, fixtureV4Set, stepReplaceSet, stepShrink},

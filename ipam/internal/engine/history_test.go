@@ -1419,7 +1419,7 @@ func histExplain(t *testing.T, model porcupine.Model, ops []porcupine.Operation)
 // TestHistoryModelRefusesWhatNoAllocatorMayAnswer feeds the linearizability
 // model hand-written histories that no correct allocator can produce, and
 // checks that porcupine finds none of them linearizable, also with every
-// known anomaly tolerated; and one correct history, which it must accept. A
+// known anomaly tolerated; and two correct histories (one of them a set's), which it must accept. A
 // model that accepted everything would make TestConcurrentHistoriesAreLinearizable pass
 // whatever the allocator did.
 func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
