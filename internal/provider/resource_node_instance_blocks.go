@@ -130,16 +130,25 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators:          []validator.Int64{demandRange},
 			},
 			"blocks": schema.ListAttribute{
-				MarkdownDescription: "The node's blocks (CIDRs), oldest first: its WireGuard AllowedIPs for instances.",
+				MarkdownDescription: nodeBlocksDocs.blocks,
 				ElementType:         types.StringType,
 				Computed:            true,
 			},
-			"capacity":      computedInt("Addresses in the node's blocks."),
-			"used":          computedInt("Instance addresses in use on the node (active and held)."),
-			"free":          computedInt("`capacity` minus `used`."),
-			"target_blocks": computedInt("The number of blocks the scaling aims for: ceil(mf + used / B), capped at `max_blocks`, at least 1."),
+			"capacity":      computedInt(nodeBlocksDocs.capacity),
+			"used":          computedInt(nodeBlocksDocs.used),
+			"free":          computedInt(nodeBlocksDocs.free),
+			"target_blocks": computedInt(nodeBlocksDocs.target),
 		},
 	}
+}
+
+// nodeBlocksDocs describes what the resource and the data source both read.
+var nodeBlocksDocs = struct{ blocks, capacity, used, free, target string }{
+	blocks:   "The node's blocks (CIDRs), oldest first: its WireGuard AllowedIPs for instances.",
+	capacity: "Addresses in the node's blocks.",
+	used:     "Instance addresses in use on the node (active and held).",
+	free:     "`capacity` minus `used`.",
+	target:   "The number of blocks the scaling aims for: ceil(mf + used / B), capped at `max_blocks`, at least 1.",
 }
 
 func (r *nodeBlocksResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {

@@ -101,10 +101,10 @@ type SetChange struct {
 
 // ApplySet releases the removed keys into cooling and allocates the added
 // ones, in one transaction: either every change lands or none does, and
-// concurrent changes of one set run one after the other. It
-// returns the members the set holds afterwards, read in that transaction:
-// the keys it changed as its commit left them (a write after the commit,
-// or a lost connection after it, does not change or fail the answer).
+// concurrent changes of one set run one after the other. It returns the
+// members the set holds afterwards, read in that transaction: the keys it
+// changed as its commit left them (a write after the commit, or a lost
+// connection after it, does not change or fail the answer).
 func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error) {
 	if err := checkSet(ch.ClusterID, ch.Owner); err != nil {
 		return nil, err
