@@ -29,9 +29,10 @@ package engine_test
 // keys, whoever made them, then allocates each added key as an Allocate of
 // that key by the set's manager would, in one step: a refusal of any key
 // refuses the whole change and changes nothing; its answer gives each added
-// key's address, generation and actor. Generations, actors and the holders errors name must match. A
-// call in a caller's transaction that rolled back must have answered so, and
-// changes nothing; conflict (retries used up) changes nothing.
+// key's address, generation and actor. Generations, actors and the holders
+// errors name must match. A call in a caller's transaction that rolled back
+// must have answered so, and changes nothing; conflict (retries used up)
+// changes nothing.
 //
 // What it therefore refuses, among others: one address handed to two owners;
 // ipam_exhausted while an address is free, or for an owner whose concurrent
