@@ -169,10 +169,7 @@ for t in "${tiers[@]}"; do
 	case "$t" in
 	all)
 		check
-		# The longest packages first: go test runs -p (GOMAXPROCS) packages
-		# at once, in the order given, so the provider's and the end-to-end
-		# tests start at once and the core's runs beside the shorter of them.
-		go_tiers+=(acc e2e unit)
+		go_tiers+=(unit acc e2e)
 		;;
 	check) check ;;
 	unit | acc | e2e) go_tiers+=("$t") ;;
