@@ -126,12 +126,12 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 	if err != nil {
 		return res, err
 	}
-	for grow := false; ; grow = true {
+	for grown := false; ; grown = true {
 		if pool, err = loadPool(ctx, tx, pool.ID); err != nil {
 			return res, err
 		}
 		res, err = s.allocateTx(ctx, tx, pool, req)
-		if !errors.As(err, &ex) || grow {
+		if !errors.As(err, &ex) || grown {
 			return res, err
 		}
 		used, uerr := nodeUse(ctx, tx, pool.ID)

@@ -438,11 +438,7 @@ var (
 	stepSetApply = exploreStep{name: "apply set s1 (a key in c1/v4)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
 			Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}}}})
-		var ack exploreAck
-		for _, m := range ms {
-			ack.held = append(ack.held, m.Allocation)
-		}
-		return ack, err
+		return setAck(ms, err)
 	}}
 	stepPoolCreate = exploreStep{name: "create pool c1/v6", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		_, err := e.st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v6", Cooldown: time.Hour, CIDRs: []netip.Prefix{pfx("2001:db8:1:9::/120")}})
@@ -550,11 +546,7 @@ var (
 	stepSetOnNode = exploreStep{name: "apply set s2 (a key on n1)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s2", NodeID: "n1"},
 			Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/blocks/n1"}}}})
-		var ack exploreAck
-		for _, m := range ms {
-			ack.held = append(ack.held, m.Allocation)
-		}
-		return ack, err
+		return setAck(ms, err)
 	}}
 )
 
@@ -563,7 +555,7 @@ var (
 var fixtureV4Set = exploreFixture{name: "expired hold, e0 active, set s1's key a at 203.0.113.2", setup: func(e *exploreEnv) {
 	e.t.Helper()
 	fixtureV4(true, true).setup(e)
-	if _, err := stepSetApplyAt("203.0.113.2").run(ctxBG, e); err != nil {
+	if _, err := stepSetApplyAt("a", "203.0.113.2").run(ctxBG, e); err != nil {
 		e.t.Fatal(err)
 	}
 }}
@@ -594,7 +586,7 @@ var stepReplaceSet = exploreStep{name: "replace set s1, keeping key a", run: fun
 	if err := e.st.MarkSetReplacement(ctx, "c1", "s1", map[string]int64{"a": gen}, time.Hour); err != nil {
 		return exploreAck{}, err
 	}
-	return stepSetApplyAt("203.0.113.2").run(ctx, e)
+	return stepSetApplyAt("a", "203.0.113.2").run(ctx, e)
 }}
 
 // stepDestroyOldSet: the replaced set object's destroy, carrying key a's
@@ -608,17 +600,22 @@ var stepDestroyOldSet = exploreStep{name: "destroy set s1's replaced object", ru
 	return exploreAck{}, e.st.ReleaseSetAt(ctx, "c1", "s1", map[string]int64{"a": gen})
 }}
 
-// stepSetApplyAt: set s1 adds key a claiming addr in c1/v4.
-func stepSetApplyAt(addr string) exploreStep {
-	return exploreStep{name: "apply set s1 (key a at " + addr + ")", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+// stepSetApplyAt: set s1 adds key, claiming addr in c1/v4.
+func stepSetApplyAt(key, addr string) exploreStep {
+	return exploreStep{name: "apply set s1 (key " + key + " at " + addr + ")", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
-			Add: []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr(addr), Requested: true}}})
-		var ack exploreAck
-		for _, m := range ms {
-			ack.held = append(ack.held, m.Allocation)
-		}
-		return ack, err
+			Add: []engine.SetEntry{{Key: key, Pools: []string{"c1/v4"}, Address: netip.MustParseAddr(addr), Requested: true}}})
+		return setAck(ms, err)
 	}}
+}
+
+// setAck acknowledges the members a set change answered with.
+func setAck(ms []engine.SetMember, err error) (exploreAck, error) {
+	var ack exploreAck
+	for _, m := range ms {
+		ack.held = append(ack.held, m.Allocation)
+	}
+	return ack, err
 }
 
 // stepSetMoveToA: set s1 removes key b and adds key a on 203.0.113.2, in
@@ -632,22 +629,7 @@ var stepSetMoveToA = exploreStep{name: "apply set s1 (remove key b, key a at 203
 	if errors.As(err, &iu) && iu.OwnerID == "s1#b" {
 		return exploreAck{}, fmt.Errorf("key a refused as held by key b, which the same change removes: %v", err)
 	}
-	var ack exploreAck
-	for _, m := range ms {
-		ack.held = append(ack.held, m.Allocation)
-	}
-	return ack, err
-}}
-
-// stepSetAddB: set s1 adds key b on 203.0.113.2.
-var stepSetAddB = exploreStep{name: "apply set s1 (key b at 203.0.113.2)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
-	ms, err := e.st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{Kind: engine.OwnerSet, ID: "s1"},
-		Add: []engine.SetEntry{{Key: "b", Pools: []string{"c1/v4"}, Address: netip.MustParseAddr("203.0.113.2"), Requested: true}}})
-	var ack exploreAck
-	for _, m := range ms {
-		ack.held = append(ack.held, m.Allocation)
-	}
-	return ack, err
+	return setAck(ms, err)
 }}
 
 // ownerGeneration: the generation an owner's allocation had when the
@@ -969,7 +951,7 @@ var explorePairs = []struct {
 	{false, fixtureV4Set, stepSetRestate, stepExclude},
 	{false, fixtureV4Set, stepSetRestate, poolDestroyStep(false)},
 	// Two changes of one set: the second waits for the first.
-	{true, fixtureV4(true, true), stepSetMoveToA, stepSetAddB},
+	{true, fixtureV4(true, true), stepSetMoveToA, stepSetApplyAt("b", "203.0.113.2")},
 	// A set's create-first replacement against its old object's destroy.
 	{true, fixtureV4Set, stepReplaceSet, stepDestroyOldSet},
 	{false, fixtureV4Set, stepReplaceSet, stepShrink},

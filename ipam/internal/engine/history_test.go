@@ -562,9 +562,7 @@ func (m histModel) applySet(s histState, in histIn) []histOutcome {
 				case oc.out.Code == engine.CodeConflict:
 					// Retries used up: the whole change's outcome (outcomes adds it).
 				case oc.out.Code != "":
-					refused := oc.out
-					refused.Adopted = false
-					res = append(res, histOutcome{refused, s})
+					res = append(res, histOutcome{oc.out, s})
 				default:
 					out := p.out
 					out.Keys[k] = histKeyOut{Addr: oc.out.Addr, Gen: oc.out.Gen, Actor: oc.out.Actor}
