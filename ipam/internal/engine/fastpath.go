@@ -365,12 +365,15 @@ func (s *Client) fastConfirm(ctx context.Context, req request) (AllocateResult, 
 	d := takeDone{}
 	if s.outer == nil {
 		// Concurrent confirms of one cluster share a commit (runConfirms).
-		d = s.share(ctx, "confirm\x00"+req.Pool.ClusterID, &takeReq{t: take{owner: o}, confirm: args}, alone)
+		d = s.share(ctx, confirmQueue(req.Pool.ClusterID), &takeReq{t: take{owner: o}, confirm: args}, alone)
 	} else {
 		d = alone()
 	}
 	return d.res, d.ok, d.err
 }
+
+// confirmQueue names the queue of the confirms of a cluster's holds.
+func confirmQueue(cluster string) string { return "confirm\x00" + cluster }
 
 // findHold is the first look of Reserve: the owner's hold (or allocation)
 // that already answers the request, with more than half of its time left

@@ -61,10 +61,20 @@ var PrivateIPv4 = privateIPv4
 // named id (allocations of owners of kind; with hold > 0, plan-time holds of
 // that length), for the tests that make one statement serve several owners.
 func (s *Client) Gathered(id, kind string, hold time.Duration) int {
+	return s.gathered(takeShared{pool: id, kind: kind, hold: hold}.queue())
+}
+
+// GatheredConfirms is how many confirms of plan-time holds of the cluster
+// wait in the batch gathering to share a commit.
+func (s *Client) GatheredConfirms(cluster string) int {
+	return s.gathered(confirmQueue(cluster))
+}
+
+func (s *Client) gathered(queue string) int {
 	c := s.shared
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if q := c.pools[takeShared{pool: id, kind: kind, hold: hold}.queue()]; q != nil && q.next != nil {
+	if q := c.pools[queue]; q != nil && q.next != nil {
 		return len(q.next.reqs)
 	}
 	return 0
