@@ -119,10 +119,12 @@ releases, holds, reclaims. --type takes an exact type (instance.allocated) or a 
 			if f.Limit > 0 {
 				// The events --limit left out are not news: the polls look
 				// back followOverlap, and would print the older ones there.
+				// They are those up to the newest printed: one written
+				// since the first listing, after it, is news.
 				f.Since, f.Limit = lookBack(), 0
 				if before, err := operator.New(st).ListEvents(ctx, f); err == nil {
 					for _, e := range before {
-						if _, ok := seen[e.ID]; !ok {
+						if _, ok := seen[e.ID]; !ok && !e.At.After(last) {
 							seen[e.ID] = e.At
 						}
 					}
