@@ -87,7 +87,8 @@ func TestSecretNeverLogged(t *testing.T) {
 	sqlExec(t, dbURL,
 		"CREATE ROLE "+role+" LOGIN PASSWORD "+quoteLiteral(password),
 		"GRANT USAGE ON SCHEMA public TO "+role,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "+role)
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "+role,
+		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO "+role)
 	t.Cleanup(func() {
 		sqlExec(t, dbURL, "REASSIGN OWNED BY "+role+" TO CURRENT_USER", "DROP OWNED BY "+role)
 		sqlExec(t, testdb.AdminURL(t), "DROP ROLE IF EXISTS "+role)

@@ -150,6 +150,7 @@ func (d *addressDataSource) Read(ctx context.Context, req datasource.ReadRequest
 
 // generationDoc describes an allocation's generation, as both data sources
 // show it.
-const generationDoc = "A counter of the address's holdings: it grows by one each time the address is handed out, held " +
-	"by a plan, confirmed from that hold or adopted, and a release keeps it; so an address held at plan time and " +
-	"then created shows `2`. Two reads that show the same generation saw the same holding."
+const generationDoc = "The number of the address's current holding: each time the address is handed out, held by a " +
+	"plan, confirmed from that hold or adopted, it gets a new one, which no other holding of any address ever had, " +
+	"and a release keeps it. Two reads that show the same generation saw the same holding; a larger number is a " +
+	"later holding of the same address."

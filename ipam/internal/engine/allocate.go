@@ -159,10 +159,9 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	if err != nil {
 		return res, err
 	}
-	var movedFrom int64
 	held, err = s.settleHold(ctx, tx, pool, req, held)
 	if held != nil && err != nil {
-		if movedFrom, err = s.moveReplaced(ctx, tx, *held, err); err == nil {
+		if err = s.moveReplaced(ctx, tx, *held, err); err == nil {
 			held = nil
 		}
 	}
@@ -180,11 +179,6 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
 		err = s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
 	}
-	if err == nil && movedFrom > 0 && res.Generation <= movedFrom {
-		// Past the replaced row's generation: the replaced object's destroy,
-		// carrying it, must not match the new row either.
-		err = tx.QueryRow(ctx, sqlGenerationPast, res.ID, res.Generation, movedFrom).Scan((*scanned)(&res.Allocation))
-	}
 	if err == nil {
 		res.Block, _ = pool.layout.BlockOf(res.Address)
 	}
@@ -195,27 +189,26 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 // address (another pool, another claimed address) finds the old object's
 // allocation, which settleHold refused (refusal). If a plan of this actor
 // marked it as being replaced, it is released into cooldown for the owner
-// in this transaction, and its generation returned, so that the new row's
-// is set past it; otherwise the refusal stands.
-func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, refusal error) (int64, error) {
+// in this transaction (the new row's generation, like every hand-out's,
+// differs from its: the replaced object's destroy releases nothing);
+// otherwise the refusal stands.
+func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, refusal error) error {
 	var oc *OwnerConflictError
 	if held.State != StateActive || held.Actor != s.actor || !errors.As(refusal, &oc) {
-		return 0, refusal
+		return refusal
 	}
 	var replacing bool
 	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil {
-		return 0, err
+		return err
 	}
 	if !replacing {
-		return 0, refusal
+		return refusal
 	}
-	if err := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			err = errRetry
-		}
-		return 0, err
+	err := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation)
+	if errors.Is(err, ErrNotFound) {
+		err = errRetry
 	}
-	return held.Generation, nil
+	return err
 }
 
 // ownerWon turns a hand-out that failed for want of room (ipam_exhausted),

@@ -35,7 +35,7 @@ func TestFastPathServesOnlyTheCommonCase(t *testing.T) {
 	}
 	n := func(id string) engine.Owner { return engine.Owner{Kind: engine.OwnerNode, ID: id, NodeID: id} }
 	a, ok := st.FastAllocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: n("a")})
-	if !ok || a.Address != netip.MustParseAddr("2001:db8::1") || a.Block.String() != "2001:db8::/64" || a.Generation != 1 {
+	if !ok || a.Address != netip.MustParseAddr("2001:db8::1") || a.Block.String() != "2001:db8::/64" || a.Generation < 1 {
 		t.Fatalf("fresh owner: %+v %v", a, ok)
 	}
 	// The owner already holds an address: the full path adopts it.

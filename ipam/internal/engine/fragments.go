@@ -22,6 +22,13 @@ const allocColumns = `id, cluster_id, pool_id, address, ordinal, state, generati
 const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < (SELECT ipam_now()) - interval '` + adoptionWindowSQL + `')
 		AND NOT ` + replacingSQL + `, false)`
 
+// newGenerationSQL is the generation of a hand-out: of an address (a row
+// handed to an owner, a hold confirmed, an allocation adopted) or of a
+// node's blocks. It comes from one sequence (migration 34), so that it
+// never repeats: a release or a mark that carries a generation names one
+// hand-out, whichever row or owner it was, and a stale one matches nothing.
+const newGenerationSQL = `nextval('ipam_generations')`
+
 // callerOriginSetting reads the origin of the transaction's caller (set by
 // sqlFastBounds or sqlFastGuard, or with its BEGIN).
 const callerOriginSetting = `current_setting('ipam.origin', true)`

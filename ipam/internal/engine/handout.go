@@ -466,7 +466,7 @@ func takeFresh(one, inTx bool) namedStatement {
 		-- m)-th advance
 		INSERT INTO ipam_allocations (`+allocInsertColumns+`)
 		SELECT f.req_row, @cluster, @pool, set_masklen(pool.block::inet, 128) + (s.ord + (f.req_k / s.m) * pool.stripes),
-			s.ord + (f.req_k / s.m) * pool.stripes, CASE WHEN @hold > interval '0' THEN 'reserved' ELSE 'active' END, 1,
+			s.ord + (f.req_k / s.m) * pool.stripes, CASE WHEN @hold > interval '0' THEN 'reserved' ELSE 'active' END, `+newGenerationSQL+`,
 			@kind, f.req_owner, f.req_org, f.req_env, f.req_node, f.req_instance, @actor, pool.now_at, pool.now_at,
 			@set_owner::text,
 			CASE WHEN @hold > interval '0' THEN pool.now_at + @hold END,
@@ -572,7 +572,7 @@ var (
 		WHERE id = (SELECT pool_id FROM held) AND id = coalesce(@pool, id) AND cluster_id = @cluster AND kind <> 'parked'
 		`+guardPoolLock.in(guardAt{})+`
 	), a AS (
-		UPDATE ipam_allocations SET state = 'active', generation = generation + 1,
+		UPDATE ipam_allocations SET state = 'active', generation = `+newGenerationSQL+`,
 			org_id = @org, env_id = @env, node_id = @node, instance_id = @instance, set_owner = @set_owner,
 			allocated_at = now_at, last_seen_at = now_at, released_at = NULL, confirmed_at = NULL,
 			reusable_at = NULL, reserved_until = NULL, cooling_until = NULL
@@ -653,7 +653,7 @@ type rowOwner struct {
 func activateSet(o rowOwner) string {
 	held := o.hold + ` > interval '0'`
 	return `state = CASE WHEN ` + held + ` THEN 'reserved' ELSE 'active' END,
-		generation = generation + 1,
+		generation = ` + newGenerationSQL + `,
 		owner_kind = ` + o.kind + `, owner_id = ` + o.id + `, org_id = ` + o.org + `, env_id = ` + o.env + `,
 		node_id = ` + o.node + `, instance_id = ` + o.instance + `, actor = ` + o.actor + `,
 		allocated_at = now_at, released_at = NULL, last_seen_at = now_at, set_owner = ` + o.set + `, confirmed_at = NULL,

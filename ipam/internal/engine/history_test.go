@@ -524,7 +524,7 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		}
 		// Adopted: a new generation, recorded for the adopting origin.
 		c := s
-		c.Rows[h].Gen++
+		c.Rows[h].Gen = histNewGen(c.Rows[h].Gen)
 		c.Rows[h].Origin = in.Origin
 		return append(res, histOutcome{m.answer(c.Rows[h], h, true), c})
 	}
@@ -637,7 +637,7 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 // cooldown ended) or a plan-time hold (which keeps a running cooldown).
 func (m histModel) handOut(c histState, i int, in histIn) histOutcome {
 	r := &c.Rows[i]
-	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank = int8(in.Owner), in.Actor, r.Gen+1, false, 0
+	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0
 	if in.Kind == histReserve {
 		r.State, r.Origin = histReserved, in.Origin
 	} else {
@@ -647,6 +647,40 @@ func (m histModel) handOut(c histState, i int, in histIn) histOutcome {
 	return histOutcome{m.answer(*r, i, false), c}
 }
 
+// A hand-out's generation is new: the allocator takes it from a sequence,
+// so the model cannot say which it is, only that it never repeats. A row
+// handed out holds histNewGen(its last generation) until the answer names
+// the generation (bind): it must be past the row's last one, and no other
+// row may hold it (rows keep the generation of their last hand-out, which
+// stale states carry).
+func histNewGen(last int64) int64 { return -1 - last }
+
+// bind gives the rows the outcome handed out the generations out names, and
+// the outcome's answer those generations; false when out names one that the
+// model refuses (not past the row's last, or another row's).
+func (oc histOutcome) bind(out histOut) (histOutcome, bool) {
+	one := func(addr int, want *int64, got int64) bool {
+		if *want >= 0 {
+			return true
+		}
+		if addr < 0 || addr >= histMaxAddrs || oc.next.Rows[addr].Gen != *want || got <= -1-*want {
+			return false
+		}
+		for i, r := range oc.next.Rows {
+			if i != addr && r.Gen == got {
+				return false
+			}
+		}
+		*want, oc.next.Rows[addr].Gen = got, got
+		return true
+	}
+	ok := one(oc.out.Addr, &oc.out.Gen, out.Gen)
+	for k := range oc.out.Keys {
+		ok = ok && one(oc.out.Keys[k].Addr, &oc.out.Keys[k].Gen, out.Keys[k].Gen)
+	}
+	return oc, ok
+}
+
 // step is the model's step: the states that may follow, given the answer.
 // A call whose transaction rolled back must have answered as the
 // allocator may, and leaves the state as it was.
@@ -654,7 +688,8 @@ func (m histModel) step(state, input, output any) []any {
 	s, in, out := state.(histState), input.(histIn), output.(histOut)
 	var next []any
 	for _, oc := range m.outcomes(s, in) {
-		if !oc.out.same(out) {
+		oc, ok := oc.bind(out)
+		if !ok || !oc.out.same(out) {
 			continue
 		}
 		if in.Rollback {
@@ -1510,7 +1545,7 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		)},
 		{"the owner's second request, at once, exhausted", false, []call{
 			{c: sched, in: alloc(1, -1), out: got(1, 1, "active", 1, false), start: 0, end: 1},
-			{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false), start: 2, end: 12},
+			{c: tfA, in: alloc(0, -1), out: got(0, 2, "active", 0, false), start: 2, end: 12},
 			{c: tfA, in: alloc(0, -1), out: exhausted, start: 5, end: 15},
 		}},
 		{"the owner's claim, at once, refused as in use by the owner itself", false, []call{
@@ -1533,7 +1568,7 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		)},
 		{"another address than the owner's active one", false, seq(
 			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
-			call{c: tfA, in: alloc(0, -1), out: got(1, 1, "active", 0, false)},
+			call{c: tfA, in: alloc(0, -1), out: got(1, 2, "active", 0, false)},
 		)},
 		{"another actor confirms a plan's hold", false, seq(
 			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
@@ -1548,13 +1583,13 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfA, in: set(2, 1, -1, 0), out: setGot(histKeyOut{}, histKeyOut{0, 2, 0})},
 			call{c: opr, in: get(ka), out: refused(engine.CodeNotFound, -1, -1, -1, "")},
 			call{c: tfA, in: set(1, 0, 0, -1), out: refused(engine.CodeAddressInUse, kb, 0, 0, "active")},
-			call{c: sched, in: alloc(0, -1), out: got(1, 1, "active", 1, false)},
+			call{c: sched, in: alloc(0, -1), out: got(1, 3, "active", 1, false)},
 			call{c: tfA, in: set(1, 0, -1, -1), out: refused(engine.CodeExhausted, -1, -1, -1, "")},
 		)},
 		{"a set change that lands in part", false, seq(
 			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},
 			call{c: tfA, in: set(3, 0, -1, 0), out: refused(engine.CodeAddressInUse, 0, 0, 1, "active")},
-			call{c: opr, in: get(ka), out: got(1, 1, "active", 0, false)},
+			call{c: opr, in: get(ka), out: got(1, 2, "active", 0, false)},
 		)},
 		{"two keys of a set on one address", false, seq(
 			call{c: tfA, in: set(3, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0}, histKeyOut{0, 2, 0})},
@@ -1567,7 +1602,24 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		{"not the owner's own cooling address", false, seq(
 			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
 			call{c: tfA, in: release(0, 0), out: released(true)},
-			call{c: tfA, in: alloc(0, -1), out: got(1, 1, "active", 0, false)},
+			call{c: tfA, in: alloc(0, -1), out: got(1, 2, "active", 0, false)},
+		)},
+		{"a generation handed out again", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 1), out: released(true)},
+			call{c: tfA, in: alloc(0, 1), out: got(1, 1, "active", 0, false)},
+		)},
+		{"a generation not past the address's last", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 5, "active", 0, false)},
+			call{c: tfA, in: release(0, 5), out: released(true)},
+			call{c: tfA, in: alloc(0, -1), out: got(0, 4, "active", 0, false)},
+		)},
+		{"generations that never repeat, on another address", true, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 7, "active", 0, false)},
+			call{c: tfA, in: release(0, 7), out: released(true)},
+			call{c: tfA, in: alloc(0, 1), out: got(1, 9, "active", 0, false)},
+			call{c: opr, in: release(0, 7), out: released(false)},
+			call{c: opr, in: get(0), out: got(1, 9, "active", 0, false)},
 		)},
 	}
 	for _, tc := range cases {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,8 +90,9 @@ func outcomes(res []engine.ReclaimResult) string {
 func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t)
+	gens := map[string]int64{}
 	for _, i := range []string{"i1", "i2", "i3", "i4", "i5", "i6"} {
-		f.alloc("c1/instance", instance(i))
+		gens[i] = f.alloc("c1/instance", instance(i)).Generation
 	}
 	f.alloc("c1/node", node("n1"))
 	inv := func(ids ...string) engine.Inventory {
@@ -108,7 +110,7 @@ func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 	if got := leakOwners(rep); got != "i3,i4,i5,i6" || rep.Kind != "inventory" || strings.Join(rep.OwnerKinds, ",") != "instance" {
 		t.Fatalf("leaks %q, report %+v", got, rep)
 	}
-	if l := rep.Leaks[0]; l.Generation != 1 || l.Category != "instance" || l.OrgID != "org" || l.Actor != "terraform" || l.LastSeenAt == nil ||
+	if l := rep.Leaks[0]; l.Generation != gens["i3"] || l.Category != "instance" || l.OrgID != "org" || l.Actor != "terraform" || l.LastSeenAt == nil ||
 		!strings.Contains(l.Reason, `"i3" is not in the inventory`) {
 		t.Fatalf("leak %+v", l)
 	}
@@ -125,7 +127,7 @@ func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 	// Meanwhile: i3 turns out to exist, i4 was released and handed out again
 	// (a new generation), and Terraform saw i6.
 	f.release(instance("i4"))
-	f.alloc("c1/instance", instance("i4"))
+	again := f.alloc("c1/instance", instance("i4")).Generation
 	f.exec(`UPDATE ipam_allocations SET last_seen_at = now() + interval '1 second' WHERE owner_id = 'i6'`)
 
 	dry, err := engine.OperatorOf(f.st).Reclaim(f.ctx, rep, engine.ReclaimOptions{})
@@ -148,7 +150,7 @@ func TestInventoryLeaksAndSafeReclaim(t *testing.T) {
 	if got := outcomes(res); got != "i3:refused,i4:refused,i5:reclaimed,i6:refused" {
 		t.Fatalf("apply: %s", got)
 	}
-	for i, want := range []string{`"i3" is in the current inventory`, "handed out again since the report (generation 2, reported 1)", "", "Terraform has seen"} {
+	for i, want := range []string{`"i3" is in the current inventory`, fmt.Sprintf("handed out again since the report (generation %d, reported %d)", again, gens["i4"]), "", "Terraform has seen"} {
 		if !strings.Contains(res[i].Reason, want) {
 			t.Errorf("%s: reason %q, want %q", res[i].Leak.OwnerID, res[i].Reason, want)
 		}

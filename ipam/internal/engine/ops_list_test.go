@@ -279,7 +279,7 @@ func TestLookupAddress(t *testing.T) {
 	}
 	got := lookup(a.Address.String(), "")
 	if got.Status != "active" || got.Category != "instance" || got.Owner.OrgID != "acme" || got.Owner.EnvID != "prod" ||
-		got.Owner.InstanceID != "i1" || got.Actor != "terraform" || got.AllocatedAt.IsZero() || got.PoolID != "c1/instance" || got.Generation != 1 {
+		got.Owner.InstanceID != "i1" || got.Actor != "terraform" || got.AllocatedAt.IsZero() || got.PoolID != "c1/instance" || got.Generation != a.Generation {
 		t.Errorf("active: %+v", got)
 	}
 	// A cooling address names its last holder and when it becomes reusable.

@@ -544,3 +544,103 @@ func TestSetReplacementKeepsAKeyInALaterPool(t *testing.T) {
 		t.Fatalf("the apply's re-plan: %s %v, want the plan's %s", replanned.Address, err, planned.Address)
 	}
 }
+
+// A generation names one allocation of its owner, ever: a release that
+// carries a generation its state read long ago releases nothing, even when
+// the owner has since been handed another address. Before, generations
+// counted hand-outs per row, so an owner whose first address (a fresh row:
+// generation 1) was released and who then got another fresh address (the
+// pool's next one, its org having changed; or a claim) held generation 1
+// again, and lost the new allocation to the old state's destroy. The same
+// holds for a node's blocks, released and made again.
+func TestStaleGenerationReleasesNothingOnAnotherAddress(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	// Not even two owners share one: two fresh addresses of the same take.
+	i0, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance("i0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := instance("i1")
+	var held []engine.AllocateResult
+	for _, step := range []struct {
+		org   string
+		claim bool
+	}{{"a", false}, {"b", false}, {"b", true}} {
+		// Another org: not given its cooling address back (a fresh one);
+		// or a claim of a fresh one.
+		o.OrgID = step.org
+		req := engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o}
+		if step.claim {
+			req.Address = held[len(held)-1].Address.Next().Next()
+		}
+		r, err := st.Allocate(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Generation == i0.Generation {
+			t.Errorf("i1's %s and i0's %s have one generation, %d", r.Address, i0.Address, r.Generation)
+		}
+		for _, old := range held {
+			if r.Address == old.Address || r.Generation == old.Generation {
+				t.Errorf("the owner's allocation %s at generation %d after %s at %d: want another address and generation",
+					r.Address, r.Generation, old.Address, old.Generation)
+			}
+			if ok, err := st.Release(ctx, "c1", o, old.Generation); err != nil || ok {
+				t.Fatalf("a stale release of %s at generation %d: released %v, %v; want nothing released", old.Address, old.Generation, ok, err)
+			}
+		}
+		if got, err := st.GetActive(ctx, "c1", o.Kind, o.ID); err != nil || got.Address != r.Address {
+			t.Fatalf("after the stale releases the owner holds %s (%v), want %s", got.Address, err, r.Address)
+		}
+		if ok, err := st.Release(ctx, "c1", o, r.Generation); err != nil || !ok {
+			t.Fatalf("releasing %s: %v %v", r.Address, ok, err)
+		}
+		held = append(held, r)
+	}
+	// The owner's first address, cooled and then taken by another owner:
+	// the owner has no row left, so its next allocation is a fresh one
+	// again, as its first was.
+	i2 := instance("i2")
+	first, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", i2, first.Generation); err != nil || !ok {
+		t.Fatalf("releasing i2's first allocation: %v %v", ok, err)
+	}
+	age(t, raw, "c1/instance", engine.DefaultInstanceCooldown+time.Hour)
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance("i3"), Address: first.Address}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i2})
+	if err != nil || second.Generation == first.Generation {
+		t.Fatalf("i2's second allocation: %s at generation %d (%v), its first's was %d", second.Address, second.Generation, err, first.Generation)
+	}
+	if ok, err := st.Release(ctx, "c1", i2, first.Generation); err != nil || ok {
+		t.Fatalf("a stale release of i2's first allocation: released %v, %v; want nothing released", ok, err)
+	}
+
+	old, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.ReleaseNodeBlocksAt(ctx, "c1", "n1", old.Generation); err != nil || !ok {
+		t.Fatalf("releasing the first blocks: %v %v", ok, err)
+	}
+	now, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Generation == old.Generation {
+		t.Errorf("the node's blocks created again have the first blocks' generation %d", now.Generation)
+	}
+	if ok, err := st.ReleaseNodeBlocksAt(ctx, "c1", "n1", old.Generation); err != nil || ok {
+		t.Fatalf("the first blocks' stale release: released %v, %v; want nothing released", ok, err)
+	}
+	if got, err := st.GetNodeBlocks(ctx, "c1", "n1"); err != nil || !slices.Equal(got.Blocks, now.Blocks) {
+		t.Fatalf("n1's blocks after the stale release: %v %v, want %v", got.Blocks, err, now.Blocks)
+	}
+}

@@ -107,7 +107,7 @@ const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 var sqlInsertFresh = named("insert allocation + event (CTE)", `WITH a AS (
 		INSERT INTO ipam_allocations (`+allocInsertColumns+`)
 		VALUES (@id, @cluster, @pool, @address, @ordinal, CASE WHEN @hold::interval > interval '0' THEN 'reserved' ELSE 'active' END,
-			1, @kind, @owner, @org, @env, @node, @instance, @actor, (SELECT ipam_now()), (SELECT ipam_now()), @set_owner,
+			`+newGenerationSQL+`, @kind, @owner, @org, @env, @node, @instance, @actor, (SELECT ipam_now()), (SELECT ipam_now()), @set_owner,
 			CASE WHEN @hold::interval > interval '0' THEN (SELECT ipam_now()) + @hold::interval END,
 			CASE WHEN @hold::interval > interval '0' THEN (SELECT ipam_now()) + @hold::interval END)
 		ON CONFLICT (cluster_id, address) DO NOTHING
@@ -455,7 +455,7 @@ const (
 			t.org_id, t.env_id, t.node_id, t.instance_id, t.actor, t.released_at, t.released_at,
 			t.reusable_at, t.reusable_at
 		FROM t
-		ON CONFLICT (cluster_id, address) DO UPDATE SET state = 'cooling', generation = a.generation + 1,
+		ON CONFLICT (cluster_id, address) DO UPDATE SET state = 'cooling', generation = EXCLUDED.generation,
 			owner_kind = EXCLUDED.owner_kind, owner_id = EXCLUDED.owner_id, org_id = EXCLUDED.org_id,
 			env_id = EXCLUDED.env_id, node_id = EXCLUDED.node_id, instance_id = EXCLUDED.instance_id,
 			actor = EXCLUDED.actor, allocated_at = EXCLUDED.allocated_at, released_at = EXCLUDED.released_at,
@@ -617,15 +617,17 @@ var (
 	// the new generation, as the row trigger does for a row that becomes
 	// active, and writes its allocation.adopted event (@event; the actor is
 	// the row's, which adoption requires to be the client's).
-	sqlAdopt = named("adoption", `WITH a AS (UPDATE ipam_allocations SET generation = generation + 1,
+	sqlAdopt = named("adoption", `WITH g AS (SELECT `+newGenerationSQL+` AS gen),
+	a AS (UPDATE ipam_allocations SET generation = g.gen,
 			origin = coalesce(`+callerOriginSQL+`, origin),
-			origin_generation = CASE WHEN `+callerOriginSQL+` IS NULL THEN origin_generation ELSE generation + 1 END,
+			origin_generation = CASE WHEN `+callerOriginSQL+` IS NULL THEN origin_generation ELSE g.gen END,
 			org_id = @org, env_id = @env, node_id = @node, instance_id = @instance, set_owner = @set_owner, last_seen_at = (SELECT ipam_now())
+		FROM g
 		-- still unconfirmed: a refresh that confirmed it since it was read
 		-- (which moves no generation) makes the adoption try again, and be
 		-- refused
 		WHERE id = @id AND generation = @generation AND state = 'active' AND NOT `+confirmedSQL+`
-		RETURNING *
+		RETURNING ipam_allocations.*
 	), e AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
 		SELECT @event, 'allocation.adopted', `+eventOfRow+`, '{}' FROM a
@@ -660,10 +662,6 @@ var (
 )
 
 const (
-	// sqlGenerationPast sets a row's generation ($2) past $3.
-	sqlGenerationPast = `UPDATE ipam_allocations SET generation = $3 + 1 WHERE id = $1 AND generation = $2
-		RETURNING ` + allocColumns
-
 	// sqlSetStripeNext moves a locked stripe's counter (over excluded or exactly
 	// claimed ordinals).
 	sqlSetStripeNext = `UPDATE ipam_pool_stripes SET next_ordinal = $3 WHERE pool_id = $1 AND stripe = $2`
@@ -715,7 +713,7 @@ const (
 	// sqlTakeOverNodeBlocks: a create took a node's blocks over (adopted
 	// them, or replaced the object that held them): a new generation, not
 	// confirmed until its own state reads them, no mark (migration 20).
-	sqlTakeOverNodeBlocks = `UPDATE ipam_node_block_settings SET generation = generation + 1, created_at = (SELECT ipam_now()),
+	sqlTakeOverNodeBlocks = `UPDATE ipam_node_block_settings SET generation = ` + newGenerationSQL + `, created_at = (SELECT ipam_now()),
 			confirmed_at = NULL, replace_until = NULL, replace_generation = NULL
 		WHERE cluster_id = $1 AND node_id = $2`
 

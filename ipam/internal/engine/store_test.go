@@ -454,12 +454,14 @@ func TestCooldownBlocksReuseThenOldestCooledFirst(t *testing.T) {
 		return st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(id)})
 	}
 	var addrs []netip.Addr
+	gens := map[netip.Addr]int64{}
 	for i := 1; i <= 7; i++ {
 		r, err := alloc(fmt.Sprintf("n%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		addrs = append(addrs, r.Address)
+		gens[r.Address] = r.Generation
 	}
 	// Release n3, then n1, then n5: n3 cooled longest.
 	for _, id := range []string{"n3", "n1", "n5"} {
@@ -496,8 +498,8 @@ func TestCooldownBlocksReuseThenOldestCooledFirst(t *testing.T) {
 		if err != nil || r.Address != want {
 			t.Fatalf("reuse %d: got %v (%v), want %s", i, r.Address, err, want)
 		}
-		if r.Generation != 2 {
-			t.Fatalf("generation %d after reuse", r.Generation)
+		if r.Generation <= gens[want] {
+			t.Fatalf("generation %d after reuse of %s, whose last was %d", r.Generation, want, gens[want])
 		}
 	}
 }
@@ -513,7 +515,7 @@ func TestOwnerGetsItsCoolingAddressBack(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	b, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.InstancePool("c1"), Owner: instance("i1")})
-	if err != nil || b.Address != a.Address || b.Generation != a.Generation+1 {
+	if err != nil || b.Address != a.Address || b.Generation <= a.Generation {
 		t.Fatalf("replacement got %v gen %d (%v), want %s", b.Address, b.Generation, err, a.Address)
 	}
 	// A stale release (old generation) is a no-op.

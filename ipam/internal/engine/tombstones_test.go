@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -447,9 +448,8 @@ func TestUpgradeScopesInheritedTombstones(t *testing.T) {
 	if err := m.LoadMigrations(migrations.FS); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.MigrateTo(ctx, 18); err != nil {
-		t.Fatal(err)
-	}
+	// Allocated and released at the current version (the hand-out needs
+	// what later migrations add); the cluster's destroy runs at version 18.
 	mkCluster(t, st, "fra1", "2001:db8::/48", "", "")
 	a, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("fra1"), Owner: instance("web-1")})
 	if err != nil {
@@ -457,6 +457,9 @@ func TestUpgradeScopesInheritedTombstones(t *testing.T) {
 	}
 	if ok, err := st.Release(ctx, "fra1", instance("web-1"), 0); err != nil || !ok {
 		t.Fatal(ok, err)
+	}
+	if err := m.MigrateTo(ctx, 18); err != nil {
+		t.Fatal(err)
 	}
 	if err := st.DeleteCluster(ctx, "fra1", false); err != nil {
 		t.Fatal(err)
@@ -478,5 +481,60 @@ func TestUpgradeScopesInheritedTombstones(t *testing.T) {
 	}
 	if b, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("ams1"), Owner: instance("web-1")}); err != nil || b.Address == a.Address {
 		t.Fatalf("ams1's web-1 after the upgrade: %v %v, not fra1's %s", b.Address, err, a.Address)
+	}
+}
+
+// The upgrade to generations that never repeat (migration 34) starts them
+// past every generation the database records, so that no state written
+// before names a later hand-out, and gives the roles that may write the
+// allocations (a runtime role) what a hand-out now needs. The test goes
+// down to the version before and up again, so the down migration runs too.
+func TestUpgradeStartsGenerationsPastTheRecordedOnes(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	a, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance("i1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := migrate.NewMigrator(ctx, raw, engine.VersionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LoadMigrations(migrations.FS); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MigrateTo(ctx, 33); err != nil {
+		t.Fatal(err)
+	}
+	// What the version before may have left: a row handed out 41 times.
+	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET generation = 41 WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	role := fmt.Sprintf("ipam_gen_%d", time.Now().UnixNano())
+	if _, err := raw.Exec(ctx, "CREATE ROLE "+role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = raw.Exec(ctx, "DROP OWNED BY "+role)
+		_, _ = raw.Exec(ctx, "DROP ROLE "+role)
+	})
+	if _, err := raw.Exec(ctx, "GRANT SELECT, INSERT, UPDATE, DELETE ON ipam_allocations TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var usage bool
+	if err := raw.QueryRow(ctx, `SELECT has_sequence_privilege($1, 'ipam_generations', 'USAGE')`, role).Scan(&usage); err != nil || !usage {
+		t.Errorf("the role that may write allocations may not take a generation after the upgrade (%v)", err)
+	}
+	b, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance("i2")})
+	if err != nil || b.Generation <= 41 {
+		t.Fatalf("an allocation after the upgrade: generation %d (%v), want past 41", b.Generation, err)
+	}
+	if ok, err := st.Release(ctx, "c1", instance("i1"), 41); err != nil || !ok {
+		t.Fatalf("the release of the allocation made before, at its generation: %v %v", ok, err)
 	}
 }
