@@ -430,50 +430,13 @@ func TestSharedStatementWhoseCommitFailsAcknowledgesNothing(t *testing.T) {
 	// two holds wait for the pool's row and n gather behind them, so that
 	// one statement takes the n together; every commit fails (the trigger
 	// dooms these owners' held rows), and no caller is told of a hold.
-	mon, err := pgx.Connect(ctx, raw.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mon.Close(ctx)
-	tx, err := raw.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/node' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	type held struct {
-		owner string
-		h     engine.Hold
-		err   error
-	}
-	results := make(chan held, n+2)
-	hold := func(owner string) {
-		go func() {
-			h, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node(owner)}, time.Hour)
-			results <- held{owner, h, err}
-		}()
-	}
-	hold("doomhold-running-1")
-	hold("doomhold-running-2")
-	waitForLockWaiters(ctx, t, mon, 2)
-	for i := range n {
-		hold(fmt.Sprintf("doomhold-%d", i))
-	}
-	for deadline := time.Now().Add(hangBound); st.Gathered("c1/node", engine.OwnerNode, time.Hour) != n; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d holds gathered, want %d", st.Gathered("c1/node", engine.OwnerNode, time.Hour), n)
+	sharedOnce(t, raw, `SELECT 1 FROM ipam_pools WHERE id = 'c1/node' FOR UPDATE`, n, func(i int) error {
+		h, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("doomhold-" + gatherer(i))}, time.Hour)
+		if err == nil {
+			return fmt.Errorf("told of its hold of %s, though every commit of it fails", h.Address)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range n + 2 {
-		if r := <-results; r.err == nil {
-			t.Errorf("%s: told of its hold of %s, though every commit of it fails", r.owner, r.h.Address)
-		}
-	}
+		return nil
+	}, func() int { return st.Gathered("c1/node", engine.OwnerNode, time.Hour) })
 	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id LIKE 'doomhold-%'`).Scan(&active); err != nil || active != 0 {
 		t.Fatalf("%d rows of the doomed holds (%v), want none", active, err)
 	}
