@@ -24,9 +24,11 @@ const confirmedSQL = `coalesce((confirmed_at IS NOT NULL OR allocated_at < (SELE
 
 // newGenerationSQL is the generation of a hand-out: of an address (a row
 // handed to an owner, a hold confirmed, an allocation adopted) or of a
-// node's blocks. It comes from one sequence (migration 34), so that it
-// never repeats: a release or a mark that carries a generation names one
-// hand-out, whichever row or owner it was, and a stale one matches nothing.
+// node's blocks taken over (blocks made get it from their column's
+// default, the same call). It comes from one sequence (migration 34), so
+// that it never repeats: a release or a mark that carries a generation
+// names one hand-out, whichever row or owner it was, and a stale one
+// matches nothing.
 const newGenerationSQL = `nextval('ipam_generations')`
 
 // callerOriginSetting reads the origin of the transaction's caller (set by

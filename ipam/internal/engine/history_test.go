@@ -29,8 +29,10 @@ package engine_test
 // keys, whoever made them, then allocates each added key as an Allocate of
 // that key by the set's manager would, in one step: a refusal of any key
 // refuses the whole change and changes nothing; its answer gives each added
-// key's address, generation and actor. Generations, actors and the holders
-// errors name must match. A call in a caller's transaction that rolled back
+// key's address, generation and actor. Actors and the holders errors name
+// must match; a hand-out's generation must be new (histNewGen: another row
+// holds none like it, and it is past its row's last), and the generations
+// of what is held already must match. A call in a caller's transaction that rolled back
 // must have answered so, and changes nothing; conflict (retries used up)
 // changes nothing.
 //
