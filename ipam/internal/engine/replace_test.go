@@ -558,7 +558,8 @@ func TestStaleGenerationReleasesNothingOnAnotherAddress(t *testing.T) {
 	st, raw := newStore(t, "terraform")
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	ctx := context.Background()
-	// Not even two owners share one: two fresh addresses of the same take.
+	// Not even two owners share one: i0's first address and i1's are both
+	// fresh rows of the pool's one-statement take.
 	i0, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: instance("i0")})
 	if err != nil {
 		t.Fatal(err)
