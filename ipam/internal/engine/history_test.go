@@ -350,16 +350,14 @@ const (
 	// is given an older one (or, having had none then, any reusable one,
 	// or none: exhausted). A plan (Reserve) that finds its manager's
 	// allocation returns it as the early read saw it. None of these hands
-	// an address to two owners or takes one from its manager. A release
-	// with a generation likewise acts on the owner's row it read: when a
-	// concurrent write moved the owner to another row that has, by chance,
-	// the same generation (generations count per row), it releases
-	// nothing, where the order that puts it after the write releases the
-	// new row. (Two anomalies this test found are fixed: a create adopting an allocation
+	// an address to two owners or takes one from its manager. (Three
+	// anomalies this test found are fixed: a create adopting an allocation
 	// a concurrent refresh confirmed, since sqlAdopt now requires it
-	// unconfirmed; and a claim taking over the owner's new hold on the
-	// claimed address whoever made it, since claimExact now has the
-	// attempt read the owner again.)
+	// unconfirmed; a claim taking over the owner's new hold on the claimed
+	// address whoever made it, since claimExact now has the attempt read
+	// the owner again; and a release with a generation releasing nothing
+	// because a concurrent write had moved the owner to another row of the
+	// same generation, since a generation never repeats.)
 	histOwnerRaceAnomaly
 	histAllAnomalies = histClockAnomaly | histOwnerRaceAnomaly
 )
@@ -371,7 +369,7 @@ func histKnown(a histAnomaly) string {
 		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released by a transaction younger than the caller's (address_cooling or ipam_exhausted for a free address): ipam_now() is the transaction's start time")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
-		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): a claim named the address's holder instead of the owner's own allocation; or the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it; or a release with a generation released nothing, having read the owner's row of that generation before a concurrent write moved the owner to another row of the same generation")
+		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): a claim named the address's holder instead of the owner's own allocation; or the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
 	}
 	return strings.Join(names, "; and ")
 }
@@ -394,12 +392,6 @@ func (m histModel) outcomes(s histState, in histIn) []histOutcome {
 		res = append(res, histOutcome{out, s})
 	}
 	n := len(m.addrs)
-	if r := s.live(n, in.Owner); m.tolerate&histOwnerRaceAnomaly != 0 && in.OwnerRace && in.Kind == histRelease && in.Gen != 0 &&
-		r >= 0 && s.Rows[r].Gen == in.Gen {
-		// The release acted on the row it read: the owner's row of that
-		// generation before a concurrent write moved it to this one.
-		res = append(res, histOutcome{histNoOut(), s})
-	}
 	if m.tolerate&histOwnerRaceAnomaly != 0 && in.OwnerRace && (in.Kind == histAlloc || in.Kind == histReserve) {
 		if h := s.live(n, in.Owner); h < 0 && in.Addr < 0 && s.latestCooling(n, in.Owner) >= 0 {
 			// The owner's cooling addresses as an earlier read saw them:
@@ -1209,9 +1201,6 @@ func histMark(ops []porcupine.Operation) {
 			switch x.Kind {
 			case histGet:
 				x.MayMiss = x.MayMiss || (y.Kind != histGet && y.touches(x.Owner))
-			case histRelease:
-				// A write that may have moved the owner to another row won.
-				x.OwnerRace = x.OwnerRace || (!y.Rollback && out.Code == "" && y.Kind != histRelease && y.Kind != histGet && y.touches(x.Owner))
 			case histAlloc, histReserve, histSet:
 				// A release that released, a claim that may have dropped
 				// its owner's hold, or a set's change, committed.
