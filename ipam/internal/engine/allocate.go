@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,8 +28,9 @@ import (
 //     the owner holds nothing and the pool is one plain block);
 //  5. the longest-cooled address whose cooldown has passed.
 //
-// An instance on a node whose blocks are full grows the node, in the same
-// transaction, up to its max_blocks. When no address is left it fails with
+// An allocation from a node's full blocks (an instance on the node, or a
+// request naming the node's pool) grows the node, in the same transaction,
+// up to its max_blocks. When no address is left it fails with
 // ipam_exhausted and records the failure outside the transaction.
 func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateResult, error) {
 	var res AllocateResult
@@ -39,13 +43,13 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 	}
 	s.paths.full.Add(1)
 	var pool *Pool
-	grow := false
+	grow := growth{}
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if pool, err = s.resolvePool(ctx, tx, r); err != nil {
 			return err
 		}
-		res, err = s.allocateGrowing(ctx, tx, pool, req, &grow)
+		res, err = s.allocateGrowing(ctx, tx, pool, req, grow)
 		if err == nil && req.Owner.Kind == OwnerInstance {
 			// The instance's network settings (WorkloadSpec), as of its allocation.
 			err = tx.QueryRow(ctx, sqlClusterNetwork, pool.ClusterID).Scan(&res.Network.GatewayIPv6, &res.Network.MTU, &res.Network.DNSServers)
@@ -95,34 +99,69 @@ func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool
 	return p, err
 }
 
-// allocateGrowing is allocateTx, and for an instance drawing from its node's
-// full blocks, the node's growth (by its computed target, up to max_blocks)
-// and a second try, all in tx.
+// growth is the nodes whose full blocks a transaction grows
+// (allocateGrowing): for an allocation, the node an earlier try of it found
+// full; for a change of a set, every node whose blocks its added keys may
+// draw from. Their scaling locks come before any pool's.
+type growth map[string]bool
+
+// lockFirst takes the scaling locks of the nodes g grows, in node order: a
+// transaction that locks several pools takes them all before any pool's,
+// and two such transactions take them in the same order. A node whose
+// blocks are gone has none to take (allocateGrowing finds it gone).
+func (g growth) lockFirst(ctx context.Context, tx pgx.Tx, clusterID string) error {
+	for _, node := range slices.Sorted(maps.Keys(g)) {
+		if _, err := loadScaling(ctx, tx, clusterID, node); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// blocksNode is the node whose instance blocks pool p is.
+func (p *Pool) blocksNode() (string, bool) {
+	if p.Kind != kindBlocks {
+		return "", false
+	}
+	return strings.CutPrefix(p.Name, blocksPrefix)
+}
+
+// allocateGrowing is allocateTx, and for an allocation drawing from a node's
+// full blocks (an instance on the node, a set key or a caller naming the
+// node's pool), the node's growth (by its computed target, up to max_blocks)
+// and a second try, all in tx. The node grown is the pool's, whoever asks.
 //
 // A growth takes the node's scaling lock and then writes the node's pool,
 // which every allocation in flight there holds shared (lockPoolShared). So
 // an allocation that finds the blocks full does not take the scaling lock
-// while it holds the pool's: it sets *grow and asks for the transaction
-// again (errRetry), and that one takes the scaling lock first. Allocations
-// that found the node full at once then queue on the scaling lock alone;
-// taken the other way round, two of them deadlocked (one aborted after
-// PostgreSQL's deadlock_timeout), and twenty instances created at once on a
-// full node used up their retries.
-func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, grow *bool) (AllocateResult, error) {
+// while it holds the pool's: it adds the node to grow and asks for the
+// transaction again (errRetry), and that one takes the scaling lock first.
+// Allocations that found the node full at once then queue on the scaling
+// lock alone; taken the other way round, two of them deadlocked (one
+// aborted after PostgreSQL's deadlock_timeout), and twenty instances
+// created at once on a full node used up their retries.
+func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, grow growth) (AllocateResult, error) {
 	var ex *ExhaustedError
-	if blocks := pool.Kind == kindBlocks && !req.Address.IsValid(); !blocks || !*grow {
+	node, blocks := pool.blocksNode()
+	if blocks = blocks && !req.Address.IsValid(); !blocks || !grow[node] {
 		res, err := s.allocateTx(ctx, tx, pool, req)
 		if blocks && errors.As(err, &ex) {
-			*grow = true
+			grow[node] = true
 			return res, errRetry
 		}
 		return res, err
 	}
 	// The node was full. Take its scaling lock (a scaling in flight may be
-	// adding blocks right now), look again, and grow if still full.
+	// adding blocks right now; lockFirst may hold it already), look again,
+	// and grow if still full.
 	var res AllocateResult
-	clusterID, nodeID := pool.ClusterID, req.Owner.NodeID
-	_, err := loadScaling(ctx, tx, clusterID, nodeID)
+	clusterID := pool.ClusterID
+	_, err := loadScaling(ctx, tx, clusterID, node)
+	if errors.Is(err, ErrNotFound) {
+		// The node's blocks were released since the pool was resolved:
+		// resolve again, which says what the request draws from now.
+		return res, errRetry
+	}
 	if err != nil {
 		return res, err
 	}
@@ -138,13 +177,13 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 		if uerr != nil {
 			return res, uerr
 		}
-		nb, serr := s.scaleTx(ctx, tx, clusterID, nodeID, used+1, len(pool.CIDRs)+1)
+		nb, serr := s.scaleTx(ctx, tx, clusterID, node, used+1, len(pool.CIDRs)+1)
 		if serr != nil {
 			return res, serr
 		}
 		if len(nb.Added) == 0 {
 			return res, &ExhaustedError{PoolID: pool.ID, Size: nb.Capacity, Active: ex.Active, Held: ex.Held, Cooling: ex.Cooling,
-				NextReusable: ex.NextReusable, Node: nodeID, MaxBlocks: nb.Scaling.MaxBlocks}
+				NextReusable: ex.NextReusable, Node: node, MaxBlocks: nb.Scaling.MaxBlocks}
 		}
 	}
 }

@@ -584,3 +584,161 @@ func TestListByParkedPool(t *testing.T) {
 		}
 	}
 }
+
+// A node's full blocks grow for whoever draws from them, not only for an
+// instance placed on the node: a caller naming the node's pool (whatever
+// node its owner names) and a set key listing it. They got not_found (the
+// growth looked for the owner's node) or ipam_exhausted (a set never grew a
+// node), and a caller whose owner named another node grew that node instead.
+func TestNodeBlocksGrowForWhoeverDrawsFromThem(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", n, scaling(-1, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill := func(prefix string) {
+		t.Helper()
+		for i := 0; ; i++ {
+			nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nb.Used == nb.Capacity {
+				return
+			}
+			o := engine.Owner{Kind: engine.OwnerInstance, ID: fmt.Sprint(prefix, i), NodeID: "n1"}
+			if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	blocks := func(node string) int {
+		t.Helper()
+		nb, err := st.GetNodeBlocks(ctx, "c1", node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(nb.Blocks)
+	}
+	inN1 := func(what string, a netip.Addr) {
+		t.Helper()
+		nb, _ := st.GetNodeBlocks(ctx, "c1", "n1")
+		if !slices.ContainsFunc(nb.Blocks, func(b netip.Prefix) bool { return b.Contains(a) }) {
+			t.Fatalf("%s: %s outside n1's blocks %v", what, a, nb.Blocks)
+		}
+	}
+	n1 := engine.NodeBlocksPool("c1", "n1")
+
+	fill("a")
+	// The owner names node n2; the pool named is n1's: n1 grows, n2 does not.
+	r, err := st.Allocate(ctx, engine.AllocateRequest{Pool: n1, Owner: engine.Owner{Kind: engine.OwnerInstance, ID: "named", NodeID: "n2"}})
+	if err != nil {
+		t.Fatalf("an allocation naming n1's full blocks: %v", err)
+	}
+	inN1("an allocation naming n1's blocks", r.Address)
+	if b1, b2 := blocks("n1"), blocks("n2"); b1 != 2 || b2 != 1 {
+		t.Fatalf("after an allocation naming n1's full blocks: n1 has %d blocks (want 2), n2 %d (want 1)", b1, b2)
+	}
+
+	fill("b")
+	set := engine.Owner{Kind: engine.OwnerSet, ID: "s1"}
+	ms, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: set, Add: []engine.SetEntry{{Key: "k", Pools: []string{n1.ID()}}}})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("a set key listing n1's full blocks: %v %v", ms, err)
+	}
+	inN1("a set key", ms[0].Address)
+	if b := blocks("n1"); b != 3 {
+		t.Fatalf("after a set key in n1's full blocks: n1 has %d blocks, want 3", b)
+	}
+
+	// At max_blocks the key passes to the next pool it lists, and a key
+	// listing only the node's blocks names the node.
+	fill("c")
+	ms, err = st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: set, Add: []engine.SetEntry{
+		{Key: "next", Pools: []string{n1.ID(), engine.InstancePool("c1").ID()}}}})
+	if err != nil || len(ms) != 2 || !slices.ContainsFunc(ms, func(m engine.SetMember) bool { return m.Key == "next" && m.PoolID == "c1/instance" }) {
+		t.Fatalf("a key listing n1's blocks at max_blocks, then the instance pool: %+v %v", ms, err)
+	}
+	_, err = st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: set, Add: []engine.SetEntry{{Key: "only", Pools: []string{n1.ID()}}}})
+	if engine.Code(err) != engine.CodeExhausted || !strings.Contains(err.Error(), `node "n1"`) || !strings.Contains(err.Error(), "max_blocks 3") {
+		t.Fatalf("a key listing only n1's blocks at max_blocks: %v", err)
+	}
+}
+
+// Changes of sets whose keys list two full nodes' blocks, in either order,
+// racing instances placed on those nodes: every change and allocation
+// succeeds (a change takes its nodes' scaling locks first, in node order, so
+// none deadlocks), no address is handed out twice, and every address lies
+// in an active block of its pool's node.
+func TestSetsAndInstancesGrowFullNodesAtOnce(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	nodes := []string{"n0", "n1"}
+	for _, n := range nodes {
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", n, scaling(-1, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const sets, changes, instances = 4, 6, 24
+	var wg sync.WaitGroup
+	for s := range sets {
+		wg.Go(func() {
+			owner := engine.Owner{Kind: engine.OwnerSet, ID: fmt.Sprint("s", s)}
+			a, b := engine.NodeBlocksPool("c1", nodes[s%2]).ID(), engine.NodeBlocksPool("c1", nodes[1-s%2]).ID()
+			for c := range changes {
+				add := []engine.SetEntry{{Key: fmt.Sprint("x", c), Pools: []string{a}}, {Key: fmt.Sprint("y", c), Pools: []string{b}}}
+				if _, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: owner, Add: add}); err != nil {
+					t.Errorf("set %d, change %d: %v", s, c, err)
+					return
+				}
+			}
+		})
+	}
+	for _, n := range nodes {
+		wg.Go(func() {
+			for i := range instances {
+				o := engine.Owner{Kind: engine.OwnerInstance, ID: fmt.Sprintf("%s-i%d", n, i), NodeID: n}
+				if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o}); err != nil {
+					t.Errorf("instance %d on %s: %v", i, n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var live, dup, outside int
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE state = 'active' AND pool_id LIKE 'c1/blocks/%'`).Scan(&live)
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM (SELECT address FROM ipam_allocations WHERE state IN ('active', 'reserved')
+		GROUP BY address HAVING count(*) > 1) x`).Scan(&dup)
+	_ = raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations a WHERE a.state = 'active' AND a.pool_id LIKE 'c1/blocks/%'
+		AND NOT EXISTS (SELECT 1 FROM ipam_node_blocks b WHERE b.cluster_id = 'c1' AND b.state = 'active'
+			AND a.pool_id = 'c1/blocks/' || b.node_id AND a.address <<= b.block)`).Scan(&outside)
+	if want := sets*changes*2 + len(nodes)*instances; live != want || dup != 0 || outside != 0 {
+		t.Fatalf("%d live addresses in the nodes' blocks (want %d), %d handed out twice, %d outside their pool's node's blocks", live, want, dup, outside)
+	}
+	// None deadlocked (a retry would hide it): a backend reports its
+	// deadlocks by the time it ends.
+	st.Close()
+	var others int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := raw.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			t.Fatal(err)
+		}
+		if others == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	var deadlocks int64
+	if err := raw.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&deadlocks); err != nil {
+		t.Fatal(err)
+	}
+	if others != 0 || deadlocks != 0 {
+		t.Fatalf("%d deadlocks broken by PostgreSQL (%d connections left to report)", deadlocks, others)
+	}
+}

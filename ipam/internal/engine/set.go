@@ -132,6 +132,25 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 		if _, err := tx.Exec(ctx, sqlLockSet, ch.ClusterID, setID); err != nil {
 			return err
 		}
+		// The pools each added key may draw from, and the scaling locks of
+		// the nodes whose blocks are among them, before any pool's: a key
+		// that finds its node full grows it in this transaction.
+		adds := make([][]*Pool, len(ch.Add))
+		grow := growth{}
+		for i, e := range ch.Add {
+			var err error
+			if adds[i], err = s.entryPools(ctx, tx, ch.ClusterID, e); err != nil {
+				return err
+			}
+			for _, p := range adds[i] {
+				if node, ok := p.blocksNode(); ok {
+					grow[node] = true
+				}
+			}
+		}
+		if err := grow.lockFirst(ctx, tx, ch.ClusterID); err != nil {
+			return err
+		}
 		if ch.Relabel {
 			if err := relabelSet(ctx, tx, ch.ClusterID, ch.Owner); err != nil {
 				return err
@@ -157,13 +176,9 @@ func (s *Client) ApplySet(ctx context.Context, ch SetChange) ([]SetMember, error
 				return err
 			}
 		}
-		for _, e := range ch.Add {
-			pools, err := s.entryPools(ctx, tx, ch.ClusterID, e)
-			if err != nil {
-				return err
-			}
+		for i, e := range ch.Add {
 			req := AllocateRequest{Owner: SetMemberOwner(ch.Owner, setID, e.Key), Address: e.Address}
-			a, err := s.allocateFirst(ctx, tx, pools, req, 0)
+			a, err := s.allocateFirst(ctx, tx, adds[i], req, 0, grow)
 			if err != nil {
 				var ex *ExhaustedError
 				if errors.As(err, &ex) {
@@ -223,9 +238,10 @@ func (s *Client) restateMember(ctx context.Context, tx pgx.Tx, clusterID string,
 
 // allocateFirst allocates from the first pool of the list that has room
 // (or, with hold > 0, reserves there), the pool the owner lives or cools
-// in first. An exhausted pool passes to the next; when all are
-// exhausted the error lists them all.
-func (s *Client) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, req AllocateRequest, hold time.Duration) (Allocation, error) {
+// in first. A node's full blocks grow first, as for an instance on the node
+// (allocateGrowing, with grow; a hold never grows a node). An exhausted
+// pool passes to the next; when all are exhausted the error lists them all.
+func (s *Client) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, req AllocateRequest, hold time.Duration, grow growth) (Allocation, error) {
 	if len(pools) > 1 && !req.Address.IsValid() {
 		// A key that lives in one of its pools (held by a plan, or active:
 		// the create of a replacement taking it over, a retried create
@@ -254,7 +270,7 @@ func (s *Client) allocateFirst(ctx context.Context, tx pgx.Tx, pools []*Pool, re
 			a, err = s.reserveTx(ctx, tx, p, req, hold)
 		} else {
 			var res AllocateResult
-			res, err = s.allocateTx(ctx, tx, p, req)
+			res, err = s.allocateGrowing(ctx, tx, p, req, grow)
 			a = res.Allocation
 		}
 		var ex *ExhaustedError
@@ -580,7 +596,7 @@ func (s *Client) ReserveSetEntry(ctx context.Context, clusterID string, labels O
 		if err != nil {
 			return err
 		}
-		m.Allocation, err = s.allocateFirst(ctx, tx, pools, AllocateRequest{Owner: SetMemberOwner(labels, labels.ID, e.Key), Address: e.Address}, ttl)
+		m.Allocation, err = s.allocateFirst(ctx, tx, pools, AllocateRequest{Owner: SetMemberOwner(labels, labels.ID, e.Key), Address: e.Address}, ttl, nil)
 		if err == nil {
 			m.Key, m.Family = e.Key, familyOf(m.Address)
 		}
