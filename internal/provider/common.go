@@ -463,16 +463,25 @@ func (k idOf) Description(context.Context) string {
 func (k idOf) MarkdownDescription(ctx context.Context) string { return k.Description(ctx) }
 
 func (k idOf) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
-	if !req.PlanValue.IsUnknown() || req.Plan.Raw.IsNull() {
-		return
+	if parts, ok := plannedStrings(ctx, req, k); ok {
+		resp.PlanValue = types.StringValue(strings.Join(parts, "/"))
 	}
-	parts := make([]string, len(k))
-	for i, name := range k {
+}
+
+// plannedStrings gives the planned values of the named string attributes,
+// for a computed attribute made of them that the plan leaves unknown: ok
+// when every one is known.
+func plannedStrings(ctx context.Context, req planmodifier.StringRequest, names []string) ([]string, bool) {
+	if !req.PlanValue.IsUnknown() || req.Plan.Raw.IsNull() {
+		return nil, false
+	}
+	parts := make([]string, len(names))
+	for i, name := range names {
 		var v types.String
 		if d := req.Plan.GetAttribute(ctx, path.Root(name), &v); d.HasError() || v.IsNull() || v.IsUnknown() {
-			return
+			return nil, false
 		}
 		parts[i] = v.ValueString()
 	}
-	resp.PlanValue = types.StringValue(strings.Join(parts, "/"))
+	return parts, true
 }

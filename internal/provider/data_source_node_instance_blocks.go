@@ -50,7 +50,8 @@ func (d *nodeBlocksDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 				Required:            true,
 				Validators:          []validator.String{validID("node_id")},
 			},
-			"id": schema.StringAttribute{MarkdownDescription: "`<cluster_id>/<node_id>`.", Computed: true},
+			"id":      schema.StringAttribute{MarkdownDescription: "`<cluster_id>/<node_id>`.", Computed: true},
+			"pool_id": schema.StringAttribute{MarkdownDescription: nodeBlocksDocs.poolID, Computed: true},
 			"blocks": schema.ListAttribute{
 				MarkdownDescription: nodeBlocksDocs.blocks,
 				ElementType:         types.StringType,

@@ -78,7 +78,8 @@ func FuzzSplitID(f *testing.F) {
 }
 
 // FuzzValidPoolIDString: a pool id is valid exactly when it splits into a
-// valid cluster id and a valid pool name, and its message stays short.
+// valid cluster id and a valid pool name, or "blocks/" and a valid node id
+// (a node's blocks), and its message stays short.
 func FuzzValidPoolIDString(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s)
@@ -86,7 +87,9 @@ func FuzzValidPoolIDString(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		err := validPoolIDString(s)
 		c, n, ok := splitID(s)
-		valid := ok && ipam.ValidateID("cluster_id", c) == nil && ipam.ValidateID("pool name", n) == nil
+		node, blocks := strings.CutPrefix(n, "blocks/")
+		valid := ok && ipam.ValidateID("cluster_id", c) == nil &&
+			(ipam.ValidateID("pool name", n) == nil || blocks && ipam.ValidateID("node_id", node) == nil)
 		if (err == nil) != valid {
 			t.Fatalf("validPoolIDString(%q) = %v, want valid = %v", s, err, valid)
 		}

@@ -89,7 +89,7 @@ var operatorCategories = []string{ipam.CategoryIPv4, ipam.CategoryIPv6}
 func listResources() []func() list.ListResource {
 	allocFilters := map[string]listFilter{
 		"cluster_id": filterCluster,
-		"pool_id":    {"from this pool (`<cluster_id>/<pool name>`)", validPoolID()},
+		"pool_id":    {"from this pool (`<cluster_id>/<pool name>`; a node's blocks: `<cluster_id>/blocks/<node_id>`)", validPoolID()},
 		"org_id":     filterOrg,
 		"env_id":     filterEnv,
 		"node_id":    {"of this node (a node's own address, or the instances placed on it)", validID("node_id")},

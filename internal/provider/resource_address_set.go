@@ -117,7 +117,9 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 					"pools": schema.ListAttribute{
 						MarkdownDescription: "Pool ids to try in order, e.g. `[ipam_pool.a.id, ipam_pool.b.id]`. A key that already " +
 							"lives in one of them, or cools there (the set replaced, or the key removed and added again), is tried there " +
-							"first: it keeps its address, or takes it back, rather than moving to an earlier pool that has room again.",
+							"first: it keeps its address, or takes it back, rather than moving to an earlier pool that has room again. " +
+							"A node's blocks (`ipam_node_instance_blocks.n.pool_id`) grow when they are full, up to their `max_blocks`, " +
+							"before the key passes to the next pool.",
 						ElementType: types.StringType,
 						Optional:    true,
 						// pools, family and address are judged for all keys

@@ -42,6 +42,7 @@ type nodeBlocksModel struct {
 	ID                types.String  `tfsdk:"id"`
 	ClusterID         types.String  `tfsdk:"cluster_id"`
 	NodeID            types.String  `tfsdk:"node_id"`
+	PoolID            types.String  `tfsdk:"pool_id"`
 	BlockPrefixLength types.Int64   `tfsdk:"block_prefix_length"`
 	MinFreeFraction   types.Float64 `tfsdk:"min_free_fraction"`
 	MaxFreeFraction   types.Float64 `tfsdk:"max_free_fraction"`
@@ -96,6 +97,11 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators:          []validator.String{validID("node_id")},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
+			"pool_id": schema.StringAttribute{
+				MarkdownDescription: nodeBlocksDocs.poolID,
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown(), nodePoolIDOf{}},
+			},
 			"block_prefix_length": schema.Int64Attribute{
 				MarkdownDescription: "Length of each block (default `124`: 16 addresses, the batch size B). Every node of a cluster uses the same length. A node's blocks keep a row per address, so block size x `max_blocks` may be at most 1,048,576 addresses (a `/108` with `max_blocks = 1`). Changing it replaces the resource.",
 				Optional:            true,
@@ -143,7 +149,10 @@ func (r *nodeBlocksResource) Schema(_ context.Context, _ resource.SchemaRequest,
 }
 
 // nodeBlocksDocs describes what the resource and the data source both read.
-var nodeBlocksDocs = struct{ blocks, capacity, used, free, target string }{
+var nodeBlocksDocs = struct{ poolID, blocks, capacity, used, free, target string }{
+	poolID: "The node's pool, `<cluster_id>/blocks/<node_id>`: the `pool_id` of the addresses in its blocks. An " +
+		"`ipam_address_set` key that lists it in its `pools` draws from the node's blocks, and grows them when they are " +
+		"full, as the node's instances do.",
 	blocks:   "The node's blocks (CIDRs), oldest first: its WireGuard AllowedIPs for instances.",
 	capacity: "Addresses in the node's blocks.",
 	used:     "Instance addresses in use on the node (active and held).",
@@ -170,6 +179,7 @@ func (m *nodeBlocksModel) scaling() ipam.BlockScaling {
 func (m *nodeBlocksModel) fill(nb ipam.NodeBlocks) {
 	m.ID = types.StringValue(nb.ClusterID + "/" + nb.NodeID)
 	m.ClusterID, m.NodeID = types.StringValue(nb.ClusterID), types.StringValue(nb.NodeID)
+	m.PoolID = types.StringValue(ipam.NodeBlocksPool(nb.ClusterID, nb.NodeID).ID())
 	m.BlockPrefixLength = types.Int64Value(int64(nb.Scaling.PrefixLength))
 	m.MinFreeFraction = types.Float64Value(nb.Scaling.MinFree)
 	m.MaxFreeFraction = types.Float64Value(nb.Scaling.MaxFree)
@@ -183,6 +193,22 @@ func (m *nodeBlocksModel) fill(nb ipam.NodeBlocks) {
 	m.Used = types.Int64Value(nb.Used)
 	m.Free = types.Int64Value(nb.Free())
 	m.TargetBlocks = types.Int64Value(int64(nb.TargetBlocks))
+}
+
+// nodePoolIDOf plans a new node's pool_id once its cluster_id and node_id
+// are known.
+type nodePoolIDOf struct{}
+
+func (nodePoolIDOf) Description(context.Context) string {
+	return "the pool_id of a new node's blocks is <cluster_id>/blocks/<node_id>, known once they are"
+}
+
+func (m nodePoolIDOf) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (nodePoolIDOf) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if ids, ok := plannedStrings(ctx, req, []string{"cluster_id", "node_id"}); ok {
+		resp.PlanValue = types.StringValue(ipam.NodeBlocksPool(ids[0], ids[1]).ID())
+	}
 }
 
 func cidrList(ps []netip.Prefix) types.List {

@@ -157,6 +157,59 @@ resource "ipam_instance_address" "vm" {
 	})
 }
 
+// An address set whose keys list a node's pool_id draws from its blocks, and
+// grows them when they are full, as the node's instances do: 17 keys in one
+// apply on a node of one block of 16. The plan shows the node's pool_id.
+func TestAccNodeInstanceBlocks_setKeysGrowTheNode(t *testing.T) {
+	db := newAccDB(t)
+	blocks := testCluster + `resource "ipam_node_instance_blocks" "n" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "n1"
+  max_blocks = 2
+}
+`
+	set := blocks + `resource "ipam_address_set" "s" {
+  cluster_id = ipam_cluster.c.id
+  owner_id   = "vm-1"
+  addresses  = { for i in range(17) : "k${i}" => { pools = [ipam_node_instance_blocks.n.pool_id] } }
+}
+data "ipam_node_instance_blocks" "n" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = ipam_node_instance_blocks.n.node_id
+  depends_on = [ipam_address_set.s]
+}
+`
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: db.config(blocks),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue("ipam_node_instance_blocks.n", tfjsonpath.New("pool_id"), knownvalue.StringExact("c1/blocks/n1")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("ipam_node_instance_blocks.n", tfjsonpath.New("blocks"), knownvalue.ListSizeExact(1)),
+				},
+			},
+			{
+				Config: db.config(set),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.ipam_node_instance_blocks.n", tfjsonpath.New("blocks"), knownvalue.ListSizeExact(2)),
+					statecheck.ExpectKnownValue("data.ipam_node_instance_blocks.n", tfjsonpath.New("used"), knownvalue.Int64Exact(17)),
+					statecheck.ExpectKnownValue("data.ipam_node_instance_blocks.n", tfjsonpath.New("pool_id"), knownvalue.StringExact("c1/blocks/n1")),
+					statecheck.ExpectKnownValue("ipam_address_set.s", tfjsonpath.New("addresses").AtMapKey("k16").AtMapKey("pool_id"),
+						knownvalue.StringExact("c1/blocks/n1")),
+				},
+				Check: resource.ComposeTestCheckFunc(checkBlocksSound(db), func(*terraform.State) error {
+					return db.expectRows(17, `SELECT count(*) FROM ipam_allocations a
+						JOIN ipam_node_blocks b ON b.node_id = 'n1' AND b.state = 'active' AND a.address <<= b.block
+						WHERE a.owner_kind = 'set' AND a.state = 'active' AND a.pool_id = 'c1/blocks/n1'`)()
+				}),
+			},
+		},
+	})
+}
+
 func TestAccNodeInstanceBlocks_badInput(t *testing.T) {
 	db := newAccDB(t)
 	resource.ParallelTest(t, resource.TestCase{

@@ -149,8 +149,12 @@ func validAddrOrPrefix() stringCheck {
 	}
 }
 
-// validPoolIDString checks "<cluster_id>/<name>".
+// validPoolIDString checks "<cluster_id>/<name>", or a node's blocks,
+// "<cluster_id>/blocks/<node_id>" (ipam_node_instance_blocks' pool_id).
 func validPoolIDString(s string) error {
+	if _, err := ipam.ParsePoolRef("pool_id", s); err == nil {
+		return nil
+	}
 	c, n, ok := splitID(s)
 	if !ok {
 		return fmt.Errorf("%q is not a pool id: expected <cluster_id>/<name>, e.g. ipam_pool.example.id", truncateForMsg(s))
@@ -166,7 +170,7 @@ func validPoolIDString(s string) error {
 // the listing's own check tells apart.
 func validListedPoolID() stringCheck {
 	return stringCheck{
-		desc: "a pool id, <cluster_id>/<name>, or a released node block's <cluster_id>/parked/<block>",
+		desc: "a pool id, <cluster_id>/<name> (a node's blocks: <cluster_id>/blocks/<node_id>), or a released node block's <cluster_id>/parked/<block>",
 		check: func(s string) error {
 			if (operator.ListFilter{PoolID: s}).Validate() == nil {
 				return nil
@@ -185,7 +189,7 @@ func truncateForMsg(s string) string {
 
 // validPoolID: a pool id "<cluster_id>/<name>".
 func validPoolID() stringCheck {
-	return stringCheck{desc: "a pool id, <cluster_id>/<name>", check: validPoolIDString}
+	return stringCheck{desc: "a pool id, <cluster_id>/<name> (a node's blocks: <cluster_id>/blocks/<node_id>)", check: validPoolIDString}
 }
 
 // listCheck validates a list of strings in one pass over its elements:

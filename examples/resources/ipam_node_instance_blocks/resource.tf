@@ -20,7 +20,7 @@ data "ipam_node_instance_blocks" "node" {
   for_each   = ipam_node_instance_blocks.node
   cluster_id = each.value.cluster_id
   node_id    = each.value.node_id
-  depends_on = [ipam_instance_address.on_node]
+  depends_on = [ipam_instance_address.on_node, ipam_address_set.on_node]
 }
 
 output "allowed_ips" {
@@ -40,4 +40,19 @@ resource "ipam_instance_address" "on_node" {
   org_id      = "acme"
   env_id      = "production"
   node_id     = ipam_node_instance_blocks.node["fra1-node-02"].node_id
+}
+
+# More addresses inside a node's blocks: an address set's key lists the
+# node's pool_id. Like the node's instances, it grows the blocks when they
+# are full, up to max_blocks.
+resource "ipam_address_set" "on_node" {
+  cluster_id  = ipam_cluster.example.id
+  owner_id    = "inst-2b81d0-extra"
+  org_id      = "acme"
+  env_id      = "production"
+  instance_id = "inst-2b81d0"
+
+  addresses = {
+    storage = { pools = [ipam_node_instance_blocks.node["fra1-node-02"].pool_id] }
+  }
 }
