@@ -102,16 +102,17 @@ func (s *Client) resolvePool(ctx context.Context, tx pgx.Tx, req request) (*Pool
 // growth is the nodes whose full blocks a transaction grows
 // (allocateGrowing): for an allocation, the node an earlier try of it found
 // full; for a change of a set, every node whose blocks its added keys may
-// draw from. Their scaling locks come before any pool's.
+// draw from. It takes their scaling locks before any pool's shared lock.
 type growth map[string]bool
 
-// lockFirst takes the scaling locks of the nodes g grows, in node order: a
-// transaction that locks several pools takes them all before any pool's,
-// and two such transactions take them in the same order. A node whose
-// blocks are gone has none to take (allocateGrowing finds it gone).
+// lockFirst takes the scaling locks of the nodes g grows, node after node
+// in node order: a transaction that locks several pools takes them all
+// before any pool's shared lock, and two such transactions take them in the
+// same order. A node whose blocks are gone has none to take
+// (allocateGrowing finds it gone).
 func (g growth) lockFirst(ctx context.Context, tx pgx.Tx, clusterID string) error {
 	for _, node := range slices.Sorted(maps.Keys(g)) {
-		if _, err := loadScaling(ctx, tx, clusterID, node); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := lockNodeForScaling(ctx, tx, clusterID, node, lockScalingRow(ctx, tx, clusterID, node)); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}
@@ -131,15 +132,18 @@ func (p *Pool) blocksNode() (string, bool) {
 // node's pool), the node's growth (by its computed target, up to max_blocks)
 // and a second try, all in tx. The node grown is the pool's, whoever asks.
 //
-// A growth takes the node's scaling lock and then writes the node's pool,
-// which every allocation in flight there holds shared (lockPoolShared). So
-// an allocation that finds the blocks full does not take the scaling lock
-// while it holds the pool's: it adds the node to grow and asks for the
-// transaction again (errRetry), and that one takes the scaling lock first.
-// Allocations that found the node full at once then queue on the scaling
-// lock alone; taken the other way round, two of them deadlocked (one
-// aborted after PostgreSQL's deadlock_timeout), and twenty instances
-// created at once on a full node used up their retries.
+// A growth takes the locks a scaling takes, in their order
+// (lockNodeForScaling: the cluster's row shared, the node pool's row, the
+// node's scaling row), and the pool's is the one every allocation in flight
+// there holds shared (lockPoolShared). So an allocation that finds the
+// blocks full does not take them while it holds the pool's: it adds the
+// node to grow and asks for the transaction again (errRetry), and that one
+// takes them first. Allocations that found the node full at once then queue
+// on the pool's lock alone; taken the other way round, two of them
+// deadlocked (one aborted after PostgreSQL's deadlock_timeout), and twenty
+// instances created at once on a full node used up their retries. Taken
+// with the scaling row first, a growth deadlocked with a release or a
+// scaling of the node's blocks, which take the pool's first.
 func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, grow growth) (AllocateResult, error) {
 	var ex *ExhaustedError
 	node, blocks := pool.blocksNode()
@@ -151,12 +155,12 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 		}
 		return res, err
 	}
-	// The node was full. Take its scaling lock (a scaling in flight may be
-	// adding blocks right now; lockFirst may hold it already), look again,
-	// and grow if still full.
+	// The node was full. Take its scaling locks (a scaling in flight may be
+	// adding blocks right now; lockFirst may hold them already), look
+	// again, and grow if still full.
 	var res AllocateResult
 	clusterID := pool.ClusterID
-	_, err := loadScaling(ctx, tx, clusterID, node)
+	err := lockNodeForScaling(ctx, tx, clusterID, node, lockScalingRow(ctx, tx, clusterID, node))
 	if errors.Is(err, ErrNotFound) {
 		// The node's blocks were released since the pool was resolved:
 		// resolve again, which says what the request draws from now.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
 
@@ -238,6 +240,7 @@ func TestNodeBlocksConcurrent(t *testing.T) {
 	if want := nodes * (each - (each+2)/3); active != want {
 		t.Fatalf("%d active instance addresses, want %d", active, want)
 	}
+	noDeadlocks(t, st, raw)
 }
 
 // A gateway change racing an instance allocation in a node's blocks: the
@@ -722,8 +725,15 @@ func TestSetsAndInstancesGrowFullNodesAtOnce(t *testing.T) {
 	if want := sets*changes*2 + len(nodes)*instances; live != want || dup != 0 || outside != 0 {
 		t.Fatalf("%d live addresses in the nodes' blocks (want %d), %d handed out twice, %d outside their pool's node's blocks", live, want, dup, outside)
 	}
-	// None deadlocked (a retry would hide it): a backend reports its
-	// deadlocks by the time it ends.
+	noDeadlocks(t, st, raw)
+}
+
+// noDeadlocks closes st and fails when PostgreSQL broke a deadlock in the
+// test's database (the retry that follows would hide it): a backend reports
+// its deadlocks by the time it ends.
+func noDeadlocks(t *testing.T, st *engine.Client, raw *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
 	st.Close()
 	var others int
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

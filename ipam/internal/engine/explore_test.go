@@ -424,6 +424,11 @@ var (
 	stepReleaseBlocks = exploreStep{name: "release n1's blocks", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		return exploreAck{}, e.st.ReleaseNodeBlocks(ctx, "c1", "n1")
 	}}
+	// stepRescaleBlocks: n1's scaling again, with its settings as they are.
+	stepRescaleBlocks = exploreStep{name: "rescale n1's blocks", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		_, err := e.st.RescaleNodeBlocks(ctx, "c1", "n1")
+		return exploreAck{}, err
+	}}
 	// The scheduler's placement: the allocation inside its transaction.
 	stepInstanceInTx = inCallersTx("place i7 on n1 in the caller's transaction", onNode("i7"),
 		func(ctx context.Context, e *exploreEnv, tx pgx.Tx) (netip.Addr, error) {
@@ -946,6 +951,16 @@ var explorePairs = []struct {
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},
+	// A set key and a placement that both find the node full: one grows
+	// it (the set with the node's scaling locks taken first), the other
+	// lands in the new block, and neither waits for the other in a cycle.
+	// A growth against a release or a scaling of the node's blocks: the
+	// growth takes the scaling's locks in the scaling's order.
+	{true, fixtureBlocksFull, stepSetOnNode, stepInstanceOnNode},
+	{true, fixtureBlocksFull, stepInstanceOnNode, stepReleaseBlocks},
+	{false, fixtureBlocksFull, stepSetOnNode, stepReleaseBlocks},
+	{false, fixtureBlocksFull, stepSetOnNode, stepRescaleBlocks},
+	{false, fixtureBlocksFull, stepInstanceOnNode, stepRescaleBlocks},
 	// A set key's new request while its pool's shape changes.
 	{true, fixtureV4Set, stepSetRestate, stepShrink},
 	{false, fixtureV4Set, stepSetRestate, stepExclude},
