@@ -444,10 +444,14 @@ func nodeInUse(ctx context.Context, q pgx.Tx, clusterID, nodeID, poolID string, 
 	if err != nil {
 		return err
 	}
-	return &ConflictError{Msg: fmt.Sprintf("node %q still has %d instance addresses in its blocks: %s; release them first "+
-		"(destroy their resources, or `ipamctl release --cluster %s --kind instance --owner ID --reason ...` for an "+
-		"instance placed by another system), then destroy the blocks again",
-		nodeID, used, who, clusterID)}
+	addresses := "addresses"
+	if used == 1 {
+		addresses = "address"
+	}
+	return &ConflictError{Msg: fmt.Sprintf("node %q still has %d %s in its blocks: %s; release them first "+
+		"(destroy their resources, or `ipamctl release --cluster %s --kind KIND --owner ID --reason ...` for one "+
+		"placed by another system), then destroy the blocks again",
+		nodeID, used, addresses, who, clusterID)}
 }
 
 func nodeUse(ctx context.Context, q querier, poolID string) (int64, error) {

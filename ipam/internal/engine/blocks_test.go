@@ -437,7 +437,7 @@ func TestReleaseNodeBlocksNamesTheInstancesInTheWay(t *testing.T) {
 	if !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("releasing blocks in use: %v, want conflict", err)
 	}
-	for _, want := range []string{`node "n1" still has 1 instance addresses`, "instance vm-7 (" + r.Address.String() + ", actor scheduler)", "ipamctl release --cluster c1"} {
+	for _, want := range []string{`node "n1" still has 1 address in its blocks`, "instance vm-7 (" + r.Address.String() + ", actor scheduler)", "ipamctl release --cluster c1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal lacks %q: %v", want, err)
 		}
