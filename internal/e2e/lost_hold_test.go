@@ -93,3 +93,38 @@ func TestPlanExhaustionCountsHoldsApart(t *testing.T) {
 		}
 	}
 }
+
+// A plan of a new instance on a node whose blocks are full: a plan-time hold
+// never grows a node, so the address is left to the apply, and the warning
+// says that the apply grows the node (not that it fails, as it says of a
+// full pool); the apply does, and the instance lands in the new block.
+func TestPlanOnAFullNodeSaysTheApplyGrowsIt(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	ctx := context.Background()
+	st := openAs(t, url, "scheduler")
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		if _, err := st.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("f", i), NodeID: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newWorkdir(t, url, "resource \"ipam_instance_address\" \"late\" {\n  cluster_id  = \"c1\"\n  instance_id = \"late\"\n  org_id      = \"acme\"\n  env_id      = \"prod\"\n  node_id     = \"n1\"\n}\n")
+	out := strings.Join(strings.Fields(string(w.run("plan", "-input=false"))), " ")
+	for _, want := range []string{
+		"Some Addresses Known After Apply",
+		`pool "c1/blocks/n1" has no free address`,
+		`the apply will try again after the other changes of this plan, and grow node "n1"'s blocks if they are still full, up to its max_blocks`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+	w.run("apply", "-input=false", "-auto-approve")
+	nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
+	if err != nil || len(nb.Blocks) != 2 || nb.Used != 17 {
+		t.Fatalf("after the apply: %+v %v, want 2 blocks and 17 addresses in use", nb, err)
+	}
+}

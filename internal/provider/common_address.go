@@ -418,11 +418,22 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 // for a new resource: the apply tries again after the plan's other changes.
 // The pool's figures count live plan-time holds apart from active
 // allocations, since this plan's own other new addresses may be among them.
+// A node's full blocks the apply grows (a hold never grows a node), so the
+// warning says so rather than that the apply fails.
 func exhaustedAtPlan(err error) string {
-	msg := "No address could be reserved at plan time (" + err.Error() + "); the apply will try again after the other " +
-		"changes of this plan, and fail with ipam_exhausted if none is free then."
+	then := "fail with ipam_exhausted if none is free then."
 	var ex *ipam.ExhaustedError
-	if errors.As(err, &ex) && ex.Held > 0 {
+	if errors.As(err, &ex) {
+		if ref, perr := ipam.ParsePoolRef("pool_id", ex.PoolID); perr == nil {
+			if node, ok := ref.BlocksNode(); ok {
+				then = fmt.Sprintf("grow node %q's blocks if they are still full, up to its max_blocks; it fails with "+
+					"ipam_exhausted only beyond that.", node)
+			}
+		}
+	}
+	msg := "No address could be reserved at plan time (" + err.Error() + "); the apply will try again after the other " +
+		"changes of this plan, and " + then
+	if ex != nil && ex.Held > 0 {
 		msg += fmt.Sprintf(" %d of the pool's addresses are held by plan-time holds (this plan's other new addresses from "+
 			"this pool among them): they are not allocations yet, and each becomes one when its plan is applied, or goes back "+
 			"to the pool when it expires (reservation_ttl).", ex.Held)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -124,7 +123,7 @@ func (p *Pool) blocksNode() (string, bool) {
 	if p.Kind != kindBlocks {
 		return "", false
 	}
-	return strings.CutPrefix(p.Name, blocksPrefix)
+	return p.Ref().BlocksNode()
 }
 
 // allocateGrowing is allocateTx, and for an allocation drawing from a node's

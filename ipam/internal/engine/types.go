@@ -137,6 +137,10 @@ func NodeBlocksPool(clusterID, nodeID string) PoolRef {
 // OperatorPool is an operator pool (ipam_pool) by name.
 func OperatorPool(clusterID, name string) PoolRef { return PoolRef{clusterID, name} }
 
+// BlocksNode is the node whose instance blocks r names (NodeBlocksPool),
+// and whether r names a node's blocks.
+func (r PoolRef) BlocksNode() (string, bool) { return strings.CutPrefix(r.Name, blocksPrefix) }
+
 const blocksPrefix = "blocks/"
 
 // NoCooldown is the Cooldown of an operator pool whose released addresses
