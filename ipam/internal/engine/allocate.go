@@ -111,7 +111,7 @@ type growth map[string]bool
 // (allocateGrowing finds it gone).
 func (g growth) lockFirst(ctx context.Context, tx pgx.Tx, clusterID string) error {
 	for _, node := range slices.Sorted(maps.Keys(g)) {
-		if err := lockNodeForScaling(ctx, tx, clusterID, node, lockScalingRow(ctx, tx, clusterID, node)); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := lockScaledNode(ctx, tx, clusterID, node); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}
@@ -159,7 +159,7 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 	// again, and grow if still full.
 	var res AllocateResult
 	clusterID := pool.ClusterID
-	err := lockNodeForScaling(ctx, tx, clusterID, node, lockScalingRow(ctx, tx, clusterID, node))
+	err := lockScaledNode(ctx, tx, clusterID, node)
 	if errors.Is(err, ErrNotFound) {
 		// The node's blocks were released since the pool was resolved:
 		// resolve again, which says what the request draws from now.

@@ -296,7 +296,7 @@ func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string
 		return nb, err
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, lockScalingRow(ctx, tx, clusterID, nodeID)); err != nil {
+		if err := lockScaledNode(ctx, tx, clusterID, nodeID); err != nil {
 			return err
 		}
 		var err error
@@ -391,13 +391,13 @@ func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 	return nil
 }
 
-// lockScalingRow is lockNodeForScaling's lockRow for a node whose settings
-// exist: ErrNotFound when they do not.
-func lockScalingRow(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) func() error {
-	return func() error {
+// lockScaledNode is lockNodeForScaling for a node whose settings exist
+// (a rescale, a growth): ErrNotFound when they do not.
+func lockScaledNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
+	return lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
 		_, err := loadScaling(ctx, tx, clusterID, nodeID)
 		return err
-	}
+	})
 }
 
 // loadScaling locks and reads a node's settings: the lock serializes the
