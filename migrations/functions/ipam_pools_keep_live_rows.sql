@@ -1,5 +1,5 @@
 -- The current definition of ipam_pools_keep_live_rows: created by migration 12, last changed
--- by migration 12. Migrate applies it after the numbered migrations (see README.md
+-- by migration 35. Migrate applies it after the numbered migrations (see README.md
 -- beside this file); a change here is a change of this one file.
 --
 -- The other side of the same invariant: a change of a pool's shape (its
@@ -13,12 +13,22 @@
 -- or refuses). Rows past their cooldown and expired holds are the writer's
 -- to delete or keep. A cluster destroy deletes its pools by cascade, which
 -- fires this trigger for each.
+--
+-- A change that only widens the pool (its blocks a superset of the old ones,
+-- its exclusions a subset, the same kind, not parked) leaves every row where
+-- it was inside the pool: nothing to wait for or check. A node's blocks grow
+-- so, and a growth must not wait for the allocations in flight on the node
+-- (migration 35).
 CREATE OR REPLACE FUNCTION ipam_pools_keep_live_rows() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
     r record;
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.kind = OLD.kind AND NEW.kind <> 'parked'
+            AND NEW.cidrs @> OLD.cidrs AND OLD.exclude @> NEW.exclude THEN
+        RETURN NEW;
+    END IF;
     PERFORM 1 FROM ipam_pools WHERE id = OLD.id FOR UPDATE;
     SELECT a.address, a.state INTO r FROM ipam_allocations a
         WHERE a.pool_id = OLD.id

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Allocate hands out an address to an owner, in one transaction that also
@@ -111,7 +113,7 @@ type growth map[string]bool
 // (allocateGrowing finds it gone).
 func (g growth) lockFirst(ctx context.Context, tx pgx.Tx, clusterID string) error {
 	for _, node := range slices.Sorted(maps.Keys(g)) {
-		if err := lockScaledNode(ctx, tx, clusterID, node); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := lockScaledNode(ctx, tx, clusterID, node, true); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}
@@ -159,7 +161,7 @@ func (s *Client) allocateGrowing(ctx context.Context, tx pgx.Tx, pool *Pool, req
 	// again, and grow if still full.
 	var res AllocateResult
 	clusterID := pool.ClusterID
-	err := lockScaledNode(ctx, tx, clusterID, node)
+	err := lockScaledNode(ctx, tx, clusterID, node, true)
 	if errors.Is(err, ErrNotFound) {
 		// The node's blocks were released since the pool was resolved:
 		// resolve again, which says what the request draws from now.
@@ -523,14 +525,24 @@ func skipClaimed(ctx context.Context, tx pgx.Tx, pool *Pool, stripe int, ord, la
 // takeCooled reuses the longest-cooled address whose cooldown has passed (or,
 // in table pools, the oldest free one). SKIP LOCKED lets concurrent allocators
 // take different rows; the conditional write in activate confirms the pick.
+//
+// When it finds nothing unlocked, the pick waits for the rows other
+// allocators hold, so that a pick they roll back is not reported as
+// exhaustion. In callers' transactions that wait can close a circle: two
+// placement transactions that each took a row, each waiting for the
+// other's. So the wait runs under a savepoint (pickWaiting), and when
+// PostgreSQL breaks such a deadlock the rows count as taken (the
+// transaction holding them waits for this one): the pool is exhausted for
+// this request, and the other transaction goes on. A node's blocks do not
+// wait: they grow instead (allocateGrowing), and the growth's own locks
+// would close the circle with a wait here; at max_blocks they are
+// exhausted while allocations in flight hold their free rows.
 func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, hold time.Duration) (Allocation, error) {
 	var id uuid.UUID
 	var gen int64
 	err := tx.QueryRow(ctx, sqlTakeCooled, pool.ID).Scan(&id, &gen)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Nothing unlocked: wait for the rows other allocators hold, so that a
-		// pick they roll back is not reported as exhaustion.
-		err = tx.QueryRow(ctx, sqlTakeCooledWait, pool.ID).Scan(&id, &gen)
+	if errors.Is(err, pgx.ErrNoRows) && pool.Kind != kindBlocks {
+		err = pickWaiting(ctx, tx, pool.ID, &id, &gen)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Allocation{}, s.exhausted(ctx, tx, pool)
@@ -539,6 +551,30 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 		return Allocation{}, err
 	}
 	return s.activate(ctx, tx, id, gen, o, hold, false)
+}
+
+// pickWaiting is the reuse pick that waits, under a savepoint: a deadlock
+// it meets is pgx.ErrNoRows (nothing to take).
+func pickWaiting(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	err = sp.QueryRow(ctx, sqlTakeCooledWait, poolID).Scan(id, gen)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == pgerrcode.DeadlockDetected {
+		if err := sp.Rollback(ctx); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if cerr := sp.Commit(ctx); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // exhausted builds the ipam_exhausted error with the pool's figures. It runs

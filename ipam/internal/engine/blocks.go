@@ -271,7 +271,7 @@ func (s *Client) scaleNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 	}
 	var nb NodeBlocks
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, false, func() error {
 			if create {
 				if err := s.checkBlocksAdoptable(ctx, tx, clusterID, nodeID); err != nil {
 					return err
@@ -296,7 +296,7 @@ func (s *Client) RescaleNodeBlocks(ctx context.Context, clusterID, nodeID string
 		return nb, err
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockScaledNode(ctx, tx, clusterID, nodeID); err != nil {
+		if err := lockScaledNode(ctx, tx, clusterID, nodeID, false); err != nil {
 			return err
 		}
 		var err error
@@ -358,20 +358,33 @@ func saveScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, sc Bl
 // lockNodeForScaling takes, in the locking order, what a scaling or block
 // release needs: the cluster row FOR SHARE (a cluster update, which takes it
 // FOR NO KEY UPDATE, cannot run meanwhile, so the node pool is written with
-// the settings in force), then the node pool FOR UPDATE (allocations on the
-// node in flight commit first), then the node's scaling row (lockRow: read
-// or written FOR UPDATE), which serializes the scalings of one node.
+// the settings in force), then the node pool's row, then the node's scaling
+// row (lockRow: read or written FOR UPDATE), which serializes the scalings
+// of one node.
+//
+// The pool's row is taken FOR UPDATE (allocations on the node in flight,
+// which hold it FOR KEY SHARE, commit first) by what may take blocks away:
+// a release, a scaling. A growth (grow) only adds blocks, which strands no
+// allocation, so it takes the row FOR NO KEY UPDATE: it waits for another
+// growth, scaling or release of the node but not for the allocations in
+// flight there, one of which may be in the growing transaction's own caller
+// (a placement transaction that placed an instance on the node before it
+// found the node full), or in another's that waits for this growth.
 //
 // A node's first scaling creates its block pool. When one committed after
 // the pool's lock here found nothing, the pool is unlocked and allocations
 // from it are free to run: the transaction runs again (errRetry), and its
 // pool lock finds the pool.
-func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, lockRow func() error) error {
+func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, grow bool, lockRow func() error) error {
 	if _, err := tx.Exec(ctx, sqlLockClusterShare, clusterID); err != nil {
 		return err
 	}
 	poolID := NodeBlocksPool(clusterID, nodeID).ID()
-	locked, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, poolID)
+	lockPool := sqlLockPoolsByID
+	if grow {
+		lockPool = sqlLockPoolForGrowth
+	}
+	locked, err := lockPoolsExclusive(ctx, tx, lockPool, poolID)
 	if err != nil {
 		return err
 	}
@@ -393,8 +406,8 @@ func lockNodeForScaling(ctx context.Context, tx pgx.Tx, clusterID, nodeID string
 
 // lockScaledNode is lockNodeForScaling for a node whose settings exist
 // (a rescale, a growth): ErrNotFound when they do not.
-func lockScaledNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) error {
-	return lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
+func lockScaledNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID string, grow bool) error {
+	return lockNodeForScaling(ctx, tx, clusterID, nodeID, grow, func() error {
 		_, err := loadScaling(ctx, tx, clusterID, nodeID)
 		return err
 	})
@@ -712,31 +725,40 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 
 // syncNodePool makes the node's pool hold exactly its active blocks: created
 // with the first block, its rows kept per address (free rows for new blocks).
+// The blocks the pool already had in the same places (all of them, for a
+// growth, which appends blocks) keep their rows and ordinals: their rows
+// are left alone, so that a growth waits for none of the allocations in
+// flight there.
 func syncNodePool(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, blocks []netip.Prefix) error {
 	p := Pool{ID: NodeBlocksPool(c.ID, nodeID).ID(), ClusterID: c.ID, Name: blocksPrefix + nodeID, Category: CategoryInstance,
 		Family: 6, Kind: kindBlocks, CIDRs: blocks, Cooldown: c.InstanceCooldown, Stripes: 1, MTU: c.MTU, Gateway: c.GatewayIPv6}
 	if err := p.buildLayout(); err != nil {
 		return err
 	}
-	var exists bool
-	if err := tx.QueryRow(ctx, sqlPoolExists, p.ID).Scan(&exists); err != nil {
+	var had []netip.Prefix
+	err := tx.QueryRow(ctx, sqlPoolCIDRs, p.ID).Scan(&had)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = insertPool(ctx, tx, p)
+	} else if err == nil {
+		_, err = tx.Exec(ctx, sqlUpdateNodePool.sql, params{
+			"pool": p.ID, "cidrs": p.CIDRs, "size": p.Size, "cooldown": p.Cooldown, "mtu": p.MTU,
+			"gateway": netip.PrefixFrom(p.Gateway, 128),
+		})
+	}
+	if err != nil {
 		return err
 	}
-	if !exists {
-		if err := insertPool(ctx, tx, p); err != nil {
-			return err
-		}
-	} else if _, err := tx.Exec(ctx, sqlUpdateNodePool.sql, params{
-		"pool": p.ID, "cidrs": p.CIDRs, "size": p.Size, "cooldown": p.Cooldown, "mtu": p.MTU,
-		"gateway": netip.PrefixFrom(p.Gateway, 128),
-	}); err != nil {
-		return err
+	kept := 0
+	for kept < min(len(had), len(blocks)) && had[kept] == blocks[kept] {
+		kept++
 	}
-	if err := syncTableRows(ctx, tx, &p); err != nil {
+	added := p
+	added.CIDRs = blocks[kept:]
+	if err := syncTableRows(ctx, tx, &p, p.layout.BlockFirst(kept)); err != nil {
 		return err
 	}
 	// A new block inherits the tombstones inside it.
-	return inheritTombstones(ctx, tx, &p)
+	return inheritTombstones(ctx, tx, &added)
 }
 
 // GetNodeBlocks reads a node's blocks and use without changing anything; the
@@ -806,7 +828,7 @@ func (s *Client) ReleaseNodeBlocksAt(ctx context.Context, clusterID, nodeID stri
 		// Instance allocations on the node in flight commit before the use
 		// below is counted.
 		var gen int64
-		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, func() error {
+		if err := lockNodeForScaling(ctx, tx, clusterID, nodeID, false, func() error {
 			var err error
 			_, gen, err = loadScalingGeneration(ctx, tx, clusterID, nodeID)
 			return err

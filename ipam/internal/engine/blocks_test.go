@@ -752,3 +752,108 @@ func noDeadlocks(t *testing.T, st *engine.Client, raw *pgx.Conn) {
 		t.Fatalf("%d deadlocks broken by PostgreSQL (%d connections left to report)", deadlocks, others)
 	}
 }
+
+// Two placement transactions on one node, each placing a second instance
+// after their first ones filled the node's blocks. Below max_blocks both
+// grow the node and neither waits for the other's first placement: a growth
+// took the node pool's row FOR UPDATE, and rewrote the rows of the node's
+// blocks, each of which waits for the allocations in flight there, and a
+// pick that found every free row held waited for them too. So each waited
+// for the other's first placement: PostgreSQL broke the deadlock, the retry
+// met it again, and one failed with conflict after about 11 s. At
+// max_blocks, a placement that finds the node's free rows held by the other
+// gets ipam_exhausted naming the node at once.
+func TestPlacementsInFlightGrowAFullNodeAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, maxBlocks := range []int{4, 1} {
+		t.Run(fmt.Sprint("max_blocks ", maxBlocks), func(t *testing.T) {
+			t.Parallel()
+			placeTwiceOnAFullNode(t, maxBlocks)
+		})
+	}
+}
+
+func placeTwiceOnAFullNode(t *testing.T, maxBlocks int) {
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(-1, maxBlocks)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nb.Used == nb.Capacity-2 {
+			break
+		}
+		if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("fill", i), NodeID: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first, wg sync.WaitGroup
+	first.Add(2)
+	errs := make([]error, 2)
+	for i, c := range []string{"a", "b"} {
+		conn, err := pgx.Connect(ctx, raw.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Close(ctx)
+			place := func(tx pgx.Tx, i int) error {
+				_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint(c, i), NodeID: "n1"})
+				return err
+			}
+			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				first.Done()
+				errs[i] = err
+				return
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			err = place(tx, 1)
+			first.Done()
+			first.Wait() // the node is full now
+			if err == nil {
+				err = place(tx, 2)
+			}
+			if err == nil {
+				err = tx.Commit(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dup int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM (SELECT address FROM ipam_allocations WHERE state IN ('active', 'reserved')
+		GROUP BY address HAVING count(*) > 1) x`).Scan(&dup); err != nil || dup != 0 {
+		t.Fatalf("%d addresses handed out twice (%v)", dup, err)
+	}
+	if maxBlocks > 1 {
+		if errs[0] != nil || errs[1] != nil || len(nb.Blocks) != 2 || nb.Used != nb.Capacity/2+2 {
+			t.Fatalf("below max_blocks: placement transactions %v, %v; the node %d blocks, %d of %d used (want both to commit, 2 blocks, %d used)",
+				errs[0], errs[1], len(nb.Blocks), nb.Used, nb.Capacity, nb.Capacity/2+2)
+		}
+		noDeadlocks(t, st, raw)
+		return
+	}
+	committed := 0
+	for _, err := range errs {
+		if err == nil {
+			committed++
+		} else if engine.Code(err) != engine.CodeExhausted || !strings.Contains(err.Error(), `node "n1"`) {
+			t.Errorf("at max_blocks: a placement transaction failed with %v, want ipam_exhausted naming node n1", err)
+		}
+	}
+	if len(nb.Blocks) != 1 || nb.Used != nb.Capacity-2+2*int64(committed) {
+		t.Fatalf("at max_blocks, %d placement transactions committed: the node has %d blocks, %d of %d used (want 1 block, %d used)",
+			committed, len(nb.Blocks), nb.Used, nb.Capacity, nb.Capacity-2+2*int64(committed))
+	}
+	noDeadlocks(t, st, raw)
+}

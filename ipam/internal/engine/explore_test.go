@@ -386,6 +386,45 @@ var fixtureBlocksFull = exploreFixture{name: "node blocks, full", setup: func(e 
 	}
 }}
 
+// fixtureBlocksTwoFree: node n1's one block (a /126: 4 addresses) with two
+// free, so that two placement transactions each placing two instances on
+// n1 fill it with their first ones and grow it with their second ones.
+var fixtureBlocksTwoFree = exploreFixture{name: "node blocks, two free", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	e.cluster("c1", "2001:db8:1::/48")
+	sc := blockScaling(0)
+	sc.PrefixLength = 126
+	if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", sc); err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := e.st.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: onNode(fmt.Sprintf("f%d", i))}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}}
+
+// placeTwoInTx is a scheduler's placement transaction that places two
+// instances on n1.
+func placeTwoInTx(a, b string) exploreStep {
+	return exploreStep{name: "place " + a + " and " + b + " on n1 in one caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		var ack exploreAck
+		for _, id := range []string{a, b} {
+			addr, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, NodeID: "n1"})
+			if err != nil {
+				return exploreAck{}, err
+			}
+			ack.held = append(ack.held, engine.Allocation{ClusterID: "c1", Address: addr.Address, Owner: onNode(id)})
+		}
+		return ack, tx.Commit(ctx)
+	}}
+}
+
 func blockScaling(demand int64) engine.BlockScaling {
 	return engine.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}
 }
@@ -920,6 +959,10 @@ var explorePairs = []struct {
 	// Two placements that both find the node full: one grows it, neither
 	// waits for the other's pool lock while holding the scaling lock.
 	{true, fixtureBlocksFull, stepInstanceOnNode, stepInstanceInTx},
+	// Two placement transactions of two instances each: their first ones
+	// fill the node, their second ones grow it, and neither growth waits
+	// for the other's first placement.
+	{false, fixtureBlocksTwoFree, placeTwoInTx("i7", "i8"), placeTwoInTx("i9", "i10")},
 	{true, fixtureBlocks, stepInstanceInTx, stepReleaseBlocks},
 	{true, fixtureBlocks, stepConfirmI2, stepReleaseBlocks},
 	{false, fixtureBlocks, stepInstanceOnNode, stepScaleBlocks},

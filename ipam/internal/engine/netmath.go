@@ -413,6 +413,16 @@ type Run struct {
 	Start       netip.Addr // the address of First
 }
 
+// BlockFirst is the first ordinal of the layout's block i, or past every
+// ordinal when i is past its last block.
+func (l *Layout) BlockFirst(i int) int64 {
+	if i >= len(l.blocks) {
+		last := l.blocks[len(l.blocks)-1]
+		return last.start + last.count
+	}
+	return l.blocks[i].start
+}
+
 // Runs lists the usable ordinals as runs, in ordinal order. Table pools store
 // one row per usable address, inserted run by run.
 func (l *Layout) Runs() []Run {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -325,12 +326,14 @@ func (s *Client) fillBlock(ctx context.Context, a *Allocation) error {
 // the layout (block order is allocation order), and the pool's reuse mark
 // cleared (its ordinals are new). Runs are inserted set-wise with
 // generate_series, all of them in one statement: a /12 is not a million
-// statements, nor 20,000 runs 20,000 round trips.
-func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool) error {
+// statements, nor 20,000 runs 20,000 round trips. Only the ordinals from
+// from on are written (0: all).
+func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool, from int64) error {
 	if p.Kind != kindTable && p.Kind != kindBlocks {
 		return nil
 	}
 	runs := p.layout.Runs()
+	runs = runs[sort.Search(len(runs), func(i int) bool { return runs[i].Last >= from }):]
 	starts := make([]netip.Prefix, len(runs))
 	firsts, lasts := make([]int64, len(runs)), make([]int64, len(runs))
 	for i, r := range runs {

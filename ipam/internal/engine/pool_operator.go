@@ -344,7 +344,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err
 		}
-		if err := syncTableRows(ctx, tx, &p); err != nil {
+		if err := syncTableRows(ctx, tx, &p, 0); err != nil {
 			return err
 		}
 		var err error
@@ -435,7 +435,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 				return err
 			}
 		}
-		if err := syncTableRows(ctx, tx, &p); err != nil {
+		if err := syncTableRows(ctx, tx, &p, 0); err != nil {
 			return err
 		}
 		// New blocks inherit the tombstones inside them.

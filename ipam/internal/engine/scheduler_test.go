@@ -607,3 +607,81 @@ func TestFailedPlacementsHoldingEveryConnectionAreRecorded(t *testing.T) {
 		t.Fatalf("%d failures recorded of %d placements that failed holding every connection of the pool, want all", n, conns)
 	}
 }
+
+// Two callers' transactions that each took one of a pool's last free
+// addresses and then ask for another: each pick finds the other's row held
+// and waits for it, and PostgreSQL breaks the deadlock. The pick broken
+// counts the row as taken, so that request gets ipam_exhausted at once, its
+// caller rolls back, and the other transaction takes the address it gave
+// up. The retry that followed met the same deadlock each time, and one of
+// them failed with conflict after about 11 s.
+func TestCallersWaitingForEachOthersLastAddresses(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/29")}}); err != nil {
+		t.Fatal(err)
+	}
+	env := func(tx pgx.Tx, id string) error {
+		_, err := st.AllocateEnvIPv4(ctx, tx, engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "o", EnvID: id})
+		return err
+	}
+	usage := func() (active, size int) {
+		t.Helper()
+		if err := raw.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active'), count(*) FROM ipam_allocations
+			WHERE pool_id = 'c1/v4'`).Scan(&active, &size); err != nil {
+			t.Fatal(err)
+		}
+		return active, size
+	}
+	for i := 0; ; i++ {
+		if active, size := usage(); active == size-2 {
+			break
+		}
+		if err := env(nil, fmt.Sprint("fill", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first, wg sync.WaitGroup
+	first.Add(2)
+	errs := make([]error, 2)
+	for i, c := range []string{"a", "b"} {
+		conn, err := pgx.Connect(ctx, raw.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Close(ctx)
+			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				first.Done()
+				errs[i] = err
+				return
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			err = env(tx, c+"1")
+			first.Done()
+			first.Wait() // the pool is full now
+			if err == nil {
+				err = env(tx, c+"2")
+			}
+			if err != nil {
+				_ = tx.Rollback(ctx)
+			} else {
+				err = tx.Commit(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	failed, ok := errs[0], errs[1] == nil
+	if failed == nil {
+		failed, ok = errs[1], true
+	}
+	if active, size := usage(); !ok || engine.Code(failed) != engine.CodeExhausted || active != size {
+		t.Fatalf("the callers' transactions: %v, %v; the pool %d of %d active (want one to commit both addresses, the other ipam_exhausted)",
+			errs[0], errs[1], active, size)
+	}
+}

@@ -520,7 +520,9 @@ const (
 	sqlLockPoolsClusterOwn = sqlLockPoolsHead + `cluster_id = $1 AND category IN ('node', 'instance')` + sqlLockPoolsTail
 	sqlPoolsOfCluster      = sqlLockPoolsHead + `cluster_id = $1 ORDER BY id` // the same list, unlocked
 	sqlLockPoolsHead       = `SELECT id FROM ipam_pools WHERE `
-	sqlLockPoolsTail       = ` ORDER BY id` + sqlForUpdate
+	// sqlLockPoolForGrowth: a growth of a node's blocks (lockNodeForScaling).
+	sqlLockPoolForGrowth = sqlLockPoolsHead + `id = $1` + sqlForNoKeyUpdate
+	sqlLockPoolsTail     = ` ORDER BY id` + sqlForUpdate
 
 	// sqlPoolExists tells whether a pool exists (a node's blocks, an operator
 	// pool).
