@@ -171,8 +171,8 @@ for t in "${tiers[@]}"; do
 		check
 		# The longest package first: go test starts packages in the order
 		# given (two at a time on two cores), and the end-to-end package
-		# alone takes about as long as the others together, so started
-		# last it ran alone at the end (13 min against about 10).
+		# takes about as long as the others together; started last, it ran
+		# alone for its last six minutes.
 		go_tiers+=(e2e acc unit)
 		;;
 	check) check ;;

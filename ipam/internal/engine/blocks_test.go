@@ -792,40 +792,10 @@ func placeTwiceOnAFullNode(t *testing.T, maxBlocks int) {
 			t.Fatal(err)
 		}
 	}
-	var first, wg sync.WaitGroup
-	first.Add(2)
-	errs := make([]error, 2)
-	for i, c := range []string{"a", "b"} {
-		conn, err := pgx.Connect(ctx, raw.Config().ConnString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			defer conn.Close(ctx)
-			place := func(tx pgx.Tx, i int) error {
-				_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint(c, i), NodeID: "n1"})
-				return err
-			}
-			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				first.Done()
-				errs[i] = err
-				return
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			err = place(tx, 1)
-			first.Done()
-			first.Wait() // the node is full now
-			if err == nil {
-				err = place(tx, 2)
-			}
-			if err == nil {
-				err = tx.Commit(ctx)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
+	errs := twoCallersTwice(t, raw, func(tx pgx.Tx, id string) error {
+		_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, NodeID: "n1"})
+		return err
+	})
 	nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
 	if err != nil {
 		t.Fatal(err)

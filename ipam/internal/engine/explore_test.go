@@ -371,38 +371,31 @@ var fixtureBlocks = exploreFixture{name: "node blocks", setup: func(e *exploreEn
 
 // fixtureBlocksFull: node n1's one block (a /126: 4 addresses) full, so
 // that the next instance placed on n1 grows the node.
-var fixtureBlocksFull = exploreFixture{name: "node blocks, full", setup: func(e *exploreEnv) {
-	e.t.Helper()
-	e.cluster("c1", "2001:db8:1::/48")
-	sc := blockScaling(0)
-	sc.PrefixLength = 126
-	if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", sc); err != nil {
-		e.t.Fatal(err)
-	}
-	for i := range 4 {
-		if _, err := e.st.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: onNode(fmt.Sprintf("f%d", i))}); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-}}
+var fixtureBlocksFull = fixtureBlocksWith("node blocks, full", 4)
 
-// fixtureBlocksTwoFree: node n1's one block (a /126: 4 addresses) with two
-// free, so that two placement transactions each placing two instances on
-// n1 fill it with their first ones and grow it with their second ones.
-var fixtureBlocksTwoFree = exploreFixture{name: "node blocks, two free", setup: func(e *exploreEnv) {
-	e.t.Helper()
-	e.cluster("c1", "2001:db8:1::/48")
-	sc := blockScaling(0)
-	sc.PrefixLength = 126
-	if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", sc); err != nil {
-		e.t.Fatal(err)
-	}
-	for i := range 2 {
-		if _, err := e.st.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: onNode(fmt.Sprintf("f%d", i))}); err != nil {
+// fixtureBlocksTwoFree: n1's one block with two free, so that two placement
+// transactions each placing two instances on n1 fill it with their first
+// ones and grow it with their second ones.
+var fixtureBlocksTwoFree = fixtureBlocksWith("node blocks, two free", 2)
+
+// fixtureBlocksWith: node n1's one block (a /126: 4 addresses) with used
+// instances on it.
+func fixtureBlocksWith(name string, used int) exploreFixture {
+	return exploreFixture{name: name, setup: func(e *exploreEnv) {
+		e.t.Helper()
+		e.cluster("c1", "2001:db8:1::/48")
+		sc := blockScaling(0)
+		sc.PrefixLength = 126
+		if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", "n1", sc); err != nil {
 			e.t.Fatal(err)
 		}
-	}
-}}
+		for i := range used {
+			if _, err := e.st.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: onNode(fmt.Sprintf("f%d", i))}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}}
+}
 
 // placeTwoInTx is a scheduler's placement transaction that places two
 // instances on n1.

@@ -264,8 +264,10 @@ func placementErr(err error) error {
 // their pool's row FOR KEY SHARE until they commit; writers that change what a
 // pool may hand out (shrink, exclusions, gateway, block release, pool or
 // cluster destroy) take it FOR UPDATE first, so they wait for every allocation
-// in flight and none starts until they commit. KEY SHARE does not conflict with
-// KEY SHARE or with plain updates, so allocators never queue behind each other.
+// in flight and none starts until they commit. A node's growth, which only adds
+// blocks, takes it FOR NO KEY UPDATE and waits for none (lockNodeForScaling).
+// KEY SHARE does not conflict with KEY SHARE or with plain updates, so
+// allocators never queue behind each other.
 
 // lockPoolShared takes the allocator's lock on the pool row and reports
 // errRetry when the pool changed since p was read (the transaction runs again

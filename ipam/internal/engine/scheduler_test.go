@@ -644,6 +644,24 @@ func TestCallersWaitingForEachOthersLastAddresses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	errs := twoCallersTwice(t, raw, env)
+	failed, ok := errs[0], errs[1] == nil
+	if failed == nil {
+		failed, ok = errs[1], true
+	}
+	if active, size := usage(); !ok || engine.Code(failed) != engine.CodeExhausted || active != size {
+		t.Fatalf("the callers' transactions: %v, %v; the pool %d of %d active (want one to commit both addresses, the other ipam_exhausted)",
+			errs[0], errs[1], active, size)
+	}
+}
+
+// twoCallersTwice runs two callers' transactions at once, each on a
+// connection of its own: each asks once (ask with the id "a1" or "b1"),
+// waits until both have, asks again ("a2", "b2") and commits. On its first
+// error a transaction rolls back, and that error is its result.
+func twoCallersTwice(t *testing.T, raw *pgx.Conn, ask func(tx pgx.Tx, id string) error) []error {
+	t.Helper()
+	ctx := context.Background()
 	var first, wg sync.WaitGroup
 	first.Add(2)
 	errs := make([]error, 2)
@@ -655,17 +673,14 @@ func TestCallersWaitingForEachOthersLastAddresses(t *testing.T) {
 		wg.Go(func() {
 			defer conn.Close(ctx)
 			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				first.Done()
-				errs[i] = err
-				return
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			err = env(tx, c+"1")
-			first.Done()
-			first.Wait() // the pool is full now
 			if err == nil {
-				err = env(tx, c+"2")
+				defer func() { _ = tx.Rollback(ctx) }()
+				err = ask(tx, c+"1")
+			}
+			first.Done()
+			first.Wait()
+			if err == nil {
+				err = ask(tx, c+"2")
 			}
 			if err != nil {
 				_ = tx.Rollback(ctx)
@@ -676,12 +691,5 @@ func TestCallersWaitingForEachOthersLastAddresses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	failed, ok := errs[0], errs[1] == nil
-	if failed == nil {
-		failed, ok = errs[1], true
-	}
-	if active, size := usage(); !ok || engine.Code(failed) != engine.CodeExhausted || active != size {
-		t.Fatalf("the callers' transactions: %v, %v; the pool %d of %d active (want one to commit both addresses, the other ipam_exhausted)",
-			errs[0], errs[1], active, size)
-	}
+	return errs
 }
