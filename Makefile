@@ -45,7 +45,7 @@ vet: ## Run go vet
 lint: ## Run golangci-lint (.golangci.yml; the version tools/go.mod pins)
 	bash scripts/lint.sh
 
-test: ## The test command CI runs: check, then the unit, acc and e2e tiers in one go test run (names the tiers that fail)
+test: ## The test command CI runs: check, then the e2e, acc and unit tiers in one go test run (names the tiers that fail)
 	bash scripts/test.sh all
 
 quick: ## The core's short tier: go test -short ./ipam/... ./migrations/... (throwaway PostgreSQL; without the interleaving explorer, the randomized model test and the linearizability test, which make test runs)

@@ -9,7 +9,7 @@
 #   e2e    end-to-end and reliability tests (terraform, ipamctl, faults)
 #
 # scripts/test.sh TIER...   runs those tiers (make check|unit|acc|e2e)
-# scripts/test.sh all       (make test) runs check, then unit, acc and e2e in
+# scripts/test.sh all       (make test) runs check, then e2e, acc and unit in
 #                           one go test run (its packages in parallel) and
 #                           names the tiers of the packages that failed.
 #
