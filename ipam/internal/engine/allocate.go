@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Allocate hands out an address to an owner, in one transaction that also
@@ -554,15 +552,14 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 }
 
 // pickWaiting is the reuse pick that waits, under a savepoint: a deadlock
-// it meets is pgx.ErrNoRows (nothing to take).
+// it meets (lockConflict) is pgx.ErrNoRows (nothing to take).
 func pickWaiting(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	err = sp.QueryRow(ctx, sqlTakeCooledWait, poolID).Scan(id, gen)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == pgerrcode.DeadlockDetected {
+	if lockConflict(err) {
 		if err := sp.Rollback(ctx); err != nil {
 			return err
 		}
