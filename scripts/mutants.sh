@@ -44,6 +44,8 @@ mutants=(
 	"growth-waits-for-allocations|ipam/internal/engine/statements.go|s/(sqlLockPoolForGrowth = sqlLockPoolsHead \+ \`id = \\\$1\` \+ )sqlForNoKeyUpdate/\$1sqlForUpdate/|^TestPlacementsInFlightGrowAFullNodeAtOnce\$|./ipam/internal/engine/"
 	"pool-trigger-locks-widening|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND NEW.cidrs \@> OLD.cidrs AND OLD.exclude \@> NEW.exclude THEN/AND false THEN/|^TestPlacementsInFlightGrowAFullNodeAtOnce\$|./ipam/internal/engine/"
 	"pool-trigger-passes-narrowing|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND NEW.cidrs \@> OLD.cidrs AND OLD.exclude \@> NEW.exclude THEN/THEN/|^TestSchemaInvariants\$|./ipam/internal/engine/"
+	"carve-locks-instance-pool|ipam/internal/engine/blocks.go|s/\tif top < ord \{/\tif false \&\& top < ord {/|^TestPlacementsInFlightCarveFreshBlocksInAMixedFleet\$|./ipam/internal/engine/"
+	"carve-leaves-instance-counter|ipam/internal/engine/blocks.go|s/\tif top < ord \{/\tif true \x7c\x7c top < ord {/|^TestUsageAfterNodeBlocks\$|./ipam/internal/engine/"
 	"growth-rewrites-kept-blocks|ipam/internal/engine/blocks.go|s/for kept < min\(len\(had\), len\(blocks\)\)/for false \&\& kept < min(len(had), len(blocks))/|^TestPlacementsInFlightGrowAFullNodeAtOnce\$|./ipam/internal/engine/"
 	"blocks-pick-waits|ipam/internal/engine/allocate.go|s/errors.Is\(err, pgx.ErrNoRows\) \&\& pool.Kind != kindBlocks \{/errors.Is(err, pgx.ErrNoRows) {/|^TestPlacementsInFlightGrowAFullNodeAtOnce\$|./ipam/internal/engine/"
 	"waiting-pick-deadlock-retries|ipam/internal/engine/allocate.go|s/if lockConflict\(err\) \{\n\t\tif err := sp.Rollback/if false \&\& lockConflict(err) {\n\t\tif err := sp.Rollback/|^TestCallersWaitingForEachOthersLastAddresses\$|./ipam/internal/engine/"

@@ -672,16 +672,12 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 	if n > 62 {
 		return b, invalid("block_prefix_length", "/%d blocks are too fine for the instance prefix %s (at most 2^62 blocks); use longer blocks or a smaller instance prefix", length, c.InstancePrefix)
 	}
-	count := uint64(1) << n
-	// The cluster's instance counter never enters a block: lock its pool (the
-	// allocations in flight commit first), and below, lower its counters'
-	// last ordinal under the block. Carving is rare; this lock is brief.
-	instPoolID := InstancePool(c.ID).ID()
-	if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, instPoolID); err != nil {
+	count, half := blocksOf(n)
+	floor, err := SubPrefix(c.InstancePrefix, length, count-half)
+	if err != nil {
 		return b, err
 	}
-	instPool, err := loadPool(ctx, tx, instPoolID)
-	if err != nil {
+	if err := keepInstanceCounterBelow(ctx, tx, c.ID, floor); err != nil {
 		return b, err
 	}
 	var next int64
@@ -690,9 +686,8 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 		return b, err
 	}
 	for tries := 0; tries < 1024; tries++ {
-		if uint64(next) >= max(count/2, 1) {
-			// Blocks never take more than the upper half of the instance prefix.
-			return b, &ExhaustedError{PoolID: InstancePool(c.ID).ID() + " (node blocks)", Size: int64(max(count/2, 1))}
+		if uint64(next) >= half {
+			return b, &ExhaustedError{PoolID: InstancePool(c.ID).ID() + " (node blocks)", Size: int64(half)}
 		}
 		cand, err := SubPrefix(c.InstancePrefix, length, count-1-uint64(next))
 		if err != nil {
@@ -711,16 +706,52 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 		if _, err := tx.Exec(ctx, sqlSetBlockCounter, c.ID, next); err != nil {
 			return b, err
 		}
-		if ord, ok := instPool.layout.Ordinal(cand.Addr()); ok {
-			if _, err := tx.Exec(ctx, sqlLowerCounterTop,
-				instPoolID, ord-1, instPool.layout.SizeUpTo(ord-1)); err != nil {
-				return b, err
-			}
-		}
 		_, err = tx.Exec(ctx, sqlInsertNodeBlock, c.ID, cand, next-1, nodeID)
 		return cand, err
 	}
 	return b, errRetry
+}
+
+// blocksOf is how many blocks the instance prefix holds when a block is n
+// bits longer than it (count), and how many of them node blocks may take
+// (half): blocks are carved downward from the end of the instance prefix
+// and never take more than its upper half (all of it when one block is the
+// whole prefix). The block of index count-half is their floor.
+func blocksOf(n int) (count, half uint64) {
+	count = uint64(1) << n
+	return count, max(count/2, 1)
+}
+
+// keepInstanceCounterBelow keeps the cluster's instance counter below the
+// blocks' floor (blocksOf): the counter's top and the pool's size are
+// lowered under it once, at the cluster's first carve, which locks the
+// instance pool (the allocations in flight there commit first). Every later
+// carve finds the top already below and takes no lock: a node's growth
+// inside a caller's transaction, which may hold an allocation of the
+// cluster's pool, then waits for no other transaction's allocation from it
+// (two such growths waited for each other's).
+func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, clusterID string, floor netip.Prefix) error {
+	instPoolID := InstancePool(clusterID).ID()
+	instPool, err := loadPool(ctx, tx, instPoolID)
+	if err != nil {
+		return err
+	}
+	ord, ok := instPool.layout.Ordinal(floor.Addr())
+	if !ok {
+		return nil
+	}
+	var top int64
+	if err := tx.QueryRow(ctx, sqlCounterTop, instPoolID).Scan(&top); err != nil {
+		return err
+	}
+	if top < ord {
+		return nil
+	}
+	if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, instPoolID); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, sqlLowerCounterTop, instPoolID, ord-1, instPool.layout.SizeUpTo(ord-1))
+	return err
 }
 
 // syncNodePool makes the node's pool hold exactly its active blocks: created

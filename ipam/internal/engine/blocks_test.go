@@ -405,6 +405,9 @@ func TestUsageAfterNodeBlocks(t *testing.T) {
 	if inst.Size != int64(n) {
 		t.Errorf("the instance pool's size is %d, but the allocator handed out %d before ipam_exhausted", inst.Size, n)
 	}
+	if inst.Size != 127 {
+		t.Errorf("the instance pool's size is %d, want 127: the lower half of its /120 (the upper half is the blocks') but its subnet-router anycast address", inst.Size)
+	}
 	if cat.Size != inst.Size+64 {
 		t.Errorf("the instance category's size is %d, want the pool's %d and the node's 64 block addresses once", cat.Size, inst.Size)
 	}
@@ -824,6 +827,63 @@ func placeTwiceOnAFullNode(t *testing.T, maxBlocks int) {
 	if len(nb.Blocks) != 1 || nb.Used != nb.Capacity-2+2*int64(committed) {
 		t.Fatalf("at max_blocks, %d placement transactions committed: the node has %d blocks, %d of %d used (want 1 block, %d used)",
 			committed, len(nb.Blocks), nb.Used, nb.Capacity, nb.Capacity-2+2*int64(committed))
+	}
+	noDeadlocks(t, st, raw)
+}
+
+// Two placement transactions in a mixed fleet: each places an instance on a
+// node without blocks (the cluster's instance pool), then one on a full node
+// of its own whose growth carves a fresh block. The carve used to wait for the
+// other transaction's allocation from the cluster's instance pool, each for
+// the other's, until PostgreSQL broke the deadlock.
+func TestPlacementsInFlightCarveFreshBlocksInAMixedFleet(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	// A small instance prefix (sixteen /124 blocks), whose counter the carves
+	// keep below the blocks: a /64's midpoint lies beyond the ordinals a
+	// counter can reach, so its carves never touch it.
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/120", "2001:db8:0:1::/120")
+	ctx := context.Background()
+	// A first block elsewhere, as in any cluster that has blocks.
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n0", scaling(-1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"na", "nb"} {
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", node, scaling(-1, 4)); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			nb, err := st.GetNodeBlocks(ctx, "c1", node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nb.Used == nb.Capacity {
+				break
+			}
+			if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint(node, "-fill", i), NodeID: node}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := twoCallersTwice(t, raw, func(tx pgx.Tx, id string) error {
+		node := "plain" // no blocks: the cluster's instance pool
+		if strings.HasSuffix(id, "2") {
+			node = "n" + id[:1] // its own full node: a fresh block
+		}
+		_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, NodeID: node})
+		return err
+	})
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("placement transactions: %v, %v (want both to commit)", errs[0], errs[1])
+	}
+	for _, node := range []string{"na", "nb"} {
+		nb, err := st.GetNodeBlocks(ctx, "c1", node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nb.Blocks) != 2 || nb.Used != nb.Capacity/2+1 {
+			t.Fatalf("node %s: %d blocks, %d of %d used (want 2 blocks, %d used)", node, len(nb.Blocks), nb.Used, nb.Capacity, nb.Capacity/2+1)
+		}
 	}
 	noDeadlocks(t, st, raw)
 }

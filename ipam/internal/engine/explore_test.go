@@ -397,22 +397,61 @@ func fixtureBlocksWith(name string, used int) exploreFixture {
 	}}
 }
 
+// fixtureMixedFleet: nodes n1 and n2 each with one full block (a /126: 4
+// addresses), so that the next instance placed on either carves a fresh
+// block, and node n0 without blocks (the cluster's instance pool).
+var fixtureMixedFleet = exploreFixture{name: "a mixed fleet, two full nodes", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	// A small instance prefix, whose counter the carves keep below the blocks.
+	if _, err := e.st.CreateCluster(ctxBG, engine.Cluster{ID: "c1", Prefix: pfx("2001:db8:1::/48"),
+		NodePrefix: pfx("2001:db8:1::/120"), InstancePrefix: pfx("2001:db8:1:1::/120"),
+		NodeCooldown: engine.DefaultNodeCooldown, InstanceCooldown: engine.DefaultInstanceCooldown}); err != nil {
+		e.t.Fatal(err)
+	}
+	sc := blockScaling(0)
+	sc.PrefixLength = 126
+	for _, node := range []string{"n1", "n2"} {
+		if _, err := e.st.ScaleNodeBlocks(ctxBG, "c1", node, sc); err != nil {
+			e.t.Fatal(err)
+		}
+		for i := range 4 {
+			if _, err := e.st.AllocateInstance(ctxBG, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("%s-f%d", node, i), NodeID: node}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+}}
+
 // placeTwoInTx is a scheduler's placement transaction that places two
 // instances on n1.
 func placeTwoInTx(a, b string) exploreStep {
-	return exploreStep{name: "place " + a + " and " + b + " on n1 in one caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	return placeInTx(placed{a, "n1"}, placed{b, "n1"})
+}
+
+// placed is an instance and the node it is placed on.
+type placed struct{ id, node string }
+
+// placeInTx is a scheduler's placement transaction that places instances in
+// order.
+func placeInTx(ps ...placed) exploreStep {
+	var name []string
+	for _, p := range ps {
+		name = append(name, p.id+" on "+p.node)
+	}
+	return exploreStep{name: "place " + strings.Join(name, " and ") + " in one caller's transaction", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
 		tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 		if err != nil {
 			return exploreAck{}, err
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		var ack exploreAck
-		for _, id := range []string{a, b} {
-			addr, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, NodeID: "n1"})
+		for _, p := range ps {
+			addr, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: p.id, NodeID: p.node})
 			if err != nil {
 				return exploreAck{}, err
 			}
-			ack.held = append(ack.held, engine.Allocation{ClusterID: "c1", Address: addr.Address, Owner: onNode(id)})
+			ack.held = append(ack.held, engine.Allocation{ClusterID: "c1", Address: addr.Address,
+				Owner: engine.Owner{Kind: engine.OwnerInstance, ID: p.id, InstanceID: p.id, NodeID: p.node}})
 		}
 		return ack, tx.Commit(ctx)
 	}}
@@ -956,6 +995,10 @@ var explorePairs = []struct {
 	// fill the node, their second ones grow it, and neither growth waits
 	// for the other's first placement.
 	{false, fixtureBlocksTwoFree, placeTwoInTx("i7", "i8"), placeTwoInTx("i9", "i10")},
+	// Two placement transactions in a mixed fleet: each places an instance
+	// from the cluster's pool (n0 has no blocks), then one on its own full
+	// node, whose fresh block's carve waits for neither's first placement.
+	{false, fixtureMixedFleet, placeInTx(placed{"i7", "n0"}, placed{"i8", "n1"}), placeInTx(placed{"i9", "n0"}, placed{"i10", "n2"})},
 	{true, fixtureBlocks, stepInstanceInTx, stepReleaseBlocks},
 	{true, fixtureBlocks, stepConfirmI2, stepReleaseBlocks},
 	{false, fixtureBlocks, stepInstanceOnNode, stepScaleBlocks},

@@ -340,9 +340,11 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	if err != nil {
 		return err
 	}
-	// A cluster's instance counter ends below the lowest node block carved
-	// from its prefix (blocks are carved downward from the end).
-	floors := map[string]netip.Prefix{}
+	// A cluster's instance counter ends below its node blocks' floor
+	// (blocksOf), or, when an earlier version carved every block it has,
+	// below its lowest block; the first carve since lowers it to the floor.
+	type floor struct{ blocks, lowest netip.Prefix }
+	floors := map[string]floor{}
 	frows, err := tx.Query(ctx, sqlCheckBlockFloors)
 	if err != nil {
 		return err
@@ -351,11 +353,17 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 		defer frows.Close()
 		for frows.Next() {
 			var c string
-			var b netip.Prefix
-			if err := frows.Scan(&c, &b); err != nil {
+			var f floor
+			var instance netip.Prefix
+			var length int
+			if err := frows.Scan(&c, &f.lowest, &instance, &length); err != nil {
 				return err
 			}
-			floors[InstancePool(c).ID()] = b
+			if n := length - instance.Bits(); n >= 0 && n <= 62 {
+				count, half := blocksOf(n)
+				f.blocks, _ = SubPrefix(instance, length, count-half)
+			}
+			floors[InstancePool(c).ID()] = f
 		}
 		return frows.Err()
 	}(); err != nil {
@@ -383,16 +391,21 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 		}
 		stride := int64(p.Stripes)
 		lastOrd := p.layout.LastOrdinal()
-		if b, ok := floors[p.ID]; ok {
-			if o, ok := p.layout.Ordinal(b.Addr()); ok {
-				lastOrd = min(lastOrd, o-1)
+		below := func(b netip.Prefix) int64 {
+			if o, ok := p.layout.Ordinal(b.Addr()); ok && b.IsValid() {
+				return min(p.layout.LastOrdinal(), o-1)
 			}
+			return p.layout.LastOrdinal()
+		}
+		earlier := lastOrd // an earlier version's top, below the lowest block
+		if f, ok := floors[p.ID]; ok {
+			lastOrd, earlier = below(f.blocks), below(f.lowest)
 		}
 		for i, s := range ss {
 			switch {
 			case s.k != i:
 				v.Detail = fmt.Sprintf("counter #%d is numbered %d; stripes are numbered 0 to %d", i, s.k, p.Stripes-1)
-			case s.last != lastOrd:
+			case s.last != lastOrd && s.last != earlier:
 				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is %d", s.k, s.last, lastOrd)
 			case s.next <= s.last && (s.next < 0 || s.next%stride != int64(s.k)):
 				v.Detail = fmt.Sprintf("stripe %d is at ordinal %d, outside its residue class (%d mod %d)", s.k, s.next, s.k, stride)

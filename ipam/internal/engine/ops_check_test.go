@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -284,5 +285,41 @@ func TestCheckCooldownJudgesTheLatestReleaseBefore(t *testing.T) {
 	}
 	if len(want) == 0 {
 		t.Fatal("the random history has no hand-out to flag: the test checks nothing")
+	}
+}
+
+// A cluster's instance counter ends below its node blocks' half since its
+// first carve, or, when an earlier version carved every block it has, below
+// its lowest block; any other top is a violation.
+func TestCheckInstanceCounterBelowTheBlocks(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/120", "2001:db8:0:1::/120")
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(-1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(top int) []engine.Violation {
+		t.Helper()
+		if top >= 0 {
+			if _, err := raw.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = $1 WHERE pool_id = 'c1/instance'`, top); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := engine.OperatorOf(st).Check(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Violations
+	}
+	// The blocks' half starts at ::80 (ordinal 128); the one block is ::f0/124.
+	if vs := check(-1); len(vs) != 0 {
+		t.Fatalf("after the first carve:\n%s", listViolations(vs))
+	}
+	if vs := check(239); len(vs) != 0 {
+		t.Fatalf("a top below the lowest block, as an earlier version left it:\n%s", listViolations(vs))
+	}
+	if vs := check(200); !findViolation(vs, engine.InvariantCounters, "stripe 0 ends at ordinal 200, but the pool's last ordinal is 127") {
+		t.Fatalf("a top at neither: no violation naming it in:\n%s", listViolations(vs))
 	}
 }

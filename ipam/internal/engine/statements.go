@@ -1124,9 +1124,13 @@ const (
 		FROM real WHERE c.pool_id = $1
 		RETURNING (SELECT n FROM was), real.n`
 
-	// sqlCheckBlockFloors is each cluster's lowest node block: its instance
-	// counter ends below it.
-	sqlCheckBlockFloors = `SELECT cluster_id, min(block) FROM ipam_node_blocks GROUP BY cluster_id`
+	// sqlCheckBlockFloors is, for each cluster with node blocks, its lowest
+	// block, its instance prefix and its blocks' length: its instance counter
+	// ends below the blocks' floor (blocksOf), or below its lowest block when
+	// an earlier version carved every block it has.
+	sqlCheckBlockFloors = `SELECT b.cluster_id, min(b.block), c.instance_prefix, k.block_prefix_length
+		FROM ipam_node_blocks b JOIN ipam_clusters c ON c.id = b.cluster_id JOIN ipam_block_counters k ON k.cluster_id = b.cluster_id
+		GROUP BY b.cluster_id, c.instance_prefix, k.block_prefix_length`
 
 	// sqlCheckCounterOrdinals finds ordinals handed out at or beyond their
 	// stripe's next one, except exact claims.
