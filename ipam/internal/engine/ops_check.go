@@ -392,7 +392,10 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 		stride := int64(p.Stripes)
 		lastOrd := p.layout.LastOrdinal()
 		below := func(b netip.Prefix) int64 {
-			if o, ok := p.layout.Ordinal(b.Addr()); ok && b.IsValid() {
+			if !b.IsValid() {
+				return p.layout.LastOrdinal()
+			}
+			if o, ok := p.layout.Ordinal(b.Addr()); ok {
 				return min(p.layout.LastOrdinal(), o-1)
 			}
 			return p.layout.LastOrdinal()
