@@ -677,9 +677,6 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 	if err != nil {
 		return b, err
 	}
-	if err := keepInstanceCounterBelow(ctx, tx, c.ID, floor); err != nil {
-		return b, err
-	}
 	var next int64
 	err = tx.QueryRow(ctx, sqlBlockCounter, c.ID, length).Scan(&next)
 	if err != nil {
@@ -694,6 +691,9 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 			return b, err
 		}
 		next++
+		if err := keepInstanceCounterBelow(ctx, tx, c.ID, floor, cand); err != nil {
+			return b, err
+		}
 		lo, hi := blockBounds(cand)
 		var taken bool
 		if err := tx.QueryRow(ctx, sqlClusterRangeUsed,
@@ -722,35 +722,51 @@ func blocksOf(n int) (count, half uint64) {
 	return count, max(count/2, 1)
 }
 
-// keepInstanceCounterBelow keeps the cluster's instance counter below the
-// blocks' floor (blocksOf): the counter's top and the pool's size are
-// lowered under it once, at the cluster's first carve, which locks the
-// instance pool (the allocations in flight there commit first). Every later
-// carve finds the top already below and takes no lock: a node's growth
-// inside a caller's transaction, which may hold an allocation of the
-// cluster's pool, then waits for no other transaction's allocation from it
-// (two such growths waited for each other's).
-func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, clusterID string, floor netip.Prefix) error {
+// keepInstanceCounterBelow keeps the cluster's instance counter below a
+// block about to be carved. The counter's top and the pool's size are
+// lowered under the blocks' floor (blocksOf) the first time a carve finds
+// the counter able to reach its block, or, when the counter has already
+// handed out ordinals past the floor, under the first block boundary above
+// them (never above the block): the lock this takes on the instance pool
+// waits for the allocations in flight there. Later carves, above that top,
+// take no lock: a node's growth inside a caller's transaction, which may
+// hold an allocation of the cluster's pool, waits for no other
+// transaction's allocation from it (two such growths waited for each
+// other's).
+func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, clusterID string, floor, block netip.Prefix) error {
 	instPoolID := InstancePool(clusterID).ID()
 	instPool, err := loadPool(ctx, tx, instPoolID)
 	if err != nil {
 		return err
 	}
-	ord, ok := instPool.layout.Ordinal(floor.Addr())
+	ordBlock, ok := instPool.layout.Ordinal(block.Addr())
 	if !ok {
-		return nil
+		return nil // beyond what the counter can reach
 	}
 	var top int64
 	if err := tx.QueryRow(ctx, sqlCounterTop, instPoolID).Scan(&top); err != nil {
 		return err
 	}
-	if top < ord {
+	if top < ordBlock {
 		return nil
 	}
 	if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsByID, instPoolID); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, sqlLowerCounterTop, instPoolID, ord-1, instPool.layout.SizeUpTo(ord-1))
+	newTop := ordBlock - 1
+	if ordFloor, ok := instPool.layout.Ordinal(floor.Addr()); ok && ordFloor <= ordBlock {
+		var handed int64 // the ordinals below it may have been handed out
+		if err := tx.QueryRow(ctx, sqlCounterNext, instPoolID).Scan(&handed); err != nil {
+			return err
+		}
+		keep := ordFloor
+		if bits := 128 - block.Bits(); bits <= 62 && handed > ordFloor {
+			size := int64(1) << bits
+			keep += (handed - ordFloor + size - 1) / size * size
+		}
+		newTop = min(newTop, keep-1)
+	}
+	_, err = tx.Exec(ctx, sqlLowerCounterTop, instPoolID, newTop, instPool.layout.SizeUpTo(newTop))
 	return err
 }
 

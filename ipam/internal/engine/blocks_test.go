@@ -887,3 +887,51 @@ func TestPlacementsInFlightCarveFreshBlocksInAMixedFleet(t *testing.T) {
 	}
 	noDeadlocks(t, st, raw)
 }
+
+// A cluster whose instance counter handed out addresses past the half of a
+// small instance prefix before its first blocks keeps them and the rest of
+// their block boundary: the first carve lowers the counter under the next
+// block boundary above them, not under the half, so the cluster's pool is not
+// exhausted at once; the blocks and the pool never meet.
+func TestFirstCarveKeepsWhatTheCounterHandedOut(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/120", "2001:db8:0:1::/120")
+	for i := range 150 {
+		if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("early", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n1", scaling(-1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	more := 0
+	for ; ; more++ {
+		_, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("late", more)})
+		if engine.Code(err) == engine.CodeExhausted {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 150 handed out (ordinals 1 to at most 181, 32 stripes), so the counter
+	// keeps up to the /124 boundary at 192 at least: more than 150 in all.
+	t.Logf("%d more after the first carve", more)
+	if more == 0 || 150+more > 240-1 {
+		t.Fatalf("after the first carve the cluster's pool handed out %d more (want some, and fewer than the blocks leave)", more)
+	}
+	rep, err := engine.OperatorOf(st).Check(ctx, "c1")
+	if err != nil || len(rep.Violations) != 0 {
+		t.Fatalf("check: %v\n%s", err, listViolations(rep.Violations))
+	}
+	for i := range 3 { // more blocks, carved above the counter
+		if _, err := st.ScaleNodeBlocks(ctx, "c1", fmt.Sprint("m", i), scaling(-1, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err = engine.OperatorOf(st).Check(ctx, "c1"); err != nil || len(rep.Violations) != 0 {
+		t.Fatalf("check after more blocks: %v\n%s", err, listViolations(rep.Violations))
+	}
+}

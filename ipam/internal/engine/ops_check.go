@@ -340,9 +340,11 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 	if err != nil {
 		return err
 	}
-	// A cluster's instance counter ends below its node blocks' floor
-	// (blocksOf), or, when an earlier version carved every block it has,
-	// below its lowest block; the first carve since lowers it to the floor.
+	// A cluster's instance counter ends below its lowest node block, and
+	// not below its blocks' floor (blocksOf): a carve lowers it under the
+	// floor, or under the ordinals it had handed out past the floor, or under
+	// its block (keepInstanceCounterBelow); an earlier version lowered it
+	// under each block it carved.
 	type floor struct{ blocks, lowest netip.Prefix }
 	floors := map[string]floor{}
 	frows, err := tx.Query(ctx, sqlCheckBlockFloors)
@@ -390,26 +392,28 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 			rep.add(v)
 		}
 		stride := int64(p.Stripes)
-		lastOrd := p.layout.LastOrdinal()
 		below := func(b netip.Prefix) int64 {
-			if !b.IsValid() {
-				return p.layout.LastOrdinal()
-			}
-			if o, ok := p.layout.Ordinal(b.Addr()); ok {
-				return min(p.layout.LastOrdinal(), o-1)
+			if b.IsValid() {
+				if o, ok := p.layout.Ordinal(b.Addr()); ok {
+					return min(p.layout.LastOrdinal(), o-1)
+				}
 			}
 			return p.layout.LastOrdinal()
 		}
-		earlier := lastOrd // an earlier version's top, below the lowest block
+		least, most := p.layout.LastOrdinal(), p.layout.LastOrdinal()
 		if f, ok := floors[p.ID]; ok {
-			lastOrd, earlier = below(f.blocks), below(f.lowest)
+			least, most = below(f.blocks), below(f.lowest)
 		}
 		for i, s := range ss {
 			switch {
 			case s.k != i:
 				v.Detail = fmt.Sprintf("counter #%d is numbered %d; stripes are numbered 0 to %d", i, s.k, p.Stripes-1)
-			case s.last != lastOrd && s.last != earlier:
-				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is %d", s.k, s.last, lastOrd)
+			case (s.last < least || s.last > most) && least == most:
+				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is %d", s.k, s.last, least)
+			case s.last < least || s.last > most:
+				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but the pool's last ordinal is from %d (below its node blocks' half) to %d (below its lowest block)", s.k, s.last, least, most)
+			case s.last != ss[0].last:
+				v.Detail = fmt.Sprintf("stripe %d ends at ordinal %d, but stripe %d at %d: the stripes end together", s.k, s.last, ss[0].k, ss[0].last)
 			case s.next <= s.last && (s.next < 0 || s.next%stride != int64(s.k)):
 				v.Detail = fmt.Sprintf("stripe %d is at ordinal %d, outside its residue class (%d mod %d)", s.k, s.next, s.k, stride)
 			default:

@@ -288,9 +288,10 @@ func TestCheckCooldownJudgesTheLatestReleaseBefore(t *testing.T) {
 	}
 }
 
-// A cluster's instance counter ends below its node blocks' half since its
-// first carve, or, when an earlier version carved every block it has, below
-// its lowest block; any other top is a violation.
+// A cluster's instance counter ends below its lowest node block and not
+// below its blocks' half (a carve lowers it under the half, under what the
+// counter had handed out past it, or under its block; an earlier version
+// lowered it under each block); any other top is a violation.
 func TestCheckInstanceCounterBelowTheBlocks(t *testing.T) {
 	t.Parallel()
 	st, raw := newStore(t, "")
@@ -319,7 +320,19 @@ func TestCheckInstanceCounterBelowTheBlocks(t *testing.T) {
 	if vs := check(239); len(vs) != 0 {
 		t.Fatalf("a top below the lowest block, as an earlier version left it:\n%s", listViolations(vs))
 	}
-	if vs := check(200); !findViolation(vs, engine.InvariantCounters, "stripe 0 ends at ordinal 200, but the pool's last ordinal is 127") {
-		t.Fatalf("a top at neither: no violation naming it in:\n%s", listViolations(vs))
+	if vs := check(200); len(vs) != 0 {
+		t.Fatalf("a top between the two:\n%s", listViolations(vs))
+	}
+	for _, top := range []int{240, 100} {
+		if vs := check(top); !findViolation(vs, engine.InvariantCounters,
+			fmt.Sprintf("stripe 0 ends at ordinal %d, but the pool's last ordinal is from 127 (below its node blocks' half) to 239 (below its lowest block)", top)) {
+			t.Fatalf("a top of %d: no violation naming it in:\n%s", top, listViolations(vs))
+		}
+	}
+	if _, err := raw.Exec(ctx, `UPDATE ipam_pool_stripes SET last_ordinal = 150 WHERE pool_id = 'c1/instance' AND stripe = 3`); err != nil {
+		t.Fatal(err)
+	}
+	if vs := check(-1); !findViolation(vs, engine.InvariantCounters, "stripe 3 ends at ordinal 150, but stripe 0 at 100: the stripes end together") {
+		t.Fatalf("stripes ending apart: no violation naming them in:\n%s", listViolations(vs))
 	}
 }

@@ -683,6 +683,9 @@ const (
 	// sqlCounterTop is the last ordinal a counter pool's stripes hand out (-1:
 	// none): the instance counter stops below the node blocks.
 	sqlCounterTop = `SELECT coalesce(max(last_ordinal), -1) FROM ipam_pool_stripes WHERE pool_id = $1`
+	// sqlCounterNext is the highest next ordinal of a counter pool's stripes:
+	// every ordinal it has handed out is below it.
+	sqlCounterNext = `SELECT coalesce(max(next_ordinal), 0) FROM ipam_pool_stripes WHERE pool_id = $1`
 )
 
 // Per-node instance blocks (blocks.go): settings, blocks, their rows.
@@ -1126,8 +1129,7 @@ const (
 
 	// sqlCheckBlockFloors is, for each cluster with node blocks, its lowest
 	// block, its instance prefix and its blocks' length: its instance counter
-	// ends below the blocks' floor (blocksOf), or below its lowest block when
-	// an earlier version carved every block it has.
+	// ends below the lowest block and not below the blocks' floor (blocksOf).
 	sqlCheckBlockFloors = `SELECT b.cluster_id, min(b.block), c.instance_prefix, k.block_prefix_length
 		FROM ipam_node_blocks b JOIN ipam_clusters c ON c.id = b.cluster_id JOIN ipam_block_counters k ON k.cluster_id = b.cluster_id
 		GROUP BY b.cluster_id, c.instance_prefix, k.block_prefix_length`
