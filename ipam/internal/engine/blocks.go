@@ -677,6 +677,10 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 	if err != nil {
 		return b, err
 	}
+	instPool, err := loadPool(ctx, tx, InstancePool(c.ID).ID())
+	if err != nil {
+		return b, err
+	}
 	var next int64
 	err = tx.QueryRow(ctx, sqlBlockCounter, c.ID, length).Scan(&next)
 	if err != nil {
@@ -691,7 +695,7 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 			return b, err
 		}
 		next++
-		if err := keepInstanceCounterBelow(ctx, tx, c.ID, floor, cand); err != nil {
+		if err := keepInstanceCounterBelow(ctx, tx, instPool, floor, cand); err != nil {
 			return b, err
 		}
 		lo, hi := blockBounds(cand)
@@ -722,8 +726,8 @@ func blocksOf(n int) (count, half uint64) {
 	return count, max(count/2, 1)
 }
 
-// keepInstanceCounterBelow keeps the cluster's instance counter below a
-// block about to be carved. The counter's top and the pool's size are
+// keepInstanceCounterBelow keeps the cluster's instance counter (instPool)
+// below a block about to be carved. The counter's top and the pool's size are
 // lowered under the blocks' floor (blocksOf) the first time a carve finds
 // the counter able to reach its block, or, when the counter has already
 // handed out ordinals past the floor, under the first block boundary above
@@ -733,12 +737,8 @@ func blocksOf(n int) (count, half uint64) {
 // hold an allocation of the cluster's pool, waits for no other
 // transaction's allocation from it (two such growths waited for each
 // other's).
-func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, clusterID string, floor, block netip.Prefix) error {
-	instPoolID := InstancePool(clusterID).ID()
-	instPool, err := loadPool(ctx, tx, instPoolID)
-	if err != nil {
-		return err
-	}
+func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, instPool *Pool, floor, block netip.Prefix) error {
+	instPoolID := instPool.ID
 	ordBlock, ok := instPool.layout.Ordinal(block.Addr())
 	if !ok {
 		return nil // beyond what the counter can reach
@@ -766,7 +766,7 @@ func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, clusterID string, 
 		}
 		newTop = min(newTop, keep-1)
 	}
-	_, err = tx.Exec(ctx, sqlLowerCounterTop, instPoolID, newTop, instPool.layout.SizeUpTo(newTop))
+	_, err := tx.Exec(ctx, sqlLowerCounterTop, instPoolID, newTop, instPool.layout.SizeUpTo(newTop))
 	return err
 }
 
