@@ -668,12 +668,10 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 	if length < c.InstancePrefix.Bits() {
 		return b, invalid("block_prefix_length", "/%d blocks do not fit in the instance prefix %s", length, c.InstancePrefix)
 	}
-	n := length - c.InstancePrefix.Bits()
-	if n > 62 {
+	if length-c.InstancePrefix.Bits() > 62 {
 		return b, invalid("block_prefix_length", "/%d blocks are too fine for the instance prefix %s (at most 2^62 blocks); use longer blocks or a smaller instance prefix", length, c.InstancePrefix)
 	}
-	count, half := blocksOf(n)
-	floor, err := SubPrefix(c.InstancePrefix, length, count-half)
+	count, half, floor, err := blocksOf(c.InstancePrefix, length)
 	if err != nil {
 		return b, err
 	}
@@ -716,14 +714,20 @@ func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID str
 	return b, errRetry
 }
 
-// blocksOf is how many blocks the instance prefix holds when a block is n
-// bits longer than it (count), and how many of them node blocks may take
-// (half): blocks are carved downward from the end of the instance prefix
-// and never take more than its upper half (all of it when one block is the
-// whole prefix). The block of index count-half is their floor.
-func blocksOf(n int) (count, half uint64) {
+// blocksOf is how many blocks of length length the instance prefix holds
+// (count), how many of them node blocks may take (half), and the lowest of
+// those (floor): blocks are carved downward from the end of the instance
+// prefix and never take more than its upper half (all of it when one block
+// is the whole prefix).
+func blocksOf(instance netip.Prefix, length int) (count, half uint64, floor netip.Prefix, err error) {
+	n := length - instance.Bits()
+	if n < 0 || n > 62 {
+		return 0, 0, floor, fmt.Errorf("/%d blocks of %s: not between 0 and 62 bits longer", length, instance)
+	}
 	count = uint64(1) << n
-	return count, max(count/2, 1)
+	half = max(count/2, 1)
+	floor, err = SubPrefix(instance, length, count-half)
+	return count, half, floor, err
 }
 
 // keepInstanceCounterBelow keeps the cluster's instance counter (instPool)
@@ -754,11 +758,13 @@ func keepInstanceCounterBelow(ctx context.Context, tx pgx.Tx, instPool *Pool, fl
 		return err
 	}
 	newTop := ordBlock - 1
-	if ordFloor, ok := instPool.layout.Ordinal(floor.Addr()); ok && ordFloor <= ordBlock {
+	if ordFloor, ok := instPool.layout.Ordinal(floor.Addr()); ok {
 		var handed int64 // the ordinals below it may have been handed out
 		if err := tx.QueryRow(ctx, sqlCounterNext, instPoolID).Scan(&handed); err != nil {
 			return err
 		}
+		// The instance pool is the one prefix, so an ordinal is an offset
+		// in it and a block boundary every 2^bits ordinals from the floor.
 		keep := ordFloor
 		if bits := 128 - block.Bits(); bits <= 62 && handed > ordFloor {
 			size := int64(1) << bits

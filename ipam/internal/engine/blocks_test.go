@@ -916,11 +916,12 @@ func TestFirstCarveKeepsWhatTheCounterHandedOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 150 handed out (ordinals 1 to at most 181, 32 stripes), so the counter
-	// keeps up to the /124 boundary at 192 at least: more than 150 in all.
-	t.Logf("%d more after the first carve", more)
-	if more == 0 || 150+more > 240-1 {
-		t.Fatalf("after the first carve the cluster's pool handed out %d more (want some, and fewer than the blocks leave)", more)
+	// 150 handed out, ordinals 1 to 150 (consecutive when nothing else
+	// allocates), so a stripe's next ordinal is at most 182 and the counter
+	// keeps up to the /124 boundary at 192: ordinals 1 to 191. Cut at the
+	// half, it would hand out none; below the block (ordinal 240), 89.
+	if 150+more != 191 {
+		t.Fatalf("after the first carve the cluster's pool handed out %d more, want %d (up to the /124 boundary above what it had handed out)", more, 191-150)
 	}
 	rep, err := engine.OperatorOf(st).Check(ctx, "c1")
 	if err != nil || len(rep.Violations) != 0 {

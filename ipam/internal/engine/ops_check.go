@@ -361,10 +361,7 @@ func checkCounters(ctx context.Context, tx pgx.Tx, clusterID string, pools map[s
 			if err := frows.Scan(&c, &f.lowest, &instance, &length); err != nil {
 				return err
 			}
-			if n := length - instance.Bits(); n >= 0 && n <= 62 {
-				count, half := blocksOf(n)
-				f.blocks, _ = SubPrefix(instance, length, count-half)
-			}
+			_, _, f.blocks, _ = blocksOf(instance, length) // a carve refuses a length without one
 			floors[InstancePool(c).ID()] = f
 		}
 		return frows.Err()
