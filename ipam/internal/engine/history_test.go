@@ -3,8 +3,9 @@ package engine_test
 // The linearizability test of the allocator's public API.
 //
 // Goroutines playing several managers run random operations on a few owners
-// of one small IPv4 pool (environments, and the keys of one address set),
-// and record each call with its input, its answer
+// of one small pool (an IPv4 pool and environments, or a node's instance
+// blocks and instances placed on the node; and the keys of one address
+// set), and record each call with its input, its answer
 // and when it was made and answered. porcupine then looks for an order of
 // the operations, each placed between its call and its return, in which a
 // sequential model of the allocator (histModel) gives every answer the real
@@ -117,10 +118,16 @@ func histOwnerID(o int) string {
 	return fmt.Sprintf("e%d", o+1)
 }
 
-// histOwner is owner o as the allocator names it.
-func histOwner(o int) engine.Owner {
+// histOwner is owner o as the allocator names it: an environment's IPv4
+// add-on, or, in a node's blocks (node not empty), an instance placed on
+// the node.
+func histOwner(o int, node string) engine.Owner {
 	if o >= histOwners {
 		return engine.SetMemberOwner(histSetLabels, histSetID, histKeyName(o-histOwners))
+	}
+	if node != "" {
+		id := histOwnerID(o)
+		return engine.Owner{Kind: engine.OwnerInstance, ID: id, InstanceID: id, OrgID: "org-" + id, EnvID: id, NodeID: node}
 	}
 	return env(histOwnerID(o))
 }
@@ -168,6 +175,13 @@ type histIn struct {
 	// call committed while it ran; another Allocate or Reserve of the same
 	// owner succeeded while it ran.
 	OldClock, OwnerRace bool
+	// Busy: another call took addresses (or tried to) while it ran, and
+	// may have held rows the pick found free, then not kept them (its
+	// transaction rolled back, or its statement failed and the full path
+	// took another row). A node's blocks do not wait for the rows other
+	// calls hold (at max_blocks the request is ipam_exhausted at once, see
+	// DESIGN.md), so there ipam_exhausted is an answer too.
+	Busy bool
 }
 
 // histOut is an operation's answer. Fields that do not apply are -1 (or
@@ -315,6 +329,9 @@ func (s *histState) normalize(n int) {
 type histModel struct {
 	addrs    []netip.Addr
 	cooldown bool
+	// blocks: the pool is a node's blocks at max_blocks, whose pick does
+	// not wait for the rows other calls hold (in.Busy).
+	blocks bool
 	// tolerate: the known anomalies (histKnown) this model accepts, where
 	// the call's input says it may have met them; none in the
 	// specification. Only a round that the specification refuses is
@@ -619,7 +636,7 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 			free = free || r.State == histFree
 		}
 	}
-	if len(res) == 0 || (oldClock && !free) {
+	if len(res) == 0 || (oldClock && !free) || (m.blocks && in.Busy) {
 		out := histNoOut()
 		out.Code = engine.CodeExhausted
 		res = append(res, histOutcome{out, base})
@@ -879,10 +896,13 @@ type histClient struct {
 type histRound struct {
 	cluster string
 	pool    engine.PoolRef
-	model   histModel
-	start   time.Time
-	mu      sync.Mutex
-	ops     []porcupine.Operation
+	// node: the node whose blocks the pool is ("" for an IPv4 pool); its
+	// owners are instances placed on it.
+	node  string
+	model histModel
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
 }
 
 func (r *histRound) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -943,7 +963,7 @@ func (r *histRound) result(a engine.Allocation, err error) histOut {
 // run makes one call and records it, as porcupine's client id.
 func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, in histIn) histOut {
 	in.Who, in.Actor, in.Origin = who, c.actor, c.origin
-	o := histOwner(in.Owner)
+	o := histOwner(in.Owner, r.node)
 	req := engine.AllocateRequest{Pool: r.pool, Owner: o}
 	if in.Addr >= 0 {
 		req.Address = r.model.addrs[in.Addr]
@@ -994,7 +1014,7 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 		}
 		for k := range histSetKeys {
 			if in.Add&(1<<k) != 0 {
-				e := engine.SetEntry{Key: histKeyName(k), Pools: []string{r.cluster + "/" + r.pool.Name}}
+				e := engine.SetEntry{Key: histKeyName(k), Pools: []string{r.pool.ID()}}
 				if a := in.claim(k); a >= 0 {
 					e.Address, e.Requested = r.model.addrs[a], true
 				}
@@ -1189,7 +1209,7 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 }
 
 // histMark sets what each call may have met while it ran (histIn's
-// MayMiss, OldClock, OwnerRace), from the calls that ran at the same time.
+// MayMiss, OldClock, OwnerRace, Busy), from the calls that ran at the same time.
 func histMark(ops []porcupine.Operation) {
 	for k := range ops {
 		x := ops[k].Input.(histIn)
@@ -1214,6 +1234,8 @@ func histMark(ops []porcupine.Operation) {
 						x.OwnerRace = x.OwnerRace || (won && y.Kind != histRelease && y.Kind != histGet && y.touches(o))
 					}
 				}
+				// Another call took rows (or tried to) at the same time.
+				x.Busy = x.Busy || y.Kind == histAlloc || y.Kind == histReserve || y.Kind == histSet
 			}
 		}
 		ops[k].Input = x
@@ -1232,9 +1254,12 @@ func histMark(ops []porcupine.Operation) {
 // and GetActive on three owners of a pool of two to four addresses, and
 // the two configurations ApplySet on a set of two keys (added, removed, or
 // moved, on an address they name or any) that the operator also reads and
-// releases, six
-// rounds of about 450 calls, each round a new cluster and pool, alternately
-// without and with a cooldown. A round that only known anomalies explain is
+// releases, eight rounds of about 450 calls, each round a new cluster and
+// pool: six of an IPv4 pool, alternately without and with a cooldown, and
+// two of a node's instance blocks at max_blocks (its owners instances on
+// the node, its cooldown the cluster's instance cooldown), whose pick does
+// not wait for the rows other calls hold and answers ipam_exhausted at once
+// instead (histIn.Busy). A round that only known anomalies explain is
 // skipped, naming them (see the comment at the top of this file). The seed
 // is logged; IPAM_MODEL_SEED replays the operations chosen (not their
 // timing).
@@ -1265,10 +1290,16 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 		{clients[0], "terraform"}, {clients[0], "terraform"}, {clients[0], "terraform"}, {clients[0], "terraform"},
 		{clients[1], "terraform-tx"}, {clients[2], "scheduler"}, {clients[3], "operator"},
 	}
+	// A round's pool is an IPv4 pool of size addresses, or (blocks) the
+	// instance blocks of one node at max_blocks: one block of size
+	// addresses, its owners instances placed on the node, its cooldown the
+	// cluster's instance cooldown (at least an hour).
 	rounds := []struct {
 		size     int
 		cooldown time.Duration
-	}{{2, 0}, {3, time.Hour}, {3, 0}, {4, time.Hour}, {4, 0}, {2, time.Hour}}
+		blocks   bool
+	}{{2, 0, false}, {3, time.Hour, false}, {3, 0, false}, {4, time.Hour, false}, {4, 0, false}, {2, time.Hour, false},
+		{4, time.Hour, true}, {2, time.Hour, true}}
 	const opsPerWorker = 60
 	ctx := context.Background()
 	total, started := 0, time.Now()
@@ -1276,25 +1307,40 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 	var linearizable, anomalous int
 	for k, rd := range rounds {
 		name := fmt.Sprintf("round%d/%d_addresses/cooldown_%s", k, rd.size, rd.cooldown)
+		if rd.blocks {
+			name = fmt.Sprintf("round%d/node_blocks_%d_addresses/cooldown_%s", k, rd.size, rd.cooldown)
+		}
 		t.Run(name, func(t *testing.T) {
 			r := &histRound{cluster: fmt.Sprintf("h%d", k)}
-			mkCluster(t, base, r.cluster, fmt.Sprintf("2001:db8:%x::/48", 0x200+k), "", "")
-			var cidrs []netip.Prefix
-			for i := range rd.size {
-				a := netip.AddrFrom4([4]byte{10, 77, byte(k), byte(i + 1)})
-				r.model.addrs = append(r.model.addrs, a)
-				cidrs = append(cidrs, netip.PrefixFrom(a, 32))
-			}
 			r.model.cooldown = rd.cooldown > 0
 			cooldown := rd.cooldown
 			if cooldown == 0 {
 				cooldown = engine.NoCooldown // zero is the default cooldown
 			}
-			p, err := base.CreatePool(ctx, engine.Pool{ClusterID: r.cluster, Name: "v4", Cooldown: cooldown, CIDRs: cidrs})
-			if err != nil {
-				t.Fatal(err)
+			if rd.blocks {
+				r.node, r.model.blocks = "n1", true
+				r.pool = histNodeBlocks(t, base, r.cluster, 0x200+k, cooldown, rd.size)
+				nb, err := base.GetNodeBlocks(ctx, r.cluster, r.node)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for a := nb.Blocks[0].Addr(); nb.Blocks[0].Contains(a); a = a.Next() {
+					r.model.addrs = append(r.model.addrs, a)
+				}
+			} else {
+				mkCluster(t, base, r.cluster, fmt.Sprintf("2001:db8:%x::/48", 0x200+k), "", "")
+				var cidrs []netip.Prefix
+				for i := range rd.size {
+					a := netip.AddrFrom4([4]byte{10, 77, byte(k), byte(i + 1)})
+					r.model.addrs = append(r.model.addrs, a)
+					cidrs = append(cidrs, netip.PrefixFrom(a, 32))
+				}
+				p, err := base.CreatePool(ctx, engine.Pool{ClusterID: r.cluster, Name: "v4", Cooldown: cooldown, CIDRs: cidrs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.pool = p.Ref()
 			}
-			r.pool = p.Ref()
 			r.start = time.Now()
 			var wg sync.WaitGroup
 			for w, wk := range workers {
@@ -1355,6 +1401,30 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 	}
 	t.Logf("%d operations in %d rounds in %s (%s of it checking): %d rounds linearizable, %d explained only by known anomalies (skipped)",
 		total, len(rounds), time.Since(started).Round(time.Millisecond), checking.Round(time.Millisecond), linearizable, anomalous)
+}
+
+// histNodeBlocks creates a cluster (2001:db8:<net>::/48, its instances'
+// cooldown, a /120 instance prefix, where blocks as small as one address
+// may be carved) and node n1's instance blocks, one block of size addresses
+// at max_blocks, and returns their pool.
+func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, cooldown time.Duration, size int) engine.PoolRef {
+	t.Helper()
+	ctx := context.Background()
+	pfx := func(s string) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf(s, net)) }
+	if _, err := st.CreateCluster(ctx, engine.Cluster{ID: cluster, Prefix: pfx("2001:db8:%x::/48"), NodePrefix: pfx("2001:db8:%x::/64"),
+		InstancePrefix: pfx("2001:db8:%x:1::/120"), NodeCooldown: engine.DefaultNodeCooldown, InstanceCooldown: cooldown}); err != nil {
+		t.Fatal(err)
+	}
+	demand := int64(0)
+	sc := engine.BlockScaling{PrefixLength: 128 - bits.Len(uint(size-1)), MinFree: 0, MaxFree: 1, MaxBlocks: 1, Demand: &demand}
+	nb, err := st.CreateNodeBlocks(ctx, cluster, "n1", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nb.Blocks) != 1 || nb.Capacity != int64(size) {
+		t.Fatalf("node blocks %v (capacity %d), want one block of %d addresses", nb.Blocks, nb.Capacity, size)
+	}
+	return engine.NodeBlocksPool(cluster, "n1")
 }
 
 // histSummary counts a round's answers by operation and outcome.
@@ -1459,7 +1529,10 @@ func histExplain(t *testing.T, model porcupine.Model, ops []porcupine.Operation)
 // TestHistoryModelRefusesWhatNoAllocatorMayAnswer feeds the linearizability
 // model hand-written histories that no correct allocator can produce, and
 // checks that porcupine finds none of them linearizable, also with every
-// known anomaly tolerated; and two correct histories (one of them a set's), which it must accept. A
+// known anomaly tolerated; and three correct histories (one of them a set's,
+// one a node's blocks answering ipam_exhausted at once while another call
+// holds their free address, which another pool refuses), which it must
+// accept. A
 // model that accepted everything would make TestConcurrentHistoriesAreLinearizable pass
 // whatever the allocator did.
 func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
@@ -1510,11 +1583,13 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		return calls
 	}
 	exhausted := refused(engine.CodeExhausted, -1, -1, -1, "")
-	cases := []struct {
+	rolledBack := histIn{Kind: histAlloc, Owner: 1, Addr: -1, InTx: true, Rollback: true}
+	type historyCase struct {
 		name  string
 		legal bool
 		calls []call
-	}{
+	}
+	cases := []historyCase{
 		{"a correct history", true, seq(
 			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
 			call{c: tfA, in: alloc(0, 0), out: got(0, 2, "active", 0, false)},
@@ -1605,6 +1680,11 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfA, in: release(0, 5), out: released(true)},
 			call{c: tfA, in: alloc(0, -1), out: got(0, 4, "active", 0, false)},
 		)},
+		{"another pool exhausted at once while another call holds the free address it then does not keep", false, []call{
+			{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false), start: 0, end: 5},
+			{c: sched, in: rolledBack, out: got(1, 2, "active", 1, false), start: 10, end: 30},
+			{c: tfA, in: alloc(2, -1), out: exhausted, start: 15, end: 25},
+		}},
 		{"generations that never repeat, on another address", true, seq(
 			call{c: tfA, in: alloc(0, -1), out: got(0, 7, "active", 0, false)},
 			call{c: tfA, in: release(0, 7), out: released(true)},
@@ -1613,7 +1693,22 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: opr, in: get(0), out: got(1, 9, "active", 0, false)},
 		)},
 	}
-	for _, tc := range cases {
+	// The same pick in a node's blocks at max_blocks (histModel.blocks),
+	// which does not wait for the rows other calls hold.
+	blocksCases := []historyCase{
+		{"a node's blocks exhausted while an address is free and no other call takes one", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: sched, in: rolledBack, out: got(1, 2, "active", 1, false)},
+			call{c: tfA, in: alloc(2, -1), out: exhausted},
+		)},
+		{"a node's blocks exhausted at once while another call holds the free address it then does not keep", true, []call{
+			{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false), start: 0, end: 5},
+			{c: sched, in: rolledBack, out: got(1, 2, "active", 1, false), start: 10, end: 30},
+			{c: tfA, in: alloc(2, -1), out: exhausted, start: 15, end: 25},
+		}},
+	}
+	for i, tc := range append(cases, blocksCases...) {
+		blocks := i >= len(cases)
 		var ops []porcupine.Operation
 		for i, c := range tc.calls {
 			in := c.in
@@ -1623,7 +1718,7 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		histMark(ops)
 		for _, tolerate := range []histAnomaly{0, histAllAnomalies} {
 			mm := m
-			mm.tolerate = tolerate
+			mm.tolerate, mm.blocks = tolerate, blocks
 			res := porcupine.CheckOperationsTimeout(mm.porcupine(), ops, 10*time.Second)
 			if want := map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[tc.legal]; res != want {
 				t.Errorf("%s (known anomalies tolerated: %v): %s, want %s", tc.name, tolerate != 0, res, want)
