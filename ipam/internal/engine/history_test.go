@@ -177,10 +177,14 @@ type histIn struct {
 	OldClock, OwnerRace bool
 	// Busy: another call took addresses (or tried to) while it ran, and
 	// may have held rows the pick found free, then not kept them (its
-	// transaction rolled back, or its statement failed and the full path
-	// took another row). A node's blocks do not wait for the rows other
-	// calls hold (at max_blocks the request is ipam_exhausted at once, see
-	// DESIGN.md), so there ipam_exhausted is an answer too.
+	// transaction rolled back, or its write lost a race and it took
+	// another row, keeping the first one's lock until its end). A node's
+	// blocks do not wait for the rows other calls hold (at max_blocks the
+	// request is ipam_exhausted at once, see DESIGN.md), so there
+	// ipam_exhausted is an answer too. Few calls of a round run alone, so in
+	// a node's blocks the model checks safety (no address to two owners,
+	// cooldowns, ownership), hardly when exhaustion is due; whether a node
+	// grew the round checks at its end.
 	Busy bool
 }
 
@@ -897,12 +901,14 @@ type histRound struct {
 	cluster string
 	pool    engine.PoolRef
 	// node: the node whose blocks the pool is ("" for an IPv4 pool); its
-	// owners are instances placed on it.
-	node  string
-	model histModel
-	start time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
+	// owners are instances placed on it. claimable (0: all): how many of
+	// the model's addresses, from the first, calls may claim.
+	node      string
+	claimable int
+	model     histModel
+	start     time.Time
+	mu        sync.Mutex
+	ops       []porcupine.Operation
 }
 
 func (r *histRound) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -1081,7 +1087,12 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			}
 		}
 	}
+	// n: the addresses a call may claim (a node's blocks: those of its
+	// first block; another block's exist only once the node has grown).
 	n := len(r.model.addrs)
+	if r.claimable > 0 {
+		n = r.claimable
+	}
 	for range nops {
 		if p := rng.IntN(100); role == "terraform" && p < 14 {
 			// An apply that creates every owner at once (on its planned
@@ -1256,10 +1267,11 @@ func histMark(ops []porcupine.Operation) {
 // moved, on an address they name or any) that the operator also reads and
 // releases, eight rounds of about 450 calls, each round a new cluster and
 // pool: six of an IPv4 pool, alternately without and with a cooldown, and
-// two of a node's instance blocks at max_blocks (its owners instances on
-// the node, its cooldown the cluster's instance cooldown), whose pick does
-// not wait for the rows other calls hold and answers ipam_exhausted at once
-// instead (histIn.Busy). A round that only known anomalies explain is
+// two of a node's instance blocks (its owners instances on the node, its
+// cooldown the cluster's instance cooldown; one at max_blocks from the
+// start, one that grows to it during the round), whose pick does not wait
+// for the rows other calls hold and, at max_blocks, answers ipam_exhausted
+// at once instead (histIn.Busy). A round that only known anomalies explain is
 // skipped, naming them (see the comment at the top of this file). The seed
 // is logged; IPAM_MODEL_SEED replays the operations chosen (not their
 // timing).
@@ -1290,16 +1302,20 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 		{clients[0], "terraform"}, {clients[0], "terraform"}, {clients[0], "terraform"}, {clients[0], "terraform"},
 		{clients[1], "terraform-tx"}, {clients[2], "scheduler"}, {clients[3], "operator"},
 	}
-	// A round's pool is an IPv4 pool of size addresses, or (blocks) the
-	// instance blocks of one node at max_blocks: one block of size
-	// addresses, its owners instances placed on the node, its cooldown the
-	// cluster's instance cooldown (at least an hour).
+	// A round's pool is an IPv4 pool of size addresses, or the instance
+	// blocks of one node (blocks: its max_blocks) of size addresses each,
+	// one at first, its owners instances placed on the node, its cooldown
+	// the cluster's instance cooldown (at least an hour). With two, the
+	// node grows once its first block is full: the model counts the second
+	// block's addresses from the start (a take grows the node instead of
+	// answering ipam_exhausted), and the round checks at its end that the
+	// node grew into them. Claims name the first block's addresses only.
 	rounds := []struct {
 		size     int
 		cooldown time.Duration
-		blocks   bool
-	}{{2, 0, false}, {3, time.Hour, false}, {3, 0, false}, {4, time.Hour, false}, {4, 0, false}, {2, time.Hour, false},
-		{4, time.Hour, true}, {2, time.Hour, true}}
+		blocks   int
+	}{{2, 0, 0}, {3, time.Hour, 0}, {3, 0, 0}, {4, time.Hour, 0}, {4, 0, 0}, {2, time.Hour, 0},
+		{4, time.Hour, 1}, {2, time.Hour, 2}}
 	const opsPerWorker = 60
 	ctx := context.Background()
 	total, started := 0, time.Now()
@@ -1307,8 +1323,8 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 	var linearizable, anomalous int
 	for k, rd := range rounds {
 		name := fmt.Sprintf("round%d/%d_addresses/cooldown_%s", k, rd.size, rd.cooldown)
-		if rd.blocks {
-			name = fmt.Sprintf("round%d/node_blocks_%d_addresses/cooldown_%s", k, rd.size, rd.cooldown)
+		if rd.blocks > 0 {
+			name = fmt.Sprintf("round%d/node_blocks_%dx%d_addresses/cooldown_%s", k, rd.blocks, rd.size, rd.cooldown)
 		}
 		t.Run(name, func(t *testing.T) {
 			r := &histRound{cluster: fmt.Sprintf("h%d", k)}
@@ -1317,16 +1333,10 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 			if cooldown == 0 {
 				cooldown = engine.NoCooldown // zero is the default cooldown
 			}
-			if rd.blocks {
+			if rd.blocks > 0 {
 				r.node, r.model.blocks = "n1", true
-				r.pool = histNodeBlocks(t, base, r.cluster, 0x200+k, cooldown, rd.size)
-				nb, err := base.GetNodeBlocks(ctx, r.cluster, r.node)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for a := nb.Blocks[0].Addr(); nb.Blocks[0].Contains(a); a = a.Next() {
-					r.model.addrs = append(r.model.addrs, a)
-				}
+				r.pool, r.model.addrs = histNodeBlocks(t, base, r.cluster, 0x200+k, cooldown, rd.size, rd.blocks)
+				r.claimable = rd.size
 			} else {
 				mkCluster(t, base, r.cluster, fmt.Sprintf("2001:db8:%x::/48", 0x200+k), "", "")
 				var cidrs []netip.Prefix
@@ -1354,6 +1364,24 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			if rd.blocks > 1 {
+				// The node grew to max_blocks, where the model put the blocks.
+				nb, err := base.GetNodeBlocks(ctx, r.cluster, r.node)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []netip.Addr
+				for _, b := range nb.Blocks {
+					for a := b.Addr(); b.Contains(a); a = a.Next() {
+						got = append(got, a)
+					}
+				}
+				slices.SortFunc(got, netip.Addr.Compare)
+				want := slices.SortedFunc(slices.Values(r.model.addrs), netip.Addr.Compare)
+				if !slices.Equal(got, want) {
+					t.Fatalf("node blocks %v after the round, want %d blocks holding %v", nb.Blocks, rd.blocks, want)
+				}
+			}
 			histMark(r.ops)
 			total += len(r.ops)
 			t0 := time.Now()
@@ -1405,9 +1433,11 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 
 // histNodeBlocks creates a cluster (2001:db8:<net>::/48, its instances'
 // cooldown, a /120 instance prefix, where blocks as small as one address
-// may be carved) and node n1's instance blocks, one block of size addresses
-// at max_blocks, and returns their pool.
-func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, cooldown time.Duration, size int) engine.PoolRef {
+// may be carved) and node n1's instance blocks of size addresses, one block
+// of maxBlocks, and returns their pool and the addresses of maxBlocks
+// blocks: the first's, then those of the blocks a growth carves, each next
+// below the one before (blocks are carved from the top of the prefix down).
+func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, cooldown time.Duration, size, maxBlocks int) (engine.PoolRef, []netip.Addr) {
 	t.Helper()
 	ctx := context.Background()
 	pfx := func(s string) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf(s, net)) }
@@ -1416,7 +1446,7 @@ func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, co
 		t.Fatal(err)
 	}
 	demand := int64(0)
-	sc := engine.BlockScaling{PrefixLength: 128 - bits.Len(uint(size-1)), MinFree: 0, MaxFree: 1, MaxBlocks: 1, Demand: &demand}
+	sc := engine.BlockScaling{PrefixLength: 128 - bits.Len(uint(size-1)), MinFree: 0, MaxFree: 1, MaxBlocks: maxBlocks, Demand: &demand}
 	nb, err := st.CreateNodeBlocks(ctx, cluster, "n1", sc)
 	if err != nil {
 		t.Fatal(err)
@@ -1424,7 +1454,14 @@ func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, co
 	if len(nb.Blocks) != 1 || nb.Capacity != int64(size) {
 		t.Fatalf("node blocks %v (capacity %d), want one block of %d addresses", nb.Blocks, nb.Capacity, size)
 	}
-	return engine.NodeBlocksPool(cluster, "n1")
+	var addrs []netip.Addr
+	for b := nb.Blocks[0]; len(addrs) < size*maxBlocks; {
+		for a := b.Addr(); b.Contains(a); a = a.Next() {
+			addrs = append(addrs, a)
+		}
+		b = netip.PrefixFrom(b.Addr().Prev(), b.Bits()).Masked()
+	}
+	return engine.NodeBlocksPool(cluster, "n1"), addrs
 }
 
 // histSummary counts a round's answers by operation and outcome.
