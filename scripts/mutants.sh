@@ -44,6 +44,7 @@ mutants=(
 	"growth-waits-for-allocations|ipam/internal/engine/statements.go|s/(sqlLockPoolForGrowth = sqlLockPoolsHead \+ \`id = \\\$1\` \+ )sqlForNoKeyUpdate/\$1sqlForUpdate/|^TestPlacementsInFlightGrowAFullNodeAtOnce\$|./ipam/internal/engine/"
 	"pool-trigger-locks-widening|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND NEW.cidrs \@> OLD.cidrs AND OLD.exclude \@> NEW.exclude THEN/AND false THEN/|^TestPlacementsInFlightGrowAFullNodeAtOnce\$|./ipam/internal/engine/"
 	"pool-trigger-passes-narrowing|migrations/functions/ipam_pools_keep_live_rows.sql|s/AND NEW.cidrs \@> OLD.cidrs AND OLD.exclude \@> NEW.exclude THEN/THEN/|^TestSchemaInvariants\$|./ipam/internal/engine/"
+	"replacement-create-moves-kept-address|ipam/internal/engine/allocate.go|s/\tif held.PoolID == pool.ID \&\& held.Owner.sameTenant\(req.Owner\)/\tif false \&\& held.PoolID == pool.ID \&\& held.Owner.sameTenant(req.Owner)/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 	"carve-locks-instance-pool|ipam/internal/engine/blocks.go|s/\tif top < ordBlock \{/\tif false \&\& top < ordBlock {/|^TestPlacementsInFlightCarveFreshBlocksInAMixedFleet\$|./ipam/internal/engine/"
 	"carve-leaves-instance-counter|ipam/internal/engine/blocks.go|s/\tif top < ordBlock \{/\tif true \x7c\x7c top < ordBlock {/|^TestUsageAfterNodeBlocks\$|./ipam/internal/engine/"
 	"carve-cuts-counter-to-half|ipam/internal/engine/blocks.go|s/bits <= 62 \&\& handed > ordFloor \{/bits <= 62 \&\& false \&\& handed > ordFloor {/|^TestFirstCarveKeepsWhatTheCounterHandedOut\$|./ipam/internal/engine/"

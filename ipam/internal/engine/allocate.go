@@ -203,7 +203,7 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	}
 	held, err = s.settleHold(ctx, tx, pool, req, held)
 	if held != nil && err != nil {
-		if err = s.moveReplaced(ctx, tx, *held, err); err == nil {
+		if err = s.moveReplaced(ctx, tx, pool, req, *held, err); err == nil {
 			held = nil
 		}
 	}
@@ -228,13 +228,23 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 }
 
 // moveReplaced: the create half of a replacement that moves the owner's
-// address (another pool, another claimed address) finds the old object's
-// allocation, which settleHold refused (refusal). If a plan of this actor
-// marked it as being replaced, it is released into cooldown for the owner
-// in this transaction (the new row's generation, like every hand-out's,
-// differs from its: the replaced object's destroy releases nothing);
-// otherwise the refusal stands.
-func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, refusal error) error {
+// address (another pool, another claimed address, another tenant) finds the
+// old object's allocation, which settleHold refused (refusal). If a plan of
+// this actor marked it as being replaced, it is released into cooldown for
+// the owner in this transaction (the new row's generation, like every
+// hand-out's, differs from its: the replaced object's destroy releases
+// nothing); otherwise the refusal stands.
+//
+// A request that keeps the address (its pool, its tenant, no other address
+// claimed) moves nothing: its refusal judged the row as the transaction's
+// first read saw it, before the plan's mark committed (a refresh had
+// confirmed it, or another origin made it). The attempt runs again
+// (errRetry), and its read finds the mark, which lets the create take the
+// allocation over at its address, as it would have had the mark come
+// first. Moving it here released the address into cooldown and handed the
+// owner another one (the interleaving explorer's pair "create e0 again" x
+// "mark e0 as being replaced").
+func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, held Allocation, refusal error) error {
 	var oc *OwnerConflictError
 	if held.State != StateActive || held.Actor != s.actor || !errors.As(refusal, &oc) {
 		return refusal
@@ -245,6 +255,9 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, held Allocation, r
 	}
 	if !replacing {
 		return refusal
+	}
+	if held.PoolID == pool.ID && held.Owner.sameTenant(req.Owner) && (!req.Address.IsValid() || req.Address == held.Address) {
+		return errRetry
 	}
 	err := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation)
 	if errors.Is(err, ErrNotFound) {

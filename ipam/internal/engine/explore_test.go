@@ -626,6 +626,48 @@ var (
 	}}
 )
 
+// fixtureV4Confirmed is fixtureV4(true, true) with e0's allocation read by
+// a refresh: a create of e0 is refused (owner_conflict) unless a plan
+// marks the allocation as being replaced.
+var fixtureV4Confirmed = exploreFixture{name: "expired hold, e0 active and confirmed", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	fixtureV4(true, true).setup(e)
+	if _, err := stepRefresh.run(ctxBG, e); err != nil {
+		e.t.Fatal(err)
+	}
+}}
+
+var (
+	// stepCreateE0Again: the create half of a replacement of e0 that keeps
+	// its address (no claim, the same pool): refused while nothing marks
+	// e0's allocation, else it takes it over at its address, wherever the
+	// mark lands in its transaction.
+	stepCreateE0Again = exploreStep{name: "create e0 again (a replacement's create)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		var before netip.Addr
+		if err := e.raw.QueryRow(ctx, `SELECT address FROM ipam_allocations WHERE owner_id = 'e0' AND state = 'active'`).Scan(&before); err != nil {
+			return exploreAck{}, err
+		}
+		r, err := e.st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		if r.Address != before {
+			return exploreAck{held: []engine.Allocation{r.Allocation}}, fmt.Errorf("the replacement's create moved e0 from %s to %s, asking for no address", before, r.Address)
+		}
+		return exploreAck{held: []engine.Allocation{r.Allocation}}, nil
+	}}
+	// stepMarkE0: a plan of the same configuration marks e0's allocation
+	// as being replaced.
+	stepMarkE0 = exploreStep{name: "mark e0 as being replaced", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		var gen int64
+		if err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_allocations WHERE owner_id = 'e0' AND state = 'active'`).Scan(&gen); err != nil {
+			return exploreAck{}, err
+		}
+		_, err := e.st.MarkReplacement(ctx, "c1", envOwner("e0"), gen, time.Hour)
+		return exploreAck{}, err
+	}}
+)
+
 // fixtureV4Set is fixtureV4(true, true) with set s1 holding key a at
 // 203.0.113.2, in the block that stepShrink drops and stepExclude excludes.
 var fixtureV4Set = exploreFixture{name: "expired hold, e0 active, set s1's key a at 203.0.113.2", setup: func(e *exploreEnv) {
@@ -1027,6 +1069,9 @@ var explorePairs = []struct {
 	{true, fixtureV4(true, true), stepReplaceE0, stepDestroyOldE0},
 	{false, fixtureV4(true, true), stepReplaceE0, stepShrink},
 	{false, fixtureV4(true, true), stepReplaceE0, stepAllocExact},
+	// A replacement's create that keeps the address, while its plan marks
+	// the allocation: it takes it over at its address, or is refused.
+	{true, fixtureV4Confirmed, stepCreateE0Again, stepMarkE0},
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},

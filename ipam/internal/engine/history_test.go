@@ -30,7 +30,14 @@ package engine_test
 // keys, whoever made them, then allocates each added key as an Allocate of
 // that key by the set's manager would, in one step: a refusal of any key
 // refuses the whole change and changes nothing; its answer gives each added
-// key's address, generation and actor. Actors and the holders errors name
+// key's address, generation and actor. A plan's replacement mark
+// (MarkReplacement of the owner's allocation of the caller's actor and of
+// the generation it names; else not_found) lets a create of the mark's
+// origin (any of the actor's when the mark has none) take the allocation
+// over even after a refresh, or from another origin: at its address, an
+// adoption; claiming another, a move (the old address cools for the
+// owner, the new one is taken in the same step, a refusal of it changes
+// nothing). Any hand-out or release of the row ends the mark. Actors and the holders errors name
 // must match; a hand-out's generation must be new (histNewGen: another row
 // holds none like it, and it is past its row's last), and the generations
 // of what is held already must match. A call in a caller's transaction that rolled back
@@ -50,7 +57,8 @@ package engine_test
 // Known anomalies. The allocator gives, under concurrency, answers that the
 // model refuses and no order explains (histAnomaly: an address released
 // without a cooldown judged by the transaction's start time; the full path acting on an owner
-// read made earlier in its transaction). A round that the model refuses is checked again with the
+// read made earlier in its transaction; a pick whose wait for held rows met a
+// deadlock, answering ipam_exhausted before their holder committed). A round that the model refuses is checked again with the
 // smallest set of them tolerated, each only for the calls that could meet it
 // (the input's flags, from the calls that ran at the same time): when that
 // explains it, the round is skipped, KNOWN ANOMALY named, not passed; when
@@ -144,6 +152,9 @@ const (
 	// Remove, then adds those of Add (each on the address Claim names, or
 	// any), in one transaction.
 	histSet
+	// histReplace is MarkReplacement of the owner's allocation of
+	// generation Gen: a create_before_destroy plan of its manager.
+	histReplace
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -175,6 +186,12 @@ type histIn struct {
 	// call committed while it ran; another Allocate or Reserve of the same
 	// owner succeeded while it ran.
 	OldClock, OwnerRace bool
+	// HeldWon: another call, of other owners, took an address and kept it
+	// (committed, and answered with it) while it ran: the holder a pick
+	// may have met in a deadlock (histDeadlockAnomaly). A call of the same
+	// owner that won is no excuse: the loser finds the owner's allocation
+	// (ownerWon).
+	HeldWon bool
 	// Busy: another call took addresses (or tried to) while it ran, and
 	// may have held rows the pick found free, then not kept them (its
 	// transaction rolled back, or its write lost a race and it took
@@ -261,6 +278,11 @@ type histRow struct {
 	// CoolLive: a cooldown is running (a release into a pool with one, or
 	// a hold on such a row, which keeps it): only its owner may take it.
 	CoolLive bool
+	// Mark: a plan marked the active row as being replaced (MarkReplacement,
+	// for an hour: longer than a round), at its current generation: 0 none;
+	// 1 by a client without an origin (it holds for the actor); 1 + k by
+	// origin k. Any hand-out or release of the row ends it.
+	Mark int8
 	// Rank orders an owner's cooling rows by release, 1 the oldest (0 when
 	// not cooling): the allocator gives an owner back its latest.
 	Rank int8
@@ -308,7 +330,7 @@ func (s *histState) cool(n, i int, live bool) {
 		}
 	}
 	r := &s.Rows[i]
-	r.State, r.Origin, r.Confirmed, r.CoolLive, r.Rank = histCooling, 0, false, live, top+1
+	r.State, r.Origin, r.Confirmed, r.CoolLive, r.Rank, r.Mark = histCooling, 0, false, live, top+1, 0
 }
 
 // normalize renumbers each owner's cooling ranks from 1, so that states
@@ -380,7 +402,16 @@ const (
 	// because a concurrent write had moved the owner to another row of the
 	// same generation, since a generation never repeats.)
 	histOwnerRaceAnomaly
-	histAllAnomalies = histClockAnomaly | histOwnerRaceAnomaly
+	// histDeadlockAnomaly: a pick that found every free address held by
+	// other calls waits for them, under a savepoint; when that wait closes
+	// a circle with a holder that waits for this call, PostgreSQL breaks
+	// it and the pick counts the rows as taken: ipam_exhausted
+	// (pickWaiting, DESIGN.md). The holder, which took the address and
+	// kept it, may commit after that answer, so that at the answer the
+	// address was still free under every order of the calls. (A node's
+	// blocks do not wait at all: histModel.blocks.)
+	histDeadlockAnomaly
+	histAllAnomalies = histClockAnomaly | histOwnerRaceAnomaly | histDeadlockAnomaly
 )
 
 // histKnown names the anomalies of a set, for the skip message.
@@ -391,6 +422,9 @@ func histKnown(a histAnomaly) string {
 	}
 	if a&histOwnerRaceAnomaly != 0 {
 		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): a claim named the address's holder instead of the owner's own allocation; or the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
+	}
+	if a&histDeadlockAnomaly != 0 {
+		names = append(names, "a pick whose wait for the addresses other calls held met a deadlock answered ipam_exhausted (the rows count as taken: their holder waits for it), and the holder committed the address it took after that answer")
 	}
 	return strings.Join(names, "; and ")
 }
@@ -460,6 +494,17 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 	switch in.Kind {
 	case histSet:
 		return m.applySet(s, in)
+	case histReplace:
+		// The owner's active allocation of this actor and generation,
+		// marked for the caller's origin (none: for the actor).
+		if i := s.live(n, o); i >= 0 && s.Rows[i].State == histActive && s.Rows[i].Actor == in.Actor && s.Rows[i].Gen == in.Gen {
+			c := s
+			c.Rows[i].Mark = 1 + in.Origin
+			return []histOutcome{{m.answer(c.Rows[i], i, false), c}}
+		}
+		out := histNoOut()
+		out.Code = engine.CodeNotFound
+		return []histOutcome{{out, s}}
 	case histGet:
 		// The owner's active allocation (a hold is not one), and the
 		// refresh's confirmation of it.
@@ -525,23 +570,41 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 			// The apply confirms its configuration's hold.
 			return []histOutcome{m.handOut(s, h, in)}
 		}
-		// Active: only its own manager may have it again, only while no
-		// refresh has read it, and only at its address.
-		if !r.mine(in) || (in.Addr >= 0 && in.Addr != h) {
+		// Active: only its own actor may have it again, only while no
+		// refresh has read it (or a plan marks it as being replaced, which
+		// makes it adoptable again), only at its address, and only for
+		// its origin (or one whose plan marked it). A create whose plan
+		// marked it and that claims another address moves the owner: the
+		// old address cools for it, in the transaction of the take, which
+		// a refused take rolls back.
+		forMe := r.Mark == 1 || r.Mark == 1+in.Origin
+		if r.Actor != in.Actor || (r.Confirmed && r.Mark == 0) {
 			return []histOutcome{{conflict, s}}
 		}
-		var res []histOutcome
-		if r.Confirmed {
-			return append(res, histOutcome{conflict, s})
+		if in.Addr >= 0 && in.Addr != h {
+			if in.Kind == histAlloc && forMe {
+				c := s
+				c.cool(n, h, m.cooldown)
+				c.normalize(n)
+				return m.take(s, c, in)
+			}
+			return []histOutcome{{conflict, s}}
+		}
+		if r.Origin != 0 && r.Origin != in.Origin && !forMe {
+			return []histOutcome{{conflict, s}}
 		}
 		if reserve {
 			return []histOutcome{{m.answer(r, h, false), s}}
 		}
-		// Adopted: a new generation, recorded for the adopting origin.
+		// Adopted: a new generation (which ends a mark), recorded for the
+		// adopting origin (none: the row's stays).
 		c := s
 		c.Rows[h].Gen = histNewGen(c.Rows[h].Gen)
-		c.Rows[h].Origin = in.Origin
-		return append(res, histOutcome{m.answer(c.Rows[h], h, true), c})
+		if in.Origin != 0 {
+			c.Rows[h].Origin = in.Origin
+		}
+		c.Rows[h].Mark = 0
+		return []histOutcome{{m.answer(c.Rows[h], h, true), c}}
 	}
 	return m.take(s, s, in)
 }
@@ -640,7 +703,8 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 			free = free || r.State == histFree
 		}
 	}
-	if len(res) == 0 || (oldClock && !free) || (m.blocks && in.Busy) {
+	deadlock := m.tolerate&histDeadlockAnomaly != 0 && in.HeldWon
+	if len(res) == 0 || (oldClock && !free) || (m.blocks && in.Busy) || deadlock {
 		out := histNoOut()
 		out.Code = engine.CodeExhausted
 		res = append(res, histOutcome{out, base})
@@ -652,7 +716,7 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 // cooldown ended) or a plan-time hold (which keeps a running cooldown).
 func (m histModel) handOut(c histState, i int, in histIn) histOutcome {
 	r := &c.Rows[i]
-	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0
+	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank, r.Mark = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0, 0
 	if in.Kind == histReserve {
 		r.State, r.Origin = histReserved, in.Origin
 	} else {
@@ -753,6 +817,8 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("Release ")
 	case histGet:
 		b.WriteString("GetActive ")
+	case histReplace:
+		b.WriteString("MarkReplacement ")
 	case histSet:
 		b.WriteString("ApplySet " + histSetID)
 		for k := range histSetKeys {
@@ -775,7 +841,7 @@ func (m histModel) describeOp(input, output any) string {
 	if in.Addr >= 0 {
 		b.WriteString(" at " + m.addrName(in.Addr))
 	}
-	if in.Kind == histRelease {
+	if in.Kind == histRelease || in.Kind == histReplace {
 		fmt.Fprintf(&b, " gen %d", in.Gen)
 	}
 	if in.MayMiss {
@@ -839,6 +905,9 @@ func (m histModel) describeState(state any) string {
 			d = fmt.Sprintf("active %s by %s/%s", histOwnerID(int(r.Owner)), histName(histActors, r.Actor), histName(histOrigins, r.Origin))
 			if r.Confirmed {
 				d += " confirmed"
+			}
+			if r.Mark != 0 {
+				d += " marked as replaced by " + histName(histOrigins, r.Mark-1)
 			}
 		case histReserved:
 			d = fmt.Sprintf("held for %s by %s", histOwnerID(int(r.Owner)), histName(histActors, r.Actor))
@@ -1011,6 +1080,9 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 	case histGet:
 		a, err := st.GetActive(ctx, r.cluster, o.Kind, o.ID)
 		out = r.result(a, err)
+	case histReplace:
+		a, err := st.MarkReplacement(ctx, r.cluster, o, in.Gen, time.Hour)
+		out = r.result(a, err)
 	case histSet:
 		ch := engine.SetChange{ClusterID: r.cluster, Owner: histSetLabels}
 		for k := range histSetKeys {
@@ -1120,6 +1192,25 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			wg.Wait()
 			for o, out := range outs {
 				remember(o, histIn{}, out)
+			}
+			continue
+		}
+		if o := rng.IntN(histOwners); (role == "terraform" || role == "terraform-tx") && gen[o] > 0 && rng.IntN(100) < 8 {
+			// A create_before_destroy replacement of the owner's object:
+			// the plan marks the allocation of the generation the state
+			// holds, the create takes it over (keeping its address, or
+			// claiming another), and the old object's destroy releases
+			// with the old generation, which then names nothing.
+			old := gen[o]
+			mark := histIn{Kind: histReplace, Owner: o, Addr: -1, Gen: old}
+			if r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, mark).Code == "" {
+				create := histIn{Kind: histAlloc, Owner: o, Addr: -1}
+				if rng.IntN(2) == 0 {
+					create.Addr = rng.IntN(n)
+				}
+				remember(o, create, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, create))
+				destroy := histIn{Kind: histRelease, Owner: o, Addr: -1, Gen: old}
+				remember(o, destroy, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, destroy))
 			}
 			continue
 		}
@@ -1245,12 +1336,25 @@ func histMark(ops []porcupine.Operation) {
 						x.OwnerRace = x.OwnerRace || (won && y.Kind != histRelease && y.Kind != histGet && y.touches(o))
 					}
 				}
-				// Another call took rows (or tried to) at the same time.
-				x.Busy = x.Busy || y.Kind == histAlloc || y.Kind == histReserve || y.Kind == histSet
+				// Another call took rows (or tried to) at the same time;
+				// and took one and kept it.
+				takes := y.Kind == histAlloc || y.Kind == histReserve || y.Kind == histSet
+				x.Busy = x.Busy || takes
+				x.HeldWon = x.HeldWon || (won && takes && (out.Addr >= 0 || y.Kind == histSet) && !histSameOwners(x, y))
 			}
 		}
 		ops[k].Input = x
 	}
+}
+
+// histSameOwners reports whether calls x and y write an owner in common.
+func histSameOwners(x, y histIn) bool {
+	for o := range histAllOwners {
+		if x.touches(o) && y.touches(o) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestConcurrentHistoriesAreLinearizable checks with porcupine that
@@ -1265,7 +1369,10 @@ func histMark(ops []porcupine.Operation) {
 // and GetActive on three owners of a pool of two to four addresses, and
 // the two configurations ApplySet on a set of two keys (added, removed, or
 // moved, on an address they name or any) that the operator also reads and
-// releases, eight rounds of about 450 calls, each round a new cluster and
+// releases, and replace an owner's object create-first (MarkReplacement
+// of the generation they last read, the create keeping the address or
+// claiming another, then the old object's destroy with the old
+// generation), eight rounds of about 450 calls, each round a new cluster and
 // pool: six of an IPv4 pool, alternately without and with a cooldown, and
 // two of a node's instance blocks (its owners instances on the node, its
 // cooldown the cluster's instance cooldown; one at max_blocks from the
@@ -1469,7 +1576,7 @@ func histSummary(ops []porcupine.Operation) string {
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
-		k := [...]string{"allocate", "reserve", "release", "get", "set"}[in.Kind]
+		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
