@@ -249,8 +249,8 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, pool *Pool, req Al
 	if held.State != StateActive || held.Actor != s.actor || !errors.As(refusal, &oc) {
 		return refusal
 	}
-	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil {
+	replacing, err := s.replacingFor(ctx, tx, held)
+	if err != nil {
 		return err
 	}
 	if !replacing {
@@ -259,11 +259,29 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, pool *Pool, req Al
 	if held.PoolID == pool.ID && held.Owner.sameTenant(req.Owner) && (!req.Address.IsValid() || req.Address == held.Address) {
 		return errRetry
 	}
-	err := s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation)
+	err = s.releaseTx(ctx, tx, held.ClusterID, held.Owner, held.Generation)
 	if errors.Is(err, ErrNotFound) {
 		err = errRetry
 	}
 	return err
+}
+
+// replacingFor tells whether a plan of this client's origin marked held
+// (an active allocation) as being replaced. When held is no longer the
+// allocation the transaction's first read found (released, handed out
+// again or adopted since), a refusal judged on that read would name what
+// is gone: errRetry, so that the attempt reads the owner again.
+func (s *Client) replacingFor(ctx context.Context, tx pgx.Tx, held Allocation) (bool, error) {
+	var replacing, same bool
+	err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin, "generation": held.Generation}).
+		Scan(&replacing, &same)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !same):
+		return false, errRetry
+	case err != nil:
+		return false, err
+	}
+	return replacing, nil
 }
 
 // ownerWon turns a hand-out that failed for want of room (ipam_exhausted),
@@ -755,8 +773,7 @@ func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) er
 	if held.State != StateActive || s.ownOrigin(held) {
 		return nil
 	}
-	var replacing bool
-	if err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin}).Scan(&replacing); err != nil || replacing {
+	if replacing, err := s.replacingFor(ctx, tx, held); err != nil || replacing {
 		return err
 	}
 	conflict := ownerConflict(held)

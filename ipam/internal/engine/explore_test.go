@@ -668,6 +668,121 @@ var (
 	}}
 )
 
+// fixtureV4OtherOrigin is fixtureV4(true, false) with e0 allocated by
+// configuration /cfg/b, read by its refresh, and marked as being replaced
+// by a plan of configuration /cfg/a (the same actor): /cfg/a's create takes
+// it over.
+var fixtureV4OtherOrigin = exploreFixture{name: "expired hold, e0 /cfg/b's, marked by /cfg/a's plan", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	fixtureV4(true, false).setup(e)
+	b, a := originClient(e, "/cfg/b"), originClient(e, "/cfg/a")
+	r, err := b.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := b.GetActive(ctxBG, "c1", engine.OwnerEnvIPv4, "e0"); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := a.MarkReplacement(ctxBG, "c1", envOwner("e0"), r.Generation, time.Hour); err != nil {
+		e.t.Fatal(err)
+	}
+}}
+
+// originClient is a client of configuration origin (actor terraform) on e's
+// traced pool.
+func originClient(e *exploreEnv, origin string) *engine.Client {
+	e.t.Helper()
+	st, err := engine.New(e.pool, engine.Config{Actor: "terraform", Origin: origin, LockTimeout: 20 * time.Second})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// fixtureV4MarkedByB is fixtureV4(true, false) with e0 allocated by
+// configuration /cfg/a, read by its refresh, and marked as being replaced by
+// a plan of configuration /cfg/b (the same actor): /cfg/b's create takes it
+// over.
+var fixtureV4MarkedByB = exploreFixture{name: "expired hold, e0 /cfg/a's, marked by /cfg/b's plan", setup: func(e *exploreEnv) {
+	e.t.Helper()
+	fixtureV4(true, false).setup(e)
+	a, b := originClient(e, "/cfg/a"), originClient(e, "/cfg/b")
+	r, err := a.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := a.GetActive(ctxBG, "c1", engine.OwnerEnvIPv4, "e0"); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := b.MarkReplacement(ctxBG, "c1", envOwner("e0"), r.Generation, time.Hour); err != nil {
+		e.t.Fatal(err)
+	}
+}}
+
+var (
+	// stepCreateE0AsB: the create of /cfg/b's replacement takes /cfg/a's e0
+	// over, unless a plan of /cfg/a marked it since: it never takes over a
+	// generation whose mark is another configuration's.
+	stepCreateE0AsB = exploreStep{name: "create e0 as /cfg/b (takes it over)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		var before int64
+		if err := e.raw.QueryRow(ctx, `SELECT generation FROM ipam_allocations WHERE owner_id = 'e0' AND state = 'active'`).Scan(&before); err != nil {
+			return exploreAck{}, err
+		}
+		r, err := originClient(e, "/cfg/b").Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		var markOrigin string
+		var markGen int64
+		if err := e.raw.QueryRow(ctx, `SELECT coalesce(replace_origin, ''), coalesce(replace_generation, 0) FROM ipam_allocations WHERE id = $1`,
+			r.ID).Scan(&markOrigin, &markGen); err != nil {
+			return exploreAck{}, err
+		}
+		if markOrigin == "/cfg/a" && markGen == before {
+			return exploreAck{}, fmt.Errorf("/cfg/b took over generation %d, which /cfg/a's plan had marked", before)
+		}
+		return exploreAck{held: []engine.Allocation{r.Allocation}, origin: "/cfg/b"}, nil
+	}}
+	// stepMarkE0AsA: a plan of /cfg/a marks e0 (the fixture's generation),
+	// replacing /cfg/b's mark.
+	stepMarkE0AsA = exploreStep{name: "mark e0 as being replaced by /cfg/a's plan", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		gen, err := ownerGeneration(ctx, e, "e0")
+		if err != nil {
+			return exploreAck{}, err
+		}
+		_, err = originClient(e, "/cfg/a").MarkReplacement(ctx, "c1", envOwner("e0"), gen, time.Hour)
+		return exploreAck{}, err
+	}}
+)
+
+// stepCreateE0AsA: the create of /cfg/a's replacement takes e0 over. It
+// acknowledges nothing: the release of the pair may follow it and release
+// e0, which the pair is about (the verifier would call that a loss).
+var stepCreateE0AsA = exploreStep{name: "create e0 as /cfg/a (takes it over)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	_, err := originClient(e, "/cfg/a").Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
+	return exploreAck{}, err
+}}
+
+// stepReleaseE0AsA: configuration /cfg/a releases e0 without a generation
+// (what it manages): it releases e0 if e0 is /cfg/a's, refuses if it is
+// another configuration's, and never answers "nothing released" while e0
+// is /cfg/a's.
+var stepReleaseE0AsA = exploreStep{name: "release e0 without generation as /cfg/a", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+	ok, err := originClient(e, "/cfg/a").Release(ctx, "c1", envOwner("e0"), 0)
+	if err != nil {
+		return exploreAck{}, err
+	}
+	if ok {
+		return exploreAck{released: []engine.Owner{envOwner("e0")}}, nil
+	}
+	var origin string
+	if err := e.raw.QueryRow(ctx, `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, '')
+		FROM ipam_allocations WHERE owner_id = 'e0' AND state = 'active'`).Scan(&origin); err == nil && origin == "/cfg/a" {
+		return exploreAck{}, errors.New("the release answered that nothing was released, and e0 is /cfg/a's")
+	}
+	return exploreAck{}, nil
+}}
+
 // fixtureV4Set is fixtureV4(true, true) with set s1 holding key a at
 // 203.0.113.2, in the block that stepShrink drops and stepExclude excludes.
 var fixtureV4Set = exploreFixture{name: "expired hold, e0 active, set s1's key a at 203.0.113.2", setup: func(e *exploreEnv) {
@@ -1072,6 +1187,12 @@ var explorePairs = []struct {
 	// A replacement's create that keeps the address, while its plan marks
 	// the allocation: it takes it over at its address, or is refused.
 	{true, fixtureV4Confirmed, stepCreateE0Again, stepMarkE0},
+	// The replacement's create of another configuration's allocation
+	// against that configuration's release without a generation.
+	{true, fixtureV4OtherOrigin, stepCreateE0AsA, stepReleaseE0AsA},
+	// A configuration's replacement of another's allocation against that
+	// configuration's plan marking it again.
+	{true, fixtureV4MarkedByB, stepCreateE0AsB, stepMarkE0AsA},
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},

@@ -438,14 +438,13 @@ type histOutcome struct {
 // each with the state it leaves: the specification's, and those of the
 // known anomalies the model tolerates.
 func (m histModel) outcomes(s histState, in histIn) []histOutcome {
+	// A write whose transaction kept meeting concurrent changes gives up
+	// after its attempts (withTx), writing nothing: conflict. So may a
+	// refresh, whose record that it saw the allocation is a write.
 	res := m.specified(s, in)
-	if in.Kind != histGet {
-		// A write whose transaction kept meeting concurrent changes gives
-		// up after its attempts (withTx), writing nothing: conflict.
-		out := histNoOut()
-		out.Code = engine.CodeConflict
-		res = append(res, histOutcome{out, s})
-	}
+	out := histNoOut()
+	out.Code = engine.CodeConflict
+	res = append(res, histOutcome{out, s})
 	n := len(m.addrs)
 	if m.tolerate&histOwnerRaceAnomaly != 0 && in.OwnerRace && (in.Kind == histAlloc || in.Kind == histReserve) {
 		if h := s.live(n, in.Owner); h < 0 && in.Addr < 0 && s.latestCooling(n, in.Owner) >= 0 {

@@ -96,12 +96,19 @@ func (s *Client) releaseTx(ctx context.Context, tx pgx.Tx, clusterID string, o O
 		// Nothing of this manager's: another manager's allocation is a
 		// refusal, not a no-op.
 		held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID))
-		if herr == nil && (held.Actor != s.actor || !s.ownOrigin(held)) {
+		switch {
+		case herr == nil && (held.Actor != s.actor || !s.ownOrigin(held)):
 			conflict := ownerConflict(held)
 			conflict.Detail = fmt.Sprintf("a release without the allocation's generation releases only this manager's (%s); "+
 				"release it from the configuration or system that manages it, with the generation its allocation returned, "+
 				"or with ipamctl release --force", s.manager())
 			return conflict
+		case herr == nil:
+			// This manager's allocation, which the release's look-up
+			// did not find: it became this manager's since (an adoption
+			// by this configuration committed in between). Releasing
+			// nothing would leave it held: read again.
+			return errRetry
 		}
 	}
 	return err

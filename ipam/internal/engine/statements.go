@@ -71,11 +71,16 @@ const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown,
 const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
 	created_at, updated_at, is_default, as_written`
 
-// replacingForSQL: replacingSQL, by a plan of the caller's origin ($2): a
-// mark holds only for the configuration that made it (migration 22). A mark
-// that records no origin (made by a client without one, or before
-// migration 22) holds for the actor, as before.
-const replacingForSQL = `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = @origin::text))`
+// replacingFor: replacingSQL, by a plan of the origin the expression
+// origin gives: a mark holds only for the configuration that made it
+// (migration 22). A mark that records no origin (made by a client without
+// one, or before migration 22) holds for the actor, as before.
+func replacingFor(origin string) string {
+	return `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = ` + origin + `))`
+}
+
+// replacingForSQL: replacingFor the caller's origin (@origin).
+var replacingForSQL = replacingFor(`@origin::text`)
 
 // leakColumns read an allocation "a" joined with its pool "p".
 const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
@@ -628,7 +633,11 @@ var (
 		-- still unconfirmed: a refresh that confirmed it since it was read
 		-- (which moves no generation) makes the adoption try again, and be
 		-- refused
+		-- and still this configuration's to take over: made by it (or by
+		-- none), or marked as being replaced by its plan (checkOrigin read
+		-- it earlier; another plan's mark may have replaced that one since)
 		WHERE id = @id AND generation = @generation AND state = 'active' AND NOT `+confirmedSQL+`
+			AND (`+ownOriginSQL(callerOriginSetting)+` OR `+replacingFor(`nullif(`+callerOriginSetting+`, '')`)+`)
 		RETURNING ipam_allocations.*
 	), e AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
@@ -890,8 +899,10 @@ var sqlRelabelSet = named("set labels update", `UPDATE ipam_allocations SET org_
 	WHERE cluster_id = @cluster AND set_owner = @set_owner AND state IN ('active', 'reserved')`)
 
 // sqlReplacing tells whether a plan of @origin marked row @id as being
-// replaced.
-var sqlReplacing = named("replacement mark", `SELECT `+replacingForSQL+` FROM ipam_allocations WHERE id = @id`)
+// replaced, and whether the row is still the allocation read (active, of
+// @generation).
+var sqlReplacing = named("replacement mark", `SELECT `+replacingForSQL+`, state = 'active' AND generation = @generation
+	FROM ipam_allocations WHERE id = @id`)
 
 // sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
 // allocation) of @actor and of @origin (or none recorded), whether it has
