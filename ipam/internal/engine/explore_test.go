@@ -668,25 +668,27 @@ var (
 	}}
 )
 
-// fixtureV4OtherOrigin is fixtureV4(true, false) with e0 allocated by
-// configuration /cfg/b, read by its refresh, and marked as being replaced
-// by a plan of configuration /cfg/a (the same actor): /cfg/a's create takes
-// it over.
-var fixtureV4OtherOrigin = exploreFixture{name: "expired hold, e0 /cfg/b's, marked by /cfg/a's plan", setup: func(e *exploreEnv) {
-	e.t.Helper()
-	fixtureV4(true, false).setup(e)
-	b, a := originClient(e, "/cfg/b"), originClient(e, "/cfg/a")
-	r, err := b.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := b.GetActive(ctxBG, "c1", engine.OwnerEnvIPv4, "e0"); err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := a.MarkReplacement(ctxBG, "c1", envOwner("e0"), r.Generation, time.Hour); err != nil {
-		e.t.Fatal(err)
-	}
-}}
+// fixtureV4MarkedBy is fixtureV4(true, false) with e0 allocated by
+// configuration owner, read by its refresh, and marked as being replaced by
+// a plan of configuration marker (the same actor): marker's create takes it
+// over.
+func fixtureV4MarkedBy(owner, marker string) exploreFixture {
+	return exploreFixture{name: "expired hold, e0 " + owner + "'s, marked by " + marker + "'s plan", setup: func(e *exploreEnv) {
+		e.t.Helper()
+		fixtureV4(true, false).setup(e)
+		o, m := originClient(e, owner), originClient(e, marker)
+		r, err := o.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := o.GetActive(ctxBG, "c1", engine.OwnerEnvIPv4, "e0"); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := m.MarkReplacement(ctxBG, "c1", envOwner("e0"), r.Generation, time.Hour); err != nil {
+			e.t.Fatal(err)
+		}
+	}}
+}
 
 // originClient is a client of configuration origin (actor terraform) on e's
 // traced pool.
@@ -698,26 +700,6 @@ func originClient(e *exploreEnv, origin string) *engine.Client {
 	}
 	return st
 }
-
-// fixtureV4MarkedByB is fixtureV4(true, false) with e0 allocated by
-// configuration /cfg/a, read by its refresh, and marked as being replaced by
-// a plan of configuration /cfg/b (the same actor): /cfg/b's create takes it
-// over.
-var fixtureV4MarkedByB = exploreFixture{name: "expired hold, e0 /cfg/a's, marked by /cfg/b's plan", setup: func(e *exploreEnv) {
-	e.t.Helper()
-	fixtureV4(true, false).setup(e)
-	a, b := originClient(e, "/cfg/a"), originClient(e, "/cfg/b")
-	r, err := a.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e0")})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := a.GetActive(ctxBG, "c1", engine.OwnerEnvIPv4, "e0"); err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := b.MarkReplacement(ctxBG, "c1", envOwner("e0"), r.Generation, time.Hour); err != nil {
-		e.t.Fatal(err)
-	}
-}}
 
 var (
 	// stepCreateE0AsB: the create of /cfg/b's replacement takes /cfg/a's e0
@@ -1189,10 +1171,10 @@ var explorePairs = []struct {
 	{true, fixtureV4Confirmed, stepCreateE0Again, stepMarkE0},
 	// The replacement's create of another configuration's allocation
 	// against that configuration's release without a generation.
-	{true, fixtureV4OtherOrigin, stepCreateE0AsA, stepReleaseE0AsA},
+	{true, fixtureV4MarkedBy("/cfg/b", "/cfg/a"), stepCreateE0AsA, stepReleaseE0AsA},
 	// A configuration's replacement of another's allocation against that
 	// configuration's plan marking it again.
-	{true, fixtureV4MarkedByB, stepCreateE0AsB, stepMarkE0AsA},
+	{true, fixtureV4MarkedBy("/cfg/a", "/cfg/b"), stepCreateE0AsB, stepMarkE0AsA},
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},

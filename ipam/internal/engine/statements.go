@@ -71,16 +71,16 @@ const clusterColumns = `id, prefix, node_prefix, instance_prefix, node_cooldown,
 const poolColumns = `id, cluster_id, name, category, family, kind, cidrs, exclude, cooldown, stripes, mtu, gateway,
 	created_at, updated_at, is_default, as_written`
 
-// replacingFor: replacingSQL, by a plan of the origin the expression
+// replacingByOriginSQL: replacingSQL, by a plan of the origin the expression
 // origin gives: a mark holds only for the configuration that made it
 // (migration 22). A mark that records no origin (made by a client without
 // one, or before migration 22) holds for the actor, as before.
-func replacingFor(origin string) string {
+func replacingByOriginSQL(origin string) string {
 	return `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = ` + origin + `))`
 }
 
-// replacingForSQL: replacingFor the caller's origin (@origin).
-var replacingForSQL = replacingFor(`@origin::text`)
+// replacingForSQL: replacingByOriginSQL of the caller's origin (@origin).
+var replacingForSQL = replacingByOriginSQL(`@origin::text`)
 
 // leakColumns read an allocation "a" joined with its pool "p".
 const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
@@ -637,7 +637,7 @@ var (
 		-- none), or marked as being replaced by its plan (checkOrigin read
 		-- it earlier; another plan's mark may have replaced that one since)
 		WHERE id = @id AND generation = @generation AND state = 'active' AND NOT `+confirmedSQL+`
-			AND (`+ownOriginSQL(callerOriginSetting)+` OR `+replacingFor(`nullif(`+callerOriginSetting+`, '')`)+`)
+			AND (`+ownOriginSQL(callerOriginSetting)+` OR `+replacingByOriginSQL(`nullif(`+callerOriginSetting+`, '')`)+`)
 		RETURNING ipam_allocations.*
 	), e AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
