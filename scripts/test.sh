@@ -137,7 +137,7 @@ gotest() { # tiers...
 		read -r -a more <<<"${tier_packages[$t]}"
 		pkgs+=("${more[@]}")
 	done
-	step "go test -count=1 -timeout 60m ${testflags[*]} (tiers: $*)"
+	step "go test -count=1 -timeout 30m ${testflags[*]} (tiers: $*)"
 	log=$(mktemp)
 	# Tests of a feature the CLI lacks, and tests that only run when asked
 	# (IPAM_E2E_TOFU, IPAM_E2E_RELEASE), skip with their reason noted here
@@ -145,7 +145,7 @@ gotest() { # tiers...
 	IPAM_SKIP_LOG=$(mktemp)
 	export IPAM_SKIP_LOG
 	set +e
-	bash scripts/with-postgres.sh go test -count=1 -timeout 60m "${testflags[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
+	bash scripts/with-postgres.sh go test -count=1 -timeout 30m "${testflags[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [[ -s "$IPAM_SKIP_LOG" ]]; then

@@ -44,6 +44,7 @@ type exploreOp struct {
 	pauseAt int32 // the boundary to pause before; -1: none
 	paused  chan struct{}
 	resume  chan struct{}
+	resumed sync.Once
 
 	mu sync.Mutex
 	// order: the statements that failed on the lock order (a deadlock, or
@@ -67,12 +68,22 @@ func (op *exploreOp) ended(err error) {
 
 type exploreKey struct{}
 
-func (op *exploreOp) boundary(conn *pgx.Conn) {
+func (op *exploreOp) boundary(ctx context.Context, conn *pgx.Conn) {
 	op.pid.Store(conn.PgConn().PID())
 	if op.n.Add(1)-1 == op.pauseAt {
 		close(op.paused)
-		<-op.resume
+		select {
+		case <-op.resume:
+		case <-ctx.Done():
+		}
 	}
+}
+
+// release lets the operation go on from its pause (or never pause); a
+// run that fails half-way releases it too, so that its connection comes
+// back and the test ends instead of waiting for it.
+func (op *exploreOp) release() {
+	op.resumed.Do(func() { close(op.resume) })
 }
 
 // exploreTracer pauses the operation its context names at its boundary.
@@ -85,7 +96,7 @@ func opOf(ctx context.Context) *exploreOp {
 
 func (exploreTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	if op := opOf(ctx); op != nil {
-		op.boundary(conn)
+		op.boundary(ctx, conn)
 	}
 	return ctx
 }
@@ -96,7 +107,7 @@ func (exploreTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 }
 func (exploreTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	if op := opOf(ctx); op != nil {
-		op.boundary(conn)
+		op.boundary(ctx, conn)
 	}
 	return ctx
 }
@@ -108,13 +119,13 @@ func (exploreTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 func (exploreTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // exploreEnv is one run's database: a client whose pool carries the tracer,
-// and a raw connection for the fixture's clock and the checks.
+// and an untraced pool for the fixture's clock and the checks.
 type exploreEnv struct {
 	t    testing.TB
 	ctx  context.Context
 	st   *engine.Client
 	pool *pgxpool.Pool // the client's pool, traced: a caller's transaction begins here
-	raw  *pgx.Conn
+	raw  *pgxpool.Pool // untraced: the fixture's clock, the steps' own reads, the checks
 }
 
 // exploreConfig is the explorer's client configuration. Short lock bounds: a
@@ -173,11 +184,13 @@ func newExploreEnv(t testing.TB) *exploreEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := pgx.Connect(ctx, url)
+	// raw is untraced and a pool: the steps, the fixture, the checks and
+	// the wait for a lock use it at once.
+	raw, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { raw.Close(context.Background()) })
+	t.Cleanup(raw.Close)
 	return &exploreEnv{t: t, ctx: ctx, st: st, pool: pool, raw: raw}
 }
 
@@ -923,6 +936,7 @@ func exploreRun(e *exploreEnv, fx exploreFixture, first, second exploreStep, pau
 	e.reset()
 	fx.setup(e)
 	op1 := &exploreOp{pauseAt: pauseAt, paused: make(chan struct{}), resume: make(chan struct{})}
+	defer op1.release()
 	op2 := &exploreOp{pauseAt: -1}
 	ctx1, cancel1 := context.WithTimeout(context.WithValue(ctxBG, exploreKey{}, op1), hangBound)
 	defer cancel1()
@@ -938,12 +952,7 @@ func exploreRun(e *exploreEnv, fx exploreFixture, first, second exploreStep, pau
 	}
 	go func() { defer close(done2); r2.ack, r2.err = second.run(ctx2, e) }()
 	waitEndOrLockWait(e, op2, done2)
-	select {
-	case <-op1.paused:
-		close(op1.resume)
-	default:
-		// first ended before its boundary pauseAt: nothing to resume
-	}
+	op1.release() // first may have ended before its boundary pauseAt
 	<-done1
 	<-done2
 
