@@ -249,7 +249,7 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, pool *Pool, req Al
 	if held.State != StateActive || held.Actor != s.actor || !errors.As(refusal, &oc) {
 		return refusal
 	}
-	replacing, err := s.replacingFor(ctx, tx, held)
+	replacing, _, err := s.replacingFor(ctx, tx, held)
 	if err != nil {
 		return err
 	}
@@ -267,21 +267,22 @@ func (s *Client) moveReplaced(ctx context.Context, tx pgx.Tx, pool *Pool, req Al
 }
 
 // replacingFor tells whether a plan of this client's origin marked held
-// (an active allocation) as being replaced. When held is no longer the
-// allocation the transaction's first read found (released, handed out
-// again or adopted since), a refusal judged on that read would name what
-// is gone: errRetry, so that the attempt reads the owner again.
-func (s *Client) replacingFor(ctx context.Context, tx pgx.Tx, held Allocation) (bool, error) {
-	var replacing, same bool
-	err := tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin, "generation": held.Generation}).
-		Scan(&replacing, &same)
+// (an active allocation) as being replaced, and whether a create of this
+// client may take it over (takeOverSQL), as the row is now. When held is no
+// longer the allocation the transaction's first read found (released,
+// handed out again or adopted since), a refusal judged on that read would
+// name what is gone: errRetry, so that the attempt reads the owner again.
+func (s *Client) replacingFor(ctx context.Context, tx pgx.Tx, held Allocation) (replacing, takeOver bool, err error) {
+	var same bool
+	err = tx.QueryRow(ctx, sqlReplacing.sql, params{"id": held.ID, "origin": s.origin, "generation": held.Generation}).
+		Scan(&replacing, &takeOver, &same)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !same):
-		return false, errRetry
+		return false, false, errRetry
 	case err != nil:
-		return false, err
+		return false, false, err
 	}
-	return replacing, nil
+	return replacing, takeOver, nil
 }
 
 // ownerWon turns a hand-out that failed for want of room (ipam_exhausted),
@@ -768,12 +769,13 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 
 // checkOrigin refuses to adopt an active allocation recorded for another
 // origin (another configuration's working directory), unless a plan of this
-// one marked it as being replaced.
+// one marked it as being replaced: the rule of takeOverSQL, read from the
+// row as it is now (the adoption's write checks it again).
 func (s *Client) checkOrigin(ctx context.Context, tx pgx.Tx, held Allocation) error {
-	if held.State != StateActive || s.ownOrigin(held) {
+	if held.State != StateActive {
 		return nil
 	}
-	if replacing, err := s.replacingFor(ctx, tx, held); err != nil || replacing {
+	if _, takeOver, err := s.replacingFor(ctx, tx, held); err != nil || takeOver {
 		return err
 	}
 	conflict := ownerConflict(held)

@@ -37,7 +37,9 @@ package engine_test
 // over even after a refresh, or from another origin: at its address, an
 // adoption; claiming another, a move (the old address cools for the
 // owner, the new one is taken in the same step, a refusal of it changes
-// nothing). Any hand-out or release of the row ends the mark. Actors and the holders errors name
+// nothing). Any hand-out or release of the row ends the mark. A set's
+// destroy (ReleaseSetAt) releases, in one step, each key it names still at
+// the generation it names, whoever made it, and leaves the others. Actors and the holders errors name
 // must match; a hand-out's generation must be new (histNewGen: another row
 // holds none like it, and it is past its row's last), and the generations
 // of what is held already must match. A call in a caller's transaction that rolled back
@@ -155,6 +157,10 @@ const (
 	// histReplace is MarkReplacement of the owner's allocation of
 	// generation Gen: a create_before_destroy plan of its manager.
 	histReplace
+	// histSetRelease is ReleaseSetAt: in one transaction, each key k with
+	// Gens[k] set released if its allocation is still of that generation
+	// (the destroy of a set's object, with the generations its state read).
+	histSetRelease
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -181,6 +187,9 @@ type histIn struct {
 	// Claim[k] is the address key k asks for, plus one (0: any).
 	Add, Remove uint8
 	Claim       [histSetKeys]int8
+	// Gens (histSetRelease): the generation each key is released at (0:
+	// the key is not named).
+	Gens [histSetKeys]int64
 	// OldClock and OwnerRace say that the call may have met one of the
 	// known anomalies (histKnown): a release (or a hold's drop) of another
 	// call committed while it ran; another Allocate or Reserve of the same
@@ -240,9 +249,12 @@ func (in histIn) claim(k int) int { return int(in.Claim[k]) - 1 }
 
 // touches reports whether the call writes or reads owner o.
 func (in histIn) touches(o int) bool {
-	if in.Kind == histSet {
-		k := o - histOwners
+	k := o - histOwners
+	switch in.Kind {
+	case histSet:
 		return k >= 0 && (in.Add|in.Remove)&(1<<k) != 0
+	case histSetRelease:
+		return k >= 0 && in.Gens[k] != 0
 	}
 	return in.Owner == o
 }
@@ -493,6 +505,17 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 	switch in.Kind {
 	case histSet:
 		return m.applySet(s, in)
+	case histSetRelease:
+		// Each key named, at its generation, whoever made it; a key whose
+		// generation moved on (or that holds nothing) is left alone.
+		c := s
+		for k := range histSetKeys {
+			if i := c.live(n, histOwners+k); in.Gens[k] != 0 && i >= 0 && c.Rows[i].State == histActive && c.Rows[i].Gen == in.Gens[k] {
+				c.cool(n, i, m.cooldown)
+			}
+		}
+		c.normalize(n)
+		return []histOutcome{{histNoOut(), c}}
 	case histReplace:
 		// The owner's active allocation of this actor and generation,
 		// marked for the caller's origin (none: for the actor).
@@ -818,6 +841,13 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("GetActive ")
 	case histReplace:
 		b.WriteString("MarkReplacement ")
+	case histSetRelease:
+		b.WriteString("ReleaseSetAt " + histSetID)
+		for k := range histSetKeys {
+			if in.Gens[k] != 0 {
+				fmt.Fprintf(&b, " %s gen %d", histKeyName(k), in.Gens[k])
+			}
+		}
 	case histSet:
 		b.WriteString("ApplySet " + histSetID)
 		for k := range histSetKeys {
@@ -834,7 +864,7 @@ func (m histModel) describeOp(input, output any) string {
 			}
 		}
 	}
-	if in.Kind != histSet {
+	if in.Kind != histSet && in.Kind != histSetRelease {
 		b.WriteString(histOwnerID(in.Owner))
 	}
 	if in.Addr >= 0 {
@@ -864,6 +894,8 @@ func (m histModel) describeOp(input, output any) string {
 		}
 	case in.Kind == histRelease:
 		fmt.Fprintf(&b, "released %v", out.Released)
+	case in.Kind == histSetRelease:
+		b.WriteString("ok")
 	case in.Kind == histSet:
 		b.WriteString("ok")
 		for k := range histSetKeys {
@@ -945,7 +977,7 @@ func (m histModel) porcupine() porcupine.Model {
 			var b [16]byte
 			for _, r := range s.Rows {
 				b[0], b[1], b[2], b[3], b[4] = r.State, byte(r.Owner), byte(r.Actor), byte(r.Origin), byte(r.Rank)
-				b[5], b[6] = histBit(r.Confirmed), histBit(r.CoolLive)
+				b[5], b[6], b[7] = histBit(r.Confirmed), histBit(r.CoolLive), byte(r.Mark)
 				binary.LittleEndian.PutUint64(b[8:], uint64(r.Gen))
 				_, _ = h.Write(b[:])
 			}
@@ -1082,6 +1114,17 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 	case histReplace:
 		a, err := st.MarkReplacement(ctx, r.cluster, o, in.Gen, time.Hour)
 		out = r.result(a, err)
+	case histSetRelease:
+		gens := map[string]int64{}
+		for k, g := range in.Gens {
+			if g != 0 {
+				gens[histKeyName(k)] = g
+			}
+		}
+		out = histNoOut()
+		if err := st.ReleaseSetAt(ctx, r.cluster, histSetID, gens); err != nil {
+			out = r.result(engine.Allocation{}, err)
+		}
 	case histSet:
 		ch := engine.SetChange{ClusterID: r.cluster, Owner: histSetLabels}
 		for k := range histSetKeys {
@@ -1213,6 +1256,39 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			}
 			continue
 		}
+		if (role == "terraform" || role == "terraform-tx") && rng.IntN(100) < 8 &&
+			slices.ContainsFunc(gen[histOwners:], func(g int64) bool { return g > 0 }) {
+			// A create_before_destroy replacement of the address set's
+			// object: the plan marks each member at the generation the
+			// state holds (MarkSetReplacement marks them one by one), the
+			// create adds the marked keys (taking each over, at its
+			// address or on another it names), and the old object's
+			// destroy releases the members still at the old generations
+			// (ReleaseSetAt), which then name nothing.
+			var create, destroy histIn
+			create = histIn{Kind: histSet, Owner: -1, Addr: -1}
+			destroy = histIn{Kind: histSetRelease, Owner: -1, Addr: -1}
+			for k := range histSetKeys {
+				o := histOwners + k
+				if gen[o] <= 0 {
+					continue
+				}
+				mark := histIn{Kind: histReplace, Owner: o, Addr: -1, Gen: gen[o]}
+				if r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, mark).Code != "" {
+					continue
+				}
+				create.Add |= 1 << k
+				if rng.IntN(3) == 0 {
+					create.Claim[k] = int8(rng.IntN(n) + 1)
+				}
+				destroy.Gens[k] = gen[o]
+			}
+			if create.Add != 0 {
+				remember(-1, create, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, create))
+				remember(-1, destroy, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, destroy))
+			}
+			continue
+		}
 		if (role == "terraform" || role == "terraform-tx") && rng.IntN(100) < 12 {
 			// The configuration's address set: keys added (on an
 			// address the configuration names, or any), removed, or
@@ -1326,13 +1402,13 @@ func histMark(ops []porcupine.Operation) {
 				// A release that released, a claim that may have dropped
 				// its owner's hold, or a set's change, committed.
 				won := !y.Rollback && out.Code == ""
-				released := won && ((y.Kind == histRelease && out.Released) ||
+				released := won && ((y.Kind == histRelease && out.Released) || y.Kind == histSetRelease ||
 					((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0) || y.Kind == histSet)
 				x.OldClock = x.OldClock || released
 				// Another write of one of the owners it writes won.
 				for o := range histAllOwners {
 					if x.touches(o) && (x.Kind != histSet || x.Add&(1<<(o-histOwners)) != 0) {
-						x.OwnerRace = x.OwnerRace || (won && y.Kind != histRelease && y.Kind != histGet && y.touches(o))
+						x.OwnerRace = x.OwnerRace || (won && y.Kind != histRelease && y.Kind != histSetRelease && y.Kind != histGet && y.touches(o))
 					}
 				}
 				// Another call took rows (or tried to) at the same time;
@@ -1371,7 +1447,10 @@ func histSameOwners(x, y histIn) bool {
 // releases, and replace an owner's object create-first (MarkReplacement
 // of the generation they last read, the create keeping the address or
 // claiming another, then the old object's destroy with the old
-// generation), eight rounds of about 450 calls, each round a new cluster and
+// generation), and so the address set's object (each member marked, the
+// create adding the marked keys, the old object's destroy releasing the
+// members still at the old generations: ReleaseSetAt), eight rounds of
+// about 500 calls, each round a new cluster and
 // pool: six of an IPv4 pool, alternately without and with a cooldown, and
 // two of a node's instance blocks (its owners instances on the node, its
 // cooldown the cluster's instance cooldown; one at max_blocks from the
@@ -1575,7 +1654,7 @@ func histSummary(ops []porcupine.Operation) string {
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
-		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced"}[in.Kind]
+		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
@@ -1672,10 +1751,10 @@ func histExplain(t *testing.T, model porcupine.Model, ops []porcupine.Operation)
 // TestHistoryModelRefusesWhatNoAllocatorMayAnswer feeds the linearizability
 // model hand-written histories that no correct allocator can produce, and
 // checks that porcupine finds none of them linearizable, also with every
-// known anomaly tolerated; and three correct histories (one of them a set's,
-// one a node's blocks answering ipam_exhausted at once while another call
-// holds their free address, which another pool refuses), which it must
-// accept. A
+// known anomaly tolerated; and correct histories (among them a set's, a
+// set's replacement, and a node's blocks answering ipam_exhausted at once
+// while another call holds their free address, which another pool
+// refuses), which it must accept. A
 // model that accepted everything would make TestConcurrentHistoriesAreLinearizable pass
 // whatever the allocator did.
 func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
@@ -1713,6 +1792,10 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 	ka, kb := histOwners, histOwners+1
 	set := func(add, remove uint8, claimA, claimB int) histIn {
 		return histIn{Kind: histSet, Owner: -1, Addr: -1, Add: add, Remove: remove, Claim: [histSetKeys]int8{int8(claimA + 1), int8(claimB + 1)}}
+	}
+	mark := func(o int, gen int64) histIn { return histIn{Kind: histReplace, Owner: o, Addr: -1, Gen: gen} }
+	setReleaseAt := func(genA, genB int64) histIn {
+		return histIn{Kind: histSetRelease, Owner: -1, Addr: -1, Gens: [histSetKeys]int64{genA, genB}}
 	}
 	setGot := func(keys ...histKeyOut) histOut {
 		out := histNoOut()
@@ -1794,6 +1877,28 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfA, in: set(1, 0, 0, -1), out: refused(engine.CodeAddressInUse, kb, 0, 0, "active")},
 			call{c: sched, in: alloc(0, -1), out: got(1, 3, "active", 1, false)},
 			call{c: tfA, in: set(1, 0, -1, -1), out: refused(engine.CodeExhausted, -1, -1, -1, "")},
+		)},
+		{"a correct history of a set's replacement", true, seq(
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0})},
+			call{c: opr, in: get(ka), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: set(1, 0, -1, -1), out: refused(engine.CodeOwnerConflict, ka, 0, 0, "")},
+			call{c: tfA, in: mark(ka, 1), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 2, 0})},
+			call{c: tfA, in: setReleaseAt(1, 0), out: histNoOut()},
+			call{c: opr, in: get(ka), out: got(0, 2, "active", 0, false)},
+		)},
+		{"a set's destroy releases a member its replacement took over", false, seq(
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0})},
+			call{c: opr, in: get(ka), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: mark(ka, 1), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 2, 0})},
+			call{c: tfA, in: setReleaseAt(1, 0), out: histNoOut()},
+			call{c: opr, in: get(ka), out: refused(engine.CodeNotFound, -1, -1, -1, "")},
+		)},
+		{"a set's destroy keeps a member still at its generation", false, seq(
+			call{c: tfA, in: set(1, 0, -1, -1), out: setGot(histKeyOut{0, 1, 0})},
+			call{c: tfA, in: setReleaseAt(1, 0), out: histNoOut()},
+			call{c: opr, in: get(ka), out: got(0, 1, "active", 0, false)},
 		)},
 		{"a set change that lands in part", false, seq(
 			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},

@@ -79,8 +79,15 @@ func replacingByOriginSQL(origin string) string {
 	return `(` + replacingSQL + ` AND (replace_origin IS NULL OR replace_origin = ` + origin + `))`
 }
 
-// replacingForSQL: replacingByOriginSQL of the caller's origin (@origin).
-var replacingForSQL = replacingByOriginSQL(`@origin::text`)
+// takeOverSQL: a create of the origin the expression origin gives (empty or
+// NULL: none) may take the active row over: the row is that origin's
+// configuration's (or no configuration's), or a plan of that origin (or a
+// mark of none) marked it as being replaced. The one statement of the
+// rule: the adoption's write checks it (sqlAdopt), and a create refused
+// reads it again (sqlReplacing).
+func takeOverSQL(origin string) string {
+	return `(` + ownOriginSQL(origin) + ` OR ` + replacingByOriginSQL(`nullif(`+origin+`, '')`) + `)`
+}
 
 // leakColumns read an allocation "a" joined with its pool "p".
 const leakColumns = `a.id, a.generation, a.cluster_id, a.pool_id, p.category, host(a.address), a.owner_kind, a.owner_id,
@@ -637,7 +644,7 @@ var (
 		-- none), or marked as being replaced by its plan (checkOrigin read
 		-- it earlier; another plan's mark may have replaced that one since)
 		WHERE id = @id AND generation = @generation AND state = 'active' AND NOT `+confirmedSQL+`
-			AND (`+ownOriginSQL(callerOriginSetting)+` OR `+replacingByOriginSQL(`nullif(`+callerOriginSetting+`, '')`)+`)
+			AND `+takeOverSQL(callerOriginSetting)+`
 		RETURNING ipam_allocations.*
 	), e AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
@@ -899,9 +906,10 @@ var sqlRelabelSet = named("set labels update", `UPDATE ipam_allocations SET org_
 	WHERE cluster_id = @cluster AND set_owner = @set_owner AND state IN ('active', 'reserved')`)
 
 // sqlReplacing tells whether a plan of @origin marked row @id as being
-// replaced, and whether the row is still the allocation read (active, of
-// @generation).
-var sqlReplacing = named("replacement mark", `SELECT `+replacingForSQL+`, state = 'active' AND generation = @generation
+// replaced, whether a create of @origin may take it over (takeOverSQL), and
+// whether the row is still the allocation read (active, of @generation).
+var sqlReplacing = named("replacement mark", `SELECT `+replacingByOriginSQL(`nullif(@origin::text, '')`)+`, `+takeOverSQL(`@origin::text`)+`,
+		state = 'active' AND generation = @generation
 	FROM ipam_allocations WHERE id = @id`)
 
 // sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
