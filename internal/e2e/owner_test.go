@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
 
 // ownerConfig: a cluster made by the core (c1, pool c1/v4, see setup), a
@@ -89,6 +91,52 @@ func TestOneOwnerOneConfiguration(t *testing.T) {
 	}
 	if out := elsewhere.run("plan", "-input=false", "-detailed-exitcode"); !strings.Contains(string(out), "No changes") {
 		t.Fatalf("plan after the recovery is not empty:\n%s", out)
+	}
+}
+
+// An import of a cluster, a pool or an address set that another
+// configuration created warns, naming that configuration, as an address's
+// does (TestOneOwnerOneConfiguration); the configuration that created them
+// imports them again without a warning, and plans no change.
+func TestImportWarnsWhatAnotherConfigurationCreated(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	hcl := `resource "ipam_cluster" "c7" {
+  name   = "c7"
+  prefix = "2001:db8:c7::/48"
+}
+resource "ipam_pool" "v4" {
+  cluster_id = ipam_cluster.c7.id
+  name       = "v4"
+  cidrs      = ["198.51.100.64/29"]
+}
+resource "ipam_address_set" "vm" {
+  cluster_id = ipam_cluster.c7.id
+  owner_id   = "vm-1"
+  addresses = {
+    pub = { pools = [ipam_pool.v4.id] }
+  }
+}
+`
+	first := newWorkdir(t, url, hcl)
+	first.run("apply", "-input=false", "-auto-approve")
+	imports := [][2]string{{"ipam_cluster.c7", "c7"}, {"ipam_pool.v4", "c7/v4"}, {"ipam_address_set.vm", "c7/vm-1"}}
+	second := newWorkdir(t, url, hcl)
+	for _, imp := range imports {
+		out := strings.Join(strings.Fields(string(second.run("import", "-input=false", imp[0], imp[1]))), " ")
+		if !strings.Contains(out, "Managed by Another Configuration") || !strings.Contains(out, `the Terraform configuration in "`+first.dir+`"`) {
+			t.Errorf("terraform import %s %s in the second configuration did not warn:\n%s", imp[0], imp[1], out)
+		}
+		second.run("state", "rm", imp[0])
+	}
+	for _, imp := range imports {
+		first.run("state", "rm", imp[0])
+		if out := string(first.run("import", "-input=false", imp[0], imp[1])); strings.Contains(out, "Managed by Another Configuration") {
+			t.Errorf("terraform import %s %s in the configuration that created it warned:\n%s", imp[0], imp[1], out)
+		}
+	}
+	if out := first.run("plan", "-input=false", "-detailed-exitcode"); !strings.Contains(string(out), "No changes") {
+		t.Fatalf("plan after the imports is not empty:\n%s", out)
 	}
 }
 

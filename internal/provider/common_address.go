@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // The parts shared by the resources that hold one address for one owner
@@ -211,11 +212,34 @@ func warnManagedElsewhere(ctx context.Context, st *ipam.Client, importID, cluste
 	if st == nil {
 		return
 	}
-	a, err := st.Peek().GetActive(ctx, clusterID, kind, ownerID)
-	if err != nil || a.Origin == "" || a.Origin == st.Origin() {
+	if a, err := st.Peek().GetActive(ctx, clusterID, kind, ownerID); err == nil {
+		warnCreatedBy(st, importID, a.Origin, diags)
+	}
+}
+
+// warnObjectManagedElsewhere is warnManagedElsewhere for a cluster, a pool
+// or an address set (kind: operator.ManagedCluster, ManagedPool,
+// ManagedSet; importID names it as Managers does): the configuration that
+// created it is the one `terraform query` names too.
+func warnObjectManagedElsewhere(ctx context.Context, st *ipam.Client, kind, importID string, diags *diag.Diagnostics) {
+	if st == nil {
 		return
 	}
-	summary, detail := managedWarning(listEntry{importID: importID, managedBy: a.Origin})
+	if managers, err := operator.New(st).Managers(ctx, kind, []string{importID}); err == nil {
+		warnCreatedBy(st, importID, managers[importID], diags)
+	}
+}
+
+// warnCreatedBy warns the import of importID, which the configuration of
+// origin created ("" when none did, or only a read saw it), unless that is
+// this configuration. Only the creator is judged: a refresh does not record
+// which configuration read it, and an import block's plan has read what
+// its apply imports again.
+func warnCreatedBy(st *ipam.Client, importID, origin string, diags *diag.Diagnostics) {
+	if origin == "" || origin == st.Origin() {
+		return
+	}
+	summary, detail := managedWarning(listEntry{importID: importID, managedBy: origin})
 	diags.AddWarning(summary, detail)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 var (
@@ -687,6 +688,9 @@ func (r *addressSetResource) ImportState(ctx context.Context, req resource.Impor
 		return
 	}
 	importPair(ctx, id, resp, "owner_id", "")
+	if !resp.Diagnostics.HasError() {
+		warnObjectManagedElsewhere(ctx, r.store, operator.ManagedSet, id, &resp.Diagnostics)
+	}
 }
 
 // memberCIDR is a member's cidr: an IPv6 address as its /128, as

@@ -499,4 +499,5 @@ func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportSt
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_destroy"), false)...)
+	warnObjectManagedElsewhere(ctx, r.store, operator.ManagedCluster, id, &resp.Diagnostics)
 }

@@ -453,4 +453,5 @@ func (r *poolResource) ImportState(ctx context.Context, req resource.ImportState
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_destroy"), false)...)
+	warnObjectManagedElsewhere(ctx, r.store, operator.ManagedPool, id, &resp.Diagnostics)
 }
