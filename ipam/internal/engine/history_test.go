@@ -161,6 +161,11 @@ const (
 	// Gens[k] set released if its allocation is still of that generation
 	// (the destroy of a set's object, with the generations its state read).
 	histSetRelease
+	// histScale is the operator's ScaleNodeBlocks of the round's node up to
+	// its max_blocks (a demand of every address the blocks may hold): it
+	// carves where the model already counts the blocks, so it changes no
+	// row of the model, and must answer.
+	histScale
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -505,6 +510,8 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 	switch in.Kind {
 	case histSet:
 		return m.applySet(s, in)
+	case histScale:
+		return []histOutcome{{histNoOut(), s}}
 	case histSetRelease:
 		// Each key named, at its generation, whoever made it; a key whose
 		// generation moved on (or that holds nothing) is left alone.
@@ -841,6 +848,8 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("GetActive ")
 	case histReplace:
 		b.WriteString("MarkReplacement ")
+	case histScale:
+		b.WriteString("ScaleNodeBlocks up to max_blocks")
 	case histSetRelease:
 		b.WriteString("ReleaseSetAt " + histSetID)
 		for k := range histSetKeys {
@@ -864,7 +873,7 @@ func (m histModel) describeOp(input, output any) string {
 			}
 		}
 	}
-	if in.Kind != histSet && in.Kind != histSetRelease {
+	if in.Kind != histSet && in.Kind != histSetRelease && in.Kind != histScale {
 		b.WriteString(histOwnerID(in.Owner))
 	}
 	if in.Addr >= 0 {
@@ -894,7 +903,7 @@ func (m histModel) describeOp(input, output any) string {
 		}
 	case in.Kind == histRelease:
 		fmt.Fprintf(&b, "released %v", out.Released)
-	case in.Kind == histSetRelease:
+	case in.Kind == histSetRelease || in.Kind == histScale:
 		b.WriteString("ok")
 	case in.Kind == histSet:
 		b.WriteString("ok")
@@ -1005,10 +1014,13 @@ type histRound struct {
 	// the model's addresses, from the first, calls may claim.
 	node      string
 	claimable int
-	model     histModel
-	start     time.Time
-	mu        sync.Mutex
-	ops       []porcupine.Operation
+	// scaleUp: the node's scaling with a demand of every address its
+	// max_blocks hold (histScale).
+	scaleUp engine.BlockScaling
+	model   histModel
+	start   time.Time
+	mu      sync.Mutex
+	ops     []porcupine.Operation
 }
 
 func (r *histRound) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -1114,6 +1126,11 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 	case histReplace:
 		a, err := st.MarkReplacement(ctx, r.cluster, o, in.Gen, time.Hour)
 		out = r.result(a, err)
+	case histScale:
+		out = histNoOut()
+		if _, err := st.ScaleNodeBlocks(ctx, r.cluster, r.node, r.scaleUp); err != nil {
+			out = r.result(engine.Allocation{}, err)
+		}
 	case histSetRelease:
 		gens := map[string]int64{}
 		for k, g := range in.Gens {
@@ -1368,8 +1385,11 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			}
 		case "operator":
 			// An operator: reads an owner, and releases it with the
-			// generation it read (whoever made it), or without one.
+			// generation it read (whoever made it), or without one; in a
+			// node's blocks, scales them up to max_blocks now and then.
 			switch {
+			case r.node != "" && roll < 6:
+				in.Kind, in.Owner = histScale, -1
 			case roll < 45:
 				in.Kind = histGet
 			case roll < 80:
@@ -1454,7 +1474,8 @@ func histSameOwners(x, y histIn) bool {
 // pool: six of an IPv4 pool, alternately without and with a cooldown, and
 // two of a node's instance blocks (its owners instances on the node, its
 // cooldown the cluster's instance cooldown; one at max_blocks from the
-// start, one that grows to it during the round), whose pick does not wait
+// start, one that grows to it during the round; the operator also scales
+// the node up to max_blocks now and then), whose pick does not wait
 // for the rows other calls hold and, at max_blocks, answers ipam_exhausted
 // at once instead (histIn.Busy). A round that only known anomalies explain is
 // skipped, naming them (see the comment at the top of this file). The seed
@@ -1520,7 +1541,7 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 			}
 			if rd.blocks > 0 {
 				r.node, r.model.blocks = "n1", true
-				r.pool, r.model.addrs = histNodeBlocks(t, base, r.cluster, 0x200+k, cooldown, rd.size, rd.blocks)
+				r.pool, r.model.addrs, r.scaleUp = histNodeBlocks(t, base, r.cluster, 0x200+k, cooldown, rd.size, rd.blocks)
 				r.claimable = rd.size
 			} else {
 				mkCluster(t, base, r.cluster, fmt.Sprintf("2001:db8:%x::/48", 0x200+k), "", "")
@@ -1619,10 +1640,11 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 // histNodeBlocks creates a cluster (2001:db8:<net>::/48, its instances'
 // cooldown, a /120 instance prefix, where blocks as small as one address
 // may be carved) and node n1's instance blocks of size addresses, one block
-// of maxBlocks, and returns their pool and the addresses of maxBlocks
-// blocks: the first's, then those of the blocks a growth carves, each next
-// below the one before (blocks are carved from the top of the prefix down).
-func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, cooldown time.Duration, size, maxBlocks int) (engine.PoolRef, []netip.Addr) {
+// of maxBlocks, and returns their pool, the addresses of maxBlocks blocks
+// (the first's, then those of the blocks a growth carves, each next below
+// the one before: blocks are carved from the top of the prefix down), and
+// the scaling that grows the node to maxBlocks (a demand of all of them).
+func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, cooldown time.Duration, size, maxBlocks int) (engine.PoolRef, []netip.Addr, engine.BlockScaling) {
 	t.Helper()
 	ctx := context.Background()
 	pfx := func(s string) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf(s, net)) }
@@ -1646,7 +1668,10 @@ func histNodeBlocks(t *testing.T, st *engine.Client, cluster string, net int, co
 		}
 		b = netip.PrefixFrom(b.Addr().Prev(), b.Bits()).Masked()
 	}
-	return engine.NodeBlocksPool(cluster, "n1"), addrs
+	up := sc
+	all := int64(size * maxBlocks)
+	up.Demand = &all
+	return engine.NodeBlocksPool(cluster, "n1"), addrs, up
 }
 
 // histSummary counts a round's answers by operation and outcome.
@@ -1654,7 +1679,7 @@ func histSummary(ops []porcupine.Operation) string {
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
-		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release"}[in.Kind]
+		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release", "scale up"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
