@@ -770,9 +770,8 @@ var stepReleaseE0AsA = exploreStep{name: "release e0 without generation as /cfg/
 	if ok {
 		return exploreAck{released: []engine.Owner{envOwner("e0")}}, nil
 	}
-	var origin string
-	if err := e.raw.QueryRow(ctx, `SELECT coalesce(CASE WHEN origin_generation = generation THEN origin END, '')
-		FROM ipam_allocations WHERE owner_id = 'e0' AND state = 'active'`).Scan(&origin); err == nil && origin == "/cfg/a" {
+	// Read untraced (no operation in the context), without a refresh's record.
+	if a, err := e.st.Peek().GetActive(ctxBG, "c1", engine.OwnerEnvIPv4, "e0"); err == nil && a.Origin == "/cfg/a" {
 		return exploreAck{}, errors.New("the release answered that nothing was released, and e0 is /cfg/a's")
 	}
 	return exploreAck{}, nil

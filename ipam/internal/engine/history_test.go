@@ -1282,9 +1282,8 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			// address or on another it names), and the old object's
 			// destroy releases the members still at the old generations
 			// (ReleaseSetAt), which then name nothing.
-			var create, destroy histIn
-			create = histIn{Kind: histSet, Owner: -1, Addr: -1}
-			destroy = histIn{Kind: histSetRelease, Owner: -1, Addr: -1}
+			create := histIn{Kind: histSet, Owner: -1, Addr: -1}
+			destroy := histIn{Kind: histSetRelease, Owner: -1, Addr: -1}
 			for k := range histSetKeys {
 				o := histOwners + k
 				if gen[o] <= 0 {
