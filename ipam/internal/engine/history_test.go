@@ -39,7 +39,15 @@ package engine_test
 // owner, the new one is taken in the same step, a refusal of it changes
 // nothing). Any hand-out or release of the row ends the mark. A set's
 // destroy (ReleaseSetAt) releases, in one step, each key it names still at
-// the generation it names, whoever made it, and leaves the others. Actors and the holders errors name
+// the generation it names, whoever made it, and leaves the others. The
+// operator's release (ReleaseAllocation, of an owner or an address)
+// releases the active allocation whoever made it, but one that a
+// Terraform state holds (a refresh confirmed it, or a configuration made
+// it) only when forced; with none active it names the latest cooling one
+// as already released, else not_found. The operator's reclaim of an
+// inventory leak releases only the generation reported, still active, that
+// no state holds and whose owner the current inventory does not list.
+// Actors and the holders errors name
 // must match; a hand-out's generation must be new (histNewGen: another row
 // holds none like it, and it is past its row's last), and the generations
 // of what is held already must match. A call in a caller's transaction that rolled back
@@ -50,7 +58,10 @@ package engine_test
 // ipam_exhausted while an address is free, or for an owner whose concurrent
 // request won; address_in_use naming the owner itself; a release without
 // generation that took another manager's allocation; an adoption after a
-// refresh, from another origin or by another actor; an address other than
+// refresh, from another origin or by another actor; an operator's release
+// of what a state holds without force, or one that names an older release
+// than the latest; a reclaim of what a state holds, of a listed owner or of
+// another generation; an address other than
 // the owner's live one, or other than its latest cooling one; a refresh that
 // missed an allocation; a set change that landed in part, two keys on one
 // address, a removed key still held. TestHistoryModelRefusesWhatNoAllocatorMayAnswer
@@ -90,6 +101,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/google/uuid"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
@@ -166,6 +178,20 @@ const (
 	// carves where the model already counts the blocks, so it changes no
 	// row of the model, and must answer.
 	histScale
+	// histOpRelease is the operator's ReleaseAllocation (ipamctl release)
+	// of the owner's active allocation, or (Owner -1) of the one at Addr,
+	// with Force or not: one a Terraform state holds (a refresh confirmed
+	// it, or a configuration made it) is refused unless Force; with
+	// nothing active, the latest cooling allocation named is answered as
+	// already released, else not_found.
+	histOpRelease
+	// histReclaim is the operator's Reclaim of an inventory report of one
+	// leak: the owner's allocation of generation Gen (as an untraced read
+	// found it), applied with a current inventory that lists the owner
+	// (InInventory) or not. It releases only that allocation, still
+	// active at that generation, that no Terraform state holds and whose
+	// owner the inventory does not list; otherwise it is refused.
+	histReclaim
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -195,6 +221,16 @@ type histIn struct {
 	// Gens (histSetRelease): the generation each key is released at (0:
 	// the key is not named).
 	Gens [histSetKeys]int64
+	// Force (histOpRelease): release even what a Terraform state holds.
+	// InInventory (histReclaim): the current inventory lists the owner.
+	Force, InInventory bool
+	// Leak (histReclaim): the report's allocation, which an untraced read
+	// found at generation Gen (the model goes by Gen: a generation is never
+	// handed out twice), and the database's time before that read.
+	Leak struct {
+		ID uuid.UUID
+		At time.Time
+	}
 	// OldClock and OwnerRace say that the call may have met one of the
 	// known anomalies (histKnown): a release (or a hold's drop) of another
 	// call committed while it ran; another Allocate or Reserve of the same
@@ -229,6 +265,8 @@ type histOut struct {
 	Actor    int8   // the allocation's actor, -2: unknown
 	Adopted  bool
 	Released bool
+	// Forced (histOpRelease): the release took what a Terraform state held.
+	Forced bool
 	// The holder an error names (owner_conflict, address_in_use,
 	// address_cooling): owner (-2: unknown), address, actor, state.
 	ErrOwner, ErrAddr int
@@ -252,6 +290,12 @@ type histKeyOut struct {
 // claim is the address key k of a histSet asks for, or -1.
 func (in histIn) claim(k int) int { return int(in.Claim[k]) - 1 }
 
+// isRelease: the call releases one allocation (Release, the operator's
+// ReleaseAllocation, Reclaim); out.Released says whether it did.
+func (in histIn) isRelease() bool {
+	return in.Kind == histRelease || in.Kind == histOpRelease || in.Kind == histReclaim
+}
+
 // touches reports whether the call writes or reads owner o.
 func (in histIn) touches(o int) bool {
 	k := o - histOwners
@@ -260,6 +304,8 @@ func (in histIn) touches(o int) bool {
 		return k >= 0 && (in.Add|in.Remove)&(1<<k) != 0
 	case histSetRelease:
 		return k >= 0 && in.Gens[k] != 0
+	case histOpRelease:
+		return in.Owner == o || in.Owner < 0 // by address: whoever holds it
 	}
 	return in.Owner == o
 }
@@ -573,6 +619,22 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 			}
 		}
 		return []histOutcome{{out, s}}
+	case histOpRelease:
+		return m.opRelease(s, in)
+	case histReclaim:
+		// Only the allocation reported (its generation), still active,
+		// that no Terraform state holds, whose owner the inventory does
+		// not list.
+		out := histNoOut()
+		if i := s.live(n, o); i >= 0 && s.Rows[i].State == histActive && s.Rows[i].Gen == in.Gen &&
+			!s.Rows[i].held() && !in.InInventory {
+			c := s
+			c.cool(n, i, m.cooldown)
+			c.normalize(n)
+			out.Released = true
+			return []histOutcome{{out, c}}
+		}
+		return []histOutcome{{out, s}}
 	}
 	// Allocate and Reserve: first what the owner holds.
 	reserve := in.Kind == histReserve
@@ -636,6 +698,52 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		return []histOutcome{{m.answer(c.Rows[h], h, true), c}}
 	}
 	return m.take(s, s, in)
+}
+
+// histStateHeld is the code the model gives an operator's release refused
+// because a Terraform state holds the allocation (engine.ConfirmedError,
+// whose code, conflict, retries used up give too).
+const histStateHeld = "state_held"
+
+// held: a Terraform state holds the active row: a refresh confirmed it, or
+// a configuration made it (its origin recorded for this generation).
+func (r histRow) held() bool { return r.Confirmed || r.Origin != 0 }
+
+// opRelease is ReleaseAllocation's specification: the owner's active
+// allocation (by address: the address's), released into cooling whoever
+// made it, unless a Terraform state holds it and the release is not
+// forced (refused, naming it); with none active, the owner's latest
+// cooling allocation (the address's, cooling) is named as already
+// released; else not_found.
+func (m histModel) opRelease(s histState, in histIn) []histOutcome {
+	n := len(m.addrs)
+	out := histNoOut()
+	i := in.Addr
+	if in.Owner >= 0 {
+		i = s.live(n, in.Owner)
+	}
+	if i >= 0 && s.Rows[i].State == histActive {
+		r := s.Rows[i]
+		if r.held() && !in.Force {
+			out.Code, out.ErrOwner, out.ErrAddr, out.ErrActor = histStateHeld, int(r.Owner), i, r.Actor
+			return []histOutcome{{out, s}}
+		}
+		c := s
+		c.cool(n, i, m.cooldown)
+		c.normalize(n)
+		out.Addr, out.Gen, out.Actor, out.State, out.Released, out.Forced = i, r.Gen, r.Actor, "cooling", true, r.held()
+		return []histOutcome{{out, c}}
+	}
+	if in.Owner >= 0 {
+		i = s.latestCooling(n, in.Owner)
+	}
+	if i >= 0 && s.Rows[i].State == histCooling {
+		r := s.Rows[i]
+		out.Addr, out.Gen, out.Actor, out.State = i, r.Gen, r.Actor, "cooling"
+		return []histOutcome{{out, s}}
+	}
+	out.Code = engine.CodeNotFound
+	return []histOutcome{{out, s}}
 }
 
 // applySet is ApplySet's specification: the removed keys' allocations
@@ -850,6 +958,16 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("MarkReplacement ")
 	case histScale:
 		b.WriteString("ScaleNodeBlocks up to max_blocks")
+	case histOpRelease:
+		b.WriteString("ReleaseAllocation ")
+		if in.Force {
+			b.WriteString("(force) ")
+		}
+	case histReclaim:
+		b.WriteString("Reclaim ")
+		if in.InInventory {
+			b.WriteString("(in the inventory) ")
+		}
 	case histSetRelease:
 		b.WriteString("ReleaseSetAt " + histSetID)
 		for k := range histSetKeys {
@@ -873,13 +991,13 @@ func (m histModel) describeOp(input, output any) string {
 			}
 		}
 	}
-	if in.Kind != histSet && in.Kind != histSetRelease && in.Kind != histScale {
+	if in.Kind != histSet && in.Kind != histSetRelease && in.Kind != histScale && in.Owner >= 0 {
 		b.WriteString(histOwnerID(in.Owner))
 	}
 	if in.Addr >= 0 {
 		b.WriteString(" at " + m.addrName(in.Addr))
 	}
-	if in.Kind == histRelease || in.Kind == histReplace {
+	if in.Kind == histRelease || in.Kind == histReplace || in.Kind == histReclaim {
 		fmt.Fprintf(&b, " gen %d", in.Gen)
 	}
 	if in.MayMiss {
@@ -901,8 +1019,17 @@ func (m histModel) describeOp(input, output any) string {
 		if out.Code == "unexpected" {
 			b.WriteString(": " + out.Msg)
 		}
-	case in.Kind == histRelease:
+	case in.Kind == histRelease || in.Kind == histReclaim:
 		fmt.Fprintf(&b, "released %v", out.Released)
+	case in.Kind == histOpRelease:
+		what := "already released"
+		if out.Released {
+			what = "released"
+		}
+		fmt.Fprintf(&b, "%s %s gen %d by %s", what, m.addrName(out.Addr), out.Gen, histName(histActors, out.Actor))
+		if out.Forced {
+			b.WriteString(" (forced)")
+		}
 	case in.Kind == histSetRelease || in.Kind == histScale:
 		b.WriteString("ok")
 	case in.Kind == histSet:
@@ -1130,6 +1257,39 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 		out = histNoOut()
 		if _, err := st.ScaleNodeBlocks(ctx, r.cluster, r.node, r.scaleUp); err != nil {
 			out = r.result(engine.Allocation{}, err)
+		}
+	case histOpRelease:
+		rr := engine.ReleaseRequest{ClusterID: r.cluster, Reason: "linearizability test", Force: in.Force}
+		if in.Owner >= 0 {
+			rr.OwnerKind, rr.OwnerID = o.Kind, o.ID
+		} else {
+			rr.Address = r.model.addrs[in.Addr]
+		}
+		res, err := engine.OperatorOf(st).ReleaseAllocation(ctx, rr)
+		out = r.result(res.Allocation, err)
+		out.Released, out.Forced = err == nil && !res.AlreadyReleased, res.Forced
+		if ce := (*engine.ConfirmedError)(nil); errors.As(err, &ce) {
+			out.Code, out.ErrOwner, out.ErrAddr, out.ErrActor = histStateHeld, histOwnerIndex(ce.Allocation.Owner.ID),
+				r.addrIndex(ce.Allocation.Address), histIndex(histActors, ce.Allocation.Actor)
+		}
+	case histReclaim:
+		out = histNoOut()
+		rep := engine.LeakReport{Version: engine.LeakReportVersion, Kind: engine.LeakInventory, GeneratedAt: in.Leak.At,
+			ClusterID: r.cluster, OwnerKinds: []string{o.Kind}, Leaks: []engine.Leak{{AllocationID: in.Leak.ID, Generation: in.Gen,
+				ClusterID: r.cluster, PoolID: r.pool.ID(), OwnerKind: o.Kind, OwnerID: o.ID}}}
+		inv := engine.Inventory{o.Kind: {}}
+		if in.InInventory {
+			inv[o.Kind][o.ID] = true
+		}
+		res, err := engine.OperatorOf(st).Reclaim(ctx, rep, engine.ReclaimOptions{Apply: true, Inventory: inv})
+		switch {
+		case err != nil:
+			out = r.result(engine.Allocation{}, err)
+		case len(res) != 1:
+			out.Code, out.Msg = "unexpected", fmt.Sprintf("%d results for one leak", len(res))
+		default:
+			out.Released = res[0].Outcome == engine.OutcomeReclaimed
+			out.Msg = res[0].Reason
 		}
 	case histSetRelease:
 		gens := map[string]int64{}
@@ -1386,18 +1546,38 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			// An operator: reads an owner, and releases it with the
 			// generation it read (whoever made it), or without one; in a
 			// node's blocks, scales them up to max_blocks now and then.
+			// Its own commands: ipamctl release of an owner or an address,
+			// forced or not, and ipamctl reclaim of an inventory report of
+			// one owner's allocation, which a current inventory lists or
+			// not.
 			switch {
 			case r.node != "" && roll < 6:
 				in.Kind, in.Owner = histScale, -1
-			case roll < 45:
+			case roll < 35:
 				in.Kind = histGet
-			case roll < 80:
+			case roll < 55:
 				in.Kind, in.Gen = histRelease, gen[o]
-			default:
+			case roll < 65:
 				in.Kind = histRelease
+			case roll < 80:
+				in.Kind, in.Force = histOpRelease, rng.IntN(2) == 0
+				if rng.IntN(3) == 0 {
+					in.Owner, in.Addr = -1, rng.IntN(len(r.model.addrs))
+				}
+			case o < histOwners:
+				in.Kind, in.InInventory = histReclaim, rng.IntN(4) == 0
+				ow := histOwner(o, r.node)
+				at, err := engine.OperatorOf(c.st).DatabaseNow(ctx)
+				a, err2 := c.st.Peek().GetActive(ctx, r.cluster, ow.Kind, ow.ID)
+				if err != nil || err2 != nil {
+					continue // nothing to report
+				}
+				in.Gen, in.Leak.ID, in.Leak.At = a.Generation, a.ID, at
+			default:
+				in.Kind = histGet
 			}
 		}
-		if in.Kind == histRelease && in.Gen > 1 && rng.IntN(5) == 0 {
+		if (in.Kind == histRelease || in.Kind == histReclaim) && in.Gen > 1 && rng.IntN(5) == 0 {
 			in.Gen-- // a stale generation: releases nothing
 		}
 		remember(o, in, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, in))
@@ -1421,13 +1601,13 @@ func histMark(ops []porcupine.Operation) {
 				// A release that released, a claim that may have dropped
 				// its owner's hold, or a set's change, committed.
 				won := !y.Rollback && out.Code == ""
-				released := won && ((y.Kind == histRelease && out.Released) || y.Kind == histSetRelease ||
+				released := won && ((y.isRelease() && out.Released) || y.Kind == histSetRelease ||
 					((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0) || y.Kind == histSet)
 				x.OldClock = x.OldClock || released
 				// Another write of one of the owners it writes won.
 				for o := range histAllOwners {
 					if x.touches(o) && (x.Kind != histSet || x.Add&(1<<(o-histOwners)) != 0) {
-						x.OwnerRace = x.OwnerRace || (won && y.Kind != histRelease && y.Kind != histSetRelease && y.Kind != histGet && y.touches(o))
+						x.OwnerRace = x.OwnerRace || (won && !y.isRelease() && y.Kind != histSetRelease && y.Kind != histGet && y.touches(o))
 					}
 				}
 				// Another call took rows (or tried to) at the same time;
@@ -1458,7 +1638,9 @@ func histSameOwners(x, y histIn) bool {
 // client, whose parallel creates may share a statement; a second
 // configuration of the same actor forced onto the full path, partly in
 // its own transactions; a scheduler allocating in transactions it commits
-// or rolls back; an operator reading and releasing) run Allocate (with and
+// or rolls back; an operator reading and releasing, also with its own
+// commands: ipamctl release of an owner or an address, forced or not, and
+// ipamctl reclaim of an inventory leak) run Allocate (with and
 // without an address), Reserve, Release (with and without a generation)
 // and GetActive on three owners of a pool of two to four addresses, and
 // the two configurations ApplySet on a set of two keys (added, removed, or
@@ -1678,15 +1860,19 @@ func histSummary(ops []porcupine.Operation) string {
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
-		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release", "scale up"}[in.Kind]
+		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release", "scale up",
+			"operator release", "reclaim"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
 		switch {
 		case out.Code != "":
 			k += " " + out.Code
-		case in.Kind == histRelease:
+		case in.isRelease():
 			k += fmt.Sprintf(" %v", out.Released)
+			if out.Forced {
+				k += " forced"
+			}
 		case out.Adopted:
 			k += " adopted"
 		default:
@@ -1832,6 +2018,20 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		}
 		return calls
 	}
+	// The operator's own commands: ipamctl release of an owner or an
+	// address, forced or not, and reclaim of an inventory leak.
+	opRelease := func(o int, force bool) histIn { return histIn{Kind: histOpRelease, Owner: o, Addr: -1, Force: force} }
+	opReleaseAt := func(addr int, force bool) histIn {
+		return histIn{Kind: histOpRelease, Owner: -1, Addr: addr, Force: force}
+	}
+	opReleased := func(addr int, gen int64, actor int8, now, forced bool) histOut {
+		out := got(addr, gen, "cooling", actor, false)
+		out.Released, out.Forced = now, forced
+		return out
+	}
+	reclaim := func(o int, gen int64, listed bool) histIn {
+		return histIn{Kind: histReclaim, Owner: o, Addr: -1, Gen: gen, InInventory: listed}
+	}
 	exhausted := refused(engine.CodeExhausted, -1, -1, -1, "")
 	rolledBack := histIn{Kind: histAlloc, Owner: 1, Addr: -1, InTx: true, Rollback: true}
 	type historyCase struct {
@@ -1957,6 +2157,49 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			{c: sched, in: rolledBack, out: got(1, 2, "active", 1, false), start: 10, end: 30},
 			{c: tfA, in: alloc(2, -1), out: exhausted, start: 15, end: 25},
 		}},
+		{"an operator's releases and reclaims", true, seq(
+			call{c: sched, in: alloc(1, -1), out: got(0, 1, "active", 1, false)},
+			call{c: tfA, in: alloc(0, -1), out: got(1, 2, "active", 0, false)},
+			call{c: opr, in: opRelease(0, false), out: refused(histStateHeld, 0, 1, 0, "")},
+			call{c: opr, in: reclaim(1, 1, true), out: released(false)},
+			call{c: opr, in: reclaim(0, 2, false), out: released(false)},
+			call{c: opr, in: reclaim(1, 1, false), out: released(true)},
+			call{c: opr, in: opRelease(1, false), out: opReleased(0, 1, 1, false, false)},
+			call{c: opr, in: opRelease(0, true), out: opReleased(1, 2, 0, true, true)},
+			call{c: opr, in: opReleaseAt(1, false), out: opReleased(1, 2, 0, false, false)},
+			call{c: opr, in: opRelease(2, false), out: refused(engine.CodeNotFound, -1, -1, -1, "")},
+		)},
+		{"an operator's release, not forced, of what a configuration made", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: opRelease(0, false), out: opReleased(0, 1, 0, true, false)},
+		)},
+		{"an operator's release of what a refresh confirmed, not said to be forced", false, seq(
+			call{c: sched, in: alloc(1, -1), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: get(1), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: opReleaseAt(0, true), out: opReleased(0, 1, 1, true, false)},
+		)},
+		{"an operator's release answered as done before, naming an older release", false, seq(
+			call{c: sched, in: alloc(1, -1), out: got(0, 1, "active", 1, false)},
+			call{c: sched, in: release(1, 0), out: released(true)},
+			call{c: sched, in: alloc(1, 1), out: got(1, 2, "active", 1, false)},
+			call{c: sched, in: release(1, 0), out: released(true)},
+			call{c: opr, in: opRelease(1, false), out: opReleased(0, 1, 1, false, false)},
+		)},
+		{"a reclaim of what a refresh confirmed", false, seq(
+			call{c: sched, in: alloc(1, -1), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: get(1), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: reclaim(1, 1, false), out: released(true)},
+		)},
+		{"a reclaim of an owner the inventory lists", false, seq(
+			call{c: sched, in: alloc(1, -1), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: reclaim(1, 1, true), out: released(true)},
+		)},
+		{"a reclaim of a generation since handed out again", false, seq(
+			call{c: sched, in: alloc(1, -1), out: got(0, 1, "active", 1, false)},
+			call{c: sched, in: release(1, 0), out: released(true)},
+			call{c: sched, in: alloc(1, -1), out: got(0, 2, "active", 1, false)},
+			call{c: opr, in: reclaim(1, 1, false), out: released(true)},
+		)},
 		{"generations that never repeat, on another address", true, seq(
 			call{c: tfA, in: alloc(0, -1), out: got(0, 7, "active", 0, false)},
 			call{c: tfA, in: release(0, 7), out: released(true)},

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -121,46 +120,48 @@ func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (R
 			return err
 		}
 		type found struct {
-			id        uuid.UUID
-			pool      string
-			gen       int64
+			Allocation
 			confirmed *time.Time
 			held      bool // a Terraform state holds it (stateHeldSQL)
 		}
-		var fs []found
-		for rows.Next() {
+		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
 			var f found
-			if err := rows.Scan(&f.id, &f.pool, &f.gen, &f.confirmed, &f.held); err != nil {
-				rows.Close()
-				return err
-			}
-			fs = append(fs, f)
-		}
-		if err := rows.Err(); err != nil {
+			a, err := scanAllocation(extraRow{r, []any{&f.confirmed, &f.held}})
+			f.Allocation = a
+			return f, err
+		})
+		if err != nil {
 			return err
 		}
 		what := fmt.Sprintf("%s %q", req.OwnerKind, req.OwnerID)
 		if addr != nil {
 			what = req.Address.String()
 		}
-		switch len(fs) {
-		case 0:
-			return s.releasedBefore(ctx, tx, addr, req, what, &res)
-		case 2:
+		switch {
+		case len(fs) == 0:
+			return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
+		case fs[0].State != StateActive:
+			// Nothing active: released before, and still cooling.
+			if len(fs) == 2 && fs[0].ClusterID != fs[1].ClusterID {
+				return invalid("cluster_id", "%s was released in several clusters (a reused private IPv4 block): name the cluster", what)
+			}
+			res.Allocation, res.AlreadyReleased = fs[0].Allocation, true
+			return nil
+		case len(fs) == 2:
 			return invalid("cluster_id", "%s is active in several clusters (a reused private IPv4 block): name the cluster", what)
 		}
 		f := fs[0]
-		if _, err := tx.Exec(ctx, sqlLockPoolKeyShare, f.pool); err != nil {
+		if _, err := tx.Exec(ctx, sqlLockPoolKeyShare, f.PoolID); err != nil {
 			return err
 		}
 		var same bool
-		if err := tx.QueryRow(ctx, sqlReleaseProbeLock, f.id, f.gen).Scan(&same, &f.confirmed, &f.held); err != nil {
+		if err := tx.QueryRow(ctx, sqlReleaseProbeLock, f.ID, f.Generation).Scan(&same, &f.confirmed, &f.held); err != nil {
 			return err
 		}
 		if !same {
 			return errRetry // released or handed out again meanwhile: look again
 		}
-		a, err := scanAllocation(tx.QueryRow(ctx, sqlReclaim, f.id, f.gen))
+		a, err := scanAllocation(tx.QueryRow(ctx, sqlReclaim, f.ID, f.Generation))
 		if errors.Is(err, ErrNotFound) {
 			return errRetry
 		}
@@ -200,28 +201,6 @@ func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (R
 		}
 	}
 	return res, s.mapErr(err)
-}
-
-// releasedBefore answers a release that found nothing active: the
-// allocation already released (and cooling) is a no-op's result; nothing is
-// ErrNotFound.
-func (s *Client) releasedBefore(ctx context.Context, tx pgx.Tx, addr *netip.Prefix, req ReleaseRequest, what string, res *ReleaseResult) error {
-	rows, err := tx.Query(ctx, sqlReleaseFindReleased, addr, req.ClusterID, req.OwnerKind, req.OwnerID)
-	if err != nil {
-		return err
-	}
-	released, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Allocation, error) { return scanAllocation(r) })
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(released) == 0:
-		return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
-	case len(released) == 2 && released[0].ClusterID != released[1].ClusterID:
-		return invalid("cluster_id", "%s was released in several clusters (a reused private IPv4 block): name the cluster", what)
-	}
-	res.Allocation, res.AlreadyReleased = released[0], true
-	return nil
 }
 
 // checkOwnerKey checks an owner named by kind and id, as ValidateOwner

@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +165,53 @@ func TestReleaseAllocation(t *testing.T) {
 			t.Errorf("an owner without an allocation: %v, want not_found", err)
 		}
 	})
+}
+
+// An operator's release of an owner with nothing active names the owner's
+// latest released allocation (already released). Meanwhile the owner may be
+// given that address back (its own cooling address comes first). With the
+// release paused at each of its statement boundaries while that allocation
+// runs, it must answer as the database was at one moment: already released
+// at that address (before the allocation), or released at that address
+// (after it); not an older release, and not not_found.
+func TestOperatorReleaseAnswersFromOneMoment(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	latest := netip.MustParseAddr("203.0.113.2")
+	fx := exploreFixture{name: "e0 released twice", setup: func(e *exploreEnv) {
+		e.t.Helper()
+		fixtureV4(false, true).setup(e) // e0 active in the first block
+		for i, claim := range []netip.Addr{{}, latest} {
+			if i > 0 {
+				if _, err := e.st.Allocate(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"),
+					Owner: envOwner("e0"), Address: claim}); err != nil {
+					e.t.Fatal(err)
+				}
+			}
+			if ok, err := e.st.Release(ctxBG, "c1", envOwner("e0"), 0); err != nil || !ok {
+				e.t.Fatalf("release e0: %v %v", ok, err)
+			}
+		}
+	}}
+	var got engine.ReleaseResult
+	var gotErr error
+	release := exploreStep{name: "ipamctl release of e0", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		got, gotErr = engine.OperatorOf(e.st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1",
+			OwnerKind: engine.OwnerEnvIPv4, OwnerID: "e0", Reason: "test"})
+		// Released now: it took what the allocation acknowledged, as an
+		// operator's release may.
+		return exploreAck{forced: gotErr == nil && !got.AlreadyReleased}, gotErr
+	}}
+	alloc := allocStep("allocate e0 (its latest address back)", engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"),
+		Owner: envOwner("e0")})
+	k := countBoundaries(e, fx, release)
+	for i := 0; i <= k; i++ {
+		if msg := exploreRun(e, fx, release, alloc, int32(i)); msg != "" {
+			t.Errorf("paused before statement %d of %d:\n%s", i+1, k, msg)
+		}
+		if gotErr != nil || got.Address != latest {
+			t.Errorf("paused before statement %d of %d, the owner given %s back meanwhile: answered %+v (already released %v), %v; "+
+				"want %s, released now or already", i+1, k, latest, got.Address, got.AlreadyReleased, gotErr, latest)
+		}
+	}
 }

@@ -1256,26 +1256,28 @@ var (
 const (
 	// sqlReleaseFind finds the active allocations of an address ($1, with
 	// cluster $2 or every cluster when '') or of an owner ($3 kind, $4 id,
-	// in cluster $2): its id, pool, generation and when a Terraform state
-	// confirmed it (a refresh or an import read it).
-	sqlReleaseFind = `SELECT id, pool_id, generation, confirmed_at, coalesce(` + stateHeldSQL + `, false)
-		FROM ipam_allocations a
-		WHERE state = 'active' AND ($2 = '' OR cluster_id = $2)
-			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
-		ORDER BY cluster_id LIMIT 2`
+	// in cluster $2), with when a Terraform state confirmed each (a refresh
+	// or an import read it) and whether one holds it; and, when none is
+	// active, the ones that were released and are still cooling (no one
+	// has taken the address since), the latest first: the allocation a
+	// repeated release names. One statement, so one snapshot: read apart, an
+	// owner given its latest address back between the two reads was
+	// answered with an older release, or not_found.
+	sqlReleaseFind = `WITH found AS (
+			SELECT ` + allocColumns + `, confirmed_at, coalesce(` + stateHeldSQL + `, false)
+			FROM ipam_allocations a
+			WHERE state IN ('active', 'cooling') AND ($2 = '' OR cluster_id = $2)
+				AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
+		), active AS (
+			SELECT * FROM found WHERE state = 'active' ORDER BY cluster_id LIMIT 2
+		)
+		SELECT * FROM active
+		UNION ALL
+		(SELECT * FROM found WHERE state = 'cooling' AND NOT EXISTS (SELECT 1 FROM active)
+			ORDER BY cluster_id, released_at DESC LIMIT 2)`
 
 	// sqlPoolCategory reads a pool's category, for a release's result.
 	sqlPoolCategory = `SELECT category FROM ipam_pools WHERE id = $1`
-
-	// sqlReleaseFindReleased finds, when nothing of the address or owner is
-	// active, its allocations that were released and are still cooling (no
-	// one has taken the address since): the allocation a repeated release
-	// names.
-	sqlReleaseFindReleased = `SELECT ` + allocColumns + `
-		FROM ipam_allocations a
-		WHERE state = 'cooling' AND ($2 = '' OR cluster_id = $2)
-			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
-		ORDER BY cluster_id, released_at DESC LIMIT 2`
 
 	// sqlReleaseProbeLock locks the row found, and says whether it is still
 	// the active allocation of that generation, its confirmation, and
