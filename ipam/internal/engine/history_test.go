@@ -1238,6 +1238,13 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 		out = r.result(res.Allocation, err)
 		out.Adopted = err == nil && res.Adopted
 	case histReserve:
+		if in.Owner >= histOwners {
+			// A key of the set: the set's plan holds it (ReserveSetEntry).
+			e := engine.SetEntry{Key: histKeyName(in.Owner - histOwners), Pools: []string{r.pool.ID()}, Address: req.Address}
+			m, err := st.ReserveSetEntry(ctx, r.cluster, histSetLabels, e, time.Hour)
+			out = r.result(m.Allocation, err)
+			break
+		}
 		h, err := st.Reserve(ctx, req, time.Hour)
 		out = r.result(h.Allocation, err)
 	case histRelease:
@@ -1483,6 +1490,23 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 					in.Claim[k] = int8(rng.IntN(n) + 1)
 				}
 			}
+			if rng.IntN(2) == 0 {
+				// Planned first: each added key held (ReserveSetEntry,
+				// on its claim or any), and the apply asks for the
+				// address its plan held.
+				for k := range histSetKeys {
+					if in.Add&(1<<k) == 0 {
+						continue
+					}
+					o := histOwners + k
+					plan := histIn{Kind: histReserve, Owner: o, Addr: in.claim(k)}
+					out := r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, plan)
+					remember(o, plan, out)
+					if out.Code == "" && out.Addr >= 0 {
+						in.Claim[k] = int8(out.Addr + 1)
+					}
+				}
+			}
 			remember(-1, in, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, in))
 			continue
 		}
@@ -1644,7 +1668,9 @@ func histSameOwners(x, y histIn) bool {
 // without an address), Reserve, Release (with and without a generation)
 // and GetActive on three owners of a pool of two to four addresses, and
 // the two configurations ApplySet on a set of two keys (added, removed, or
-// moved, on an address they name or any) that the operator also reads and
+// moved, on an address they name or any; half of the changes planned
+// first, each added key held by ReserveSetEntry and the change asking for
+// the address its plan held) that the operator also reads and
 // releases, and replace an owner's object create-first (MarkReplacement
 // of the generation they last read, the create keeping the address or
 // claiming another, then the old object's destroy with the old
