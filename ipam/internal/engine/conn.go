@@ -182,7 +182,7 @@ func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
 		if lock > 0 && first == lock {
 			// The look asks until the statement ends or its own bound
 			// would have (the re-armed timer below then fires at once).
-			lctx, cancel := context.WithTimeout(g.ctx, max(stmt-first, lookBound))
+			lctx, cancel := context.WithTimeout(g.ctx, s.lookWindow())
 			h := s.lockHolders(lctx)
 			cancel()
 			if h != "" {
@@ -980,11 +980,19 @@ func (s *conn) aside(ctx context.Context, onPool querier, fn func(querier) error
 }
 
 // lockHoldersNow is lockHolders for a failure already in hand (the server's
-// lock_timeout, a take's bound): it looks for at most lookBound.
+// lock_timeout, a take's bound): it asks for at most lookWindow.
 func (s *conn) lockHoldersNow() string {
-	ctx, cancel := context.WithTimeout(context.Background(), lookBound)
+	ctx, cancel := context.WithTimeout(context.Background(), s.lookWindow())
 	defer cancel()
 	return s.lockHolders(ctx)
+}
+
+// lookWindow is how long a busy call asks for the lock's holders: what is
+// left of its statement bound past the lock bound, as a statement outside a
+// transaction asks (guard), and at least one look's bound. A statement in a
+// transaction, bounded by lock_timeout, is told of the holders as surely.
+func (s *conn) lookWindow() time.Duration {
+	return max(s.bounds.statement-s.bounds.lock, lookBound)
 }
 
 // lookBound bounds one look for a lock's holders.

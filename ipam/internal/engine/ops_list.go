@@ -185,52 +185,60 @@ func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]Allocat
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	var pools []string
-	if f.Category != "" {
-		rows, err := s.pool.Query(ctx, sqlListCategoryPools, f.Category)
+	var out []AllocationView
+	// One snapshot for its reads: read apart, a pool destroyed between the
+	// allocations and the tombstones listed its cooling addresses twice.
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
+		out = nil
+		var pools []string
+		if f.Category != "" {
+			rows, err := tx.Query(ctx, sqlListCategoryPools, f.Category)
+			if err != nil {
+				return err
+			}
+			if pools, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+			if len(pools) == 0 {
+				out = []AllocationView{}
+				return nil // no pool of the category; its tombstones are not listed (below)
+			}
+		}
+		q, args := listAllocationsQuery(f, pools)
+		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
-			return nil, s.mapErr(err)
+			return err
 		}
-		if pools, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return nil, s.mapErr(err)
+		if out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) { return scanView(r) }); err != nil {
+			return err
 		}
-		if len(pools) == 0 {
-			return []AllocationView{}, nil // no pool of the category; its tombstones are not listed (below)
+		// The addresses destroyed pools left cooling are listed as cooling,
+		// after the allocations (they have no category to filter by).
+		if (f.State != "" && f.State != StateCooling) || f.Category != "" || (f.Limit > 0 && len(out) >= f.Limit) {
+			return nil
 		}
-	}
-	q, args := listAllocationsQuery(f, pools)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) { return scanView(r) })
-	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	// The addresses destroyed pools left cooling are listed as cooling,
-	// after the allocations (they have no category to filter by).
-	if (f.State != "" && f.State != StateCooling) || f.Category != "" || (f.Limit > 0 && len(out) >= f.Limit) {
-		return out, nil
-	}
-	var t listQuery
-	t.filters(f)
-	q = sqlListTombstones
-	for _, w := range t.where {
-		q += sqlAnd + w
-	}
-	q = t.limit(q+sqlListTombstonesOrder, f.Limit-len(out)) // none without a limit: 0 - len(out)
-	if rows, err = s.pool.Query(ctx, q, t.args...); err != nil {
-		return nil, s.mapErr(err)
-	}
-	buried, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) {
-		v, err := scanView(r)
-		v.Tombstone = true
-		return v, err
+		var t listQuery
+		t.filters(f)
+		q = sqlListTombstones
+		for _, w := range t.where {
+			q += sqlAnd + w
+		}
+		q = t.limit(q+sqlListTombstonesOrder, f.Limit-len(out)) // none without a limit: 0 - len(out)
+		if rows, err = tx.Query(ctx, q, t.args...); err != nil {
+			return err
+		}
+		buried, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AllocationView, error) {
+			v, err := scanView(r)
+			v.Tombstone = true
+			return v, err
+		})
+		out = append(out, buried...)
+		return err
 	})
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, err
 	}
-	return append(out, buried...), nil
+	return out, nil
 }
 
 // scanView scans allocColumns followed by the category, last_seen_at and

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -629,5 +630,68 @@ func TestManagersAndPeek(t *testing.T) {
 	}
 	if _, err := engine.OperatorOf(f.st).Managers(f.ctx, "allocation", nil); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "node_blocks") {
 		t.Errorf("an unknown kind: %v, want invalid naming the kinds", err)
+	}
+}
+
+// A listing reads the allocations, then the addresses destroyed pools left
+// cooling. Paused at each of its statement boundaries while the pool of a
+// cooling address is destroyed (which turns the address into such a
+// tombstone), it must list the address once, as the database was at one
+// moment: neither twice (an allocation before, a tombstone after) nor not
+// at all.
+func TestListingReadsOneMoment(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	cooling := "198.51.100.1" // e0's address in fixtureV4Cooling
+	var got []engine.AllocationView
+	var gotErr error
+	list := exploreStep{name: "ipamctl list --cluster c1", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		got, gotErr = engine.OperatorOf(e.st).ListAllocations(ctx, engine.ListFilter{ClusterID: "c1"})
+		return exploreAck{}, gotErr
+	}}
+	k := countBoundaries(e, fixtureV4Cooling, list)
+	for i := 0; i <= k; i++ {
+		if msg := exploreRun(e, fixtureV4Cooling, list, poolDestroyStep(false), int32(i)); msg != "" {
+			t.Errorf("paused before statement %d of %d:\n%s", i+1, k, msg)
+		}
+		n := 0
+		for _, v := range got {
+			if v.Address.String() == cooling {
+				n++
+			}
+		}
+		if gotErr != nil || n != 1 {
+			t.Errorf("paused before statement %d of %d, the pool destroyed meanwhile: %s listed %d times (%v); want once",
+				i+1, k, cooling, n, gotErr)
+		}
+	}
+}
+
+// A lookup finds the pools that hold an address, then reads each pool and
+// the address's row in it. Paused at each of its statement boundaries while
+// that pool is destroyed, it must answer as the database was at one moment:
+// the address cooling in its pool, or in no pool any more (not_found); not
+// a bare not_found for the pool it found, nor the address free in it.
+func TestLookupReadsOneMoment(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	cooling := netip.MustParseAddr("198.51.100.1") // e0's address in fixtureV4Cooling
+	var got []engine.AddressInfo
+	var gotErr error
+	lookup := exploreStep{name: "ipamctl lookup " + cooling.String(), run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		got, gotErr = engine.OperatorOf(e.st).LookupAddress(ctx, cooling, "c1")
+		return exploreAck{}, gotErr
+	}}
+	k := countBoundaries(e, fixtureV4Cooling, lookup)
+	for i := 0; i <= k; i++ {
+		if msg := exploreRun(e, fixtureV4Cooling, lookup, poolDestroyStep(false), int32(i)); msg != "" {
+			t.Errorf("paused before statement %d of %d:\n%s", i+1, k, msg)
+		}
+		before := gotErr == nil && len(got) == 1 && got[0].PoolID == "c1/v4" && got[0].Status == engine.StateCooling
+		after := errors.Is(gotErr, engine.ErrNotFound) && strings.Contains(gotErr.Error(), "is in no pool of cluster \"c1\"")
+		if !before && !after {
+			t.Errorf("paused before statement %d of %d, the pool destroyed meanwhile: %+v, %v; want %s cooling in c1/v4, "+
+				"or in no pool of c1", i+1, k, got, gotErr, cooling)
+		}
 	}
 }

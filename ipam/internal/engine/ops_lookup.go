@@ -50,7 +50,10 @@ func (o *Operator) LookupAddress(ctx context.Context, addr netip.Addr, clusterID
 	}
 	host := netip.PrefixFrom(addr, addr.BitLen())
 	var out []AddressInfo
-	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
+	// One snapshot for its reads: read apart, a pool destroyed after it was
+	// found failed the lookup with a bare not_found, or showed its cooling
+	// address free.
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, sqlPoolsContaining, host, clusterID)
 		if err != nil {

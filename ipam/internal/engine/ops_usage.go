@@ -110,8 +110,15 @@ func (o *Operator) AllUsage(ctx context.Context) ([]ClusterUsage, error) {
 func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, error) {
 	var pools []PoolUsage
 	var at time.Time
-	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
+	var buried map[string]CooldownQueue
+	// One snapshot for the pools' counts and the tombstones: read apart, a
+	// pool destroyed between them counted its cooling addresses twice.
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, usagePlannerSetting); err != nil {
+			return err
+		}
+		var err error
+		if buried, err = countTombstones(ctx, tx, clusterID); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, usagePoolsSQL, clusterID)
@@ -160,7 +167,8 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 			return nil, err
 		}
 		out := []ClusterUsage{summarize(clusterID, at, nil)}
-		return out, s.countTombstones(ctx, clusterID, out)
+		out[0].Tombstones = buried[clusterID]
+		return out, nil
 	}
 	var out []ClusterUsage
 	for i := 0; i < len(pools); {
@@ -169,30 +177,30 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 			pools[j].finish()
 			j++
 		}
-		out = append(out, summarize(pools[i].ClusterID, at, pools[i:j]))
+		cu := summarize(pools[i].ClusterID, at, pools[i:j])
+		cu.Tombstones = buried[cu.ClusterID]
+		out = append(out, cu)
 		i = j
 	}
-	return out, s.countTombstones(ctx, clusterID, out)
+	return out, nil
 }
 
-// countTombstones adds each cluster's tombstones to its usage.
-func (s *Client) countTombstones(ctx context.Context, clusterID string, out []ClusterUsage) error {
-	rows, err := s.pool.Query(ctx, sqlUsageTombstones, clusterID)
+// countTombstones reads each cluster's tombstones (clusterID: its own; "":
+// every cluster's).
+func countTombstones(ctx context.Context, tx pgx.Tx, clusterID string) (map[string]CooldownQueue, error) {
+	rows, err := tx.Query(ctx, sqlUsageTombstones, clusterID)
 	if err != nil {
-		return s.mapErr(err)
+		return nil, err
 	}
+	out := map[string]CooldownQueue{}
 	var id string
 	var n int64
 	var next *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&id, &n, &next}, func() error {
-		for i := range out {
-			if out[i].ClusterID == id {
-				out[i].Tombstones = CooldownQueue{Count: n, NextReusableAt: utcPtr(next)}
-			}
-		}
+		out[id] = CooldownQueue{Count: n, NextReusableAt: utcPtr(next)}
 		return nil
 	})
-	return s.mapErr(err)
+	return out, err
 }
 
 // summarize builds a cluster's usage from its pools, adding up the categories.

@@ -423,3 +423,35 @@ func TestCoolingCounts(t *testing.T) {
 		}
 	})
 }
+
+// A pool's usage counts its cooling addresses, and a cluster's tombstones
+// those its destroyed pools left cooling. Paused at each of its statement
+// boundaries while the pool of a cooling address is destroyed (which turns
+// it into such a tombstone), the usage must count the address once, as the
+// database was at one moment: not twice, and not never.
+func TestUsageReadsOneMoment(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	var got engine.ClusterUsage
+	var gotErr error
+	usage := exploreStep{name: "ipamctl usage --cluster c1", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		got, gotErr = engine.OperatorOf(e.st).PoolUsage(ctx, "c1")
+		return exploreAck{}, gotErr
+	}}
+	k := countBoundaries(e, fixtureV4Cooling, usage) // e0 cooling in c1/v4
+	for i := 0; i <= k; i++ {
+		if msg := exploreRun(e, fixtureV4Cooling, usage, poolDestroyStep(false), int32(i)); msg != "" {
+			t.Errorf("paused before statement %d of %d:\n%s", i+1, k, msg)
+		}
+		n := got.Tombstones.Count
+		for _, p := range got.Pools {
+			if p.PoolID == "c1/v4" {
+				n += p.Cooling
+			}
+		}
+		if gotErr != nil || n != 1 {
+			t.Errorf("paused before statement %d of %d, the pool destroyed meanwhile: e0's cooling address counted %d times "+
+				"(pools %+v, tombstones %+v, %v); want once", i+1, k, n, got.Pools, got.Tombstones, gotErr)
+		}
+	}
+}
