@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,6 +223,10 @@ type exploreAck struct {
 	held     []engine.Allocation // addresses the caller was told it holds
 	released []engine.Owner      // owners told their address is released
 	forced   bool                // a forced destroy that succeeded: it may take acknowledged rows
+	// took: owners whose allocations the step released whoever held them
+	// (an operator's forced release): another step's acknowledgement of
+	// them may be gone.
+	took []engine.Owner
 	// origin: the configuration the step allocated for; its held rows must
 	// record it (one manager per allocation).
 	origin string
@@ -357,6 +362,16 @@ var (
 		Owner: engine.Owner{Kind: engine.OwnerNode, ID: "n1", NodeID: "n1"}})
 	stepHold    = holdStep("hold for e7", engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e7")})
 	stepRelease = releaseStep("release e0", "c1", envOwner("e0"))
+	// stepOpReleaseE0: an operator's forced release of e0 (ipamctl release
+	// --force), whoever holds it.
+	stepOpReleaseE0 = exploreStep{name: "ipamctl release --force of e0", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		res, err := engine.OperatorOf(e.st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1",
+			OwnerKind: engine.OwnerEnvIPv4, OwnerID: "e0", Reason: "explorer", Force: true})
+		if err != nil || res.AlreadyReleased {
+			return exploreAck{}, err
+		}
+		return exploreAck{took: []engine.Owner{envOwner("e0")}}, nil
+	}}
 	// Two configurations (one actor, two origins) creating one owner.
 	stepCreateE8A = originAllocStep("configuration A creates e8", "/work/a", engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e8")})
 	stepCreateE8B = originAllocStep("configuration B creates e8", "/work/b", engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e8")})
@@ -1034,12 +1049,14 @@ func exploreVerify(e *exploreEnv, acks ...exploreAck) []string {
 		out = append(out, fmt.Sprintf("  invariant %s: %s %s %s", v.Invariant, v.PoolID, v.Address, v.Detail))
 	}
 	forced := false
+	var took []engine.Owner
 	for _, a := range acks {
 		forced = forced || a.forced
+		took = append(took, a.took...)
 	}
 	for _, a := range acks {
 		for _, h := range a.held {
-			if forced {
+			if forced || slices.ContainsFunc(took, func(o engine.Owner) bool { return o.Kind == h.Owner.Kind && o.ID == h.Owner.ID }) {
 				continue
 			}
 			// By the address in its cluster: the one row it has there.
@@ -1155,6 +1172,11 @@ var explorePairs = []struct {
 	{false, fixtureBlocks, stepScaleBlocks, stepReleaseBlocks},
 	{false, fixtureBlocks, stepInstanceOnNode, stepClusterUpdate},
 	{false, fixtureBlocks, stepInstanceOnNode, clusterDestroyStep(true)},
+	// An operator's forced release of e0 against a replacement that moves
+	// it, its own release, and the pool's shrink.
+	{true, fixtureV4(true, true), stepOpReleaseE0, stepReplaceE0},
+	{false, fixtureV4(true, true), stepOpReleaseE0, stepRelease},
+	{false, fixtureV4(true, true), stepOpReleaseE0, stepShrink},
 	// An operator's reclaim, and a pool that grows.
 	{true, fixtureV4Stale, stepReclaim, stepRefresh},
 	{true, fixtureV4(true, true), stepRelease, stepShrink},

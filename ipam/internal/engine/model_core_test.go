@@ -34,7 +34,8 @@ import (
 // destroys, a transient cluster created, used and destroyed within each
 // round (under one of two ids, on one prefix, so that each round's cluster
 // inherits the tombstones of another cluster whose owners have the same
-// ids), stale-leak reclaim, saved plans applied late: holds confirmed after
+// ids), stale-leak reclaim, operators' forced releases (ipamctl release of
+// an owner or an address), saved plans applied late: holds confirmed after
 // the clock moved past them) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: engine.Check (no address active
 // twice anywhere, none outside its pool or its node's blocks, no reuse inside
@@ -360,7 +361,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	var what string
 	var err error
 	var notes []string
-	op := rng.IntN(34)
+	op := rng.IntN(35)
 	if first && rng.IntN(2) == 0 {
 		op = 26 // the workers' first operations race on the transient cluster
 	}
@@ -749,6 +750,31 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 		_ = tx.Rollback(ctx)
 		if a, gerr := st.GetActive(ctx, cid, engine.OwnerInstance, id); gerr == nil && !heldBefore {
 			notes = append(notes, fmt.Sprintf("a rolled-back placement left %s active for instance %s", a.Address, key))
+		}
+	case 34:
+		// An operator's release (ipamctl release --force: a state may hold
+		// it) of something this worker holds, by its owner or its address.
+		h, ok := m.heldBy(rng, fmt.Sprintf("w%d-", w))
+		if !ok {
+			what = "nothing held for an operator to release"
+			break
+		}
+		req := engine.ReleaseRequest{ClusterID: h.cluster, Reason: "model test", Force: true}
+		if rng.IntN(2) == 0 {
+			req.Address = h.addr
+		} else {
+			req.OwnerKind, req.OwnerID = h.kind, h.id
+		}
+		what = fmt.Sprintf("operator release of %s %s (%s) in %s", h.kind, h.id, h.addr, h.cluster)
+		var res engine.ReleaseResult
+		res, err = engine.OperatorOf(st).ReleaseAllocation(ctx, req)
+		switch {
+		case err == nil && (res.Owner.Kind != h.kind || res.Owner.ID != h.id || res.Address != h.addr):
+			notes = append(notes, fmt.Sprintf("%s released %s %s at %s", what, res.Owner.Kind, res.Owner.ID, res.Address))
+		case err == nil && res.AlreadyReleased:
+			notes = append(notes, fmt.Sprintf("%s: already released, though the model holds it", what))
+		case err == nil:
+			m.forget(h.cluster + "/" + h.kind + "/" + h.id)
 		}
 	case 22:
 		// Stale-leak reclaim: addresses no refresh has seen for some days
