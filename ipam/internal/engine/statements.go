@@ -1263,18 +1263,21 @@ const (
 	// repeated release names. One statement, so one snapshot: read apart, an
 	// owner given its latest address back between the two reads was
 	// answered with an older release, or not_found.
-	sqlReleaseFind = `WITH found AS (
-			SELECT ` + allocColumns + `, confirmed_at, coalesce(` + stateHeldSQL + `, false)
-			FROM ipam_allocations a
-			WHERE state IN ('active', 'cooling') AND ($2 = '' OR cluster_id = $2)
-				AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))
-		), active AS (
-			SELECT * FROM found WHERE state = 'active' ORDER BY cluster_id LIMIT 2
+	sqlReleaseFind = `WITH active AS (
+			SELECT ` + releaseFound + ` WHERE state = 'active' AND ` + releaseFindWhere + `
+			ORDER BY cluster_id LIMIT 2
 		)
 		SELECT * FROM active
 		UNION ALL
-		(SELECT * FROM found WHERE state = 'cooling' AND NOT EXISTS (SELECT 1 FROM active)
+		(SELECT ` + releaseFound + ` WHERE state = 'cooling' AND ` + releaseFindWhere + ` AND NOT EXISTS (SELECT 1 FROM active)
 			ORDER BY cluster_id, released_at DESC LIMIT 2)`
+
+	// releaseFound is what sqlReleaseFind reads of each row it finds, and
+	// releaseFindWhere which rows (each state's own, so that each branch
+	// reads its owner index: a partial index by state).
+	releaseFound     = allocColumns + `, confirmed_at, coalesce(` + stateHeldSQL + `, false) FROM ipam_allocations a`
+	releaseFindWhere = `($2 = '' OR cluster_id = $2)
+			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))`
 
 	// sqlPoolCategory reads a pool's category, for a release's result.
 	sqlPoolCategory = `SELECT category FROM ipam_pools WHERE id = $1`
