@@ -442,7 +442,10 @@ const (
 	// no reusable address (ipam_exhausted), though the address is free
 	// under every order of the calls. A release runs no cooldown in a pool
 	// without one; in a pool with one, a plan's hold on a fresh address
-	// that a claim elsewhere drops runs none either.
+	// that a claim elsewhere drops runs none either. By the same clock, an
+	// operator's release of an owner with nothing active names as already
+	// released its cooling allocation of the latest released_at, which
+	// need not be the last release to commit.
 	histClockAnomaly histAnomaly = 1 << iota
 	// histOwnerRaceAnomaly: the full path judges the owner by a read made
 	// before another call of the same owner committed: it reads the
@@ -481,7 +484,7 @@ const (
 func histKnown(a histAnomaly) string {
 	var names []string
 	if a&histClockAnomaly != 0 {
-		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released by a transaction younger than the caller's (address_cooling or ipam_exhausted for a free address): ipam_now() is the transaction's start time")
+		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released by a transaction younger than the caller's (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: ipam_now() is the transaction's start time")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
 		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): a claim named the address's holder instead of the owner's own allocation; or the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
@@ -509,6 +512,20 @@ func (m histModel) outcomes(s histState, in histIn) []histOutcome {
 	out.Code = engine.CodeConflict
 	res = append(res, histOutcome{out, s})
 	n := len(m.addrs)
+	if m.tolerate&histClockAnomaly != 0 && in.OldClock && in.Kind == histOpRelease && in.Owner >= 0 {
+		// Nothing active: the releases ordered by their released_at,
+		// each its transaction's start, not by when they committed; any
+		// of the owner's cooling allocations may seem the latest.
+		if i := s.live(n, in.Owner); i < 0 || s.Rows[i].State != histActive {
+			for i := range n {
+				if r := s.Rows[i]; int(r.Owner) == in.Owner && r.State == histCooling {
+					out := histNoOut()
+					out.Addr, out.Gen, out.Actor, out.State = i, r.Gen, r.Actor, "cooling"
+					res = append(res, histOutcome{out, s})
+				}
+			}
+		}
+	}
 	if m.tolerate&histOwnerRaceAnomaly != 0 && in.OwnerRace && (in.Kind == histAlloc || in.Kind == histReserve) {
 		if h := s.live(n, in.Owner); h < 0 && in.Addr < 0 && s.latestCooling(n, in.Owner) >= 0 {
 			// The owner's cooling addresses as an earlier read saw them:
@@ -1618,15 +1635,17 @@ func histMark(ops []porcupine.Operation) {
 			if j == k || ops[j].Call > ops[k].Return || ops[k].Call > ops[j].Return {
 				continue
 			}
+			// A release that released, a claim that may have dropped its
+			// owner's hold, or a set's change, committed.
+			won := !y.Rollback && out.Code == ""
+			released := won && ((y.isRelease() && out.Released) || y.Kind == histSetRelease ||
+				((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0) || y.Kind == histSet)
 			switch x.Kind {
 			case histGet:
 				x.MayMiss = x.MayMiss || (y.Kind != histGet && y.touches(x.Owner))
+			case histOpRelease:
+				x.OldClock = x.OldClock || released
 			case histAlloc, histReserve, histSet:
-				// A release that released, a claim that may have dropped
-				// its owner's hold, or a set's change, committed.
-				won := !y.Rollback && out.Code == ""
-				released := won && ((y.isRelease() && out.Released) || y.Kind == histSetRelease ||
-					((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0) || y.Kind == histSet)
 				x.OldClock = x.OldClock || released
 				// Another write of one of the owners it writes won.
 				for o := range histAllOwners {
