@@ -16,12 +16,17 @@ package engine_test
 // allocation or a plan-time hold) gets it back only from its own manager:
 // its actor, and the origin recorded with it or any when none was (a hold:
 // confirmed by its configuration, kept by its plans; an allocation: adopted,
-// with a new generation, only while no refresh has read it and only at its
-// address); everyone else gets owner_conflict naming it. An owner
+// with a new generation, only while no refresh has read it, only at its
+// address and only for its tenant, the org it was handed out for);
+// everyone else gets owner_conflict naming it. An owner
 // with none gets the address it claims unless another owner holds it
-// (address_in_use) or another owner's cooldown runs on it (address_cooling);
-// without a claim, its own latest cooling address, else any free or cooled
-// one (which one is free to the allocator), else ipam_exhausted. Release
+// (address_in_use) or another owner's cooldown runs on it (address_cooling;
+// the owner of another tenant is another owner to a cooldown);
+// without a claim, its own latest cooling address (if its tenant's), else
+// any free or cooled one (which one is free to the allocator), else
+// ipam_exhausted. A create whose plan marked the owner's allocation and that
+// names another tenant moves the owner (the old address cools for its
+// tenant). Release
 // with a generation releases that allocation whoever made it (a stale one:
 // nothing); without one, only the manager's own, refusing another manager's
 // (owner_conflict). GetActive returns the owner's allocation and confirms it
@@ -142,17 +147,24 @@ func histOwnerID(o int) string {
 
 // histOwner is owner o as the allocator names it: an environment's IPv4
 // add-on, or, in a node's blocks (node not empty), an instance placed on
-// the node.
-func histOwner(o int, node string) engine.Owner {
+// the node; of its tenant (0: its usual org, 1: another org, histTenants).
+func histOwner(o int, node string, tenant int8) engine.Owner {
 	if o >= histOwners {
 		return engine.SetMemberOwner(histSetLabels, histSetID, histKeyName(o-histOwners))
 	}
+	id := histOwnerID(o)
+	org := histTenants[tenant] + id
 	if node != "" {
-		id := histOwnerID(o)
-		return engine.Owner{Kind: engine.OwnerInstance, ID: id, InstanceID: id, OrgID: "org-" + id, EnvID: id, NodeID: node}
+		return engine.Owner{Kind: engine.OwnerInstance, ID: id, InstanceID: id, OrgID: org, EnvID: id, NodeID: node}
 	}
-	return env(histOwnerID(o))
+	return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, EnvID: id, OrgID: org}
 }
+
+// histTenants are the org prefixes of an owner's two tenants: an owner
+// moved to another org (an ipam_instance_address whose org_id changed) is
+// the same owner of another tenant, which gets none of its addresses back
+// inside their cooldown.
+var histTenants = []string{"org-", "org2-"}
 
 // histKind is what an operation does.
 type histKind uint8
@@ -221,6 +233,10 @@ type histIn struct {
 	// Gens (histSetRelease): the generation each key is released at (0:
 	// the key is not named).
 	Gens [histSetKeys]int64
+	// Tenant: the org the request names for its owner (histTenants; 0:
+	// the usual one). Only Allocate of an environment or an instance
+	// names the other.
+	Tenant int8
 	// Force (histOpRelease): release even what a Terraform state holds.
 	// InInventory (histReclaim): the current inventory lists the owner.
 	Force, InInventory bool
@@ -349,7 +365,14 @@ type histRow struct {
 	// Rank orders an owner's cooling rows by release, 1 the oldest (0 when
 	// not cooling): the allocator gives an owner back its latest.
 	Rank int8
+	// Tenant: the org the row was handed out for (histTenants); a cooling
+	// row goes back inside its cooldown only to its owner of that tenant.
+	Tenant int8
 }
+
+// own: the cooling row is owner o's of tenant t, the only one to whom it
+// goes back inside its cooldown.
+func (r histRow) own(o int, t int8) bool { return int(r.Owner) == o && r.Tenant == t }
 
 // mine: the row is the caller's manager's: its actor, and its origin or
 // none recorded.
@@ -537,7 +560,7 @@ func (m histModel) outcomes(s histState, in histIn) []histOutcome {
 			for i := range n {
 				r := s.Rows[i]
 				reusable := r.State == histFree || (r.State == histCooling && !r.CoolLive)
-				if reusable || (r.State == histCooling && int(r.Owner) == in.Owner) {
+				if reusable || (r.State == histCooling && r.own(in.Owner, in.Tenant)) {
 					res = append(res, m.handOut(s, i, in))
 				}
 				sure = sure || r.State == histFree || (reusable && !oldClock)
@@ -689,6 +712,22 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		if r.Actor != in.Actor || (r.Confirmed && r.Mark == 0) {
 			return []histOutcome{{conflict, s}}
 		}
+		if r.Tenant != in.Tenant {
+			// Another tenant's address is not taken over: a create whose
+			// plan marked it moves the owner (it cools for its tenant);
+			// anything else is refused. A plan may also find the
+			// manager's allocation and answer with it.
+			switch {
+			case in.Kind == histAlloc && forMe:
+				c := s
+				c.cool(n, h, m.cooldown)
+				c.normalize(n)
+				return m.take(s, c, in)
+			case reserve:
+				return []histOutcome{{conflict, s}, {m.answer(r, h, false), s}}
+			}
+			return []histOutcome{{conflict, s}}
+		}
 		if in.Addr >= 0 && in.Addr != h {
 			if in.Kind == histAlloc && forMe {
 				c := s
@@ -837,22 +876,25 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 				out.ErrState = "reserved"
 			}
 			return []histOutcome{{out, base}}
-		case r.State == histCooling && r.CoolLive && int(r.Owner) != o:
+		case r.State == histCooling && r.CoolLive && !r.own(o, in.Tenant):
 			out.Code, out.ErrOwner, out.ErrAddr = engine.CodeAddressCooling, int(r.Owner), in.Addr
 			return []histOutcome{{out, base}}
-		case r.State == histCooling && oldClock && int(r.Owner) != o:
+		case r.State == histCooling && oldClock && !r.own(o, in.Tenant):
 			out.Code, out.ErrOwner, out.ErrAddr = engine.CodeAddressCooling, int(r.Owner), in.Addr
 			return []histOutcome{{out, base}, m.handOut(c, in.Addr, in)}
 		}
 		return []histOutcome{m.handOut(c, in.Addr, in)}
 	}
-	if i := c.latestCooling(n, o); i >= 0 {
+	if i := c.latestCooling(n, o); i >= 0 && c.Rows[i].Tenant == in.Tenant {
 		return []histOutcome{m.handOut(c, i, in)}
 	}
 	var res []histOutcome
 	free := false
 	for i := range n {
-		if r := c.Rows[i]; r.State == histFree || (r.State == histCooling && !r.CoolLive) {
+		// Any reusable row; and (an owner whose latest is another
+		// tenant's) one of its own tenant's still cooling, which the write
+		// guard lets it take.
+		if r := c.Rows[i]; r.State == histFree || (r.State == histCooling && (!r.CoolLive || r.own(o, in.Tenant))) {
 			res = append(res, m.handOut(c, i, in))
 			free = free || r.State == histFree
 		}
@@ -870,7 +912,7 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 // cooldown ended) or a plan-time hold (which keeps a running cooldown).
 func (m histModel) handOut(c histState, i int, in histIn) histOutcome {
 	r := &c.Rows[i]
-	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank, r.Mark = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0, 0
+	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank, r.Mark, r.Tenant = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0, 0, in.Tenant
 	if in.Kind == histReserve {
 		r.State, r.Origin = histReserved, in.Origin
 	} else {
@@ -1011,6 +1053,9 @@ func (m histModel) describeOp(input, output any) string {
 	if in.Kind != histSet && in.Kind != histSetRelease && in.Kind != histScale && in.Owner >= 0 {
 		b.WriteString(histOwnerID(in.Owner))
 	}
+	if in.Tenant != 0 {
+		b.WriteString(" of " + histTenants[in.Tenant] + "*")
+	}
 	if in.Addr >= 0 {
 		b.WriteString(" at " + m.addrName(in.Addr))
 	}
@@ -1101,6 +1146,9 @@ func (m histModel) describeState(state any) string {
 				d += " (cooldown running)"
 			}
 		}
+		if r.Tenant != 0 && r.State != histFree {
+			d += " for " + histTenants[r.Tenant] + "*"
+		}
 		parts = append(parts, fmt.Sprintf("%s %s gen %d", m.addrs[i], d, r.Gen))
 	}
 	return "[" + strings.Join(parts, "; ") + "]"
@@ -1127,11 +1175,11 @@ func (m histModel) porcupine() porcupine.Model {
 		Hash: func(state any) uint64 {
 			s := state.(histState)
 			h := fnv.New64a()
-			var b [16]byte
+			var b [17]byte
 			for _, r := range s.Rows {
 				b[0], b[1], b[2], b[3], b[4] = r.State, byte(r.Owner), byte(r.Actor), byte(r.Origin), byte(r.Rank)
-				b[5], b[6], b[7] = histBit(r.Confirmed), histBit(r.CoolLive), byte(r.Mark)
-				binary.LittleEndian.PutUint64(b[8:], uint64(r.Gen))
+				b[5], b[6], b[7], b[8] = histBit(r.Confirmed), histBit(r.CoolLive), byte(r.Mark), byte(r.Tenant)
+				binary.LittleEndian.PutUint64(b[9:], uint64(r.Gen))
 				_, _ = h.Write(b[:])
 			}
 			return h.Sum64()
@@ -1225,7 +1273,7 @@ func (r *histRound) result(a engine.Allocation, err error) histOut {
 // run makes one call and records it, as porcupine's client id.
 func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, in histIn) histOut {
 	in.Who, in.Actor, in.Origin = who, c.actor, c.origin
-	o := histOwner(in.Owner, r.node)
+	o := histOwner(in.Owner, r.node, in.Tenant)
 	req := engine.AllocateRequest{Pool: r.pool, Owner: o}
 	if in.Addr >= 0 {
 		req.Address = r.model.addrs[in.Addr]
@@ -1451,6 +1499,9 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 				if rng.IntN(2) == 0 {
 					create.Addr = rng.IntN(n)
 				}
+				if rng.IntN(4) == 0 {
+					create.Tenant = 1 // org_id changed: the create moves the owner
+				}
 				remember(o, create, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, create))
 				destroy := histIn{Kind: histRelease, Owner: o, Addr: -1, Gen: old}
 				remember(o, destroy, r.run(ctx, w, fmt.Sprintf("%s#%d", c.name, w), c, destroy))
@@ -1607,7 +1658,7 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 				}
 			case o < histOwners:
 				in.Kind, in.InInventory = histReclaim, rng.IntN(4) == 0
-				ow := histOwner(o, r.node)
+				ow := histOwner(o, r.node, 0)
 				at, err := engine.OperatorOf(c.st).DatabaseNow(ctx)
 				a, err2 := c.st.Peek().GetActive(ctx, r.cluster, ow.Kind, ow.ID)
 				if err != nil || err2 != nil {
@@ -1617,6 +1668,9 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			default:
 				in.Kind = histGet
 			}
+		}
+		if in.Kind == histAlloc && o < histOwners && rng.IntN(10) == 0 {
+			in.Tenant = 1 // the owner moved to another org
 		}
 		if (in.Kind == histRelease || in.Kind == histReclaim) && in.Gen > 1 && rng.IntN(5) == 0 {
 			in.Gen-- // a stale generation: releases nothing
@@ -1684,7 +1738,8 @@ func histSameOwners(x, y histIn) bool {
 // or rolls back; an operator reading and releasing, also with its own
 // commands: ipamctl release of an owner or an address, forced or not, and
 // ipamctl reclaim of an inventory leak) run Allocate (with and
-// without an address), Reserve, Release (with and without a generation)
+// without an address, now and then for another org of the owner: another
+// tenant, also in a replacement's create), Reserve, Release (with and without a generation)
 // and GetActive on three owners of a pool of two to four addresses, and
 // the two configurations ApplySet on a set of two keys (added, removed, or
 // moved, on an address they name or any; half of the changes planned
@@ -1909,6 +1964,9 @@ func histSummary(ops []porcupine.Operation) string {
 			"operator release", "reclaim"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
+		}
+		if in.Tenant != 0 {
+			k += "(another org)"
 		}
 		switch {
 		case out.Code != "":
@@ -2267,21 +2325,50 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			{c: tfA, in: alloc(2, -1), out: exhausted, start: 15, end: 25},
 		}},
 	}
-	for i, tc := range append(cases, blocksCases...) {
-		blocks := i >= len(cases)
-		var ops []porcupine.Operation
-		for i, c := range tc.calls {
-			in := c.in
-			in.Who, in.Actor, in.Origin = c.c.name, c.c.actor, c.c.origin
-			ops = append(ops, porcupine.Operation{ClientId: i, Input: in, Call: c.start, Output: c.out, Return: c.end})
-		}
-		histMark(ops)
-		for _, tolerate := range []histAnomaly{0, histAllAnomalies} {
-			mm := m
-			mm.tolerate, mm.blocks = tolerate, blocks
-			res := porcupine.CheckOperationsTimeout(mm.porcupine(), ops, 10*time.Second)
-			if want := map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[tc.legal]; res != want {
-				t.Errorf("%s (known anomalies tolerated: %v): %s, want %s", tc.name, tolerate != 0, res, want)
+	// An owner of another tenant (another org) in a pool with a cooldown:
+	// it gets none of the owner's addresses back inside their cooldown.
+	allocOf := func(o, addr int, tenant int8) histIn {
+		return histIn{Kind: histAlloc, Owner: o, Addr: addr, Tenant: tenant}
+	}
+	cooldownCases := []historyCase{
+		{"an owner of another org gets another address, and may not claim its cooling one", true, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: tfA, in: allocOf(0, 0, 1), out: refused(engine.CodeAddressCooling, 0, 0, -1, "")},
+			call{c: tfA, in: allocOf(0, -1, 1), out: got(1, 2, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: tfA, in: alloc(0, -1), out: got(0, 3, "active", 0, false)},
+		)},
+		{"an owner of another org given its cooling address inside the cooldown", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: tfA, in: allocOf(0, -1, 1), out: got(0, 2, "active", 0, false)},
+		)},
+		{"an owner's allocation adopted for another org", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: allocOf(0, -1, 1), out: got(0, 2, "active", 0, true)},
+		)},
+	}
+	groups := []struct {
+		cases            []historyCase
+		blocks, cooldown bool
+	}{{cases, false, false}, {blocksCases, true, false}, {cooldownCases, false, true}}
+	for _, g := range groups {
+		for _, tc := range g.cases {
+			var ops []porcupine.Operation
+			for i, c := range tc.calls {
+				in := c.in
+				in.Who, in.Actor, in.Origin = c.c.name, c.c.actor, c.c.origin
+				ops = append(ops, porcupine.Operation{ClientId: i, Input: in, Call: c.start, Output: c.out, Return: c.end})
+			}
+			histMark(ops)
+			for _, tolerate := range []histAnomaly{0, histAllAnomalies} {
+				mm := m
+				mm.tolerate, mm.blocks, mm.cooldown = tolerate, g.blocks, g.cooldown
+				res := porcupine.CheckOperationsTimeout(mm.porcupine(), ops, 10*time.Second)
+				if want := map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[tc.legal]; res != want {
+					t.Errorf("%s (known anomalies tolerated: %v): %s, want %s", tc.name, tolerate != 0, res, want)
+				}
 			}
 		}
 	}
