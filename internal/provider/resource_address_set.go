@@ -74,6 +74,28 @@ func (r *addressSetResource) IdentitySchema(_ context.Context, _ resource.Identi
 	resp.IdentitySchema = addressSetIdentity.schema()
 }
 
+// tenantLabel is org_id or env_id of a set: a label for lookups, and with
+// the other one the addresses' tenant. An address goes to another tenant
+// only after its cooldown (the core refuses to relabel it), so a change
+// from one value to another, or its removal, replaces the set: its
+// addresses cool down and the new set gets others, as an
+// ipam_instance_address does. Set where it was unset (no tenant named),
+// it updates in place.
+func tenantLabel(name, other, desc string) schema.StringAttribute {
+	return schema.StringAttribute{
+		MarkdownDescription: desc + " A label for lookups, and with `" + other + "` the addresses' tenant: set where it was " +
+			"unset, it updates in place; changed or removed, it replaces the set (its addresses cool down and the new set gets " +
+			"others), since an address goes to another tenant only after its cooldown.",
+		Optional:   true,
+		Validators: []validator.String{validID(name)},
+		PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIf(
+			func(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+				resp.RequiresReplace = req.StateValue.ValueString() != "" && !req.PlanValue.Equal(req.StateValue)
+			},
+			"a change of tenant replaces the set", "A change of tenant replaces the set.")},
+	}
+}
+
 func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	label := func(name, desc string) schema.StringAttribute {
 		return schema.StringAttribute{MarkdownDescription: desc + " A label for lookups; changes update in place.",
@@ -104,8 +126,8 @@ func (r *addressSetResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators:          []validator.String{validID("owner_id")},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
-			"org_id":      label("org_id", "The organization."),
-			"env_id":      label("env_id", "The environment."),
+			"org_id":      tenantLabel("org_id", "env_id", "The organization."),
+			"env_id":      tenantLabel("env_id", "org_id", "The environment."),
 			"node_id":     label("node_id", "The node."),
 			"instance_id": label("instance_id", "The instance."),
 			"addresses": schema.MapNestedAttribute{

@@ -137,6 +137,59 @@ func TestAccAddressSet_editsMoveOnlyTheirKeys(t *testing.T) {
 	})
 }
 
+// A set's org_id and env_id are its addresses' tenant: set where unset,
+// they update in place and every address stays; changed, they replace the
+// set, whose addresses cool down for the old tenant while the new set gets
+// others (an address goes to another tenant only after its cooldown).
+func TestAccAddressSet_tenantChangeReplaces(t *testing.T) {
+	db := newAccDB(t)
+	res := "ipam_address_set.vm"
+	labelled := func(labels string) string {
+		return strings.Replace(set(keyOverlay, keyA), "  instance_id = \"vm-1\"\n", "  instance_id = \"vm-1\"\n"+labels, 1)
+	}
+	at := func(key, a string) plancheck.PlanCheck {
+		return plancheck.ExpectKnownValue(res, addr(key), knownvalue.StringExact(a))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: db.config(setPools)},
+			{
+				Config: db.config(setPools + labelled(`  org_id = "acme"`+"\n")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					at("overlay", "2001:db8:0:1::1"), at("a", "198.51.100.1"),
+				}},
+			},
+			{
+				// An env where there was none names no other tenant.
+				Config: db.config(setPools + labelled(`  org_id = "acme"`+"\n"+`  env_id = "prod"`+"\n")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate), at("overlay", "2001:db8:0:1::1"), at("a", "198.51.100.1"),
+				}},
+			},
+			{
+				// Another org: replaced, with other addresses.
+				Config: db.config(setPools + labelled(`  org_id = "other"`+"\n"+`  env_id = "prod"`+"\n")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(res, plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, addr("overlay"), knownvalue.StringExact("2001:db8:0:1::2")),
+					statecheck.ExpectKnownValue(res, addr("a"), knownvalue.StringExact("198.51.100.2")),
+				},
+				Check: func(*terraform.State) error {
+					return db.expectRows(2, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND state = 'cooling'
+						AND org_id = 'acme' AND host(address) IN ('2001:db8:0:1::1', '198.51.100.1')`)()
+				},
+			},
+			{
+				Config:           db.config(setPools + labelled(`  org_id = "other"`+"\n"+`  env_id = "prod"`+"\n")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+		},
+	})
+}
+
 func TestAccAddressSet_refusals(t *testing.T) {
 	db := newAccDB(t)
 	other := `resource "ipam_address_set" "other" {

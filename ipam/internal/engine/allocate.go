@@ -675,7 +675,9 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 }
 
 // UpdateLabels changes the lookup labels (org, env, node, instance) of the
-// owner's active allocation, leaving its address alone.
+// owner's active allocation, leaving its address alone. It refuses to
+// change its tenant (an org or env the row names): an address goes to
+// another tenant only after its cooldown (tenantChange).
 func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (Allocation, error) {
 	if err := checkIDs("cluster_id", clusterID); err != nil {
 		return Allocation{}, err
@@ -690,6 +692,13 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 			"cluster": clusterID, "kind": o.Kind, "owner": o.ID, "org": label(o.OrgID), "env": label(o.EnvID),
 			"node": label(o.NodeID), "instance": label(o.InstanceID),
 		}))
+		if errors.Is(err, ErrNotFound) {
+			// Nothing active, or active for another tenant, which the
+			// update leaves alone (sameTenantSQL).
+			if held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID)); herr == nil {
+				return tenantChange(held, o)
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -700,6 +709,19 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 		return a, err
 	}
 	return a, s.fillBlock(ctx, &a)
+}
+
+// tenantChange refuses to relabel held (active) for another tenant than o:
+// an address goes to another tenant only after its cooldown.
+func tenantChange(held Allocation, o Owner) error {
+	field := "env_id"
+	if held.Owner.OrgID != "" && held.Owner.OrgID != o.OrgID {
+		field = "org_id"
+	}
+	return &InvalidError{Field: field, Msg: fmt.Sprintf("%s %q holds %s for org %q and env %q, which cannot change to org %q and env %q "+
+		"in place: an address goes to another tenant only after its cooldown, while traffic may still be attributed to the "+
+		"last one. Release it and allocate again (the owner gets another address, and this one cools down)",
+		held.Owner.Kind, held.Owner.ID, held.Address, held.Owner.OrgID, held.Owner.EnvID, o.OrgID, o.EnvID)}
 }
 
 // CheckClaim tells, without writing, whether addr could ever be claimed from

@@ -171,8 +171,7 @@ var (
 		func(at guardAt) string {
 			return at.col("state") + ` IN ('free', 'cooling', 'reserved')
 		AND (` + at.col("reusable_at") + ` <= ` + at.now + ` OR (` + at.col("owner_kind") + ` = ` + at.kind + ` AND ` + at.col("owner_id") + ` = ` + at.owner + `
-			AND coalesce(` + at.col("org_id") + ` = ` + at.org + `, ` + at.col("org_id") + ` IS NULL)
-			AND coalesce(` + at.col("env_id") + ` = ` + at.env + `, ` + at.col("env_id") + ` IS NULL)))`
+			AND ` + sameTenantSQL(at.col, at.org, at.env) + `))`
 		}, false}
 
 	// guardNoExpiredHold: a one-statement reuse takes no other owner's

@@ -847,12 +847,67 @@ func TestSeamSetUpdateIsAllOrNothing(t *testing.T) {
 		Add: []engine.SetEntry{{Key: "a", Family: 6}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "vm-1", OrgID: "new"}, Relabel: true,
+	_, err = st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "vm-1", OrgID: "old", NodeID: "n-new"}, Relabel: true,
 		Add: []engine.SetEntry{{Key: "b", Address: taken.Address, Requested: true}}})
 	if engine.Code(err) != engine.CodeAddressInUse {
 		t.Fatalf("claiming an address in use: %v", err)
 	}
-	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND org_id = 'old' AND state = 'active'`); n != 1 {
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE set_owner = 'vm-1' AND node_id IS NULL AND state = 'active'`); n != 1 {
 		t.Fatal("the failed update changed the set's labels")
+	}
+}
+
+// Seam: a relabel moved an active address to another tenant in place. An
+// owner re-created for another org gets another address and the old one
+// cools down (the tenant rule), but UpdateLabels and a set's relabel
+// (UpdateSetLabels, ApplySet's Relabel) wrote the new org or env on the
+// active row: the address went to another tenant with no cooldown. A
+// relabel now refuses a change of tenant and writes nothing; the other
+// labels, and a label the row lacked (no tenant named), still change in
+// place.
+func TestSeamRelabelKeepsTheTenant(t *testing.T) {
+	t.Parallel()
+	sts, raw := seamStores(t, "terraform")
+	st, ctx := sts[0], context.Background()
+	seamCluster(t, st, engine.Cluster{ID: "c1", Prefix: pfx("2001:db8::/48")})
+	i1 := instance("i1") // org "org", env "env"
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "vm-1", EnvID: "prod"},
+		Add: []engine.SetEntry{{Key: "a", Family: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error, field string) {
+		t.Helper()
+		var ie *engine.InvalidError
+		if !errors.As(err, &ie) || ie.Field != field || !strings.Contains(err.Error(), "cooldown") {
+			t.Errorf("%s: %v, want invalid_input on %s naming the cooldown", what, err, field)
+		}
+	}
+	other := i1
+	other.OrgID = "org2"
+	_, err := st.UpdateLabels(ctx, "c1", other)
+	refused("instance i1 relabelled to another org", err, "org_id")
+	other = i1
+	other.EnvID = ""
+	_, err = st.UpdateLabels(ctx, "c1", other)
+	refused("instance i1 relabelled without its env", err, "env_id")
+	refused("set vm-1 relabelled to another env", st.UpdateSetLabels(ctx, "c1", engine.Owner{ID: "vm-1", EnvID: "dev"}), "env_id")
+	_, err = st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "vm-1", EnvID: "dev"}, Relabel: true,
+		Add: []engine.SetEntry{{Key: "b", Family: 6}}})
+	refused("set vm-1 changed with a relabel to another env", err, "env_id")
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE state = 'active'
+		AND ((owner_id = 'i1' AND org_id = 'org' AND env_id = 'env') OR (set_owner = 'vm-1' AND env_id = 'prod'))`); n != 2 {
+		t.Fatalf("a refused relabel changed the labels, or the set's change landed: %d rows as before, want 2", n)
+	}
+	// Not a change of tenant: the node, and an org the set's rows lacked.
+	moved := i1
+	moved.NodeID = "n2"
+	if a, err := st.UpdateLabels(ctx, "c1", moved); err != nil || a.Owner.NodeID != "n2" {
+		t.Errorf("instance i1 moved to node n2: %+v, %v", a.Owner, err)
+	}
+	if err := st.UpdateSetLabels(ctx, "c1", engine.Owner{ID: "vm-1", OrgID: "acme", EnvID: "prod"}); err != nil {
+		t.Errorf("set vm-1 given an org: %v", err)
 	}
 }

@@ -495,7 +495,8 @@ func readSet(ctx context.Context, q rowsQuerier, sql, clusterID, setID string) (
 	return members, lost, err
 }
 
-// UpdateSetLabels changes the labels of every member of a set in place.
+// UpdateSetLabels changes the labels of every member of a set in place,
+// refusing to change the tenant of an active one (tenantChange).
 func (s *Client) UpdateSetLabels(ctx context.Context, clusterID string, labels Owner) error {
 	if err := checkSet(clusterID, labels); err != nil {
 		return err
@@ -503,8 +504,18 @@ func (s *Client) UpdateSetLabels(ctx context.Context, clusterID string, labels O
 	return s.withTx(ctx, func(tx pgx.Tx) error { return relabelSet(ctx, tx, clusterID, labels) })
 }
 
+// relabelSet changes the labels of a set's members, refusing a change of
+// tenant of an active one (tenantChange).
 func relabelSet(ctx context.Context, tx pgx.Tx, clusterID string, labels Owner) error {
-	_, err := tx.Exec(ctx, sqlRelabelSet.sql, params{
+	tenant := params{"cluster": clusterID, "set_owner": labels.ID, "org": label(labels.OrgID), "env": label(labels.EnvID)}
+	held, err := scanAllocation(tx.QueryRow(ctx, sqlSetTenantChange.sql, tenant))
+	switch {
+	case err == nil:
+		return tenantChange(held, labels)
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	_, err = tx.Exec(ctx, sqlRelabelSet.sql, params{
 		"cluster": clusterID, "set_owner": labels.ID, "org": label(labels.OrgID), "env": label(labels.EnvID),
 		"node": label(labels.NodeID), "instance": label(labels.InstanceID),
 	})

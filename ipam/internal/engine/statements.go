@@ -676,6 +676,7 @@ var (
 	sqlUpdateLabels = named("labels update", `UPDATE ipam_allocations SET org_id = @org, env_id = @env, node_id = @node,
 			instance_id = @instance
 		WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state = 'active'
+			AND `+sameTenantSQL(noPrefix, `@org`, `@env`)+`
 		RETURNING `+allocColumns)
 )
 
@@ -903,7 +904,29 @@ const (
 // sqlRelabelSet changes the lookup labels of the members of set @set_owner.
 var sqlRelabelSet = named("set labels update", `UPDATE ipam_allocations SET org_id = @org, env_id = @env, node_id = @node,
 		instance_id = @instance
-	WHERE cluster_id = @cluster AND set_owner = @set_owner AND state IN ('active', 'reserved')`)
+	WHERE cluster_id = @cluster AND set_owner = @set_owner
+		AND (state = 'reserved' OR (state = 'active' AND `+sameTenantSQL(noPrefix, `@org`, `@env`)+`))`)
+
+// sqlSetTenantChange finds an active member of set @set_owner held for
+// another tenant than @org and @env: a relabel that would move it.
+var sqlSetTenantChange = named("set tenant change", `SELECT `+allocColumns+` FROM ipam_allocations
+	WHERE cluster_id = @cluster AND set_owner = @set_owner AND state = 'active'
+		AND NOT (`+sameTenantSQL(noPrefix, `@org`, `@env`)+`)
+	LIMIT 1`)
+
+// sameTenantSQL: a row (its columns through col) is held for the tenant
+// org, env (SQL expressions): each of the row's org_id and env_id that it
+// names is theirs. A label the row lacks names no tenant. An address goes
+// to another tenant only through its cooldown: an owner's own cooling
+// address back (guardReusableOrOwn), and a relabel of an active one
+// (sqlUpdateLabels, sqlRelabelSet) only for the same tenant.
+func sameTenantSQL(col func(string) string, org, env string) string {
+	return `coalesce(` + col("org_id") + ` = ` + org + `, ` + col("org_id") + ` IS NULL)
+			AND coalesce(` + col("env_id") + ` = ` + env + `, ` + col("env_id") + ` IS NULL)`
+}
+
+// noPrefix names a column as it is.
+func noPrefix(c string) string { return c }
 
 // sqlReplacing tells whether a plan of @origin marked row @id as being
 // replaced, whether a create of @origin may take it over (takeOverSQL), and
