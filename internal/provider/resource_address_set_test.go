@@ -62,12 +62,15 @@ func addr(key string) tfjsonpath.Path {
 	return tfjsonpath.New("addresses").AtMapKey(key).AtMapKey("address")
 }
 
+// plansAddress checks that the plan gives set res's key the address a.
+func plansAddress(res, key, a string) plancheck.PlanCheck {
+	return plancheck.ExpectKnownValue(res, addr(key), knownvalue.StringExact(a))
+}
+
 func TestAccAddressSet_editsMoveOnlyTheirKeys(t *testing.T) {
 	db := newAccDB(t)
 	res := "ipam_address_set.vm"
-	stays := func(key, a string) plancheck.PlanCheck {
-		return plancheck.ExpectKnownValue(res, addr(key), knownvalue.StringExact(a))
-	}
+	stays := func(key, a string) plancheck.PlanCheck { return plansAddress(res, key, a) }
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
@@ -147,9 +150,7 @@ func TestAccAddressSet_tenantChangeReplaces(t *testing.T) {
 	labelled := func(labels string) string {
 		return strings.Replace(set(keyOverlay, keyA), "  instance_id = \"vm-1\"\n", "  instance_id = \"vm-1\"\n"+labels, 1)
 	}
-	at := func(key, a string) plancheck.PlanCheck {
-		return plancheck.ExpectKnownValue(res, addr(key), knownvalue.StringExact(a))
-	}
+	at := func(key, a string) plancheck.PlanCheck { return plansAddress(res, key, a) }
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
