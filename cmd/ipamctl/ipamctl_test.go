@@ -445,9 +445,9 @@ func TestEvents(t *testing.T) {
 
 	// One family, env.*: the add-on's events under the names written now and
 	// under those older versions wrote (accepted as aliases).
-	e1 := ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
+	e1 := ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "e1", EnvID: "e1"}
 	w.alloc("c1/v4", e1)
-	e1.OrgID = "acme-renamed"
+	e1.OrgID = "acme" // an org where there was none: the same tenant, relabelled in place
 	if _, err := w.st.UpdateLabels(w.ctx, "c1", e1); err != nil {
 		t.Fatal(err)
 	}

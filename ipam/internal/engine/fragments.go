@@ -131,3 +131,17 @@ const (
 // replacingSQL: a plan marked the row as being replaced (migration 17), and
 // nothing has changed it since.
 const replacingSQL = `coalesce(replace_generation = generation AND replace_until > (SELECT ipam_now()) AND state = 'active', false)`
+
+// sameTenantSQL: a row (its columns through col) is held for the tenant
+// org, env (SQL expressions): each of the row's org_id and env_id that it
+// names is theirs. A label the row lacks names no tenant. An address goes
+// to another tenant only through its cooldown: an owner's own cooling
+// address back (guardReusableOrOwn), and a relabel of an active one
+// (sqlUpdateLabels, sqlRelabelSet) only for the same tenant.
+func sameTenantSQL(col func(string) string, org, env string) string {
+	return `coalesce(` + col("org_id") + ` = ` + org + `, ` + col("org_id") + ` IS NULL)
+			AND coalesce(` + col("env_id") + ` = ` + env + `, ` + col("env_id") + ` IS NULL)`
+}
+
+// noPrefix names a column as it is.
+func noPrefix(c string) string { return c }

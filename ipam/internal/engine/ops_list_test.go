@@ -398,14 +398,16 @@ func TestEnvEventsAreOneFamily(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t)
 	for i := range 6 {
-		f.alloc("c1/v4", env(fmt.Sprintf("e%d", i)))
+		o := env(fmt.Sprintf("e%d", i))
+		if i == 0 {
+			o.OrgID = "" // relabelled below: an org where there was none names no other tenant
+		}
+		f.alloc("c1/v4", o)
 	}
 	if _, err := f.st.Allocate(f.ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e6")}); engine.Code(err) != engine.CodeExhausted {
 		t.Fatalf("the seventh environment: %v, want ipam_exhausted", err)
 	}
-	relabeled := env("e0")
-	relabeled.OrgID = "org-renamed"
-	if _, err := f.st.UpdateLabels(f.ctx, "c1", relabeled); err != nil {
+	if _, err := f.st.UpdateLabels(f.ctx, "c1", env("e0")); err != nil {
 		t.Fatal(err)
 	}
 	f.release(env("e1"))
