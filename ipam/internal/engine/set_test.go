@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,34 +135,51 @@ func TestAddressSetExactClaimsAndAllOrNothing(t *testing.T) {
 }
 
 // Many owners claim sets from the same pools at once: no duplicates, no
-// partial sets.
+// partial sets, and no capacity lost. Two sets whose picks wait for each
+// other's rows meet a deadlock, and one of them is refused with
+// ipam_exhausted though both may have fitted (the documented answer of a
+// wait that meets a deadlock, DESIGN.md), so how many succeed at once
+// varies; each refused set, applied again alone afterwards, must then get
+// the room that is left, so that the pools end with exactly as many full
+// sets as they hold. (Counting the concurrent successes alone failed about
+// one run in ten.)
 func TestAddressSetsConcurrent(t *testing.T) {
 	t.Parallel()
 	st, ctx := setFixture(t)
 	const owners, keys = 24, 12 // 288 > the 254 + 2 IPv4 addresses: some sets must fail whole
+	apply := func(o int) error {
+		var entries []engine.SetEntry
+		for k := range keys {
+			entries = append(entries, engine.SetEntry{Key: fmt.Sprint("k", k), Pools: []string{"c1/small", "c1/big"}})
+		}
+		_, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: fmt.Sprint("vm-", o)}, Add: entries})
+		if err != nil && engine.Code(err) != engine.CodeExhausted {
+			t.Error(err)
+		}
+		return err
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	succeeded := 0
+	var refused []int
 	for o := range owners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var entries []engine.SetEntry
-			for k := range keys {
-				entries = append(entries, engine.SetEntry{Key: fmt.Sprint("k", k), Pools: []string{"c1/small", "c1/big"}})
-			}
-			_, err := st.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: fmt.Sprint("vm-", o)}, Add: entries})
-			if err != nil && engine.Code(err) != engine.CodeExhausted {
-				t.Error(err)
-			}
-			if err == nil {
+			if apply(o) != nil {
 				mu.Lock()
-				succeeded++
+				refused = append(refused, o)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	succeeded := owners - len(refused)
+	slices.Sort(refused)
+	for _, o := range refused {
+		if apply(o) == nil {
+			succeeded++
+		}
+	}
 	seen := map[netip.Addr]string{}
 	full := 0
 	for o := range owners {
@@ -183,7 +201,8 @@ func TestAddressSetsConcurrent(t *testing.T) {
 		}
 	}
 	if full != succeeded || full != 256/keys {
-		t.Fatalf("%d full sets, %d successes, want %d", full, succeeded, 256/keys)
+		t.Fatalf("%d full sets, %d successes (%d refused at once, then applied again alone), want %d",
+			full, succeeded, len(refused), 256/keys)
 	}
 }
 
