@@ -694,8 +694,9 @@ func (s *Client) UpdateLabels(ctx context.Context, clusterID string, o Owner) (A
 		}))
 		if errors.Is(err, ErrNotFound) {
 			// Nothing active, or active for another tenant, which the
-			// update leaves alone (sameTenantSQL).
-			if held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID)); herr == nil {
+			// update leaves alone (sameTenantSQL). An allocation of the
+			// same tenant committed since is not a change of tenant.
+			if held, herr := scanAllocation(tx.QueryRow(ctx, sqlActiveOfOwner, clusterID, o.Kind, o.ID)); herr == nil && !held.Owner.sameTenant(o) {
 				return tenantChange(held, o)
 			}
 		}

@@ -142,6 +142,3 @@ func sameTenantSQL(col func(string) string, org, env string) string {
 	return `coalesce(` + col("org_id") + ` = ` + org + `, ` + col("org_id") + ` IS NULL)
 			AND coalesce(` + col("env_id") + ` = ` + env + `, ` + col("env_id") + ` IS NULL)`
 }
-
-// noPrefix names a column as it is.
-func noPrefix(c string) string { return c }

@@ -676,7 +676,7 @@ var (
 	sqlUpdateLabels = named("labels update", `UPDATE ipam_allocations SET org_id = @org, env_id = @env, node_id = @node,
 			instance_id = @instance
 		WHERE cluster_id = @cluster AND owner_kind = @kind AND owner_id = @owner AND state = 'active'
-			AND `+sameTenantSQL(noPrefix, `@org`, `@env`)+`
+			AND `+sameTenantSQL(guardAt{}.col, `@org`, `@env`)+`
 		RETURNING `+allocColumns)
 )
 
@@ -905,13 +905,13 @@ const (
 var sqlRelabelSet = named("set labels update", `UPDATE ipam_allocations SET org_id = @org, env_id = @env, node_id = @node,
 		instance_id = @instance
 	WHERE cluster_id = @cluster AND set_owner = @set_owner
-		AND (state = 'reserved' OR (state = 'active' AND `+sameTenantSQL(noPrefix, `@org`, `@env`)+`))`)
+		AND (state = 'reserved' OR (state = 'active' AND `+sameTenantSQL(guardAt{}.col, `@org`, `@env`)+`))`)
 
 // sqlSetTenantChange finds an active member of set @set_owner held for
 // another tenant than @org and @env: a relabel that would move it.
 var sqlSetTenantChange = named("set tenant change", `SELECT `+allocColumns+` FROM ipam_allocations
 	WHERE cluster_id = @cluster AND set_owner = @set_owner AND state = 'active'
-		AND NOT (`+sameTenantSQL(noPrefix, `@org`, `@env`)+`)
+		AND NOT (`+sameTenantSQL(guardAt{}.col, `@org`, `@env`)+`)
 	LIMIT 1`)
 
 // sqlReplacing tells whether a plan of @origin marked row @id as being
