@@ -111,7 +111,7 @@ var hotStatements = []hotStatement{
 	{name: "pool lookup", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.poolID} }},
 	{name: "owner probe", db: "growth",
-		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2"} }},
+		params: func(f *planFixture) []any { return []any{f.clusterID, "instance", "pre-2", "acme", "prod"} }},
 	{name: "stripe pick (SKIP LOCKED)", db: "growth",
 		params: func(f *planFixture) []any { return []any{f.poolID, 32} }},
 	{name: "stripe pick (waiting, no SKIP LOCKED)", db: "growth",

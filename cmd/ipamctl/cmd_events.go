@@ -14,8 +14,8 @@ import (
 )
 
 // followOverlap is how far back each poll of --follow looks again: an event's
-// time is its transaction's start, so a transaction that commits late shows
-// up with an earlier time than events already printed. Ids already printed
+// time is its statement's, so a transaction that commits late shows up with
+// an earlier time than events already printed. Ids already printed
 // are skipped.
 const followOverlap = time.Minute
 

@@ -585,7 +585,22 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 
 // pickWaiting is the reuse pick that waits, under a savepoint: a deadlock
 // it meets (lockConflict) is pgx.ErrNoRows (nothing to take).
+//
+// A pick that found nothing is made once more. A statement judges a row by
+// its own time (ipam_now(), the statement's), and a row it waited for is
+// judged again as its holder left it: released meanwhile into no cooldown,
+// the row is reusable from the release's time, after the waiting
+// statement's, so the wait passes over it. The pick made again comes after
+// that release and takes it.
 func pickWaiting(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) error {
+	err := pickWaitingOnce(ctx, tx, poolID, id, gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = pickWaitingOnce(ctx, tx, poolID, id, gen)
+	}
+	return err
+}
+
+func pickWaitingOnce(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err
@@ -641,8 +656,11 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return Allocation{}, invalid("address", "%s lies in the part of pool %q given to per-node instance blocks; claim it on its node instead", addr, pool.ID)
 		}
 	}
-	var cur Allocation
-	err := tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())).Scan((*scanned)(&cur))
+	probe := func() (cur Allocation, err error) {
+		err = tx.QueryRow(ctx, sqlClaimProbe, pool.ClusterID, netip.PrefixFrom(addr, addr.BitLen())).Scan((*scanned)(&cur))
+		return cur, err
+	}
+	cur, err := probe()
 	if errors.Is(err, pgx.ErrNoRows) {
 		a, err := s.insertFresh(ctx, tx, pool, addr, ord, req.Owner, hold, true)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -657,6 +675,16 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	// Its own cooling address goes back to an owner for the same tenant
 	// only (guardReusableOrOwn).
 	ownCooling := sameOwner && cur.Owner.sameTenant(req.Owner)
+	if !cur.Reusable && ((cur.State == StateCooling && !ownCooling) || (cur.State == StateReserved && !sameOwner)) {
+		// A refusal by time. The probe may have waited for the row's lock
+		// and read the row as its holder left it, released (or its hold
+		// dropped) after the probe's own time, which it judges by
+		// (ipam_now(), the statement's): a statement of its own, the row
+		// now locked by this one, judges it again.
+		if cur, err = probe(); err != nil {
+			return Allocation{}, err
+		}
+	}
 	switch {
 	case sameOwner && cur.State == StateReserved:
 		// The owner holds nothing by this attempt's first read (ownerRows),

@@ -484,7 +484,7 @@ func TestOwnerLookupsHaveOnlyTheOwnerIndexes(t *testing.T) {
 	}
 	id := uuid.New()
 	args := map[string][]any{
-		"owner probe":  {"c1", "instance", "i-7"},
+		"owner probe":  {"c1", "instance", "i-7", "acme", "prod"},
 		"refresh read": {"c1", "instance", "i-7"},
 	}
 	// The statements with named parameters (engine.Statement.Params).

@@ -122,7 +122,7 @@ func IndexReads(c, pool, kind, owner string, addr netip.Prefix, id uuid.UUID, se
 		"ipam_allocations_pkey":                   {"an operator's reclaim of a leaked allocation", sqlReclaim, []any{id, 1}},
 		"ipam_allocations_address_cluster_id_key": {"the allocation of an address (FindActiveByAddress)", sqlActiveByAddress, []any{addr}},
 		"ipam_allocations_owner_active":           {"whether the owner holds an address", sqlOwnerHolds, []any{c, kind, owner}},
-		"ipam_allocations_owner_cooling":          {"the owner's own cooling address", sqlOwnerRows, []any{c, kind, owner}},
+		"ipam_allocations_owner_cooling":          {"the owner's own cooling address", sqlOwnerRows, []any{c, kind, owner, nil, nil}},
 		"ipam_allocations_pool_state":             {"a full pool's figures (ipam_exhausted)", sqlExhaustedCounts, []any{pool}},
 		"ipam_allocations_reuse":                  {"the full path's reuse pick", sqlTakeCooled, []any{pool}},
 		"ipam_allocations_set":                    {"an address set's members", sqlSetMembers, []any{c, set}},

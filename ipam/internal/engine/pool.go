@@ -351,9 +351,11 @@ func syncTableRows(ctx context.Context, tx pgx.Tx, p *Pool, from int64) error {
 }
 
 // ownerRows finds, with two index probes in one round trip, the owner's active
-// (or reserved) allocation and its most recently released cooling one.
+// (or reserved) allocation and its most recently released cooling one of
+// o's tenant (an owner re-created for another org or env and released again
+// keeps an older one of the first).
 func (s *Client) ownerRows(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) (held, cooling *Allocation, err error) {
-	rows, err := tx.Query(ctx, sqlOwnerRows, clusterID, o.Kind, o.ID)
+	rows, err := tx.Query(ctx, sqlOwnerRows, clusterID, o.Kind, o.ID, label(o.OrgID), label(o.EnvID))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -101,12 +101,14 @@ const inventoryID = `coalesce(a.set_owner, a.owner_id)`
 const sqlLoadPool = `SELECT ` + poolColumns + ` FROM ipam_pools WHERE id = $1`
 
 // sqlOwnerRows finds, with two index probes in one round trip, the owner's active (or
-// reserved) allocation and its most recently released cooling one.
-const sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
+// reserved) allocation and its most recently released cooling one of the
+// tenant $4, $5 (org, env): the one it may take back inside its cooldown.
+var sqlOwnerRows = `(SELECT ` + allocColumns + ` FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state IN ('active', 'reserved'))
 	UNION ALL
 	(SELECT ` + allocColumns + ` FROM ipam_allocations
 		WHERE cluster_id = $1 AND owner_kind = $2 AND owner_id = $3 AND state = 'cooling'
+			AND ` + sameTenantSQL(guardAt{}.col, "$4::text", "$5::text") + `
 		ORDER BY released_at DESC LIMIT 1)`
 
 // sqlInsertFresh inserts a new row for an address never handed out before, with its

@@ -1284,7 +1284,8 @@ func TestGenericVerbsWriteTheOwnersOwnLabel(t *testing.T) {
 // instance released under one org gets it back under that org, but under
 // another org it gets a fresh address (its old one keeps cooling, and a claim
 // of it is refused), on every path that takes one (an allocation, a plan-time
-// hold and its confirm, an exact claim).
+// hold and its confirm, an exact claim); back under the first org, it gets
+// that org's address back.
 func TestOwnCoolingAddressStaysWithItsTenant(t *testing.T) {
 	st, _ := newStore(t, "tf")
 	ctx := context.Background()
@@ -1345,5 +1346,11 @@ func TestOwnCoolingAddressStaysWithItsTenant(t *testing.T) {
 	again.Address = first.Address
 	if _, err := st.Allocate(ctx, again); engine.Code(err) != engine.CodeAddressCooling {
 		t.Fatalf("claim of the address cooling for the first org, by another: %v, want address_cooling", err)
+	}
+	// Back under the first org, the owner gets that org's address back,
+	// though it was released under other orgs since: its latest cooling
+	// address of the tenant, not its latest of all (which is another's).
+	if back, err := st.Allocate(ctx, req(inst("acme"))); err != nil || back.Address != first.Address {
+		t.Fatalf("the first org again, after other orgs: %v %v, want %v back", back.Address, err, first.Address)
 	}
 }
