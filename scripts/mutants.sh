@@ -156,6 +156,7 @@ mutants=(
 	"waiting-pick-judged-once|ipam/internal/engine/allocate.go|s/if errors.Is\(err, pgx.ErrNoRows\) \{\n\t\terr = pickWaitingOnce/if false {\n\t\terr = pickWaitingOnce/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
 	"claim-judged-once|ipam/internal/engine/allocate.go|s/if !cur.Reusable && \(\(cur.State == StateCooling/if false \&\& !cur.Reusable \&\& ((cur.State == StateCooling/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
 	"own-cooling-any-tenant|ipam/internal/engine/statements.go|s/AND \` \+ sameTenantSQL\(guardAt\{\}.col, /AND \` + sameTenantSQL(func(string) string { return \"NULL\" }, /|^TestOwnCoolingAddressStaysWithItsTenant\$|./ipam/internal/engine/"
+	"replacement-mark-read-unlocked|ipam/internal/engine/statements.go|s/WHERE id = \@id FOR NO KEY UPDATE\`\)/WHERE id = \@id\`)/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

@@ -765,6 +765,36 @@ var (
 	}}
 )
 
+var (
+	// stepMoveE0AsB: the create of /cfg/b's replacement of e0 for another
+	// org (its org_id changed): with /cfg/b's plan's mark it moves e0 to
+	// another address (the old one cools for o1); once a plan of /cfg/a
+	// marked e0 since, it is refused.
+	stepMoveE0AsB = exploreStep{name: "create e0 for another org as /cfg/b (moves it)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		o := envOwner("e0")
+		o.OrgID = "o2"
+		r, err := originClient(e, "/cfg/b").Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: o})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []engine.Allocation{r.Allocation}, origin: "/cfg/b"}, nil
+	}}
+	// stepMarkE0AsAKept: stepMarkE0AsA, acknowledging the allocation it
+	// marked: no create of another configuration's plan may move or take
+	// it after the mark (before it, the mark finds its generation gone).
+	stepMarkE0AsAKept = exploreStep{name: "mark e0 as being replaced by /cfg/a's plan (kept)", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		gen, err := ownerGeneration(ctx, e, "e0")
+		if err != nil {
+			return exploreAck{}, err
+		}
+		a, err := originClient(e, "/cfg/a").MarkReplacement(ctx, "c1", envOwner("e0"), gen, time.Hour)
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []engine.Allocation{a}}, nil
+	}}
+)
+
 // stepCreateE0AsA: the create of /cfg/a's replacement takes e0 over. It
 // acknowledges nothing: the release of the pair may follow it and release
 // e0, which the pair is about (the verifier would call that a loss).
@@ -1205,6 +1235,8 @@ var explorePairs = []struct {
 	// A configuration's replacement of another's allocation against that
 	// configuration's plan marking it again.
 	{true, fixtureV4MarkedBy("/cfg/a", "/cfg/b"), stepCreateE0AsB, stepMarkE0AsA},
+	// The same replacement for another org, which moves the owner.
+	{true, fixtureV4MarkedBy("/cfg/a", "/cfg/b"), stepMoveE0AsB, stepMarkE0AsAKept},
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},

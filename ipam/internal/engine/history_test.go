@@ -74,7 +74,7 @@ package engine_test
 //
 // Known anomalies. The allocator gives, under concurrency, answers that the
 // model refuses and no order explains (histAnomaly: an address released
-// without a cooldown judged by the transaction's start time; the full path acting on an owner
+// without a cooldown judged by a time older than the release; the full path acting on an owner
 // read made earlier in its transaction; a pick whose wait for held rows met a
 // deadlock, answering ipam_exhausted before their holder committed). A round that the model refuses is checked again with the
 // smallest set of them tolerated, each only for the calls that could meet it
@@ -457,18 +457,22 @@ type histModel struct {
 type histAnomaly uint8
 
 const (
-	// histClockAnomaly: a transaction that began before a release's
-	// judges the released address by its own start time (ipam_now() is
-	// now(), the transaction's start, plus the test skew), which is
-	// before the release's reusable_at (the releasing transaction's
-	// start): it refuses a claim of the address (address_cooling) or finds
-	// no reusable address (ipam_exhausted), though the address is free
-	// under every order of the calls. A release runs no cooldown in a pool
-	// without one; in a pool with one, a plan's hold on a fresh address
-	// that a claim elsewhere drops runs none either. By the same clock, an
-	// operator's release of an owner with nothing active names as already
-	// released its cooling allocation of the latest released_at, which
-	// need not be the last release to commit.
+	// histClockAnomaly: a call judges a released address by a time older
+	// than the release's reusable_at: it refuses a claim of the address
+	// (address_cooling) or finds no reusable address (ipam_exhausted),
+	// though the address is free under every order of the calls. A
+	// release runs no cooldown in a pool without one; in a pool with one,
+	// a plan's hold on a fresh address that a claim elsewhere drops runs
+	// none either. By the same clock, an operator's release of an owner
+	// with nothing active names as already released its cooling
+	// allocation of the latest released_at, which need not be the last
+	// release to commit. ipam_now() was the transaction's start, and a
+	// transaction that began before a release judged it so: 4 rounds in
+	// 24 were skipped for it. It is the statement's time now (schema
+	// migration 36), and the waiting pick and the exact claim judge a row
+	// they waited for again; a statement that reads a row another
+	// transaction released after the statement came in still may (1 round
+	// in 720 since).
 	histClockAnomaly histAnomaly = 1 << iota
 	// histOwnerRaceAnomaly: the full path judges the owner by a read made
 	// before another call of the same owner committed: it reads the
@@ -507,7 +511,7 @@ const (
 func histKnown(a histAnomaly) string {
 	var names []string
 	if a&histClockAnomaly != 0 {
-		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released by a transaction younger than the caller's (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: ipam_now() is the transaction's start time")
+		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released after the time the call judged it by (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: a statement judges by its own time (ipam_now()), and may read a row released after it")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
 		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): a claim named the address's holder instead of the owner's own allocation; or the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
@@ -537,7 +541,7 @@ func (m histModel) outcomes(s histState, in histIn) []histOutcome {
 	n := len(m.addrs)
 	if m.tolerate&histClockAnomaly != 0 && in.OldClock && in.Kind == histOpRelease && in.Owner >= 0 {
 		// Nothing active: the releases ordered by their released_at,
-		// each its transaction's start, not by when they committed; any
+		// each its statement's time, not by when they committed; any
 		// of the owner's cooling allocations may seem the latest.
 		if i := s.live(n, in.Owner); i < 0 || s.Rows[i].State != histActive {
 			for i := range n {

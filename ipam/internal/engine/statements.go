@@ -919,9 +919,15 @@ var sqlSetTenantChange = named("set tenant change", `SELECT `+allocColumns+` FRO
 // sqlReplacing tells whether a plan of @origin marked row @id as being
 // replaced, whether a create of @origin may take it over (takeOverSQL), and
 // whether the row is still the allocation read (active, of @generation).
+// It locks the row, so that the mark it reads is the mark the create acts
+// on: a plan that marks the row again (for another configuration) waits
+// for the create's end, and then finds the generation it names gone. Read
+// unlocked, a mark committed between this read and the create's release
+// let the create move the owner away from an allocation that another
+// configuration's plan had just marked (found by the linearizability test).
 var sqlReplacing = named("replacement mark", `SELECT `+replacingByOriginSQL(`nullif(@origin::text, '')`)+`, `+takeOverSQL(`@origin::text`)+`,
 		state = 'active' AND generation = @generation
-	FROM ipam_allocations WHERE id = @id`)
+	FROM ipam_allocations WHERE id = @id FOR NO KEY UPDATE`)
 
 // sqlFindHold is Reserve's read-only first look: the owner's hold (or fresh
 // allocation) of @actor and of @origin (or none recorded), whether it has
