@@ -153,10 +153,11 @@ mutants=(
 	"listing-first-page-unordered|ipam/internal/engine/statements.go|s/ORDER BY cluster_id, pool_id, ordinal (?=LIMIT \S+\) first)//|^TestListAllocations\$|./ipam/internal/engine/"
 	"cooldown-audit-not-latest-release|ipam/internal/engine/statements.go|s/ORDER BY h.id, r.at DESC, r.id DESC/ORDER BY h.id, r.at, r.id/|^TestCheckCooldownJudgesTheLatestReleaseBefore\$|./ipam/internal/engine/"
 	"clock-is-transaction-start|migrations/functions/ipam_now.sql|s/RETURN statement_timestamp\(\)/RETURN now()/|^TestATransactionBegunBeforeAReleaseSeesItsAddressFree\$|./ipam/internal/engine/"
-	"waiting-pick-judged-once|ipam/internal/engine/allocate.go|s/if errors.Is\(err, pgx.ErrNoRows\) \{\n\t\terr = pickWaitingOnce/if false {\n\t\terr = pickWaitingOnce/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
+	"waiting-pick-judged-once|ipam/internal/engine/allocate.go|s/if errors.Is\(err, pgx.ErrNoRows\) && !deadlocked \{/if false \&\& !deadlocked {/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
 	"claim-judged-once|ipam/internal/engine/allocate.go|s/if !cur.Reusable && \(\(cur.State == StateCooling/if false \&\& !cur.Reusable \&\& ((cur.State == StateCooling/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
 	"own-cooling-any-tenant|ipam/internal/engine/statements.go|s/AND \` \+ sameTenantSQL\(guardAt\{\}.col, /AND \` + sameTenantSQL(func(string) string { return \"NULL\" }, /|^TestOwnCoolingAddressStaysWithItsTenant\$|./ipam/internal/engine/"
 	"replacement-mark-read-unlocked|ipam/internal/engine/statements.go|s/WHERE id = \@id FOR NO KEY UPDATE\`\)/WHERE id = \@id\`)/|^TestExploreInterleavings\$|./ipam/internal/engine/"
+	"owner-won-only-own-address|ipam/internal/engine/allocate.go|s/if !errors.As\(err, &ex\) && !errors.As\(err, &iu\) && !errors.As\(err, &ac\) \{/if !errors.As(err, \&ex) \&\& !(errors.As(err, \&iu) \&\& iu.OwnerID == o.ID) \&\& !errors.As(err, \&ac) {/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

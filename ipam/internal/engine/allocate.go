@@ -286,17 +286,21 @@ func (s *Client) replacingFor(ctx context.Context, tx pgx.Tx, held Allocation) (
 }
 
 // ownerWon turns a hand-out that failed for want of room (ipam_exhausted),
-// or on an address the owner itself holds (address_in_use), into a new
-// attempt when the owner holds an allocation now: a concurrent request of
-// the same owner won the race for the last free address (or for the
-// address both claimed) and has committed since. The attempt finds the
-// owner's allocation and adopts it, or refuses it by the rule of every
-// allocation (owner_conflict), so concurrent requests of one owner agree,
-// and no failure is recorded for the loser.
+// or on the address it claimed (address_in_use, address_cooling), into a
+// new attempt when the owner holds an allocation now: a concurrent request
+// of the same owner won the race for the last free address (or for the
+// address both claimed, or got one elsewhere) and has committed since the
+// attempt read the owner. The attempt finds the owner's allocation and
+// adopts it, or refuses it by the rule of every allocation
+// (owner_conflict), so concurrent requests of one owner agree, and no
+// failure is recorded for the loser. A claim refused for another holder
+// of its address named that holder, though the owner's own allocation
+// was the answer (the linearizability test's owner race).
 func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, err error) error {
 	var ex *ExhaustedError
 	var iu *AddressInUseError
-	if !errors.As(err, &ex) && (!errors.As(err, &iu) || iu.OwnerKind != o.Kind || iu.OwnerID != o.ID) {
+	var ac *AddressCoolingError
+	if !errors.As(err, &ex) && !errors.As(err, &iu) && !errors.As(err, &ac) {
 		return err
 	}
 	if held, _, herr := s.ownerRows(ctx, tx, clusterID, o); herr == nil && held != nil {
@@ -586,39 +590,42 @@ func (s *Client) takeCooled(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner,
 // pickWaiting is the reuse pick that waits, under a savepoint: a deadlock
 // it meets (lockConflict) is pgx.ErrNoRows (nothing to take).
 //
-// A pick that found nothing is made once more. A statement judges a row by
-// its own time (ipam_now(), the statement's), and a row it waited for is
-// judged again as its holder left it: released meanwhile into no cooldown,
-// the row is reusable from the release's time, after the waiting
-// statement's, so the wait passes over it. The pick made again comes after
-// that release and takes it.
+// A pick that found nothing, without a deadlock, is made once more. A
+// statement judges a row by its own time (ipam_now(), the statement's), and
+// a row it waited for is judged again as its holder left it: released
+// meanwhile into no cooldown, the row is reusable from the release's time,
+// after the waiting statement's, so the wait passes over it. The pick made
+// again comes after that release and takes it. One that met a deadlock is
+// not made again: it would wait in the same circle.
 func pickWaiting(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) error {
-	err := pickWaitingOnce(ctx, tx, poolID, id, gen)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = pickWaitingOnce(ctx, tx, poolID, id, gen)
+	deadlocked, err := pickWaitingOnce(ctx, tx, poolID, id, gen)
+	if errors.Is(err, pgx.ErrNoRows) && !deadlocked {
+		_, err = pickWaitingOnce(ctx, tx, poolID, id, gen)
 	}
 	return err
 }
 
-func pickWaitingOnce(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) error {
+// pickWaitingOnce is one waiting pick under its savepoint; deadlocked: it
+// met a deadlock (err is then pgx.ErrNoRows).
+func pickWaitingOnce(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUID, gen *int64) (deadlocked bool, err error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = sp.QueryRow(ctx, sqlTakeCooledWait, poolID).Scan(id, gen)
 	if lockConflict(err) {
 		if err := sp.Rollback(ctx); err != nil {
-			return err
+			return false, err
 		}
-		return pgx.ErrNoRows
+		return true, pgx.ErrNoRows
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
+		return false, err
 	}
 	if cerr := sp.Commit(ctx); cerr != nil {
-		return cerr
+		return false, cerr
 	}
-	return err
+	return false, err
 }
 
 // exhausted builds the ipam_exhausted error with the pool's figures. It runs

@@ -795,6 +795,52 @@ var (
 	}}
 )
 
+// claimedX is the address the owner race's pair claims: free in fixtureV4.
+var claimedX = netip.MustParseAddr("198.51.100.4")
+
+var (
+	// stepClaimE9: /cfg/a's e9 claims claimedX. Refused for another
+	// holder of the address, that holder must have taken it before e9 got
+	// an address anywhere: else e9's own allocation (owner_conflict) was
+	// the answer at every moment the holder's was.
+	stepClaimE9 = exploreStep{name: "e9 claims 198.51.100.4 as /cfg/a", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		r, err := originClient(e, "/cfg/a").Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e9"),
+			Address: claimedX})
+		var iu *engine.AddressInUseError
+		if errors.As(err, &iu) && iu.OwnerID != "e9" {
+			var ownFirst bool
+			if qerr := e.raw.QueryRow(ctxBG, `SELECT coalesce(bool_or(o.allocated_at < x.allocated_at), false)
+				FROM ipam_allocations o, ipam_allocations x
+				WHERE o.owner_id = 'e9' AND o.state = 'active' AND x.address = $1 AND x.state = 'active'`,
+				netip.PrefixFrom(claimedX, 32)).Scan(&ownFirst); qerr != nil {
+				return exploreAck{}, qerr
+			}
+			if ownFirst {
+				return exploreAck{}, fmt.Errorf("the claim named %s's %s, taken after e9 got its own address: %v", iu.OwnerID, claimedX, err)
+			}
+		}
+		if err != nil {
+			return exploreAck{}, err
+		}
+		return exploreAck{held: []engine.Allocation{r.Allocation}, origin: "/cfg/a"}, nil
+	}}
+	// stepE9ThenE10: /cfg/b's e9 gets any address, then e10 claims
+	// claimedX.
+	stepE9ThenE10 = exploreStep{name: "e9 gets an address as /cfg/b, then e10 claims 198.51.100.4", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		a, err := originClient(e, "/cfg/b").Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e9")})
+		if err != nil {
+			return exploreAck{}, err
+		}
+		ack := exploreAck{held: []engine.Allocation{a.Allocation}}
+		b, err := e.st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e10"), Address: claimedX})
+		if err != nil {
+			return ack, err
+		}
+		ack.held = append(ack.held, b.Allocation)
+		return ack, nil
+	}}
+)
+
 // stepCreateE0AsA: the create of /cfg/a's replacement takes e0 over. It
 // acknowledges nothing: the release of the pair may follow it and release
 // e0, which the pair is about (the verifier would call that a loss).
@@ -1237,6 +1283,9 @@ var explorePairs = []struct {
 	{true, fixtureV4MarkedBy("/cfg/a", "/cfg/b"), stepCreateE0AsB, stepMarkE0AsA},
 	// The same replacement for another org, which moves the owner.
 	{true, fixtureV4MarkedBy("/cfg/a", "/cfg/b"), stepMoveE0AsB, stepMarkE0AsAKept},
+	// An owner's claim of an address against the owner getting another
+	// address, then another owner taking the claimed one.
+	{true, fixtureV4(true, true), stepClaimE9, stepE9ThenE10},
 	{false, fixtureBlocks, stepConfirmI2, clusterDestroyStep(true)},
 	{false, fixtureBlocks, stepSetOnNode, stepReleaseBlocks},
 	{false, fixtureBlocks, stepSetOnNode, stepScaleBlocks},

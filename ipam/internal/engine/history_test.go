@@ -478,10 +478,13 @@ const (
 	// before another call of the same owner committed: it reads the
 	// owner's rows (ownerRows, without a lock) and acts on them later in
 	// its transaction. When the owner got an address elsewhere in
-	// between, a claim of an exact address answers address_in_use or
+	// between, a claim of an exact address answered address_in_use or
 	// address_cooling naming the claimed address's holder, where the
-	// owner's own allocation (owner_conflict) is the answer. Without a
-	// claim, the owner's latest cooling address is the one the early read
+	// owner's own allocation (owner_conflict) is the answer; a refused
+	// claim now reads the owner again (ownerWon, and the explorer's pair
+	// "e9 claims ..."), and the model still tolerates it, where a
+	// concurrent call could have let it, only as one case of the anomaly
+	// below. Without a claim, the owner's latest cooling address is the one the early read
 	// saw: when the owner got and released another address in between, it
 	// is given an older one (or, having had none then, any reusable one,
 	// or none: exhausted). A plan (Reserve) that finds its manager's
@@ -514,7 +517,7 @@ func histKnown(a histAnomaly) string {
 		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released after the time the call judged it by (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: a statement judges by its own time (ipam_now()), and may read a row released after it")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
-		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): a claim named the address's holder instead of the owner's own allocation; or the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
+		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it; or a claim named the address's holder instead of the owner's own allocation (fixed: a refused claim reads the owner again)")
 	}
 	if a&histDeadlockAnomaly != 0 {
 		names = append(names, "a pick whose wait for the addresses other calls held met a deadlock answered ipam_exhausted (the rows count as taken: their holder waits for it), and the holder committed the address it took after that answer")
