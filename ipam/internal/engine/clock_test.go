@@ -19,57 +19,37 @@ import (
 // though the address was free.
 func TestATransactionBegunBeforeAReleaseSeesItsAddressFree(t *testing.T) {
 	t.Parallel()
-	for _, claim := range []bool{false, true} {
-		name := "any address"
-		if claim {
-			name = "a claim of the address"
+	eachRequestOfOneAddress(t, func(t *testing.T, s *scheduler, addr netip.Addr, req func(env string) engine.EnvIPv4Request) {
+		ctx := context.Background()
+		if _, err := s.client.AllocateEnvIPv4(ctx, nil, req("e1")); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			s := newScheduler(t, "")
-			addr := netip.MustParseAddr("10.9.0.1")
-			if _, err := s.client.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: engine.NoCooldown,
-				CIDRs: []netip.Prefix{netip.PrefixFrom(addr, 32)}}); err != nil {
-				t.Fatal(err)
-			}
-			req := func(env string) engine.EnvIPv4Request {
-				r := engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "acme", EnvID: env}
-				if claim {
-					r.Address = addr
-				}
-				return r
-			}
-			if _, err := s.client.AllocateEnvIPv4(ctx, nil, req("e1")); err != nil {
-				t.Fatal(err)
-			}
-			tx := s.begin()
-			if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ('e2', NULL)`); err != nil {
-				t.Fatal(err)
-			}
-			// Database time moves on past the transaction's start before
-			// the release commits.
-			if _, err := s.db.Exec(ctx, `SELECT pg_sleep(0.02)`); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.client.ReleaseEnvIPv4(ctx, nil, "c1", "e1"); err != nil {
-				t.Fatal(err)
-			}
-			got, err := s.client.AllocateEnvIPv4(ctx, tx, req("e2"))
-			if err != nil {
-				t.Fatalf("the address released (no cooldown) before the allocation's statement: %v (%s), want it", err, engine.Code(err))
-			}
-			if got.Address != addr {
-				t.Fatalf("got %s, want %s", got.Address, addr)
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'e2' AND state = 'active'`); n != 1 {
-				t.Fatalf("%d active allocations of e2 after commit, want 1", n)
-			}
-		})
-	}
+		tx := s.begin()
+		if _, err := tx.Exec(ctx, `INSERT INTO placements VALUES ('e2', NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		// Database time moves on past the transaction's start before
+		// the release commits.
+		if _, err := s.db.Exec(ctx, `SELECT pg_sleep(0.02)`); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.client.ReleaseEnvIPv4(ctx, nil, "c1", "e1"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.client.AllocateEnvIPv4(ctx, tx, req("e2"))
+		if err != nil {
+			t.Fatalf("the address released (no cooldown) before the allocation's statement: %v (%s), want it", err, engine.Code(err))
+		}
+		if got.Address != addr {
+			t.Fatalf("got %s, want %s", got.Address, addr)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id = 'e2' AND state = 'active'`); n != 1 {
+			t.Fatalf("%d active allocations of e2 after commit, want 1", n)
+		}
+	})
 }
 
 // ipam_now() is the statement's time in a READ COMMITTED transaction, and
@@ -119,68 +99,48 @@ func TestTheClockIsTheStatementsUnlessOneSnapshot(t *testing.T) {
 // claim, though the address was free once the wait ended.
 func TestARequestThatWaitedForAReleaseTakesItsAddress(t *testing.T) {
 	t.Parallel()
-	for _, claim := range []bool{false, true} {
-		name := "any address"
-		if claim {
-			name = "a claim of the address"
+	eachRequestOfOneAddress(t, func(t *testing.T, s *scheduler, addr netip.Addr, req func(env string) engine.EnvIPv4Request) {
+		ctx := context.Background()
+		if _, err := s.client.AllocateEnvIPv4(ctx, nil, req("e1")); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			s := newScheduler(t, "")
-			addr := netip.MustParseAddr("10.9.0.1")
-			if _, err := s.client.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: engine.NoCooldown,
-				CIDRs: []netip.Prefix{netip.PrefixFrom(addr, 32)}}); err != nil {
-				t.Fatal(err)
-			}
-			req := func(env string) engine.EnvIPv4Request {
-				r := engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "acme", EnvID: env}
-				if claim {
-					r.Address = addr
-				}
-				return r
-			}
-			if _, err := s.client.AllocateEnvIPv4(ctx, nil, req("e1")); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.client.ReleaseEnvIPv4(ctx, nil, "c1", "e1"); err != nil {
-				t.Fatal(err)
-			}
-			// A transaction takes the free address before the request
-			// comes, and releases it after the request began to wait for
-			// it.
-			rtx := s.begin()
-			if _, err := s.client.AllocateEnvIPv4(ctx, rtx, req("e1")); err != nil {
-				t.Fatal(err)
-			}
-			type result struct {
-				a   engine.Address
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				a, err := s.client.AllocateEnvIPv4(ctx, nil, req("e2"))
-				done <- result{a, err}
-			}()
-			if !waitForALockWait(t, s) {
-				got := <-done
-				t.Fatalf("the request waited for no row: it answered %v %v", got.a.Address, got.err)
-			}
-			if err := s.client.ReleaseEnvIPv4(ctx, rtx, "c1", "e1"); err != nil {
-				t.Fatal(err)
-			}
-			if err := rtx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+		if err := s.client.ReleaseEnvIPv4(ctx, nil, "c1", "e1"); err != nil {
+			t.Fatal(err)
+		}
+		// A transaction takes the free address before the request
+		// comes, and releases it after the request began to wait for
+		// it.
+		rtx := s.begin()
+		if _, err := s.client.AllocateEnvIPv4(ctx, rtx, req("e1")); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			a   engine.Address
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			a, err := s.client.AllocateEnvIPv4(ctx, nil, req("e2"))
+			done <- result{a, err}
+		}()
+		if !waitForALockWait(t, s) {
 			got := <-done
-			if got.err != nil {
-				t.Fatalf("the address released while the request waited for it: %v (%s), want it", got.err, engine.Code(got.err))
-			}
-			if got.a.Address != addr {
-				t.Fatalf("got %s, want %s", got.a.Address, addr)
-			}
-		})
-	}
+			t.Fatalf("the request waited for no row: it answered %v %v", got.a.Address, got.err)
+		}
+		if err := s.client.ReleaseEnvIPv4(ctx, rtx, "c1", "e1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := rtx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got.err != nil {
+			t.Fatalf("the address released while the request waited for it: %v (%s), want it", got.err, engine.Code(got.err))
+		}
+		if got.a.Address != addr {
+			t.Fatalf("got %s, want %s", got.a.Address, addr)
+		}
+	})
 }
 
 // waitForALockWait reports whether a backend of the test's database came to
@@ -195,4 +155,33 @@ func waitForALockWait(t *testing.T, s *scheduler) bool {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return false
+}
+
+// eachRequestOfOneAddress runs test, in parallel, for a request of any
+// address and for a claim of the address (req gives environment env's
+// request), each with a cluster of its own whose IPv4 pool v4 holds one
+// address, addr, and no cooldown.
+func eachRequestOfOneAddress(t *testing.T, test func(t *testing.T, s *scheduler, addr netip.Addr, req func(env string) engine.EnvIPv4Request)) {
+	for _, claim := range []bool{false, true} {
+		name := "any address"
+		if claim {
+			name = "a claim of the address"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newScheduler(t, "")
+			addr := netip.MustParseAddr("10.9.0.1")
+			if _, err := s.client.CreatePool(context.Background(), engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: engine.NoCooldown,
+				CIDRs: []netip.Prefix{netip.PrefixFrom(addr, 32)}}); err != nil {
+				t.Fatal(err)
+			}
+			test(t, s, addr, func(env string) engine.EnvIPv4Request {
+				r := engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "acme", EnvID: env}
+				if claim {
+					r.Address = addr
+				}
+				return r
+			})
+		})
+	}
 }

@@ -471,8 +471,8 @@ const (
 	// 24 were skipped for it. It is the statement's time now (schema
 	// migration 36), and the waiting pick and the exact claim judge a row
 	// they waited for again; a statement that reads a row another
-	// transaction released after the statement came in still may (1 round
-	// in 720 since).
+	// transaction released after the statement came in still may (5 rounds
+	// in 1,280 since).
 	histClockAnomaly histAnomaly = 1 << iota
 	// histOwnerRaceAnomaly: the full path judges the owner by a read made
 	// before another call of the same owner committed: it reads the
