@@ -678,20 +678,18 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	if err != nil {
 		return Allocation{}, err
 	}
-	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
-	// Its own cooling address goes back to an owner for the same tenant
-	// only (guardReusableOrOwn).
-	ownCooling := sameOwner && cur.Owner.sameTenant(req.Owner)
-	if !cur.Reusable && ((cur.State == StateCooling && !ownCooling) || (cur.State == StateReserved && !sameOwner)) {
-		// A refusal by time. The probe may have waited for the row's lock
-		// and read the row as its holder left it, released (or its hold
-		// dropped) after the probe's own time, which it judges by
-		// (ipam_now(), the statement's): a statement of its own, the row
-		// now locked by this one, judges it again.
+	if claimRefusedByTime(cur, req.Owner) {
+		// The probe may have waited for the row's lock and read the row as
+		// its holder left it, released (or its hold dropped) after the
+		// probe's own time, which it judges by (ipam_now(), the
+		// statement's): a statement of its own, the row now locked by this
+		// one, judges it again.
 		if cur, err = probe(); err != nil {
 			return Allocation{}, err
 		}
 	}
+	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
+	byTime := claimRefusedByTime(cur, req.Owner)
 	switch {
 	case sameOwner && cur.State == StateReserved:
 		// The owner holds nothing by this attempt's first read (ownerRows),
@@ -701,12 +699,29 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return Allocation{}, errRetry
 	case cur.PoolID != pool.ID:
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
-	case cur.State == StateActive, cur.State == StateReserved && !cur.Reusable && !sameOwner:
+	case cur.State == StateActive, byTime && cur.State == StateReserved:
 		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
-	case cur.State == StateCooling && !cur.Reusable && !ownCooling:
+	case byTime:
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
 	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)
+}
+
+// claimRefusedByTime tells whether the row cur refuses an exact claim by o
+// until a time passes: cooling, and not o's own for o's tenant (its own
+// cooling address goes back to an owner for the same tenant only, as
+// guardReusableOrOwn says), or held by another owner.
+func claimRefusedByTime(cur Allocation, o Owner) bool {
+	sameOwner := cur.Owner.Kind == o.Kind && cur.Owner.ID == o.ID
+	switch {
+	case cur.Reusable:
+		return false
+	case cur.State == StateCooling:
+		return !sameOwner || !cur.Owner.sameTenant(o)
+	case cur.State == StateReserved:
+		return !sameOwner
+	}
+	return false
 }
 
 // UpdateLabels changes the lookup labels (org, env, node, instance) of the

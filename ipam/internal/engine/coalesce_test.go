@@ -132,21 +132,25 @@ func TestConcurrentAllocationsShareStatements(t *testing.T) {
 	}
 	t.Logf("%d rows written by %d transactions", rows, txs)
 	// Whether the workers above shared statements depends on the machine's
-	// timing; behind a lock, an instance and an IPv4 pool's callers do.
+	// timing; behind a lock, an instance and an IPv4 pool's callers do. The
+	// instance callers gather in a cluster of their own: the exact claims
+	// above left addresses ahead of c1's counter, and a batch that meets one
+	// fails whole.
 	const n = 20
-	sharedOnce(t, raw, `SELECT 1 FROM ipam_pools WHERE id = 'c1/instance' FOR UPDATE`, n, func(i int) error {
+	mkCluster(t, st, "c2", "2001:db8:1::/48", "", "")
+	sharedOnce(t, raw, `SELECT 1 FROM ipam_pools WHERE id = 'c2/instance' FOR UPDATE`, n, func(i int) error {
 		o := instance(gatherer(i))
 		o.NodeID = "plain-g"
-		_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: o})
+		_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c2"), Owner: o})
 		return err
-	}, func() int { return st.Gathered("c1/instance", engine.OwnerInstance, 0) })
+	}, func() int { return st.Gathered("c2/instance", engine.OwnerInstance, 0) })
 	sharedOnce(t, raw, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`, n, func(i int) error {
 		env := "v4-" + gatherer(i)
 		_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"),
 			Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: env, EnvID: env}})
 		return err
 	}, func() int { return st.Gathered("c1/v4", engine.OwnerEnvIPv4, 0) })
-	for _, pool := range []string{"c1/instance", "c1/v4"} {
+	for _, pool := range []string{"c2/instance", "c1/v4"} {
 		var rows, txs int
 		if err := raw.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM ipam_allocations
 			WHERE pool_id = $1 AND state = 'active' AND owner_id LIKE '%gathered-%'`, pool).Scan(&rows, &txs); err != nil {
