@@ -82,7 +82,7 @@ mutants=(
 	"release-refusal-silent|ipam/internal/engine/release.go|s/case herr == nil && \(held.Actor != s.actor \x7c\x7c !s.ownOrigin\(held\)\):/case herr == nil \&\& false \&\& (held.Actor != s.actor \x7c\x7c !s.ownOrigin(held)):/|^TestReleaseWithoutGenerationKeepsToItsActor\$|./ipam/internal/engine/"
 	"replacement-mark-any-origin|ipam/internal/engine/statements.go|s/ AND \(replace_origin IS NULL OR replace_origin = \` \+ origin \+ \`\)\)\`/ AND (true OR replace_origin = \` + origin + \`))\`/|^TestReplacementMarkHoldsForItsOrigin\$|./ipam/internal/engine/"
 	"vanished-pool-is-not-found|ipam/internal/engine/pool.go|s/would name nothing that is missing.\n\t\treturn errRetry/would name nothing that is missing.\n\t\treturn ErrNotFound/|^TestInstanceRacingBlockReleaseFindsItsPool\$|./ipam/internal/engine/"
-	"same-owner-loser-exhausted|ipam/internal/engine/allocate.go|s/\n\t\terr = s.ownerWon\(ctx, tx, pool.ClusterID, req.Owner, err\)//|^TestConcurrentRequestsOfOneOwnerAgree\$|./ipam/internal/engine/"
+	"same-owner-loser-exhausted|ipam/internal/engine/allocate.go|s/\n\t\terr = s.ownerWon\(ctx, tx, pool, req, first, err\)/\n\t\t_ = first/|^TestConcurrentRequestsOfOneOwnerAgree\$|./ipam/internal/engine/"
 	"trigger-records-no-origin|migrations/functions/ipam_allocations_in_pool.sql|s/IF coalesce\(current_setting\('ipam.origin', true\), ''\) <> '' THEN/IF false THEN/|^TestConcurrentCreatesOfTwoOriginsNeverBothSucceed\$|./ipam/internal/engine/"
 	"inherit-keeps-foreign-owner|ipam/internal/engine/statements.go|s/ELSE t.cluster_id \x7c\x7c '\/' \x7c\x7c t.owner_id END AS owner_id/ELSE t.owner_id END AS owner_id/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/internal/engine/"
 	"lost-hold-takes-new-hold|ipam/internal/engine/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if reported \&\& false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/internal/engine/"
@@ -158,7 +158,10 @@ mutants=(
 	"claim-own-cooling-any-tenant|ipam/internal/engine/allocate.go|s/return !sameOwner .. !cur.Owner.sameTenant\(o\)/return !sameOwner/|^TestOwnCoolingAddressStaysWithItsTenant\$|./ipam/internal/engine/"
 	"own-cooling-any-tenant|ipam/internal/engine/statements.go|s/AND \` \+ sameTenantSQL\(guardAt\{\}.col, /AND \` + sameTenantSQL(func(string) string { return \"NULL\" }, /|^TestOwnCoolingAddressStaysWithItsTenant\$|./ipam/internal/engine/"
 	"replacement-mark-read-unlocked|ipam/internal/engine/statements.go|s/WHERE id = \@id FOR NO KEY UPDATE\`\)/WHERE id = \@id\`)/|^TestExploreInterleavings\$|./ipam/internal/engine/"
-	"owner-won-only-own-address|ipam/internal/engine/allocate.go|s/if !errors.As\(err, &ex\) && !errors.As\(err, &iu\) && !errors.As\(err, &ac\) \{/if !errors.As(err, \&ex) \&\& !(errors.As(err, \&iu) \&\& iu.OwnerID == o.ID) \&\& !errors.As(err, \&ac) {/|^TestExploreInterleavings\$|./ipam/internal/engine/"
+	"owner-won-only-own-address|ipam/internal/engine/allocate.go|s/refused := errors.As\(err, &ex\) \x7c\x7c errors.As\(err, &iu\) \x7c\x7c/refused := errors.As(err, \&ex) \x7c\x7c (errors.As(err, \&iu) \&\& iu.OwnerID == req.Owner.ID) \x7c\x7c/|^TestExploreInterleavings\$|./ipam/internal/engine/"
+	"owner-won-not-after-take|ipam/internal/engine/allocate.go|s/\tcase \(err == nil .. ex != nil\) \&\& !req.Address.IsValid\(\)/\tcase false \&\& !req.Address.IsValid()/|^TestARequestOfAnOwnerReleasedMeanwhileGetsItsLatestAddress\$|./ipam/internal/engine/"
+	"owner-won-counts-own-release|ipam/internal/engine/allocate.go|s/ \&\& \(first.held == nil .. now.ID != first.held.ID\):/:/|^(TestHoldIsItsConfigurations|TestSeamAbandonedHoldExpiresWithItsTTL)\$|./ipam/internal/engine/"
+	"hold-look-answers-over-take|ipam/internal/engine/hold.go|s/\tcase taken != nil:/\tcase taken != nil \&\& !found:/|^TestAHoldTakenWithItsLookAnswersThePlan\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

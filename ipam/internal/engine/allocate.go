@@ -201,6 +201,7 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	if err != nil {
 		return res, err
 	}
+	first := ownerRead{held, cooling}
 	held, err = s.settleHold(ctx, tx, pool, req, held)
 	if held != nil && err != nil {
 		if err = s.moveReplaced(ctx, tx, pool, req, *held, err); err == nil {
@@ -219,7 +220,7 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		res.Adopted = true
 	default:
 		res.Allocation, err = s.take(ctx, tx, pool, req, cooling, 0)
-		err = s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
+		err = s.ownerWon(ctx, tx, pool, req, first, err)
 	}
 	if err == nil {
 		res.Block, _ = pool.layout.BlockOf(res.Address)
@@ -285,29 +286,59 @@ func (s *Client) replacingFor(ctx context.Context, tx pgx.Tx, held Allocation) (
 	return replacing, takeOver, nil
 }
 
-// ownerWon turns a hand-out that failed for want of room (ipam_exhausted),
-// or on the address it claimed (address_in_use, address_cooling), into a
-// new attempt when the owner holds an allocation now: a concurrent request
-// of the same owner won the race for the last free address (or for the
-// address both claimed, or got one elsewhere) and has committed since the
-// attempt read the owner. The attempt finds the owner's allocation and
-// adopts it, or refuses it by the rule of every allocation
-// (owner_conflict), so concurrent requests of one owner agree, and no
-// failure is recorded for the loser. A claim refused for another holder
-// of its address named that holder, though the owner's own allocation
-// was the answer (the linearizability test's owner race).
-func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, clusterID string, o Owner, err error) error {
+// ownerWon reads the owner again after a take (take), which acted on the
+// attempt's first read of the owner (ownerRows, cooling its latest cooling
+// allocation then), and asks for a new attempt (errRetry) when a
+// concurrent request of the same owner committed since and changes the
+// answer:
+//   - a hand-out that failed for want of room (ipam_exhausted), or on the
+//     address it claimed (address_in_use, address_cooling), when the owner
+//     holds an allocation now: that request won the race for the last free
+//     address (or for the address both claimed, or got one elsewhere). The
+//     attempt finds the owner's allocation and adopts it, or refuses it by
+//     the rule of every allocation (owner_conflict), so concurrent requests
+//     of one owner agree, and no failure is recorded for the loser. A claim
+//     refused for another holder of its address named that holder, though
+//     the owner's own allocation was the answer;
+//   - a take without a claim, done or refused for want of room, when the
+//     owner has released an address of the pool since (for the same org and
+//     env): its latest cooling address is its own, and is the one it gets
+//     back. The attempt gave it an older one, or any reusable one, or
+//     answered ipam_exhausted while that address cooled for it.
+//
+// Both were the linearizability test's owner race. Read after the take's
+// write, the owner cannot change before the commit: its live row is this
+// transaction's (the owner's unique index), and only a live row is
+// released. A claim, or a take that another error ended, is not read
+// again. The row the attempt itself released or dropped (first.held: a
+// replacement's move, an expired hold of another manager) is not a
+// release since: the next attempt would release it again.
+func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, first ownerRead, err error) error {
 	var ex *ExhaustedError
 	var iu *AddressInUseError
 	var ac *AddressCoolingError
-	if !errors.As(err, &ex) && !errors.As(err, &iu) && !errors.As(err, &ac) {
+	refused := errors.As(err, &ex) || errors.As(err, &iu) || errors.As(err, &ac)
+	if !refused && (err != nil || req.Address.IsValid()) {
 		return err
 	}
-	if held, _, herr := s.ownerRows(ctx, tx, clusterID, o); herr == nil && held != nil {
+	held, now, herr := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	switch {
+	case herr != nil && refused:
+		return err
+	case herr != nil:
+		return herr
+	case refused && held != nil:
+		return errRetry
+	case (err == nil || ex != nil) && !req.Address.IsValid() && now != nil && now.PoolID == pool.ID &&
+		(first.cooling == nil || now.ReleasedAt.After(first.cooling.ReleasedAt)) && (first.held == nil || now.ID != first.held.ID):
 		return errRetry
 	}
 	return err
 }
+
+// ownerRead is what an attempt's first read of the owner found (ownerRows):
+// its active or held row, and its latest cooling one (for its tenant).
+type ownerRead struct{ held, cooling *Allocation }
 
 // take hands out an address that no one holds: the exact one asked for, the
 // owner's own cooling one (for the same org and env: guardReusableOrOwn), a

@@ -387,7 +387,10 @@ func confirmQueue(cluster string) string { return "confirm\x00" + cluster }
 // same round trip, in the same implicit transaction, takes a new hold: the
 // take's guards serve only an owner that holds nothing and lost no hold
 // lately (owner_free, no_lost_hold), so it writes nothing when the look
-// finds something. taken is that new hold (nil: none taken), tried that it
+// finds something, unless the owner changed between the two statements
+// (each reads what has committed when it starts): then the look found what
+// the owner held before, and the take's hold is what it holds. taken is
+// that new hold (nil: none taken), whatever the look found, tried that it
 // was sent; err a failure of the take that Reserve reports (busy, timed
 // out; any other sends the owner to the full path). Concurrent looks of one
 // pool that take share the round trip, the take statement and its commit
@@ -433,7 +436,7 @@ func (s *Client) findHold(ctx context.Context, req request, ttl time.Duration, o
 		}
 	}
 	h.Allocation = a
-	return h, true, true, nil, tried, err
+	return h, true, true, taken, tried, err
 }
 
 // runLooks sends the first looks of ls (each owner's hold and lost hold) in

@@ -74,8 +74,8 @@ package engine_test
 //
 // Known anomalies. The allocator gives, under concurrency, answers that the
 // model refuses and no order explains (histAnomaly: an address released
-// without a cooldown judged by a time older than the release; the full path acting on an owner
-// read made earlier in its transaction; a pick whose wait for held rows met a
+// without a cooldown judged by a time older than the release; a one-statement take acting on
+// an owner read made at its start; a pick whose wait for held rows met a
 // deadlock, answering ipam_exhausted before their holder committed). A round that the model refuses is checked again with the
 // smallest set of them tolerated, each only for the calls that could meet it
 // (the input's flags, from the calls that ran at the same time): when that
@@ -474,29 +474,38 @@ const (
 	// transaction released after the statement came in still may (5 rounds
 	// in 1,280 since).
 	histClockAnomaly histAnomaly = 1 << iota
-	// histOwnerRaceAnomaly: the full path judges the owner by a read made
-	// before another call of the same owner committed: it reads the
+	// histOwnerRaceAnomaly: a call judges the owner by a read made before
+	// another call of the same owner committed. The full path reads the
 	// owner's rows (ownerRows, without a lock) and acts on them later in
-	// its transaction. When the owner got an address elsewhere in
-	// between, a claim of an exact address answered address_in_use or
-	// address_cooling naming the claimed address's holder, where the
-	// owner's own allocation (owner_conflict) is the answer; a refused
-	// claim now reads the owner again (ownerWon, and the explorer's pair
-	// "e9 claims ..."), and the model still tolerates it, where a
-	// concurrent call could have let it, only as one case of the anomaly
-	// below. Without a claim, the owner's latest cooling address is the one the early read
-	// saw: when the owner got and released another address in between, it
-	// is given an older one (or, having had none then, any reusable one,
-	// or none: exhausted). A plan (Reserve) that finds its manager's
-	// allocation returns it as the early read saw it. None of these hands
-	// an address to two owners or takes one from its manager. (Three
-	// anomalies this test found are fixed: a create adopting an allocation
-	// a concurrent refresh confirmed, since sqlAdopt now requires it
-	// unconfirmed; a claim taking over the owner's new hold on the claimed
-	// address whoever made it, since claimExact now has the attempt read
-	// the owner again; and a release with a generation releasing nothing
-	// because a concurrent write had moved the owner to another row of the
-	// same generation, since a generation never repeats.)
+	// its transaction; it reads them again after its take (ownerWon): a
+	// refused claim or an ipam_exhausted when the owner holds an
+	// allocation now, and a take without a claim when the owner released
+	// an address of the pool since, run again. (Before, a claim named the
+	// claimed address's holder where the owner's own allocation,
+	// owner_conflict, was the answer; and the owner was given an older
+	// cooling address, or any reusable one, or ipam_exhausted while its
+	// latest one cooled: TestARequestOfAnOwnerReleasedMeanwhileGetsItsLatestAddress.)
+	// What is left: the one-statement take serves an owner that holds
+	// nothing by the statement's own read (owner_free), and another call
+	// of the owner may get an address and release it after that read and
+	// before the take's write (which waits for the owner's unique index,
+	// or for a stripe): the owner is given a fresh or reusable address
+	// while its latest cooling one exists. Reading the owner again there
+	// would cost every allocation a statement. And a plan (Reserve) that
+	// finds its manager's allocation returns it as the early read saw it.
+	// The model tolerates, where a concurrent call could have let it,
+	// those answers, and a claim's refusal naming another holder. None of
+	// these hands an address to two owners or takes one from its manager.
+	// (Four anomalies this test found are fixed: a create adopting an
+	// allocation a concurrent refresh confirmed, since sqlAdopt now
+	// requires it unconfirmed; a claim taking over the owner's new hold on
+	// the claimed address whoever made it, since claimExact now has the
+	// attempt read the owner again; a release with a generation releasing
+	// nothing because a concurrent write had moved the owner to another
+	// row of the same generation, since a generation never repeats; and a
+	// plan answered with the allocation its look found while its take held
+	// a new address, since the hold taken is now the answer:
+	// TestAHoldTakenWithItsLookAnswersThePlan.)
 	histOwnerRaceAnomaly
 	// histDeadlockAnomaly: a pick that found every free address held by
 	// other calls waits for them, under a savepoint; when that wait closes
@@ -517,7 +526,7 @@ func histKnown(a histAnomaly) string {
 		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released after the time the call judged it by (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: a statement judges by its own time (ipam_now()), and may read a row released after it")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
-		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (ownerRows, unlocked, acted on later in the transaction): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it; or a claim named the address's holder instead of the owner's own allocation (fixed: a refused claim reads the owner again)")
+		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (a one-statement take's owner_free, read at the statement's start; the full path reads the owner again after its take): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
 	}
 	if a&histDeadlockAnomaly != 0 {
 		names = append(names, "a pick whose wait for the addresses other calls held met a deadlock answered ipam_exhausted (the rows count as taken: their holder waits for it), and the holder committed the address it took after that answer")

@@ -17,6 +17,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	if err != nil {
 		return Allocation{}, err
 	}
+	first := ownerRead{held, cooling}
 	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
 		return Allocation{}, err
 	}
@@ -32,7 +33,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 		return *held, nil
 	}
 	a, err := s.take(ctx, tx, pool, req, cooling, ttl)
-	return a, s.ownerWon(ctx, tx, pool.ClusterID, req.Owner, err)
+	return a, s.ownerWon(ctx, tx, pool, req, first, err)
 }
 
 // reportLostHold records, unless done, that the owner was told its hold was
@@ -82,11 +83,15 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	held, found, looked, taken, tried, err := s.findHold(ctx, r, ttl, true)
 	held.Lost = s.lostByMe(held.Lost)
 	switch {
+	case taken != nil:
+		// Taken with the look: the owner held nothing and lost no hold
+		// when the take ran. The look, a statement before it, may have
+		// found what the owner held until then (released since, its
+		// address another owner's): the hold taken is what the owner
+		// holds now.
+		return Hold{Allocation: taken.Allocation}, nil
 	case found:
 		return held, nil
-	case taken != nil:
-		// Taken with the look: the owner held nothing and lost no hold.
-		return Hold{Allocation: taken.Allocation}, nil
 	case err != nil:
 		return s.ownerTaken(ctx, r, Hold{Lost: held.Lost}, err)
 	}
