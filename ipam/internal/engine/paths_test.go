@@ -379,6 +379,45 @@ var pathScenarios = []pathScenario{
 		},
 	},
 	{
+		// An owner's own cooling address for its tenant comes back to it
+		// though it has a later one of another tenant (re-created for
+		// another org, and released again), which it may not take back: the
+		// owner's probe reads the latest of its own tenant (sameTenantSQL),
+		// and the pool, full but for those two, is not exhausted for it.
+		name: "the owner's cooling address of its tenant, not a later one of another", fastServes: false,
+		setup: func(t *testing.T, st *engine.Client, _ *pgx.Conn) string {
+			ctx := context.Background()
+			mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+			if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+				CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/29")}}); err != nil {
+				t.Fatal(err)
+			}
+			moved := env("e0")
+			moved.OrgID = "org-other"
+			for _, o := range []engine.Owner{env("e0"), moved} {
+				if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: o}); err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := st.Release(ctx, "c1", o, 0); err != nil || !ok {
+					t.Fatal(ok, err)
+				}
+			}
+			allocateUntilFull(t, st, engine.OperatorPool("c1", "v4"), func(i int) engine.Owner { return env(fmt.Sprintf("f%d", i)) })
+			return "c1"
+		},
+		run: func(t *testing.T, st *engine.Client, raw *pgx.Conn, c string, p allocPath) {
+			var own netip.Prefix
+			if err := raw.QueryRow(context.Background(), `SELECT address FROM ipam_allocations
+				WHERE cluster_id = $1 AND owner_id = 'e0' AND org_id = 'org-e0' AND state = 'cooling'`, c).Scan(&own); err != nil {
+				t.Fatal(err)
+			}
+			want := own.Addr()
+			if a, err := p.try(t, st, engine.AllocateRequest{Pool: engine.OperatorPool(c, "v4"), Owner: env("e0")}); err != nil || a != want {
+				t.Errorf("e0 under its own org: %s, %v; want its own org's cooling address %s back", a, err, want)
+			}
+		},
+	},
+	{
 		// An expired plan-time hold may go to another owner, and its planner
 		// is told at its next plan (guard no_expired_hold: a one-statement
 		// take hands over, the full path records the loss).
