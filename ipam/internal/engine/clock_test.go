@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
@@ -114,42 +115,59 @@ func TestARequestThatWaitedForAReleaseTakesItsAddress(t *testing.T) {
 		if _, err := s.client.AllocateEnvIPv4(ctx, rtx, req("e1")); err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			a   engine.Address
-			err error
+		got, err := allocateAcrossARelease(t, s, rtx, req("e2"))
+		if err != nil {
+			t.Fatalf("the address released while the request waited for it: %v (%s), want it", err, engine.Code(err))
 		}
-		done := make(chan result, 1)
-		go func() {
-			a, err := s.client.AllocateEnvIPv4(ctx, nil, req("e2"))
-			done <- result{a, err}
-		}()
-		if !waitForALockWait(t, s) {
-			got := <-done
-			t.Fatalf("the request waited for no row: it answered %v %v", got.a.Address, got.err)
-		}
-		if err := s.client.ReleaseEnvIPv4(ctx, rtx, "c1", "e1"); err != nil {
-			t.Fatal(err)
-		}
-		if err := rtx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		got := <-done
-		if got.err != nil {
-			t.Fatalf("the address released while the request waited for it: %v (%s), want it", got.err, engine.Code(got.err))
-		}
-		if got.a.Address != addr {
-			t.Fatalf("got %s, want %s", got.a.Address, addr)
+		if got.Address != addr {
+			t.Fatalf("got %s, want %s", got.Address, addr)
 		}
 	})
 }
 
-// waitForALockWait reports whether a backend of the test's database came to
-// wait for a lock (a row's: the request in flight) within 10 s.
-func waitForALockWait(t *testing.T, s *scheduler) bool {
+// allocateAcrossARelease allocates req while rtx, a transaction that holds
+// what the allocation needs (env e1's row or address in cluster c1), is
+// open: once the allocation waits for a lock, rtx releases e1 and commits.
+// It returns the allocation's answer.
+func allocateAcrossARelease(t *testing.T, s *scheduler, rtx pgx.Tx, req engine.EnvIPv4Request) (engine.Address, error) {
+	t.Helper()
+	ctx := context.Background()
+	type result struct {
+		a   engine.Address
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := s.client.AllocateEnvIPv4(ctx, nil, req)
+		done <- result{a, err}
+	}()
+	if !waitForALockWait(t, s.db) {
+		got := <-done
+		t.Fatalf("the request waited for nothing: it answered %v %v", got.a.Address, got.err)
+	}
+	if err := s.client.ReleaseEnvIPv4(ctx, rtx, "c1", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rtx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	return got.a, got.err
+}
+
+// waitForALockWait reports whether a backend of the test's database (db's)
+// came to wait for a lock (a row's or a table's: the request in flight)
+// within 10 s.
+func waitForALockWait(t *testing.T, db *pgxpool.Pool) bool {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if s.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 {
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
 			return true
 		}
 		time.Sleep(5 * time.Millisecond)

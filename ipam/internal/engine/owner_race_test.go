@@ -77,31 +77,12 @@ func TestARequestOfAnOwnerReleasedMeanwhileGetsItsLatestAddress(t *testing.T) {
 			if _, err := s.client.AllocateEnvIPv4(ctx, rtx, req("v4", want)); err != nil {
 				t.Fatal(err)
 			}
-			type result struct {
-				a   engine.Address
-				err error
+			got, err := allocateAcrossARelease(t, s, rtx, req("v4", ""))
+			if err != nil {
+				t.Fatalf("e1 released %s while the request ran: %v (%s), want it back", want, err, engine.Code(err))
 			}
-			done := make(chan result, 1)
-			go func() {
-				a, err := s.client.AllocateEnvIPv4(ctx, nil, req("v4", ""))
-				done <- result{a, err}
-			}()
-			if !waitForALockWait(t, s) {
-				got := <-done
-				t.Fatalf("the request waited for nothing: it answered %v %v", got.a.Address, got.err)
-			}
-			if err := s.client.ReleaseEnvIPv4(ctx, rtx, "c1", "e1"); err != nil {
-				t.Fatal(err)
-			}
-			if err := rtx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			got := <-done
-			if got.err != nil {
-				t.Fatalf("e1 released %s while the request ran: %v (%s), want it back", want, got.err, engine.Code(got.err))
-			}
-			if got.a.Address.String() != want {
-				t.Fatalf("e1 got %s, want %s, its latest cooling address", got.a.Address, want)
+			if got.Address.String() != want {
+				t.Fatalf("e1 got %s, want %s, its latest cooling address", got.Address, want)
 			}
 		})
 	}
@@ -150,19 +131,9 @@ func TestAHoldTakenWithItsLookAnswersThePlan(t *testing.T) {
 		h, err := st.Reserve(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: n1}, time.Hour)
 		done <- result{h, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		var waiting int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			got := <-done
-			t.Fatalf("the plan's take waited for nothing: it answered %v %v", got.h.Address, got.err)
-		}
+	if !waitForALockWait(t, db) {
+		got := <-done
+		t.Fatalf("the plan's take waited for nothing: it answered %v %v", got.h.Address, got.err)
 	}
 	// Meanwhile n1 is released, and its address, past its cooldown, is
 	// claimed by n2: n1 holds nothing, not even a cooling address.
