@@ -242,7 +242,7 @@ type histIn struct {
 	Force, InInventory bool
 	// Leak (histReclaim): the report's allocation, which an untraced read
 	// found at generation Gen (the model goes by Gen: a generation is never
-	// handed out twice), and the database's time before that read.
+	// handed out twice), and the database's time after that read.
 	Leak struct {
 		ID uuid.UUID
 		At time.Time
@@ -1675,8 +1675,13 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			case o < histOwners:
 				in.Kind, in.InInventory = histReclaim, rng.IntN(4) == 0
 				ow := histOwner(o, r.node, 0)
-				at, err := engine.OperatorOf(c.st).DatabaseNow(ctx)
+				// The report's time follows the read: the allocation it
+				// found was made (and last seen) before that time. Taken
+				// before the read, it preceded an allocation committed
+				// between the two, which reclaim then refused as seen
+				// since the report.
 				a, err2 := c.st.Peek().GetActive(ctx, r.cluster, ow.Kind, ow.ID)
+				at, err := engine.OperatorOf(c.st).DatabaseNow(ctx)
 				if err != nil || err2 != nil {
 					continue // nothing to report
 				}
