@@ -155,12 +155,12 @@ mutants=(
 	"clock-is-transaction-start|migrations/functions/ipam_now.sql|s/RETURN statement_timestamp\(\)/RETURN now()/|^TestATransactionBegunBeforeAReleaseSeesItsAddressFree\$|./ipam/internal/engine/"
 	"waiting-pick-judged-once|ipam/internal/engine/allocate.go|s/if errors.Is\(err, pgx.ErrNoRows\) && !deadlocked \{/if false \&\& !deadlocked {/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
 	"claim-judged-once|ipam/internal/engine/allocate.go|s/\tif claimRefusedByTime\(cur, req.Owner\) \{/\tif false \&\& claimRefusedByTime(cur, req.Owner) {/|^TestARequestThatWaitedForAReleaseTakesItsAddress\$|./ipam/internal/engine/"
-	"claim-own-cooling-any-tenant|ipam/internal/engine/allocate.go|s/return !sameOwner .. !cur.Owner.sameTenant\(o\)/return !sameOwner/|^TestOwnCoolingAddressStaysWithItsTenant\$|./ipam/internal/engine/"
+	"claim-own-cooling-any-tenant|ipam/internal/engine/allocate.go|s/return !cur.Owner.sameKey\(o\) .. !cur.Owner.sameTenant\(o\)/return !cur.Owner.sameKey(o)/|^TestOwnCoolingAddressStaysWithItsTenant\$|./ipam/internal/engine/"
 	"own-cooling-any-tenant|ipam/internal/engine/statements.go|s/AND \` \+ sameTenantSQL\(guardAt\{\}.col, /AND \` + sameTenantSQL(func(string) string { return \"NULL\" }, /|^(TestOwnCoolingAddressStaysWithItsTenant|TestHandOutRulesOnEveryPath)\$|./ipam/internal/engine/"
 	"replacement-mark-read-unlocked|ipam/internal/engine/statements.go|s/WHERE id = \@id FOR NO KEY UPDATE\`\)/WHERE id = \@id\`)/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 	"owner-won-only-own-address|ipam/internal/engine/allocate.go|s/refused := errors.As\(err, &ex\) \x7c\x7c errors.As\(err, &iu\) \x7c\x7c/refused := errors.As(err, \&ex) \x7c\x7c (errors.As(err, \&iu) \&\& iu.OwnerID == req.Owner.ID) \x7c\x7c/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 	"owner-won-not-after-take|ipam/internal/engine/allocate.go|s/\tcase \(err == nil .. ex != nil\) \&\& !req.Address.IsValid\(\)/\tcase false \&\& !req.Address.IsValid()/|^TestARequestOfAnOwnerReleasedMeanwhileGetsItsLatestAddress\$|./ipam/internal/engine/"
-	"owner-won-counts-own-release|ipam/internal/engine/allocate.go|s/ \&\& \(first.held == nil .. now.ID != first.held.ID\):/:/|^(TestHoldIsItsConfigurations|TestSeamAbandonedHoldExpiresWithItsTTL)\$|./ipam/internal/engine/"
+	"owner-won-counts-own-release|ipam/internal/engine/allocate.go|s/\(first.held == nil .. now.ID != first.held.ID\)/true/|^(TestHoldIsItsConfigurations|TestSeamAbandonedHoldExpiresWithItsTTL)\$|./ipam/internal/engine/"
 	"hold-look-answers-over-take|ipam/internal/engine/hold.go|s/\tcase taken != nil:/\tcase taken != nil \&\& !found:/|^TestAHoldTakenWithItsLookAnswersThePlan\$|./ipam/internal/engine/"
 )
 

@@ -329,8 +329,7 @@ func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 		return herr
 	case refused && held != nil:
 		return errRetry
-	case (err == nil || ex != nil) && !req.Address.IsValid() && now != nil && now.PoolID == pool.ID &&
-		(first.cooling == nil || now.ReleasedAt.After(first.cooling.ReleasedAt)) && (first.held == nil || now.ID != first.held.ID):
+	case (err == nil || ex != nil) && !req.Address.IsValid() && first.releasedSince(now, pool):
 		return errRetry
 	}
 	return err
@@ -339,6 +338,16 @@ func (s *Client) ownerWon(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloca
 // ownerRead is what an attempt's first read of the owner found (ownerRows):
 // its active or held row, and its latest cooling one (for its tenant).
 type ownerRead struct{ held, cooling *Allocation }
+
+// releasedSince tells whether now, the owner's latest cooling row as a later
+// read finds it, is a release in pool that committed after the first read:
+// newer than the cooling row that read found, and not the row the attempt
+// itself released or dropped (first.held).
+func (first ownerRead) releasedSince(now *Allocation, pool *Pool) bool {
+	return now != nil && now.PoolID == pool.ID &&
+		(first.cooling == nil || now.ReleasedAt.After(first.cooling.ReleasedAt)) &&
+		(first.held == nil || now.ID != first.held.ID)
+}
 
 // take hands out an address that no one holds: the exact one asked for, the
 // owner's own cooling one (for the same org and env: guardReusableOrOwn), a
@@ -719,10 +728,9 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			return Allocation{}, err
 		}
 	}
-	sameOwner := cur.Owner.Kind == req.Owner.Kind && cur.Owner.ID == req.Owner.ID
 	byTime := claimRefusedByTime(cur, req.Owner)
 	switch {
-	case sameOwner && cur.State == StateReserved:
+	case cur.Owner.sameKey(req.Owner) && cur.State == StateReserved:
 		// The owner holds nothing by this attempt's first read (ownerRows),
 		// so its hold here was taken since, by a concurrent plan, maybe
 		// another manager's: the attempt reads again, and the hold is judged
@@ -743,14 +751,13 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 // cooling address goes back to an owner for the same tenant only, as
 // guardReusableOrOwn says), or held by another owner.
 func claimRefusedByTime(cur Allocation, o Owner) bool {
-	sameOwner := cur.Owner.Kind == o.Kind && cur.Owner.ID == o.ID
 	switch {
 	case cur.Reusable:
 		return false
 	case cur.State == StateCooling:
-		return !sameOwner || !cur.Owner.sameTenant(o)
+		return !cur.Owner.sameKey(o) || !cur.Owner.sameTenant(o)
 	case cur.State == StateReserved:
-		return !sameOwner
+		return !cur.Owner.sameKey(o)
 	}
 	return false
 }

@@ -53,6 +53,9 @@ func (o Owner) sameTenant(p Owner) bool {
 	return (o.OrgID == "" || o.OrgID == p.OrgID) && (o.EnvID == "" || o.EnvID == p.EnvID)
 }
 
+// sameKey: o and p are one owner (kind and id), whatever their labels.
+func (o Owner) sameKey(p Owner) bool { return o.Kind == p.Kind && o.ID == p.ID }
+
 // Allocation is one address and its current (or last) holder.
 type Allocation struct {
 	ID          uuid.UUID
