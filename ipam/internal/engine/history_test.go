@@ -52,6 +52,12 @@ package engine_test
 // as already released, else not_found. The operator's reclaim of an
 // inventory leak releases only the generation reported, still active, that
 // no state holds and whose owner the current inventory does not list.
+// The operator's update of an IPv4 pool without its last address is refused
+// while that address is active, held or inside a running cooldown, and
+// otherwise deletes its row (its owner's claim on it ends): until an update
+// adds it back, no take gets it, and a claim of it is outside the pool
+// (invalid_input) wherever it would have been granted; a set's change, or a
+// set key's plan, that claims it is refused whole.
 // Actors and the holders errors name
 // must match; a hand-out's generation must be new (histNewGen: another row
 // holds none like it, and it is past its row's last), and the generations
@@ -204,6 +210,17 @@ const (
 	// active at that generation, that no Terraform state holds and whose
 	// owner the inventory does not list; otherwise it is refused.
 	histReclaim
+	// histShrink is the operator's UpdatePool of an IPv4 pool without its
+	// last address (histModel.shrink): refused (invalid_input, naming
+	// them) while the address is active, held by a plan or inside a
+	// running cooldown; otherwise its row is deleted, so that its owner's
+	// claim on it ends, and the address is outside the pool (a claim of
+	// it is invalid_input) until histRegrow. With the address gone
+	// already, it changes nothing.
+	histShrink
+	// histRegrow is the operator's UpdatePool of the pool with all its
+	// addresses again: the one a shrink dropped comes back, free.
+	histRegrow
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -382,6 +399,10 @@ func (r histRow) mine(in histIn) bool {
 
 type histState struct {
 	Rows [histMaxAddrs]histRow
+	// Shrunk: a shrink dropped the pool's last address (histModel.shrink),
+	// and no regrowth has added it back: no take gets it, and a claim of
+	// it is outside the pool (invalid_input).
+	Shrunk bool
 }
 
 // live is the owner's active or reserved row, or -1.
@@ -444,6 +465,9 @@ type histModel struct {
 	// blocks: the pool is a node's blocks at max_blocks, whose pick does
 	// not wait for the rows other calls hold (in.Busy).
 	blocks bool
+	// shrink: the addresses (indexes) that a shrink drops (histShrink);
+	// none in a round without shrinks.
+	shrink []int
 	// tolerate: the known anomalies (histKnown) this model accepts, where
 	// the call's input says it may have met them; none in the
 	// specification. Only a round that the specification refuses is
@@ -541,8 +565,39 @@ type histOutcome struct {
 
 // outcomes lists every answer the allocator may give to in from state s,
 // each with the state it leaves: the specification's, and those of the
-// known anomalies the model tolerates.
+// known anomalies the model tolerates. While a shrink has dropped
+// addresses (s.Shrunk), no take gets one (histModel.gone), and a claim of
+// one is outside the pool where the claim would have been granted (the
+// owner is judged first: an owner_conflict stays one); a set's change,
+// and a set key's plan, find each key's pool first, so that such a claim
+// refuses them whole.
 func (m histModel) outcomes(s histState, in histIn) []histOutcome {
+	outside := in.Kind == histReserve && in.Owner >= histOwners && m.gone(s, in.Addr)
+	for k := range histSetKeys {
+		outside = outside || (in.Kind == histSet && in.Add&(1<<k) != 0 && m.gone(s, in.claim(k)))
+	}
+	if outside {
+		out, retried := histNoOut(), histNoOut()
+		out.Code, retried.Code = engine.CodeInvalid, engine.CodeConflict
+		return []histOutcome{{out, s}, {retried, s}}
+	}
+	res := m.poolOutcomes(s, in)
+	if (in.Kind == histAlloc || in.Kind == histReserve) && m.gone(s, in.Addr) {
+		for i, oc := range res {
+			if oc.out.Code == "" && oc.out.Addr == in.Addr {
+				res[i] = histOutcome{histNoOut(), s}
+				res[i].out.Code = engine.CodeInvalid
+			}
+		}
+	}
+	return res
+}
+
+// gone reports whether address i has left the pool (a shrink dropped it).
+func (m histModel) gone(s histState, i int) bool { return s.Shrunk && slices.Contains(m.shrink, i) }
+
+// poolOutcomes is outcomes with a claim's address in the pool.
+func (m histModel) poolOutcomes(s histState, in histIn) []histOutcome {
 	// A write whose transaction kept meeting concurrent changes gives up
 	// after its attempts (withTx), writing nothing: conflict. So may a
 	// refresh, whose record that it saw the allocation is a write.
@@ -575,11 +630,11 @@ func (m histModel) outcomes(s histState, in histIn) []histOutcome {
 			sure := false
 			for i := range n {
 				r := s.Rows[i]
-				reusable := r.State == histFree || (r.State == histCooling && !r.CoolLive)
+				reusable := (r.State == histFree && !m.gone(s, i)) || (r.State == histCooling && !r.CoolLive)
 				if reusable || (r.State == histCooling && r.own(in.Owner, in.Tenant)) {
 					res = append(res, m.handOut(s, i, in))
 				}
-				sure = sure || r.State == histFree || (reusable && !oldClock)
+				sure = sure || (r.State == histFree && reusable) || (reusable && !oldClock)
 			}
 			if !sure {
 				out := histNoOut()
@@ -614,6 +669,35 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		return m.applySet(s, in)
 	case histScale:
 		return []histOutcome{{histNoOut(), s}}
+	case histShrink:
+		// Refused while an address that would leave is active, held or
+		// cooling inside its cooldown (with the clock anomaly, also one
+		// released meanwhile); else its row is deleted.
+		if s.Shrunk {
+			return []histOutcome{{histNoOut(), s}}
+		}
+		refused := histNoOut()
+		refused.Code = engine.CodeInvalid
+		oldClock := m.tolerate&histClockAnomaly != 0 && in.OldClock
+		c := s
+		var res []histOutcome
+		for _, i := range m.shrink {
+			r := &c.Rows[i]
+			switch {
+			case r.State == histActive || r.State == histReserved || (r.State == histCooling && r.CoolLive):
+				return []histOutcome{{refused, s}}
+			case r.State == histCooling && oldClock && len(res) == 0:
+				res = append(res, histOutcome{refused, s})
+			}
+			r.State, r.Owner, r.Actor, r.Origin, r.Confirmed, r.CoolLive, r.Mark, r.Rank, r.Tenant = histFree, -1, -1, 0, false, false, 0, 0, 0
+		}
+		c.Shrunk = true
+		c.normalize(n)
+		return append(res, histOutcome{histNoOut(), c})
+	case histRegrow:
+		c := s
+		c.Shrunk = false
+		return []histOutcome{{histNoOut(), c}}
 	case histSetRelease:
 		// Each key named, at its generation, whoever made it; a key whose
 		// generation moved on (or that holds nothing) is left alone.
@@ -910,7 +994,7 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 		// Any reusable row; and (an owner whose latest is another
 		// tenant's) one of its own tenant's still cooling, which the write
 		// guard lets it take.
-		if r := c.Rows[i]; r.State == histFree || (r.State == histCooling && (!r.CoolLive || r.own(o, in.Tenant))) {
+		if r := c.Rows[i]; (r.State == histFree && !m.gone(c, i)) || (r.State == histCooling && (!r.CoolLive || r.own(o, in.Tenant))) {
 			res = append(res, m.handOut(c, i, in))
 			free = free || r.State == histFree
 		}
@@ -1033,6 +1117,10 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("MarkReplacement ")
 	case histScale:
 		b.WriteString("ScaleNodeBlocks up to max_blocks")
+	case histShrink:
+		b.WriteString("UpdatePool without its last address")
+	case histRegrow:
+		b.WriteString("UpdatePool with all its addresses")
 	case histOpRelease:
 		b.WriteString("ReleaseAllocation ")
 		if in.Force {
@@ -1066,7 +1154,7 @@ func (m histModel) describeOp(input, output any) string {
 			}
 		}
 	}
-	if in.Kind != histSet && in.Kind != histSetRelease && in.Kind != histScale && in.Owner >= 0 {
+	if in.Kind != histSet && in.Kind != histSetRelease && in.Kind != histScale && in.Kind != histShrink && in.Kind != histRegrow && in.Owner >= 0 {
 		b.WriteString(histOwnerID(in.Owner))
 	}
 	if in.Tenant != 0 {
@@ -1108,7 +1196,7 @@ func (m histModel) describeOp(input, output any) string {
 		if out.Forced {
 			b.WriteString(" (forced)")
 		}
-	case in.Kind == histSetRelease || in.Kind == histScale:
+	case in.Kind == histSetRelease || in.Kind == histScale || in.Kind == histShrink || in.Kind == histRegrow:
 		b.WriteString("ok")
 	case in.Kind == histSet:
 		b.WriteString("ok")
@@ -1165,6 +1253,9 @@ func (m histModel) describeState(state any) string {
 		if r.Tenant != 0 && r.State != histFree {
 			d += " for " + histTenants[r.Tenant] + "*"
 		}
+		if m.gone(s, i) {
+			d += " (out of the pool)"
+		}
 		parts = append(parts, fmt.Sprintf("%s %s gen %d", m.addrs[i], d, r.Gen))
 	}
 	return "[" + strings.Join(parts, "; ") + "]"
@@ -1198,6 +1289,7 @@ func (m histModel) porcupine() porcupine.Model {
 				binary.LittleEndian.PutUint64(b[9:], uint64(r.Gen))
 				_, _ = h.Write(b[:])
 			}
+			_, _ = h.Write([]byte{histBit(s.Shrunk)})
 			return h.Sum64()
 		},
 		DescribeOperation: m.describeOp,
@@ -1225,10 +1317,13 @@ type histRound struct {
 	// scaleUp: the node's scaling with a demand of every address its
 	// max_blocks hold (histScale).
 	scaleUp engine.BlockScaling
-	model   histModel
-	start   time.Time
-	mu      sync.Mutex
-	ops     []porcupine.Operation
+	// poolSpec: the IPv4 pool as created, which histShrink updates without
+	// its last address and histRegrow with all of them.
+	poolSpec engine.Pool
+	model    histModel
+	start    time.Time
+	mu       sync.Mutex
+	ops      []porcupine.Operation
 }
 
 func (r *histRound) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -1344,6 +1439,15 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 	case histScale:
 		out = histNoOut()
 		if _, err := st.ScaleNodeBlocks(ctx, r.cluster, r.node, r.scaleUp); err != nil {
+			out = r.result(engine.Allocation{}, err)
+		}
+	case histShrink, histRegrow:
+		p := r.poolSpec
+		if in.Kind == histShrink {
+			p.CIDRs = p.CIDRs[:len(p.CIDRs)-1]
+		}
+		out = histNoOut()
+		if _, err := st.UpdatePool(ctx, p); err != nil {
 			out = r.result(engine.Allocation{}, err)
 		}
 	case histOpRelease:
@@ -1653,7 +1757,8 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 		case "operator":
 			// An operator: reads an owner, and releases it with the
 			// generation it read (whoever made it), or without one; in a
-			// node's blocks, scales them up to max_blocks now and then.
+			// node's blocks, scales them up to max_blocks now and then;
+			// in an IPv4 pool, drops its last address and adds it back.
 			// Its own commands: ipamctl release of an owner or an address,
 			// forced or not, and ipamctl reclaim of an inventory report of
 			// one owner's allocation, which a current inventory lists or
@@ -1661,6 +1766,10 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 			switch {
 			case r.node != "" && roll < 6:
 				in.Kind, in.Owner = histScale, -1
+			case r.node == "" && roll < 4:
+				in.Kind, in.Owner = histShrink, -1
+			case r.node == "" && roll < 8:
+				in.Kind, in.Owner = histRegrow, -1
 			case roll < 35:
 				in.Kind = histGet
 			case roll < 55:
@@ -1718,7 +1827,7 @@ func histMark(ops []porcupine.Operation) {
 			switch x.Kind {
 			case histGet:
 				x.MayMiss = x.MayMiss || (y.Kind != histGet && y.touches(x.Owner))
-			case histOpRelease:
+			case histOpRelease, histShrink:
 				x.OldClock = x.OldClock || released
 			case histAlloc, histReserve, histSet:
 				x.OldClock = x.OldClock || released
@@ -1773,7 +1882,9 @@ func histSameOwners(x, y histIn) bool {
 // create adding the marked keys, the old object's destroy releasing the
 // members still at the old generations: ReleaseSetAt), eight rounds of
 // about 500 calls, each round a new cluster and
-// pool: six of an IPv4 pool, alternately without and with a cooldown, and
+// pool: six of an IPv4 pool, alternately without and with a cooldown
+// (the operator also drops the pool's last address now and then, and adds
+// it back), and
 // two of a node's instance blocks (its owners instances on the node, its
 // cooldown the cluster's instance cooldown; one at max_blocks from the
 // start, one that grows to it during the round; the operator also scales
@@ -1818,6 +1929,8 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 	// block's addresses from the start (a take grows the node instead of
 	// answering ipam_exhausted), and the round checks at its end that the
 	// node grew into them. Claims name the first block's addresses only.
+	// In an IPv4 pool the operator also drops the pool's last address and
+	// adds it back (histShrink, histRegrow).
 	rounds := []struct {
 		size     int
 		cooldown time.Duration
@@ -1853,11 +1966,12 @@ func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 					r.model.addrs = append(r.model.addrs, a)
 					cidrs = append(cidrs, netip.PrefixFrom(a, 32))
 				}
-				p, err := base.CreatePool(ctx, engine.Pool{ClusterID: r.cluster, Name: "v4", Cooldown: cooldown, CIDRs: cidrs})
+				r.poolSpec = engine.Pool{ClusterID: r.cluster, Name: "v4", Cooldown: cooldown, CIDRs: cidrs}
+				p, err := base.CreatePool(ctx, r.poolSpec)
 				if err != nil {
 					t.Fatal(err)
 				}
-				r.pool = p.Ref()
+				r.pool, r.model.shrink = p.Ref(), []int{rd.size - 1}
 			}
 			r.start = time.Now()
 			var wg sync.WaitGroup
@@ -1982,7 +2096,7 @@ func histSummary(ops []porcupine.Operation) string {
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
 		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release", "scale up",
-			"operator release", "reclaim"}[in.Kind]
+			"operator release", "reclaim", "shrink", "regrow"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
@@ -2370,10 +2484,71 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfA, in: allocOf(0, -1, 1), out: got(0, 2, "active", 0, true)},
 		)},
 	}
+	// A pool whose last address (the second) a shrink drops and a
+	// regrowth adds back (histShrink, histRegrow); no cooldown.
+	shrink := histIn{Kind: histShrink, Owner: -1, Addr: -1}
+	regrow := histIn{Kind: histRegrow, Owner: -1, Addr: -1}
+	outside := refused(engine.CodeInvalid, -1, -1, -1, "")
+	shrinkCases := []historyCase{
+		{"a shrink drops the free last address: a claim of it is outside the pool, a take exhausted, until it comes back", true, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: sched, in: alloc(1, 1), out: outside},
+			call{c: sched, in: alloc(1, -1), out: exhausted},
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: opr, in: regrow, out: histNoOut()},
+			call{c: sched, in: alloc(1, 1), out: got(1, 2, "active", 1, false)},
+		)},
+		{"a shrink drops an address that an allocation holds", false, seq(
+			call{c: tfA, in: alloc(0, 1), out: got(1, 1, "active", 0, false)},
+			call{c: opr, in: shrink, out: histNoOut()},
+		)},
+		{"a shrink drops an address that a plan holds", false, seq(
+			call{c: tfA, in: reserve(0, 1), out: got(1, 1, "reserved", 0, false)},
+			call{c: opr, in: shrink, out: histNoOut()},
+		)},
+		{"a shrink refused while the address is free", false, seq(
+			call{c: tfA, in: alloc(0, 0), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: shrink, out: outside},
+		)},
+		{"a claim answered outside the pool while the address is in it", false, seq(
+			call{c: sched, in: alloc(1, 1), out: outside},
+		)},
+		{"an address that left the pool handed out", false, seq(
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: sched, in: alloc(1, -1), out: got(1, 1, "active", 1, false)},
+		)},
+		{"an owner whose cooling address left the pool gets another", true, seq(
+			call{c: tfA, in: alloc(0, 1), out: got(1, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: opr, in: regrow, out: histNoOut()},
+			call{c: tfA, in: alloc(0, -1), out: got(0, 2, "active", 0, false)},
+		)},
+		{"a claim outside the pool judged after the owner; a set's change, before its other keys", true, seq(
+			call{c: tfA, in: alloc(0, 0), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: get(0), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: tfA, in: alloc(0, 1), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
+			call{c: tfA, in: set(3, 0, -1, 1), out: outside},
+		)},
+		{"a set's change with a claim outside the pool refused for another key", false, seq(
+			call{c: tfA, in: alloc(0, 0), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: tfA, in: set(3, 0, -1, 1), out: exhausted},
+		)},
+		{"an owner given another address while its cooling one is still in the pool", false, seq(
+			call{c: tfA, in: alloc(0, 1), out: got(1, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: opr, in: regrow, out: histNoOut()},
+			call{c: tfA, in: alloc(0, -1), out: got(0, 2, "active", 0, false)},
+		)},
+	}
 	groups := []struct {
 		cases            []historyCase
 		blocks, cooldown bool
-	}{{cases, false, false}, {blocksCases, true, false}, {cooldownCases, false, true}}
+		shrink           []int
+	}{{cases, false, false, nil}, {blocksCases, true, false, nil}, {cooldownCases, false, true, nil}, {shrinkCases, false, false, []int{1}}}
 	for _, g := range groups {
 		for _, tc := range g.cases {
 			var ops []porcupine.Operation
@@ -2385,7 +2560,7 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			histMark(ops)
 			for _, tolerate := range []histAnomaly{0, histAllAnomalies} {
 				mm := m
-				mm.tolerate, mm.blocks, mm.cooldown = tolerate, g.blocks, g.cooldown
+				mm.tolerate, mm.blocks, mm.cooldown, mm.shrink = tolerate, g.blocks, g.cooldown, g.shrink
 				res := porcupine.CheckOperationsTimeout(mm.porcupine(), ops, 10*time.Second)
 				if want := map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[tc.legal]; res != want {
 					t.Errorf("%s (known anomalies tolerated: %v): %s, want %s", tc.name, tolerate != 0, res, want)
