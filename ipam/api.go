@@ -192,6 +192,7 @@ type (
 	BusyError           = engine.BusyError
 	TimeoutError        = engine.TimeoutError
 	ReadOnlyError       = engine.ReadOnlyError
+	DeniedError         = engine.DeniedError
 	HoldLostError       = engine.HoldLostError
 	Wait                = engine.Wait
 	RefusedError        = engine.RefusedError
@@ -209,6 +210,7 @@ const (
 	CodeConflict        = engine.CodeConflict
 	CodeSchema          = engine.CodeSchema
 	CodeReadOnly        = engine.CodeReadOnly
+	CodeDenied          = engine.CodeDenied
 	CodeBusy            = engine.CodeBusy
 	CodeTimeout         = engine.CodeTimeout
 	CodeRefused         = engine.CodeRefused
@@ -227,6 +229,7 @@ var (
 	ErrNotFound      = engine.ErrNotFound
 	ErrConflict      = engine.ErrConflict
 	ErrReadOnly      = engine.ErrReadOnly
+	ErrDenied        = engine.ErrDenied
 	ErrBusy          = engine.ErrBusy
 	ErrTimeout       = engine.ErrTimeout
 	ErrSchema        = engine.ErrSchema

@@ -23,13 +23,13 @@ type Explanation struct {
 	// Connection is true for the classes that say nothing about the
 	// request itself: the database could not be reached or used, so the
 	// operation never ran (unreachable, refused, busy, timed out, read-only,
-	// schema mismatch).
+	// a missing grant, schema mismatch).
 	Connection bool
 }
 
 // Codes lists every code For explains, for tests and generated tables.
 var Codes = []string{
-	ipam.CodeRefused, ipam.CodeUnavailable, ipam.CodeBusy, ipam.CodeTimeout, ipam.CodeReadOnly, ipam.CodeSchema,
+	ipam.CodeRefused, ipam.CodeUnavailable, ipam.CodeBusy, ipam.CodeTimeout, ipam.CodeReadOnly, ipam.CodeDenied, ipam.CodeSchema,
 	ipam.CodeExhausted, ipam.CodeOwnerConflict, ipam.CodeAddressInUse, ipam.CodeAddressCooling, ipam.CodeInvalid,
 	ipam.CodeNotFound, ipam.CodeConflict, ipam.CodeHoldLost,
 }
@@ -58,9 +58,14 @@ func For(err error) Explanation {
 			"raise statement_timeout (provider) / --statement-timeout (ipamctl)."
 	case ipam.CodeReadOnly:
 		e.Title, e.Connection = "IPAM Database Is Read-Only", true
-		e.Advice = "The database refused a write: the role lacks the grants the IPAM needs, or the server (or session) is " +
-			"read-only, as a standby is. Connect to the primary (list every host with target_session_attrs=read-write) as a " +
-			"role with the grants of the database setup guide. Planning works read-only; applying does not."
+		e.Advice = "The database refused a write: the server (or session) is read-only, as a standby is. Connect to the " +
+			"primary (list every host with target_session_attrs=read-write). Planning works against a standby; applying does not."
+	case ipam.CodeDenied:
+		e.Title, e.Connection = "IPAM Database Role Lacks a Grant", true
+		e.Advice = "The database role may not read or write what the message names (a table, a sequence or the schema). " +
+			"Give it the grants of the database setup guide: SELECT, INSERT, UPDATE and DELETE on the IPAM's tables and USAGE " +
+			"on its sequences. A role that only plans needs SELECT alone (its plans then take no plan-time holds); applying " +
+			"needs the rest. Migrations need the schema's owner (`ipamctl migrate up` as that role)."
 	case ipam.CodeSchema:
 		e.Title, e.Connection = "IPAM Database Schema Mismatch", true
 		e.Advice = "The database schema is not the one this binary was built for. If it is older, run `ipamctl migrate up` " +

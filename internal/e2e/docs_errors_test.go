@@ -9,7 +9,8 @@ package e2e
 //
 //   - the message is what the Error method of the code's error type writes,
 //     its values aside; for the codes whose message is free text
-//     (conflict, invalid_input, read_only, schema_mismatch) the text is one
+//     (conflict, invalid_input, read_only, permission_denied,
+//     schema_mismatch) the text is one
 //     of the messages the core writes (the format strings of ipam/*.go);
 //   - the title is the provider's for that code (internal/provider's
 //     DiagnosticText: "Unable to Allocate Node Address: Pool Exhausted", or
@@ -99,6 +100,7 @@ func errorVariants() []error {
 		&ipam.BusyError{What: markS, Timeout: markDur},
 		&ipam.TimeoutError{What: markS, Timeout: markDur},
 		&ipam.ReadOnlyError{Msg: markS},
+		&ipam.DeniedError{Msg: markS},
 		&ipam.RefusedError{Addr: markS, Answers: answers},
 		&ipam.HoldLostError{Owner: ipam.Owner{Kind: markS, ID: markS}, Lost: ipam.LostHold{Address: markAddr, TakenBy: markS, At: markTime}},
 		ipam.ErrNotFound,
@@ -430,7 +432,7 @@ func checkErrorSample(s errorSample, variants []error, msgFormats, sums []string
 		return "the message (" + s.code + ": ...) is not its last paragraph, as it is in the diagnostic"
 	}
 	// Free-text messages: one the core writes.
-	if slices.Contains([]string{ipam.CodeConflict, ipam.CodeInvalid, ipam.CodeReadOnly, ipam.CodeSchema}, s.code) {
+	if slices.Contains([]string{ipam.CodeConflict, ipam.CodeInvalid, ipam.CodeReadOnly, ipam.CodeDenied, ipam.CodeSchema}, s.code) {
 		text := strings.TrimPrefix(msg, s.code+": ")
 		if s.code == ipam.CodeInvalid {
 			_, text, _ = strings.Cut(text, ": ") // the field

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,65 @@ func TestPlanOnAFullNodeSaysTheApplyGrowsIt(t *testing.T) {
 	nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
 	if err != nil || len(nb.Blocks) != 2 || nb.Used != 17 {
 		t.Fatalf("after the apply: %+v %v, want 2 blocks and 17 addresses in use", nb, err)
+	}
+}
+
+// A saved plan applied from another checkout of its configuration (a CI
+// job that plans in one directory and applies in another, without setting
+// origin): the plan's holds are its directory's, so the apply's re-plan
+// finds them held by a plan of another configuration. It shows the held
+// address again (Terraform finds nothing inconsistent), the create fails
+// with the provider's own owner_conflict naming both directories and
+// saying to set origin, nothing is allocated, and the plan still applies
+// where it was made. The re-plan made the address unknown, and Terraform
+// failed the apply with "Provider produced inconsistent final plan".
+func TestSavedPlanAppliedFromAnotherCheckout(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	hcl := `resource "ipam_node_address" "n" {
+  cluster_id = "c1"
+  node_id    = "moved-1"
+}
+resource "ipam_address_set" "vm" {
+  cluster_id = "c1"
+  owner_id   = "moved-vm"
+  addresses = {
+    v4 = { pools = ["c1/v4"] }
+  }
+}
+`
+	w := newWorkdir(t, url, hcl)
+	w.run("plan", "-input=false", "-out=tfplan")
+	planned := w.addresses("tfplan")["ipam_node_address.n"]
+	if _, err := netip.ParseAddr(planned); err != nil {
+		t.Fatalf("planned address %q: %v", planned, err)
+	}
+	ci := newWorkdir(t, url, hcl)
+	plan, err := os.ReadFile(filepath.Join(w.dir, "tfplan"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ci.dir, "tfplan"), plan, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ci.try("apply", "-input=false", "tfplan")
+	if err == nil {
+		t.Fatalf("the saved plan applied in another directory, whose configuration does not own its holds:\n%s", out)
+	}
+	said := strings.Join(strings.Fields(string(out)), " ") // Terraform wraps its diagnostics
+	for _, want := range []string{"owner_conflict", planned, "by a plan", w.dir, ci.dir, "origin"} {
+		if !strings.Contains(said, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(said, "inconsistent final plan") {
+		t.Errorf("Terraform's own inconsistency error instead of the provider's:\n%s", out)
+	}
+	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id IN ('moved-1', 'moved-vm#v4') AND state = 'active'`); n != 0 {
+		t.Fatalf("the failed apply allocated %d addresses, want none", n)
+	}
+	w.run("apply", "-input=false", "tfplan")
+	if got := activeAddresses(t, url)[planned]; got != "node/moved-1" {
+		t.Errorf("after the saved plan's apply where it was made, %s is held by %q, want node/moved-1", planned, got)
 	}
 }

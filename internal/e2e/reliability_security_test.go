@@ -366,7 +366,9 @@ func guideStatements(t *testing.T) []string {
 // auto_migrate = false, plans, applies, imports nothing it should not, reads
 // with ipamctl and destroys, and never changes the schema (it may not); a
 // role that may only read can still plan (addresses known after apply, with a
-// warning that says why), and its apply fails with read_only, writing nothing.
+// warning that says why), and its apply fails with permission_denied,
+// writing nothing; a role without even SELECT is told permission_denied,
+// not read_only, on its reads too.
 func TestLeastPrivilegeRoles(t *testing.T) {
 	admin := testdb.AdminURL(t)
 	sfx := suffix()
@@ -412,8 +414,17 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	sqlExec(t, adminDB, append(asAdminInDB, "GRANT USAGE ON SCHEMA public TO "+reader)...)
 	ownerURL, runtimeURL, readerURL := withUser(t, adminDB, owner, pw[owner]), withUser(t, adminDB, runtime, pw[runtime]), withUser(t, adminDB, reader, pw[reader])
 
-	// The owner migrates, as the guide says: one plan with auto_migrate = true.
 	cluster := "resource \"ipam_cluster\" \"c\" {\n  name = \"c1\"\n  prefix = \"2001:db8::/48\"\n  force_destroy = true\n}\n"
+	// The runtime role, with auto_migrate on, may not create the schema:
+	// the schema is named missing, and who may migrate it, not the
+	// database read-only.
+	early := newWorkdirWith(t, runtimeURL, "  auto_migrate = true", cluster)
+	if out, err := early.try("plan", "-input=false"); err == nil || !bytes.Contains(out, []byte("schema_mismatch")) ||
+		!bytes.Contains(out, []byte("may not migrate it")) || !bytes.Contains(out, []byte("ipamctl migrate up")) || bytes.Contains(out, []byte("read_only")) {
+		t.Errorf("a plan as the runtime role with auto_migrate on, before the owner migrated: %v, want schema_mismatch saying who may migrate:\n%s", err, out)
+	}
+
+	// The owner migrates, as the guide says: one plan with auto_migrate = true.
 	o := newWorkdirWith(t, ownerURL, "  auto_migrate = true", cluster)
 	o.run("plan", "-input=false")
 	if n := countRows(t, adminDB, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = $1`, owner); n < 7 {
@@ -479,19 +490,23 @@ data "ipam_cluster" "c" {
 			countRows(t, adminDB, `SELECT count(*) FROM ipam_allocations`), countRows(t, adminDB, `SELECT count(*) FROM ipam_events`),
 			countRows(t, adminDB, `SELECT count(*) FROM ipam_allocation_failures`))
 	}
+	// Without even SELECT, a read is refused for the grant, not as a write.
+	if out, code := runIpamctl(t, readerURL, "usage"); code == 0 || !strings.Contains(out, "permission_denied") || strings.Contains(out, "read_only") {
+		t.Errorf("ipamctl usage as a role without SELECT exited %d, want permission_denied:\n%s", code, out)
+	}
 	sqlExec(t, ownerURL, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO "+reader)
 	more := full + "resource \"ipam_node_address\" \"n2\" {\n  cluster_id = ipam_cluster.c.id\n  node_id    = \"node-b\"\n}\n"
 	r.setHCL("  auto_migrate = false", more)
 	r.url = readerURL
 	rowsBefore := counts()
 	out := string(r.run("plan", "-input=false"))
-	if !strings.Contains(out, "Addresses Known After Apply") || !strings.Contains(out, "read_only") ||
+	if !strings.Contains(out, "Addresses Known After Apply") || !strings.Contains(out, "permission_denied") ||
 		!regexp.MustCompile(`(?s)ipam_node_address\.n2 will be created.*address\s+= \(known after apply\)`).MatchString(out) {
-		t.Errorf("the read-only plan does not show the new address as known after apply with a read_only warning:\n%s", out)
+		t.Errorf("the read-only role's plan does not show the new address as known after apply with a permission_denied warning:\n%s", out)
 	}
 	applyOut, err := r.try("apply", "-input=false", "-auto-approve")
-	if err == nil || !bytes.Contains(applyOut, []byte("read_only")) {
-		t.Errorf("apply as the read-only role: %v, want a read_only error:\n%s", err, applyOut)
+	if err == nil || !bytes.Contains(applyOut, []byte("permission_denied")) || !bytes.Contains(applyOut, []byte("Role Lacks a Grant")) {
+		t.Errorf("apply as the read-only role: %v, want a permission_denied error:\n%s", err, applyOut)
 	}
 	if after := counts(); after != rowsBefore {
 		t.Errorf("the read-only role changed rows: before %s, after %s", rowsBefore, after)

@@ -84,6 +84,7 @@ var badInputs = []badInput{
 	{name: "actor with SQL", provider: `actor = "ci'; DROP TABLE ipam_events; --"`, attr: "actor", expect: `Invalid actor.*may\s+only\s+contain`},
 	{name: "actor of 10,000 characters", provider: `actor = "` + long10k + `"`, attr: "actor", expect: `Invalid actor.*10000\s+characters\s+long`},
 	{name: "database_url unparsable", rawProvider: true, provider: `database_url = "postgres://ipam:pw@127.0.0.1:notaport/db"`, attr: "database_url", expect: `(?s)database_url.*cannot\s+be\s+parsed`},
+	{name: "database_url with an unescaped @ in its password", rawProvider: true, provider: `database_url = "postgres://ipam:pw@rd@127.0.0.1:5432/db"`, attr: "database_url", expect: `(?s)database_url.*not\s+percent-encoded.*%40`},
 	{name: "database_url bad sslmode", rawProvider: true, provider: `database_url = "host=127.0.0.1 port=5432 sslmode=bogus"`, attr: "database_url", expect: `(?s)database_url.*cannot\s+be\s+parsed`},
 
 	// ipam_cluster.

@@ -310,6 +310,22 @@ func checkClaimAtPlan(ctx context.Context, st *ipam.Client, req resource.ModifyP
 	// Any other error (the pool does not exist yet, say) is left to apply.
 }
 
+// writeRefused: the database refused a write the plan can do without (a
+// plan-time hold): a read-only server, or a role without the grant.
+func writeRefused(err error) bool {
+	return ipam.Code(err) == ipam.CodeReadOnly || ipam.Code(err) == ipam.CodeDenied
+}
+
+// heldElsewhere is the warning of a plan whose owner (what) a plan of the
+// same actor in another configuration holds (err, owner_conflict): the plan
+// shows the held address, and the create fails.
+func heldElsewhere(what string, err error) string {
+	return "A plan of another configuration holds " + what + ": " + err.Error() + ". This plan shows the held address; " +
+		"applying this create (a saved plan made there included) fails with the same error and allocates nothing. If that " +
+		"configuration is this one in another directory (a saved plan applied where it was not made), give both the same " +
+		"origin: the provider's origin attribute, or " + EnvOrigin + " in the environment."
+}
+
 // plannedPool reads a string attribute of the plan and maps it to a pool id.
 func plannedPool(ctx context.Context, req resource.ModifyPlanRequest, attr string, toPool func(string) string) func() (string, bool) {
 	return func() (string, bool) {
@@ -411,6 +427,16 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && replaces > 0:
 		// The owner still holds its old address under this actor: a
 		// replacement that moves it. Apply takes the new address then.
+	case errors.As(err, &oc) && oc.Held && oc.Actor == pd.store.Actor():
+		// A plan of this actor in another configuration holds the owner:
+		// the plan shows the held address, so that a saved plan made there
+		// and applied here passes Terraform's re-plan and fails at create
+		// with this same owner_conflict, writing nothing.
+		if held, perr := netip.ParseAddr(oc.Address); perr == nil {
+			diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
+				heldElsewhere(owner.Kind+" "+owner.ID, err))
+			return ipam.Allocation{Address: held}, true
+		}
 	case errors.As(err, &oc):
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
 			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
@@ -418,7 +444,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(err))
-	case ipam.Code(err) == ipam.CodeReadOnly:
+	case writeRefused(err):
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
 				"Planning with a role that may not write, or against a read-only server, works; applying needs a role that may write, on the primary.")

@@ -29,6 +29,7 @@ func TestCoreErrorTitles(t *testing.T) {
 		{&ipam.BusyError{What: "x"}, "IPAM Database Busy"},
 		{&ipam.TimeoutError{What: "x"}, "IPAM Statement Timed Out"},
 		{&ipam.ReadOnlyError{Msg: "x"}, "IPAM Database Is Read-Only"},
+		{&ipam.DeniedError{Msg: "x"}, "IPAM Database Role Lacks a Grant"},
 		{&ipam.SchemaError{Msg: "x"}, "IPAM Database Schema Mismatch"},
 		{&ipam.ExhaustedError{PoolID: "p"}, op + ": Pool Exhausted"},
 		{&ipam.OwnerConflictError{}, op + ": Owner Managed Elsewhere"},

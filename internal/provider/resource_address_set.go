@@ -432,9 +432,19 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	switch {
 	case err == nil:
 		return m, true
+	case errors.As(err, &oc) && oc.Held && oc.Actor == r.store.Actor():
+		// A plan of this actor in another configuration holds the key:
+		// shown, as for a single address (heldElsewhere), with its pool's
+		// block, so that a saved plan made there passes the re-plan here.
+		if m, ok := r.heldMember(ctx, oc); ok {
+			refused.add(path.Root("addresses").AtMapKey(key), "Address Is Managed Elsewhere", "keys held by another configuration's plan", func() string {
+				return heldElsewhere("key "+key, err)
+			})
+			return m, true
+		}
 	case errors.As(err, &oc) && oc.Actor == r.store.Actor():
 		// The key still holds its old address: a changed key released at apply.
-	case ipam.Code(err) == ipam.CodeReadOnly:
+	case writeRefused(err):
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
 	case ipam.Code(err) == ipam.CodeExhausted:
@@ -459,6 +469,26 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 		addCoreError(diags, "Unable to Reserve Address "+key, err)
 	}
 	return ipam.SetMember{}, false
+}
+
+// heldMember is the member a plan of another configuration holds, as a
+// conflict names it: its address, pool and the pool block holding it.
+func (r *addressSetResource) heldMember(ctx context.Context, oc *ipam.OwnerConflictError) (ipam.SetMember, bool) {
+	addr, err := netip.ParseAddr(oc.Address)
+	if err != nil || oc.PoolID == "" {
+		return ipam.SetMember{}, false
+	}
+	p, err := r.store.GetPool(ctx, oc.PoolID)
+	if err != nil {
+		return ipam.SetMember{}, false
+	}
+	m := ipam.SetMember{Allocation: ipam.Allocation{Address: addr, PoolID: oc.PoolID}, Family: p.Family}
+	for _, c := range p.CIDRs {
+		if c.Contains(addr) {
+			m.Block = c
+		}
+	}
+	return m, m.Block.IsValid()
 }
 
 func isMissingPool(err error) bool { return errors.Is(err, ipam.ErrPoolNotFound) }

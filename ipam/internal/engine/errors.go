@@ -23,6 +23,7 @@ const (
 	CodeConflict       = "conflict"
 	CodeSchema         = "schema_mismatch"
 	CodeReadOnly       = "read_only"
+	CodeDenied         = "permission_denied"
 	CodeBusy           = "ipam_busy"
 	CodeTimeout        = "ipam_timeout"
 	CodeRefused        = "ipam_refused"
@@ -39,6 +40,15 @@ func Code(err error) string {
 		return CodeNotFound
 	}
 	return ""
+}
+
+// WriteRefused reports whether err is the database refusing a write it
+// could do without: a read-only server or session (read_only), or a role
+// without the grant (permission_denied). A plan-time hold so refused leaves
+// the address to the apply.
+func WriteRefused(err error) bool {
+	c := Code(err)
+	return c == CodeReadOnly || c == CodeDenied
 }
 
 // gaveUpError: the caller's context ended (it was canceled, or its deadline
@@ -322,8 +332,23 @@ func (e *TimeoutError) Error() string {
 		"The server is overloaded, or the bound is too short for this operation", CodeTimeout, FormatDuration(e.Timeout), e.What)
 }
 
-// ReadOnlyError: the database refused a write, because the role may not write
-// or the server (or session) is read-only.
+// DeniedError: the database role lacks a grant the operation needs (a read
+// as well as a write); the message quotes the server's, which names the
+// table or schema.
+type DeniedError struct {
+	Msg string
+	err error
+}
+
+func (e *DeniedError) Code() string  { return CodeDenied }
+func (e *DeniedError) Unwrap() error { return e.err }
+
+// Is matches the sentinel of the code (errors.Is(err, Err...)).
+func (e *DeniedError) Is(target error) bool { return isCode(CodeDenied, target) }
+func (e *DeniedError) Error() string        { return CodeDenied + ": " + e.Msg }
+
+// ReadOnlyError: the database refused a write, because the server (or the
+// session) is read-only: a standby, or a demoted primary.
 type ReadOnlyError struct {
 	Msg string
 	err error // the server's refusal, when it is one
@@ -391,8 +416,12 @@ var (
 	// ErrConflict: a concurrent change kept the call from completing, or
 	// something still depends on what was to be changed (conflict).
 	ErrConflict = errors.New(CodeConflict)
-	// ErrReadOnly: the role or the server may not write (read_only).
+	// ErrReadOnly: the server (or session) is read-only: a standby, or a
+	// demoted primary (read_only).
 	ErrReadOnly = errors.New(CodeReadOnly)
+	// ErrDenied: the database role lacks a grant the operation needs, to
+	// read or to write (permission_denied).
+	ErrDenied = errors.New(CodeDenied)
 	// ErrBusy: a lock another session holds was not released within the
 	// lock timeout; nothing was written (ipam_busy).
 	ErrBusy = errors.New(CodeBusy)
@@ -419,6 +448,7 @@ var sentinels = map[string]error{
 	CodeNotFound:       ErrNotFound,
 	CodeConflict:       ErrConflict,
 	CodeReadOnly:       ErrReadOnly,
+	CodeDenied:         ErrDenied,
 	CodeBusy:           ErrBusy,
 	CodeTimeout:        ErrTimeout,
 	CodeRefused:        ErrRefused,

@@ -96,7 +96,7 @@ func TestEveryCodeHasItsSentinel(t *testing.T) {
 	}{
 		&ExhaustedError{}, &UnavailableError{Err: errors.New("x")}, &OwnerConflictError{}, &AddressInUseError{},
 		&AddressCoolingError{}, &InvalidError{}, &ConflictError{}, &SchemaError{}, &BusyError{}, &TimeoutError{},
-		&ReadOnlyError{}, &HoldLostError{}, &RefusedError{}, &ConfirmedError{},
+		&ReadOnlyError{}, &DeniedError{}, &HoldLostError{}, &RefusedError{}, &ConfirmedError{},
 	}
 	for _, e := range typed {
 		s, ok := sentinels[e.Code()]
@@ -108,7 +108,7 @@ func TestEveryCodeHasItsSentinel(t *testing.T) {
 		}
 	}
 	for _, c := range []string{CodeExhausted, CodeUnavailable, CodeOwnerConflict, CodeAddressInUse, CodeAddressCooling, CodeInvalid,
-		CodeNotFound, CodeConflict, CodeSchema, CodeReadOnly, CodeBusy, CodeTimeout, CodeRefused, CodeHoldLost} {
+		CodeNotFound, CodeConflict, CodeSchema, CodeReadOnly, CodeDenied, CodeBusy, CodeTimeout, CodeRefused, CodeHoldLost} {
 		if sentinels[c] == nil {
 			t.Errorf("code %s has no sentinel", c)
 		}

@@ -82,7 +82,7 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 			}
 			if !exists {
 				if _, err := tx.Exec(ctx, sqlCreateVersionTable); err != nil {
-					return err
+					return s.migrateDenied(err, st)
 				}
 			}
 			if err := tx.QueryRow(ctx, sqlSchemaVersion).Scan(&st.Current); err != nil {
@@ -96,7 +96,7 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 			}
 			if st.Current == st.Latest {
 				if err := applyDefinitions(ctx, tx, defs, applied); err != nil {
-					return err
+					return s.migrateDenied(err, st)
 				}
 				done = true
 				return tx.Commit(ctx)
@@ -105,10 +105,10 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 			// A migration file holds several statements: sent without
 			// arguments, they go in one simple-protocol message.
 			if _, err := tx.Exec(ctx, next.UpSQL); err != nil {
-				return fmt.Errorf("migration %s: %w", next.Name, err)
+				return s.migrateDenied(fmt.Errorf("migration %s: %w", next.Name, err), st)
 			}
 			if _, err := tx.Exec(ctx, sqlSetSchemaVersion, next.Sequence); err != nil {
-				return err
+				return s.migrateDenied(err, st)
 			}
 			if err := tx.Commit(ctx); err != nil {
 				return err
@@ -121,6 +121,19 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 			return st, s.mapErr(err)
 		}
 	}
+}
+
+// migrateDenied is a migration step refused for want of a grant, as the
+// schema mismatch it leaves (the schema stays at st.Current): a role that
+// may not change the schema (the runtime role, with auto_migrate on) cannot
+// migrate it, which only the schema's owner can. Any other error is err.
+func (s *Client) migrateDenied(err error, st SchemaStatus) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != pgerrcode.InsufficientPrivilege {
+		return err
+	}
+	return &SchemaError{Msg: fmt.Sprintf("the database schema is at version %d and this binary needs version %d, and this role may not "+
+		"migrate it (%s): run `ipamctl migrate up` as the schema's owner role (see the database setup guide)", st.Current, st.Latest, scrub(pe.Message, s.secret))}
 }
 
 // applyDefinitions applies the function definitions (migrations.Definitions)

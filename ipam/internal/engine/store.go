@@ -233,6 +233,11 @@ func parsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
 	}
+	if ambiguousUserinfo(pc) {
+		return nil, &InvalidError{Field: "database_url", Msg: "its password (or user) holds an '@' that is not percent-encoded: read as it is, " +
+			"the part of the password after it would be taken for the host name (the string itself is not shown, as it holds a password); " +
+			"write the '@' as %40, or give the password in PGPASSWORD"}
+	}
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -304,6 +309,22 @@ func (s *Client) Ping(ctx context.Context) error {
 }
 
 var quoted = regexp.MustCompile("\"[^\"]*\"|'[^']*'|`[^`]*`")
+
+// ambiguousUserinfo reports whether pgx read a host name holding an '@':
+// a URL whose password (or user) holds an unescaped '@', which pgx ends at
+// the first '@', taking the rest of the password for the host name that
+// every error and log then shows.
+func ambiguousUserinfo(pc *pgxpool.Config) bool {
+	if strings.Contains(pc.ConnConfig.Host, "@") {
+		return true
+	}
+	for _, f := range pc.ConnConfig.Fallbacks {
+		if strings.Contains(f.Host, "@") {
+			return true
+		}
+	}
+	return false
+}
 
 // parseReason says why a connection string could not be parsed without
 // quoting any of it: pgconn's redaction of a malformed string is best effort
@@ -537,7 +558,7 @@ func (s *Client) mapErr(err error) error {
 		case pgerrcode.InFailedSQLTransaction:
 			return &InvalidError{Field: "tx", Msg: "the transaction has already failed (a statement before this call was refused), so it runs nothing more; roll it back and begin again"}
 		case pgerrcode.InsufficientPrivilege:
-			return &ReadOnlyError{Msg: fmt.Sprintf("the database role may not do this (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret))}
+			return &DeniedError{Msg: fmt.Sprintf("the database role lacks a grant this needs (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret)), err: err}
 		case pgerrcode.CheckViolation:
 			switch pe.ConstraintName {
 			case constraintInPool:
