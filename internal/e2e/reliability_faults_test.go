@@ -354,3 +354,46 @@ func TestFaultConnectionLimitQueues(t *testing.T) {
 	t.Logf("connection limit: %d resources, -parallelism=30, max_connections = 2: all planned and created; peak %d provider sessions, "+
 		"both in use in %d of %d samples", n, peak.Load(), full.Load(), samples.Load())
 }
+
+// A plan-time check that cannot use the database (here a lock another
+// session holds on the pools, past lock_timeout) says so: the plan of a pool
+// whose blocks overlap another pool shows the change with the warning "Not
+// Checked at Plan Time" naming ipam_busy, instead of passing silently as if
+// checked; once the lock is gone, the same plan fails with the overlap.
+func TestPlanSaysWhatItCouldNotCheck(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	ctx := context.Background()
+	hcl := `resource "ipam_pool" "p" {
+  cluster_id = "c1"
+  name       = "overlapping"
+  cidrs      = ["198.51.100.128/25"]
+}
+`
+	w := newWorkdirWith(t, url, `  lock_timeout = "1s"`, hcl)
+	op, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close(ctx)
+	tx, err := op.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE ipam_pools IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.try("plan", "-input=false")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if err != nil || !strings.Contains(said, "Not Checked at Plan Time") || !strings.Contains(said, "ipam_busy") ||
+		!strings.Contains(said, "the apply checks it again") {
+		t.Errorf("the plan of a pool it could not check: %v, want it to pass warning that it could not check the blocks:\n%s", err, out)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, err = w.try("plan", "-input=false")
+	if err == nil || !strings.Contains(string(out), "Invalid Pool") {
+		t.Errorf("the plan of an overlapping pool, the database free: %v, want Invalid Pool:\n%s", err, out)
+	}
+}

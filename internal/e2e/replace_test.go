@@ -191,3 +191,35 @@ resource "ipam_pool" "b" {
 		t.Errorf("after the saved plan's apply, 203.0.113.9 is held by %q, want set/vm-1#pub", got)
 	}
 }
+
+// A cluster renamed (which replaces it) keeping its prefix: the plan of the
+// new cluster's create (Terraform plans a replacement's create again, without
+// the old state) no longer fails because its prefix overlaps the old cluster,
+// which is this same configuration's and which the apply destroys first; the
+// apply replaces it, and the next plan is empty. (The provider warns of the
+// overlap there, which Terraform 1.11 does not show.) Another configuration's
+// cluster with the prefix still fails the plan.
+func TestRenamedClusterIsReplaced(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	cluster := func(name string) string {
+		return fmt.Sprintf("resource \"ipam_cluster\" \"c\" {\n  name   = %q\n  prefix = \"2001:db8:77::/48\"\n}\n", name)
+	}
+	w := newWorkdir(t, url, cluster("prod"))
+	w.run("apply", "-input=false", "-auto-approve")
+	w.write(cluster("prod2"))
+	if out := string(w.run("plan", "-input=false")); !strings.Contains(out, "must be replaced") {
+		t.Errorf("the rename's plan does not replace the cluster:\n%s", out)
+	}
+	w.run("apply", "-input=false", "-auto-approve")
+	if got := queryMap(t, url, `SELECT id, host(prefix) FROM ipam_clusters`); len(got) != 1 || got["prod2"] == "" {
+		t.Errorf("clusters after the rename: %v, want prod2 alone", got)
+	}
+	if out := w.run("plan", "-input=false", "-detailed-exitcode"); !strings.Contains(string(out), "No changes") {
+		t.Errorf("the plan after the rename is not empty:\n%s", out)
+	}
+	other := newWorkdir(t, url, cluster("prod3"))
+	if out, err := other.try("plan", "-input=false"); err == nil || !strings.Contains(string(out), "Invalid Cluster") {
+		t.Errorf("a cluster overlapping another configuration's: %v, want Invalid Cluster:\n%s", err, out)
+	}
+}

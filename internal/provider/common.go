@@ -218,6 +218,21 @@ func problems(err error) []error {
 // guides' error samples against it.
 func DiagnosticText(summary string, err error) (string, string) { return coreErrorText(summary, err) }
 
+// uncheckedAtPlan warns, on attribute at, that a plan-time check of what
+// (a sentence's subject: "the pool's blocks") could not run because the
+// database could not be used (err: unreachable, refused, busy, timed out,
+// read-only, a missing grant): the plan shows the change unchecked, and the
+// apply checks it again. Other errors (a pool this apply creates, say) are
+// the apply's to judge, and say nothing here.
+func uncheckedAtPlan(diags *diag.Diagnostics, at path.Path, what string, err error) {
+	if err == nil || !advice.For(err).Connection {
+		return
+	}
+	diags.AddAttributeWarning(at, "Not Checked at Plan Time",
+		"This plan could not check "+what+" against the IPAM database: "+err.Error()+". The plan shows the change "+
+			"unchecked; the apply checks it again, and fails, writing nothing, if the database refuses it.")
+}
+
 // coreErrorText is the summary and detail of addCoreError.
 func coreErrorText(summary string, err error) (string, string) {
 	ex := advice.For(err)

@@ -307,6 +307,7 @@ func checkClaimAtPlan(ctx context.Context, st *ipam.Client, req resource.ModifyP
 	if ipam.Code(err) == ipam.CodeInvalid {
 		addCoreError(&resp.Diagnostics, "Address Cannot Be Claimed", err)
 	}
+	uncheckedAtPlan(&resp.Diagnostics, path.Root("address"), "the address "+addr.String(), err)
 	// Any other error (the pool does not exist yet, say) is left to apply.
 }
 

@@ -210,6 +210,30 @@ func (m *clusterResourceModel) plannedSubPrefixes() (ipam.Cluster, error) {
 
 // ModifyPlan shows the carved sub-prefixes in the plan and replaces the
 // cluster when they change (including when a new prefix changes the defaults).
+// overlapsOwnClusters reports whether every cluster other than id whose
+// prefix overlaps prefix was created by this configuration (its origin):
+// clusters this apply may destroy first.
+func (r *clusterResource) overlapsOwnClusters(ctx context.Context, id string, prefix netip.Prefix) bool {
+	others, err := r.store.OverlappingClusters(ctx, id, prefix)
+	if err != nil || len(others) == 0 || r.store.Origin() == "" {
+		return false
+	}
+	ids := make([]string, len(others))
+	for i, o := range others {
+		ids[i] = o.ID
+	}
+	managers, err := operator.New(r.store).Managers(ctx, operator.ManagedCluster, ids)
+	if err != nil {
+		return false
+	}
+	for _, o := range ids {
+		if managers[o] != r.store.Origin() {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return
@@ -238,10 +262,22 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		(state == nil || !state.Prefix.Equal(plan.Prefix)) {
 		// Another cluster's overlapping prefix fails the plan, as it would
 		// fail the apply (a destroy's preliminary plan is left alone).
-		if err := r.store.CheckClusterPrefix(ctx, plan.Name.ValueString(), c.Prefix); ipam.Code(err) == ipam.CodeInvalid {
-			addCoreError(&resp.Diagnostics, "Invalid Cluster", err)
-			return
+		err := r.store.CheckClusterPrefix(ctx, plan.Name.ValueString(), c.Prefix)
+		if ipam.Code(err) == ipam.CodeInvalid {
+			if state == nil && r.overlapsOwnClusters(ctx, plan.Name.ValueString(), c.Prefix) {
+				// The create of a replacement (a renamed cluster), or of a
+				// cluster whose old one this apply destroys: the old one is
+				// this configuration's, and may be gone before the create.
+				resp.Diagnostics.AddAttributeWarning(path.Root("prefix"), "Prefix Overlaps a Cluster of This Configuration",
+					err.Error()+". That cluster is this configuration's: if this apply destroys it before creating this one "+
+						"(it is being replaced, its name having changed, or it was removed from the configuration), the create "+
+						"succeeds; otherwise (create_before_destroy, or the cluster is kept) the apply fails with this error.")
+			} else {
+				addCoreError(&resp.Diagnostics, "Invalid Cluster", err)
+				return
+			}
 		}
+		uncheckedAtPlan(&resp.Diagnostics, path.Root("prefix"), "whether the prefix overlaps another cluster's", err)
 	}
 	for _, x := range []struct {
 		name     string

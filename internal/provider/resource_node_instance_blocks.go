@@ -342,6 +342,8 @@ func (r *nodeBlocksResource) checkCreate(ctx context.Context, req resource.Modif
 				". Applying this create fails with the same error."+withHint(err))
 	case ipam.Code(err) == ipam.CodeInvalid:
 		addCoreError(&resp.Diagnostics, "Invalid Node Instance Blocks", err)
+	default:
+		uncheckedAtPlan(&resp.Diagnostics, path.Root("node_id"), "the node's instance blocks", err)
 	}
 }
 

@@ -350,13 +350,15 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 			// does not show a change the apply cannot make.
 			check = r.store.CheckPoolUpdate
 		}
-		if err := check(ctx, p); err != nil && ipam.Code(err) == ipam.CodeInvalid {
+		err := check(ctx, p)
+		if err != nil && ipam.Code(err) == ipam.CodeInvalid {
 			for _, e := range problems(err) {
 				if !errors.Is(e, ipam.ErrNotFound) {
 					addCoreError(&resp.Diagnostics, "Invalid Pool", e)
 				}
 			}
 		}
+		uncheckedAtPlan(&resp.Diagnostics, path.Root("cidrs"), "the pool's blocks (their overlaps, and addresses in use that would leave the pool)", err)
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }

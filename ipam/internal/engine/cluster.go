@@ -243,27 +243,37 @@ func hostPrefixes(as []netip.Addr) []netip.Prefix {
 // named, in one error on prefix. A cluster of the same id is not a problem
 // here (an update, or a replacement).
 func (s *Client) CheckClusterPrefix(ctx context.Context, id string, prefix netip.Prefix) error {
-	var others []string
+	others, err := s.OverlappingClusters(ctx, id, prefix)
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		named := make([]string, len(others))
+		for i, o := range others {
+			named[i] = fmt.Sprintf("cluster %q (%s)", o.ID, o.Prefix)
+		}
+		return invalid("prefix", "%s overlaps %s; cluster prefixes must not overlap", prefix, strings.Join(named, ", "))
+	}
+	return nil
+}
+
+// OverlappingClusters lists the clusters, other than id, whose prefix
+// overlaps prefix (their ID and Prefix only), in id order.
+func (s *Client) OverlappingClusters(ctx context.Context, id string, prefix netip.Prefix) ([]Cluster, error) {
+	var others []Cluster
 	err := s.readTx(ctx, false, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, sqlOverlappingClusters, prefix, id)
 		if err != nil {
 			return err
 		}
-		others, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-			var other string
-			var p netip.Prefix
-			err := r.Scan(&other, &p)
-			return fmt.Sprintf("cluster %q (%s)", other, p), err
+		others, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Cluster, error) {
+			var c Cluster
+			err := r.Scan(&c.ID, &c.Prefix)
+			return c, err
 		})
 		return err
 	})
-	if err != nil {
-		return s.mapErr(err)
-	}
-	if len(others) > 0 {
-		return invalid("prefix", "%s overlaps %s; cluster prefixes must not overlap", prefix, strings.Join(others, ", "))
-	}
-	return nil
+	return others, s.mapErr(err)
 }
 
 // CreateCluster creates a cluster and its node and instance pools.
