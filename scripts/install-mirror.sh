@@ -105,12 +105,13 @@ else
 	commit=$(git rev-parse HEAD 2>/dev/null || true)
 	say "building $name $version for ${goos}_$goarch"
 	# A build for this machine with make release's flags (static, -trimpath,
-	# stripped, its version stamps) and its file time (the commit's), packed
-	# in UTC: two clones of one clean commit build the same zip byte for byte,
-	# so that the lock file one teammate commits holds for every other.
+	# stripped, no VCS stamp whatever GOFLAGS or go env say, its version
+	# stamps) and its file time (the commit's), packed in UTC: two clones of
+	# one clean commit build the same zip byte for byte, so that the lock file
+	# one teammate commits holds for every other.
 	mkdir "$tmp/build"
 	bin="$tmp/build/${name}_v$version$exe"
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version -X main.commit=$commit" -o "$bin" .
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version -X main.commit=$commit" -o "$bin" .
 	stamp=$(git log -1 --format=%ct 2>/dev/null || date +%s)
 	[[ -z "$(git status --porcelain 2>/dev/null)" ]] || stamp=$(date +%s) # uncommitted changes: a version of now
 	chmod 0755 "$bin"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 // destroyConfig is a cluster, an IPv4 pool, two environments' IPv4 and a
@@ -101,5 +102,33 @@ func TestDestroyWithoutForce(t *testing.T) {
 			}
 			w.run("destroy", "-input=false", "-auto-approve")
 		})
+	}
+}
+
+// The getting-started guide's way to destroy a cluster that still holds an
+// address no Terraform state manages (one the Go API made): setting
+// force_destroy and destroying at once fails, since a destroy reads the
+// setting from the state; after an apply that records it, the destroy
+// releases the address into its cooldown and succeeds.
+func TestForceDestroyTakesAnApplyFirst(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	cluster := func(force bool) string {
+		return fmt.Sprintf("resource \"ipam_cluster\" \"lab\" {\n  name          = \"lab\"\n  prefix        = \"2001:db8:42::/48\"\n  force_destroy = %v\n}\n", force)
+	}
+	w := newWorkdir(t, url, cluster(false))
+	w.run("apply", "-input=false", "-auto-approve")
+	st := openAs(t, url, "scheduler")
+	if _, err := st.Allocate(t.Context(), ipam.AllocateRequest{Pool: ipam.NodePool("lab"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "node-4", NodeID: "node-4"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.write(cluster(true))
+	if out, err := w.try("destroy", "-input=false", "-auto-approve"); err == nil || !strings.Contains(string(out), "still holds 1 active") {
+		t.Fatalf("destroy with force_destroy set but not applied: %v, want the cluster's refusal:\n%s", err, out)
+	}
+	w.run("apply", "-input=false", "-auto-approve")
+	w.run("destroy", "-input=false", "-auto-approve")
+	if got := queryMap(t, url, `SELECT owner_id, cluster_id FROM ipam_tombstones WHERE owner_id = 'node-4' AND reusable_at > now()`); got["node-4"] != "lab" {
+		t.Errorf("node-4's tombstones after the forced destroy: %v, want one of cluster lab, cooling", got)
 	}
 }

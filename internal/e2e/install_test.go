@@ -888,13 +888,15 @@ func copyWorkingTree(t *testing.T) string {
 }
 
 // Two clones of one commit, at other paths, build the same provider zip
-// byte for byte with make install-mirror (as the guide shows it): the lock
-// file one teammate commits holds for the build of another, whose init
-// would otherwise refuse the package as not matching its checksums.
+// byte for byte with make install-mirror (as the guide shows it), one with
+// Go's VCS stamping off in GOFLAGS and one with it on (a teammate's go env
+// may say either): the lock file one teammate commits holds for the build
+// of another, whose init would otherwise refuse the package as not matching
+// its checksums.
 func TestInstallFromMirrorIsReproducible(t *testing.T) {
 	t.Parallel()
 	var sums []string
-	for range 2 {
+	for _, goflags := range []string{"GOFLAGS=-buildvcs=false", "GOFLAGS=-buildvcs=true"} {
 		src := copyWorkingTree(t)
 		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "one commit"}} {
 			cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
@@ -905,7 +907,7 @@ func TestInstallFromMirrorIsReproducible(t *testing.T) {
 			}
 		}
 		mirror := filepath.Join(t.TempDir(), "mirror")
-		installMirrorIn(t, src, guideBlock(t, "install"), "MIRROR_DIR="+mirror)
+		installMirrorIn(t, src, guideBlock(t, "install"), "MIRROR_DIR="+mirror, goflags)
 		zips, err := filepath.Glob(filepath.Join(mirror, "registry.terraform.io", "overlayipam", "ipam", "*.zip"))
 		if err != nil || len(zips) != 1 || !strings.Contains(filepath.Base(zips[0]), "_0.0.20260102030405_") {
 			t.Fatalf("the mirror holds %v (%v), want one zip of version 0.0.20260102030405", zips, err)

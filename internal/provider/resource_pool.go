@@ -129,7 +129,8 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				MarkdownDescription: "Default `false`. Without it, a destroy fails only while the pool holds an active address; otherwise it drops plan-time holds " +
 					"and leaves the addresses inside their cooldown as tombstones, which a pool created later over them inherits. " +
 					"With `true`, active addresses (meant for ones no Terraform state manages) are released into their cooldown first, and plan-time holds are dropped all the same; " +
-					"an address another configuration's state holds is released too, and that configuration allocates again at its next apply.",
+					"an address another configuration's state holds is released too, and that configuration allocates again at its next apply. " +
+					"A destroy reads it from the state, as for any resource: set it, apply (an in-place update that changes nothing else), then destroy.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
