@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-version"
 
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/internal/tfcli"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
@@ -301,5 +302,70 @@ resource "ipam_cluster" "c1" {
 	}
 	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'sched-1' AND confirmed_at IS NOT NULL`); n != 0 {
 		t.Errorf("listing confirmed the scheduler's allocation: no state holds it")
+	}
+}
+
+// A cluster and a pool that exist already, made outside any Terraform
+// state: a configuration declaring them fails at plan with the create's own
+// refusal (already exists; import it), instead of planning creates that
+// fail at apply; imported, they plan no change.
+func TestPlanRefusesWhatExistsAlready(t *testing.T) {
+	t.Parallel()
+	url := setup(t) // cluster c1 and its pool c1/v4, made through the Go API
+	hcl := `resource "ipam_cluster" "c" {
+  name   = "c1"
+  prefix = "2001:db8::/48"
+}
+resource "ipam_pool" "v4" {
+  cluster_id = ipam_cluster.c.id
+  name       = "v4"
+  cooldown   = "1h"
+  cidrs      = ["198.51.100.0/24", "203.0.113.0/24"]
+}
+`
+	w := newWorkdir(t, url, hcl)
+	out, err := w.try("plan", "-input=false")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{`cluster "c1" already exists; import it to manage it`, "Unable to Create Cluster: Already Exists"} {
+		if err == nil || !strings.Contains(said, want) {
+			t.Errorf("the plan of a cluster that exists: %v, want %q:\n%s", err, want, out)
+		}
+	}
+	w.run("import", "-input=false", "ipam_cluster.c", "c1")
+	out, err = w.try("plan", "-input=false")
+	said = strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(said, `pool "c1/v4" already exists; import it to manage it`) {
+		t.Errorf("the plan of a pool that exists: %v, want its refusal:\n%s", err, out)
+	}
+	w.run("import", "-input=false", "ipam_pool.v4", "c1/v4")
+	w.run("plan", "-input=false", "-detailed-exitcode")
+}
+
+// A cluster's new gateway_ipv6 that a node holds fails at plan with the
+// update's own refusal (the gateway is never handed out), where the plan
+// showed a clean update that the apply then refused.
+func TestPlanRefusesAHeldGateway(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	cluster := func(gw string) string {
+		return fmt.Sprintf(`resource "ipam_cluster" "c" {
+  name         = "gw1"
+  prefix       = "2001:db8:56::/48"
+  gateway_ipv6 = %q
+}
+resource "ipam_node_address" "e" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "e"
+  address    = "2001:db8:56::2"
+}
+`, gw)
+	}
+	w := newWorkdir(t, url, cluster("fe80::1"))
+	w.run("apply", "-input=false", "-auto-approve")
+	w.write(cluster("2001:db8:56::2"))
+	out, err := w.try("plan", "-input=false")
+	if said := strings.Join(strings.Fields(string(out)), " "); err == nil ||
+		!strings.Contains(said, "2001:db8:56::2 is held by node e; the gateway is never handed out") {
+		t.Errorf("the plan of a gateway a node holds: %v, want the update's refusal:\n%s", err, out)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
 // providerData is what Configure hands to resources and data sources: the
@@ -231,6 +232,34 @@ func uncheckedAtPlan(diags *diag.Diagnostics, at path.Path, what string, err err
 	diags.AddAttributeWarning(at, "Not Checked at Plan Time",
 		"This plan could not check "+what+" against the IPAM database: "+err.Error()+". The plan shows the change "+
 			"unchecked; the apply checks it again, and fails, writing nothing, if the database refuses it.")
+}
+
+// judgeNew says at plan, on attribute at, whether the create of a cluster
+// or an operator pool (kind "cluster" or "pool", managed its Managers kind,
+// id) would be refused because it exists already: the apply's error (import
+// it, summary), unless a Terraform state holds it. This configuration's is
+// the create of its replacement, which the apply destroys first; one only a
+// read saw (an import, maybe this configuration's) is a warning.
+func judgeNew(ctx context.Context, st *ipam.Client, diags *diag.Diagnostics, at path.Path, kind, managed, id, summary string) {
+	err := st.CheckNew(ctx, kind, id)
+	var ce *ipam.ConflictError
+	if !errors.As(err, &ce) {
+		uncheckedAtPlan(diags, at, "whether the "+kind+" exists already", err)
+		return
+	}
+	managers, merr := operator.New(st).Managers(ctx, managed, []string{id})
+	origin, held := managers[id]
+	switch {
+	case merr != nil:
+		uncheckedAtPlan(diags, at, "whether the "+kind+" exists already", merr)
+	case held && origin == st.Origin():
+	case held && origin == "":
+		diags.AddAttributeWarning(at, "The "+strings.ToUpper(kind[:1])+kind[1:]+" Exists Already",
+			err.Error()+". A Terraform state holds it (a refresh or an import read it): if that state is this "+
+				"configuration's and this apply replaces it, the create succeeds; otherwise the apply fails with this error.")
+	default:
+		addCoreError(diags, summary, err)
+	}
 }
 
 // coreErrorText is the summary and detail of addCoreError.

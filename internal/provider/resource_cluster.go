@@ -211,18 +211,17 @@ func (m *clusterResourceModel) plannedSubPrefixes() (ipam.Cluster, error) {
 
 // ModifyPlan shows the carved sub-prefixes in the plan and replaces the
 // cluster when they change (including when a new prefix changes the defaults).
-// overlapsOwnClusters reports whether every cluster other than id whose
-// prefix overlaps prefix was created by this configuration (its origin):
-// clusters this apply may destroy first.
+// overlapsOwnClusters reports whether the one cluster other than id whose
+// prefix overlaps prefix has exactly that prefix and was created by this
+// configuration (its origin): a renamed cluster, which this apply destroys
+// before it creates the new one. Any other overlap (a new cluster of this
+// configuration overlapping one it has) fails the plan.
 func (r *clusterResource) overlapsOwnClusters(ctx context.Context, id string, prefix netip.Prefix) bool {
 	others, err := r.store.OverlappingClusters(ctx, id, prefix)
-	if err != nil || len(others) == 0 || r.store.Origin() == "" {
+	if err != nil || len(others) != 1 || others[0].Prefix != prefix || r.store.Origin() == "" {
 		return false
 	}
-	ids := make([]string, len(others))
-	for i, o := range others {
-		ids[i] = o.ID
-	}
+	ids := []string{others[0].ID}
 	managers, err := operator.New(r.store).Managers(ctx, operator.ManagedCluster, ids)
 	if err != nil {
 		return false
@@ -259,6 +258,14 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		state = &clusterResourceModel{}
 		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
 	}
+	if r.store != nil && !plan.Name.IsUnknown() && !currentRun().destroy && state == nil {
+		// A cluster of that name that no state of this configuration holds
+		// fails the plan, as it would fail the create.
+		judgeNew(ctx, r.store, &resp.Diagnostics, path.Root("name"), "cluster", operator.ManagedCluster, plan.Name.ValueString(), "Unable to Create Cluster")
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	}
 	if r.store != nil && !plan.Name.IsUnknown() && !currentRun().destroy &&
 		(state == nil || !state.Prefix.Equal(plan.Prefix)) {
 		// Another cluster's overlapping prefix fails the plan, as it would
@@ -266,13 +273,14 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		err := r.store.CheckClusterPrefix(ctx, plan.Name.ValueString(), c.Prefix)
 		if ipam.Code(err) == ipam.CodeInvalid {
 			if state == nil && r.overlapsOwnClusters(ctx, plan.Name.ValueString(), c.Prefix) {
-				// The create of a replacement (a renamed cluster), or of a
-				// cluster whose old one this apply destroys: the old one is
-				// this configuration's, and may be gone before the create.
+				// The create of a replacement (a renamed cluster): the old
+				// one is this configuration's, with the same prefix, and is
+				// gone before the create.
 				resp.Diagnostics.AddAttributeWarning(path.Root("prefix"), "Prefix Overlaps a Cluster of This Configuration",
-					err.Error()+". That cluster is this configuration's: if this apply destroys it before creating this one "+
-						"(it is being replaced, its name having changed, or it was removed from the configuration), the create "+
-						"succeeds; otherwise (create_before_destroy, or the cluster is kept) the apply fails with this error.")
+					err.Error()+". That cluster is this configuration's, with the same prefix: if this apply destroys it "+
+						"before creating this one (it is being replaced, its name having changed, or it was removed from the "+
+						"configuration), the create succeeds; otherwise (create_before_destroy, or the cluster is kept) the apply "+
+						"fails with this error.")
 			} else {
 				addCoreError(&resp.Diagnostics, "Invalid Cluster", err)
 				return
@@ -305,6 +313,17 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if state != nil && (len(resp.RequiresReplace) > 0 || !state.Prefix.Equal(plan.Prefix)) && state.Name.Equal(plan.Name) {
 		r.strandedByReplacement(ctx, *state, &resp.Diagnostics)
+	}
+	if r.store != nil && state != nil && len(resp.RequiresReplace) == 0 && state.Prefix.Equal(plan.Prefix) && !currentRun().destroy &&
+		!plan.GatewayIPv6.IsUnknown() && !plan.GatewayIPv6.IsNull() && !plan.GatewayIPv6.Equal(state.GatewayIPv6) {
+		// A new gateway that an owner holds: the update's refusal, at plan.
+		if gw, err := ipam.ParseAddr(plan.GatewayIPv6.ValueString()); err == nil {
+			err := r.store.CheckGateway(ctx, state.Name.ValueString(), gw)
+			if ipam.Code(err) == ipam.CodeInvalid {
+				addCoreError(&resp.Diagnostics, "Invalid Cluster", err)
+			}
+			uncheckedAtPlan(&resp.Diagnostics, path.Root("gateway_ipv6"), "whether an owner holds the new gateway", err)
+		}
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }

@@ -339,6 +339,11 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("cidrs"))
 		}
 	}
+	if r.store != nil && clusterKnown && req.State.Raw.IsNull() && !currentRun().destroy {
+		// A pool of that id that no state of this configuration holds fails
+		// the plan, as it would fail the create.
+		judgeNew(ctx, r.store, &resp.Diagnostics, path.Root("name"), "pool", operator.ManagedPool, p.ID, "Unable to Create Pool")
+	}
 	if r.store != nil && clusterKnown {
 		// Every placement problem the database can tell now (a block another
 		// pool holds, here or, for public IPv4, in another cluster), all of

@@ -276,6 +276,26 @@ func (s *Client) OverlappingClusters(ctx context.Context, id string, prefix neti
 	return others, s.mapErr(err)
 }
 
+// gatewayFree refuses a gateway (the cluster's new gateway_ipv6) that an
+// owner holds: the gateway is never handed out.
+func gatewayFree(ctx context.Context, q querier, clusterID string, gw netip.Addr) error {
+	var held string
+	err := q.QueryRow(ctx, sqlAddressHolder, clusterID, netip.PrefixFrom(gw, 128)).Scan(&held)
+	if err == nil {
+		return invalid("gateway_ipv6", "%s is held by %s; the gateway is never handed out, so pick another", gw, held)
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	return nil
+}
+
+// CheckGateway tells without writing, for plan time, whether gw may become
+// cluster clusterID's gateway: not while an owner holds it (UpdateCluster's
+// refusal).
+func (s *Client) CheckGateway(ctx context.Context, clusterID string, gw netip.Addr) error {
+	return s.mapErr(s.readTx(ctx, false, func(tx pgx.Tx) error { return gatewayFree(ctx, tx, clusterID, gw) }))
+}
+
 // CreateCluster creates a cluster and its node and instance pools.
 func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) {
 	if err := c.ApplyDefaults(); err != nil {
@@ -291,7 +311,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		err := tx.QueryRow(ctx, sqlOverlappingCluster, c.Prefix).Scan(&other, &otherPrefix)
 		switch {
 		case err == nil && other == c.ID:
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it to manage it", c.ID), ExistingKind: "cluster", ExistingID: c.ID}
+			return existsConflict("cluster", c.ID)
 		case err == nil:
 			return &InvalidError{Field: "prefix", Msg: fmt.Sprintf("%s overlaps cluster %q (%s); cluster prefixes must not overlap", c.Prefix, other, otherPrefix)}
 		case !errors.Is(err, pgx.ErrNoRows):
@@ -305,7 +325,7 @@ func (s *Client) CreateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 		})
 		var pe *pgconn.PgError
 		if out, err = scanCluster(row); errors.Is(err, ErrNotFound) {
-			return &ConflictError{Msg: fmt.Sprintf("cluster %q already exists; import it to manage it", c.ID), ExistingKind: "cluster", ExistingID: c.ID}
+			return existsConflict("cluster", c.ID)
 		} else if errors.As(err, &pe) && pe.Code == pgerrcode.ExclusionViolation {
 			// A cluster with an overlapping prefix (this one, created by a
 			// concurrent call, or another) committed after the check above:
@@ -359,12 +379,7 @@ func (s *Client) UpdateCluster(ctx context.Context, c Cluster) (Cluster, error) 
 			if _, err := lockPoolsExclusive(ctx, tx, sqlLockPoolsClusterOwn, c.ID); err != nil {
 				return err
 			}
-			var held string
-			err := tx.QueryRow(ctx, sqlAddressHolder,
-				c.ID, netip.PrefixFrom(c.GatewayIPv6, 128)).Scan(&held)
-			if err == nil {
-				return invalid("gateway_ipv6", "%s is held by %s; the gateway is never handed out, so pick another", c.GatewayIPv6, held)
-			} else if !errors.Is(err, pgx.ErrNoRows) {
+			if err := gatewayFree(ctx, tx, c.ID, c.GatewayIPv6); err != nil {
 				return err
 			}
 			// Node block pools keep a row per address: the gateway's goes.

@@ -262,6 +262,30 @@ func (pb *peerBlocks) overlapping(b netip.Prefix) (peerBlock, bool) {
 	return peerBlock{}, false
 }
 
+// existsConflict is a create's refusal of an object (kind cluster or pool)
+// that exists already, which an import would manage.
+func existsConflict(kind, id string) *ConflictError {
+	return &ConflictError{Msg: fmt.Sprintf("%s %q already exists; import it to manage it", kind, id), ExistingKind: kind, ExistingID: id}
+}
+
+// CheckNew tells without writing, for plan time, whether a cluster or an
+// operator pool (kind "cluster" or "pool") named id can be created: the
+// create's conflict when it exists already.
+func (s *Client) CheckNew(ctx context.Context, kind, id string) error {
+	q, ok := map[string]string{"cluster": sqlClusterExists, "pool": sqlPoolExists}[kind]
+	if !ok {
+		return invalid("kind", "%q is not a kind CheckNew judges: expected cluster or pool", truncate(kind, 40))
+	}
+	var exists bool
+	if err := s.readTx(ctx, false, func(tx pgx.Tx) error { return tx.QueryRow(ctx, q, id).Scan(&exists) }); err != nil {
+		return s.mapErr(err)
+	}
+	if exists {
+		return existsConflict(kind, id)
+	}
+	return nil
+}
+
 // CheckPool validates a pool against the database without writing: for plan time.
 func (s *Client) CheckPool(ctx context.Context, p Pool) error {
 	if err := PreparePool(&p); err != nil {
@@ -339,7 +363,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 			return err
 		}
 		if exists {
-			return &ConflictError{Msg: fmt.Sprintf("pool %q already exists; import it to manage it", p.ID), ExistingKind: "pool", ExistingID: p.ID}
+			return existsConflict("pool", p.ID)
 		}
 		if err := insertPool(ctx, tx, p); err != nil {
 			return err

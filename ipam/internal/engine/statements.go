@@ -542,6 +542,9 @@ const (
 	// pool).
 	sqlPoolExists = `SELECT EXISTS (SELECT 1 FROM ipam_pools WHERE id = $1)`
 
+	// sqlClusterExists tells whether a cluster exists.
+	sqlClusterExists = `SELECT EXISTS (SELECT 1 FROM ipam_clusters WHERE id = $1)`
+
 	// sqlPoolCIDRs reads a pool's blocks (to name an address's block).
 	sqlPoolCIDRs = `SELECT cidrs FROM ipam_pools WHERE id = $1`
 
