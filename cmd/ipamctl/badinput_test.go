@@ -96,12 +96,15 @@ func TestBadInputFlags(t *testing.T) {
 		{[]string{"--lock-timeout", "-1s", "list"}, "--lock-timeout"},
 		{[]string{"--failover-timeout", "-30s", "check"}, "--failover-timeout"},
 		{[]string{"--connect-timeout", "-1s", "usage"}, "--connect-timeout"},
+		// The flag's value, after the harness's own (the last one counts).
+		{[]string{"--database-url", "postgres://ipam:pw@127.0.0.1:notaport/db", "usage"}, "--database-url"},
+		{[]string{"--database-url", "postgres://ipam:Sup3r@SecretPw@127.0.0.1:5432/db", "usage"}, "--database-url"},
 		{[]string{"--statement-timeout", "-1h", "scale", "--cluster", "c1", "--node", "n1"}, "--statement-timeout"},
 	}...)
 	refused := 0
 	for _, l := range lines {
 		r := w.ipamctl("", l.args...)
-		if r.code != exitUsage || !strings.Contains(r.err, l.flag) {
+		if r.code != exitUsage || !strings.Contains(r.err, l.flag) || strings.Contains(r.out+r.err, "SecretPw") {
 			t.Errorf("ipamctl %q: exit %d, want %d with a message naming %s:\n%s%s", l.args, r.code, exitUsage, l.flag, r.out, r.err)
 		} else {
 			refused++

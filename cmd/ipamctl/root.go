@@ -175,7 +175,14 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) 
 	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, Actor: a.actor, ConnectTimeout: a.connectTimeout,
 		LockTimeout: noBoundIfZero(a.lockTimeout), StatementTimeout: noBoundIfZero(a.statementTimeout),
 		FailoverTimeout: failover, OnWait: a.reportWait})
-	if err != nil {
+	var inv *ipam.InvalidError
+	switch {
+	case errors.As(err, &inv) && inv.Field == "database_url" && a.databaseURL != "":
+		// The flag's value: a usage error, named as the flag.
+		return nil, badUsage("--database-url: %s", inv.Msg)
+	case errors.As(err, &inv) && inv.Field == "database_url":
+		return nil, &ipam.InvalidError{Field: EnvDatabaseURL, Msg: inv.Msg, Err: inv.Err}
+	case err != nil:
 		return nil, err
 	}
 	a.store = st
