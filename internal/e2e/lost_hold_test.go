@@ -65,7 +65,8 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 // A plan of more new addresses than its pool has free: the plan-time holds
 // it takes first are counted as held, not active, in the warning of the
 // address it could not hold (the pool has no allocation at all), and the
-// warning says that this plan's own holds are among them.
+// warning says how many of them are this plan's own; another plan, which
+// holds none of them, is told so (it said this plan's were among them).
 func TestPlanExhaustionCountsHoldsApart(t *testing.T) {
 	url := setup(t)
 	ctx := context.Background()
@@ -88,11 +89,18 @@ func TestPlanExhaustionCountsHoldsApart(t *testing.T) {
 	for _, want := range []string{
 		"Some Addresses Known After Apply",
 		`ipam_exhausted: pool "c1/tiny" has no free address: size 2, 0 active, 2 held by plan-time holds, 0 cooling`,
-		"2 of the pool's addresses are held by plan-time holds (this plan's other new addresses from this pool among them)",
+		"2 of the pool's addresses are held by plan-time holds (2 of them this plan's other new addresses from this pool)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, out)
 		}
+	}
+	// Another configuration's plan of one more address finds the pool held
+	// by the first plan's holds, none of them its own.
+	other := newWorkdir(t, url, "resource \"ipam_env_ipv4\" \"late\" {\n  pool_id = \"c1/tiny\"\n  org_id  = \"acme\"\n  env_id  = \"late\"\n}\n")
+	out = strings.Join(strings.Fields(string(other.run("plan", "-input=false"))), " ")
+	if want := "2 of the pool's addresses are held by plan-time holds (none of them this plan's"; !strings.Contains(out, want) {
+		t.Errorf("another plan lacks %q:\n%s", want, out)
 	}
 }
 

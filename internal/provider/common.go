@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -44,6 +45,28 @@ type providerData struct {
 	// newBlocks holds the nodes ([2]string{cluster, node}) whose instance
 	// blocks this plan creates (plannedNewBlocks).
 	newBlocks sync.Map
+	// holdsTaken counts, by pool id, the plan-time holds this run took or
+	// found again (*atomic.Int64), so that a pool found full can say
+	// whether this plan's own holds fill it (exhaustedAtPlan).
+	holdsTaken sync.Map
+}
+
+// tookHold records a plan-time hold this run holds in pool poolID.
+func (pd *providerData) tookHold(poolID string) {
+	n, _ := pd.holdsTaken.LoadOrStore(poolID, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+// holdsIn is how many plan-time holds this run holds in the pools of ids
+// (an ExhaustedError's PoolID: one id, or several joined by ", ").
+func (pd *providerData) holdsIn(ids string) int64 {
+	var sum int64
+	for _, id := range strings.Split(ids, ", ") {
+		if n, ok := pd.holdsTaken.Load(id); ok {
+			sum += n.(*atomic.Int64).Load()
+		}
+	}
+	return sum
 }
 
 // planNewBlocks records, in the plan of an ipam_node_instance_blocks create,

@@ -400,6 +400,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	switch {
 	case err == nil:
 		warnLostHold(diags, owner, a)
+		pd.tookHold(a.PoolID)
 		return a.Allocation, true
 	case errors.As(err, &hl):
 		// The plan shows the lost address again, so that a saved plan
@@ -444,7 +445,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				". Applying this create fails with the same error."+withHint(err))
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
-		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(err))
+		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(pd, err))
 	case writeRefused(err):
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
@@ -471,7 +472,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 // allocations, since this plan's own other new addresses may be among them.
 // A node's full blocks the apply grows (a hold never grows a node), so the
 // warning says so rather than that the apply fails.
-func exhaustedAtPlan(err error) string {
+func exhaustedAtPlan(pd *providerData, err error) string {
 	then := "fail with ipam_exhausted if none is free then."
 	var ex *ipam.ExhaustedError
 	if errors.As(err, &ex) {
@@ -485,9 +486,12 @@ func exhaustedAtPlan(err error) string {
 	msg := "No address could be reserved at plan time (" + err.Error() + "); the apply will try again after the other " +
 		"changes of this plan, and " + then
 	if ex != nil && ex.Held > 0 {
-		msg += fmt.Sprintf(" %d of the pool's addresses are held by plan-time holds (this plan's other new addresses from "+
-			"this pool among them): they are not allocations yet, and each becomes one when its plan is applied, or goes back "+
-			"to the pool when it expires (reservation_ttl).", ex.Held)
+		whose := "none of them this plan's: other plans', an abandoned one's among them maybe (`ipamctl list --state reserved` lists them)"
+		if mine := min(pd.holdsIn(ex.PoolID), ex.Held); mine > 0 {
+			whose = fmt.Sprintf("%d of them this plan's other new addresses from this pool", mine)
+		}
+		msg += fmt.Sprintf(" %d of the pool's addresses are held by plan-time holds (%s): they are not allocations yet, and "+
+			"each becomes one when its plan is applied, or goes back to the pool when it expires (reservation_ttl).", ex.Held, whose)
 	}
 	return msg
 }

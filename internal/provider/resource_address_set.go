@@ -431,6 +431,7 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	var oc *ipam.OwnerConflictError
 	switch {
 	case err == nil:
+		pd.tookHold(m.PoolID)
 		return m, true
 	case errors.As(err, &oc) && oc.Held && oc.Actor == r.store.Actor():
 		// A plan of this actor in another configuration holds the key:
@@ -448,7 +449,7 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
 	case ipam.Code(err) == ipam.CodeExhausted:
-		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(err))
+		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(pd, err))
 	case errors.Is(err, ipam.ErrNotFound):
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply",
 			"No address could be reserved at plan time ("+err.Error()+"); the apply tries again after the other changes of this plan.")
