@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+
 	"github.com/overlayipam/terraform-provider-ipam/internal/advice"
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -164,7 +166,7 @@ func lateForwarder(t *testing.T, target string, after time.Duration) string {
 }
 
 // A wait reported during a plan, apply or read is warned of once, on the
-// next answer: not silently, and not again and again.
+// next answer that did not fail: not silently, and not again and again.
 func TestGuardWarnsOfAWaitOnce(t *testing.T) {
 	g := &contextGuard{waits: &waits{}}
 	if d := g.warnWaited(nil); len(d) != 0 {
@@ -172,6 +174,12 @@ func TestGuardWarnsOfAWaitOnce(t *testing.T) {
 	}
 	g.waits.report(context.Background(), ipam.Wait{Addr: "db:5432", Waited: 7 * time.Second, Bound: 30 * time.Second})
 	g.waits.report(context.Background(), ipam.Wait{Addr: "db:5432", Waited: 5 * time.Second, Bound: 30 * time.Second})
+	// An answer that failed names its failure: the wait waits for one that
+	// did not.
+	failed := []*tfprotov6.Diagnostic{{Severity: tfprotov6.DiagnosticSeverityError, Summary: "IPAM Database Unreachable"}}
+	if d := g.warnWaited(failed); len(d) != 1 {
+		t.Fatalf("a failed answer carries the wait's warning: %+v", d)
+	}
 	d := g.warnWaited(nil)
 	if len(d) != 1 || d[0].Summary != "Waited for the IPAM Database" ||
 		!strings.Contains(d[0].Detail, "waited at least 7s") || !strings.Contains(d[0].Detail, "waiting for the database at db:5432, 7 s of 30 s") {

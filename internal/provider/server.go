@@ -97,8 +97,16 @@ type contextGuard struct {
 }
 
 // warnWaited appends the warning of a wait for the database, if one was
-// reported since the last (see waits).
+// reported since the last (see waits), to an answer without an error: the
+// warning says that a wait ended in an answer, and an error names the
+// failure itself (an unreachable database, with how long it was tried), so
+// the wait stays pending for the next answer that succeeds.
 func (g *contextGuard) warnWaited(diags []*tfprotov6.Diagnostic) []*tfprotov6.Diagnostic {
+	for _, d := range diags {
+		if d != nil && d.Severity == tfprotov6.DiagnosticSeverityError {
+			return diags
+		}
+	}
 	if summary, detail, ok := g.waits.take(); ok {
 		diags = append(diags, &tfprotov6.Diagnostic{Severity: tfprotov6.DiagnosticSeverityWarning, Summary: summary, Detail: detail})
 	}
