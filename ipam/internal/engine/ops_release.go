@@ -79,6 +79,24 @@ func (e *ConfirmedError) Error() string {
 		CodeConflict, a.Address, a.Owner.Kind, a.Owner.ID, a.ClusterID, a.Actor, held)
 }
 
+// heldByAPlan says, for a release that found no allocation, what holds the
+// address or owner instead: a plan-time hold (" ...", "" when none is
+// live). A hold is not an allocation: it goes back to the pool when it
+// expires, or becomes one when its plan is applied.
+func heldByAPlan(ctx context.Context, tx pgx.Tx, addr *netip.Prefix, req ReleaseRequest) string {
+	var at, actor, origin string
+	var until time.Time
+	if err := tx.QueryRow(ctx, sqlReleaseFindHold, addr, req.ClusterID, req.OwnerKind, req.OwnerID).Scan(&at, &actor, &origin, &until); err != nil {
+		return ""
+	}
+	of := ""
+	if origin != "" {
+		of = fmt.Sprintf(" in %q", origin)
+	}
+	return fmt.Sprintf(": a plan-time hold of actor %q%s holds %s until %s, which is not an allocation: it goes back to the pool "+
+		"then, or becomes an allocation when that plan is applied", actor, of, at, until.UTC().Format(time.RFC3339))
+}
+
 // ReleaseAllocation is an operator's release of one active allocation into
 // its pool's cooldown, through the same statement as reclaim, with the
 // owner kind's release event carrying the reason (and "forced"). An
@@ -139,7 +157,8 @@ func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (R
 		}
 		switch {
 		case len(fs) == 0:
-			return fmt.Errorf("%w: no active allocation of %s%s", ErrNotFound, what, inCluster(req.ClusterID))
+			return fmt.Errorf("%w: no active allocation of %s%s%s", ErrNotFound, what, inCluster(req.ClusterID),
+				heldByAPlan(ctx, tx, addr, req))
 		case fs[0].State != StateActive:
 			// Nothing active: released before, and still cooling.
 			if len(fs) == 2 && fs[0].ClusterID != fs[1].ClusterID {

@@ -165,6 +165,26 @@ func TestReleaseAllocation(t *testing.T) {
 			t.Errorf("an owner without an allocation: %v, want not_found", err)
 		}
 	})
+
+	// What holds an address that is no allocation: a plan's hold, named in
+	// the not_found (lookup shows it reserved), by address and by owner.
+	t.Run("a plan-time hold", func(t *testing.T) {
+		o := engine.Owner{Kind: engine.OwnerNode, ID: "planned", NodeID: "planned"}
+		h, err := f.st.Reserve(f.ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: o}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, req := range []engine.ReleaseRequest{{Address: h.Address, Reason: "x"}, {ClusterID: "c1", OwnerKind: "node", OwnerID: "planned", Reason: "x"}} {
+			_, err := engine.OperatorOf(f.st).ReleaseAllocation(f.ctx, req)
+			if !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), "a plan-time hold of actor") ||
+				!strings.Contains(err.Error(), "holds "+h.Address.String()+" until") || !strings.Contains(err.Error(), "which is not an allocation") {
+				t.Errorf("releasing %+v, which a plan holds: %v, want not_found naming the hold", req, err)
+			}
+		}
+		if s := state(h.Address.String()); s != engine.StateReserved {
+			t.Errorf("the hold is %s after the refused releases, want reserved", s)
+		}
+	})
 }
 
 // An operator's release of an owner with nothing active names the owner's

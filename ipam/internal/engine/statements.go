@@ -1299,6 +1299,12 @@ const (
 	releaseFindWhere = `($2 = '' OR cluster_id = $2)
 			AND (($1::inet IS NOT NULL AND address = $1::inet) OR ($1::inet IS NULL AND owner_kind = $3 AND owner_id = $4))`
 
+	// sqlReleaseFindHold reads the live plan-time hold a release found no
+	// allocation for (its address, actor, origin and expiry), for the
+	// not_found that says so.
+	sqlReleaseFindHold = `SELECT host(address), actor, coalesce(origin, ''), reserved_until FROM ipam_allocations a
+		WHERE ` + rowHeld + ` AND ` + releaseFindWhere + ` ORDER BY cluster_id LIMIT 1`
+
 	// sqlPoolCategory reads a pool's category, for a release's result.
 	sqlPoolCategory = `SELECT category FROM ipam_pools WHERE id = $1`
 
