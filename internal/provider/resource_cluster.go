@@ -221,17 +221,8 @@ func (r *clusterResource) overlapsOwnClusters(ctx context.Context, id string, pr
 	if err != nil || len(others) != 1 || others[0].Prefix != prefix || r.store.Origin() == "" {
 		return false
 	}
-	ids := []string{others[0].ID}
-	managers, err := operator.New(r.store).Managers(ctx, operator.ManagedCluster, ids)
-	if err != nil {
-		return false
-	}
-	for _, o := range ids {
-		if managers[o] != r.store.Origin() {
-			return false
-		}
-	}
-	return true
+	managers, err := operator.New(r.store).Managers(ctx, operator.ManagedCluster, []string{others[0].ID})
+	return err == nil && managers[others[0].ID] == r.store.Origin()
 }
 
 func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
