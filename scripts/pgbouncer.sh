@@ -130,10 +130,12 @@ EOF
 			tail -n 20 "$dir/log" "$dir/start.log" >&2 2>/dev/null || true
 			die "pgbouncer failed to start (log: $dir/log)"
 		fi
-		# Up to 60 s to listen: a bound on a hang, generous for a busy machine.
+		# Up to 60 s to listen and write its pid file (a daemon listens first,
+		# then writes it): a bound on a hang, generous for a busy machine.
 		local i
 		for ((i = 0; i < 600; i++)); do
-			port_in_use "$port" && break
+			port_in_use "$port" && [[ -f "$dir/pgbouncer.pid" ]] && break
+			grep -qi 'address already in use' "$dir/log" 2>/dev/null && break
 			sleep 0.1
 		done
 		if port_in_use "$port" && [[ -f "$dir/pgbouncer.pid" ]]; then

@@ -297,6 +297,7 @@ type retryRows struct {
 	switched bool // the statement mode was switched for this query once
 	first    time.Time
 	attempt  int
+	reported int        // the waits reported so far (pause)
 	guard    *waitGuard // the current query's, disarmed at its first result
 }
 
@@ -318,7 +319,7 @@ func (r *retryRows) Next() bool {
 			if r.first.IsZero() {
 				r.first = time.Now()
 			}
-			if !r.p.s.pause(r.ctx, r.attempt, r.first, r.p.s.failover, false, err) {
+			if !r.p.s.pause(r.ctx, r.attempt, r.first, r.p.s.failover, false, err, &r.reported) {
 				return false
 			}
 			r.attempt++
@@ -469,6 +470,7 @@ func (b errBatch) Tx() pgx.Tx                       { return nil }
 // yet, finding nothing there at every host, waits FirstContactTimeout only.
 func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 	var first time.Time
+	reported := 0 // the waits reported so far (pause)
 	// absent: every failure of this call so far found nothing there, and
 	// no server has answered the client yet (see FirstContactTimeout).
 	absent := s.cutFirstContact
@@ -502,7 +504,7 @@ func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 		if first.IsZero() {
 			first = time.Now()
 		}
-		if !s.pause(ctx, attempt, first, bound, absent, err) {
+		if !s.pause(ctx, attempt, first, bound, absent, err, &reported) {
 			if ctx.Err() != nil {
 				return &waitedError{err: errors.Join(ctx.Err(), err), waited: time.Since(first), bound: s.failover}
 			}
@@ -569,10 +571,12 @@ func nothingThere(err error) bool {
 
 // pause waits before the next attempt of a call that found no usable server
 // (jittered backoff growing to a second); false when bound, counted from
-// first, is spent or ctx is done. Each time the wait crosses a multiple of
-// WaitReportInterval it tells the client's OnWait what it waits for (err,
-// the last failure), so that no wait is silent.
-func (s *conn) pause(ctx context.Context, attempt int, first time.Time, bound time.Duration, firstContact bool, err error) bool {
+// first, is spent or ctx is done. Each time the wait has crossed a multiple
+// of WaitReportInterval not reported yet (*reported counts them, for the
+// call), it tells the client's OnWait what it waits for (err, the last
+// failure), so that no wait is silent: also when the multiple was crossed
+// during an attempt rather than a pause (a slow connect on a busy machine).
+func (s *conn) pause(ctx context.Context, attempt int, first time.Time, bound time.Duration, firstContact bool, err error, reported *int) bool {
 	before := time.Since(first)
 	left := bound - before
 	if left <= 0 {
@@ -585,7 +589,8 @@ func (s *conn) pause(ctx context.Context, attempt int, first time.Time, bound ti
 		return false
 	case <-time.After(d):
 	}
-	if after := time.Since(first); s.onWait != nil && after/WaitReportInterval > before/WaitReportInterval {
+	if after := time.Since(first); s.onWait != nil && int(after/WaitReportInterval) > *reported {
+		*reported = int(after / WaitReportInterval)
 		w := Wait{Addr: s.addr, Waited: after, Bound: bound, FirstContact: firstContact}
 		if cf, ok := s.connFailure(err); ok {
 			w.Last = cf

@@ -42,11 +42,11 @@ func Code(err error) string {
 	return ""
 }
 
-// WriteRefused reports whether err is the database refusing a write it
+// writeRefused reports whether err is the database refusing a write it
 // could do without: a read-only server or session (read_only), or a role
 // without the grant (permission_denied). A plan-time hold so refused leaves
 // the address to the apply.
-func WriteRefused(err error) bool {
+func writeRefused(err error) bool {
 	c := Code(err)
 	return c == CodeReadOnly || c == CodeDenied
 }
@@ -346,6 +346,12 @@ func (e *DeniedError) Unwrap() error { return e.err }
 // Is matches the sentinel of the code (errors.Is(err, Err...)).
 func (e *DeniedError) Is(target error) bool { return isCode(CodeDenied, target) }
 func (e *DeniedError) Error() string        { return CodeDenied + ": " + e.Msg }
+
+// existsConflict is a create's refusal of an object (kind cluster or pool)
+// that exists already, which an import would manage.
+func existsConflict(kind, id string) *ConflictError {
+	return &ConflictError{Msg: fmt.Sprintf("%s %q already exists; import it to manage it", kind, id), ExistingKind: kind, ExistingID: id}
+}
 
 // ReadOnlyError: the database refused a write, because the server (or the
 // session) is read-only: a standby, or a demoted primary.

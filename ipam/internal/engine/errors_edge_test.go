@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -112,5 +113,25 @@ func TestEveryCodeHasItsSentinel(t *testing.T) {
 		if sentinels[c] == nil {
 			t.Errorf("code %s has no sentinel", c)
 		}
+	}
+}
+
+// A wait that crossed a report's multiple of WaitReportInterval during an
+// attempt (a slow connect on a busy machine), not during a pause, is still
+// reported by the next pause, once: it was silent, and ipamctl's "waiting
+// for the database" line went missing under load.
+func TestAWaitCrossedDuringAnAttemptIsReported(t *testing.T) {
+	var got []Wait
+	s := &conn{addr: "db:5432", onWait: func(_ context.Context, w Wait) { got = append(got, w) }}
+	first := time.Now().Add(-WaitReportInterval - 200*time.Millisecond) // 5.2 s ago: crossed before this pause
+	reported := 0
+	if !s.pause(context.Background(), 0, first, time.Minute, false, errors.New("refused"), &reported) {
+		t.Fatal("the pause gave up inside its bound")
+	}
+	if len(got) != 1 || reported != 1 || got[0].Waited < WaitReportInterval {
+		t.Fatalf("reports %+v (reported %d), want one of a wait past %s", got, reported, WaitReportInterval)
+	}
+	if s.pause(context.Background(), 0, first, time.Minute, false, errors.New("refused"), &reported); len(got) != 1 {
+		t.Fatalf("the same multiple reported again: %+v", got)
 	}
 }

@@ -130,7 +130,7 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 // the plan that took it, so that Terraform's re-plan at apply shows the
 // address its plan showed.
 func (s *Client) liveHold(ctx context.Context, r request, err error) (Hold, bool) {
-	if !WriteRefused(err) {
+	if !writeRefused(err) {
 		return Hold{}, false
 	}
 	h, found, _, _, _, _ := s.findHold(ctx, r, 0, false)

@@ -262,12 +262,6 @@ func (pb *peerBlocks) overlapping(b netip.Prefix) (peerBlock, bool) {
 	return peerBlock{}, false
 }
 
-// existsConflict is a create's refusal of an object (kind cluster or pool)
-// that exists already, which an import would manage.
-func existsConflict(kind, id string) *ConflictError {
-	return &ConflictError{Msg: fmt.Sprintf("%s %q already exists; import it to manage it", kind, id), ExistingKind: kind, ExistingID: id}
-}
-
 // CheckNew tells without writing, for plan time, whether a cluster or an
 // operator pool (kind "cluster" or "pool") named id can be created: the
 // create's conflict when it exists already.
