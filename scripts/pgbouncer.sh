@@ -146,6 +146,8 @@ EOF
 			continue
 		fi
 		tail -n 20 "$dir/log" >&2 2>/dev/null || true
+		# A daemon that started but is judged failed would outlive the run.
+		pkill -f -- "$dir/pgbouncer.ini" 2>/dev/null || true
 		die "pgbouncer did not start listening on 127.0.0.1:$port (log: $dir/log)"
 	done
 	(
