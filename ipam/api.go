@@ -239,6 +239,11 @@ var (
 // Code returns the error code of err, or "" when it has none.
 func Code(err error) string { return engine.Code(err) }
 
+// WriteRefused reports whether err is the database refusing a write the
+// caller can do without (a plan-time hold, a refresh's record): a read-only
+// server or session (ErrReadOnly), or a role without the grant (ErrDenied).
+func WriteRefused(err error) bool { return engine.WriteRefused(err) }
+
 // Input checks, shared with the provider and ipamctl.
 const (
 	MaxIDLength        = engine.MaxIDLength

@@ -144,7 +144,7 @@ mutants=(
 	"guard-own-hold|ipam/internal/engine/handout.go|s/(guardOwnHold = guard\{[^\n]*\n\t\tfunc\(at guardAt\) string \{\n\t\t\treturn )/\$1\"true OR \" + /|^TestHoldIsItsConfigurations\$|./ipam/internal/engine/"
 	"statement-drops-guard|ipam/internal/engine/handout.go|s/(SELECT r.\* FROM req r\n\t\tWHERE )\`\+allOf\(servedGuards, ownerOfReq\)\+\`/\$1true/|^TestEveryHandOutStatementCarriesItsGuards\$|./ipam/internal/engine/"
 	"read-only-server-waited-out|ipam/internal/engine/conn.go|s/if ctx.Value\(writesOptionalKey\{\}\) == nil /if ctx.Value(writesOptionalKey{}) != \"never\" /|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
-	"read-only-plan-drops-live-hold|ipam/internal/engine/hold.go|s/if !writeRefused\(err\) \{/if true {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
+	"read-only-plan-drops-live-hold|ipam/internal/engine/hold.go|s/if !WriteRefused\(err\) \{/if true {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 	"read-only-refusal-drops-connection|ipam/internal/engine/store.go|s/if failoverError\(err\) && s.readOnlyRefusal\(ctx, err\) == nil \{/if failoverError(err) {/|^TestReadOnlyServerRefusesOptionalWritesAtOnce\$|./ipam/internal/engine/"
 	"pick-ignores-changed-stripes|ipam/internal/engine/handout.go|s/changedSinceSnapshot = \`\(xmax <> '0'::xid AND /changedSinceSnapshot = \`(false AND /|^TestFreshPickTriesChangedStripesLast\$|./ipam/internal/engine/"
 	"shared-pick-plain-order|ipam/internal/engine/handout.go|s/changedLast := changedSinceSnapshot \+ \", \"/changedLast := \"\"/|^TestFreshPickTriesChangedStripesLast\$|./ipam/internal/engine/"
@@ -162,6 +162,9 @@ mutants=(
 	"owner-won-not-after-take|ipam/internal/engine/allocate.go|s/\tcase \(err == nil .. ex != nil\) \&\& !req.Address.IsValid\(\)/\tcase false \&\& !req.Address.IsValid()/|^TestARequestOfAnOwnerReleasedMeanwhileGetsItsLatestAddress\$|./ipam/internal/engine/"
 	"owner-won-counts-own-release|ipam/internal/engine/allocate.go|s/\(first.held == nil .. now.ID != first.held.ID\)/true/|^(TestHoldIsItsConfigurations|TestSeamAbandonedHoldExpiresWithItsTTL)\$|./ipam/internal/engine/"
 	"hold-look-answers-over-take|ipam/internal/engine/hold.go|s/\tcase taken != nil:/\tcase taken != nil \&\& !found:/|^TestAHoldTakenWithItsLookAnswersThePlan\$|./ipam/internal/engine/"
+	"at-in-password-accepted|ipam/internal/engine/store.go|s/if ambiguousUserinfo\(pc\) \{/if false {/|^TestProviderErrorsNeverCarryThePassword\$|./internal/provider/"
+	"wait-reported-by-pause-span|ipam/internal/engine/conn.go|s/int\(after\/WaitReportInterval\) > \*reported/after\/WaitReportInterval > before\/WaitReportInterval/|^TestAWaitCrossedDuringAnAttemptIsReported\$|./ipam/internal/engine/"
+	"release-hides-hold|ipam/internal/engine/ops_release.go|s/heldByAPlan\(ctx, tx, addr, req\)\)/\"\")/|^TestReleaseAllocation\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

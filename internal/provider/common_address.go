@@ -311,12 +311,6 @@ func checkClaimAtPlan(ctx context.Context, st *ipam.Client, req resource.ModifyP
 	// Any other error (the pool does not exist yet, say) is left to apply.
 }
 
-// writeRefused: the database refused a write the plan can do without (a
-// plan-time hold): a read-only server, or a role without the grant.
-func writeRefused(err error) bool {
-	return ipam.Code(err) == ipam.CodeReadOnly || ipam.Code(err) == ipam.CodeDenied
-}
-
 // heldElsewhere is the warning of a plan whose owner (what) a plan of the
 // same actor in another configuration holds (err, owner_conflict): the plan
 // shows the held address, and the create fails.
@@ -446,7 +440,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(pd, err))
-	case writeRefused(err):
+	case ipam.WriteRefused(err):
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\". "+
 				"Planning with a role that may not write, or against a read-only server, works; applying needs a role that may write, on the primary.")

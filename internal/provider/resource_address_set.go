@@ -445,7 +445,7 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 		}
 	case errors.As(err, &oc) && oc.Actor == r.store.Actor():
 		// The key still holds its old address: a changed key released at apply.
-	case writeRefused(err):
+	case ipam.WriteRefused(err):
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
 	case ipam.Code(err) == ipam.CodeExhausted:

@@ -42,11 +42,11 @@ func Code(err error) string {
 	return ""
 }
 
-// writeRefused reports whether err is the database refusing a write it
+// WriteRefused reports whether err is the database refusing a write it
 // could do without: a read-only server or session (read_only), or a role
 // without the grant (permission_denied). A plan-time hold so refused leaves
 // the address to the apply.
-func writeRefused(err error) bool {
+func WriteRefused(err error) bool {
 	c := Code(err)
 	return c == CodeReadOnly || c == CodeDenied
 }

@@ -126,11 +126,11 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 // liveHold is the owner's live hold, of this configuration, when err says
 // that the database refused to renew it: a role that may not write
 // (permission_denied), or a read-only server (a plan against a standby or
-// during a switchover: see WritesOptional). The hold answers the plan until it expires, as it did
-// the plan that took it, so that Terraform's re-plan at apply shows the
-// address its plan showed.
+// during a switchover: see WritesOptional). The hold answers the plan until
+// it expires, as it did the plan that took it, so that Terraform's re-plan
+// at apply shows the address its plan showed.
 func (s *Client) liveHold(ctx context.Context, r request, err error) (Hold, bool) {
-	if !writeRefused(err) {
+	if !WriteRefused(err) {
 		return Hold{}, false
 	}
 	h, found, _, _, _, _ := s.findHold(ctx, r, 0, false)
