@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -855,6 +856,51 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("the owner's next allocation after --force got %s, want its own %s back", again.Address, e1.Address)
 	}
 	w.ipamctl("", "events", "--type", "env.ipv4_addon_disabled", "--json").must(t, 0, `"forced":true`, "env e1 retired")
+	w.ipamctl("", "check").must(t, 0)
+}
+
+// expire-hold ends a plan's hold now, by address or by owner, with its
+// event and reason: another configuration may then declare the owner.
+// Again, it says so and exits 0; what holds no hold is an error, and an
+// active allocation is named with the command that releases it.
+func TestExpireHold(t *testing.T) {
+	w := newWorld(t)
+	ci, err := ipam.Open(w.ctx, ipam.Config{DatabaseURL: w.url, Actor: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ci.Close()
+	h, err := ci.Reserve(w.ctx, ipam.AllocateRequest{Pool: testdb.Pool("c1/instance"), Owner: instance("i1", "acme", "prod")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.Allocate(w.ctx, ipam.AllocateRequest{Pool: testdb.Pool("c1/instance"), Owner: instance("i1", "acme", "prod")}); !errors.Is(err, ipam.ErrOwnerConflict) {
+		t.Fatalf("declaring i1 while another actor's plan holds it: %v, want owner_conflict", err)
+	}
+	w.ipamctl("", "expire-hold", h.Address.String()).must(t, exitUsage, "--reason is required")
+	w.ipamctl("", "expire-hold", "--kind", "instance", "--owner", "i1", "--reason", "x").must(t, exitUsage, "--cluster")
+	w.ipamctl("", "expire-hold", "--kind", "instance", "--reason", "x").must(t, exitUsage, "give an address, or --kind and --owner")
+	w.ipamctl("", "lookup", h.Address.String()).must(t, 0, "reserved")
+	w.ipamctl("", "expire-hold", h.Address.String(), "--reason", "CI plan abandoned").
+		must(t, 0, "expired the hold on "+h.Address.String(), `instance "i1"`, `planned by actor "ci"`, "free for any owner now")
+	w.ipamctl("", "lookup", h.Address.String()).must(t, 0, "free")
+	r := w.ipamctl("", "events", "--type", "allocation.hold_expired", "--json").
+		must(t, 0, "CI plan abandoned", `"expired_by":"operator"`, `"holder_actor":"ci"`, `"actor":"ipamctl"`)
+	if strings.Count(r.out, "\n") != 1 {
+		t.Fatalf("want one event:\n%s", r.out)
+	}
+	r = w.ipamctl("", "expire-hold", "--cluster", "c1", "--kind", "instance", "--owner", "i1", "--reason", "again", "--json").must(t, 0)
+	var got expireHoldJSON
+	if err := json.Unmarshal([]byte(r.out), &got); err != nil || !got.AlreadyExpired || got.Allocation.OwnerID != "i1" ||
+		got.Allocation.State != ipam.StateFree || got.Allocation.Category != "instance" || got.HeldUntil.IsZero() {
+		t.Fatalf("expire-hold again --json: %v\n%s", err, r.out)
+	}
+	w.ipamctl("", "expire-hold", h.Address.String(), "--reason", "again").must(t, 0, "already expired", "nothing to do")
+	// The other configuration may now declare the owner.
+	a := w.alloc("c1/instance", instance("i1", "acme", "prod"))
+	w.ipamctl("", "expire-hold", a.Address.String(), "--reason", "x").
+		must(t, exitError, "not_found", "no plan-time hold of "+a.Address.String(), `active allocation of instance "i1"`, "ipamctl release")
+	w.ipamctl("", "expire-hold", "--cluster", "c1", "--kind", "node", "--owner", "n-typo", "--reason", "typo").must(t, exitError, "not_found")
 	w.ipamctl("", "check").must(t, 0)
 }
 

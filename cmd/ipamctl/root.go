@@ -149,7 +149,7 @@ Exit codes: 0 success, 1 failure (the database unreachable or refusing, a confli
 	pf.DurationVar(&a.failoverTimeout, "failover-timeout", ipam.DefaultFailoverTimeout, "how long one operation rides out a database with no usable server (a switchover or failover), retrying (0: fail at once); past it: ipam_unavailable. Unset, a first contact that finds nothing listening (a wrong host or port) gives up after "+ipam.FormatDuration(ipam.FirstContactTimeout))
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "do not report on stderr, every 5 s, a wait for the database")
 	root.AddCommand(a.migrateCmd(), a.listCmd(), a.usageCmd(), a.lookupCmd(), a.eventsCmd(), a.leaksCmd(),
-		a.reclaimCmd(), a.releaseCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
+		a.reclaimCmd(), a.releaseCmd(), a.expireHoldCmd(), a.checkCmd(), a.metricsCmd(), a.scaleCmd(), a.versionCmd())
 	return root
 }
 

@@ -1,7 +1,7 @@
 // Package operator is the operator's side of the IP address manager: the
 // reads behind ipamctl and the provider's data sources (list, usage, lookup,
 // leaks, check, metrics, events) and the operator's own writes (release,
-// reclaim, recount). It works through an ipam.Client:
+// reclaim, recount, a plan-time hold's expiry). It works through an ipam.Client:
 //
 //	client, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url})
 //	...
@@ -55,6 +55,7 @@ type (
 )
 
 const (
+	EventHoldExpired      = engine.EventHoldExpired
 	EventHoldLossReported = engine.EventHoldLossReported
 	EventHoldLost         = engine.EventHoldLost
 	EventReclaimed        = engine.EventReclaimed
@@ -134,10 +135,12 @@ var (
 	FailureReasons = engine.FailureReasons
 )
 
-// Release.
+// Release, and a plan-time hold's expiry.
 type (
-	ReleaseRequest = engine.ReleaseRequest
-	ReleaseResult  = engine.ReleaseResult
+	ReleaseRequest   = engine.ReleaseRequest
+	ReleaseResult    = engine.ReleaseResult
+	HoldRequest      = engine.HoldRequest
+	ExpireHoldResult = engine.ExpireHoldResult
 )
 
 // Usage.

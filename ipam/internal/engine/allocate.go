@@ -738,9 +738,10 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return Allocation{}, errRetry
 	case cur.PoolID != pool.ID:
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
-	case cur.State == StateActive, byTime && cur.State == StateReserved:
+	case cur.State == StateActive, byTime && cur.State == StateReserved && !cur.HoldExpired:
 		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
 	case byTime:
+		// Cooling, or an expired hold that kept its owner's cooldown.
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
 	}
 	return s.activate(ctx, tx, cur.ID, cur.Generation, req.Owner, hold, true)

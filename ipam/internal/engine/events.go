@@ -94,7 +94,7 @@ var otherEventTypes = []string{
 	"cluster.created", "cluster.updated", "cluster.deleted",
 	"pool.created", "pool.updated", "pool.deleted",
 	"allocation.reserved", "allocation.adopted", "allocation.hold_dropped", "allocation.inherited",
-	EventHoldLost, EventHoldLossReported, EventReclaimed,
+	EventHoldExpired, EventHoldLost, EventHoldLossReported, EventReclaimed,
 	"node.blocks_scaled", "node.blocks_released",
 }
 
@@ -121,6 +121,10 @@ func newID() uuid.UUID {
 // EventHoldLossReported records that Reserve reported a lost hold
 // (HoldLostError) to a plan run (data.run).
 const EventHoldLossReported = "allocation.hold_loss_reported"
+
+// EventHoldExpired records that an operator expired a plan-time hold
+// (Operator.ExpireHold) before its reservation_ttl ended.
+const EventHoldExpired = "allocation.hold_expired"
 
 // EventHoldLost records that an owner's expired plan-time hold went to another owner.
 const EventHoldLost = "allocation.hold_lost"

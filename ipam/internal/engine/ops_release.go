@@ -108,30 +108,12 @@ func heldByAPlan(ctx context.Context, tx pgx.Tx, addr *netip.Prefix, req Release
 // ErrNotFound.
 func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
 	s := o.c
-	var addr *netip.Prefix
-	switch {
-	case req.Reason == "":
-		return ReleaseResult{}, invalid("reason", "is required: say why the allocation is released (it is recorded with the event)")
-	case req.Address.IsValid() && req.OwnerID != "":
-		return ReleaseResult{}, invalid("address", "give an address or an owner, not both")
-	case req.Address.IsValid():
-		p := netip.PrefixFrom(req.Address.Unmap(), req.Address.Unmap().BitLen())
-		addr = &p
-	case req.OwnerKind == "" || req.OwnerID == "":
-		return ReleaseResult{}, invalid("owner_id", "give an address, or an owner kind and id")
-	case req.ClusterID == "":
-		return ReleaseResult{}, invalid("cluster_id", "is required to release by owner")
-	}
-	if err := checkFilterIDs("cluster_id", req.ClusterID); err != nil {
+	addr, err := operatorTarget(req.ClusterID, req.Address, req.OwnerKind, req.OwnerID, req.Reason, "the allocation is released")
+	if err != nil {
 		return ReleaseResult{}, err
 	}
-	if addr == nil {
-		if err := checkOwnerKey(req.OwnerKind, req.OwnerID); err != nil {
-			return ReleaseResult{}, err
-		}
-	}
 	var res ReleaseResult
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		res = ReleaseResult{}
 		rows, err := tx.Query(ctx, sqlReleaseFind, addr, req.ClusterID, req.OwnerKind, req.OwnerID)
 		if err != nil {
@@ -233,6 +215,36 @@ func checkOwnerKey(kind, id string) error {
 		return validateSetMember(Owner{Kind: kind, ID: id, SetID: set})
 	}
 	return checkIDs("owner_id", id)
+}
+
+// operatorTarget checks what an operator's release or hold expiry names:
+// an address (returned as a host prefix), or an owner kind and id with its
+// cluster (nil is returned); and the reason, which says why (why: what it
+// says, in the error that asks for it).
+func operatorTarget(cluster string, address netip.Addr, kind, id, reason, why string) (*netip.Prefix, error) {
+	var addr *netip.Prefix
+	switch {
+	case reason == "":
+		return nil, invalid("reason", "is required: say why %s (it is recorded with the event)", why)
+	case address.IsValid() && id != "":
+		return nil, invalid("address", "give an address or an owner, not both")
+	case address.IsValid():
+		p := netip.PrefixFrom(address.Unmap(), address.Unmap().BitLen())
+		addr = &p
+	case kind == "" || id == "":
+		return nil, invalid("owner_id", "give an address, or an owner kind and id")
+	case cluster == "":
+		return nil, invalid("cluster_id", "is required with an owner kind and id")
+	}
+	if err := checkFilterIDs("cluster_id", cluster); err != nil {
+		return nil, err
+	}
+	if addr == nil {
+		if err := checkOwnerKey(kind, id); err != nil {
+			return nil, err
+		}
+	}
+	return addr, nil
 }
 
 func inCluster(id string) string {

@@ -1305,6 +1305,20 @@ const (
 	sqlReleaseFindHold = `SELECT host(address), actor, coalesce(origin, ''), reserved_until FROM ipam_allocations a
 		WHERE ` + rowHeld + ` AND ` + releaseFindWhere + ` ORDER BY cluster_id LIMIT 1`
 
+	// sqlHoldFind finds the plan-time holds of an address or owner
+	// (releaseFindWhere), live or expired, the live ones first, and when
+	// each would have expired (ExpireHold).
+	sqlHoldFind = `SELECT ` + allocColumns + `, reserved_until FROM ipam_allocations a
+		WHERE state = 'reserved' AND ` + releaseFindWhere + ` ORDER BY ` + rowHeld + ` DESC, cluster_id LIMIT 2`
+
+	// sqlExpireHold ends a live hold's own time now, as its expiry at
+	// reserved_until would: the address is reusable at once, unless the
+	// hold kept a cooldown (reusable_at, as every hold has it).
+	sqlExpireHold = `UPDATE ipam_allocations a SET reserved_until = (SELECT ipam_now()),
+			reusable_at = greatest((SELECT ipam_now()), cooling_until)
+		WHERE id = $1 AND generation = $2 AND ` + rowHeld + `
+		RETURNING ` + allocColumns
+
 	// sqlPoolCategory reads a pool's category, for a release's result.
 	sqlPoolCategory = `SELECT category FROM ipam_pools WHERE id = $1`
 

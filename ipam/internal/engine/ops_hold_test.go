@@ -1,0 +1,148 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
+	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
+)
+
+// An operator expires a plan's hold (ipamctl expire-hold): the hold's own
+// time ends now, recorded with the reason, and from then on it is an
+// expired hold to every path. Another configuration may take its owner,
+// another owner its address, and the plan that took it is told that it
+// lost it; a hold that kept its owner's cooldown keeps it. Expiring again
+// does nothing and says so; what is no hold is not found.
+func TestExpireHold(t *testing.T) {
+	sts, raw := seamStores(t, "terraform", "ci")
+	tf, ci := sts[0], sts[1]
+	ctx := context.Background()
+	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
+	if _, err := tf.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	op := engine.OperatorOf(tf)
+	events := func() []engine.Event {
+		t.Helper()
+		evs, err := op.ListEvents(ctx, engine.EventFilter{ClusterID: "c1", Types: []string{engine.EventHoldExpired}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	env := func(id string) engine.Owner {
+		return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, OrgID: "acme", EnvID: id}
+	}
+
+	// A CI plan (actor ci) holds env e1's address, which blocks another
+	// actor's configuration from declaring e1 for an hour.
+	h, err := ci.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e1")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e1")}); !errors.Is(err, engine.ErrOwnerConflict) {
+		t.Fatalf("another actor's create while the plan holds e1: %v, want owner_conflict", err)
+	}
+	t0 := time.Now()
+	r, err := op.ExpireHold(ctx, engine.HoldRequest{Address: h.Address, Reason: "CI plan abandoned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Address != h.Address || r.State != engine.StateReserved || !r.HoldExpired || !r.Reusable || r.AlreadyExpired ||
+		r.Until.Before(t0.Add(50*time.Minute)) || r.Category != engine.CategoryIPv4 || r.Actor != "ci" {
+		t.Fatalf("expired %+v", r)
+	}
+	evs := events()
+	if len(evs) != 1 || evs[0].Data["reason"] != "CI plan abandoned" || evs[0].Data["expired_by"] != "operator" ||
+		evs[0].Data["holder_actor"] != "ci" || evs[0].Address != h.Address || evs[0].Actor != "terraform" {
+		t.Fatalf("events %+v", evs)
+	}
+	// Again, by owner: nothing to do, and no event.
+	again, err := op.ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4, OwnerID: "e1", Reason: "again"})
+	if err != nil || !again.AlreadyExpired || again.Address != h.Address || !again.Until.Equal(r.ReusableAt) {
+		t.Fatalf("expiring again: %+v %v, want AlreadyExpired at %s", again, err, r.ReusableAt)
+	}
+	if evs := events(); len(evs) != 1 {
+		t.Fatalf("expiring again wrote an event: %+v", evs)
+	}
+
+	// Now the other configuration takes the owner, and the CI plan's
+	// re-plan is told its hold was lost (no new hold), so its apply fails
+	// rather than apply another address.
+	a, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e1")})
+	if err != nil {
+		t.Fatalf("another actor's create after the expiry: %v", err)
+	}
+	if _, err := ci.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e1")}, time.Hour); !errors.Is(err, engine.ErrOwnerConflict) {
+		t.Fatalf("the CI plan again after its owner was taken: %v, want owner_conflict", err)
+	}
+	if _, err := op.ExpireHold(ctx, engine.HoldRequest{Address: a.Address, Reason: "x"}); !errors.Is(err, engine.ErrNotFound) ||
+		!strings.Contains(err.Error(), "is the active allocation of env_ipv4 \"e1\"") || !strings.Contains(err.Error(), "ipamctl release") {
+		t.Fatalf("expiring an allocation: %v, want not_found naming it", err)
+	}
+
+	// Another owner takes an expired hold's address at once: a claim of it.
+	h2, err := ci.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e2")}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e3"), Address: h2.Address}); engine.Code(err) != engine.CodeAddressInUse {
+		t.Fatalf("a claim of a held address: %v, want address_in_use", err)
+	}
+	if _, err := op.ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4, OwnerID: "e2", Reason: "plan abandoned"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e3"), Address: h2.Address}); err != nil || got.Address != h2.Address {
+		t.Fatalf("a claim of the expired hold's address: %+v %v", got, err)
+	}
+
+	// A hold on its owner's own cooling address keeps the cooldown: the
+	// address goes to no one else before it ends.
+	b, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e4")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tf.Release(ctx, "c1", env("e4"), 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	hb, err := tf.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e4")}, time.Hour)
+	if err != nil || hb.Address != b.Address {
+		t.Fatalf("a plan of e4 after its release: %+v %v, want its cooling address %s", hb, err, b.Address)
+	}
+	rb, err := op.ExpireHold(ctx, engine.HoldRequest{Address: b.Address, ClusterID: "c1", Reason: "x"})
+	if err != nil || !rb.HoldExpired || rb.Reusable || rb.ReusableAt.Before(t0.Add(50*time.Minute)) {
+		t.Fatalf("expiring a hold that kept a cooldown: %+v %v, want it cooling still", rb, err)
+	}
+	if _, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e5"), Address: b.Address}); engine.Code(err) != engine.CodeAddressCooling {
+		t.Fatalf("a claim of it by another owner: %v, want address_cooling", err)
+	}
+
+	// What names no hold, and bad input, writing nothing.
+	if _, err := op.ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: "node", OwnerID: "never", Reason: "x"}); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("an owner with no hold: %v, want not_found", err)
+	}
+	for _, c := range []struct {
+		req   engine.HoldRequest
+		field string
+	}{
+		{engine.HoldRequest{Address: h.Address}, "reason"},
+		{engine.HoldRequest{Reason: "x"}, "owner_id"},
+		{engine.HoldRequest{Reason: "x", OwnerKind: "node", OwnerID: "n1"}, "cluster_id"},
+		{engine.HoldRequest{Reason: "x", Address: h.Address, OwnerID: "n1"}, "address"},
+		{engine.HoldRequest{Reason: "x", ClusterID: "c1", OwnerKind: "vm", OwnerID: "n1"}, "owner_kind"},
+	} {
+		var ie *engine.InvalidError
+		if _, err := op.ExpireHold(ctx, c.req); !errors.As(err, &ie) || ie.Field != c.field {
+			t.Errorf("%+v: %v, want invalid_input naming %s", c.req, err, c.field)
+		}
+	}
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_events WHERE type = $1`, engine.EventHoldExpired); n != 3 {
+		t.Errorf("%d hold_expired events, want 3", n)
+	}
+}
