@@ -146,3 +146,47 @@ func TestExpireHold(t *testing.T) {
 		t.Errorf("%d hold_expired events, want 3", n)
 	}
 }
+
+// A plan extends its hold when less than half its time is left, judged by
+// the hold's own time. A hold on its owner's own cooling address keeps the
+// cooldown in reusable_at, which the plan's first look read as the hold's
+// time: a hold whose cooldown outlasted its reservation_ttl was returned,
+// unextended, by every plan, and once its own time was over another
+// configuration took the owner (found by the linearizability test, with an
+// operator's expiry).
+func TestAPlanExtendsAHoldThatKeptACooldown(t *testing.T) {
+	sts, raw := seamStores(t, "terraform", "ci")
+	tf, ci := sts[0], sts[1]
+	ctx := context.Background()
+	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
+	if _, err := tf.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	e1 := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
+	a, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tf.Release(ctx, "c1", e1, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	h, err := tf.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}, 10*time.Minute)
+	if err != nil || h.Address != a.Address {
+		t.Fatalf("a plan of e1 after its release: %+v %v, want its cooling address", h, err)
+	}
+	// Nine minutes later (less than half the time left), the next plan.
+	seamClock(t, raw, 9*time.Minute)
+	if _, err := tf.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Ten minutes after the first plan, the hold must still be live.
+	seamClock(t, raw, 10*time.Minute+30*time.Second)
+	if n := seamCount(t, raw, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'e1' AND state = 'reserved' AND reserved_until > ipam_now()`); n != 1 {
+		t.Fatalf("the hold the second plan returned is not live ten minutes after the first plan (%d live holds)", n)
+	}
+	if _, err := ci.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}); !errors.Is(err, engine.ErrOwnerConflict) {
+		t.Fatalf("another actor declaring e1 while a plan holds it: %v, want owner_conflict", err)
+	}
+}

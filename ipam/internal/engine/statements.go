@@ -937,7 +937,7 @@ var sqlReplacing = named("replacement mark", `SELECT `+replacingByOriginSQL(`nul
 // more than @fresh_for left, and its pool's blocks.
 var sqlFindHold = named("hold look (a plan's first read)", `SELECT `+allocColumns+`,
 		((state = 'active' AND confirmed_at IS NULL AND allocated_at >= (SELECT ipam_now()) - interval '`+adoptionWindowSQL+`')
-			OR (state = 'reserved' AND reusable_at > (SELECT ipam_now()) + @fresh_for::interval))
+			OR (state = 'reserved' AND reserved_until > (SELECT ipam_now()) + @fresh_for::interval))
 			AND `+ownOriginSQL("@origin::text")+`,
 		(SELECT p.cidrs FROM ipam_pools p WHERE p.id = a.pool_id)
 	FROM ipam_allocations a
