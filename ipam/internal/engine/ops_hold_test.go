@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +190,68 @@ func TestAPlanExtendsAHoldThatKeptACooldown(t *testing.T) {
 	}
 	if _, err := ci.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}); !errors.Is(err, engine.ErrOwnerConflict) {
 		t.Fatalf("another actor declaring e1 while a plan holds it: %v, want owner_conflict", err)
+	}
+}
+
+// A plan of configuration B extends its expired hold on e1 while
+// configuration A (the same actor) declares e1, which drops another
+// manager's hold once its time is over. Paused at each statement boundary
+// of either, in both orders, one of them wins: B's plan holds the address
+// (A is refused with owner_conflict), or A has it (B's plan is refused).
+// A's drop read the hold as expired early in its transaction and wrote by
+// the row's key alone, so it dropped the hold B's plan had just extended
+// and answered (found by the linearizability test, with an operator's
+// expiry).
+func TestAnExtendedHoldIsNotTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	pool := engine.OperatorPool("c1", "v4")
+	fx := exploreFixture{name: "e1 held by /cfg/b, expired", setup: func(e *exploreEnv) {
+		e.t.Helper()
+		e.cluster("c1", "2001:db8:1::/48")
+		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := originClient(e, "/cfg/b").Reserve(ctxBG, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Minute); err != nil {
+			e.t.Fatal(err)
+		}
+		e.clock(2 * time.Minute)
+	}}
+	var plan engine.Hold
+	var planErr, createErr error
+	var created engine.AllocateResult
+	planB := exploreStep{name: "a plan of /cfg/b holds e1 again", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		plan, planErr = originClient(e, "/cfg/b").Reserve(ctx, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Hour)
+		return exploreAck{}, planErr
+	}}
+	createA := exploreStep{name: "/cfg/a creates e1", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		created, createErr = originClient(e, "/cfg/a").Allocate(ctx, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")})
+		if createErr != nil {
+			return exploreAck{}, createErr
+		}
+		return exploreAck{held: []engine.Allocation{created.Allocation}, origin: "/cfg/a"}, nil
+	}}
+	for _, pair := range [][2]exploreStep{{planB, createA}, {createA, planB}} {
+		k := countBoundaries(e, fx, pair[0])
+		for i := 0; i <= k; i++ {
+			msg := exploreRun(e, fx, pair[0], pair[1], int32(i))
+			var live bool
+			if err := e.raw.QueryRow(ctxBG, `SELECT EXISTS (SELECT 1 FROM ipam_allocations WHERE owner_id = 'e1' AND state = 'reserved'
+				AND reserved_until > ipam_now() AND origin = '/cfg/b')`).Scan(&live); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case planErr == nil && createErr == nil:
+				msg += fmt.Sprintf("\n  both won: /cfg/b's plan holds %s, and /cfg/a created e1 on %s", plan.Address, created.Address)
+			case planErr == nil && !live:
+				msg += fmt.Sprintf("\n  /cfg/b's plan was told it holds %s, and no live hold of /cfg/b is left", plan.Address)
+			case planErr != nil && createErr != nil:
+				msg += fmt.Sprintf("\n  neither won: %v; %v", planErr, createErr)
+			}
+			if msg != "" {
+				t.Errorf("%s first, paused before its statement %d of %d:\n%s", pair[0].name, i+1, k, msg)
+			}
+		}
 	}
 }

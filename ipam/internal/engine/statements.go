@@ -660,11 +660,14 @@ var (
 	// sqlDropHold returns a hold (@id, of @generation) at once, without a
 	// cooldown of its own (a cooldown it kept stays), and writes its
 	// hold_dropped event (@event, by @actor). With @lost, another manager
-	// of the owner drops it: its hold_lost event (@lost_event, with @data)
-	// comes first, for the hold's manager (EventHoldLost, ownerTaken).
+	// of the owner drops it, only once its own time is over (a plan of its
+	// manager may have extended it since the dropper read it): its
+	// hold_lost event (@lost_event, with @data) comes first, for the
+	// hold's manager (EventHoldLost, ownerTaken).
 	sqlDropHold = named("hold drop", `WITH a AS (UPDATE ipam_allocations SET state = 'cooling', released_at = (SELECT ipam_now()),
 			reusable_at = greatest((SELECT ipam_now()), cooling_until), reserved_until = NULL
 		WHERE id = @id AND generation = @generation AND `+heldByKey+`
+			AND (NOT @lost::boolean OR reserved_until <= (SELECT ipam_now()))
 		RETURNING *
 	), e AS (
 		INSERT INTO ipam_events (`+eventColumns+`)
