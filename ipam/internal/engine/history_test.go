@@ -221,6 +221,15 @@ const (
 	// histRegrow is the operator's UpdatePool of the pool with all its
 	// addresses again: the one a shrink dropped comes back, free.
 	histRegrow
+	// histExpire is the operator's ExpireHold (ipamctl expire-hold) of the
+	// owner's plan-time hold, or (Owner -1) of the one at Addr: a live
+	// hold expires now (out.Released), one expired already is answered
+	// as it is, anything else is not_found. An expired hold is its
+	// manager's still (its plan confirms it, a plan of it extends it),
+	// but another manager of the owner drops it, and another owner takes
+	// its address unless it kept a cooldown: either records the loss for
+	// its owner (histLoss).
+	histExpire
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -269,6 +278,10 @@ type histIn struct {
 	// call committed while it ran; another Allocate or Reserve of the same
 	// owner succeeded while it ran.
 	OldClock, OwnerRace bool
+	// LossRace (Reserve): another plan of the owner was told of its lost
+	// hold while this one ran: each looked before the other's report was
+	// written, so both may be told.
+	LossRace bool
 	// HeldWon: another call, of other owners, took an address and kept it
 	// (committed, and answered with it) while it ran: the holder a pick
 	// may have met in a deadlock (histDeadlockAnomaly). A call of the same
@@ -337,7 +350,7 @@ func (in histIn) touches(o int) bool {
 		return k >= 0 && (in.Add|in.Remove)&(1<<k) != 0
 	case histSetRelease:
 		return k >= 0 && in.Gens[k] != 0
-	case histOpRelease:
+	case histOpRelease, histExpire:
 		return in.Owner == o || in.Owner < 0 // by address: whoever holds it
 	}
 	return in.Owner == o
@@ -385,6 +398,8 @@ type histRow struct {
 	// Tenant: the org the row was handed out for (histTenants); a cooling
 	// row goes back inside its cooldown only to its owner of that tenant.
 	Tenant int8
+	// Expired: a hold (histReserved) whose own time the operator ended.
+	Expired bool
 }
 
 // own: the cooling row is owner o's of tenant t, the only one to whom it
@@ -403,6 +418,33 @@ type histState struct {
 	// and no regrowth has added it back: no take gets it, and a claim of
 	// it is outside the pool (invalid_input).
 	Shrunk bool
+	// Lost: each owner's latest lost hold (an expired hold another owner
+	// took, or another manager of the owner dropped).
+	Lost [histAllOwners]histLoss
+}
+
+// histLoss is an owner's latest lost hold, as Reserve reports it: when
+// another owner took its address, the first plan of the owner that finds
+// it holding nothing is refused with hold_lost (HoldLostError) and takes
+// nothing; once reported, plans take holds again. A hold that another
+// manager dropped when it took the owner (Taken) is told only with the
+// owner_conflict a plan of the hold's manager gets, never as hold_lost,
+// but as the latest loss it hides an earlier one.
+type histLoss struct {
+	State uint8 // histLossNone, histLossOpen or histLossReported
+	Taken bool
+}
+
+const (
+	histLossNone uint8 = iota
+	histLossOpen
+	histLossReported
+)
+
+// lose records that owner o lost its hold: to another owner that took its
+// address, or (taken) to another manager of o.
+func (s *histState) lose(o int, taken bool) {
+	s.Lost[o] = histLoss{State: histLossOpen, Taken: taken}
 }
 
 // live is the owner's active or reserved row, or -1.
@@ -437,7 +479,7 @@ func (s *histState) cool(n, i int, live bool) {
 		}
 	}
 	r := &s.Rows[i]
-	r.State, r.Origin, r.Confirmed, r.CoolLive, r.Rank, r.Mark = histCooling, 0, false, live, top+1, 0
+	r.State, r.Origin, r.Confirmed, r.CoolLive, r.Rank, r.Mark, r.Expired = histCooling, 0, false, live, top+1, 0, false
 }
 
 // normalize renumbers each owner's cooling ranks from 1, so that states
@@ -516,7 +558,11 @@ const (
 	// or for a stripe): the owner is given a fresh or reusable address
 	// while its latest cooling one exists. Reading the owner again there
 	// would cost every allocation a statement. And a plan (Reserve) that
-	// finds its manager's allocation returns it as the early read saw it.
+	// finds its manager's allocation returns it as the early read saw it;
+	// a plan whose look for the owner's lost hold (sqlLostHold, in its
+	// first round trip) ran before another call took the owner's expired
+	// hold is served as an owner that lost none (a new hold, or
+	// ipam_exhausted) rather than told (hold_lost): its next plan is.
 	// The model tolerates, where a concurrent call could have let it,
 	// those answers, and a claim's refusal naming another holder. None of
 	// these hands an address to two owners or takes one from its manager.
@@ -550,7 +596,7 @@ func histKnown(a histAnomaly) string {
 		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released after the time the call judged it by (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: a statement judges by its own time (ipam_now()), and may read a row released after it")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
-		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (a one-statement take's owner_free, read at the statement's start; the full path reads the owner again after its take): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
+		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (a one-statement take's owner_free, read at the statement's start; the full path reads the owner again after its take): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it, or was served as an owner that lost no hold while another call took its expired hold")
 	}
 	if a&histDeadlockAnomaly != 0 {
 		names = append(names, "a pick whose wait for the addresses other calls held met a deadlock answered ipam_exhausted (the rows count as taken: their holder waits for it), and the holder committed the address it took after that answer")
@@ -620,6 +666,12 @@ func (m histModel) poolOutcomes(s histState, in histIn) []histOutcome {
 			}
 		}
 	}
+	if m.tolerate&histOwnerRaceAnomaly != 0 && in.HeldWon && in.Kind == histReserve && in.Owner >= 0 && in.Owner < histOwners &&
+		s.Lost[in.Owner].State == histLossOpen && !s.Lost[in.Owner].Taken && s.live(n, in.Owner) < 0 {
+		// The plan's look for a lost hold ran before another call took
+		// the owner's expired hold: it is served as one that lost none.
+		res = append(res, m.take(s, s, in)...)
+	}
 	if m.tolerate&histOwnerRaceAnomaly != 0 && in.OwnerRace && (in.Kind == histAlloc || in.Kind == histReserve) {
 		if h := s.live(n, in.Owner); h < 0 && in.Addr < 0 && s.latestCooling(n, in.Owner) >= 0 {
 			// The owner's cooling addresses as an earlier read saw them:
@@ -630,7 +682,7 @@ func (m histModel) poolOutcomes(s histState, in histIn) []histOutcome {
 			sure := false
 			for i := range n {
 				r := s.Rows[i]
-				reusable := (r.State == histFree && !m.gone(s, i)) || (r.State == histCooling && !r.CoolLive)
+				reusable := (r.State == histFree && !m.gone(s, i)) || ((r.State == histCooling || (r.State == histReserved && r.Expired)) && !r.CoolLive)
 				if reusable || (r.State == histCooling && r.own(in.Owner, in.Tenant)) {
 					res = append(res, m.handOut(s, i, in))
 				}
@@ -683,13 +735,15 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		var res []histOutcome
 		for _, i := range m.shrink {
 			r := &c.Rows[i]
+			// An expired hold is no plan's any more: it goes unless it
+			// kept a cooldown.
 			switch {
-			case r.State == histActive || r.State == histReserved || (r.State == histCooling && r.CoolLive):
+			case r.State == histActive || (r.State == histReserved && !r.Expired) || ((r.State == histCooling || r.State == histReserved) && r.CoolLive):
 				return []histOutcome{{refused, s}}
-			case r.State == histCooling && oldClock && len(res) == 0:
+			case (r.State == histCooling || r.State == histReserved) && oldClock && len(res) == 0:
 				res = append(res, histOutcome{refused, s})
 			}
-			r.State, r.Owner, r.Actor, r.Origin, r.Confirmed, r.CoolLive, r.Mark, r.Rank, r.Tenant = histFree, -1, -1, 0, false, false, 0, 0, 0
+			r.State, r.Owner, r.Actor, r.Origin, r.Confirmed, r.CoolLive, r.Mark, r.Rank, r.Tenant, r.Expired = histFree, -1, -1, 0, false, false, 0, 0, 0, false
 		}
 		c.Shrunk = true
 		c.normalize(n)
@@ -761,6 +815,8 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		return []histOutcome{{out, s}}
 	case histOpRelease:
 		return m.opRelease(s, in)
+	case histExpire:
+		return m.expire(s, in)
 	case histReclaim:
 		// Only the allocation reported (its generation), still active,
 		// that no Terraform state holds, whose owner the inventory does
@@ -784,9 +840,11 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		conflict.Code, conflict.ErrOwner, conflict.ErrAddr, conflict.ErrActor = engine.CodeOwnerConflict, o, h, r.Actor
 		if r.State == histReserved {
 			switch {
-			case !r.mine(in):
+			case !r.mine(in) && !r.Expired:
 				// Another manager's hold (live: holds outlast a round).
 				return []histOutcome{{conflict, s}}
+			case !r.mine(in):
+				return m.takeOver(s, in, h, conflict)
 			case in.Addr >= 0 && in.Addr != h:
 				// Our hold on another address is dropped (at once, keeping
 				// only a cooldown it kept), in the same transaction as the
@@ -795,8 +853,11 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 				c.cool(n, h, r.CoolLive)
 				return m.take(s, c, in)
 			case reserve:
-				// Planning again finds (and extends) the hold.
-				return []histOutcome{{m.answer(r, h, false), s}}
+				// Planning again finds (and extends) the hold: an
+				// expired one lives again.
+				c := s
+				c.Rows[h].Expired = false
+				return []histOutcome{{m.answer(r, h, false), c}}
 			}
 			// The apply confirms its configuration's hold.
 			return []histOutcome{m.handOut(s, h, in)}
@@ -853,7 +914,57 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		c.Rows[h].Mark = 0
 		return []histOutcome{{m.answer(c.Rows[h], h, true), c}}
 	}
+	if l := s.Lost[o]; reserve && o < histOwners && !l.Taken && l.State != histLossNone {
+		// The first plan after the owner's hold went to another owner
+		// is told, and holds nothing (a set key's plan is not:
+		// ReserveSetEntry). So may a plan that looked before another
+		// plan's report of it was written (LossRace).
+		out := histNoOut()
+		out.Code = engine.CodeHoldLost
+		c := s
+		c.Lost[o].State = histLossReported
+		switch {
+		case l.State == histLossOpen:
+			return []histOutcome{{out, c}}
+		case in.LossRace:
+			return append(m.take(s, s, in), histOutcome{out, c})
+		}
+	}
 	return m.take(s, s, in)
+}
+
+// takeOver is Allocate's or Reserve's answer when the owner's row, h, is
+// another manager's expired hold: it is dropped (keeping only a cooldown
+// it kept) and recorded as lost to that manager, and the owner is served
+// as one that holds nothing, in one transaction that a refusal rolls
+// back. Its take read the owner's cooling rows before the drop, so the
+// owner's latest cooling address may be the one it had before (or none);
+// the model gives either. With the clock anomaly, the hold may still seem
+// live: owner_conflict.
+func (m histModel) takeOver(s histState, in histIn, h int, conflict histOut) []histOutcome {
+	n := len(m.addrs)
+	o := in.Owner
+	c := s
+	c.cool(n, h, s.Rows[h].CoolLive)
+	c.lose(o, true)
+	res := m.take(s, c, in)
+	if in.Addr < 0 {
+		// The dropped row not the owner's latest: -2 hides it from the
+		// take, and is the owner's again in what follows.
+		alt := c
+		alt.Rows[h].Owner = -2
+		for _, oc := range m.take(s, alt, in) {
+			if oc.next.Rows[h].Owner == -2 {
+				oc.next.Rows[h].Owner = int8(o)
+				oc.next.normalize(n)
+			}
+			res = append(res, oc)
+		}
+	}
+	if m.tolerate&histClockAnomaly != 0 && in.OldClock {
+		res = append(res, histOutcome{conflict, s})
+	}
+	return res
 }
 
 // histStateHeld is the code the model gives an operator's release refused
@@ -900,6 +1011,29 @@ func (m histModel) opRelease(s histState, in histIn) []histOutcome {
 	}
 	out.Code = engine.CodeNotFound
 	return []histOutcome{{out, s}}
+}
+
+// expire is ExpireHold's specification: the owner's hold (by address: the
+// address's), expired now if it is live, answered as it is if it expired
+// already; anything else is not_found.
+func (m histModel) expire(s histState, in histIn) []histOutcome {
+	out := histNoOut()
+	i := in.Addr
+	if in.Owner >= 0 {
+		i = s.live(len(m.addrs), in.Owner)
+	}
+	if i < 0 || s.Rows[i].State != histReserved {
+		out.Code = engine.CodeNotFound
+		return []histOutcome{{out, s}}
+	}
+	r := s.Rows[i]
+	out.Addr, out.Gen, out.Actor, out.State = i, r.Gen, r.Actor, "reserved"
+	if r.Expired {
+		return []histOutcome{{out, s}}
+	}
+	c := s
+	c.Rows[i].Expired, out.Released = true, true
+	return []histOutcome{{out, c}}
 }
 
 // applySet is ApplySet's specification: the removed keys' allocations
@@ -968,17 +1102,22 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 	if in.Addr >= 0 {
 		r := c.Rows[in.Addr]
 		out := histNoOut()
+		inUse := out
+		inUse.Code, inUse.ErrOwner, inUse.ErrAddr, inUse.ErrActor = engine.CodeAddressInUse, int(r.Owner), in.Addr, r.Actor
+		inUse.ErrState = "active"
+		if r.State == histReserved {
+			inUse.ErrState = "reserved"
+		}
 		switch {
-		case r.State == histActive || r.State == histReserved:
-			out.Code, out.ErrOwner, out.ErrAddr, out.ErrActor = engine.CodeAddressInUse, int(r.Owner), in.Addr, r.Actor
-			out.ErrState = "active"
-			if r.State == histReserved {
-				out.ErrState = "reserved"
-			}
-			return []histOutcome{{out, base}}
-		case r.State == histCooling && r.CoolLive && !r.own(o, in.Tenant):
+		case r.State == histActive || (r.State == histReserved && !r.Expired):
+			return []histOutcome{{inUse, base}}
+		case (r.State == histCooling || r.State == histReserved) && r.CoolLive && !r.own(o, in.Tenant):
+			// Cooling, or an expired hold that kept a cooldown.
 			out.Code, out.ErrOwner, out.ErrAddr = engine.CodeAddressCooling, int(r.Owner), in.Addr
 			return []histOutcome{{out, base}}
+		case r.State == histReserved && oldClock:
+			// An expired hold, judged by a time before its expiry.
+			return []histOutcome{{inUse, base}, m.handOut(c, in.Addr, in)}
 		case r.State == histCooling && oldClock && !r.own(o, in.Tenant):
 			out.Code, out.ErrOwner, out.ErrAddr = engine.CodeAddressCooling, int(r.Owner), in.Addr
 			return []histOutcome{{out, base}, m.handOut(c, in.Addr, in)}
@@ -994,7 +1133,8 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 		// Any reusable row; and (an owner whose latest is another
 		// tenant's) one of its own tenant's still cooling, which the write
 		// guard lets it take.
-		if r := c.Rows[i]; (r.State == histFree && !m.gone(c, i)) || (r.State == histCooling && (!r.CoolLive || r.own(o, in.Tenant))) {
+		if r := c.Rows[i]; (r.State == histFree && !m.gone(c, i)) || (r.State == histCooling && (!r.CoolLive || r.own(o, in.Tenant))) ||
+			(r.State == histReserved && r.Expired && !r.CoolLive) {
 			res = append(res, m.handOut(c, i, in))
 			free = free || r.State == histFree
 		}
@@ -1012,7 +1152,11 @@ func (m histModel) take(base, c histState, in histIn) []histOutcome {
 // cooldown ended) or a plan-time hold (which keeps a running cooldown).
 func (m histModel) handOut(c histState, i int, in histIn) histOutcome {
 	r := &c.Rows[i]
-	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank, r.Mark, r.Tenant = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0, 0, in.Tenant
+	if r.State == histReserved && int(r.Owner) != in.Owner {
+		// Another owner's expired hold: lost to its owner.
+		c.lose(int(r.Owner), false)
+	}
+	r.Owner, r.Actor, r.Gen, r.Confirmed, r.Rank, r.Mark, r.Tenant, r.Expired = int8(in.Owner), in.Actor, histNewGen(r.Gen), false, 0, 0, in.Tenant, false
 	if in.Kind == histReserve {
 		r.State, r.Origin = histReserved, in.Origin
 	} else {
@@ -1126,6 +1270,8 @@ func (m histModel) describeOp(input, output any) string {
 		if in.Force {
 			b.WriteString("(force) ")
 		}
+	case histExpire:
+		b.WriteString("ExpireHold ")
 	case histReclaim:
 		b.WriteString("Reclaim ")
 		if in.InInventory {
@@ -1187,6 +1333,12 @@ func (m histModel) describeOp(input, output any) string {
 		}
 	case in.Kind == histRelease || in.Kind == histReclaim:
 		fmt.Fprintf(&b, "released %v", out.Released)
+	case in.Kind == histExpire:
+		what := "already expired"
+		if out.Released {
+			what = "expired"
+		}
+		fmt.Fprintf(&b, "%s %s gen %d by %s", what, m.addrName(out.Addr), out.Gen, histName(histActors, out.Actor))
 	case in.Kind == histOpRelease:
 		what := "already released"
 		if out.Released {
@@ -1243,7 +1395,13 @@ func (m histModel) describeState(state any) string {
 				d += " marked as replaced by " + histName(histOrigins, r.Mark-1)
 			}
 		case histReserved:
-			d = fmt.Sprintf("held for %s by %s", histOwnerID(int(r.Owner)), histName(histActors, r.Actor))
+			d = fmt.Sprintf("held for %s by %s/%s", histOwnerID(int(r.Owner)), histName(histActors, r.Actor), histName(histOrigins, r.Origin))
+			if r.Expired {
+				d += " (expired)"
+			}
+			if r.CoolLive {
+				d += " (cooldown kept)"
+			}
 		case histCooling:
 			d = fmt.Sprintf("cooling, %s's #%d", histOwnerID(int(r.Owner)), r.Rank)
 			if r.CoolLive {
@@ -1257,6 +1415,15 @@ func (m histModel) describeState(state any) string {
 			d += " (out of the pool)"
 		}
 		parts = append(parts, fmt.Sprintf("%s %s gen %d", m.addrs[i], d, r.Gen))
+	}
+	for o, l := range s.Lost {
+		if l.State != histLossNone {
+			state := map[uint8]string{histLossOpen: "not reported", histLossReported: "reported"}[l.State]
+			if l.Taken {
+				state = "to its other manager"
+			}
+			parts = append(parts, fmt.Sprintf("%s lost a hold (%s)", histOwnerID(o), state))
+		}
 	}
 	return "[" + strings.Join(parts, "; ") + "]"
 }
@@ -1285,11 +1452,14 @@ func (m histModel) porcupine() porcupine.Model {
 			var b [17]byte
 			for _, r := range s.Rows {
 				b[0], b[1], b[2], b[3], b[4] = r.State, byte(r.Owner), byte(r.Actor), byte(r.Origin), byte(r.Rank)
-				b[5], b[6], b[7], b[8] = histBit(r.Confirmed), histBit(r.CoolLive), byte(r.Mark), byte(r.Tenant)
+				b[5], b[6], b[7], b[8] = histBit(r.Confirmed), histBit(r.CoolLive)|histBit(r.Expired)<<1, byte(r.Mark), byte(r.Tenant)
 				binary.LittleEndian.PutUint64(b[9:], uint64(r.Gen))
 				_, _ = h.Write(b[:])
 			}
 			_, _ = h.Write([]byte{histBit(s.Shrunk)})
+			for _, l := range s.Lost {
+				_, _ = h.Write([]byte{l.State, histBit(l.Taken)})
+			}
 			return h.Sum64()
 		},
 		DescribeOperation: m.describeOp,
@@ -1464,6 +1634,16 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 			out.Code, out.ErrOwner, out.ErrAddr, out.ErrActor = histStateHeld, histOwnerIndex(ce.Allocation.Owner.ID),
 				r.addrIndex(ce.Allocation.Address), histIndex(histActors, ce.Allocation.Actor)
 		}
+	case histExpire:
+		hr := engine.HoldRequest{ClusterID: r.cluster, Reason: "linearizability test"}
+		if in.Owner >= 0 {
+			hr.OwnerKind, hr.OwnerID = o.Kind, o.ID
+		} else {
+			hr.Address = r.model.addrs[in.Addr]
+		}
+		res, err := engine.OperatorOf(st).ExpireHold(ctx, hr)
+		out = r.result(res.Allocation, err)
+		out.Released = err == nil && !res.AlreadyExpired
 	case histReclaim:
 		out = histNoOut()
 		rep := engine.LeakReport{Version: engine.LeakReportVersion, Kind: engine.LeakInventory, GeneratedAt: in.Leak.At,
@@ -1776,8 +1956,15 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 				in.Kind, in.Gen = histRelease, gen[o]
 			case roll < 65:
 				in.Kind = histRelease
-			case roll < 80:
+			case roll < 72:
 				in.Kind, in.Force = histOpRelease, rng.IntN(2) == 0
+				if rng.IntN(3) == 0 {
+					in.Owner, in.Addr = -1, rng.IntN(len(r.model.addrs))
+				}
+			case roll < 80 && o < histOwners:
+				// ipamctl expire-hold of the owner's hold, or of an
+				// address's.
+				in.Kind = histExpire
 				if rng.IntN(3) == 0 {
 					in.Owner, in.Addr = -1, rng.IntN(len(r.model.addrs))
 				}
@@ -1822,7 +2009,7 @@ func histMark(ops []porcupine.Operation) {
 			// A release that released, a claim that may have dropped its
 			// owner's hold, or a set's change, committed.
 			won := !y.Rollback && out.Code == ""
-			released := won && ((y.isRelease() && out.Released) || y.Kind == histSetRelease ||
+			released := won && (((y.isRelease() || y.Kind == histExpire) && out.Released) || y.Kind == histSetRelease ||
 				((y.Kind == histAlloc || y.Kind == histReserve) && y.Addr >= 0) || y.Kind == histSet)
 			switch x.Kind {
 			case histGet:
@@ -1834,9 +2021,11 @@ func histMark(ops []porcupine.Operation) {
 				// Another write of one of the owners it writes won.
 				for o := range histAllOwners {
 					if x.touches(o) && (x.Kind != histSet || x.Add&(1<<(o-histOwners)) != 0) {
-						x.OwnerRace = x.OwnerRace || (won && !y.isRelease() && y.Kind != histSetRelease && y.Kind != histGet && y.touches(o))
+						x.OwnerRace = x.OwnerRace || (won && !y.isRelease() && y.Kind != histSetRelease && y.Kind != histGet && y.Kind != histExpire && y.touches(o))
 					}
 				}
+				x.LossRace = x.LossRace || (x.Kind == histReserve && y.Kind == histReserve && y.Owner == x.Owner &&
+					out.Code == engine.CodeHoldLost)
 				// Another call took rows (or tried to) at the same time;
 				// and took one and kept it.
 				takes := y.Kind == histAlloc || y.Kind == histReserve || y.Kind == histSet
@@ -2096,7 +2285,7 @@ func histSummary(ops []porcupine.Operation) string {
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
 		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release", "scale up",
-			"operator release", "reclaim", "shrink", "regrow"}[in.Kind]
+			"operator release", "reclaim", "shrink", "regrow", "expire hold"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
@@ -2106,7 +2295,9 @@ func histSummary(ops []porcupine.Operation) string {
 		switch {
 		case out.Code != "":
 			k += " " + out.Code
-		case in.isRelease():
+		case in.Kind == histExpire && !out.Released:
+			k += " already expired"
+		case in.isRelease() || in.Kind == histExpire:
 			k += fmt.Sprintf(" %v", out.Released)
 			if out.Forced {
 				k += " forced"
@@ -2544,11 +2735,105 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfA, in: alloc(0, -1), out: got(0, 2, "active", 0, false)},
 		)},
 	}
+	// The operator's expiry of a plan's hold (histExpire), and what an
+	// expired hold is to every other call; tfB is another configuration
+	// of tfA's actor.
+	tfB := histClient{name: "tfB", actor: 0, origin: 2}
+	expire := func(o int) histIn { return histIn{Kind: histExpire, Owner: o, Addr: -1} }
+	expired := func(addr int, gen int64, actor int8, now bool) histOut {
+		out := got(addr, gen, "reserved", actor, false)
+		out.Released = now
+		return out
+	}
+	holdLost := refused(engine.CodeHoldLost, -1, -1, -1, "")
+	expireCases := []historyCase{
+		{"an expired hold: another configuration takes the owner, and the plan's configuration is refused", true, seq(
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: tfB, in: alloc(0, -1), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, false)},
+			call{c: tfB, in: alloc(0, -1), out: got(1, 2, "active", 0, false)},
+			call{c: tfA, in: reserve(0, -1), out: refused(engine.CodeOwnerConflict, 0, 1, 0, "")},
+		)},
+		{"an expired hold's address taken by another owner: the owner's next plan is told, once", true, seq(
+			call{c: tfA, in: reserve(0, 0), out: got(0, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+			call{c: sched, in: alloc(1, 0), out: got(0, 2, "active", 1, false)},
+			call{c: tfA, in: reserve(0, -1), out: holdLost},
+			call{c: tfA, in: reserve(0, -1), out: got(1, 3, "reserved", 0, false)},
+		)},
+		{"a plan extends its expired hold, which another configuration then may not take", true, seq(
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: tfB, in: alloc(0, -1), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
+			call{c: tfA, in: alloc(0, 0), out: got(0, 2, "active", 0, false)},
+		)},
+		{"a plan told of a hold it did not lose", false, seq(
+			call{c: tfA, in: reserve(0, -1), out: holdLost},
+		)},
+		{"a plan told twice of one lost hold", false, seq(
+			call{c: tfA, in: reserve(0, 0), out: got(0, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+			call{c: sched, in: alloc(1, 0), out: got(0, 2, "active", 1, false)},
+			call{c: tfA, in: reserve(0, -1), out: holdLost},
+			call{c: tfA, in: reserve(0, -1), out: holdLost},
+		)},
+		{"another configuration takes a live hold's owner", false, seq(
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: tfB, in: alloc(0, -1), out: got(1, 2, "active", 0, false)},
+		)},
+		{"the hold's own configuration refused its expired hold", false, seq(
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+			call{c: tfA, in: alloc(0, 0), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
+		)},
+		{"an allocation expired as a hold", false, seq(
+			call{c: tfA, in: alloc(0, -1), out: got(0, 1, "active", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+		)},
+		{"an expired hold expired again", false, seq(
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
+		)},
+		{"a claim of a live hold's address granted", false, seq(
+			call{c: tfA, in: reserve(0, 0), out: got(0, 1, "reserved", 0, false)},
+			call{c: sched, in: alloc(1, 0), out: got(0, 2, "active", 1, false)},
+		)},
+	}
+	expireCooldownCases := []historyCase{
+		{"an expired hold that kept its owner's cooldown: another owner's claim is cooling", true, seq(
+			call{c: tfA, in: alloc(0, 0), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: tfA, in: reserve(0, -1), out: got(0, 2, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 2, 0, true)},
+			call{c: sched, in: alloc(1, 0), out: refused(engine.CodeAddressCooling, 0, 0, -1, "")},
+			call{c: sched, in: alloc(1, -1), out: got(1, 3, "active", 1, false)},
+		)},
+		{"an expired hold that kept a cooldown handed to another owner", false, seq(
+			call{c: tfA, in: alloc(0, 0), out: got(0, 1, "active", 0, false)},
+			call{c: tfA, in: release(0, 0), out: released(true)},
+			call{c: tfA, in: reserve(0, -1), out: got(0, 2, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 2, 0, true)},
+			call{c: sched, in: alloc(1, 1), out: got(1, 3, "active", 1, false)},
+			call{c: sched, in: alloc(2, -1), out: got(0, 4, "active", 1, false)},
+		)},
+	}
+	expireShrinkCases := []historyCase{
+		{"a shrink drops an expired hold's address", true, seq(
+			call{c: tfA, in: reserve(0, 1), out: got(1, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(1, 1, 0, true)},
+			call{c: opr, in: shrink, out: histNoOut()},
+			call{c: tfA, in: reserve(0, -1), out: got(0, 2, "reserved", 0, false)},
+		)},
+	}
 	groups := []struct {
 		cases            []historyCase
 		blocks, cooldown bool
 		shrink           []int
-	}{{cases, false, false, nil}, {blocksCases, true, false, nil}, {cooldownCases, false, true, nil}, {shrinkCases, false, false, []int{1}}}
+	}{{cases, false, false, nil}, {blocksCases, true, false, nil}, {cooldownCases, false, true, nil}, {shrinkCases, false, false, []int{1}},
+		{expireCases, false, false, nil}, {expireCooldownCases, false, true, nil}, {expireShrinkCases, false, false, []int{1}}}
 	for _, g := range groups {
 		for _, tc := range g.cases {
 			var ops []porcupine.Operation
