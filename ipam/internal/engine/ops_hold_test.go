@@ -255,3 +255,56 @@ func TestAnExtendedHoldIsNotTakenOver(t *testing.T) {
 		}
 	}
 }
+
+// An operator expires a plan's hold while the plan's apply confirms it:
+// paused at each statement boundary of either, in both orders, the apply's
+// allocation is active and in no reuse queue, and the expiry answers the
+// hold it expired or that there is none (not_found), never an allocation
+// it changed.
+func TestAHoldExpiredWhileItsPlanIsApplied(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	pool := engine.OperatorPool("c1", "v4")
+	planned := netip.MustParseAddr("198.51.100.1")
+	fx := exploreFixture{name: "e1 held by /cfg/a", setup: func(e *exploreEnv) {
+		e.t.Helper()
+		e.cluster("c1", "2001:db8:1::/48")
+		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
+			e.t.Fatal(err)
+		}
+		if h, err := originClient(e, "/cfg/a").Reserve(ctxBG, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Hour); err != nil || h.Address != planned {
+			e.t.Fatalf("plan: %+v %v", h, err)
+		}
+	}}
+	var expired engine.ExpireHoldResult
+	var expireErr error
+	expire := exploreStep{name: "ipamctl expire-hold of e1", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		expired, expireErr = engine.OperatorOf(e.st).ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4,
+			OwnerID: "e1", Reason: "test"})
+		return exploreAck{}, expireErr
+	}}
+	apply := originAllocStep("the apply of /cfg/a confirms e1", "/cfg/a", engine.AllocateRequest{Pool: pool, Owner: envOwner("e1"), Address: planned})
+	for _, pair := range [][2]exploreStep{{expire, apply}, {apply, expire}} {
+		k := countBoundaries(e, fx, pair[0])
+		for i := 0; i <= k; i++ {
+			msg := exploreRun(e, fx, pair[0], pair[1], int32(i))
+			var queued int
+			if err := e.raw.QueryRow(ctxBG, `SELECT count(*) FROM ipam_allocations WHERE state = 'active' AND reusable_at IS NOT NULL`).Scan(&queued); err != nil {
+				t.Fatal(err)
+			}
+			if queued > 0 {
+				msg += fmt.Sprintf("\n  %d active allocations are in the reuse queue", queued)
+			}
+			if expireErr == nil && (expired.State != engine.StateReserved || !expired.HoldExpired) {
+				msg += fmt.Sprintf("\n  the expiry answered %+v, not an expired hold", expired.Allocation)
+			}
+			if expireErr != nil && !errors.Is(expireErr, engine.ErrNotFound) {
+				msg += fmt.Sprintf("\n  the expiry failed: %v", expireErr)
+			}
+			if msg != "" {
+				t.Errorf("%s first, paused before its statement %d of %d:\n%s", pair[0].name, i+1, k, msg)
+			}
+		}
+	}
+}
