@@ -868,7 +868,8 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			conflict := ownerConflict(*held)
 			conflict.Held = true
 			conflict.Detail = fmt.Sprintf("that plan is the configuration's in %q and holds it until %s, and this one runs in %q; "+
-				"apply that plan, or wait for its hold to expire, before declaring the owner here",
+				"apply that plan, or wait for its hold to expire (an operator ends it now with ipamctl expire-hold), "+
+				"before declaring the owner here",
 				held.Origin, held.ReusableAt.UTC().Format(time.RFC3339), s.origin)
 			return held, conflict
 		}

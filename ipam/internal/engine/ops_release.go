@@ -94,7 +94,7 @@ func heldByAPlan(ctx context.Context, tx pgx.Tx, addr *netip.Prefix, req Release
 		of = fmt.Sprintf(" in %q", origin)
 	}
 	return fmt.Sprintf(": a plan-time hold of actor %q%s holds %s until %s, which is not an allocation: it goes back to the pool "+
-		"then, or becomes an allocation when that plan is applied", actor, of, at, until.UTC().Format(time.RFC3339))
+		"then (ipamctl expire-hold ends it now), or becomes an allocation when that plan is applied", actor, of, at, until.UTC().Format(time.RFC3339))
 }
 
 // ReleaseAllocation is an operator's release of one active allocation into
