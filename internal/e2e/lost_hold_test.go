@@ -198,3 +198,45 @@ resource "ipam_address_set" "vm" {
 		t.Errorf("after the saved plan's apply where it was made, %s is held by %q, want node/moved-1", planned, got)
 	}
 }
+
+// An abandoned plan expired by the operator, as the operations guide tells
+// it: a saved plan of one configuration holds a node's address, so another
+// configuration of the same actor that declares the node is refused,
+// naming the hold and ipamctl expire-hold. The operator expires it with
+// ipamctl; the other configuration then applies, and the saved plan's
+// apply fails with the provider's owner_conflict (not Terraform's
+// inconsistent final plan), allocating nothing.
+func TestAnAbandonedPlanExpiredByTheOperator(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	hcl := "resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id    = \"abandoned-1\"\n}\n"
+	ci := newWorkdir(t, url, hcl)
+	ci.run("plan", "-input=false", "-out=tfplan")
+	planned := ci.addresses("tfplan")["ipam_node_address.n"]
+	if _, err := netip.ParseAddr(planned); err != nil {
+		t.Fatalf("planned address %q: %v", planned, err)
+	}
+	team := newWorkdir(t, url, hcl)
+	out, err := team.try("apply", "-input=false", "-auto-approve")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(said, "owner_conflict") || !strings.Contains(said, "ipamctl expire-hold") {
+		t.Fatalf("another configuration's apply while the plan holds the node: %v\n%s", err, out)
+	}
+	msg, code := runIpamctl(t, url, "expire-hold", "--cluster", "c1", "--kind", "node", "--owner", "abandoned-1",
+		"--reason", "CI plan abandoned")
+	if code != 0 || !strings.Contains(msg, "expired the hold on "+planned) {
+		t.Fatalf("ipamctl expire-hold: exit %d\n%s", code, msg)
+	}
+	team.run("apply", "-input=false", "-auto-approve")
+	if got := activeAddresses(t, url)[team.addresses("")["ipam_node_address.n"]]; got != "node/abandoned-1" {
+		t.Fatalf("after the other configuration's apply: %q", got)
+	}
+	out, err = ci.try("apply", "-input=false", "tfplan")
+	said = strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(said, "owner_conflict") || strings.Contains(said, "inconsistent final plan") {
+		t.Fatalf("the abandoned plan's apply after the operator expired its hold: %v\n%s", err, out)
+	}
+	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'abandoned-1' AND state IN ('active', 'reserved')`); n != 1 {
+		t.Fatalf("%d live rows of the node, want the other configuration's one", n)
+	}
+}
