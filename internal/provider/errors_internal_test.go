@@ -188,4 +188,12 @@ func TestGuardWarnsOfAWaitOnce(t *testing.T) {
 	if d := g.warnWaited(nil); len(d) != 0 {
 		t.Fatalf("the same wait warned of twice: %v", d)
 	}
+	// A lock wait is told as one, naming who held the lock.
+	g.waits.report(context.Background(), ipam.Wait{Addr: "db:5432", Waited: 6 * time.Second, Bound: 30 * time.Second, Lock: true,
+		Holders: "pid 42 (ipamctl, idle in transaction, in a transaction for 9 s)"})
+	d = g.warnWaited(nil)
+	if len(d) != 1 || d[0].Summary != "Waited for a Lock in the IPAM Database" || !strings.Contains(d[0].Detail, "waited at least 6s") ||
+		!strings.Contains(d[0].Detail, "waiting for a lock in the database at db:5432, 6 s of 30 s (lock_timeout): held by pid 42 (ipamctl, idle in transaction") {
+		t.Fatalf("the warning of a 6 s lock wait: %+v", d)
+	}
 }

@@ -277,8 +277,12 @@ type waits struct {
 }
 
 func (w *waits) report(ctx context.Context, wait ipam.Wait) {
+	bound := "failover_timeout_seconds"
+	if wait.Lock {
+		bound = "lock_timeout_seconds"
+	}
 	tflog.Info(ctx, "IPAM: "+wait.String(), map[string]any{"database": wait.Addr,
-		"waited_seconds": int(wait.Waited.Seconds()), "failover_timeout_seconds": int(wait.Bound.Seconds())})
+		"waited_seconds": int(wait.Waited.Seconds()), bound: int(wait.Bound.Seconds())})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if wait.Waited > w.pending.Waited {
@@ -299,6 +303,14 @@ func (w *waits) take() (summary, detail string, ok bool) {
 	}
 	longest := w.pending
 	w.pending = ipam.Wait{}
+	if longest.Lock {
+		return "Waited for a Lock in the IPAM Database",
+			fmt.Sprintf("The provider waited at least %s for a lock that another session of the database at %s held (%s). "+
+				"Another plan or apply, the scheduler, or an operator's command or transaction held it: each statement waits "+
+				"up to lock_timeout for each lock it meets, and a session left idle in its transaction holds its locks until "+
+				"it ends.",
+				ipam.FormatDuration(longest.Waited.Truncate(time.Second)), longest.Addr, longest.String()), true
+	}
 	return "Waited for the IPAM Database",
 		fmt.Sprintf("The provider waited at least %s for a usable server at %s (%s). A switchover or restart explains "+
 			"a short wait; a database that is often this slow to answer makes every plan wait: check its health, or the "+

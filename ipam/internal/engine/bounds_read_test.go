@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -240,4 +241,85 @@ func (p *connectProbe) connect(context.Context, *pgx.ConnConfig) error {
 	}
 	time.Sleep(50 * time.Millisecond)
 	return nil
+}
+
+// A transaction that waits for a lock another session holds is reported
+// while it waits, each WaitReportInterval: how long and who holds it up
+// (the holder's pid, application and state), so that a wait up to
+// lock_timeout, and a call that waits for several locks in turn, is never
+// silent. The call then goes on when the holder lets the lock go.
+func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var waits []engine.Wait
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 30 * time.Second,
+		OnWait: func(_ context.Context, w engine.Wait) {
+			mu.Lock()
+			waits = append(waits, w)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	o := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: o}); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pgx.Connect(ctx, url+"&application_name=holder-of-the-pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := engine.OperatorOf(st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1", OwnerKind: o.Kind, OwnerID: o.ID,
+			Reason: "test", Force: true})
+		done <- err
+	}()
+	// Held past one report, then let go.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(waits)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the release after the lock was let go: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) == 0 {
+		t.Fatal("no wait was reported while the release waited for the pool's lock")
+	}
+	w := waits[0]
+	s := w.String()
+	if !w.Lock || w.Waited < 4*time.Second || w.Bound != 30*time.Second || !strings.Contains(s, "waiting for a lock") ||
+		!strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "idle in transaction") || !strings.Contains(s, "of 30 s (lock_timeout)") {
+		t.Fatalf("reported %+v: %s", w, s)
+	}
+	t.Logf("reported: %s", s)
+	if strings.Contains(s, "password") || strings.Contains(s, url) {
+		t.Fatalf("the report carries the connection string: %s", s)
+	}
 }

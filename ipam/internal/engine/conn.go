@@ -1000,6 +1000,48 @@ func (s *conn) lookWindow() time.Duration {
 	return max(s.bounds.statement-s.bounds.lock, lookBound)
 }
 
+// watchLocks reports, while a transaction of the client runs on backend
+// pid (tryTx), each WaitReportInterval that it waits for a lock another
+// session holds: how long, and who holds it up (sqlLockWait, read aside
+// from the transaction's own connection), so that a lock wait is never
+// silent until its bound is spent. Each statement waits up to the lock
+// bound for each lock, so a call may wait several bounds in all. The
+// returned func stops it. Through a transaction pooler pid is the
+// pooler's, no backend's: nothing is reported.
+func (s *conn) watchLocks(ctx context.Context, pid uint32) (stop func()) {
+	if s.onWait == nil || pid == 0 {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	t = time.AfterFunc(WaitReportInterval, func() {
+		lctx, cancel := context.WithTimeout(ctx, lookBound)
+		var waited float64
+		var holders string
+		err := s.aside(lctx, s.pool.get(), func(q querier) error {
+			return q.QueryRow(lctx, sqlLockWait, pgx.QueryExecModeSimpleProtocol, int64(pid)).Scan(&waited, &holders)
+		})
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if err == nil && waited >= 0 {
+			s.onWait(ctx, Wait{Addr: s.addr, Waited: time.Duration(waited * float64(time.Second)), Bound: s.bounds.lock,
+				Lock: true, Holders: holders})
+		}
+		t.Reset(WaitReportInterval)
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
+}
+
 // lookBound bounds one look for a lock's holders.
 const lookBound = 2 * time.Second
 

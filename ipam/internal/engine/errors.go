@@ -494,11 +494,26 @@ type Wait struct {
 	// Last is the last failure (an UnavailableError naming each host's
 	// answer), or nil.
 	Last error
+	// Lock: the call's transaction waits for a lock another session holds
+	// (Holders names them: pid, application and state), not for a server;
+	// Waited is that lock's wait, and Bound the lock bound (lock_timeout),
+	// which each lock the transaction waits for has anew.
+	Lock    bool
+	Holders string
 }
 
 // String says what the call waits for, in the words ipamctl and the
-// provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s".
+// provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s",
+// or "waiting for a lock in the database at HOST:PORT, 5 s of 30 s".
 func (w Wait) String() string {
+	if w.Lock {
+		held := "another session holds it"
+		if w.Holders != "" {
+			held = "held by " + w.Holders
+		}
+		return fmt.Sprintf("waiting for a lock in the database at %s, %d s of %d s (lock_timeout): %s", w.Addr,
+			int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), held)
+	}
 	bound := "failover_timeout"
 	if w.FirstContact {
 		bound = "first contact"

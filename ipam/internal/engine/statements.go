@@ -1581,6 +1581,17 @@ const (
 			AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
 			AND l.relation IN (SELECT oid FROM pg_class WHERE relname LIKE 'ipam\_%')`
 
+	// sqlLockWait reads, of the backend $1, how long it has waited for a
+	// lock (-1: it waits for none) and the sessions that hold it up (pid,
+	// application, state and how old their transaction is; a role without
+	// pg_read_all_stats sees no state of another role's sessions).
+	sqlLockWait = `SELECT coalesce(extract(epoch FROM clock_timestamp() - min(l.waitstart)), -1)::float8,
+		coalesce((SELECT string_agg(format('pid %s (%s, %s%s)', b.pid, coalesce(nullif(b.application_name, ''), 'no application_name'),
+				coalesce(b.state, 'state not shown to this role'),
+				coalesce(', in a transaction for ' || extract(epoch FROM clock_timestamp() - b.xact_start)::int || ' s', '')), '; ' ORDER BY b.pid)
+			FROM pg_stat_activity b WHERE b.pid = ANY (pg_blocking_pids($1::int))), '')
+		FROM pg_locks l WHERE l.pid = $1::int AND NOT l.granted`
+
 	sqlCurrentDatabase = `SELECT current_database()`
 )
 

@@ -484,6 +484,7 @@ func (s *Client) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer s.watchLocks(ctx, tx.Conn().PgConn().PID())()
 	err = fn(tx)
 	if err == nil {
 		err = tx.Commit(ctx)
