@@ -169,6 +169,7 @@ mutants=(
 	"drop-hold-of-live-plan|ipam/internal/engine/statements.go|s/\t\t\tAND \(NOT \@lost::boolean OR reserved_until <= \(SELECT ipam_now\(\)\)\)\n//|^TestAnExtendedHoldIsNotTakenOver\$|./ipam/internal/engine/"
 	"hold-look-judges-cooldown|ipam/internal/engine/statements.go|s/OR \(state = 'reserved' AND reserved_until > \(SELECT ipam_now\(\)\) \+ \@fresh_for/OR (state = 'reserved' AND reusable_at > (SELECT ipam_now()) + \@fresh_for/|^TestAPlanExtendsAHoldThatKeptACooldown\$|./ipam/internal/engine/"
 	"expired-hold-claim-in-use|ipam/internal/engine/allocate.go|s/byTime \&\& cur.State == StateReserved \&\& !cur.HoldExpired:/byTime \&\& cur.State == StateReserved:/|^TestExpireHold\$|./ipam/internal/engine/"
+	"dropped-hold-not-own-cooling|ipam/internal/engine/allocate.go|s/\tif held != nil \x7c\x7c first.held == nil \x7c\x7c first.held.State != StateReserved \{/\tif true {/|^TestAnotherConfigurationGetsTheOwnersCoolingAddressBack\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

@@ -203,6 +203,9 @@ func (s *Client) allocateTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	}
 	first := ownerRead{held, cooling}
 	held, err = s.settleHold(ctx, tx, pool, req, held)
+	if err == nil {
+		cooling, err = s.afterDrop(ctx, tx, pool, req, first, held)
+	}
 	if held != nil && err != nil {
 		if err = s.moveReplaced(ctx, tx, pool, req, *held, err); err == nil {
 			held = nil
@@ -840,6 +843,22 @@ func (p *Pool) checkClaimable(addr netip.Addr) error {
 		return invalid("address", "%s is never handed out: it is a subnet-router anycast, network, broadcast, gateway or excluded address of pool %q", addr, p.ID)
 	}
 	return nil
+}
+
+// afterDrop is the owner's latest cooling row once settleHold has settled
+// its row (held now): read again when settleHold dropped the owner's hold
+// (first.held), whose address then cools for the owner, so that the owner
+// gets it back first, as its own cooling address (a hold that another
+// configuration dropped once its time was over, keeping the owner's
+// cooldown, left the owner a new address and its own cooling one unused).
+// A hold dropped for another pool is in no pool the take uses; a claim of
+// another address takes that one.
+func (s *Client) afterDrop(ctx context.Context, tx pgx.Tx, pool *Pool, req AllocateRequest, first ownerRead, held *Allocation) (*Allocation, error) {
+	if held != nil || first.held == nil || first.held.State != StateReserved {
+		return first.cooling, nil
+	}
+	_, cooling, err := s.ownerRows(ctx, tx, pool.ClusterID, req.Owner)
+	return cooling, err
 }
 
 // settleHold decides what the owner's current row means for this request. An

@@ -937,30 +937,15 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 // another manager's expired hold: it is dropped (keeping only a cooldown
 // it kept) and recorded as lost to that manager, and the owner is served
 // as one that holds nothing, in one transaction that a refusal rolls
-// back. Its take read the owner's cooling rows before the drop, so the
-// owner's latest cooling address may be the one it had before (or none);
-// the model gives either. With the clock anomaly, the hold may still seem
-// live: owner_conflict.
+// back: the dropped hold's address, cooling for the owner now, is its
+// latest cooling one, which it gets back first (afterDrop). With the clock
+// anomaly, the hold may still seem live: owner_conflict.
 func (m histModel) takeOver(s histState, in histIn, h int, conflict histOut) []histOutcome {
 	n := len(m.addrs)
-	o := in.Owner
 	c := s
 	c.cool(n, h, s.Rows[h].CoolLive)
-	c.lose(o, true)
+	c.lose(in.Owner, true)
 	res := m.take(s, c, in)
-	if in.Addr < 0 {
-		// The dropped row not the owner's latest: -2 hides it from the
-		// take, and is the owner's again in what follows.
-		alt := c
-		alt.Rows[h].Owner = -2
-		for _, oc := range m.take(s, alt, in) {
-			if oc.next.Rows[h].Owner == -2 {
-				oc.next.Rows[h].Owner = int8(o)
-				oc.next.normalize(n)
-			}
-			res = append(res, oc)
-		}
-	}
 	if m.tolerate&histClockAnomaly != 0 && in.OldClock {
 		res = append(res, histOutcome{conflict, s})
 	}
@@ -2752,8 +2737,13 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfB, in: alloc(0, -1), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
 			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
 			call{c: opr, in: expire(0), out: expired(0, 1, 0, false)},
+			call{c: tfB, in: alloc(0, -1), out: got(0, 2, "active", 0, false)},
+			call{c: tfA, in: reserve(0, -1), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
+		)},
+		{"an expired hold dropped by another configuration: the owner given another address than its own", false, seq(
+			call{c: tfA, in: reserve(0, -1), out: got(0, 1, "reserved", 0, false)},
+			call{c: opr, in: expire(0), out: expired(0, 1, 0, true)},
 			call{c: tfB, in: alloc(0, -1), out: got(1, 2, "active", 0, false)},
-			call{c: tfA, in: reserve(0, -1), out: refused(engine.CodeOwnerConflict, 0, 1, 0, "")},
 		)},
 		{"an expired hold's address taken by another owner: the owner's next plan is told, once", true, seq(
 			call{c: tfA, in: reserve(0, 0), out: got(0, 1, "reserved", 0, false)},

@@ -21,6 +21,9 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
 		return Allocation{}, err
 	}
+	if cooling, err = s.afterDrop(ctx, tx, pool, req, first, held); err != nil {
+		return Allocation{}, err
+	}
 	switch {
 	case held != nil && held.State == StateReserved:
 		a, err := scanAllocation(tx.QueryRow(ctx, sqlExtendHold,

@@ -308,3 +308,66 @@ func TestAHoldExpiredWhileItsPlanIsApplied(t *testing.T) {
 		}
 	}
 }
+
+// A plan that took back its owner's cooling address, abandoned and
+// expired: another configuration that declares the owner drops the hold
+// and gets that address back, the owner's own cooling one, as any request
+// of the owner does. It got a new address, and the owner's old one cooled
+// unused for the rest of its cooldown.
+func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
+	url := testdb.New(t)
+	ctx := context.Background()
+	open := func(origin string) *engine.Client {
+		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	a, b := open("/cfg/a"), open("/cfg/b")
+	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
+	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
+	for _, take := range []func(engine.AllocateRequest) (engine.Allocation, error){
+		func(r engine.AllocateRequest) (engine.Allocation, error) { x, err := b.Allocate(ctx, r); return x.Allocation, err },
+		func(r engine.AllocateRequest) (engine.Allocation, error) { h, err := b.Reserve(ctx, r, time.Hour); return h.Allocation, err },
+	} {
+		first, err := a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := a.Release(ctx, "c1", shop, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if h, err := a.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: shop}, time.Hour); err != nil || h.Address != first.Address {
+			t.Fatalf("a plan of /cfg/a: %+v %v, want its cooling %s", h, err, first.Address)
+		}
+		if _, err := engine.OperatorOf(a).ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: shop.Kind, OwnerID: shop.ID,
+			Reason: "abandoned"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := take(engine.AllocateRequest{Pool: v4, Owner: shop})
+		if err != nil || got.Address != first.Address {
+			t.Fatalf("/cfg/b declares shop after /cfg/a's hold expired: %+v %v, want its own cooling address %s back", got.Address, err, first.Address)
+		}
+		if got.State == engine.StateReserved {
+			if _, err := b.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop, Address: got.Address}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := b.Release(ctx, "c1", shop, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if _, err := a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop}); err != nil { // the next round's first
+			t.Fatal(err)
+		}
+		if ok, err := a.Release(ctx, "c1", shop, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+}
