@@ -742,7 +742,8 @@ func (s *Client) claimExact(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 	case cur.PoolID != pool.ID:
 		return Allocation{}, invalid("address", "%s belongs to pool %q, not %q", addr, cur.PoolID, pool.ID)
 	case cur.State == StateActive, byTime && cur.State == StateReserved && !cur.HoldExpired:
-		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor, Until: cur.ReusableAt}
+		return Allocation{}, &AddressInUseError{Address: addr.String(), State: cur.State, OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, Actor: cur.Actor,
+			Until: holdUntil(ctx, tx, cur)}
 	case byTime:
 		// Cooling, or an expired hold that kept its owner's cooldown.
 		return Allocation{}, &AddressCoolingError{Address: addr.String(), OwnerKind: cur.Owner.Kind, OwnerID: cur.Owner.ID, ReusableAt: cur.ReusableAt}
@@ -889,7 +890,7 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 			conflict.Detail = fmt.Sprintf("that plan is the configuration's in %q and holds it until %s, and this one runs in %q; "+
 				"apply that plan, or wait for its hold to expire (an operator ends it now with ipamctl expire-hold), "+
 				"before declaring the owner here",
-				held.Origin, held.ReusableAt.UTC().Format(time.RFC3339), s.origin)
+				held.Origin, holdUntil(ctx, tx, *held).UTC().Format(time.RFC3339), s.origin)
 			return held, conflict
 		}
 	}
@@ -897,6 +898,17 @@ func (s *Client) settleHold(ctx context.Context, tx pgx.Tx, pool *Pool, req Allo
 		return held, err
 	}
 	return held, s.checkOrigin(ctx, tx, *held)
+}
+
+// holdUntil is when a hold's own time ends (reserved_until), for the error
+// that names it: its ReusableAt is later when it kept its owner's cooldown.
+// Read on the refusal's path only; ReusableAt when it cannot be.
+func holdUntil(ctx context.Context, tx pgx.Tx, a Allocation) time.Time {
+	var until time.Time
+	if a.State != StateReserved || tx.QueryRow(ctx, sqlHoldUntil, a.ID).Scan(&until) != nil {
+		return a.ReusableAt
+	}
+	return until
 }
 
 // checkOrigin refuses to adopt an active allocation recorded for another

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -369,5 +370,57 @@ func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
 		if ok, err := a.Release(ctx, "c1", shop, 0); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
+	}
+}
+
+// The refusals that name a plan's hold on its owner's own cooling address
+// say when the hold's own time ends, not the cooldown it kept: another
+// owner's claim (address_in_use) and another configuration of the owner
+// (owner_conflict, told to wait for the hold to expire). They named the
+// cooldown's end: a day instead of reservation_ttl.
+func TestARefusalNamesTheHoldsOwnTime(t *testing.T) {
+	url := testdb.New(t)
+	ctx := context.Background()
+	open := func(origin string) *engine.Client {
+		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	a, b := open("/cfg/a"), open("/cfg/b")
+	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
+	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
+	first, err := a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Release(ctx, "c1", shop, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, err := a.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: shop}, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	soon := func(when time.Time) bool { return when.After(time.Now().Add(8*time.Minute)) && when.Before(time.Now().Add(12*time.Minute)) }
+	_, err = b.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "other", OrgID: "acme", EnvID: "other"},
+		Address: first.Address})
+	var iu *engine.AddressInUseError
+	if !errors.As(err, &iu) || !soon(iu.Until) {
+		t.Errorf("another owner's claim of the held address: %v, want address_in_use until the hold's end, in about 10 minutes", err)
+	}
+	_, err = b.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop})
+	m := regexp.MustCompile(`holds it until (\S+),`).FindStringSubmatch(fmt.Sprint(err))
+	var when time.Time
+	if m != nil {
+		when, _ = time.Parse(time.RFC3339, m[1])
+	}
+	if !errors.Is(err, engine.ErrOwnerConflict) || !soon(when) {
+		t.Errorf("another configuration declaring shop: %v, want owner_conflict naming the hold's end, in about 10 minutes", err)
 	}
 }

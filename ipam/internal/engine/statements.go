@@ -1322,6 +1322,10 @@ const (
 		WHERE id = $1 AND generation = $2 AND ` + rowHeld + `
 		RETURNING ` + allocColumns
 
+	// sqlHoldUntil reads when a hold's own time ends, for a refusal that
+	// names it (holdUntil).
+	sqlHoldUntil = `SELECT reserved_until FROM ipam_allocations WHERE id = $1 AND reserved_until IS NOT NULL`
+
 	// sqlPoolCategory reads a pool's category, for a release's result.
 	sqlPoolCategory = `SELECT category FROM ipam_pools WHERE id = $1`
 
