@@ -78,6 +78,14 @@ func For(err error) Explanation {
 			"cooling addresses to become reusable (the message says when the next one does)."
 	case ipam.CodeOwnerConflict:
 		e.Title = "Owner Managed Elsewhere"
+		var oc *ipam.OwnerConflictError
+		if errors.As(err, &oc) && oc.Held {
+			e.Advice = "Another configuration's plan holds the owner (the message names the plan's configuration and when " +
+				"its hold expires), and nothing was allocated. Apply that plan where it was made (or with the same origin), " +
+				"or wait for its hold to expire; if that plan is abandoned, `ipamctl expire-hold` ends its hold now. An " +
+				"owner holds one address in a cluster: two configurations cannot both declare it."
+			break
+		}
 		e.Advice = "The owner already holds an address that another configuration or actor manages, and nothing was " +
 			"allocated. If this configuration should manage it, import it (with the import ID given with it) and remove it " +
 			"from the configuration that manages it now; if it is left over, release it with `ipamctl release`. An owner " +
@@ -85,6 +93,13 @@ func For(err error) Explanation {
 			"one of them (or give the other its own owner ID)."
 	case ipam.CodeAddressInUse:
 		e.Title = "Address In Use"
+		var iu *ipam.AddressInUseError
+		if errors.As(err, &iu) && iu.State == ipam.StateReserved {
+			e.Advice = "The exact address asked for is held by another owner's plan-time hold until the time given. Ask for " +
+				"another address, leave it unset to get a free one, or wait; if that plan is abandoned, " +
+				"`ipamctl expire-hold ADDRESS` ends its hold now."
+			break
+		}
 		e.Advice = "The exact address asked for is held by another owner (or by another owner's plan-time hold). Ask for " +
 			"another address, or leave it unset to get a free one; `ipamctl lookup ADDRESS` names the holder, and " +
 			"`ipamctl release` frees it if its holder is gone."
@@ -97,8 +112,9 @@ func For(err error) Explanation {
 		e.Advice = "Correct the input named above; nothing was written."
 	case ipam.CodeNotFound:
 		e.Title = "Not Found"
-		e.Advice = "The cluster, pool or allocation named does not exist (or no longer does). Check the name " +
-			"(`ipamctl usage` lists clusters and pools), or create it first."
+		e.Advice = "The cluster, pool, allocation or plan-time hold named does not exist (or no longer does); when " +
+			"something else holds the address or owner, the message says what. Check the name (`ipamctl usage` lists " +
+			"clusters and pools, `ipamctl lookup ADDRESS` what holds an address), or create it first."
 	case ipam.CodeConflict:
 		var ce *ipam.ConflictError
 		var confirmed *ipam.ConfirmedError

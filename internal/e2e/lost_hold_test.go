@@ -205,7 +205,9 @@ resource "ipam_address_set" "vm" {
 // naming the hold and ipamctl expire-hold. The operator expires it with
 // ipamctl; the other configuration then applies, and the saved plan's
 // apply fails with the provider's owner_conflict (not Terraform's
-// inconsistent final plan), allocating nothing.
+// inconsistent final plan), naming the configuration that manages the
+// owner now (it told to release that configuration's address), and
+// allocating nothing.
 func TestAnAbandonedPlanExpiredByTheOperator(t *testing.T) {
 	t.Parallel()
 	url := setup(t)
@@ -233,8 +235,10 @@ func TestAnAbandonedPlanExpiredByTheOperator(t *testing.T) {
 	}
 	out, err = ci.try("apply", "-input=false", "tfplan")
 	said = strings.Join(strings.Fields(string(out)), " ")
-	if err == nil || !strings.Contains(said, "owner_conflict") || strings.Contains(said, "inconsistent final plan") {
-		t.Fatalf("the abandoned plan's apply after the operator expired its hold: %v\n%s", err, out)
+	if err == nil || !strings.Contains(said, "owner_conflict") || strings.Contains(said, "inconsistent final plan") ||
+		strings.Contains(said, "release it first") || !strings.Contains(said, team.dir) {
+		t.Fatalf("the abandoned plan's apply after the operator expired its hold: %v, want owner_conflict naming the "+
+			"configuration that manages the owner now, not telling to release its address\n%s", err, out)
 	}
 	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'abandoned-1' AND state IN ('active', 'reserved')`); n != 1 {
 		t.Fatalf("%d live rows of the node, want the other configuration's one", n)

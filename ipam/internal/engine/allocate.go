@@ -418,6 +418,12 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 	case held.PoolID != pool.ID:
 		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)
 		return conflict
+	case req.Address.IsValid() && req.Address != held.Address && !s.ownOrigin(held):
+		// Another configuration's: releasing it is not this one's to do
+		// (a saved plan applied after another configuration took the owner).
+		conflict.Detail = fmt.Sprintf("it cannot also claim %s: the configuration in %q manages the owner now (this one runs in %q); "+
+			"an owner holds one address in a cluster: declare it in one configuration only", req.Address, held.Origin, s.origin)
+		return conflict
 	case req.Address.IsValid() && req.Address != held.Address:
 		conflict.Detail = fmt.Sprintf("it cannot also claim %s; release it first", req.Address)
 		return conflict

@@ -424,3 +424,37 @@ func TestARefusalNamesTheHoldsOwnTime(t *testing.T) {
 		t.Errorf("another configuration declaring shop: %v, want owner_conflict naming the hold's end, in about 10 minutes", err)
 	}
 }
+
+// A saved plan applied after another configuration of the same actor took
+// its owner claims the planned address while the owner holds another: the
+// refusal names the configuration that manages the owner now, and does not
+// tell to release that configuration's address (it said "release it
+// first").
+func TestAClaimRefusedForAnotherConfigurationsOwnerNamesIt(t *testing.T) {
+	url := testdb.New(t)
+	ctx := context.Background()
+	open := func(origin string) *engine.Client {
+		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	a, b := open("/cfg/a"), open("/cfg/b")
+	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
+	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
+	got, err := b.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop, Address: netip.MustParseAddr("198.51.100.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop, Address: netip.MustParseAddr("198.51.100.1")})
+	if !errors.Is(err, engine.ErrOwnerConflict) || strings.Contains(err.Error(), "release it first") || !strings.Contains(err.Error(), `"/cfg/b"`) ||
+		!strings.Contains(err.Error(), got.Address.String()) {
+		t.Fatalf("/cfg/a claims 198.51.100.1 for shop, which /cfg/b holds at %s: %v, want owner_conflict naming /cfg/b", got.Address, err)
+	}
+}
