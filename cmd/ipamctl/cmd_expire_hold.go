@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,20 +39,9 @@ only when several clusters reuse it (a private IPv4 block).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := operator.HoldRequest{ClusterID: cluster, OwnerKind: kind, OwnerID: owner, Reason: reason}
-			switch {
-			case len(args) == 1 && (kind != "" || owner != ""):
-				return fmt.Errorf("give an address or --kind and --owner, not both")
-			case len(args) == 1:
-				addr, err := ipam.ParseAddr(args[0])
-				if err != nil {
-					return err
-				}
-				req.Address = addr
-			case kind == "" || owner == "":
-				return badUsage("give an address, or --kind and --owner (with --cluster)")
-			}
-			if strings.TrimSpace(reason) == "" {
-				return badUsage("--reason is required: say why the hold is expired (it is recorded with the event)")
+			var err error
+			if req.Address, err = targetArgs(args, kind, owner, reason, "the hold is expired"); err != nil {
+				return err
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
@@ -69,8 +57,12 @@ only when several clusters reuse it (a private IPv4 block).`,
 				if !r.Reusable {
 					state = ipam.StateCooling
 				}
-				return a.writeJSON(expireHoldJSON{Allocation: toJSON(r.Allocation, r.Category, state, time.Time{}),
-					Reason: reason, HeldUntil: r.Until.UTC(), AlreadyExpired: r.AlreadyExpired})
+				j := expireHoldJSON{Allocation: toJSON(r.Allocation, r.Category, state, time.Time{}), HolderOrigin: r.Origin,
+					HeldUntil: r.Until.UTC(), AlreadyExpired: r.AlreadyExpired}
+				if !r.AlreadyExpired {
+					j.Reason = reason // recorded with the event
+				}
+				return a.writeJSON(j)
 			}
 			what := fmt.Sprintf("%s (%s %q, cluster %s, pool %s, planned by actor %q", r.Address, r.Owner.Kind, r.Owner.ID,
 				r.ClusterID, r.PoolID, r.Actor)
@@ -104,8 +96,14 @@ only when several clusters reuse it (a private IPv4 block).`,
 
 type expireHoldJSON struct {
 	Allocation allocationJSON `json:"allocation"`
-	Reason     string         `json:"reason"`
-	// HeldUntil is when the hold would have expired, or expired.
+	// HolderOrigin is the configuration whose plan took the hold (empty:
+	// none recorded).
+	HolderOrigin string `json:"holder_origin"`
+	// Reason is the reason recorded with the event; empty when nothing was
+	// done.
+	Reason string `json:"reason,omitempty"`
+	// HeldUntil is when the hold would have expired (its reservation_ttl),
+	// or, already expired, when it did.
 	HeldUntil time.Time `json:"held_until"`
 	// AlreadyExpired: it had expired before; nothing was done.
 	AlreadyExpired bool `json:"already_expired"`

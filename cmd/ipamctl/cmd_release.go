@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -41,20 +42,9 @@ only when several clusters reuse it (a private IPv4 block).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := operator.ReleaseRequest{ClusterID: cluster, OwnerKind: kind, OwnerID: owner, Reason: reason, Force: force}
-			switch {
-			case len(args) == 1 && (kind != "" || owner != ""):
-				return fmt.Errorf("give an address or --kind and --owner, not both")
-			case len(args) == 1:
-				addr, err := ipam.ParseAddr(args[0])
-				if err != nil {
-					return err
-				}
-				req.Address = addr
-			case kind == "" || owner == "":
-				return badUsage("give an address, or --kind and --owner (with --cluster)")
-			}
-			if strings.TrimSpace(reason) == "" {
-				return badUsage("--reason is required: say why the allocation is released (it is recorded with the event)")
+			var err error
+			if req.Address, err = targetArgs(args, kind, owner, reason, "the allocation is released"); err != nil {
+				return err
 			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
@@ -114,6 +104,30 @@ type releaseJSON struct {
 	Forced     bool           `json:"forced"`
 	// AlreadyReleased: it was released before; nothing was done.
 	AlreadyReleased bool `json:"already_released"`
+}
+
+// targetArgs checks what release and expire-hold name on the command
+// line: the ADDRESS argument (returned), or --kind and --owner; and the
+// reason, which says why (why: what it says). Each mistake is a usage error
+// (exit 2).
+func targetArgs(args []string, kind, owner, reason, why string) (netip.Addr, error) {
+	var addr netip.Addr
+	switch {
+	case len(args) == 1 && (kind != "" || owner != ""):
+		return addr, badUsage("give an address or --kind and --owner, not both")
+	case len(args) == 1:
+		a, err := ipam.ParseAddr(args[0])
+		if err != nil {
+			return addr, &usageError{err}
+		}
+		addr = a
+	case kind == "" || owner == "":
+		return addr, badUsage("give an address, or --kind and --owner (with --cluster)")
+	}
+	if strings.TrimSpace(reason) == "" {
+		return addr, badUsage("--reason is required: say why %s (it is recorded with the event)", why)
+	}
+	return addr, nil
 }
 
 // releaseFlagError names the flag of a wrong input.

@@ -880,6 +880,9 @@ func TestExpireHold(t *testing.T) {
 	w.ipamctl("", "expire-hold", h.Address.String()).must(t, exitUsage, "--reason is required")
 	w.ipamctl("", "expire-hold", "--kind", "instance", "--owner", "i1", "--reason", "x").must(t, exitUsage, "--cluster")
 	w.ipamctl("", "expire-hold", "--kind", "instance", "--reason", "x").must(t, exitUsage, "give an address, or --kind and --owner")
+	w.ipamctl("", "expire-hold", h.Address.String(), "--kind", "instance", "--owner", "i1", "--reason", "x").must(t, exitUsage, "not both")
+	w.ipamctl("", "expire-hold", "not-an-address", "--reason", "x").must(t, exitUsage, "not-an-address")
+	w.ipamctl("", "release", "not-an-address", "--reason", "x").must(t, exitUsage, "not-an-address")
 	w.ipamctl("", "lookup", h.Address.String()).must(t, 0, "reserved")
 	w.ipamctl("", "expire-hold", h.Address.String(), "--reason", "CI plan abandoned").
 		must(t, 0, "expired the hold on "+h.Address.String(), `instance "i1"`, `planned by actor "ci"`, "free for any owner now")
@@ -892,7 +895,7 @@ func TestExpireHold(t *testing.T) {
 	r = w.ipamctl("", "expire-hold", "--cluster", "c1", "--kind", "instance", "--owner", "i1", "--reason", "again", "--json").must(t, 0)
 	var got expireHoldJSON
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil || !got.AlreadyExpired || got.Allocation.OwnerID != "i1" ||
-		got.Allocation.State != ipam.StateFree || got.Allocation.Category != "instance" || got.HeldUntil.IsZero() {
+		got.Allocation.State != ipam.StateFree || got.Allocation.Category != "instance" || got.HeldUntil.IsZero() || got.Reason != "" {
 		t.Fatalf("expire-hold again --json: %v\n%s", err, r.out)
 	}
 	w.ipamctl("", "expire-hold", h.Address.String(), "--reason", "again").must(t, 0, "already expired", "nothing to do")
