@@ -165,11 +165,12 @@ mutants=(
 	"at-in-password-accepted|ipam/internal/engine/store.go|s/if ambiguousUserinfo\(pc\) \{/if false {/|^TestProviderErrorsNeverCarryThePassword\$|./internal/provider/"
 	"wait-reported-by-pause-span|ipam/internal/engine/conn.go|s/int\(after\/WaitReportInterval\) > \*reported/after\/WaitReportInterval > before\/WaitReportInterval/|^TestAWaitCrossedDuringAnAttemptIsReported\$|./ipam/internal/engine/"
 	"release-hides-hold|ipam/internal/engine/ops_release.go|s/heldByAPlan\(ctx, tx, addr, req\)\)/\"\")/|^TestReleaseAllocation\$|./ipam/internal/engine/"
-	"expire-hold-writes-any-row|ipam/internal/engine/statements.go|s/WHERE id = \\\$1 AND generation = \\\$2 AND \` \+ rowHeld \+ \`(\n\t\tRETURNING \` \+ allocColumns\n\n\t\/\/ sqlPoolCategory)/WHERE id = \\\$1 AND \\\$2::bigint > 0\$1/|^TestAHoldExpiredWhileItsPlanIsApplied\$|./ipam/internal/engine/"
+	"expire-hold-writes-any-row|ipam/internal/engine/statements.go|s/WHERE id = \\\$1 AND generation = \\\$2 AND \` \+ rowHeld \+ \`(\n\t\tRETURNING \` \+ allocColumns\n\n\t\/\/ sqlHoldUntil)/WHERE id = \\\$1 AND \\\$2::bigint > 0\$1/|^TestAHoldExpiredWhileItsPlanIsApplied\$|./ipam/internal/engine/"
 	"drop-hold-of-live-plan|ipam/internal/engine/statements.go|s/\t\t\tAND \(NOT \@lost::boolean OR reserved_until <= \(SELECT ipam_now\(\)\)\)\n//|^TestAnExtendedHoldIsNotTakenOver\$|./ipam/internal/engine/"
 	"hold-look-judges-cooldown|ipam/internal/engine/statements.go|s/OR \(state = 'reserved' AND reserved_until > \(SELECT ipam_now\(\)\) \+ \@fresh_for/OR (state = 'reserved' AND reusable_at > (SELECT ipam_now()) + \@fresh_for/|^TestAPlanExtendsAHoldThatKeptACooldown\$|./ipam/internal/engine/"
 	"expired-hold-claim-in-use|ipam/internal/engine/allocate.go|s/byTime \&\& cur.State == StateReserved \&\& !cur.HoldExpired:/byTime \&\& cur.State == StateReserved:/|^TestExpireHold\$|./ipam/internal/engine/"
 	"dropped-hold-not-own-cooling|ipam/internal/engine/allocate.go|s/\tif held != nil \x7c\x7c first.held == nil \x7c\x7c first.held.State != StateReserved \{/\tif true {/|^TestAnotherConfigurationGetsTheOwnersCoolingAddressBack\$|./ipam/internal/engine/"
+	"set-key-loss-untold|ipam/internal/engine/set.go|s/\tif s.toReport\(lost\) \&\& !lost.ownerTaken \{/\tif false \&\& s.toReport(lost) \&\& !lost.ownerTaken {/|^TestASetKeysPlanIsToldOfItsLostHold\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -243,4 +244,101 @@ func TestAnAbandonedPlanExpiredByTheOperator(t *testing.T) {
 	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'abandoned-1' AND state IN ('active', 'reserved')`); n != 1 {
 		t.Fatalf("%d live rows of the node, want the other configuration's one", n)
 	}
+}
+
+// An address set's saved plan applied after a key's plan-time hold was
+// lost, as a single address's is: its hold expired (the operator ended it)
+// and another owner took the address, or another configuration took the
+// key. The re-plan shows the lost address again, with a warning, so the
+// apply fails with the provider's own error rather than Terraform's
+// "Provider produced inconsistent final plan", allocates nothing and leaves
+// no hold behind.
+func TestSavedSetPlanAfterAKeysHoldWasLost(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		take func(t *testing.T, planned string)
+	}{
+		{"another owner took the address", func(t *testing.T, planned string) {
+			st := openAs(t, url, "someone-else")
+			if _, err := st.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.OperatorPool("c1", "v4"),
+				Owner: ipam.Owner{Kind: ipam.OwnerEnvIPv4, ID: "thief", OrgID: "acme", EnvID: "thief"}, Address: netip.MustParseAddr(planned)}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"another configuration took the key", func(t *testing.T, _ string) {
+			other := newWorkdir(t, url, setHCL("lost-set-2"))
+			other.run("apply", "-input=false", "-auto-approve")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			owner := map[bool]string{true: "lost-set-1", false: "lost-set-2"}[strings.HasPrefix(tc.name, "another owner")]
+			w := newWorkdir(t, url, setHCL(owner))
+			w.run("plan", "-input=false", "-out=tfplan")
+			planned := setKeyAddress(t, w.run("show", "-json", "tfplan"), "public")
+			if _, err := netip.ParseAddr(planned); err != nil {
+				t.Fatalf("planned address %q: %v", planned, err)
+			}
+			if msg, code := runIpamctl(t, url, "expire-hold", "--cluster", "c1", "--kind", "set", "--owner", owner+"#public",
+				"--reason", "abandoned"); code != 0 {
+				t.Fatalf("ipamctl expire-hold: exit %d\n%s", code, msg)
+			}
+			tc.take(t, planned)
+			out, err := w.try("apply", "-input=false", "tfplan")
+			said := strings.Join(strings.Fields(string(out)), " ")
+			if err == nil || strings.Contains(said, "inconsistent final plan") || !strings.Contains(said, "Earlier Planned Address Was Taken") {
+				t.Fatalf("the saved plan's apply after the key's hold was lost: %v\n%s", err, out)
+			}
+			live := count(t, url, fmt.Sprintf(`SELECT count(*) FROM ipam_allocations WHERE owner_id = '%s#public'
+				AND state IN ('active', 'reserved') AND coalesce(origin, '') = '%s'`, owner, w.dir))
+			if live != 0 {
+				t.Fatalf("the failed apply left %d live rows of the key for its configuration, want none", live)
+			}
+		})
+	}
+}
+
+// setKeyAddress is the address of key in the set ipam_address_set.vm in
+// the output of terraform show -json (of a plan).
+func setKeyAddress(t *testing.T, showJSON []byte, key string) string {
+	t.Helper()
+	var doc struct {
+		PlannedValues struct {
+			RootModule struct {
+				Resources []struct {
+					Address string `json:"address"`
+					Values  struct {
+						Addresses map[string]struct {
+							Address string `json:"address"`
+						} `json:"addresses"`
+					} `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"planned_values"`
+	}
+	if err := json.Unmarshal(showJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range doc.PlannedValues.RootModule.Resources {
+		if r.Address == "ipam_address_set.vm" {
+			return r.Values.Addresses[key].Address
+		}
+	}
+	return ""
+}
+
+// setHCL is an address set of one key, public, from pool c1/v4.
+func setHCL(owner string) string {
+	return fmt.Sprintf(`resource "ipam_address_set" "vm" {
+  cluster_id = "c1"
+  owner_id   = %q
+  org_id     = "acme"
+  env_id     = "prod"
+  addresses = {
+    public = { pools = ["c1/v4"] }
+  }
+}
+`, owner)
 }

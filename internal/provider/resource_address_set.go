@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -429,15 +430,38 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	}
 	m, err := r.store.ReserveSetEntry(ctx, plan.ClusterID.ValueString(), plan.labels(), se, pd.reservationTTL)
 	var oc *ipam.OwnerConflictError
+	var hl *ipam.HoldLostError
 	switch {
 	case err == nil:
 		pd.tookHold(m.PoolID)
 		return m, true
+	case errors.As(err, &hl) || (errors.As(err, &oc) && m.Lost != nil):
+		// The key's earlier plan held an address that another owner took,
+		// or another configuration took the key once that hold expired:
+		// the plan shows the lost address again, as for a single address,
+		// so that a saved plan that showed it, applied now, passes
+		// Terraform's re-plan and fails at create, writing nothing. No
+		// hold is taken; the next plan takes one.
+		lost := m.Lost
+		if hl != nil {
+			lost = &hl.Lost
+		}
+		if lm, ok := r.memberAt(ctx, lost.Address, lost.PoolID); ok {
+			refused.add(path.Root("addresses").AtMapKey(key), "Earlier Planned Address Was Taken", "keys whose earlier planned address was taken", func() string {
+				return "An earlier plan held " + lost.Address.String() + " for key " + key + ", but that hold expired and " +
+					lost.TakenBy + " took it at " + lost.At.UTC().Format(time.RFC3339) + " (" + err.Error() + "). If you are " +
+					"applying a saved plan, its apply fails for this set and allocates nothing. Run terraform plan again: the next " +
+					"plan reserves a new address."
+			})
+			return lm, true
+		}
 	case errors.As(err, &oc) && oc.Held && oc.Actor == r.store.Actor():
 		// A plan of this actor in another configuration holds the key:
 		// shown, as for a single address (heldElsewhere), with its pool's
 		// block, so that a saved plan made there passes the re-plan here.
-		if m, ok := r.heldMember(ctx, oc); ok {
+		if held, perr := netip.ParseAddr(oc.Address); perr != nil {
+			break
+		} else if m, ok := r.memberAt(ctx, held, oc.PoolID); ok {
 			refused.add(path.Root("addresses").AtMapKey(key), "Address Is Managed Elsewhere", "keys held by another configuration's plan", func() string {
 				return heldElsewhere("key "+key, err)
 			})
@@ -472,18 +496,19 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 	return ipam.SetMember{}, false
 }
 
-// heldMember is the member a plan of another configuration holds, as a
-// conflict names it: its address, pool and the pool block holding it.
-func (r *addressSetResource) heldMember(ctx context.Context, oc *ipam.OwnerConflictError) (ipam.SetMember, bool) {
-	addr, err := netip.ParseAddr(oc.Address)
-	if err != nil || oc.PoolID == "" {
+// memberAt is a member at addr in pool poolID, as a plan shows one it does
+// not hold: another configuration's plan holds it (as a conflict names
+// it), or the key's earlier plan lost it. Its pool's family and the block
+// holding it are read from the pool.
+func (r *addressSetResource) memberAt(ctx context.Context, addr netip.Addr, poolID string) (ipam.SetMember, bool) {
+	if !addr.IsValid() || poolID == "" {
 		return ipam.SetMember{}, false
 	}
-	p, err := r.store.GetPool(ctx, oc.PoolID)
+	p, err := r.store.GetPool(ctx, poolID)
 	if err != nil {
 		return ipam.SetMember{}, false
 	}
-	m := ipam.SetMember{Allocation: ipam.Allocation{Address: addr, PoolID: oc.PoolID}, Family: p.Family}
+	m := ipam.SetMember{Allocation: ipam.Allocation{Address: addr, PoolID: poolID}, Family: p.Family}
 	for _, c := range p.CIDRs {
 		if c.Contains(addr) {
 			m.Block = c

@@ -666,7 +666,7 @@ func (m histModel) poolOutcomes(s histState, in histIn) []histOutcome {
 			}
 		}
 	}
-	if m.tolerate&histOwnerRaceAnomaly != 0 && in.HeldWon && in.Kind == histReserve && in.Owner >= 0 && in.Owner < histOwners &&
+	if m.tolerate&histOwnerRaceAnomaly != 0 && in.HeldWon && in.Kind == histReserve && in.Owner >= 0 &&
 		s.Lost[in.Owner].State == histLossOpen && !s.Lost[in.Owner].Taken && s.live(n, in.Owner) < 0 {
 		// The plan's look for a lost hold ran before another call took
 		// the owner's expired hold: it is served as one that lost none.
@@ -914,9 +914,9 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		c.Rows[h].Mark = 0
 		return []histOutcome{{m.answer(c.Rows[h], h, true), c}}
 	}
-	if l := s.Lost[o]; reserve && o < histOwners && !l.Taken && l.State != histLossNone {
+	if l := s.Lost[o]; reserve && !l.Taken && l.State != histLossNone {
 		// The first plan after the owner's hold went to another owner
-		// is told, and holds nothing (a set key's plan is not:
+		// is told, and holds nothing (a set key's plan too:
 		// ReserveSetEntry). So may a plan that looked before another
 		// plan's report of it was written (LossRace).
 		out := histNoOut()

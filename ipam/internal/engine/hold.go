@@ -51,7 +51,7 @@ func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (
 			return err
 		}
 		reported = true
-		if p, err := loadPool(ctx, tx, l.poolID); err == nil {
+		if p, err := loadPool(ctx, tx, l.PoolID); err == nil {
 			l.Block, _ = p.layout.BlockOf(l.Address)
 		} else if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPoolNotFound) {
 			return err

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam/internal/engine"
 )
@@ -335,8 +337,14 @@ func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
 	v4 := testdb.Pool("c1/v4")
 	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
 	for _, take := range []func(engine.AllocateRequest) (engine.Allocation, error){
-		func(r engine.AllocateRequest) (engine.Allocation, error) { x, err := b.Allocate(ctx, r); return x.Allocation, err },
-		func(r engine.AllocateRequest) (engine.Allocation, error) { h, err := b.Reserve(ctx, r, time.Hour); return h.Allocation, err },
+		func(r engine.AllocateRequest) (engine.Allocation, error) {
+			x, err := b.Allocate(ctx, r)
+			return x.Allocation, err
+		},
+		func(r engine.AllocateRequest) (engine.Allocation, error) {
+			h, err := b.Reserve(ctx, r, time.Hour)
+			return h.Allocation, err
+		},
 	} {
 		first, err := a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop})
 		if err != nil {
@@ -407,7 +415,9 @@ func TestARefusalNamesTheHoldsOwnTime(t *testing.T) {
 	if _, err := a.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: shop}, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	soon := func(when time.Time) bool { return when.After(time.Now().Add(8*time.Minute)) && when.Before(time.Now().Add(12*time.Minute)) }
+	soon := func(when time.Time) bool {
+		return when.After(time.Now().Add(8*time.Minute)) && when.Before(time.Now().Add(12*time.Minute))
+	}
 	_, err = b.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "other", OrgID: "acme", EnvID: "other"},
 		Address: first.Address})
 	var iu *engine.AddressInUseError
@@ -457,4 +467,80 @@ func TestAClaimRefusedForAnotherConfigurationsOwnerNamesIt(t *testing.T) {
 		!strings.Contains(err.Error(), got.Address.String()) {
 		t.Fatalf("/cfg/a claims 198.51.100.1 for shop, which /cfg/b holds at %s: %v, want owner_conflict naming /cfg/b", got.Address, err)
 	}
+}
+
+// A set key's plan is told of its lost hold as an owner's plan is
+// (Reserve): after another owner took the expired hold's address, the first
+// plan of the key gets hold_lost naming it and takes no hold, the next one
+// a new hold; after another configuration took the key, the plan of the
+// hold's configuration gets owner_conflict with the lost hold in
+// SetMember.Lost, once.
+func TestASetKeysPlanIsToldOfItsLostHold(t *testing.T) {
+	url := testdb.New(t)
+	ctx := context.Background()
+	open := func(origin string) *engine.Client {
+		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	a, b := open("/cfg/a"), open("/cfg/b")
+	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
+	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	labels := engine.Owner{ID: "vm", OrgID: "acme", EnvID: "prod"}
+	key := engine.SetEntry{Key: "public", Pools: []string{"c1/v4"}}
+	expire := func() {
+		t.Helper()
+		if _, err := engine.OperatorOf(a).ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: engine.OwnerSet, OwnerID: "vm#public",
+			Reason: "abandoned"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := a.ReserveSetEntry(ctx, "c1", labels, key, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	if _, err := b.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Address: h.Address,
+		Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "thief", OrgID: "acme", EnvID: "thief"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.ReserveSetEntry(ctx, "c1", labels, key, time.Hour)
+	var hl *engine.HoldLostError
+	if !errors.As(err, &hl) || hl.Lost.Address != h.Address || m.Lost == nil || m.Lost.PoolID != "c1/v4" {
+		t.Fatalf("the key's plan after another owner took its hold's address: %+v %v, want hold_lost naming %s", m.Lost, err, h.Address)
+	}
+	if n := seamCountURL(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'vm#public'`); n != 0 {
+		t.Fatalf("the plan told of the loss left %d rows of the key, want none", n)
+	}
+	h2, err := a.ReserveSetEntry(ctx, "c1", labels, key, time.Hour)
+	if err != nil || h2.Address == h.Address {
+		t.Fatalf("the next plan: %+v %v, want a new hold", h2.Address, err)
+	}
+	// Another configuration takes the key once this hold expires.
+	expire()
+	if _, err := b.ApplySet(ctx, engine.SetChange{ClusterID: "c1", Owner: labels, Add: []engine.SetEntry{key}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = a.ReserveSetEntry(ctx, "c1", labels, key, time.Hour)
+	if !errors.Is(err, engine.ErrOwnerConflict) || m.Lost == nil || m.Lost.Address != h2.Address {
+		t.Fatalf("the key's plan after another configuration took it: %+v %v, want owner_conflict with the lost %s", m.Lost, err, h2.Address)
+	}
+	if m, err := a.ReserveSetEntry(ctx, "c1", labels, key, time.Hour); !errors.Is(err, engine.ErrOwnerConflict) || m.Lost != nil {
+		t.Fatalf("the key's next plan: %+v %v, want owner_conflict, the loss told once", m.Lost, err)
+	}
+}
+
+func seamCountURL(t *testing.T, url, sql string) int64 {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	return seamCount(t, c, sql)
 }

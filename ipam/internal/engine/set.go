@@ -72,6 +72,10 @@ type SetMember struct {
 	Allocation
 	Family  int
 	Request SetRequest
+	// Lost (ReserveSetEntry): the key's plan-time hold that another owner
+	// took, or that another manager of the key dropped when it took the
+	// key (with owner_conflict), as Hold.Lost is; reported once.
+	Lost *LostHold
 }
 
 // SetRequest is a member's request as stored with it.
@@ -590,7 +594,14 @@ func (s *Client) MarkSetReplacement(ctx context.Context, clusterID, setID string
 	return nil
 }
 
-// ReserveSetEntry takes the plan-time hold of one key, trying its pools in order.
+// ReserveSetEntry takes the plan-time hold of one key, trying its pools in
+// order. A key whose hold was lost is told as Reserve tells an owner: the
+// first plan that finds it holding nothing after another owner took its
+// hold's address gets HoldLostError and takes no hold; one refused with
+// owner_conflict because another manager took the key once its hold
+// expired gets the lost hold in SetMember.Lost, so that the provider plans
+// the address its earlier plan showed again, and a saved plan that showed
+// it fails at apply rather than at Terraform's re-plan.
 func (s *Client) ReserveSetEntry(ctx context.Context, clusterID string, labels Owner, e SetEntry, ttl time.Duration) (SetMember, error) {
 	var m SetMember
 	if err := checkSet(clusterID, labels); err != nil {
@@ -602,16 +613,39 @@ func (s *Client) ReserveSetEntry(ctx context.Context, clusterID string, labels O
 	if ttl <= 0 {
 		return m, invalid("reservation_ttl", "must be positive")
 	}
+	owner := SetMemberOwner(labels, labels.ID, e.Key)
+	r := request{AllocateRequest: AllocateRequest{Pool: PoolRef{ClusterID: clusterID}, Owner: owner}}
+	var lost *LostHold
+	if s.outer == nil {
+		lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(clusterID, owner)...))
+		lost = s.lostByMe(lost)
+	}
+	if s.toReport(lost) && !lost.ownerTaken {
+		reported, err := s.reportLostHold(ctx, r, lost)
+		if err != nil {
+			return m, err
+		}
+		if reported {
+			m.Key, m.Lost = e.Key, lost
+			return m, &HoldLostError{Owner: owner, Lost: *lost}
+		}
+	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		pools, err := s.entryPools(ctx, tx, clusterID, e)
 		if err != nil {
 			return err
 		}
-		m.Allocation, err = s.allocateFirst(ctx, tx, pools, AllocateRequest{Owner: SetMemberOwner(labels, labels.ID, e.Key), Address: e.Address}, ttl, nil)
+		m.Allocation, err = s.allocateFirst(ctx, tx, pools, AllocateRequest{Owner: owner, Address: e.Address}, ttl, nil)
 		if err == nil {
 			m.Key, m.Family = e.Key, familyOf(m.Address)
 		}
 		return err
 	})
+	var oc *OwnerConflictError
+	if errors.As(err, &oc) && s.toReport(lost) && lost.ownerTaken {
+		if reported, rerr := s.reportLostHold(ctx, r, lost); rerr == nil && reported {
+			m.Key, m.Lost = e.Key, lost
+		}
+	}
 	return m, err
 }

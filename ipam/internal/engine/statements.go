@@ -1685,7 +1685,7 @@ func scanLostHold(row pgx.Row) (*LostHold, error) {
 	var l LostHold
 	var p netip.Prefix
 	var run *string
-	err := row.Scan(&p, &l.TakenBy, &l.At, &l.poolID, &l.ownerTaken, &l.holderActor, &l.holderOrigin, &run)
+	err := row.Scan(&p, &l.TakenBy, &l.At, &l.PoolID, &l.ownerTaken, &l.holderActor, &l.holderOrigin, &run)
 	if run != nil {
 		l.reported, l.reportedRun = true, *run
 	}

@@ -249,8 +249,8 @@ type LostHold struct {
 	// Block is the pool block the address lies in (as Allocation.Block),
 	// when HoldLostError reports it and its pool still has the address.
 	Block netip.Prefix
-	// poolID is the pool the hold was in.
-	poolID string
+	// PoolID is the pool the hold was in.
+	PoolID string
 	// ownerTaken: another manager of the same owner dropped the expired hold
 	// and took the owner (TakenBy names that manager); holderActor and
 	// holderOrigin are the hold's manager.
