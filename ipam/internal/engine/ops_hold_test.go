@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,13 @@ func TestExpireHold(t *testing.T) {
 	}
 	if _, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: env("e5"), Address: b.Address}); engine.Code(err) != engine.CodeAddressCooling {
 		t.Fatalf("a claim of it by another owner: %v, want address_cooling", err)
+	}
+	// Listed as cooling, as lookup says, where the cooling are listed.
+	views, err := op.ListAllocations(ctx, engine.ListFilter{ClusterID: "c1", State: engine.StateCooling})
+	if err != nil || !slices.ContainsFunc(views, func(v engine.AllocationView) bool {
+		return v.Address == b.Address && v.State == engine.StateCooling
+	}) {
+		t.Fatalf("the cooling allocations: %+v %v, want %s cooling", views, err, b.Address)
 	}
 
 	// What names no hold, and bad input, writing nothing.

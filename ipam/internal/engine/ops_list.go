@@ -247,6 +247,11 @@ func scanView(row pgx.Row) (AllocationView, error) {
 	var v AllocationView
 	var seen *time.Time
 	a, err := scanAllocation(extraRow{row, []any{&v.Category, &seen, &v.StateHeld}})
+	if a.State == StateReserved && a.HoldExpired {
+		// An expired hold is listed only while it keeps its owner's
+		// cooldown (sqlListCooling): it is cooling, as lookup says.
+		a.State = StateCooling
+	}
 	v.Allocation = a
 	if seen != nil {
 		v.LastSeenAt = *seen
