@@ -326,22 +326,8 @@ func TestAHoldExpiredWhileItsPlanIsApplied(t *testing.T) {
 // of the owner does. It got a new address, and the owner's old one cooled
 // unused for the rest of its cooldown.
 func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
-	url := testdb.New(t)
 	ctx := context.Background()
-	open := func(origin string) *engine.Client {
-		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}
-	a, b := open("/cfg/a"), open("/cfg/b")
-	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
-	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
-		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, _ := twoConfigurations(t, 24 * time.Hour)
 	v4 := testdb.Pool("c1/v4")
 	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
 	for _, take := range []func(engine.AllocateRequest) (engine.Allocation, error){
@@ -395,22 +381,8 @@ func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
 // (owner_conflict, told to wait for the hold to expire). They named the
 // cooldown's end: a day instead of reservation_ttl.
 func TestARefusalNamesTheHoldsOwnTime(t *testing.T) {
-	url := testdb.New(t)
 	ctx := context.Background()
-	open := func(origin string) *engine.Client {
-		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}
-	a, b := open("/cfg/a"), open("/cfg/b")
-	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
-	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
-		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, _ := twoConfigurations(t, 24 * time.Hour)
 	v4 := testdb.Pool("c1/v4")
 	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
 	first, err := a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop})
@@ -449,21 +421,8 @@ func TestARefusalNamesTheHoldsOwnTime(t *testing.T) {
 // tell to release that configuration's address (it said "release it
 // first").
 func TestAClaimRefusedForAnotherConfigurationsOwnerNamesIt(t *testing.T) {
-	url := testdb.New(t)
 	ctx := context.Background()
-	open := func(origin string) *engine.Client {
-		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}
-	a, b := open("/cfg/a"), open("/cfg/b")
-	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
-	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, _ := twoConfigurations(t, time.Hour)
 	v4 := testdb.Pool("c1/v4")
 	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
 	got, err := b.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop, Address: netip.MustParseAddr("198.51.100.2")})
@@ -484,21 +443,8 @@ func TestAClaimRefusedForAnotherConfigurationsOwnerNamesIt(t *testing.T) {
 // hold's configuration gets owner_conflict with the lost hold in
 // SetMember.Lost, once.
 func TestASetKeysPlanIsToldOfItsLostHold(t *testing.T) {
-	url := testdb.New(t)
 	ctx := context.Background()
-	open := func(origin string) *engine.Client {
-		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}
-	a, b := open("/cfg/a"), open("/cfg/b")
-	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
-	if _, err := a.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, url := twoConfigurations(t, time.Hour)
 	labels := engine.Owner{ID: "vm", OrgID: "acme", EnvID: "prod"}
 	key := engine.SetEntry{Key: "public", Pools: []string{"c1/v4"}}
 	expire := func() {
@@ -551,4 +497,27 @@ func seamCountURL(t *testing.T, url, sql string) int64 {
 	}
 	defer c.Close(context.Background())
 	return seamCount(t, c, sql)
+}
+
+// twoConfigurations opens clients of actor terraform for configurations
+// /cfg/a and /cfg/b on a new database (its URL), with cluster c1 and its
+// IPv4 pool c1/v4 (198.51.100.0/29) of the cooldown given.
+func twoConfigurations(t *testing.T, cooldown time.Duration) (a, b *engine.Client, url string) {
+	t.Helper()
+	url = testdb.New(t)
+	open := func(origin string) *engine.Client {
+		st, err := engine.Open(context.Background(), engine.Config{DatabaseURL: url, Actor: "terraform", Origin: origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	a, b = open("/cfg/a"), open("/cfg/b")
+	mkCluster(t, a, "c1", "2001:db8::/48", "", "")
+	if _, err := a.CreatePool(context.Background(), engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: cooldown,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, url
 }
