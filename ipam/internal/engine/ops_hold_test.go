@@ -327,7 +327,7 @@ func TestAHoldExpiredWhileItsPlanIsApplied(t *testing.T) {
 // unused for the rest of its cooldown.
 func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
 	ctx := context.Background()
-	a, b, _ := twoConfigurations(t, 24 * time.Hour)
+	a, b, _ := twoConfigurations(t, 24*time.Hour)
 	v4 := testdb.Pool("c1/v4")
 	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
 	for _, take := range []func(engine.AllocateRequest) (engine.Allocation, error){
@@ -382,7 +382,7 @@ func TestAnotherConfigurationGetsTheOwnersCoolingAddressBack(t *testing.T) {
 // cooldown's end: a day instead of reservation_ttl.
 func TestARefusalNamesTheHoldsOwnTime(t *testing.T) {
 	ctx := context.Background()
-	a, b, _ := twoConfigurations(t, 24 * time.Hour)
+	a, b, _ := twoConfigurations(t, 24*time.Hour)
 	v4 := testdb.Pool("c1/v4")
 	shop := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "shop", OrgID: "acme", EnvID: "shop"}
 	first, err := a.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: shop})
