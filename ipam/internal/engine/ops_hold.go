@@ -111,6 +111,9 @@ func (o *Operator) ExpireHold(ctx context.Context, req HoldRequest) (ExpireHoldR
 	})
 	if err == nil {
 		err = s.pool.QueryRow(ctx, sqlPoolCategory, res.PoolID).Scan(&res.Category)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil // the pool was destroyed since: it has no category
+		}
 	}
 	return res, s.mapErr(err)
 }
