@@ -35,7 +35,8 @@ import (
 // round (under one of two ids, on one prefix, so that each round's cluster
 // inherits the tombstones of another cluster whose owners have the same
 // ids), stale-leak reclaim, operators' forced releases (ipamctl release of
-// an owner or an address), saved plans applied late: holds confirmed after
+// an owner or an address) and expiries of plans' holds (ipamctl
+// expire-hold, of an owner or an address), saved plans applied late: holds confirmed after
 // the clock moved past them) on a clock the test moves (ipam_clock, no sleeps). After every
 // round it checks the global invariants: engine.Check (no address active
 // twice anywhere, none outside its pool or its node's blocks, no reuse inside
@@ -361,7 +362,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	var what string
 	var err error
 	var notes []string
-	op := rng.IntN(35)
+	op := rng.IntN(36)
 	if first && rng.IntN(2) == 0 {
 		op = 26 // the workers' first operations race on the transient cluster
 	}
@@ -775,6 +776,28 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 			notes = append(notes, fmt.Sprintf("%s: already released, though the model holds it", what))
 		case err == nil:
 			m.forget(h.cluster + "/" + h.kind + "/" + h.id)
+		}
+	case 35:
+		// An operator's expiry of a plan's hold (ipamctl expire-hold) of
+		// one of this worker's node owners, by owner or by the address a
+		// look finds: the plan that took it learns of its loss only if
+		// another owner or manager takes it (lostHoldNotes, at its next
+		// hold); nothing it was told it holds as an allocation changes.
+		o := fmt.Sprintf("w%d-n%d", w, k)
+		req := engine.HoldRequest{ClusterID: cid, OwnerKind: engine.OwnerNode, OwnerID: o, Reason: "model test"}
+		var held netip.Prefix
+		if m.db.QueryRow(ctx, `SELECT address FROM ipam_allocations WHERE cluster_id = $1 AND owner_kind = 'node' AND owner_id = $2
+			AND state = 'reserved'`, cid, o).Scan(&held) == nil && rng.IntN(2) == 0 {
+			req = engine.HoldRequest{ClusterID: cid, Address: held.Addr(), Reason: "model test"}
+		}
+		what = fmt.Sprintf("operator expiry of node %s's hold in %s", o, cid)
+		var res engine.ExpireHoldResult
+		res, err = engine.OperatorOf(st).ExpireHold(ctx, req)
+		switch {
+		case err == nil && res.Owner.ID != o && req.Address == (netip.Addr{}):
+			notes = append(notes, fmt.Sprintf("%s expired %s %s's hold", what, res.Owner.Kind, res.Owner.ID))
+		case err == nil && (res.State != engine.StateReserved || !res.HoldExpired):
+			notes = append(notes, fmt.Sprintf("%s answered %s (expired %v)", what, res.State, res.HoldExpired))
 		}
 	case 22:
 		// Stale-leak reclaim: addresses no refresh has seen for some days
