@@ -243,11 +243,13 @@ func (p *connectProbe) connect(context.Context, *pgx.ConnConfig) error {
 	return nil
 }
 
-// A transaction that waits for a lock another session holds is reported
-// while it waits, each WaitReportInterval: how long and who holds it up
-// (the holder's pid, application and state), so that a wait up to
-// lock_timeout, and a call that waits for several locks in turn, is never
-// silent. The call then goes on when the holder lets the lock go.
+// A call that waits for a lock another session holds is reported while it
+// waits, each WaitReportInterval: how long and who holds it up (the
+// holder's pid, application and state), so that a wait up to lock_timeout,
+// and a call that waits for several locks in turn, is never silent. Both
+// kinds of calls: a transaction of the full path (an operator's release),
+// and a one-statement allocation (the fast path most Terraform plans and
+// applies take). The call then goes on when the holder lets the lock go.
 func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
@@ -268,8 +270,8 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
 		t.Fatal(err)
 	}
-	o := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
-	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: o}); err != nil {
+	env := func(id string) engine.Owner { return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, OrgID: "acme", EnvID: id} }
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e1")}); err != nil {
 		t.Fatal(err)
 	}
 	holder, err := pgx.Connect(ctx, url+"&application_name=holder-of-the-pool")
@@ -277,49 +279,91 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
+	queued, err := pgx.Connect(ctx, url+"&application_name=queued-behind-it")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := engine.OperatorOf(st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1", OwnerKind: o.Kind, OwnerID: o.ID,
-			Reason: "test", Force: true})
-		done <- err
-	}()
-	// Held past one report, then let go.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	defer queued.Close(ctx)
+	for i, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"an operator's release (a transaction)", func() error {
+			_, err := engine.OperatorOf(st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4,
+				OwnerID: "e1", Reason: "test", Force: true})
+			return err
+		}},
+		{"an allocation (one statement)", func() error {
+			_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e2")})
+			return err
+		}},
+	} {
 		mu.Lock()
-		n := len(waits)
+		waits = nil
 		mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
+		tx, err := holder.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("the release after the lock was let go: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(waits) == 0 {
-		t.Fatal("no wait was reported while the release waited for the pool's lock")
-	}
-	w := waits[0]
-	s := w.String()
-	if !w.Lock || w.Waited < 4*time.Second || w.Bound != 30*time.Second || !strings.Contains(s, "waiting for a lock") ||
-		!strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "idle in transaction") || !strings.Contains(s, "of 30 s (lock_timeout)") {
-		t.Fatalf("reported %+v: %s", w, s)
-	}
-	t.Logf("reported: %s", s)
-	if strings.Contains(s, "password") || strings.Contains(s, url) {
-		t.Fatalf("the report carries the connection string: %s", s)
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`); err != nil {
+			t.Fatal(err)
+		}
+		queuedDone := make(chan error, 1)
+		if i == 1 {
+			// Another session queued for the lock ahead of the call: the
+			// report names the session that holds it, not the queue.
+			go func() {
+				_, err := queued.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`)
+				queuedDone <- err
+			}()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				var n int
+				if err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queued-behind-it'
+					AND wait_event_type = 'Lock'`).Scan(&n); err != nil || n > 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+		} else {
+			queuedDone <- nil
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.call() }()
+		// Held past one report, then let go.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			n := len(waits)
+			mu.Unlock()
+			if n > 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s after the lock was let go: %v", c.name, err)
+		}
+		if err := <-queuedDone; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(waits) == 0 {
+			mu.Unlock()
+			t.Fatalf("%s: no wait was reported while it waited for the pool's lock", c.name)
+		}
+		w := waits[0]
+		mu.Unlock()
+		s := w.String()
+		if !w.Lock || w.Waited < 3*time.Second || w.Bound != 30*time.Second || !strings.Contains(s, "waiting for a lock") ||
+			!strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "idle in transaction") || !strings.Contains(s, "of 30 s (lock_timeout)") ||
+			strings.Contains(s, "queued-behind-it") {
+			t.Fatalf("%s: reported %+v: %s", c.name, w, s)
+		}
+		t.Logf("%s: reported: %s", c.name, s)
+		if strings.Contains(s, "password") || strings.Contains(s, url) {
+			t.Fatalf("the report carries the connection string: %s", s)
+		}
 	}
 }

@@ -374,10 +374,32 @@ func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		return errBatch{err}
 	}
 	if len(b.QueuedQueries) > 0 && b.QueuedQueries[0].SQL == sqlFastBounds {
-		return p.get().SendBatch(ctx, b)
+		// As the pool's own SendBatch does, with the connection's backend
+		// watched for a lock wait while the batch runs (watchLocks).
+		c, err := p.get().Acquire(ctx)
+		if err != nil {
+			return errBatch{err}
+		}
+		stop := p.s.watchLocks(ctx, c.Conn().PgConn().PID())
+		return watchedBatch{BatchResults: c.Conn().SendBatch(ctx, b), c: c, stop: stop}
 	}
 	gctx, g := p.guard(ctx)
 	return guardedBatch{BatchResults: p.get().SendBatch(gctx, b), guard: g}
+}
+
+// watchedBatch is a fast statement's batch on a connection of its own,
+// watched for lock waits until it is closed.
+type watchedBatch struct {
+	pgx.BatchResults
+	c    *pgxpool.Conn
+	stop func()
+}
+
+func (b watchedBatch) Close() error {
+	b.stop()
+	err := b.BatchResults.Close()
+	b.c.Release()
+	return err
 }
 
 // guardedBatch reports the guard's error for a batch it cancelled, and

@@ -1588,12 +1588,24 @@ const (
 	// sqlLockWait reads, of the backend $1, how long it has waited for a
 	// lock (-1: it waits for none) and the sessions that hold it up (pid,
 	// application, state and how old their transaction is; a role without
-	// pg_read_all_stats sees no state of another role's sessions).
-	sqlLockWait = `SELECT coalesce(extract(epoch FROM clock_timestamp() - min(l.waitstart)), -1)::float8,
-		coalesce((SELECT string_agg(format('pid %s (%s, %s%s)', b.pid, coalesce(nullif(b.application_name, ''), 'no application_name'),
-				coalesce(b.state, 'state not shown to this role'),
-				coalesce(', in a transaction for ' || extract(epoch FROM clock_timestamp() - b.xact_start)::int || ' s', '')), '; ' ORDER BY b.pid)
-			FROM pg_stat_activity b WHERE b.pid = ANY (pg_blocking_pids($1::int))), '')
+	// pg_read_all_stats sees no state of another role's sessions): the
+	// sessions at the head of the chain of waits (blocked by none), not
+	// those queued ahead of it; the direct blockers when the chain has no
+	// head.
+	sqlLockWait = `WITH RECURSIVE chain (pid, depth) AS (
+			SELECT b, 1 FROM unnest(pg_blocking_pids($1::int)) b
+			UNION
+			SELECT n, c.depth + 1 FROM chain c CROSS JOIN LATERAL unnest(pg_blocking_pids(c.pid)) n WHERE c.depth < 8
+		), head AS (
+			SELECT DISTINCT pid FROM chain WHERE cardinality(pg_blocking_pids(pid)) = 0
+		), shown AS (
+			SELECT pid FROM head UNION SELECT pid FROM chain WHERE depth = 1 AND NOT EXISTS (SELECT 1 FROM head)
+		)
+		SELECT coalesce(extract(epoch FROM clock_timestamp() - min(l.waitstart)), -1)::float8,
+			coalesce((SELECT string_agg(format('pid %s (%s, %s%s)', b.pid, coalesce(nullif(b.application_name, ''), 'no application_name'),
+					coalesce(b.state, 'state not shown to this role'),
+					coalesce(', in a transaction for ' || extract(epoch FROM clock_timestamp() - b.xact_start)::int || ' s', '')), '; ' ORDER BY b.pid)
+				FROM pg_stat_activity b WHERE b.pid IN (SELECT pid FROM shown)), '')
 		FROM pg_locks l WHERE l.pid = $1::int AND NOT l.granted`
 
 	sqlCurrentDatabase = `SELECT current_database()`
