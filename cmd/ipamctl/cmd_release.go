@@ -117,6 +117,10 @@ func targetArgs(args []string, kind, owner, reason, why string) (netip.Addr, err
 		return addr, badUsage("give an address or --kind and --owner, not both")
 	case len(args) == 1:
 		a, err := ipam.ParseAddr(args[0])
+		if p, perr := netip.ParsePrefix(args[0]); err != nil && perr == nil && p.IsSingleIP() {
+			// A host prefix, as a set member's cidr or a listing shows one.
+			a, err = p.Addr(), nil
+		}
 		if err != nil {
 			return addr, &usageError{err}
 		}

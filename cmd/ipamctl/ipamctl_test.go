@@ -882,6 +882,7 @@ func TestExpireHold(t *testing.T) {
 	w.ipamctl("", "expire-hold", "--kind", "instance", "--reason", "x").must(t, exitUsage, "give an address, or --kind and --owner")
 	w.ipamctl("", "expire-hold", h.Address.String(), "--kind", "instance", "--owner", "i1", "--reason", "x").must(t, exitUsage, "not both")
 	w.ipamctl("", "expire-hold", "not-an-address", "--reason", "x").must(t, exitUsage, "not-an-address")
+	w.ipamctl("", "expire-hold", h.Address.String()+"/64", "--reason", "x").must(t, exitUsage)
 	w.ipamctl("", "release", "not-an-address", "--reason", "x").must(t, exitUsage, "not-an-address")
 	w.ipamctl("", "lookup", h.Address.String()).must(t, 0, "reserved")
 	w.ipamctl("", "expire-hold", h.Address.String(), "--reason", "CI plan abandoned").
@@ -898,7 +899,7 @@ func TestExpireHold(t *testing.T) {
 		got.Allocation.State != ipam.StateFree || got.Allocation.Category != "instance" || got.HeldUntil.IsZero() || got.Reason != "" {
 		t.Fatalf("expire-hold again --json: %v\n%s", err, r.out)
 	}
-	w.ipamctl("", "expire-hold", h.Address.String(), "--reason", "again").must(t, 0, "already expired", "nothing to do")
+	w.ipamctl("", "expire-hold", h.Address.String()+"/128", "--reason", "again").must(t, 0, "already expired", "nothing to do")
 	// The other configuration may now declare the owner.
 	a := w.alloc("c1/instance", instance("i1", "acme", "prod"))
 	w.ipamctl("", "expire-hold", a.Address.String(), "--reason", "x").

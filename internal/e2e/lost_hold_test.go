@@ -252,7 +252,8 @@ func TestAnAbandonedPlanExpiredByTheOperator(t *testing.T) {
 // key. The re-plan shows the lost address again, with a warning, so the
 // apply fails with the provider's own error rather than Terraform's
 // "Provider produced inconsistent final plan", allocates nothing and leaves
-// no hold behind.
+// no hold behind. The next plan holds a new address, or warns that another
+// configuration manages the key (it planned the key as new, silently).
 func TestSavedSetPlanAfterAKeysHoldWasLost(t *testing.T) {
 	t.Parallel()
 	url := setup(t)
@@ -295,6 +296,12 @@ func TestSavedSetPlanAfterAKeysHoldWasLost(t *testing.T) {
 				AND state IN ('active', 'reserved') AND coalesce(origin, '') = '%s'`, owner, w.dir))
 			if live != 0 {
 				t.Fatalf("the failed apply left %d live rows of the key for its configuration, want none", live)
+			}
+			// The next plan: a new address, or (the key taken) a warning
+			// that another configuration manages the key.
+			next := strings.Join(strings.Fields(string(w.run("plan", "-input=false"))), " ")
+			if taken := !strings.HasPrefix(tc.name, "another owner"); taken != strings.Contains(next, "owner_conflict") {
+				t.Fatalf("the next plan (the key taken by another configuration: %v):\n%s", taken, next)
 			}
 		})
 	}

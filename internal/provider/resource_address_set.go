@@ -397,7 +397,8 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 			e.Address = types.StringUnknown()
 		}
 		if r.store != nil && keysKnown && !c.Pools.IsUnknown() && !resp.Diagnostics.HasError() && disagree.len() == 0 {
-			if m, ok := r.reserve(ctx, plan, key, c, &resp.Diagnostics, &refused); ok {
+			_, changed := held[key]
+			if m, ok := r.reserve(ctx, plan, key, c, changed, &resp.Diagnostics, &refused); ok {
 				e.Address = sameAddr(c.Address, m.Address)
 				e.CIDR = types.StringValue(memberCIDR(m.CIDR()))
 				e.PoolID = types.StringValue(m.PoolID)
@@ -415,9 +416,9 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan)...)
 }
 
-// reserve takes the plan-time hold of one new or changed key; a refusal is
-// a warning in refused.
-func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, diags *diag.Diagnostics, refused *problemDiags) (ipam.SetMember, bool) {
+// reserve takes the plan-time hold of one new or changed key (changed: the
+// set's state holds the key); a refusal is a warning in refused.
+func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, changed bool, diags *diag.Diagnostics, refused *problemDiags) (ipam.SetMember, bool) {
 	pd := r.pd
 	if !pd.reservations {
 		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
@@ -447,11 +448,15 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 			lost = &hl.Lost
 		}
 		if lm, ok := r.memberAt(ctx, lost.Address, lost.PoolID); ok {
+			next := "Run terraform plan again: the next plan reserves a new address."
+			if hl == nil {
+				next = "The key is managed by that configuration now: declare it in one configuration only (plans here " +
+					"fail with the same error until then)."
+			}
 			refused.add(path.Root("addresses").AtMapKey(key), "Earlier Planned Address Was Taken", "keys whose earlier planned address was taken", func() string {
 				return "An earlier plan held " + lost.Address.String() + " for key " + key + ", but that hold expired and " +
 					lost.TakenBy + " took it at " + lost.At.UTC().Format(time.RFC3339) + " (" + err.Error() + "). If you are " +
-					"applying a saved plan, its apply fails for this set and allocates nothing. Run terraform plan again: the next " +
-					"plan reserves a new address."
+					"applying a saved plan, its apply fails for this set and allocates nothing. " + next
 			})
 			return lm, true
 		}
@@ -467,8 +472,10 @@ func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, 
 			})
 			return m, true
 		}
-	case errors.As(err, &oc) && oc.Actor == r.store.Actor():
-		// The key still holds its old address: a changed key released at apply.
+	case errors.As(err, &oc) && oc.Actor == r.store.Actor() && changed:
+		// The key still holds its old address: a changed key released at
+		// apply. (A new key that another configuration manages is a
+		// refusal, below.)
 	case ipam.WriteRefused(err):
 		pd.warnOnce(diags, reasonReadOnly, "Addresses Known After Apply",
 			"The database refused the plan-time hold ("+err.Error()+"), so new addresses show as \"(known after apply)\".")
