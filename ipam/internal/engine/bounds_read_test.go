@@ -270,7 +270,9 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
 		t.Fatal(err)
 	}
-	env := func(id string) engine.Owner { return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, OrgID: "acme", EnvID: id} }
+	env := func(id string) engine.Owner {
+		return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, OrgID: "acme", EnvID: id}
+	}
 	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e1")}); err != nil {
 		t.Fatal(err)
 	}
