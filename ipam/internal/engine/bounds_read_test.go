@@ -369,3 +369,62 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 		}
 	}
 }
+
+// A call that runs out of its lock bound waiting for a row lock names the
+// session that held it (ipam_busy), as its last wait report saw it: the
+// look it made at the error names only strong table locks, and found
+// nothing. Both kinds of calls, as above.
+func TestALockWaitThatRunsOutNamesItsHolder(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 6 * time.Second,
+		OnWait: func(context.Context, engine.Wait) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	env := func(id string) engine.Owner {
+		return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, OrgID: "acme", EnvID: id}
+	}
+	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e1")}); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pgx.Connect(ctx, url+"&application_name=holder-of-the-pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"an operator's release (a transaction)", func() error {
+			_, err := engine.OperatorOf(st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4,
+				OwnerID: "e1", Reason: "test", Force: true})
+			return err
+		}},
+		{"an allocation (one statement)", func() error {
+			_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e2")})
+			return err
+		}},
+	} {
+		err := c.call()
+		if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "holder-of-the-pool") {
+			t.Errorf("%s under a row lock held past lock_timeout: %v, want ipam_busy naming the holder", c.name, err)
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+}

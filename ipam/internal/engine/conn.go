@@ -380,8 +380,7 @@ func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		if err != nil {
 			return errBatch{err}
 		}
-		stop := p.s.watchLocks(ctx, c.Conn().PgConn().PID())
-		return watchedBatch{BatchResults: c.Conn().SendBatch(ctx, b), c: c, stop: stop}
+		return &watchedBatch{BatchResults: c.Conn().SendBatch(ctx, b), c: c, watch: p.s.watchLocks(ctx, c.Conn().PgConn().PID())}
 	}
 	gctx, g := p.guard(ctx)
 	return guardedBatch{BatchResults: p.get().SendBatch(gctx, b), guard: g}
@@ -391,14 +390,23 @@ func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 // watched for lock waits until it is closed.
 type watchedBatch struct {
 	pgx.BatchResults
-	c    *pgxpool.Conn
-	stop func()
+	c     *pgxpool.Conn
+	watch *lockWatch
 }
 
-func (b watchedBatch) Close() error {
-	b.stop()
+func (b *watchedBatch) Close() error {
+	b.watch.end()
 	err := b.BatchResults.Close()
 	b.c.Release()
+	return err
+}
+
+// heldIn is err, the failure of the batch br, with the lock's holders its
+// watch saw when a lock wait ended it (lockWatch.held).
+func heldIn(br pgx.BatchResults, err error) error {
+	if wb, ok := br.(*watchedBatch); ok {
+		return wb.watch.held(err)
+	}
 	return err
 }
 
@@ -1028,11 +1036,14 @@ func (s *conn) lookWindow() time.Duration {
 // from the transaction's own connection), so that a lock wait is never
 // silent until its bound is spent. Each statement waits up to the lock
 // bound for each lock, so a call may wait several bounds in all. The
-// returned func stops it. Through a transaction pooler pid is the
-// pooler's, no backend's: nothing is reported.
-func (s *conn) watchLocks(ctx context.Context, pid uint32) (stop func()) {
+// returned watch stops it, and tells the holders it saw last, so that a
+// call that then runs out of its lock bound names them (heldBy). Through a
+// transaction pooler pid is the pooler's, no backend's: nothing is
+// reported.
+func (s *conn) watchLocks(ctx context.Context, pid uint32) *lockWatch {
+	w := &lockWatch{}
 	if s.onWait == nil || pid == 0 {
-		return func() {}
+		return w
 	}
 	var mu sync.Mutex
 	stopped := false
@@ -1051,18 +1062,53 @@ func (s *conn) watchLocks(ctx context.Context, pid uint32) (stop func()) {
 			return
 		}
 		if err == nil && waited >= 0 {
+			w.last.Store(&holders)
 			s.onWait(ctx, Wait{Addr: s.addr, Waited: time.Duration(waited * float64(time.Second)), Bound: s.bounds.lock,
 				Lock: true, Holders: holders})
 		}
 		t.Reset(WaitReportInterval)
 	})
-	return func() {
+	w.stop = func() {
 		mu.Lock()
 		stopped = true
 		mu.Unlock()
 		t.Stop()
 	}
+	return w
 }
+
+// lockWatch is watchLocks' watch of one call.
+type lockWatch struct {
+	stop func()
+	last atomic.Pointer[string] // the holders of the last lock wait seen
+}
+
+// end stops the watch (again: it may be called more than once).
+func (w *lockWatch) end() {
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
+// held is err, or, when a lock wait ended it (lock_timeout), err with the
+// holders seen last (heldBy), which the busy error then names.
+func (w *lockWatch) held(err error) error {
+	var pe *pgconn.PgError
+	if h := w.last.Load(); h != nil && *h != "" && errors.As(err, &pe) && pe.Code == pgerrcode.LockNotAvailable {
+		return &heldBy{err: err, holders: *h}
+	}
+	return err
+}
+
+// heldBy is a lock wait's failure with the sessions that held the lock, as
+// the call's last wait report saw them.
+type heldBy struct {
+	err     error
+	holders string
+}
+
+func (e *heldBy) Error() string { return e.err.Error() }
+func (e *heldBy) Unwrap() error { return e.err }
 
 // lookBound bounds one look for a lock's holders.
 const lookBound = 2 * time.Second

@@ -207,7 +207,7 @@ func (s *Client) oneTrip(ctx context.Context, queue func(*pgx.Batch), read func(
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return s.takeErr(ctx, err)
+	return s.takeErr(ctx, heldIn(br, err))
 }
 
 // readTaken reads the rows of a take statement, the next result of br.
@@ -488,7 +488,7 @@ func (s *Client) runLooks(ctx context.Context, sh takeShared, ls []*holdLook) er
 		if terr != nil {
 			got = nil
 		}
-		cerr = nil
+		terr, cerr = heldIn(br, terr), nil
 	}
 	taken := make(map[string]*AllocateResult, len(got)) // a batch never holds one owner twice
 	for i := range got {

@@ -484,11 +484,13 @@ func (s *Client) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	defer s.watchLocks(ctx, tx.Conn().PgConn().PID())()
+	watch := s.watchLocks(ctx, tx.Conn().PgConn().PID())
+	defer watch.end()
 	err = fn(tx)
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
+	err = watch.held(err)
 	if failoverError(err) && s.readOnlyRefusal(ctx, err) == nil {
 		// A server that is read-only now (demoted) or going away: drop the
 		// connection, so that the pool does not hand it out again. A write
@@ -571,6 +573,10 @@ func (s *Client) mapErr(err error) error {
 			return &ConflictError{Msg: "the cluster or pool this refers to was deleted meanwhile (" + scrub(pe.ConstraintName, s.secret) + ")"}
 		case pgerrcode.LockNotAvailable:
 			what := pe.Message
+			var hb *heldBy
+			if errors.As(err, &hb) {
+				what += "; held by " + hb.holders + " (when last seen)"
+			}
 			if h := s.lockHoldersNow(); h != "" {
 				what += "; held: " + h
 			}
