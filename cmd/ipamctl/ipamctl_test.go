@@ -905,6 +905,8 @@ func TestExpireHold(t *testing.T) {
 	w.ipamctl("", "expire-hold", a.Address.String(), "--reason", "x").
 		must(t, exitError, "not_found", "no plan-time hold of "+a.Address.String(), `active allocation of instance "i1"`, "ipamctl release")
 	w.ipamctl("", "expire-hold", "--cluster", "c1", "--kind", "node", "--owner", "n-typo", "--reason", "typo").must(t, exitError, "not_found")
+	w.ipamctl("", "expire-hold", h.Address.String(), "--cluster", "c-typo", "--reason", "typo").must(t, exitError, `cluster "c-typo" does not exist`)
+	w.ipamctl("", "release", h.Address.String(), "--cluster", "c-typo", "--reason", "typo").must(t, exitError, `cluster "c-typo" does not exist`)
 	w.ipamctl("", "check").must(t, 0)
 }
 

@@ -85,6 +85,9 @@ func (o *Operator) ExpireHold(ctx context.Context, req HoldRequest) (ExpireHoldR
 		}
 		switch {
 		case len(fs) == 0:
+			if err := unknownCluster(ctx, tx, req.ClusterID); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: no plan-time hold of %s%s%s", ErrNotFound, what, inCluster(req.ClusterID), activeInstead(ctx, tx, addr, req))
 		case len(fs) == 2 && fs[0].ClusterID != fs[1].ClusterID && !fs[1].HoldExpired:
 			return invalid("cluster_id", "%s is held in several clusters (a reused private IPv4 block): name the cluster", what)

@@ -139,6 +139,9 @@ func (o *Operator) ReleaseAllocation(ctx context.Context, req ReleaseRequest) (R
 		}
 		switch {
 		case len(fs) == 0:
+			if err := unknownCluster(ctx, tx, req.ClusterID); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: no active allocation of %s%s%s", ErrNotFound, what, inCluster(req.ClusterID),
 				heldByAPlan(ctx, tx, addr, req))
 		case fs[0].State != StateActive:
@@ -245,6 +248,17 @@ func operatorTarget(cluster string, address netip.Addr, kind, id, reason, why st
 		}
 	}
 	return addr, nil
+}
+
+// unknownCluster is the not_found of an operator's command that names a
+// cluster that does not exist (nil when it does, or none is named), so
+// that a typo is not answered as if the cluster held nothing.
+func unknownCluster(ctx context.Context, tx pgx.Tx, id string) error {
+	var exists bool
+	if id == "" || tx.QueryRow(ctx, sqlClusterExists, id).Scan(&exists) != nil || exists {
+		return nil
+	}
+	return fmt.Errorf("%w: cluster %q does not exist (`ipamctl usage` lists the clusters)", ErrNotFound, id)
 }
 
 func inCluster(id string) string {
