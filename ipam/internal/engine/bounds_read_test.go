@@ -256,50 +256,17 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var waits []engine.Wait
-	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 30 * time.Second,
-		OnWait: func(_ context.Context, w engine.Wait) {
-			mu.Lock()
-			waits = append(waits, w)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
-	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
-	env := func(id string) engine.Owner {
-		return engine.Owner{Kind: engine.OwnerEnvIPv4, ID: id, OrgID: "acme", EnvID: id}
-	}
-	if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e1")}); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := pgx.Connect(ctx, url+"&application_name=holder-of-the-pool")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
+	holder, calls := lockWaitWorld(t, url, 30*time.Second, func(_ context.Context, w engine.Wait) {
+		mu.Lock()
+		waits = append(waits, w)
+		mu.Unlock()
+	})
 	queued, err := pgx.Connect(ctx, url+"&application_name=queued-behind-it")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer queued.Close(ctx)
-	for i, c := range []struct {
-		name string
-		call func() error
-	}{
-		{"an operator's release (a transaction)", func() error {
-			_, err := engine.OperatorOf(st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4,
-				OwnerID: "e1", Reason: "test", Force: true})
-			return err
-		}},
-		{"an allocation (one statement)", func() error {
-			_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e2")})
-			return err
-		}},
-	} {
+	for i, c := range calls {
 		mu.Lock()
 		waits = nil
 		mu.Unlock()
@@ -378,12 +345,44 @@ func TestALockWaitThatRunsOutNamesItsHolder(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
 	ctx := context.Background()
-	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 6 * time.Second,
-		OnWait: func(context.Context, engine.Wait) {}})
+	holder, calls := lockWaitWorld(t, url, 6*time.Second, func(context.Context, engine.Wait) {})
+	tx, err := holder.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range calls {
+		err := c.call()
+		if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "holder-of-the-pool") {
+			t.Errorf("%s under a row lock held past lock_timeout: %v, want ipam_busy naming the holder", c.name, err)
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+}
+
+// lockCall is a call of lockWaitWorld's that waits for the pool's lock.
+type lockCall struct {
+	name string
+	call func() error
+}
+
+// lockWaitWorld opens a client with the lock bound and OnWait given on the
+// database at url, with cluster c1 and its pool c1/v4 (env e1 holds an
+// address in it), a connection that can hold the pool's lock
+// (application_name holder-of-the-pool), and the two kinds of calls that
+// then wait for it: an operator's release of e1 (a transaction), and an
+// allocation of e2 (one statement).
+func lockWaitWorld(t *testing.T, url string, lockTimeout time.Duration, onWait func(context.Context, engine.Wait)) (*pgx.Conn, []lockCall) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: lockTimeout, OnWait: onWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
 	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour, CIDRs: prefixes("198.51.100.0/29")}); err != nil {
 		t.Fatal(err)
@@ -398,19 +397,8 @@ func TestALockWaitThatRunsOutNamesItsHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM ipam_pools WHERE id = 'c1/v4' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		call func() error
-	}{
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	return holder, []lockCall{
 		{"an operator's release (a transaction)", func() error {
 			_, err := engine.OperatorOf(st).ReleaseAllocation(ctx, engine.ReleaseRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4,
 				OwnerID: "e1", Reason: "test", Force: true})
@@ -420,11 +408,5 @@ func TestALockWaitThatRunsOutNamesItsHolder(t *testing.T) {
 			_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"), Owner: env("e2")})
 			return err
 		}},
-	} {
-		err := c.call()
-		if engine.Code(err) != engine.CodeBusy || !strings.Contains(err.Error(), "holder-of-the-pool") {
-			t.Errorf("%s under a row lock held past lock_timeout: %v, want ipam_busy naming the holder", c.name, err)
-		}
-		t.Logf("%s: %v", c.name, err)
 	}
 }

@@ -462,6 +462,52 @@ var pathScenarios = []pathScenario{
 			}
 		},
 	},
+	{
+		// An owner whose plan-time hold, on its own cooling address, is
+		// another manager's and expired (an abandoned plan, or an
+		// operator's expire-hold) is taken over, and gets that cooling
+		// address back, as its own cooling address comes first everywhere
+		// (afterDrop: the take reads the owner's cooling row again after
+		// the drop).
+		name: "an owner taken over from an expired hold gets its own cooling address", fastServes: false,
+		setup: func(t *testing.T, st *engine.Client, raw *pgx.Conn) string {
+			ctx := context.Background()
+			mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+			if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+				CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/29")}}); err != nil {
+				t.Fatal(err)
+			}
+			other, err := engine.Open(ctx, engine.Config{DatabaseURL: raw.Config().ConnString(), Actor: "other"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			pool := engine.OperatorPool("c1", "v4")
+			if _, err := other.Allocate(ctx, engine.AllocateRequest{Pool: pool, Owner: env("e1")}); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := other.Release(ctx, "c1", env("e1"), 0); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			if _, err := other.Reserve(ctx, engine.AllocateRequest{Pool: pool, Owner: env("e1")}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := engine.OperatorOf(other).ExpireHold(ctx, engine.HoldRequest{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4,
+				OwnerID: "e1", Reason: "abandoned"}); err != nil {
+				t.Fatal(err)
+			}
+			return "c1"
+		},
+		run: func(t *testing.T, st *engine.Client, raw *pgx.Conn, c string, p allocPath) {
+			var own netip.Prefix
+			if err := raw.QueryRow(context.Background(), `SELECT address FROM ipam_allocations WHERE owner_id = 'e1'`).Scan(&own); err != nil {
+				t.Fatal(err)
+			}
+			if a := p.allocIn(t, st, engine.OperatorPool(c, "v4"), env("e1")); a != own.Addr() {
+				t.Errorf("e1, taken over from the other actor's expired hold, got %s, want its own cooling address %s", a, own.Addr())
+			}
+		},
+	},
 }
 
 func TestHandOutRulesOnEveryPath(t *testing.T) {
