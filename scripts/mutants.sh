@@ -85,7 +85,7 @@ mutants=(
 	"same-owner-loser-exhausted|ipam/internal/engine/allocate.go|s/\n\t\terr = s.ownerWon\(ctx, tx, pool, req, first, err\)/\n\t\t_ = first/|^TestConcurrentRequestsOfOneOwnerAgree\$|./ipam/internal/engine/"
 	"trigger-records-no-origin|migrations/functions/ipam_allocations_in_pool.sql|s/IF coalesce\(current_setting\('ipam.origin', true\), ''\) <> '' THEN/IF false THEN/|^TestConcurrentCreatesOfTwoOriginsNeverBothSucceed\$|./ipam/internal/engine/"
 	"inherit-keeps-foreign-owner|ipam/internal/engine/statements.go|s/ELSE t.cluster_id \x7c\x7c '\/' \x7c\x7c t.owner_id END AS owner_id/ELSE t.owner_id END AS owner_id/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/internal/engine/"
-	"lost-hold-takes-new-hold|ipam/internal/engine/hold.go|s/if reported \{\n\t\t\treturn Hold\{Lost: l\}/if reported \&\& false {\n\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/internal/engine/"
+	"lost-hold-takes-new-hold|ipam/internal/engine/hold.go|s/if reported \{\n\t\t\t\treturn Hold\{Lost: l\}/if reported \&\& false {\n\t\t\t\treturn Hold{Lost: l}/|^TestReserveReportsLostHold\$|./ipam/internal/engine/"
 	"release-event-names-holder|ipam/internal/engine/statements.go|s/eventOfAlloc\+\`, \@actor, jsonb_build_object\('reusable_at',/eventOfRow+\`, jsonb_build_object('reusable_at',/|^TestReleaseIsOneRoundTrip\$|./ipam/internal/engine/"
 	"release-locks-pool-late|ipam/internal/engine/statements.go|s/(SELECT id, cooldown FROM ipam_pools WHERE id = \(SELECT pool_id FROM held\)\`\+)poolLockSQL\+/\$1/|^TestExploreInterleavings\$|./ipam/internal/engine/"
 	"refresh-answers-stale|ipam/internal/engine/lookup.go|s/if s.recordRefused\(err\) \x7c\x7c \(err == nil && lost\) \{/if s.recordRefused(err) \x7c\x7c (err == nil \&\& false \&\& lost) {/|^(TestExploreInterleavings|TestSetRefreshLeavesOutAMemberReleasedDuringItsRecord)\$|./ipam/internal/engine/"
@@ -171,6 +171,7 @@ mutants=(
 	"expired-hold-claim-in-use|ipam/internal/engine/allocate.go|s/byTime \&\& cur.State == StateReserved \&\& !cur.HoldExpired:/byTime \&\& cur.State == StateReserved:/|^TestExpireHold\$|./ipam/internal/engine/"
 	"dropped-hold-not-own-cooling|ipam/internal/engine/allocate.go|s/\tif held != nil \x7c\x7c first.held == nil \x7c\x7c first.held.State != StateReserved \{/\tif true {/|^TestAnotherConfigurationGetsTheOwnersCoolingAddressBack\$|./ipam/internal/engine/"
 	"set-key-loss-untold|ipam/internal/engine/set.go|s/\tif s.toReport\(lost\) \&\& !lost.ownerTaken \{/\tif false \&\& s.toReport(lost) \&\& !lost.ownerTaken {/|^TestASetKeysPlanIsToldOfItsLostHold\$|./ipam/internal/engine/"
+	"plan-loss-read-once|ipam/internal/engine/hold.go|s/\tif held == nil \&\& req.lossLooked \{/\tif false \&\& held == nil \&\& req.lossLooked {/|^TestAPlanIsToldOfAHoldLostAfterItsFirstLook\$|./ipam/internal/engine/"
 )
 
 if $check_only; then

@@ -1080,7 +1080,7 @@ func errOrOK(err error) string {
 func expectedRefusal(err error) bool {
 	switch engine.Code(err) {
 	case engine.CodeNotFound, engine.CodeInvalid, engine.CodeConflict, engine.CodeExhausted, engine.CodeAddressInUse,
-		engine.CodeAddressCooling, engine.CodeOwnerConflict:
+		engine.CodeAddressCooling, engine.CodeOwnerConflict, engine.CodeHoldLost:
 		return true
 	}
 	return false

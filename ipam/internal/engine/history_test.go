@@ -558,11 +558,7 @@ const (
 	// or for a stripe): the owner is given a fresh or reusable address
 	// while its latest cooling one exists. Reading the owner again there
 	// would cost every allocation a statement. And a plan (Reserve) that
-	// finds its manager's allocation returns it as the early read saw it;
-	// a plan whose look for the owner's lost hold (sqlLostHold, in its
-	// first round trip) ran before another call took the owner's expired
-	// hold is served as an owner that lost none (a new hold, or
-	// ipam_exhausted) rather than told (hold_lost): its next plan is.
+	// finds its manager's allocation returns it as the early read saw it.
 	// The model tolerates, where a concurrent call could have let it,
 	// those answers, and a claim's refusal naming another holder. None of
 	// these hands an address to two owners or takes one from its manager.
@@ -575,7 +571,11 @@ const (
 	// row of the same generation, since a generation never repeats; and a
 	// plan answered with the allocation its look found while its take held
 	// a new address, since the hold taken is now the answer:
-	// TestAHoldTakenWithItsLookAnswersThePlan.)
+	// TestAHoldTakenWithItsLookAnswersThePlan; and a plan whose look for
+	// the owner's lost hold ran before another call took the owner's
+	// expired hold, served as an owner that lost none, since the plan's
+	// transaction reads the loss again when it finds the owner holding
+	// nothing: TestAPlanIsToldOfAHoldLostAfterItsFirstLook.)
 	histOwnerRaceAnomaly
 	// histDeadlockAnomaly: a pick that found every free address held by
 	// other calls waits for them, under a savepoint; when that wait closes
@@ -596,7 +596,7 @@ func histKnown(a histAnomaly) string {
 		names = append(names, "an address released without a cooldown (in a pool without one, or a plan's hold dropped by a claim) refused as released after the time the call judged it by (address_cooling or ipam_exhausted for a free address), or an operator's release named as already released a release older than the last to commit: a statement judges by its own time (ipam_now()), and may read a row released after it")
 	}
 	if a&histOwnerRaceAnomaly != 0 {
-		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (a one-statement take's owner_free, read at the statement's start; the full path reads the owner again after its take): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it, or was served as an owner that lost no hold while another call took its expired hold")
+		names = append(names, "an allocation judged its owner by a read made before a concurrent call of the same owner committed (a one-statement take's owner_free, read at the statement's start; the full path reads the owner again after its take): the owner was not given its latest cooling address; or a plan was given its manager's allocation as the early read saw it")
 	}
 	if a&histDeadlockAnomaly != 0 {
 		names = append(names, "a pick whose wait for the addresses other calls held met a deadlock answered ipam_exhausted (the rows count as taken: their holder waits for it), and the holder committed the address it took after that answer")
@@ -665,12 +665,6 @@ func (m histModel) poolOutcomes(s histState, in histIn) []histOutcome {
 				}
 			}
 		}
-	}
-	if m.tolerate&histOwnerRaceAnomaly != 0 && in.HeldWon && in.Kind == histReserve && in.Owner >= 0 &&
-		s.Lost[in.Owner].State == histLossOpen && !s.Lost[in.Owner].Taken && s.live(n, in.Owner) < 0 {
-		// The plan's look for a lost hold ran before another call took
-		// the owner's expired hold: it is served as one that lost none.
-		res = append(res, m.take(s, s, in)...)
 	}
 	if m.tolerate&histOwnerRaceAnomaly != 0 && in.OwnerRace && (in.Kind == histAlloc || in.Kind == histReserve) {
 		if h := s.live(n, in.Owner); h < 0 && in.Addr < 0 && s.latestCooling(n, in.Owner) >= 0 {
@@ -2759,6 +2753,12 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: tfB, in: alloc(0, -1), out: refused(engine.CodeOwnerConflict, 0, 0, 0, "")},
 			call{c: tfA, in: alloc(0, 0), out: got(0, 2, "active", 0, false)},
 		)},
+		{"a plan that ran while another owner took its expired hold, given a new hold untold", false, []call{
+			{c: tfA, in: reserve(0, 0), out: got(0, 1, "reserved", 0, false), start: 0, end: 1},
+			{c: opr, in: expire(0), out: expired(0, 1, 0, true), start: 2, end: 3},
+			{c: tfA, in: reserve(0, -1), out: got(1, 3, "reserved", 0, false), start: 4, end: 14},
+			{c: sched, in: alloc(1, 0), out: got(0, 2, "active", 1, false), start: 5, end: 10},
+		}},
 		{"a plan told of a hold it did not lose", false, seq(
 			call{c: tfA, in: reserve(0, -1), out: holdLost},
 		)},

@@ -24,6 +24,11 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	if cooling, err = s.afterDrop(ctx, tx, pool, req, first, held); err != nil {
 		return Allocation{}, err
 	}
+	if held == nil && req.lossLooked {
+		if err := s.lostSinceLook(ctx, tx, pool.ClusterID, req.Owner); err != nil {
+			return Allocation{}, err
+		}
+	}
 	switch {
 	case held != nil && held.State == StateReserved:
 		a, err := scanAllocation(tx.QueryRow(ctx, sqlExtendHold,
@@ -37,6 +42,33 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	}
 	a, err := s.take(ctx, tx, pool, req, cooling, ttl)
 	return a, s.ownerWon(ctx, tx, pool, req, first, err)
+}
+
+// lossFound is reserveTx's answer when the owner holds nothing and has lost
+// a hold to tell that the plan's first look did not see: the plan tells it
+// (HoldLostError) and takes no hold, as it would have had the look seen it.
+type lossFound struct{ l *LostHold }
+
+func (e *lossFound) Error() string {
+	return CodeHoldLost + ": the owner's hold on " + e.l.Address.String() + " was lost after the plan's first look"
+}
+
+func (e *lossFound) Code() string { return CodeHoldLost }
+
+// lostSinceLook reads the owner's lost hold again, in the transaction that
+// found the owner holding nothing after the plan's first look: another
+// call that took the owner's expired hold in between committed the loss
+// with its take, so this read, later than the one that found no hold,
+// sees it (lossFound).
+func (s *Client) lostSinceLook(ctx context.Context, tx pgx.Tx, clusterID string, o Owner) error {
+	l, err := scanLostHold(tx.QueryRow(ctx, sqlLostHold, lostHoldArgs(clusterID, o)...))
+	if err != nil {
+		return err
+	}
+	if l = s.lostByMe(l); s.toReport(l) && !l.ownerTaken {
+		return &lossFound{l}
+	}
+	return nil
 }
 
 // reportLostHold records, unless done, that the owner was told its hold was
@@ -98,32 +130,49 @@ func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Dura
 	case err != nil:
 		return s.ownerTaken(ctx, r, Hold{Lost: held.Lost}, err)
 	}
-	if l := held.Lost; s.toReport(l) && !l.ownerTaken {
-		// A plan that showed the lost address must fail when applied, and
-		// its apply re-plans this owner first: no new hold now. The next
-		// plan (of another run) takes one.
-		reported, err := s.reportLostHold(ctx, r, l)
+	r.lossLooked = looked
+	for {
+		if l := held.Lost; s.toReport(l) && !l.ownerTaken {
+			// A plan that showed the lost address must fail when applied, and
+			// its apply re-plans this owner first: no new hold now. The next
+			// plan (of another run) takes one.
+			reported, err := s.reportLostHold(ctx, r, l)
+			if err != nil {
+				return Hold{}, err
+			}
+			if reported {
+				return Hold{Lost: l}, &HoldLostError{Owner: r.Owner, Lost: *l}
+			}
+		}
+		var lf *lossFound
+		h := Hold{Lost: held.Lost}
+		if h.Allocation, err = s.reserve(ctx, r, ttl, !tried); errors.As(err, &lf) {
+			// Lost after the first look: told as if the look had seen it,
+			// and planned once more, without that read, if the owner holds
+			// an address again (the report tells nothing then).
+			held.Lost, tried, r.lossLooked = lf.l, true, false
+			continue
+		}
 		if err != nil {
-			return Hold{}, err
+			if live, ok := s.liveHold(ctx, r, err); ok {
+				live.Lost = h.Lost
+				return live, nil
+			}
+			return s.ownerTaken(ctx, r, h, err)
 		}
-		if reported {
-			return Hold{Lost: l}, &HoldLostError{Owner: r.Owner, Lost: *l}
-		}
+		return s.reserved(ctx, r, h, looked), nil
 	}
-	h := Hold{Lost: held.Lost}
-	if h.Allocation, err = s.reserve(ctx, r, ttl, !tried); err != nil {
-		if live, ok := s.liveHold(ctx, r, err); ok {
-			live.Lost = h.Lost
-			return live, nil
-		}
-		return s.ownerTaken(ctx, r, h, err)
-	}
+}
+
+// reserved is Reserve's answer with the hold taken: its lost hold read
+// after the hold's own transaction when the first look did not run.
+func (s *Client) reserved(ctx context.Context, r request, h Hold, looked bool) Hold {
 	if !looked && s.outer == nil {
 		// After the hold's own transaction: its failure must not fail the hold.
 		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(r.Pool.ClusterID, r.Owner)...))
 		h.Lost = s.lostByMe(h.Lost)
 	}
-	return h, nil
+	return h
 }
 
 // liveHold is the owner's live hold, of this configuration, when err says

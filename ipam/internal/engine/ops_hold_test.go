@@ -320,6 +320,67 @@ func TestAHoldExpiredWhileItsPlanIsApplied(t *testing.T) {
 	}
 }
 
+// A plan of /cfg/a for e1, whose hold on 198.51.100.1 expired, while env
+// e2 claims that address (taking the expired hold, a loss for e1): paused
+// at each statement boundary of either, in both orders, the plan extends
+// its hold (and the claim is refused), or is told the loss (hold_lost) and
+// holds nothing. The plan read the loss in its first round trip only: a
+// claim between that read and its transaction left it holding a new
+// address, untold, while its saved plan still showed the lost one (found
+// by the linearizability test, a known anomaly until then).
+func TestAPlanIsToldOfAHoldLostAfterItsFirstLook(t *testing.T) {
+	t.Parallel()
+	e := newExploreEnv(t)
+	pool := engine.OperatorPool("c1", "v4")
+	planned := netip.MustParseAddr("198.51.100.1")
+	fx := exploreFixture{name: "e1 held by /cfg/a on 198.51.100.1, expired", setup: func(e *exploreEnv) {
+		e.t.Helper()
+		e.cluster("c1", "2001:db8:1::/48")
+		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
+			e.t.Fatal(err)
+		}
+		if h, err := originClient(e, "/cfg/a").Reserve(ctxBG, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Minute); err != nil || h.Address != planned {
+			e.t.Fatalf("plan: %+v %v", h, err)
+		}
+		e.clock(2 * time.Minute)
+	}}
+	var plan engine.Hold
+	var planErr, claimErr error
+	planA := exploreStep{name: "a plan of /cfg/a holds e1 again", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		plan, planErr = originClient(e, "/cfg/a").Reserve(ctx, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Hour)
+		return exploreAck{}, planErr
+	}}
+	claim := originAllocStep("/cfg/b claims 198.51.100.1 for e2", "/cfg/b", engine.AllocateRequest{Pool: pool, Owner: envOwner("e2"), Address: planned})
+	claimStep := exploreStep{name: claim.name, run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
+		ack, err := claim.run(ctx, e)
+		claimErr = err
+		return ack, err
+	}}
+	for _, pair := range [][2]exploreStep{{planA, claimStep}, {claimStep, planA}} {
+		k := countBoundaries(e, fx, pair[0])
+		for i := 0; i <= k; i++ {
+			msg := exploreRun(e, fx, pair[0], pair[1], int32(i))
+			var holds int
+			if err := e.raw.QueryRow(ctxBG, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'e1' AND state = 'reserved'
+				AND reserved_until > ipam_now()`).Scan(&holds); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case claimErr == nil && !errors.Is(planErr, engine.ErrHoldLost):
+				msg += fmt.Sprintf("\n  e2 took e1's expired hold, and the plan was not told: %+v %v", plan.Allocation, planErr)
+			case claimErr == nil && holds != 0:
+				msg += fmt.Sprintf("\n  the plan was told its hold was lost, and e1 holds %d addresses", holds)
+			case claimErr != nil && (planErr != nil || plan.Address != planned):
+				msg += fmt.Sprintf("\n  the claim was refused (%v), and the plan did not keep its hold: %+v %v", claimErr, plan.Allocation, planErr)
+			}
+			if msg != "" {
+				t.Errorf("%s first, paused before its statement %d of %d:\n%s", pair[0].name, i+1, k, msg)
+			}
+		}
+	}
+}
+
 // A plan that took back its owner's cooling address, abandoned and
 // expired: another configuration that declares the owner drops the hold
 // and gets that address back, the owner's own cooling one, as any request

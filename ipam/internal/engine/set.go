@@ -616,31 +616,41 @@ func (s *Client) ReserveSetEntry(ctx context.Context, clusterID string, labels O
 	owner := SetMemberOwner(labels, labels.ID, e.Key)
 	r := request{AllocateRequest: AllocateRequest{Pool: PoolRef{ClusterID: clusterID}, Owner: owner}}
 	var lost *LostHold
-	if s.outer == nil {
+	looked := s.outer == nil
+	if looked {
 		lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(clusterID, owner)...))
 		lost = s.lostByMe(lost)
 	}
-	if s.toReport(lost) && !lost.ownerTaken {
-		reported, err := s.reportLostHold(ctx, r, lost)
-		if err != nil {
-			return m, err
+	var err error
+	for {
+		if s.toReport(lost) && !lost.ownerTaken {
+			reported, err := s.reportLostHold(ctx, r, lost)
+			if err != nil {
+				return m, err
+			}
+			if reported {
+				m.Key, m.Lost = e.Key, lost
+				return m, &HoldLostError{Owner: owner, Lost: *lost}
+			}
 		}
-		if reported {
-			m.Key, m.Lost = e.Key, lost
-			return m, &HoldLostError{Owner: owner, Lost: *lost}
-		}
-	}
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		pools, err := s.entryPools(ctx, tx, clusterID, e)
-		if err != nil {
+		err = s.withTx(ctx, func(tx pgx.Tx) error {
+			pools, err := s.entryPools(ctx, tx, clusterID, e)
+			if err != nil {
+				return err
+			}
+			m.Allocation, err = s.allocateFirst(ctx, tx, pools, AllocateRequest{Owner: owner, Address: e.Address, lossLooked: looked}, ttl, nil)
+			if err == nil {
+				m.Key, m.Family = e.Key, familyOf(m.Address)
+			}
 			return err
+		})
+		var lf *lossFound
+		if !errors.As(err, &lf) {
+			break
 		}
-		m.Allocation, err = s.allocateFirst(ctx, tx, pools, AllocateRequest{Owner: owner, Address: e.Address}, ttl, nil)
-		if err == nil {
-			m.Key, m.Family = e.Key, familyOf(m.Address)
-		}
-		return err
-	})
+		// Lost after the first look (reserveTx): told as Reserve tells it.
+		lost, looked = lf.l, false
+	}
 	var oc *OwnerConflictError
 	if errors.As(err, &oc) && s.toReport(lost) && lost.ownerTaken {
 		if reported, rerr := s.reportLostHold(ctx, r, lost); rerr == nil && reported {

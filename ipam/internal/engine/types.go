@@ -187,6 +187,11 @@ type AllocateRequest struct {
 	Owner Owner
 	// Address, when valid, claims exactly this address.
 	Address netip.Addr
+	// lossLooked: a plan's first look read the owner's lost hold, and
+	// found none to tell. The plan's transaction reads it again when it
+	// finds the owner holding nothing (reserveTx), since another call may
+	// have taken the owner's expired hold in between.
+	lossLooked bool
 }
 
 // AllocateResult is the allocation and how it came about.
