@@ -223,3 +223,55 @@ func TestRenamedClusterIsReplaced(t *testing.T) {
 		t.Errorf("a cluster overlapping another configuration's: %v, want Invalid Cluster:\n%s", err, out)
 	}
 }
+
+// A cluster's prefix changed (which replaces it, under the same name): the
+// old cluster's destroy deletes its operator pools. The plan showed the
+// cluster replaced alone, and the pools were gone after the apply, though
+// the state kept them (found by a trial as a new team). The replacement's
+// id is unknown until the apply, so that a pool whose cluster_id refers to
+// it is replaced with it, as the plan shows; the plan warns of every pool
+// the destroy deletes, one that names the cluster as a literal string
+// among them, which the next plan creates again.
+func TestClusterPrefixChangeReplacesItsPools(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	cfg := func(prefix string) string {
+		return fmt.Sprintf(`resource "ipam_cluster" "c" {
+  name   = "cx"
+  prefix = %q
+}
+resource "ipam_pool" "v4" {
+  cluster_id = ipam_cluster.c.id
+  name       = "priv-v4"
+  cidrs      = ["10.9.0.0/28"]
+}
+resource "ipam_pool" "lit" {
+  cluster_id = "cx"
+  name       = "lit-v4"
+  cidrs      = ["10.9.1.0/28"]
+  depends_on = [ipam_cluster.c]
+}
+`, prefix)
+	}
+	w := newWorkdir(t, url, cfg("2001:db8:300::/56"))
+	w.run("apply", "-input=false", "-auto-approve")
+	w.write(cfg("2001:db8:301::/56"))
+	out := string(w.run("plan", "-input=false", "-no-color"))
+	for _, want := range []string{"ipam_cluster.c must be replaced", "ipam_pool.v4 must be replaced", "Replacing the Cluster Deletes Its Pools",
+		"cx/lit-v4 (0 cooling)", "cx/priv-v4 (0 cooling)", "Plan: 2 to add, 0 to change, 2 to destroy"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("the prefix change's plan does not say %q:\n%s", want, out)
+		}
+	}
+	w.run("apply", "-input=false", "-auto-approve")
+	if got := queryMap(t, url, `SELECT id, host(prefix) FROM ipam_clusters`); got["cx"] != "2001:db8:301::" {
+		t.Errorf("clusters after the prefix change: %v, want cx with 2001:db8:301::/56", got)
+	}
+	if got := queryMap(t, url, `SELECT id, name FROM ipam_pools WHERE cluster_id = 'cx' AND name NOT IN ('node', 'instance')`); len(got) != 1 || got["cx/priv-v4"] == "" {
+		t.Errorf("operator pools after the prefix change: %v, want cx/priv-v4 alone (replaced with the cluster)", got)
+	}
+	if out := string(w.run("plan", "-input=false", "-no-color")); !strings.Contains(out, "ipam_pool.lit will be created") ||
+		!strings.Contains(out, "Plan: 1 to add, 0 to change, 0 to destroy") {
+		t.Errorf("the plan after the prefix change does not create the literal cluster's pool again, alone:\n%s", out)
+	}
+}

@@ -262,13 +262,14 @@ func uncheckedAtPlan(diags *diag.Diagnostics, at path.Path, what string, err err
 // id) would be refused because it exists already: the apply's error (import
 // it, summary), unless a Terraform state holds it. This configuration's is
 // the create of its replacement, which the apply destroys first; one only a
-// read saw (an import, maybe this configuration's) is a warning.
-func judgeNew(ctx context.Context, st *ipam.Client, diags *diag.Diagnostics, at path.Path, kind, managed, id, summary string) {
+// read saw (an import, maybe this configuration's) is a warning. replaced:
+// it exists and the plan goes on, as the create of its replacement.
+func judgeNew(ctx context.Context, st *ipam.Client, diags *diag.Diagnostics, at path.Path, kind, managed, id, summary string) (replaced bool) {
 	err := st.CheckNew(ctx, kind, id)
 	var ce *ipam.ConflictError
 	if !errors.As(err, &ce) {
 		uncheckedAtPlan(diags, at, "whether the "+kind+" exists already", err)
-		return
+		return false
 	}
 	managers, merr := operator.New(st).Managers(ctx, managed, []string{id})
 	origin, held := managers[id]
@@ -276,13 +277,16 @@ func judgeNew(ctx context.Context, st *ipam.Client, diags *diag.Diagnostics, at 
 	case merr != nil:
 		uncheckedAtPlan(diags, at, "whether the "+kind+" exists already", merr)
 	case held && origin == st.Origin():
+		return true
 	case held && origin == "":
 		diags.AddAttributeWarning(at, "The "+strings.ToUpper(kind[:1])+kind[1:]+" Exists Already",
 			err.Error()+". A Terraform state holds it (a refresh or an import read it): if that state is this "+
 				"configuration's and this apply replaces it, the create succeeds; otherwise the apply fails with this error.")
+		return true
 	default:
 		addCoreError(diags, summary, err)
 	}
+	return false
 }
 
 // coreErrorText is the summary and detail of addCoreError.

@@ -86,7 +86,7 @@ func (r *clusterResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"prefix": schema.StringAttribute{
-				MarkdownDescription: "The cluster's IPv6 prefix: at least a `/64`, ideally a `/56` or `/48`. Prefixes of two clusters never overlap. Changing it replaces the cluster, which its active addresses prevent: while any is active, the plan fails naming them (destroy their resources first, or move them to a new cluster).",
+				MarkdownDescription: "The cluster's IPv6 prefix: at least a `/64`, ideally a `/56` or `/48`. Prefixes of two clusters never overlap. Changing it replaces the cluster, which its active addresses prevent: while any is active, the plan fails naming them (destroy their resources first, or move them to a new cluster). The replacement's destroy deletes the cluster's pools: its `id` is unknown until the apply, so that an `ipam_pool` (or node blocks) whose `cluster_id` refers to it is replaced with it, and the plan warns of every pool it deletes.",
 				Required:            true,
 				Validators:          []validator.String{validClusterPrefix()},
 				PlanModifiers:       []planmodifier.String{requiresReplaceIfPrefixChanges()},
@@ -252,9 +252,16 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if r.store != nil && !plan.Name.IsUnknown() && !currentRun().destroy && state == nil {
 		// A cluster of that name that no state of this configuration holds
 		// fails the plan, as it would fail the create.
-		judgeNew(ctx, r.store, &resp.Diagnostics, path.Root("name"), "cluster", operator.ManagedCluster, plan.Name.ValueString(), "Unable to Create Cluster")
+		replaced := judgeNew(ctx, r.store, &resp.Diagnostics, path.Root("name"), "cluster", operator.ManagedCluster, plan.Name.ValueString(), "Unable to Create Cluster")
 		if resp.Diagnostics.HasError() {
 			return
+		}
+		if replaced {
+			// The create of a replacement under the same name (a new
+			// prefix, or -replace): its id is unknown until the apply, so
+			// that what takes cluster_id from it (its pools, node blocks,
+			// addresses) is replaced with it, as its destroy deletes them.
+			plan.ID = types.StringUnknown()
 		}
 	}
 	if r.store != nil && !plan.Name.IsUnknown() && !currentRun().destroy &&
@@ -304,6 +311,9 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	if state != nil && (len(resp.RequiresReplace) > 0 || !state.Prefix.Equal(plan.Prefix)) && state.Name.Equal(plan.Name) {
 		r.strandedByReplacement(ctx, *state, &resp.Diagnostics)
+		// Warned here: Terraform does not show the diagnostics of the
+		// plan of a replacement's create.
+		r.poolsDeletedByReplacement(ctx, state.ID.ValueString(), &resp.Diagnostics)
 	}
 	if r.store != nil && state != nil && len(resp.RequiresReplace) == 0 && state.Prefix.Equal(plan.Prefix) && !currentRun().destroy &&
 		!plan.GatewayIPv6.IsUnknown() && !plan.GatewayIPv6.IsNull() && !plan.GatewayIPv6.Equal(state.GatewayIPv6) {
@@ -349,9 +359,11 @@ func (r *clusterResource) strandedByReplacement(ctx context.Context, state clust
 		state.ID.ValueString(), active, map[bool]string{true: "address", false: "addresses"}[active == 1], strings.Join(per, ", "))
 	if state.ForceDestroy.ValueBool() {
 		diags.AddAttributeWarning(path.Root("prefix"), "Replacing the Cluster Releases Its Addresses",
-			what+"force_destroy is true, so the replacement releases them into their cooldown while the resources that "+
-				"hold them keep them in their states: their next refresh drops them and the next apply allocates them again "+
-				"from the new prefix.")
+			what+"force_destroy is true, so the replacement releases them into their cooldown. A resource of this "+
+				"configuration whose cluster_id refers to this cluster's id is replaced with it, as this plan shows: it "+
+				"gets an address from the new prefix in this apply. Any other that holds one (another configuration's, one "+
+				"that names the cluster as a literal string, the scheduler's) keeps it in its state: its next refresh drops "+
+				"it and its next apply allocates again from the new prefix.")
 		return
 	}
 	diags.AddAttributeError(path.Root("prefix"), "Cluster Replacement Would Strand Its Addresses",
@@ -359,6 +371,36 @@ func (r *clusterResource) strandedByReplacement(ctx context.Context, state clust
 			"destroy the resources that hold the addresses first (a separate apply, or terraform destroy -target=...), then "+
 			"change the prefix; or declare a new ipam_cluster with another name and the new prefix and move the resources "+
 			"to it. Do not set force_destroy for this: it would release addresses that those resources still hold.")
+}
+
+// poolsDeletedByReplacement warns, at the plan of a replacement under the
+// same name, which operator pools the old cluster's destroy deletes with it: those
+// that take cluster_id from the cluster's id are replaced with it (the id
+// is unknown until the apply), any other (its cluster written out, or
+// another configuration's) is gone after the apply.
+func (r *clusterResource) poolsDeletedByReplacement(ctx context.Context, id string, diags *diag.Diagnostics) {
+	if r.store == nil || currentRun().destroy {
+		return
+	}
+	u, err := operator.New(r.store).PoolUsage(ctx, id)
+	if err != nil {
+		return
+	}
+	var pools []string
+	for _, p := range u.Pools {
+		if p.Category == ipam.CategoryIPv4 || p.Category == ipam.CategoryIPv6 {
+			pools = append(pools, fmt.Sprintf("%s (%d cooling)", p.PoolID, p.Cooling))
+		}
+	}
+	if len(pools) == 0 {
+		return
+	}
+	diags.AddAttributeWarning(path.Root("name"), "Replacing the Cluster Deletes Its Pools",
+		fmt.Sprintf("This apply replaces cluster %q, and its destroy deletes its %d operator %s with it: %s. Their cooling "+
+			"addresses keep their cooldown. An ipam_pool whose cluster_id refers to this cluster's id is replaced with it, "+
+			"as this plan shows; one that names the cluster as a literal string, or that another configuration manages, "+
+			"is not created again: refer to the id (cluster_id = ipam_cluster.<name>.id), or apply that configuration after this one.",
+			id, len(pools), map[bool]string{true: "pool", false: "pools"}[len(pools) == 1], strings.Join(pools, ", ")))
 }
 
 // networkRevision is a digest of the network settings instances are
