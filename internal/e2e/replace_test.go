@@ -92,7 +92,9 @@ func TestReplacementsInBothOrders(t *testing.T) {
 
 			// A claimed address changed: the new one, the old one cools for n1.
 			w.write(replaceConfig(cbd, "a", "2001:db8:a::9", false))
-			w.run("apply", "-input=false", "-auto-approve")
+			if out := string(w.run("apply", "-input=false", "-auto-approve")); strings.Contains(out, "Managed Elsewhere") {
+				t.Errorf("claim: the apply warns that the owner is managed elsewhere, though it replaces it:\n%s", out)
+			}
 			if got := w.addresses("")["ipam_node_address.n1"]; got != "2001:db8:a::9" {
 				t.Errorf("claim: n1 has %s, want 2001:db8:a::9", got)
 			}

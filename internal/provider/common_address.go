@@ -420,9 +420,11 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 				". Applying this create (a saved plan that showed "+lost+" included) fails with the same error and allocates nothing."+
 				withHint(err))
 		return ipam.Allocation{Address: a.Lost.Address, Block: a.Lost.Block}, true
-	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && replaces > 0:
+	case errors.As(err, &oc) && oc.Actor == pd.store.Actor() && (replaces > 0 || oc.Replacing):
 		// The owner still holds its old address under this actor: a
 		// replacement that moves it. Apply takes the new address then.
+		// (At apply, Terraform plans the create of a create_before_destroy
+		// replacement again without the old object: its plan's mark says it.)
 	case errors.As(err, &oc) && oc.Held && oc.Actor == pd.store.Actor():
 		// A plan of this actor in another configuration holds the owner:
 		// the plan shows the held address, so that a saved plan made there

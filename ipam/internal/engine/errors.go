@@ -179,6 +179,13 @@ type OwnerConflictError struct {
 	// Held: what the owner holds is another configuration's live plan-time
 	// hold, not an allocation (nothing to import yet).
 	Held bool
+	// Replacing (a plan's refusal, Reserve): the owner's allocation is
+	// marked as being replaced by a plan of this configuration
+	// (MarkReplacement), so the create of that replacement takes it over,
+	// or moves the owner to the address or pool it asks for. The plan of
+	// that create (Terraform plans it again at apply, without the replaced
+	// object's state) holds nothing for it.
+	Replacing bool
 }
 
 func (e *OwnerConflictError) Code() string { return CodeOwnerConflict }

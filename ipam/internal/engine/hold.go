@@ -19,7 +19,7 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	}
 	first := ownerRead{held, cooling}
 	if held, err = s.settleHold(ctx, tx, pool, req, held); err != nil {
-		return Allocation{}, err
+		return Allocation{}, s.replacedHere(ctx, tx, held, err)
 	}
 	if cooling, err = s.afterDrop(ctx, tx, pool, req, first, held); err != nil {
 		return Allocation{}, err
@@ -42,6 +42,22 @@ func (s *Client) reserveTx(ctx context.Context, tx pgx.Tx, pool *Pool, req Alloc
 	}
 	a, err := s.take(ctx, tx, pool, req, cooling, ttl)
 	return a, s.ownerWon(ctx, tx, pool, req, first, err)
+}
+
+// replacedHere is err, with OwnerConflictError.Replacing set when the
+// owner's active allocation that refused the plan is marked as being
+// replaced by a plan of this configuration (read on that refusal only).
+func (s *Client) replacedHere(ctx context.Context, tx pgx.Tx, held *Allocation, err error) error {
+	var oc *OwnerConflictError
+	if held == nil || held.State != StateActive || held.Actor != s.actor || !errors.As(err, &oc) {
+		return err
+	}
+	replacing, _, rerr := s.replacingFor(ctx, tx, *held)
+	if rerr != nil {
+		return rerr
+	}
+	oc.Replacing = replacing
+	return err
 }
 
 // lossFound is reserveTx's answer when the owner holds nothing and has lost
