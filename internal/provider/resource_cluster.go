@@ -181,7 +181,21 @@ func (r *clusterResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if err != nil {
 		return // the attribute validators report malformed values
 	}
-	if err := ipam.ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix); err != nil {
+	err = ipam.ValidateSubPrefixes(c.Prefix, c.NodePrefix, c.InstancePrefix)
+	switch {
+	case err == nil:
+	case c.NodePrefix.Overlaps(c.InstancePrefix) && m.NodePrefix.IsNull() != m.InstancePrefix.IsNull():
+		// One of the two is the default: the error names the one written,
+		// and says which default it meets.
+		set, def, setP, defP := "instance_prefix", "node_prefix", c.InstancePrefix, c.NodePrefix
+		if m.InstancePrefix.IsNull() {
+			set, def, setP, defP = def, set, defP, setP
+		}
+		resp.Diagnostics.AddAttributeError(path.Root(set), "Invalid Cluster Sub-Prefix",
+			fmt.Sprintf("%s %s overlaps the default %s, %s (carved from the cluster prefix %s); the two must not overlap. "+
+				"Set %s to a sub-prefix of %s that does not overlap %s, or choose another %s.",
+				set, setP, def, defP, c.Prefix, def, c.Prefix, setP, set))
+	default:
 		addCoreError(&resp.Diagnostics, "Invalid Cluster Sub-Prefix", err)
 	}
 }

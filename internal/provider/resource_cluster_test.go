@@ -148,6 +148,10 @@ func TestAccCluster_badInput(t *testing.T) {
   prefix = "2001:db8::/48"
   node_prefix = "2001:db8::/64"
   instance_prefix = "2001:db8::/80"`, `(?s)instance_prefix.*overlaps the node prefix`},
+		// node_prefix on the default instance prefix: named as such, on node_prefix.
+		{`name = "c1"
+  prefix = "2001:db8::/48"
+  node_prefix = "2001:db8:0:1::/64"`, `(?s)node_prefix 2001:db8:0:1::/64 overlaps the default instance_prefix,\s+2001:db8:0:1::/64.*Set\s+instance_prefix`},
 		{`name = "c1"
   prefix = "2001:db8::/48"
   node_prefix = "2001:db9::/64"`, `(?s)node_prefix.*not inside the cluster prefix`},

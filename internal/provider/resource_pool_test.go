@@ -83,6 +83,13 @@ func TestAccPool_blocksGapsGrowShrink(t *testing.T) {
 				},
 			},
 			{
+				// Excluding an active address is refused at plan, on exclude.
+				Config: poolConfig(db, `cidrs   = ["198.51.100.0/29", "203.0.113.8/31", "192.0.2.0/30"]
+  exclude = ["198.51.100.2/31", "198.51.100.4", "192.0.2.1"]`, "e1", "e2", "e3", "e4", "e5", "e6"),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)exclude\s+=\s+\[.*would remove addresses that are in use.*192\.0\.2\.1\s+\(active`),
+			},
+			{
 				// Removing the block that holds active addresses is refused at
 				// plan, listing them.
 				Config:      poolConfig(db, `cidrs = ["198.51.100.0/29", "203.0.113.8/31"]`, "e1", "e2", "e3", "e4", "e5", "e6"),

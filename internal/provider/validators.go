@@ -255,6 +255,9 @@ func (v listCheck) check(p path.Path, elems []attr.Value, out *problemDiags) {
 		if v.elem.check != nil {
 			if err := v.elem.check(s); err != nil {
 				out.add(at, "Invalid "+at.String(), "malformed "+v.noun, func() string {
+					if strings.Contains(err.Error(), "(expected ") {
+						return err.Error() // it says what was expected already
+					}
 					return err.Error() + " (expected " + v.elem.desc + ")"
 				})
 				continue

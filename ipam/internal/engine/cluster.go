@@ -484,9 +484,13 @@ func stillHolds(ctx context.Context, tx pgx.Tx, what, kind string, pools []strin
 	if err != nil {
 		return err
 	}
-	return &ConflictError{Msg: fmt.Sprintf("%s still holds %d active addresses: %s; destroy the resources that hold them first, "+
+	noun := "addresses"
+	if active == 1 {
+		noun = "address"
+	}
+	return &ConflictError{Msg: fmt.Sprintf("%s still holds %d active %s: %s; destroy the resources that hold them first, "+
 		"or set force_destroy = true to release them into their cooldown with the %s (a configuration whose state holds "+
-		"one of them then loses it, and its next apply allocates again)", what, active, list, kind)}
+		"one of them then loses it, and its next apply allocates again)", what, active, noun, list, kind)}
 }
 
 // emptyPools readies pools for their destroy, with an event for each row it

@@ -327,7 +327,14 @@ func checkPoolChange(ctx context.Context, tx pgx.Tx, cur *Pool, p *Pool) error {
 		return err
 	}
 	if len(lost) > 0 {
-		return invalid("cidrs", "the change would remove addresses that are in use, held by a plan or cooling: %s; release them "+
+		// Every block kept: the addresses leave through exclude.
+		field := "exclude"
+		for _, c := range cur.CIDRs {
+			if !slices.ContainsFunc(p.CIDRs, func(n netip.Prefix) bool { return PrefixContains(n, c) }) {
+				field = "cidrs"
+			}
+		}
+		return invalid(field, "the change would remove addresses that are in use, held by a plan or cooling: %s; release them "+
 			"(and let them cool down) first, or wait for a plan's hold to expire", strings.Join(lost, ", "))
 	}
 	return nil

@@ -231,7 +231,8 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 func parsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err)}
+		return nil, &InvalidError{Field: "database_url", Msg: "cannot be parsed as a PostgreSQL connection string: " + parseReason(err) +
+			" (expected a URL such as postgres://user@host:5432/dbname?sslmode=verify-full, or key=value pairs such as host=db.internal dbname=ipam)"}
 	}
 	if ambiguousUserinfo(pc) {
 		return nil, &InvalidError{Field: "database_url", Msg: "its password (or user) holds an '@' that is not percent-encoded: read as it is, " +

@@ -595,7 +595,7 @@ func TestDeleteClusterRefusesWhileHolding(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.DeleteCluster(ctx, "c1", false)
-	if err == nil || !strings.Contains(err.Error(), `still holds 1 active addresses: 2001:db8::1 (node "n1"); destroy the resources`) {
+	if err == nil || !strings.Contains(err.Error(), `still holds 1 active address: 2001:db8::1 (node "n1"); destroy the resources`) {
 		t.Fatalf("delete: %v", err)
 	}
 	if err := st.DeleteCluster(ctx, "c1", true); err != nil {
