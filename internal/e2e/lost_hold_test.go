@@ -100,7 +100,7 @@ func TestPlanExhaustionCountsHoldsApart(t *testing.T) {
 	// by the first plan's holds, none of them its own.
 	other := newWorkdir(t, url, "resource \"ipam_env_ipv4\" \"late\" {\n  pool_id = \"c1/tiny\"\n  org_id  = \"acme\"\n  env_id  = \"late\"\n}\n")
 	out = strings.Join(strings.Fields(string(other.run("plan", "-input=false"))), " ")
-	if want := "2 of the pool's addresses are held by plan-time holds (none of them this plan's"; !strings.Contains(out, want) {
+	if want := "2 of the pool's addresses are held by plan-time holds (none of them taken by this run"; !strings.Contains(out, want) {
 		t.Errorf("another plan lacks %q:\n%s", want, out)
 	}
 }

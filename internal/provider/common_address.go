@@ -482,7 +482,8 @@ func exhaustedAtPlan(pd *providerData, err error) string {
 	msg := "No address could be reserved at plan time (" + err.Error() + "); the apply will try again after the other " +
 		"changes of this plan, and " + then
 	if ex != nil && ex.Held > 0 {
-		whose := "none of them this plan's: other plans', an abandoned one's among them maybe (`ipamctl list --state reserved` lists them)"
+		whose := "none of them taken by this run: the plan being applied holds some, if this is an apply; other plans, or an " +
+			"abandoned one, may hold the others (`ipamctl list --state reserved` lists them)"
 		if mine := min(pd.holdsIn(ex.PoolID), ex.Held); mine > 0 {
 			whose = fmt.Sprintf("%d of them this plan's other new addresses from this pool", mine)
 		}
