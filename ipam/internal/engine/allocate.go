@@ -517,7 +517,7 @@ func (s *Client) takeFresh(ctx context.Context, tx pgx.Tx, pool *Pool, o Owner, 
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Every stripe with space left is locked by another allocator, or
 			// none has space. Wait for one (no SKIP LOCKED) to tell which.
-			err = tx.QueryRow(ctx, sqlTakeStripeWait, pool.ID, stride).Scan(&stripe, &next, &last)
+			stripe, next, last, err = takeStripeWaiting(ctx, tx, pool.ID, stride)
 			if errors.Is(err, pgx.ErrNoRows) {
 				var left bool
 				if err := tx.QueryRow(ctx, sqlFreshLeft, pool.ID).Scan(&left); err != nil {
@@ -675,6 +675,34 @@ func pickWaitingOnce(ctx context.Context, tx pgx.Tx, poolID string, id *uuid.UUI
 		return false, cerr
 	}
 	return false, err
+}
+
+// takeStripeWaiting is the stripe pick that waits for the stripes other
+// transactions hold, under a savepoint, as pickWaiting waits for rows: when
+// the wait closes a circle (a holder waits for this transaction, as two
+// callers' transactions that each hold stripes of a full pool do), the
+// stripes count as taken (errNoFresh). Run again, the transaction would
+// wait in the same circle: a caller's transaction did, attempt after
+// attempt, for the whole of its retries.
+func takeStripeWaiting(ctx context.Context, tx pgx.Tx, poolID string, stride int64) (stripe int, next, last int64, err error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	err = sp.QueryRow(ctx, sqlTakeStripeWait, poolID, stride).Scan(&stripe, &next, &last)
+	if lockConflict(err) {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return 0, 0, 0, rerr
+		}
+		return 0, 0, 0, errNoFresh
+	}
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, 0, err
+	}
+	if cerr := sp.Commit(ctx); cerr != nil {
+		return 0, 0, 0, cerr
+	}
+	return stripe, next, last, err
 }
 
 // exhausted builds the ipam_exhausted error with the pool's figures. It runs

@@ -11,6 +11,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -881,6 +882,11 @@ func newBounds(lock, statement time.Duration) bounds {
 func (b bounds) setLocal() string {
 	return fmt.Sprintf(sqlTxBoundsFormat, b.lock.Milliseconds(), b.statement.Milliseconds(), TxSettings)
 }
+
+// lockSetting and statementSetting are the bounds as set_config values
+// (milliseconds; 0: no bound).
+func (b bounds) lockSetting() string      { return strconv.FormatInt(b.lock.Milliseconds(), 10) }
+func (b bounds) statementSetting() string { return strconv.FormatInt(b.statement.Milliseconds(), 10) }
 
 var urlSecret = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)`)
 

@@ -292,7 +292,7 @@ func (s *Client) oneInTx(ctx context.Context, sql string, args []any, scan func(
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlFastSavepoint)
-	b.Queue(sqlFastGuard, s.origin)
+	b.Queue(sqlFastGuard, s.origin, s.bounds.lockSetting(), s.bounds.statementSetting())
 	b.Queue(sql, args...)
 	b.Queue(sqlFastCallersPlans)
 	b.Queue(sqlFastRelease)

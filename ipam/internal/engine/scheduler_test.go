@@ -693,3 +693,123 @@ func twoCallersTwice(t *testing.T, raw *pgx.Conn, ask func(tx pgx.Tx, id string)
 	wg.Wait()
 	return errs
 }
+
+// Two callers' transactions hold every address of an instance pool (its
+// counter at its end, nothing cooling): the first two, the second one.
+// Each then asks for one more at once, and waits for the rows the other
+// holds. One of them answers ipam_exhausted, at the latest after
+// PostgreSQL's deadlock_timeout, and the other, once the first ends, an
+// address the first held or ipam_exhausted. A
+// trial of the scheduler's API found the two retrying their deadlock for
+// minutes (an instance pool of a /126).
+func TestCallersWaitingForEachOthersFullInstancePool(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "2001:db8:0:1::/126")
+	ctx := context.Background()
+	req := func(id string) engine.InstanceRequest {
+		return engine.InstanceRequest{ClusterID: "c1", InstanceID: id, OrgID: "o", EnvID: "e"}
+	}
+	var txs []pgx.Tx
+	for _, ids := range [][]string{{"a", "b"}, {"c"}} {
+		conn, err := pgx.Connect(ctx, raw.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close(ctx) })
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if _, err := st.AllocateInstance(ctx, tx, req(id)); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		txs = append(txs, tx)
+	}
+	type answer struct {
+		i   int
+		err error
+	}
+	done := make(chan answer, 2)
+	for i, id := range []string{"e", "f"} {
+		go func() {
+			_, err := st.AllocateInstance(ctx, txs[i], req(id))
+			if err != nil {
+				_ = txs[i].Rollback(ctx)
+			}
+			done <- answer{i, err}
+		}()
+	}
+	for n := range 2 {
+		select {
+		case a := <-done:
+			// The second may take an address the first, rolled back, held.
+			if engine.Code(a.err) != engine.CodeExhausted && (n == 0 || a.err != nil) {
+				t.Errorf("transaction %d's ask (answer %d): %v, want ipam_exhausted", a.i, n+1, a.err)
+			}
+			_ = txs[a.i].Rollback(ctx) // ends it: the other stops waiting
+		case <-time.After(30 * time.Second):
+			t.Fatal("the callers' transactions still wait after 30 s")
+		}
+	}
+}
+
+// The client's LockTimeout bounds its waits in a caller's transaction too:
+// a placement of an instance that another caller's transaction placed
+// first, and holds, answers ipam_busy once the bound has passed (it waited
+// for the other transaction's end, however long: found by a trial of the
+// scheduler's API), on the one-statement path and on the full one (a node
+// with blocks), and the caller's own lock_timeout and statement_timeout
+// are as they were after the call.
+func TestACallersTransactionIsBoundedByTheClientsLockTimeout(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url, Actor: "scheduler", LockTimeout: 300 * time.Millisecond,
+		StatementTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.ScaleNodeBlocks(ctx, "c1", "n2", scaling(4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"n1", "n2"} {
+		req := engine.InstanceRequest{ClusterID: "c1", InstanceID: "i-" + node, OrgID: "o", EnvID: "e", NodeID: node}
+		var txs []pgx.Tx
+		for range 2 {
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close(ctx) })
+			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '25s'; SET LOCAL statement_timeout = '29s'`); err != nil {
+				t.Fatal(err)
+			}
+			txs = append(txs, tx)
+		}
+		if _, err := st.AllocateInstance(ctx, txs[0], req); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err := st.AllocateInstance(ctx, txs[1], req)
+		if took := time.Since(start); !errors.Is(err, engine.ErrBusy) || took > 5*time.Second {
+			t.Errorf("node %s: the second transaction's placement: %v after %s, want ipam_busy after the client's 300ms", node, err, took)
+		}
+		var lock, statement string
+		if err := txs[1].QueryRow(ctx, `SELECT current_setting('lock_timeout'), current_setting('statement_timeout')`).Scan(&lock, &statement); err != nil ||
+			lock != "25s" || statement != "29s" {
+			t.Errorf("node %s: the caller's settings after the call: %q, %q, %v; want 25s and 29s", node, lock, statement, err)
+		}
+		for _, tx := range txs {
+			_ = tx.Rollback(ctx)
+		}
+	}
+}

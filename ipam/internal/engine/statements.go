@@ -286,15 +286,31 @@ const (
 	sqlFastSavepoint = `SAVEPOINT ipam_fast`
 	sqlFastGuard     = `SELECT 1 / (current_setting('transaction_isolation') = 'read committed')::int,
 		set_config('plan_cache_mode', ` + fastPlans + `, true), set_config('enable_seqscan', 'off', true),
-		set_config('jit', 'off', true), set_config('ipam.origin', $1, true)
+		set_config('jit', 'off', true), set_config('ipam.origin', $1, true),
+		set_config('lock_timeout', $2, true), set_config('statement_timeout', $3, true)
 	FROM (SELECT set_config('ipam.callers_plan_cache_mode', current_setting('plan_cache_mode'), true),
 		set_config('ipam.callers_enable_seqscan', current_setting('enable_seqscan'), true),
-		set_config('ipam.callers_jit', current_setting('jit'), true)) saved`
+		set_config('ipam.callers_jit', current_setting('jit'), true), ` + saveCallersBounds + `) saved`
 	sqlFastCallersPlans = `SELECT set_config('plan_cache_mode', current_setting('ipam.callers_plan_cache_mode'), true),
 		set_config('enable_seqscan', current_setting('ipam.callers_enable_seqscan'), true),
-		set_config('jit', current_setting('ipam.callers_jit'), true)`
-	sqlFastRelease = `RELEASE SAVEPOINT ipam_fast`
-	sqlFastUndo    = `ROLLBACK TO SAVEPOINT ipam_fast; RELEASE SAVEPOINT ipam_fast`
+		set_config('jit', current_setting('ipam.callers_jit'), true), ` + restoreCallersBounds
+
+	// The client's bounds on waits (Config.LockTimeout, StatementTimeout)
+	// hold for its statements in a caller's transaction too: set for them,
+	// the caller's own settings saved first (saveCallersBounds) and set
+	// back after (restoreCallersBounds), as the planner settings are.
+	saveCallersBounds = `set_config('ipam.callers_lock_timeout', current_setting('lock_timeout'), true),
+		set_config('ipam.callers_statement_timeout', current_setting('statement_timeout'), true)`
+	restoreCallersBounds = `set_config('lock_timeout', current_setting('ipam.callers_lock_timeout'), true),
+		set_config('statement_timeout', current_setting('ipam.callers_statement_timeout'), true)`
+	// sqlCallersBounds sets the client's bounds for the full path in a
+	// caller's transaction (inOuterTx), and sqlCallersBoundsBack sets the
+	// caller's own back.
+	sqlCallersBounds = `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)
+		FROM (SELECT ` + saveCallersBounds + `) saved`
+	sqlCallersBoundsBack = `SELECT ` + restoreCallersBounds
+	sqlFastRelease       = `RELEASE SAVEPOINT ipam_fast`
+	sqlFastUndo          = `ROLLBACK TO SAVEPOINT ipam_fast; RELEASE SAVEPOINT ipam_fast`
 )
 
 // sqlFastBounds sets, for the one statement queued after it in a batch

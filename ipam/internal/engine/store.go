@@ -454,6 +454,12 @@ func (s *Client) inOuterTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	if callersReadOnly {
 		return &InvalidError{Field: "tx", Msg: "the transaction is READ ONLY, and the allocator writes (begin it with pgx.TxOptions{AccessMode: pgx.ReadWrite})"}
 	}
+	// The client's bounds for its statements, the caller's set back after
+	// (on a transaction still usable: a failed restore changes nothing).
+	if _, err := s.outer.Exec(ctx, sqlCallersBounds, s.bounds.lockSetting(), s.bounds.statementSetting()); err != nil {
+		return s.mapErr(err)
+	}
+	defer func() { _, _ = s.outer.Exec(context.WithoutCancel(ctx), sqlCallersBoundsBack) }()
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
 		if attempt > 0 {
@@ -767,6 +773,5 @@ func (s *Client) manager() string {
 // queueBounds queues the store's bounds and planner settings for the rest of
 // the batch's transaction (sqlFastBounds).
 func (s *Client) queueBounds(b *pgx.Batch) {
-	b.Queue(sqlFastBounds,
-		strconv.FormatInt(s.bounds.lock.Milliseconds(), 10), strconv.FormatInt(s.bounds.statement.Milliseconds(), 10), s.origin)
+	b.Queue(sqlFastBounds, s.bounds.lockSetting(), s.bounds.statementSetting(), s.origin)
 }
