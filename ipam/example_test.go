@@ -67,7 +67,8 @@ func ExampleClient_AllocateInstance() {
 	var rows int
 	_ = db.QueryRow(ctx, `SELECT count(*) FROM placements WHERE instance_id = 'web-2'`).Scan(&rows)
 	fmt.Printf("after the rollback: %d placement rows for web-2\n", rows)
-	// The address web-2 had is free again: the next placement gets it.
+	// The address web-2 had is free again (another instance may claim it);
+	// the next placement takes the next fresh one.
 	if err := place("web-3", "node-b", false); err != nil {
 		panic(err)
 	}

@@ -371,13 +371,15 @@ func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 // sqlFastBounds) bounds its own waits; any other is guarded until it is
 // closed.
 func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if err := p.ready(ctx); err != nil {
+	if err := p.ready(connWait(ctx)); err != nil {
 		return errBatch{err}
 	}
 	if len(b.QueuedQueries) > 0 && b.QueuedQueries[0].SQL == sqlFastBounds {
 		// As the pool's own SendBatch does, with the connection's backend
-		// watched for a lock wait while the batch runs (watchLocks).
-		c, err := p.get().Acquire(ctx)
+		// watched for a lock wait while the batch runs (watchLocks). The
+		// connection is waited for under the context before the batch's
+		// own bound (connWait).
+		c, err := p.get().Acquire(connWait(ctx))
 		if err != nil {
 			return errBatch{err}
 		}

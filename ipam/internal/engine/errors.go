@@ -56,10 +56,20 @@ func WriteRefused(err error) bool {
 // (ipam_unavailable) nor the store's own bounds on waits (ipam_busy,
 // ipam_timeout), so it has no code of its own: it unwraps to the context's
 // error (errors.Is(err, context.Canceled) or context.DeadlineExceeded).
-type gaveUpError struct{ err error }
+// inTx: the call ran in the caller's transaction: nothing of it has
+// committed, and the transaction is lost if its connection was closed.
+type gaveUpError struct {
+	err  error
+	inTx bool
+}
 
 func (e *gaveUpError) Unwrap() error { return e.err }
 func (e *gaveUpError) Error() string {
+	if e.inTx {
+		return "the caller gave the call up before it completed (" + e.err.Error() +
+			"), in the caller's transaction: nothing of it has committed, and a statement interrupted this way closes the " +
+			"transaction's connection: roll the transaction back and run it again"
+	}
 	return "the caller gave the call up before it completed (" + e.err.Error() +
 		"); it may have committed before that: the same call again finds what it did"
 }

@@ -813,3 +813,30 @@ func TestACallersTransactionIsBoundedByTheClientsLockTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A call in a transaction the caller has already ended is invalid_input on
+// tx, which errors.Is matches with pgx.ErrTxClosed too (found by a trial of
+// the scheduler's API: it was a bare "tx is closed", with no code).
+func TestACallInAClosedTransactionIsInvalid(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "scheduler")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	for _, end := range []func(pgx.Tx) error{func(tx pgx.Tx) error { return tx.Commit(ctx) }, func(tx pgx.Tx) error { return tx.Rollback(ctx) }} {
+		tx, err := raw.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := end(tx); err != nil {
+			t.Fatal(err)
+		}
+		_, aerr := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i1", OrgID: "o", EnvID: "e"})
+		rerr := st.ReleaseInstance(ctx, tx, "c1", "i1")
+		for _, err := range []error{aerr, rerr} {
+			var ie *engine.InvalidError
+			if !errors.As(err, &ie) || ie.Field != "tx" || !errors.Is(err, pgx.ErrTxClosed) {
+				t.Errorf("a call in a closed transaction: %v, want invalid_input on tx, matching pgx.ErrTxClosed", err)
+			}
+		}
+	}
+}

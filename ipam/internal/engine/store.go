@@ -553,6 +553,10 @@ func (s *Client) mapErr(err error) error {
 	if errors.As(err, &coded) || errors.Is(err, ErrNotFound) {
 		return err
 	}
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return &InvalidError{Field: "tx", Msg: "the transaction is closed (committed or rolled back): begin a new one for the call",
+			Err: pgx.ErrTxClosed}
+	}
 	if errors.Is(err, errRetry) {
 		return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing in %d attempts; try again", maxTxAttempts)}
 	}
@@ -618,9 +622,9 @@ func (s *Client) gaveUp(err error) error {
 	case errors.As(err, &we), errors.As(err, &ce):
 		return nil
 	case errors.Is(err, context.Canceled):
-		return &gaveUpError{context.Canceled}
+		return &gaveUpError{context.Canceled, s.outer != nil}
 	case errors.Is(err, context.DeadlineExceeded) && s.connected():
-		return &gaveUpError{context.DeadlineExceeded}
+		return &gaveUpError{context.DeadlineExceeded, s.outer != nil}
 	}
 	return nil
 }

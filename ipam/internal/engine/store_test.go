@@ -1354,3 +1354,52 @@ func TestOwnCoolingAddressStaysWithItsTenant(t *testing.T) {
 		t.Fatalf("the first org again, after other orgs: %v %v, want %v back", back.Address, err, first.Address)
 	}
 }
+
+// A server that accepts connections and never answers (a hung host, a
+// stuck proxy) is the database's absence: a one-statement call fails with
+// ipam_unavailable once FailoverTimeout has passed. It ran into the take
+// statement's own bound (lock_timeout and two seconds) and was named a
+// statement that ran past it, ipam_timeout, and the next path waited
+// again: two minutes in all (found by a trial of the scheduler's API).
+func TestAServerThatNeverAnswersIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@" + ln.Addr().String() + "/ipam?sslmode=disable",
+		ConnectTimeout: time.Second, FailoverTimeout: 3 * time.Second, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	start := time.Now()
+	_, err = st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i1", OrgID: "o", EnvID: "e"})
+	if took := time.Since(start); engine.Code(err) != engine.CodeUnavailable || took > 15*time.Second || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a call against a server that never answers: %v after %s, want ipam_unavailable after about 3s", err, took)
+	} else {
+		t.Logf("after %s: %v", took, err)
+	}
+}
