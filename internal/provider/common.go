@@ -49,6 +49,33 @@ type providerData struct {
 	// found again (*atomic.Int64), so that a pool found full can say
 	// whether this plan's own holds fill it (exhaustedAtPlan).
 	holdsTaken sync.Map
+	// plannedPools holds the blocks of each operator pool this run plans
+	// to create or change (pool id -> []netip.Prefix), so that two pools of
+	// one plan whose blocks overlap fail the plan (plannedOverlap), as the
+	// second one's apply would.
+	plannedPools sync.Map
+}
+
+// plannedOverlap records the planned blocks of pool id (of cluster) and
+// says which other pool this run plans overlaps them ("" when none): the
+// pool id, its block and the block of id it overlaps.
+func (pd *providerData) plannedOverlap(cluster, id string, cidrs []netip.Prefix) (other string, theirs, ours netip.Prefix) {
+	pd.plannedPools.Store(id, cidrs)
+	pd.plannedPools.Range(func(k, v any) bool {
+		if k.(string) == id || !strings.HasPrefix(k.(string), cluster+"/") {
+			return true
+		}
+		for _, t := range v.([]netip.Prefix) {
+			for _, o := range cidrs {
+				if t.Overlaps(o) {
+					other, theirs, ours = k.(string), t, o
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return other, theirs, ours
 }
 
 // tookHold records a plan-time hold this run holds in pool poolID.

@@ -36,7 +36,10 @@ var (
 // NewPoolResource is the ipam_pool resource.
 func NewPoolResource() resource.Resource { return &poolResource{} }
 
-type poolResource struct{ store *ipam.Client }
+type poolResource struct {
+	store *ipam.Client
+	pd    *providerData
+}
 
 type poolResourceModel struct {
 	ID           types.String `tfsdk:"id"`
@@ -156,6 +159,7 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 
 func (r *poolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.store = storeFrom(req.ProviderData, &resp.Diagnostics)
+	r.pd = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
 
 // parseAddrOrPrefix reads an exclusion: a CIDR, or one address as its host prefix.
@@ -332,17 +336,28 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	if clusterKnown {
 		plan.ID = types.StringValue(p.ID) // known at plan, so allocations can reserve against it
 	}
+	newBlocks := req.State.Raw.IsNull() // a create, or (below) a change of the blocks
 	if !req.State.Raw.IsNull() {
 		var state poolResourceModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 		if state.Family.ValueString() != plan.Family.ValueString() {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("cidrs"))
 		}
+		newBlocks = !state.CIDRs.Equal(plan.CIDRs)
 	}
 	if r.store != nil && clusterKnown && req.State.Raw.IsNull() && !currentRun().destroy {
 		// A pool of that id that no state of this configuration holds fails
 		// the plan, as it would fail the create.
 		judgeNew(ctx, r.store, &resp.Diagnostics, path.Root("name"), "pool", operator.ManagedPool, p.ID, "Unable to Create Pool")
+	}
+	if r.pd != nil && clusterKnown && newBlocks && !currentRun().destroy {
+		// Another pool this plan creates or changes, over the same blocks:
+		// the database knows neither yet.
+		if other, theirs, ours := r.pd.plannedOverlap(p.ClusterID, p.ID, p.CIDRs); other != "" {
+			resp.Diagnostics.AddAttributeError(path.Root("cidrs"), "Invalid Pool",
+				fmt.Sprintf("%s overlaps %s of pool %s, which this plan also creates or changes: the blocks of two pools of a "+
+					"cluster never overlap, and the apply would fail half-way. Give the two pools blocks apart.", ours, theirs, other))
+		}
 	}
 	if r.store != nil && clusterKnown {
 		// Every placement problem the database can tell now (a block another

@@ -117,6 +117,22 @@ func TestAccPool_badInput(t *testing.T) {
 			// With the cluster in place, an IPv6 pool overlapping the instance prefix fails at plan.
 			{Config: db.config(testCluster)},
 			bad(`cidrs = ["2001:db8:0:1:ffff::/80"]`, `(?s)overlaps the instance prefix 2001:db8:0:1::/64`),
+			// Two new pools of one plan over the same blocks: the database
+			// knows neither, the plan fails (the apply failed half-way).
+			{
+				Config: db.config(testCluster + `resource "ipam_pool" "a" {
+  cluster_id = ipam_cluster.c.id
+  name       = "same-a"
+  cidrs      = ["10.1.0.0/24"]
+}
+resource "ipam_pool" "b" {
+  cluster_id = ipam_cluster.c.id
+  name       = "same-b"
+  cidrs      = ["10.1.0.128/25"]
+}`),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)Invalid Pool.*10\.1\.0\.(0/24|128/25) overlaps 10\.1\.0\.(0/24|128/25) of pool\s+c1/same-[ab],\s+which\s+this\s+plan\s+also\s+creates`),
+			},
 			{
 				Config: db.config(testCluster),
 				Check: func(*terraform.State) error {
