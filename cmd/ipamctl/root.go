@@ -285,10 +285,7 @@ func clusterExists(ctx context.Context, st *ipam.Client, clusterID string) error
 	if clusterID == "" {
 		return nil
 	}
-	_, err := st.GetCluster(ctx, clusterID)
-	if errors.Is(err, ipam.ErrNotFound) {
-		return fmt.Errorf("%w: cluster %q does not exist", ipam.ErrNotFound, clusterID)
-	}
+	_, err := st.GetCluster(ctx, clusterID) // not_found names the cluster
 	return err
 }
 

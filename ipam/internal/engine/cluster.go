@@ -352,6 +352,9 @@ func (s *Client) GetCluster(ctx context.Context, id string) (Cluster, error) {
 		return Cluster{}, err
 	}
 	c, err := scanCluster(s.pool.QueryRow(ctx, sqlLoadCluster, id))
+	if errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("%w: cluster %q does not exist", ErrNotFound, id)
+	}
 	return c, s.mapErr(err)
 }
 

@@ -39,6 +39,9 @@ func (s *Client) GetActive(ctx context.Context, clusterID, ownerKind, ownerID st
 		a, err = scanAllocation(extraRow{s.pool.QueryRow(ctx, sql, clusterID, ownerKind, ownerID), []any{&lost, &block}})
 		return lost, err
 	})
+	if errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("%w: %s %q holds no active allocation in cluster %q", ErrNotFound, ownerKind, ownerID, clusterID)
+	}
 	if err != nil {
 		return a, s.mapErr(err)
 	}

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -161,10 +159,8 @@ func (s *Client) usage(ctx context.Context, clusterID string) ([]ClusterUsage, e
 		return nil, err
 	}
 	if clusterID != "" && len(pools) == 0 {
-		if _, err := s.GetCluster(ctx, clusterID); errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("%w: cluster %q does not exist", ErrNotFound, clusterID)
-		} else if err != nil {
-			return nil, err
+		if _, err := s.GetCluster(ctx, clusterID); err != nil {
+			return nil, err // not_found names the cluster
 		}
 		out := []ClusterUsage{summarize(clusterID, at, nil)}
 		out[0].Tombstones = buried[clusterID]

@@ -814,8 +814,8 @@ func TestACallersTransactionIsBoundedByTheClientsLockTimeout(t *testing.T) {
 	}
 }
 
-// A call in a transaction the caller has already ended is invalid_input on
-// tx, which errors.Is matches with pgx.ErrTxClosed too (found by a trial of
+// A call in a transaction the caller has already ended, or in a typed nil
+// one, is invalid_input on tx, which errors.Is matches with pgx.ErrTxClosed too (found by a trial of
 // the scheduler's API: it was a bare "tx is closed", with no code).
 func TestACallInAClosedTransactionIsInvalid(t *testing.T) {
 	t.Parallel()
@@ -837,6 +837,35 @@ func TestACallInAClosedTransactionIsInvalid(t *testing.T) {
 			if !errors.As(err, &ie) || ie.Field != "tx" || !errors.Is(err, pgx.ErrTxClosed) {
 				t.Errorf("a call in a closed transaction: %v, want invalid_input on tx, matching pgx.ErrTxClosed", err)
 			}
+		}
+	}
+	// A typed nil is no transaction either (it panicked).
+	var never *pgxpool.Tx
+	_, aerr := st.AllocateInstance(ctx, never, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i1", OrgID: "o", EnvID: "e"})
+	rerr := st.ReleaseInstance(ctx, never, "c1", "i1")
+	for _, err := range []error{aerr, rerr} {
+		var ie *engine.InvalidError
+		if !errors.As(err, &ie) || ie.Field != "tx" || !strings.Contains(err.Error(), "nil *pgxpool.Tx") {
+			t.Errorf("a call in a typed nil transaction: %v, want invalid_input on tx", err)
+		}
+	}
+}
+
+// A read of what does not exist names what was asked for, not a bare
+// not_found (found by a trial of the scheduler's API).
+func TestNotFoundNamesWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "scheduler")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	_, cerr := st.GetCluster(ctx, "nope")
+	_, aerr := st.GetActive(ctx, "c1", engine.OwnerInstance, "i-none")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{{cerr, `cluster "nope" does not exist`}, {aerr, `instance "i-none" holds no active allocation in cluster "c1"`}} {
+		if !errors.Is(c.err, engine.ErrNotFound) || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%v, want not_found saying %s", c.err, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -160,6 +161,12 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 	}
 	c := *s
 	c.outer = tx
+	if v := reflect.ValueOf(tx); v.Kind() == reflect.Pointer && v.IsNil() {
+		// A typed nil (a *pgxpool.Tx never begun, say): not "no
+		// transaction", which the caller would take its call for.
+		c.outerErr = &InvalidError{Field: "tx", Msg: fmt.Sprintf("is a nil %T: pass a transaction begun with BeginTx, or nil itself for a transaction of the client's own", tx)}
+		return &c
+	}
 	if conn := tx.Conn(); conn != nil {
 		c.outerErr = checkExecMode("tx", conn.Config().DefaultQueryExecMode)
 	}
