@@ -214,6 +214,15 @@ func warnManagedElsewhere(ctx context.Context, st *ipam.Client, importID, cluste
 	}
 	if a, err := st.Peek().GetActive(ctx, clusterID, kind, ownerID); err == nil {
 		warnCreatedBy(st, importID, a.Origin, diags)
+		if st.Origin() != "" && a.Origin == st.Origin() {
+			// Its own: a state rm and import again, or a second resource of
+			// the configuration declaring the same owner.
+			diags.AddWarning("Created by This Configuration",
+				importID+" ("+a.Address.String()+") was created by this same configuration. If you removed it from the state "+
+					"(terraform state rm) to import it again, this import is what you meant. If another resource of this "+
+					"configuration still declares it, two resources now manage one address: destroying or replacing either "+
+					"releases the address the other uses. Remove one of them from the state (terraform state rm).")
+		}
 	}
 }
 
