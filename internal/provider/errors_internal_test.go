@@ -196,4 +196,11 @@ func TestGuardWarnsOfAWaitOnce(t *testing.T) {
 		!strings.Contains(d[0].Detail, "waiting for a lock in the database at db:5432, 6 s of 30 s (lock_timeout): held by pid 42 (ipamctl, idle in transaction") {
 		t.Fatalf("the warning of a 6 s lock wait: %+v", d)
 	}
+	// A server that answers neither the call nor a look aside.
+	g.waits.report(context.Background(), ipam.Wait{Addr: "db:5432", Waited: 12 * time.Second, Bound: 120 * time.Second, Stalled: true})
+	d = g.warnWaited(nil)
+	if len(d) != 1 || d[0].Summary != "Waited for the IPAM Database" || !strings.Contains(d[0].Detail, "waited at least 12s for an answer") ||
+		!strings.Contains(d[0].Detail, "12 s of 120 s (statement_timeout): a look aside from the call had no answer either") {
+		t.Fatalf("the warning of a 12 s wait for an answer: %+v", d)
+	}
 }

@@ -278,8 +278,11 @@ type waits struct {
 
 func (w *waits) report(ctx context.Context, wait ipam.Wait) {
 	bound := "failover_timeout_seconds"
-	if wait.Lock {
+	switch {
+	case wait.Lock:
 		bound = "lock_timeout_seconds"
+	case wait.Stalled:
+		bound = "statement_timeout_seconds"
 	}
 	tflog.Info(ctx, "IPAM: "+wait.String(), map[string]any{"database": wait.Addr,
 		"waited_seconds": int(wait.Waited.Seconds()), bound: int(wait.Bound.Seconds())})
@@ -309,6 +312,12 @@ func (w *waits) take() (summary, detail string, ok bool) {
 				"Another plan or apply, the scheduler, or an operator's command or transaction held it: each statement waits "+
 				"up to lock_timeout for each lock it meets, and a session left idle in its transaction holds its locks until "+
 				"it ends.",
+				ipam.FormatDuration(longest.Waited.Truncate(time.Second)), longest.Addr, longest.String()), true
+	}
+	if longest.Stalled {
+		return "Waited for the IPAM Database",
+			fmt.Sprintf("The provider waited at least %s for an answer of the database at %s (%s). A server that answers "+
+				"neither a statement nor a look aside is stopped, overloaded or cut off by the network: check its health.",
 				ipam.FormatDuration(longest.Waited.Truncate(time.Second)), longest.Addr, longest.String()), true
 	}
 	return "Waited for the IPAM Database",

@@ -371,15 +371,13 @@ func (p dbPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 // sqlFastBounds) bounds its own waits; any other is guarded until it is
 // closed.
 func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if err := p.ready(connWait(ctx)); err != nil {
+	if err := p.ready(ctx); err != nil {
 		return errBatch{err}
 	}
 	if len(b.QueuedQueries) > 0 && b.QueuedQueries[0].SQL == sqlFastBounds {
 		// As the pool's own SendBatch does, with the connection's backend
-		// watched for a lock wait while the batch runs (watchLocks). The
-		// connection is waited for under the context before the batch's
-		// own bound (connWait).
-		c, err := p.get().Acquire(connWait(ctx))
+		// watched for a lock wait while the batch runs (watchLocks).
+		c, err := p.get().Acquire(ctx)
 		if err != nil {
 			return errBatch{err}
 		}
@@ -988,6 +986,10 @@ type querier interface {
 // Every connection of the pool may be theirs, and only their ends give one
 // back. Its own connection runs unnamed statements (nothing left behind on a
 // pooler's server connection).
+// errAsideBusy: the connection aside was another look's for as long as
+// the look could wait (the server was not asked).
+var errAsideBusy = errors.New("the connection aside is busy")
+
 func (s *conn) aside(ctx context.Context, onPool querier, fn func(querier) error) error {
 	p := s.pool.get()
 	if st := p.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
@@ -997,7 +999,7 @@ func (s *conn) aside(ctx context.Context, onPool querier, fn func(querier) error
 	case s.asideSlot <- struct{}{}:
 		defer func() { <-s.asideSlot }()
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("%w: %w", errAsideBusy, ctx.Err())
 	}
 	// Made as the pool makes its connections: its hooks too (a caller's
 	// pool may set the session up in them).
@@ -1042,7 +1044,8 @@ func (s *conn) lookWindow() time.Duration {
 // pid (tryTx), each WaitReportInterval that it waits for a lock another
 // session holds: how long, and who holds it up (sqlLockWait, read aside
 // from the transaction's own connection), so that a lock wait is never
-// silent until its bound is spent. Each statement waits up to the lock
+// silent until its bound is spent; and that the look aside had no answer
+// either (Wait.Stalled: a stopped or overloaded server). Each statement waits up to the lock
 // bound for each lock, so a call may wait several bounds in all. The
 // returned watch stops it, and tells the holders it saw last, so that a
 // call that then runs out of its lock bound names them (heldBy). Through a
@@ -1055,6 +1058,7 @@ func (s *conn) watchLocks(ctx context.Context, pid uint32) *lockWatch {
 	}
 	var mu sync.Mutex
 	stopped := false
+	start := time.Now()
 	var t *time.Timer
 	t = time.AfterFunc(WaitReportInterval, func() {
 		lctx, cancel := context.WithTimeout(ctx, lookBound)
@@ -1069,10 +1073,14 @@ func (s *conn) watchLocks(ctx context.Context, pid uint32) *lockWatch {
 		if stopped {
 			return
 		}
-		if err == nil && waited >= 0 {
+		switch {
+		case err == nil && waited >= 0:
 			w.last.Store(&holders)
 			s.onWait(ctx, Wait{Addr: s.addr, Waited: time.Duration(waited * float64(time.Second)), Bound: s.bounds.lock,
 				Lock: true, Holders: holders})
+		case ctx.Err() == nil && !errors.Is(err, errAsideBusy) && (pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)):
+			// No answer aside either, while the call waits for its own.
+			s.onWait(ctx, Wait{Addr: s.addr, Waited: time.Since(start), Bound: s.bounds.statement, Stalled: true})
 		}
 		t.Reset(WaitReportInterval)
 	})

@@ -517,6 +517,12 @@ type Wait struct {
 	// which each lock the transaction waits for has anew.
 	Lock    bool
 	Holders string
+	// Stalled: the call's statement has had no answer, and a look aside
+	// from it (on another connection) had none within a few seconds
+	// either: the server does not answer (stopped, overloaded, or the
+	// network between). Waited counts from the call's start; Bound is the
+	// statement bound (statement_timeout).
+	Stalled bool
 }
 
 // String says what the call waits for, in the words ipamctl and the
@@ -530,6 +536,11 @@ func (w Wait) String() string {
 		}
 		return fmt.Sprintf("waiting for a lock in the database at %s, %d s of %d s (lock_timeout): %s", w.Addr,
 			int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), held)
+	}
+	if w.Stalled {
+		return fmt.Sprintf("waiting for an answer of the database at %s, %d s of %d s (statement_timeout): a look aside from "+
+			"the call had no answer either (a stopped or overloaded server, or the network)", w.Addr,
+			int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second))
 	}
 	bound := "failover_timeout"
 	if w.FirstContact {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -209,7 +210,13 @@ func (s *Client) oneTrip(ctx context.Context, queue func(*pgx.Batch), read func(
 	}
 	if _, none := br.(errBatch); none {
 		// No connection to send it on: the database's absence (a server
-		// that never answers, say), not a statement's wait.
+		// that accepts connections and never answers, one whose processes
+		// stopped), not a statement's wait.
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), errTakeBound) {
+			return &UnavailableError{Addr: s.addr, Answers: []string{"no connection answered"},
+				Err: fmt.Errorf("no connection answered within %s (the one-statement call's bound: lock_timeout and 2 s)",
+					FormatDuration(s.bounds.lock+2*time.Second))}
+		}
 		return err
 	}
 	return s.takeErr(ctx, heldIn(br, err))
@@ -665,22 +672,9 @@ func (s *Client) runConfirms(ctx context.Context, rs []*takeReq) {
 // lock holds no bound of its own (see takeErr).
 func (s *Client) takeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.bounds.lock > 0 {
-		return context.WithTimeoutCause(context.WithValue(ctx, connWaitKey{}, ctx), s.bounds.lock+2*time.Second, errTakeBound)
+		return context.WithTimeoutCause(ctx, s.bounds.lock+2*time.Second, errTakeBound)
 	}
 	return ctx, func() {}
-}
-
-// connWaitKey keys, in a take's context, the context before its bound: the
-// wait for a connection (a server that does not answer, a failover) is the
-// failover bound's and the caller's, not the statement's (dbPool.SendBatch).
-type connWaitKey struct{}
-
-// connWait is the context a wait for a connection runs under (connWaitKey).
-func connWait(ctx context.Context) context.Context {
-	if parent, ok := ctx.Value(connWaitKey{}).(context.Context); ok {
-		return parent
-	}
-	return ctx
 }
 
 // errTakeBound is the cause of takeContext's end, so that takeErr tells the
