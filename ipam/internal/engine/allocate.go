@@ -38,7 +38,7 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		return res, err
 	}
 	if res, ok, err := s.fastAllocate(ctx, r); err != nil || ok {
-		return res, err
+		return res, s.givenUp(ctx, err)
 	}
 	s.paths.full.Add(1)
 	var pool *Pool
@@ -55,7 +55,7 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		}
 		return err
 	})
-	if err != nil {
+	if err = s.givenUp(ctx, err); err != nil {
 		failed := req.Pool.ID()
 		if pool != nil {
 			failed = pool.ID

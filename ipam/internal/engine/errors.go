@@ -338,6 +338,11 @@ func (e *BusyError) Error() string {
 type TimeoutError struct {
 	What    string
 	Timeout time.Duration
+	// Take: the bound was a one-statement call's own (lock_timeout and 2
+	// s, takeContext), not statement_timeout: the call waited for a lock
+	// while its statement was prepared (a lock no longer held when the
+	// call looked for its holders), or the server did not answer.
+	Take bool
 }
 
 func (e *TimeoutError) Code() string { return CodeTimeout }
@@ -345,6 +350,12 @@ func (e *TimeoutError) Code() string { return CodeTimeout }
 // Is matches the sentinel of the code (errors.Is(err, Err...)).
 func (e *TimeoutError) Is(target error) bool { return isCode(CodeTimeout, target) }
 func (e *TimeoutError) Error() string {
+	if e.Take {
+		return fmt.Sprintf("%s: %s within %s (lock_timeout and 2 s, the call's own bound) and was canceled; nothing was "+
+			"written. It waited for a lock another session held while its statement was prepared (a LOCK TABLE or a "+
+			"schema change, say; gone when the call looked for its holder), or the server is overloaded",
+			CodeTimeout, e.What, FormatDuration(e.Timeout))
+	}
 	return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
 		"The server is overloaded, or the bound is too short for this operation", CodeTimeout, FormatDuration(e.Timeout), e.What)
 }

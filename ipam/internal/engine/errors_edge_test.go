@@ -135,3 +135,15 @@ func TestAWaitCrossedDuringAnAttemptIsReported(t *testing.T) {
 		t.Fatalf("the same multiple reported again: %+v", got)
 	}
 }
+
+// A one-statement call that ran out of its own bound names that bound, not
+// statement_timeout, and what it likely waited for (found by a trial as an
+// outside reviewer: "a statement ran past 4s (statement_timeout)" with a
+// statement_timeout of 10 s, behind a LOCK TABLE).
+func TestATakesTimeoutNamesItsOwnBound(t *testing.T) {
+	err := &TimeoutError{What: "the one-statement call (an allocation, a hold or a release) did not answer", Timeout: 4 * time.Second, Take: true}
+	if msg := err.Error(); !strings.Contains(msg, "within 4s (lock_timeout and 2 s, the call's own bound)") ||
+		strings.Contains(msg, "(statement_timeout)") || !strings.Contains(msg, "waited for a lock") || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("%s", msg)
+	}
+}

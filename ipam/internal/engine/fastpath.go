@@ -253,7 +253,8 @@ func (s *Client) takeErr(ctx context.Context, err error) error {
 		if h := s.lockHoldersNow(); h != "" {
 			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
-		return &TimeoutError{What: "the one-statement call (an allocation, a hold or a release) did not answer", Timeout: s.bounds.lock + 2*time.Second}
+		return &TimeoutError{What: "the one-statement call (an allocation, a hold or a release) did not answer", Timeout: s.bounds.lock + 2*time.Second,
+			Take: true}
 	}
 	return err
 }

@@ -124,6 +124,12 @@ func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (
 // look for the hold, in its round trip: a plan's new hold costs one, shared
 // with the concurrent holds of its pool (findHold).
 func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
+	h, err := s.reserveHold(ctx, req, ttl)
+	return h, s.givenUp(ctx, err)
+}
+
+// reserveHold is Reserve, its failure as the database's.
+func (s *Client) reserveHold(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
 	r, err := checkRequest(req)
 	if err != nil {
 		return Hold{}, err

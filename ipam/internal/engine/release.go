@@ -29,7 +29,7 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 		return false, invalid("generation", "%d is negative: give an allocation's generation, or 0 for whatever is active", generation)
 	}
 	if released, ok, err := s.releaseOne(ctx, clusterID, o, generation); ok {
-		return released, err
+		return released, s.givenUp(ctx, err)
 	}
 	released := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -41,7 +41,7 @@ func (s *Client) Release(ctx context.Context, clusterID string, o Owner, generat
 		released = err == nil
 		return err
 	})
-	return released, err
+	return released, s.givenUp(ctx, err)
 }
 
 // releaseOne is Release in one round trip: the release statement, which

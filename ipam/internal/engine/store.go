@@ -636,6 +636,18 @@ func (s *Client) gaveUp(err error) error {
 	return nil
 }
 
+// givenUp is err, unless the caller's context ended while the call ran and
+// err says that no usable server answered: pgx closes a connection whose
+// statement the caller's deadline interrupted ("conn closed"), and that is
+// the caller giving the call up (gaveUpError), not the database's absence.
+// A client that no server has answered yet keeps the database's absence.
+func (s *Client) givenUp(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || Code(err) != CodeUnavailable || !s.connected() {
+		return err
+	}
+	return &gaveUpError{ctx.Err(), s.outer != nil}
+}
+
 // serverClass codes what is left of the server's refusals by their SQLSTATE
 // class: the schema is not what this binary expects (class 42: an undefined
 // table, column or function), the server cannot serve now (53 insufficient
