@@ -56,6 +56,13 @@ func For(err error) Explanation {
 		e.Advice = "A statement ran past statement_timeout and was canceled; nothing was written. The server is overloaded " +
 			"or the bound is too short for this operation: check the server's load (pg_stat_activity), then try again, or " +
 			"raise statement_timeout (provider) / --statement-timeout (ipamctl)."
+		var te *ipam.TimeoutError
+		if errors.As(err, &te) && te.Take {
+			e.Advice = "The call did not answer within its own bound (lock_timeout and 2 s) and was canceled; nothing was " +
+				"written. Most often it waited for a lock while its statement was prepared: a session that locks the IPAM's " +
+				"tables (LOCK TABLE, a schema change, VACUUM FULL) and was done before the call looked for it. Look for such " +
+				"sessions (pg_stat_activity, pg_locks) and try again; else the server is overloaded."
+		}
 	case ipam.CodeReadOnly:
 		e.Title, e.Connection = "IPAM Database Is Read-Only", true
 		e.Advice = "The database refused a write: the server (or session) is read-only, as a standby is. Connect to the " +
@@ -156,10 +163,20 @@ func unavailable(err error) string {
 			"PostgreSQL runs and accepts connections there."
 	}
 	var b strings.Builder
-	if ue.Reached {
+	slots := false
+	for _, a := range ue.Answers {
+		slots = slots || strings.Contains(a, "has no connection slot left")
+	}
+	switch {
+	case slots:
+		fmt.Fprintf(&b, "The server at %s has no connection slot left for this role: the role's CONNECTION LIMIT or the "+
+			"server's max_connections is reached. Find who holds the connections (pg_stat_activity), raise the limit, "+
+			"lower the connections each client opens (the provider's and ipamctl's max_connections, the scheduler's pool), "+
+			"or put PgBouncer in front (see the production database guide). ", ue.Addr)
+	case ue.Reached:
 		fmt.Fprintf(&b, "The servers at %s answered, but none could be used (read-only, shutting down, or the session was lost). "+
 			"Point the connection string at the primary, or list every host with target_session_attrs=read-write. ", ue.Addr)
-	} else {
+	default:
 		fmt.Fprintf(&b, "Nothing usable answered at %s. Check that host and port (database_url, IPAM_DATABASE_URL or "+
 			"PGHOST/PGPORT), that PostgreSQL runs and listens there, and that no firewall is in between. ", ue.Addr)
 	}

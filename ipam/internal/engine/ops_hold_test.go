@@ -582,3 +582,49 @@ func twoConfigurations(t *testing.T, cooldown time.Duration) (a, b *engine.Clien
 	}
 	return a, b, url
 }
+
+// An expired hold that kept its owner's cooldown is cooling: usage counts
+// it, and its next-reusable time is the cooldown's end. Usage counted it
+// and showed no time ("-"; null in JSON and the data source), since the
+// time was read from released rows only (found by a trial as an operator).
+func TestUsageTellsWhenAnExpiredHoldsCooldownEnds(t *testing.T) {
+	sts, _ := seamStores(t, "terraform")
+	tf := sts[0]
+	ctx := context.Background()
+	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
+	if _, err := tf.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	e1 := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
+	if _, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tf.Release(ctx, "c1", e1, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	h, err := tf.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := engine.OperatorOf(tf)
+	if _, err := op.ExpireHold(ctx, engine.HoldRequest{Address: h.Address, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := op.PoolUsage(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range u.Pools {
+		if p.PoolID != "c1/v4" {
+			continue
+		}
+		q := p.CooldownQueue
+		if p.Cooling != 1 || q.Count != 1 || q.NextReusableAt == nil || !q.NextReusableAt.Equal(h.ReusableAt) {
+			t.Fatalf("usage of c1/v4: cooling %d, queue %+v (next %v); want 1 cooling, reusable at %v", p.Cooling, q, q.NextReusableAt, h.ReusableAt)
+		}
+		return
+	}
+	t.Fatal("no usage of c1/v4")
+}

@@ -1405,7 +1405,7 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 		(` + activeCount + `)::bigint,
 		(SELECT count(*) FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' AND ` + rowHeld + `),
 		(` + coolingCount + `)::bigint,
-		coalesce(
+		least(coalesce(
 			-- the next cooling row among those of the next two minutes
 			(SELECT min(a.reusable_at) FROM ipam_allocations a
 				WHERE ` + coolingUncounted + `),
@@ -1413,6 +1413,8 @@ const usagePoolsSQL = `SELECT p.cluster_id, p.id, p.name, p.category, p.family, 
 			(SELECT min(a.reusable_at) FROM ipam_allocations a
 				WHERE a.pool_id = p.id AND ` + coolingByFilter + `
 					AND a.reusable_at >= f.bucket AND a.reusable_at < f.bucket + interval '1 minute')),
+			-- an expired hold that kept a cooldown, which no bucket counts
+			(SELECT min(a.reusable_at) FROM ` + heldCooling + `)),
 		(SELECT ipam_now())
 	FROM ipam_pools p
 	LEFT JOIN LATERAL (SELECT c.bucket FROM ipam_pool_cooling c
@@ -1439,8 +1441,12 @@ const coolingCount = `(SELECT coalesce(sum(c.cooling), 0) FROM ipam_pool_cooling
 			WHERE ` + coolingUncounted + `)
 		-- expired holds that kept a cooldown (the buckets count state 'cooling'
 		-- only), among the pool's holds
-		+ (SELECT count(*) FROM (SELECT a.* FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' OFFSET 0) a
-			WHERE ` + rowCooling + `)`
+		+ (SELECT count(*) FROM ` + heldCooling + `)`
+
+// heldCooling is pool p's expired holds that kept a cooldown (rowCooling),
+// read among the pool's holds.
+const heldCooling = `(SELECT a.* FROM ipam_allocations a WHERE a.pool_id = p.id AND a.state = 'reserved' OFFSET 0) a
+			WHERE ` + rowCooling
 
 // usagePlannerSetting, the same setting as TxSettings, keeps the planner
 // on those indexes. Each probe is
