@@ -25,6 +25,11 @@ type cliRun struct {
 	// apply -destroy); its preliminary plan of the configuration takes no
 	// plan-time holds.
 	destroy bool
+	// applies: the command applies (apply, destroy), after a plan of its
+	// own or a saved one that reached the database: a first contact that
+	// finds nothing listening is a restart far more often than a wrong
+	// host, and is waited for as one (Configure).
+	applies bool
 }
 
 var (
@@ -64,7 +69,19 @@ func detectRun(ppid int, proc string) cliRun {
 		return cliRun{}
 	}
 	host, _ := os.Hostname()
-	return cliRun{id: fmt.Sprintf("%s/%d/%s", host, ppid, fields[19]), destroy: isDestroyCommand(args[1:])}
+	return cliRun{id: fmt.Sprintf("%s/%d/%s", host, ppid, fields[19]), destroy: isDestroyCommand(args[1:]),
+		applies: commandOf(args[1:]) == "apply" || commandOf(args[1:]) == "destroy"}
+}
+
+// commandOf is the CLI's command (after the global options such as
+// -chdir=DIR), or "".
+func commandOf(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
 }
 
 // isDestroyCommand tells whether CLI arguments (after the program) destroy:
@@ -78,7 +95,7 @@ func isDestroyCommand(args []string) bool {
 	if i == len(args) {
 		return false
 	}
-	switch args[i] {
+	switch commandOf(args) {
 	case "destroy":
 		return true
 	case "plan", "apply":

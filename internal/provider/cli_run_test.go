@@ -55,7 +55,10 @@ func TestDetectRun(t *testing.T) {
 	write("41", "/usr/local/bin/terraform\x00destroy\x00-auto-approve\x00", stat("terra form)"))
 	write("42", "/usr/bin/tofu\x00apply\x00tfplan\x00", stat("tofu"))
 	write("43", "/usr/local/go/bin/go\x00test\x00./...\x00", stat("go"))
-	if r := detectRun(41, proc); !r.destroy || !strings.HasSuffix(r.id, "/41/987654") {
+	if r := detectRun(42, proc); r.destroy || !r.applies {
+		t.Errorf("tofu apply tfplan: %+v, want an apply", r)
+	}
+	if r := detectRun(41, proc); !r.destroy || !r.applies || !strings.HasSuffix(r.id, "/41/987654") {
 		t.Errorf("terraform destroy: %+v", r)
 	}
 	if r := detectRun(42, proc); r.destroy || r.id == "" {

@@ -182,6 +182,11 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	cfg.LockTimeout = waitBound(m.LockTimeout)
 	cfg.StatementTimeout = waitBound(m.StmtTimeout)
 	cfg.FailoverTimeout = waitBound(m.FailoverTime)
+	if cfg.FailoverTimeout == 0 && currentRun().applies {
+		// An apply's walk follows a plan that reached the database: a first
+		// contact that finds nothing there is a restart, waited in full.
+		cfg.FailoverTimeout = ipam.DefaultFailoverTimeout
+	}
 	waited := p.waits
 	if waited == nil {
 		waited = &waits{}
