@@ -397,3 +397,39 @@ func TestPlanSaysWhatItCouldNotCheck(t *testing.T) {
 		t.Errorf("the plan of an overlapping pool, the database free: %v, want Invalid Pool:\n%s", err, out)
 	}
 }
+
+// A restart that begins as a saved plan's apply starts, and lasts longer
+// than the first contact's 5 s: the apply waits for the server (Terraform
+// applies in a new provider process, whose first contact found nothing
+// listening) and succeeds. It gave up after 5 s, naming a wrong host or
+// port, and the saved plan was then stale (found by a trial as an
+// operator).
+func TestARestartAsTheApplyStartsIsRiddenOut(t *testing.T) {
+	srv := startServer(t)
+	url := createDatabase(t, srv.url("postgres"), "ipam")
+	w := newWorkdir(t, url, `resource "ipam_cluster" "c" {
+  name   = "rs"
+  prefix = "2001:db8:75::/48"
+}
+resource "ipam_node_address" "n" {
+  cluster_id = ipam_cluster.c.id
+  node_id    = "n1"
+}
+`)
+	w.run("plan", "-input=false", "-out=saved.tfplan")
+	srv.stop()
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		time.Sleep(8 * time.Second)
+		srv.restart()
+	}()
+	out, err := w.try("apply", "-input=false", "saved.tfplan")
+	<-back
+	if err != nil {
+		t.Fatalf("the apply of the saved plan across an 8 s restart failed:\n%s", out)
+	}
+	if got := activeAddresses(t, url); len(got) != 1 {
+		t.Errorf("active addresses after the apply: %v, want n1's", got)
+	}
+}
