@@ -57,6 +57,11 @@ func For(err error) Explanation {
 			"or the bound is too short for this operation: check the server's load (pg_stat_activity), then try again, or " +
 			"raise statement_timeout (provider) / --statement-timeout (ipamctl)."
 		var te *ipam.TimeoutError
+		if errors.As(err, &te) && te.Holders != "" {
+			e.Advice = "A statement ran past statement_timeout while it waited for a lock another session held (named " +
+				"above); nothing was written. Find that session (pg_stat_activity, pg_locks), let it finish or end it, and " +
+				"try again; set lock_timeout below statement_timeout so that a lock wait ends as ipam_busy first."
+		}
 		if errors.As(err, &te) && te.Take {
 			e.Advice = "The call did not answer within its own bound (lock_timeout and 2 s) and was canceled; nothing was " +
 				"written. Most often it waited for a lock while its statement was prepared: a session that locks the IPAM's " +

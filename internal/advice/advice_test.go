@@ -33,6 +33,8 @@ func TestEveryCodeHasItsOwnTitleAndAdvice(t *testing.T) {
 		{&ipam.BusyError{What: "canceling statement due to lock timeout; held: pid 4242 (psql, user ops) holds AccessExclusiveLock on ipam_allocations", Timeout: 30 * time.Second},
 			[]string{"pid 4242 (psql, user ops) holds AccessExclusiveLock", "pg_stat_activity", "lock_timeout"}, []string{"credentials", "host and port"}, true},
 		{&ipam.TimeoutError{What: "x", Timeout: time.Minute}, []string{"statement_timeout", "overloaded"}, []string{"credentials", "lock"}, true},
+		{&ipam.TimeoutError{What: "x", Timeout: 3 * time.Second, Holders: "pid 474 (operator-maintenance, idle in transaction)"},
+			[]string{"waited for a lock", "pg_locks", "lock_timeout below statement_timeout"}, []string{"credentials", "overloaded"}, true},
 		{&ipam.TimeoutError{What: "x", Timeout: 4 * time.Second, Take: true}, []string{"lock_timeout and 2 s", "LOCK TABLE", "pg_locks"},
 			[]string{"credentials", "raise statement_timeout"}, true},
 		{&ipam.UnavailableError{Addr: "db:5432", Reached: true, Answers: []string{`db:5432 has no connection slot left (too many connections for role "ipam")`},

@@ -1060,7 +1060,16 @@ func (s *conn) watchLocks(ctx context.Context, pid uint32) *lockWatch {
 	stopped := false
 	start := time.Now()
 	var t *time.Timer
-	t = time.AfterFunc(WaitReportInterval, func() {
+	// The first look comes before a bound (the lock's, the statement's) is
+	// half spent, so that a call bounded by less than twice the interval
+	// still learns who held it up (heldBy); the next ones every interval.
+	first := WaitReportInterval
+	for _, b := range []time.Duration{s.bounds.lock, s.bounds.statement} {
+		if b > 0 {
+			first = min(first, b/2)
+		}
+	}
+	t = time.AfterFunc(first, func() {
 		lctx, cancel := context.WithTimeout(ctx, lookBound)
 		var waited float64
 		var holders string
@@ -1106,11 +1115,13 @@ func (w *lockWatch) end() {
 	}
 }
 
-// held is err, or, when a lock wait ended it (lock_timeout), err with the
-// holders seen last (heldBy), which the busy error then names.
+// held is err, or, when a lock wait ended it (lock_timeout, or
+// statement_timeout while it waited), err with the holders seen last
+// (heldBy), which the busy or timeout error then names.
 func (w *lockWatch) held(err error) error {
 	var pe *pgconn.PgError
-	if h := w.last.Load(); h != nil && *h != "" && errors.As(err, &pe) && pe.Code == pgerrcode.LockNotAvailable {
+	if h := w.last.Load(); h != nil && *h != "" && errors.As(err, &pe) &&
+		(pe.Code == pgerrcode.LockNotAvailable || pe.Code == pgerrcode.QueryCanceled) {
 		return &heldBy{err: err, holders: *h}
 	}
 	return err

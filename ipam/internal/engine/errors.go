@@ -343,6 +343,9 @@ type TimeoutError struct {
 	// while its statement was prepared (a lock no longer held when the
 	// call looked for its holders), or the server did not answer.
 	Take bool
+	// Holders: the statement waited for a lock until its bound, held by
+	// these sessions when last seen (a wait report's look).
+	Holders string
 }
 
 func (e *TimeoutError) Code() string { return CodeTimeout }
@@ -355,6 +358,10 @@ func (e *TimeoutError) Error() string {
 			"written. It waited for a lock another session held while its statement was prepared (a LOCK TABLE or a "+
 			"schema change, say; gone when the call looked for its holder), or the server is overloaded",
 			CodeTimeout, e.What, FormatDuration(e.Timeout))
+	}
+	if e.Holders != "" {
+		return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
+			"It waited for a lock held by %s (when last seen)", CodeTimeout, FormatDuration(e.Timeout), e.What, e.Holders)
 	}
 	return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
 		"The server is overloaded, or the bound is too short for this operation", CodeTimeout, FormatDuration(e.Timeout), e.What)

@@ -601,7 +601,12 @@ func (s *Client) mapErr(err error) error {
 			return &BusyError{What: scrub(what, s.secret), Timeout: s.bounds.lock}
 		case pgerrcode.QueryCanceled:
 			if strings.Contains(pe.Message, "statement timeout") {
-				return &TimeoutError{What: scrub(pe.Message, s.secret), Timeout: s.bounds.statement}
+				te := &TimeoutError{What: scrub(pe.Message, s.secret), Timeout: s.bounds.statement}
+				var hb *heldBy
+				if errors.As(err, &hb) {
+					te.Holders = scrub(hb.holders, s.secret)
+				}
+				return te
 			}
 		case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, pgerrcode.UniqueViolation:
 			// Retried by withTx up to its bound; still failing past it.
