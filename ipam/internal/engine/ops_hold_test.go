@@ -204,6 +204,28 @@ func TestAPlanExtendsAHoldThatKeptACooldown(t *testing.T) {
 	}
 }
 
+// heldE1 is the fixture of the hold explorer tests: cluster c1 with the
+// IPv4 pool c1/v4 (198.51.100.0/29, one hour cooldown), and env e1 held by
+// a plan of origin on 198.51.100.1 for ttl, then the clock moved on by
+// later (0: not).
+func heldE1(name, origin string, ttl, later time.Duration) exploreFixture {
+	return exploreFixture{name: name, setup: func(e *exploreEnv) {
+		e.t.Helper()
+		e.cluster("c1", "2001:db8:1::/48")
+		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
+			e.t.Fatal(err)
+		}
+		h, err := originClient(e, origin).Reserve(ctxBG, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e1")}, ttl)
+		if err != nil || h.Address != netip.MustParseAddr("198.51.100.1") {
+			e.t.Fatalf("plan: %+v %v", h, err)
+		}
+		if later > 0 {
+			e.clock(later)
+		}
+	}}
+}
+
 // A plan of configuration B extends its expired hold on e1 while
 // configuration A (the same actor) declares e1, which drops another
 // manager's hold once its time is over. Paused at each statement boundary
@@ -217,18 +239,7 @@ func TestAnExtendedHoldIsNotTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newExploreEnv(t)
 	pool := engine.OperatorPool("c1", "v4")
-	fx := exploreFixture{name: "e1 held by /cfg/b, expired", setup: func(e *exploreEnv) {
-		e.t.Helper()
-		e.cluster("c1", "2001:db8:1::/48")
-		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
-			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
-			e.t.Fatal(err)
-		}
-		if _, err := originClient(e, "/cfg/b").Reserve(ctxBG, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Minute); err != nil {
-			e.t.Fatal(err)
-		}
-		e.clock(2 * time.Minute)
-	}}
+	fx := heldE1("e1 held by /cfg/b, expired", "/cfg/b", time.Minute, 2*time.Minute)
 	var plan engine.Hold
 	var planErr, createErr error
 	var created engine.AllocateResult
@@ -277,17 +288,7 @@ func TestAHoldExpiredWhileItsPlanIsApplied(t *testing.T) {
 	e := newExploreEnv(t)
 	pool := engine.OperatorPool("c1", "v4")
 	planned := netip.MustParseAddr("198.51.100.1")
-	fx := exploreFixture{name: "e1 held by /cfg/a", setup: func(e *exploreEnv) {
-		e.t.Helper()
-		e.cluster("c1", "2001:db8:1::/48")
-		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
-			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
-			e.t.Fatal(err)
-		}
-		if h, err := originClient(e, "/cfg/a").Reserve(ctxBG, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Hour); err != nil || h.Address != planned {
-			e.t.Fatalf("plan: %+v %v", h, err)
-		}
-	}}
+	fx := heldE1("e1 held by /cfg/a", "/cfg/a", time.Hour, 0)
 	var expired engine.ExpireHoldResult
 	var expireErr error
 	expire := exploreStep{name: "ipamctl expire-hold of e1", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {
@@ -333,18 +334,7 @@ func TestAPlanIsToldOfAHoldLostAfterItsFirstLook(t *testing.T) {
 	e := newExploreEnv(t)
 	pool := engine.OperatorPool("c1", "v4")
 	planned := netip.MustParseAddr("198.51.100.1")
-	fx := exploreFixture{name: "e1 held by /cfg/a on 198.51.100.1, expired", setup: func(e *exploreEnv) {
-		e.t.Helper()
-		e.cluster("c1", "2001:db8:1::/48")
-		if _, err := e.st.CreatePool(ctxBG, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
-			CIDRs: []netip.Prefix{pfx("198.51.100.0/29")}}); err != nil {
-			e.t.Fatal(err)
-		}
-		if h, err := originClient(e, "/cfg/a").Reserve(ctxBG, engine.AllocateRequest{Pool: pool, Owner: envOwner("e1")}, time.Minute); err != nil || h.Address != planned {
-			e.t.Fatalf("plan: %+v %v", h, err)
-		}
-		e.clock(2 * time.Minute)
-	}}
+	fx := heldE1("e1 held by /cfg/a on 198.51.100.1, expired", "/cfg/a", time.Minute, 2*time.Minute)
 	var plan engine.Hold
 	var planErr, claimErr error
 	planA := exploreStep{name: "a plan of /cfg/a holds e1 again", run: func(ctx context.Context, e *exploreEnv) (exploreAck, error) {

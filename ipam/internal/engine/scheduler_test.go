@@ -712,15 +712,7 @@ func TestCallersWaitingForEachOthersFullInstancePool(t *testing.T) {
 	}
 	var txs []pgx.Tx
 	for _, ids := range [][]string{{"a", "b"}, {"c"}} {
-		conn, err := pgx.Connect(ctx, raw.Config().ConnString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close(ctx) })
-		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := callersTx(t, raw.Config().ConnString())
 		for _, id := range ids {
 			if _, err := st.AllocateInstance(ctx, tx, req(id)); err != nil {
 				t.Fatalf("%s: %v", id, err)
@@ -781,15 +773,7 @@ func TestACallersTransactionIsBoundedByTheClientsLockTimeout(t *testing.T) {
 		req := engine.InstanceRequest{ClusterID: "c1", InstanceID: "i-" + node, OrgID: "o", EnvID: "e", NodeID: node}
 		var txs []pgx.Tx
 		for range 2 {
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = conn.Close(ctx) })
-			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tx := callersTx(t, url)
 			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '25s'; SET LOCAL statement_timeout = '29s'`); err != nil {
 				t.Fatal(err)
 			}
@@ -916,4 +900,21 @@ func TestACallersDeadlineIsNotTheDatabasesAbsence(t *testing.T) {
 	if len(wrong) > 0 {
 		t.Fatalf("%d calls whose deadline passed failed as the database's absence, e.g. %s", len(wrong), wrong[0])
 	}
+}
+
+// callersTx is a caller's READ COMMITTED transaction on a connection of its
+// own to url, closed when the test ends.
+func callersTx(t *testing.T, url string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

@@ -848,33 +848,20 @@ func TestUnavailableNamesHostAndPortNotPassword(t *testing.T) {
 func TestNotPostgresIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 512)
-				_, _ = c.Read(buf)
-				_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
-			}()
-		}
-	}()
-	st, err := engine.Open(ctx, engine.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@" + ln.Addr().String() + "/ipam?sslmode=disable",
+	addr := serveTCP(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 512)
+		_, _ = c.Read(buf)
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+	})
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@" + addr + "/ipam?sslmode=disable",
 		FailoverTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	_, err = st.Allocate(ctx, engine.AllocateRequest{Pool: engine.NodePool("c1"), Owner: node("n1")})
-	if engine.Code(err) != engine.CodeRefused || !strings.Contains(err.Error(), ln.Addr().String()+" does not speak the PostgreSQL protocol") ||
+	if engine.Code(err) != engine.CodeRefused || !strings.Contains(err.Error(), addr+" does not speak the PostgreSQL protocol") ||
 		strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v, want ipam_refused naming a server that does not speak PostgreSQL", err)
 	}
@@ -1364,24 +1351,13 @@ func TestOwnCoolingAddressStaysWithItsTenant(t *testing.T) {
 func TestAServerThatNeverAnswersIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var held []net.Conn
 	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c) // read nothing, answer nothing
-			mu.Unlock()
-		}
-	}()
+	addr := serveTCP(t, func(c net.Conn) {
+		mu.Lock()
+		held = append(held, c) // read nothing, answer nothing
+		mu.Unlock()
+	})
 	defer func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -1389,7 +1365,7 @@ func TestAServerThatNeverAnswersIsUnavailable(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	st, err := engine.Open(ctx, engine.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@" + ln.Addr().String() + "/ipam?sslmode=disable",
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: "postgres://ipam:s3cretPassw0rd@" + addr + "/ipam?sslmode=disable",
 		ConnectTimeout: time.Second, FailoverTimeout: 3 * time.Second, LockTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -1402,4 +1378,26 @@ func TestAServerThatNeverAnswersIsUnavailable(t *testing.T) {
 	} else {
 		t.Logf("after %s: %v", took, err)
 	}
+}
+
+// serveTCP listens on a port of the loopback until the test ends, and hands
+// each connection to handle (on a goroutine of its own); it returns the
+// address.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return ln.Addr().String()
 }
