@@ -171,20 +171,7 @@ func TestAPlanExtendsAHoldThatKeptACooldown(t *testing.T) {
 	sts, raw := seamStores(t, "terraform", "ci")
 	tf, ci := sts[0], sts[1]
 	ctx := context.Background()
-	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
-	if _, err := tf.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
-		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
-	v4 := testdb.Pool("c1/v4")
-	e1 := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
-	a, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := tf.Release(ctx, "c1", e1, 0); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	v4, e1, a := cooledE1(t, tf)
 	h, err := tf.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}, 10*time.Minute)
 	if err != nil || h.Address != a.Address {
 		t.Fatalf("a plan of e1 after its release: %+v %v, want its cooling address", h, err)
@@ -581,19 +568,7 @@ func TestUsageTellsWhenAnExpiredHoldsCooldownEnds(t *testing.T) {
 	sts, _ := seamStores(t, "terraform")
 	tf := sts[0]
 	ctx := context.Background()
-	mkCluster(t, tf, "c1", "2001:db8::/48", "", "")
-	if _, err := tf.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
-		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
-		t.Fatal(err)
-	}
-	v4 := testdb.Pool("c1/v4")
-	e1 := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
-	if _, err := tf.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := tf.Release(ctx, "c1", e1, 0); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	v4, e1, _ := cooledE1(t, tf)
 	h, err := tf.Reserve(ctx, engine.AllocateRequest{Pool: v4, Owner: e1}, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -617,4 +592,27 @@ func TestUsageTellsWhenAnExpiredHoldsCooldownEnds(t *testing.T) {
 		return
 	}
 	t.Fatal("no usage of c1/v4")
+}
+
+// cooledE1 makes cluster c1 with the IPv4 pool c1/v4 (198.51.100.0/29, a
+// day's cooldown), and env e1's allocation there, released: it cools for
+// e1. It returns the pool, the owner and the allocation.
+func cooledE1(t *testing.T, st *engine.Client) (engine.PoolRef, engine.Owner, engine.Allocation) {
+	t.Helper()
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: 24 * time.Hour,
+		CIDRs: prefixes("198.51.100.0/29")}); err != nil {
+		t.Fatal(err)
+	}
+	v4 := testdb.Pool("c1/v4")
+	e1 := engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e1", OrgID: "acme", EnvID: "e1"}
+	a, err := st.Allocate(ctx, engine.AllocateRequest{Pool: v4, Owner: e1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", e1, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	return v4, e1, a.Allocation
 }
