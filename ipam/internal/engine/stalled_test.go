@@ -2,8 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -108,49 +106,38 @@ type freezingProxy struct {
 
 func startFreezingProxy(t *testing.T, target string) *freezingProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezingProxy{addr: ln.Addr().String()}
-	var conns sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	p := &freezingProxy{}
+	p.addr = serveTCP(t, func(c net.Conn) {
+		s, err := net.Dial("tcp", target)
+		if err != nil {
+			_ = c.Close()
+			return
+		}
+		for _, pair := range [][2]net.Conn{{c, s}, {s, c}} {
+			go p.forward(pair[0], pair[1])
+		}
+	})
+	return p
+}
+
+// forward copies from one side to the other, holding what it read while
+// the proxy is frozen, until either side ends.
+func (p *freezingProxy) forward(from, to net.Conn) {
+	defer from.Close()
+	defer to.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		for p.frozen.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			for _, pair := range [][2]net.Conn{{c, s}, {s, c}} {
-				conns.Go(func() {
-					defer pair[0].Close()
-					defer pair[1].Close()
-					buf := make([]byte, 32<<10)
-					for {
-						n, err := pair[0].Read(buf)
-						for p.frozen.Load() {
-							time.Sleep(20 * time.Millisecond)
-						}
-						if n > 0 {
-							if _, werr := pair[1].Write(buf[:n]); werr != nil {
-								return
-							}
-						}
-						if err != nil {
-							if !errors.Is(err, io.EOF) {
-								return
-							}
-							return
-						}
-					}
-				})
-			}
 		}
-	}()
-	return p
+		if err != nil {
+			return
+		}
+	}
 }
