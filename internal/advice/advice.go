@@ -168,12 +168,8 @@ func unavailable(err error) string {
 			"PostgreSQL runs and accepts connections there."
 	}
 	var b strings.Builder
-	slots := false
-	for _, a := range ue.Answers {
-		slots = slots || strings.Contains(a, "has no connection slot left")
-	}
 	switch {
-	case slots:
+	case ue.NoSlots:
 		fmt.Fprintf(&b, "The server at %s has no connection slot left for this role: the role's CONNECTION LIMIT or the "+
 			"server's max_connections is reached. Find who holds the connections (pg_stat_activity), raise the limit, "+
 			"lower the connections each client opens (the provider's and ipamctl's max_connections, the scheduler's pool), "+

@@ -37,7 +37,7 @@ func TestEveryCodeHasItsOwnTitleAndAdvice(t *testing.T) {
 			[]string{"waited for a lock", "pg_locks", "lock_timeout below statement_timeout"}, []string{"credentials", "overloaded"}, true},
 		{&ipam.TimeoutError{What: "x", Timeout: 4 * time.Second, Take: true}, []string{"lock_timeout and 2 s", "LOCK TABLE", "pg_locks"},
 			[]string{"credentials", "raise statement_timeout"}, true},
-		{&ipam.UnavailableError{Addr: "db:5432", Reached: true, Answers: []string{`db:5432 has no connection slot left (too many connections for role "ipam")`},
+		{&ipam.UnavailableError{Addr: "db:5432", Reached: true, NoSlots: true, Answers: []string{`db:5432 has no connection slot left (too many connections for role "ipam")`},
 			Err: errors.New("slots")}, []string{"CONNECTION LIMIT", "max_connections", "PgBouncer"}, []string{"target_session_attrs", "credentials"}, true},
 		{&ipam.ReadOnlyError{Msg: "x"}, []string{"read-only", "primary", "target_session_attrs=read-write"}, []string{"credentials", "grants"}, true},
 		{&ipam.DeniedError{Msg: "x"}, []string{"grants of the database setup guide", "SELECT", "ipamctl migrate up"}, []string{"credentials", "standby"}, true},

@@ -69,37 +69,32 @@ func detectRun(ppid int, proc string) cliRun {
 		return cliRun{}
 	}
 	host, _ := os.Hostname()
+	cmd, _ := commandOf(args[1:])
 	return cliRun{id: fmt.Sprintf("%s/%d/%s", host, ppid, fields[19]), destroy: isDestroyCommand(args[1:]),
-		applies: commandOf(args[1:]) == "apply" || commandOf(args[1:]) == "destroy"}
+		applies: cmd == "apply" || cmd == "destroy"}
 }
 
 // commandOf is the CLI's command (after the global options such as
-// -chdir=DIR), or "".
-func commandOf(args []string) string {
-	for _, a := range args {
+// -chdir=DIR) and the arguments after it; "" when there is none.
+func commandOf(args []string) (string, []string) {
+	for i, a := range args {
 		if !strings.HasPrefix(a, "-") {
-			return a
+			return a, args[i+1:]
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // isDestroyCommand tells whether CLI arguments (after the program) destroy:
 // the destroy command, or plan or apply with -destroy. Global options such
 // as -chdir=DIR come before the command.
 func isDestroyCommand(args []string) bool {
-	i := 0
-	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		i++
-	}
-	if i == len(args) {
-		return false
-	}
-	switch commandOf(args) {
+	cmd, rest := commandOf(args)
+	switch cmd {
 	case "destroy":
 		return true
 	case "plan", "apply":
-		for _, a := range args[i+1:] {
+		for _, a := range rest {
 			switch a {
 			case "-destroy", "--destroy", "-destroy=true", "--destroy=true":
 				return true

@@ -809,7 +809,7 @@ func (s *conn) connFailure(err error) (error, bool) {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		var answers []string
-		refused, reached := true, false
+		refused, reached, full := true, false, false
 		errs := hostErrors(ce)
 		for _, e := range errs {
 			// sslmode=prefer tries each host twice (TLS, then plain): one answer each.
@@ -819,6 +819,7 @@ func (s *conn) connFailure(err error) (error, bool) {
 			refused = refused && refusedForGood(e)
 			var pe *pgconn.PgError
 			reached = reached || errors.As(e, &pe) || errors.Is(e, pgconn.ErrReadOnlyConnection)
+			full = full || (pe != nil && pe.Code == pgerrcode.TooManyConnections)
 		}
 		if len(errs) == 0 {
 			answers = []string{scrub(rootCause(err), s.secret)}
@@ -827,7 +828,7 @@ func (s *conn) connFailure(err error) (error, bool) {
 		if refused {
 			return &RefusedError{Addr: s.addr, Answers: answers}, true
 		}
-		return &UnavailableError{Addr: s.addr, Reached: reached, Answers: answers, Waited: waited, Bound: bound,
+		return &UnavailableError{Addr: s.addr, Reached: reached, NoSlots: full, Answers: answers, Waited: waited, Bound: bound,
 			FirstContact: firstContact, Err: errors.New(strings.Join(answers, "; "))}, true
 	}
 	var pe *pgconn.PgError

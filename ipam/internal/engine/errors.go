@@ -134,6 +134,9 @@ type UnavailableError struct {
 	// Reached is true when a server answered (read-only, shutting down, a
 	// session lost mid-way); false when none could be reached at all.
 	Reached bool
+	// NoSlots: a server answered that it has no connection slot left for
+	// the role (its CONNECTION LIMIT, or max_connections).
+	NoSlots bool
 	// Answers says what each host tried answered ("127.0.0.1:5432 refused
 	// the connection (nothing listens there)", "... is read-only ...").
 	Answers []string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1400,4 +1401,38 @@ func serveTCP(t *testing.T, handle func(net.Conn)) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// A role with no connection slot left (its CONNECTION LIMIT reached) is
+// ipam_unavailable with NoSlots set, so that the advice names the limits
+// rather than a failover's settings (found by a trial as an operator).
+func TestNoConnectionSlotLeftIsNamed(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(ctx)
+	role := fmt.Sprintf("noslots_%d", time.Now().UnixNano()%1e9)
+	if _, err := raw.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD 'pw' CONNECTION LIMIT 0`, role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = raw.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(role, "pw")
+	st, err := engine.Open(ctx, engine.Config{DatabaseURL: u.String(), FailoverTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, err = st.GetCluster(ctx, "c1")
+	var ue *engine.UnavailableError
+	if !errors.As(err, &ue) || !ue.NoSlots || !strings.Contains(err.Error(), "has no connection slot left") {
+		t.Fatalf("a role at its connection limit: %v, want ipam_unavailable with NoSlots", err)
+	}
 }
