@@ -234,6 +234,7 @@ var (
 	ErrTimeout       = engine.ErrTimeout
 	ErrSchema        = engine.ErrSchema
 	ErrHoldLost      = engine.ErrHoldLost
+	ErrClosed        = engine.ErrClosed
 )
 
 // Code returns the error code of err, or "" when it has none.

@@ -126,7 +126,8 @@ reported generation (not released and handed out again since), held by the same 
 by Terraform since the report, and its owner must still be absent: not in the current inventory
 (--inventory, required to apply an inventory report), or still stale. Anything else refuses that
 allocation: a report never releases a live allocation. A released allocation cools down with its
-pool's cooldown and gets an allocation.reclaimed event.`,
+pool's cooldown and gets an allocation.reclaimed event. With --apply, the exit code is 5 when any
+allocation was refused (the others were reclaimed; the REASON column says why), 0 when none was.`,
 		Example: `  ipamctl reclaim --from-report leaks.json
   platform-inventory --instances | ipamctl reclaim --from-report leaks.json --inventory - --kind instance --apply
   ipamctl reclaim --from-report stale.json --apply --json`,
@@ -185,6 +186,12 @@ pool's cooldown and gets an allocation.reclaimed event.`,
 			}
 			if apply {
 				fmt.Fprintf(a.errOut, "reclaimed %d, refused %d of %d\n", n[operator.OutcomeReclaimed], n[operator.OutcomeRefused], len(res))
+				if n[operator.OutcomeRefused] > 0 {
+					// A script that applies a report learns that not all of it
+					// was released; each refusal's reason is in the table above.
+					return &codedError{code: exitRefused, err: fmt.Errorf("%d of the report's %d allocation(s) refused (see REASON); the others were reclaimed",
+						n[operator.OutcomeRefused], len(res))}
+				}
 			} else {
 				fmt.Fprintf(a.errOut, "dry run: nothing was released; %d would be reclaimed, %d refused; run again with --apply\n",
 					n[operator.OutcomeWouldReclaim], n[operator.OutcomeRefused])

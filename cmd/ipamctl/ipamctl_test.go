@@ -569,7 +569,7 @@ func TestLeaksAndReclaim(t *testing.T) {
 	w.ipamctl("", "reclaim", "--from-report", report, "--apply").must(t, exitUsage, "--inventory is required to apply")
 
 	r = w.ipamctl("i1\ni2\ni3\n", "reclaim", "--from-report", report, "--apply", "--inventory", "-", "--kind", "instance", "--json").
-		must(t, 0, "reclaimed 1, refused 2 of 3")
+		must(t, exitRefused, "reclaimed 1, refused 2 of 3", "2 of the report's 3 allocation(s) refused")
 	var res []operator.ReclaimResult
 	if err := json.Unmarshal([]byte(r.out), &res); err != nil || len(res) != 3 {
 		t.Fatalf("reclaim --json: %v\n%s", err, r.out)

@@ -27,6 +27,7 @@ const (
 	exitUsage      = 2 // unknown command or flag
 	exitViolations = 3 // check found broken invariants
 	exitPending    = 4 // migrate status: migrations to apply
+	exitRefused    = 5 // reclaim --apply: the checks refused some of the report's allocations
 )
 
 // exitError carries a specific exit code through cobra.
@@ -130,7 +131,8 @@ The database comes from --database-url, else the IPAM_DATABASE_URL environment v
 else the standard PG* variables (PGHOST, PGUSER, ...). Passwords are never printed.
 
 Exit codes: 0 success, 1 failure (the database unreachable or refusing, a conflict, nothing found), 2 bad command line
-(an unknown command or flag, a flag's value out of range or malformed, a required flag missing), 3 broken invariants (check), 4 migrations pending (migrate status).`,
+(an unknown command or flag, a flag's value out of range or malformed, a required flag missing), 3 broken invariants (check), 4 migrations pending (migrate status), 5 some allocations refused
+(reclaim --apply: the others were reclaimed).`,
 		Example: `  export IPAM_DATABASE_URL='postgres://ipam@db.example:5432/ipam'
   ipamctl migrate up
   ipamctl usage --cluster prod-eu1

@@ -118,7 +118,7 @@ func TestPlanOnAFullNodeSaysTheApplyGrowsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 16 {
-		if _, err := st.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("f", i), NodeID: "n1"}); err != nil {
+		if _, err := st.AllocateInstance(ctx, nil, ipam.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("f", i), OrgID: "o1", EnvID: "e1", NodeID: "n1"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -93,4 +94,33 @@ func TestTaintUnderCreateBeforeDestroySaysToReplace(t *testing.T) {
 		t.Fatalf("after -replace: %v, want %v (the address kept)", after, before)
 	}
 	w.requireEmptyPlan()
+}
+
+// A saved plan made in one working directory and applied from another (a
+// copy of the first, say: another configuration to the IPAM) meets the
+// first one's live hold: the apply fails with the provider's owner_conflict
+// and allocates nothing. The re-plan at apply shows the held address as the
+// plan did, its cidr included (the pool block's prefix length, not /32): an
+// ipam_env_ipv4 failed with Terraform's "Provider produced inconsistent
+// final plan" on cidr.
+func TestSavedPlanAppliedFromAnotherDirectory(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	const hcl = "resource \"ipam_env_ipv4\" \"e\" {\n  pool_id = \"c1/v4\"\n  org_id  = \"o1\"\n  env_id  = \"e-moved\"\n}\n" +
+		"resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id    = \"n-moved\"\n}\n"
+	planned := newWorkdir(t, url, hcl)
+	planned.run("plan", "-input=false", "-out=tfplan")
+	elsewhere := newWorkdir(t, url, hcl)
+	copyFile(t, filepath.Join(planned.dir, "tfplan"), filepath.Join(elsewhere.dir, "tfplan"))
+	out, err := elsewhere.try("apply", "-input=false", "tfplan")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || strings.Contains(said, "inconsistent final plan") || strings.Contains(said, "bug in the provider") {
+		t.Fatalf("a saved plan applied from another directory: %v\n%s", err, out)
+	}
+	if strings.Count(said, "owner_conflict") < 2 || !strings.Contains(said, "allocates nothing") {
+		t.Errorf("the apply does not fail with owner_conflict for both resources:\n%s", out)
+	}
+	if got := activeAddresses(t, url); len(got) != 0 {
+		t.Errorf("the failed apply allocated %v", got)
+	}
 }

@@ -442,7 +442,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		if held, perr := netip.ParseAddr(oc.Address); perr == nil {
 			diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
 				heldElsewhere(owner.Kind+" "+owner.ID, err))
-			return ipam.Allocation{Address: held}, true
+			return ipam.Allocation{Address: held, Block: oc.Block}, true
 		}
 	case errors.As(err, &oc):
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",

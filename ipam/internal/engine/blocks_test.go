@@ -256,7 +256,7 @@ func TestGatewayUpdateRacingBlockAllocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	allocating := beginOn(t, extraConn(t, raw))
-	a, err := st.AllocateInstance(ctx, allocating, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i0", NodeID: "n1"})
+	a, err := st.AllocateInstance(ctx, allocating, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i0", OrgID: "o1", EnvID: "e1", NodeID: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestReleaseNodeBlocksNamesTheInstancesInTheWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sched.Close)
-	r, err := sched.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "vm-7", NodeID: "n1"})
+	r, err := sched.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "vm-7", OrgID: "o1", EnvID: "e1", NodeID: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -791,12 +791,12 @@ func placeTwiceOnAFullNode(t *testing.T, maxBlocks int) {
 		if nb.Used == nb.Capacity-2 {
 			break
 		}
-		if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("fill", i), NodeID: "n1"}); err != nil {
+		if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("fill", i), OrgID: "o1", EnvID: "e1", NodeID: "n1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	errs := twoCallersTwice(t, raw, func(tx pgx.Tx, id string) error {
-		_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, NodeID: "n1"})
+		_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, OrgID: "o1", EnvID: "e1", NodeID: "n1"})
 		return err
 	})
 	nb, err := st.GetNodeBlocks(ctx, "c1", "n1")
@@ -860,7 +860,7 @@ func TestPlacementsInFlightCarveFreshBlocksInAMixedFleet(t *testing.T) {
 			if nb.Used == nb.Capacity {
 				break
 			}
-			if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint(node, "-fill", i), NodeID: node}); err != nil {
+			if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint(node, "-fill", i), OrgID: "o1", EnvID: "e1", NodeID: node}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -870,7 +870,7 @@ func TestPlacementsInFlightCarveFreshBlocksInAMixedFleet(t *testing.T) {
 		if strings.HasSuffix(id, "2") {
 			node = "n" + id[:1] // its own full node: a fresh block
 		}
-		_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, NodeID: node})
+		_, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, OrgID: "o1", EnvID: "e1", NodeID: node})
 		return err
 	})
 	if errs[0] != nil || errs[1] != nil {
@@ -899,7 +899,7 @@ func TestFirstCarveKeepsWhatTheCounterHandedOut(t *testing.T) {
 	ctx := context.Background()
 	mkCluster(t, st, "c1", "2001:db8::/48", "2001:db8::/120", "2001:db8:0:1::/120")
 	for i := range 150 {
-		if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("early", i)}); err != nil {
+		if _, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("early", i), OrgID: "o1", EnvID: "e1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -908,7 +908,7 @@ func TestFirstCarveKeepsWhatTheCounterHandedOut(t *testing.T) {
 	}
 	more := 0
 	for ; ; more++ {
-		_, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("late", more)})
+		_, err := st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprint("late", more), OrgID: "o1", EnvID: "e1"})
 		if engine.Code(err) == engine.CodeExhausted {
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -189,6 +190,9 @@ type OwnerConflictError struct {
 	// name the held allocation (the provider builds its import ID).
 	PoolID string
 	SetID  string
+	// Block is the pool block the held address lies in (zero when not
+	// known): with Address, the address's CIDR as an allocation gives it.
+	Block netip.Prefix
 	// Held: what the owner holds is another configuration's live plan-time
 	// hold, not an allocation (nothing to import yet).
 	Held bool
@@ -429,7 +433,7 @@ func (e *HoldLostError) Is(target error) bool { return isCode(CodeHoldLost, targ
 // configuration or actor manages (its Detail says why and what to do).
 func ownerConflict(held Allocation) *OwnerConflictError {
 	return &OwnerConflictError{ClusterID: held.ClusterID, OwnerKind: held.Owner.Kind, OwnerID: held.Owner.ID,
-		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID}
+		Address: held.Address.String(), Actor: held.Actor, PoolID: held.PoolID, SetID: held.Owner.SetID, Block: held.Block}
 }
 
 // The errors callers test with errors.Is. Each carries the spec's code
@@ -480,6 +484,11 @@ var (
 	// address, so a plan that showed that address cannot be applied; run
 	// the plan again (hold_lost).
 	ErrHoldLost = errors.New(CodeHoldLost)
+	// ErrClosed: the call was made on a client after its Close (or on a
+	// pool given to New after the caller closed it). It comes as an
+	// invalid_input on "client" (errors.Is ErrInvalid holds too): the
+	// caller's mistake, at once, not an outage waited for.
+	ErrClosed = errors.New("the client is closed")
 )
 
 var sentinels = map[string]error{

@@ -443,7 +443,7 @@ var fixtureMixedFleet = exploreFixture{name: "a mixed fleet, two full nodes", se
 			e.t.Fatal(err)
 		}
 		for i := range 4 {
-			if _, err := e.st.AllocateInstance(ctxBG, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("%s-f%d", node, i), NodeID: node}); err != nil {
+			if _, err := e.st.AllocateInstance(ctxBG, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("%s-f%d", node, i), OrgID: "o1", EnvID: "e1", NodeID: node}); err != nil {
 				e.t.Fatal(err)
 			}
 		}
@@ -474,7 +474,7 @@ func placeInTx(ps ...placed) exploreStep {
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		var ack exploreAck
 		for _, p := range ps {
-			addr, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: p.id, NodeID: p.node})
+			addr, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: p.id, OrgID: "o1", EnvID: "e1", NodeID: p.node})
 			if err != nil {
 				return exploreAck{}, err
 			}
@@ -531,7 +531,7 @@ var (
 	// The scheduler's placement: the allocation inside its transaction.
 	stepInstanceInTx = inCallersTx("place i7 on n1 in the caller's transaction", onNode("i7"),
 		func(ctx context.Context, e *exploreEnv, tx pgx.Tx) (netip.Addr, error) {
-			a, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i7", NodeID: "n1"})
+			a, err := e.st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i7", OrgID: "o1", EnvID: "e1", NodeID: "n1"})
 			return a.Address, err
 		})
 	stepEnvInTx = inCallersTx("enable e8's IPv4 in the caller's transaction", envOwner("e8"),

@@ -344,7 +344,7 @@ func TestReuseMarkSkipsTakenRows(t *testing.T) {
 		}
 	}
 	take := func(tx pgx.Tx, pool, env string) (netip.Addr, error) {
-		a, err := st.AllocateEnvIPv4(ctx, tx, engine.EnvIPv4Request{ClusterID: "c1", Pool: pool, EnvID: env})
+		a, err := st.AllocateEnvIPv4(ctx, tx, engine.EnvIPv4Request{ClusterID: "c1", Pool: pool, OrgID: "o1", EnvID: env})
 		return a.Address, err
 	}
 	const taken = 3000
@@ -625,7 +625,7 @@ func TestFastStatementsUseTheirGenericPlans(t *testing.T) {
 	}
 	scans := seqScans()
 	for i := range 8 {
-		if _, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("i%d", i)}); err != nil {
+		if _, err := st.AllocateInstance(ctx, tx, engine.InstanceRequest{ClusterID: "c1", InstanceID: fmt.Sprintf("i%d", i), OrgID: "o1", EnvID: "e1"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,6 +126,18 @@ func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (
 // with the concurrent holds of its pool (findHold).
 func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
 	h, err := s.reserveHold(ctx, req, ttl)
+	var oc *OwnerConflictError
+	if errors.As(err, &oc) && oc.Held && !oc.Block.IsValid() {
+		// A plan shows another configuration's hold as the address it
+		// holds, with its block's CIDR as an allocation has it; the
+		// refusal is the answer, whatever this read meets.
+		if a, perr := netip.ParseAddr(oc.Address); perr == nil {
+			held := Allocation{PoolID: oc.PoolID, Address: a}
+			if s.fillBlock(ctx, &held) == nil {
+				oc.Block = held.Block
+			}
+		}
+	}
 	return h, s.givenUp(ctx, err)
 }
 

@@ -47,6 +47,18 @@ func TestBadInputNamesTheRequestField(t *testing.T) {
 			_, err := s.client.AllocateEnvIPv4(ctx, nil, engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "acme"})
 			return err
 		}, "EnvIPv4Request.EnvID"},
+		{"env IPv4 without its org", func() error {
+			_, err := s.client.AllocateEnvIPv4(ctx, nil, engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "prod"})
+			return err
+		}, "EnvIPv4Request.OrgID: must be set"},
+		{"instance without its org", func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i-3", EnvID: "prod"})
+			return err
+		}, "InstanceRequest.OrgID: must be set"},
+		{"instance without its env", func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i-3", OrgID: "acme"})
+			return err
+		}, "InstanceRequest.EnvID: must be set"},
 	}
 	// Sequential, not parallel: the row count below must follow them
 	// (parallel subtests would run after the rest of the test).

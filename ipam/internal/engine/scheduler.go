@@ -15,8 +15,11 @@ import (
 type InstanceRequest struct {
 	ClusterID  string
 	InstanceID string
-	OrgID      string
-	EnvID      string
+	// OrgID and EnvID, both required, are the instance's tenant: an
+	// instance address maps back to (org, env, instance), and an instance
+	// takes back its own cooling address only for the same org and env.
+	OrgID string
+	EnvID string
 	// NodeID is the node the instance is placed on: when the node has
 	// instance blocks, the address comes from them (the node grows when they
 	// are full and its scaling allows).
@@ -47,6 +50,9 @@ type InstanceAddress struct {
 // roll back with the caller's rows. On ipam_exhausted the failure and an
 // instance.allocation_failed event are recorded outside tx.
 func (c *Client) AllocateInstance(ctx context.Context, tx pgx.Tx, req InstanceRequest) (InstanceAddress, error) {
+	if err := requireTenant(req.OrgID, req.EnvID); err != nil {
+		return InstanceAddress{}, nameInput(err, instanceFields)
+	}
 	o := Owner{Kind: OwnerInstance, ID: req.InstanceID, InstanceID: req.InstanceID,
 		OrgID: req.OrgID, EnvID: req.EnvID, NodeID: req.NodeID}
 	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
@@ -112,7 +118,8 @@ func (c *Client) ReleaseNode(ctx context.Context, tx pgx.Tx, clusterID, nodeID s
 type EnvIPv4Request struct {
 	ClusterID string
 	// Pool is the name of the cluster's IPv4 pool (ipam_pool.name).
-	Pool  string
+	Pool string
+	// OrgID, required, is the org the environment belongs to.
 	OrgID string
 	EnvID string
 	// Address claims this exact address; zero takes the oldest free one.
@@ -123,6 +130,9 @@ type EnvIPv4Request struct {
 // environment) inside tx (nil: a transaction of its own), with its
 // env.ipv4_addon_enabled event.
 func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Request) (Address, error) {
+	if err := requireTenant(req.OrgID, req.EnvID); err != nil {
+		return Address{}, nameInput(err, envIPv4Fields)
+	}
 	o := Owner{Kind: OwnerEnvIPv4, ID: req.EnvID, EnvID: req.EnvID, OrgID: req.OrgID}
 	res, err := c.InTx(tx).Allocate(ctx, AllocateRequest{
 		Pool: OperatorPool(req.ClusterID, req.Pool), Owner: o, Address: req.Address})
@@ -133,6 +143,19 @@ func (c *Client) AllocateEnvIPv4(ctx context.Context, tx pgx.Tx, req EnvIPv4Requ
 // releasing what is not held is a no-op.
 func (c *Client) ReleaseEnvIPv4(ctx context.Context, tx pgx.Tx, clusterID, envID string) error {
 	return c.release(ctx, tx, clusterID, OwnerEnvIPv4, envID)
+}
+
+// requireTenant refuses a request of an instance or an environment's IPv4
+// that leaves its tenant out, as the provider's schema does: such an address
+// would map back to no org or environment, and the per-tenant cooldown
+// would let an owner of the same id in any tenant take it back.
+func requireTenant(orgID, envID string) error {
+	for _, f := range []struct{ name, value string }{{"org_id", orgID}, {"env_id", envID}} {
+		if f.value == "" {
+			return &InvalidError{Field: f.name, Msg: "must be set: an address maps back to its org and environment, and only the same tenant takes its cooling address back"}
+		}
+	}
+	return nil
 }
 
 func (c *Client) release(ctx context.Context, tx pgx.Tx, clusterID, kind, id string) error {

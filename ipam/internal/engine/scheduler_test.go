@@ -437,7 +437,7 @@ func TestConcurrentPlacementsAndOtherCalls(t *testing.T) {
 	if err != nil || node.Address != netip.MustParseAddr("2001:db8:5::1") {
 		t.Fatalf("node address %v (%v)", node.Address, err)
 	}
-	if _, err := s.client.AllocateEnvIPv4(ctx, nil, engine.EnvIPv4Request{ClusterID: "c1", Pool: "nope", EnvID: "prod"}); !errors.Is(err, engine.ErrInvalid) {
+	if _, err := s.client.AllocateEnvIPv4(ctx, nil, engine.EnvIPv4Request{ClusterID: "c1", Pool: "nope", OrgID: "acme", EnvID: "prod"}); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("IPv4 from a missing pool: %v, want ErrInvalid", err)
 	}
 	info, err := engine.OperatorOf(s.client).LookupAddress(ctx, node.Address, "")
@@ -485,7 +485,7 @@ func TestReleaseWithoutGenerationKeepsToItsActor(t *testing.T) {
 	}
 	// Its own allocations it releases without a generation; what is not
 	// held at all is still a no-op.
-	if _, err := sched.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "job-1"}); err != nil {
+	if _, err := sched.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "job-1", OrgID: "o1", EnvID: "e1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sched.ReleaseInstance(ctx, nil, "c1", "job-1"); err != nil {
@@ -872,6 +872,11 @@ func TestACallersDeadlineIsNotTheDatabasesAbsence(t *testing.T) {
 		t.Fatal(err)
 	}
 	mkCluster(t, st, "c1", "2001:db8::/48", "", "2001:db8:0:1::/125")
+	if _, err := st.CreatePool(context.Background(), engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+		CIDRs: prefixes("203.0.113.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	ops := engine.OperatorOf(st)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var wrong []string
@@ -881,10 +886,24 @@ func TestACallersDeadlineIsNotTheDatabasesAbsence(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+(i*7+w)%80)*time.Millisecond)
 				id := fmt.Sprintf("i%d-%d", w, i%3)
 				var err error
-				if i%2 == 0 {
+				// The scheduler's verbs, an address set's change and an
+				// operator's read: each ends its own way (the fast path, a
+				// transaction, a read-only transaction).
+				switch i % 4 {
+				case 0:
 					_, err = st.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: id, OrgID: "o", EnvID: "e"})
-				} else {
+				case 1:
 					err = st.ReleaseInstance(ctx, nil, "c1", id)
+				case 2:
+					ch := engine.SetChange{ClusterID: "c1", Owner: engine.Owner{ID: "s" + id}}
+					if i%8 == 2 {
+						ch.Add = []engine.SetEntry{{Key: "a", Pools: []string{"c1/v4"}}}
+					} else {
+						ch.Remove = []string{"a"}
+					}
+					_, err = st.ApplySet(ctx, ch)
+				case 3:
+					_, err = ops.PoolUsage(ctx, "c1")
 				}
 				// (An answer that came back as the deadline passed is one.)
 				if ctx.Err() != nil && engine.Code(err) == engine.CodeUnavailable {

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 )
 
 // Client is the IPAM over one pgx pool. It is safe for concurrent use.
@@ -368,7 +369,7 @@ func (s *Client) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	if s.outer != nil {
 		return s.inOuterTx(ctx, fn)
 	}
-	return s.mapErr(s.retryConn(ctx, func() error {
+	return s.mapCtx(ctx, s.retryConn(ctx, func() error {
 		var err error
 		start := time.Now()
 		for attempt := 0; ; attempt++ {
@@ -405,7 +406,7 @@ func (s *Client) readTx(ctx context.Context, snapshot bool, fn func(pgx.Tx) erro
 		if s.outerErr != nil {
 			return s.outerErr
 		}
-		return s.mapErr(fn(s.outer))
+		return s.mapCtx(ctx, fn(s.outer))
 	}
 	iso := pgx.TxIsoLevel("")
 	if snapshot {
@@ -413,13 +414,13 @@ func (s *Client) readTx(ctx context.Context, snapshot bool, fn func(pgx.Tx) erro
 	}
 	tx, err := s.begin(ctx, iso, true)
 	if err != nil {
-		return s.mapErr(err)
+		return s.mapCtx(ctx, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(tx); err != nil {
-		return s.mapErr(err)
+		return s.mapCtx(ctx, err)
 	}
-	return s.mapErr(tx.Commit(ctx))
+	return s.mapCtx(ctx, tx.Commit(ctx))
 }
 
 // lockConflict reports a deadlock or a serialization failure: PostgreSQL
@@ -564,6 +565,10 @@ func (s *Client) mapErr(err error) error {
 		return &InvalidError{Field: "tx", Msg: "the transaction is closed (committed or rolled back): begin a new one for the call",
 			Err: pgx.ErrTxClosed}
 	}
+	if errors.Is(err, puddle.ErrClosedPool) {
+		return &InvalidError{Field: "client", Msg: "the client is closed (Close was called, or the pool given to New was closed): open a new one for the call",
+			Err: ErrClosed}
+	}
 	if errors.Is(err, errRetry) {
 		return &ConflictError{Msg: fmt.Sprintf("concurrent changes kept this from completing in %d attempts; try again", maxTxAttempts)}
 	}
@@ -639,6 +644,12 @@ func (s *Client) gaveUp(err error) error {
 		return &gaveUpError{context.DeadlineExceeded, s.outer != nil}
 	}
 	return nil
+}
+
+// mapCtx is mapErr for a call made with ctx: a connection the caller's
+// deadline closed is the caller giving up (givenUp), whichever call it was.
+func (s *Client) mapCtx(ctx context.Context, err error) error {
+	return s.givenUp(ctx, s.mapErr(err))
 }
 
 // givenUp is err, unless the caller's context ended while the call ran and

@@ -656,7 +656,7 @@ func TestDeleteClusterCountsAPoolCreatedWhileItWaited(t *testing.T) {
 		t.Fatal(err)
 	}
 	allocating := beginOn(t, extraConn(t, raw))
-	a, err := st.AllocateEnvIPv4(ctx, allocating, engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", EnvID: "e1"})
+	a, err := st.AllocateEnvIPv4(ctx, allocating, engine.EnvIPv4Request{ClusterID: "c1", Pool: "v4", OrgID: "o1", EnvID: "e1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1434,5 +1434,25 @@ func TestNoConnectionSlotLeftIsNamed(t *testing.T) {
 	var ue *engine.UnavailableError
 	if !errors.As(err, &ue) || !ue.NoSlots || !strings.Contains(err.Error(), "has no connection slot left") {
 		t.Fatalf("a role at its connection limit: %v, want ipam_unavailable with NoSlots", err)
+	}
+}
+
+// A call on a client after its Close is the caller's mistake, named as such
+// at once: not a database outage waited for, not pgx's bare "closed pool".
+func TestCallAfterCloseIsNamed(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "t")
+	mkCluster(t, st, "c1", "2001:db8:1::/48", "", "")
+	st.Close()
+	// A call that waited for a server (failover_timeout, a minute) would
+	// end with this context instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := st.AllocateNode(ctx, nil, engine.NodeRequest{ClusterID: "c1", NodeID: "n1"})
+	if !errors.Is(err, engine.ErrClosed) || !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "client is closed") {
+		t.Fatalf("AllocateNode after Close: %v, want ErrClosed", err)
+	}
+	if _, err := st.GetCluster(ctx, "c1"); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("GetCluster after Close: %v, want ErrClosed", err)
 	}
 }
