@@ -39,7 +39,10 @@ func parseAddressOrPrefix(s string) (netip.Prefix, error) {
 	}
 	a, err := ipam.ParseAddr(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%w, nor a CIDR prefix (e.g. 2001:db8::/64 or 192.0.2.0/24)", err)
+		if m, perr := netip.ParseAddr(s); (perr == nil && m.Is4In6()) || strings.ContainsAny(s, "% \t\r\n") {
+			return netip.Prefix{}, err // its own advice: the IPv4 address itself, or no zone or whitespace
+		}
+		return netip.Prefix{}, fmt.Errorf("%q is neither an IP address nor a CIDR prefix (expected e.g. 2001:db8::1, 2001:db8::/64 or 192.0.2.0/24)", s)
 	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }

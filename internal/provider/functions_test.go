@@ -104,10 +104,11 @@ func TestFunctionBadInputNamesTheArgument(t *testing.T) {
 	cases := []struct{ call, want string }{
 		{`cidr_contains("2001:db8::1/48", "2001:db8::1")`, `"prefix" parameter: "2001:db8::1/48" has host bits set; did you mean 2001:db8::/48\?`},
 		{`cidr_contains("2001:db8::/48", "fe80::1%eth0")`, `"address_or_prefix" parameter: "fe80::1%eth0" is not a valid IP address: zones`},
-		{`cidr_contains("2001:db8::/48", "nope")`, `"address_or_prefix" parameter: "nope" is not a valid IP address .*, nor a CIDR prefix`},
+		{`cidr_contains("2001:db8::/48", "nope")`, `"address_or_prefix" parameter: "nope" is neither an IP address nor a CIDR prefix`},
+		{`cidr_contains("10.0.0.0/8", "::ffff:10.0.0.1")`, `"address_or_prefix" parameter: "::ffff:10.0.0.1" is an IPv4-mapped IPv6 address; write the IPv4 address itself`},
 		{`node_subprefixes("10.0.0.0/8")`, `"cluster_prefix" parameter: 10.0.0.0/8 is not an IPv6 prefix`},
 		{`node_subprefixes("2001:db8::/80")`, `"cluster_prefix" parameter: 2001:db8::/80 is a /80; the cluster prefix must be at least a /64`},
-		{`wireguard_allowed_ips(["2001:db8::/64", "192.0.2.300"])`, `"addresses_and_blocks" parameter: element 1: "192.0.2.300" is not a valid IP address`},
+		{`wireguard_allowed_ips(["2001:db8::/64", "192.0.2.300"])`, `"addresses_and_blocks" parameter: element 1: "192.0.2.300" is neither an IP address nor a CIDR prefix`},
 		{`wireguard_allowed_ips(["2001:db8::/64", null])`, `"addresses_and_blocks" parameter: element 1 is null`},
 	}
 	for _, c := range cases {

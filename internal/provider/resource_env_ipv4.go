@@ -92,10 +92,11 @@ func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				PlanModifiers:       replace,
 			},
 			"org_id": schema.StringAttribute{
-				MarkdownDescription: "The organization that owns the environment. Changing it replaces the resource.",
-				Required:            true,
-				Validators:          []validator.String{validID("org_id")},
-				PlanModifiers:       replace,
+				MarkdownDescription: "The organization that owns the environment. Changing it replaces the resource and gives the environment another address: " +
+					"an owner takes its own cooling address back only for the org that released it.",
+				Required:      true,
+				Validators:    []validator.String{validID("org_id")},
+				PlanModifiers: replace,
 			},
 			"env_id": schema.StringAttribute{
 				MarkdownDescription: "The environment. Changing it replaces the resource.",

@@ -90,8 +90,9 @@ func (r *instanceAddressResource) Schema(_ context.Context, _ resource.SchemaReq
 		}
 	}
 	attrs["instance_id"] = replaceID("instance_id", "The instance (one microVM) the address belongs to.")
-	attrs["org_id"] = replaceID("org_id", "The organization owning the instance; any instance address maps back to (org, env, instance).")
-	attrs["env_id"] = replaceID("env_id", "The environment the instance runs in.")
+	attrs["org_id"] = replaceID("org_id", "The organization owning the instance; any instance address maps back to (org, env, instance). "+
+		"A new value gives the instance another address: an instance takes its own cooling address back only for the org and env that released it.")
+	attrs["env_id"] = replaceID("env_id", "The environment the instance runs in. A new value gives the instance another address, as a new `org_id` does.")
 	attrs["node_id"] = schema.StringAttribute{
 		MarkdownDescription: "The node the instance runs on. When the node has instance blocks (`ipam_node_instance_blocks`), the address " +
 			"comes from them. Changing it updates the record in place and the address stays, unless the old or the new node " +

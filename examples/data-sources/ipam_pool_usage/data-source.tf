@@ -3,7 +3,8 @@ data "ipam_pool_usage" "fra1" {
   cluster_id = "fra1"
 }
 
-# Fail the plan when a category is at or above 80 % (Terraform 1.5+ check block).
+# Warn in every plan and apply when a category is at or above 80 % (a Terraform 1.5+ check block
+# warns and does not fail; a postcondition on the data source would fail the plan instead).
 check "ipam_capacity" {
   assert {
     condition = !data.ipam_pool_usage.fra1.alert
