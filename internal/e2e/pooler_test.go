@@ -101,6 +101,9 @@ func TestPgBouncer(t *testing.T) {
 			if got := last.StatementMode(); got != wantMode {
 				t.Errorf("through %s pooling the second client sends statements as %s, want %s", mode, got, wantMode)
 			}
+			if mode == "transaction" {
+				fixedModeThroughPooler(t, url)
+			}
 			directSt, err := ipam.Open(ctx, ipam.Config{DatabaseURL: direct, MaxConnections: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -202,5 +205,36 @@ func TestPgBouncer(t *testing.T) {
 				t.Errorf("a startup parameter PgBouncer rejects: got %v, want %s with PgBouncer's message", err, ipam.CodeRefused)
 			}
 		})
+	}
+}
+
+// fixedModeThroughPooler: named prepared statements fixed in the connection
+// string (default_query_exec_mode=cache_statement) cannot work through
+// transaction pooling, and the IPAM may not switch them. Two clients in turn
+// meet each other's statements on the one server connection: the second is
+// refused (ipam_refused) naming the setting and what to do, not told that
+// the schema is wrong ("prepared statement already exists" is SQLSTATE
+// class 42, which otherwise reads as a missing table or column).
+func fixedModeThroughPooler(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	fixed := url + sep + "default_query_exec_mode=cache_statement"
+	var err error
+	for i := 0; i < 2 && err == nil; i++ {
+		var st *ipam.Client
+		if st, err = ipam.Open(ctx, ipam.Config{DatabaseURL: fixed, MaxConnections: 1}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.GetCluster(ctx, "c1")
+		st.Close()
+	}
+	said := strings.Join(strings.Fields(fmt.Sprint(err)), " ")
+	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(said, "default_query_exec_mode=cache_statement") ||
+		!strings.Contains(said, "leave the setting out") || strings.Contains(said, "migrat") {
+		t.Errorf("named statements fixed through transaction pooling: %v, want ipam_refused naming the setting", err)
 	}
 }

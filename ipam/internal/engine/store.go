@@ -290,7 +290,8 @@ func checkExecMode(field string, m pgx.QueryExecMode) error {
 		return nil
 	}
 	return invalid(field, "default_query_exec_mode=%s is not supported: the IPAM needs the server to describe each statement's parameters; "+
-		"use cache_statement (the default), or cache_describe or describe_exec behind a transaction pooler (which the IPAM also switches to by itself when it finds one)",
+		"leave the setting out (the IPAM then uses cache_statement, and switches to cache_describe by itself when it finds a transaction pooler), "+
+			"or set cache_describe or describe_exec",
 		execModeName(m))
 }
 
@@ -583,6 +584,14 @@ func (s *Client) mapErr(err error) error {
 		switch pe.Code {
 		case pgerrcode.InFailedSQLTransaction:
 			return &InvalidError{Field: "tx", Msg: "the transaction has already failed (a statement before this call was refused), so it runs nothing more; roll it back and begin again"}
+		case pgerrcode.DuplicatePreparedStatement, pgerrcode.InvalidSQLStatementName:
+			// describeStatements switches a pool whose mode it may pick;
+			// one whose mode the connection string (or the caller's pool)
+			// fixes meets the pooler every time.
+			return &RefusedError{Addr: s.addr, Answers: []string{scrub(pe.Message, s.secret) + " (SQLSTATE " + pe.Code + "): " +
+				"a transaction pooler (PgBouncer in transaction mode) shares server connections between sessions, so the named " +
+				"prepared statements of default_query_exec_mode=cache_statement, which the connection string (or the pool given " +
+				"to New) fixes, collide there; leave the setting out (the IPAM then switches to cache_describe by itself) or set cache_describe"}}
 		case pgerrcode.InsufficientPrivilege:
 			return &DeniedError{Msg: fmt.Sprintf("the database role lacks a grant this needs (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret)), err: err}
 		case pgerrcode.CheckViolation:
