@@ -425,3 +425,79 @@ func lockWaitWorld(t *testing.T, url string, lockTimeout time.Duration, onWait f
 		}},
 	}
 }
+
+// A call that waits for an operator's strong lock on a table (LOCK TABLE,
+// VACUUM FULL, a non-concurrent index build) is reported while it waits, as
+// a call waiting for a row lock is: a refresh's read (one statement outside
+// a transaction), an operator's listing (a read-only transaction) and an
+// allocation. The reads were silent until their bound ran out (found by a
+// trial as a new team, behind LOCK TABLE ... IN EXCLUSIVE MODE).
+func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var waits []engine.Wait
+	holder, _ := lockWaitWorld(t, url, 30*time.Second, func(_ context.Context, w engine.Wait) {
+		mu.Lock()
+		waits = append(waits, w)
+		mu.Unlock()
+	})
+	st := openClient(t, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 30 * time.Second, OnWait: func(_ context.Context, w engine.Wait) {
+		mu.Lock()
+		waits = append(waits, w)
+		mu.Unlock()
+	}})
+	for _, c := range []lockCall{
+		{"a refresh's read (one statement)", func() error {
+			_, err := st.GetActive(ctx, "c1", engine.OwnerEnvIPv4, "e1")
+			return err
+		}},
+		{"an operator's listing (a read-only transaction)", func() error {
+			_, err := engine.OperatorOf(st).ListAllocations(ctx, engine.ListFilter{ClusterID: "c1"})
+			return err
+		}},
+		{"an allocation", func() error {
+			_, err := st.Allocate(ctx, engine.AllocateRequest{Pool: testdb.Pool("c1/v4"),
+				Owner: engine.Owner{Kind: engine.OwnerEnvIPv4, ID: "e3", OrgID: "acme", EnvID: "e3"}})
+			return err
+		}},
+	} {
+		mu.Lock()
+		waits = nil
+		mu.Unlock()
+		tx, err := holder.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE ipam_allocations IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.call() }()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			mu.Lock()
+			n := len(waits)
+			mu.Unlock()
+			if n > 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s after the lock was let go: %v", c.name, err)
+		}
+		mu.Lock()
+		got := append([]engine.Wait(nil), waits...)
+		mu.Unlock()
+		if len(got) == 0 {
+			t.Fatalf("%s: no wait was reported while it waited for the table's lock", c.name)
+		}
+		if s := got[0].String(); !got[0].Lock || !strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "of 30 s (lock_timeout)") {
+			t.Fatalf("%s: reported %+v: %s", c.name, got[0], s)
+		}
+		t.Logf("%s: reported: %s", c.name, got[0].String())
+	}
+}

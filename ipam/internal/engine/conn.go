@@ -154,10 +154,14 @@ func (p dbPool) describeStatements(err error) bool {
 // statement bound, with ErrTimeout. Once the first result is in, the guard
 // is disarmed, and reading the rest is the caller's business.
 type waitGuard struct {
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	mu       sync.Mutex
-	timer    *time.Timer // the armed timer (the second one once the first re-arms)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	timer  *time.Timer // the armed timer (the second one once the first re-arms)
+	// report tells OnWait, each WaitReportInterval, of a strong lock on
+	// the IPAM's tables while the statement waits: what a statement outside
+	// a transaction waits for (nil: no OnWait).
+	report   *time.Timer
 	disarmed bool
 }
 
@@ -177,6 +181,10 @@ func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if s.onWait != nil {
+		start := time.Now()
+		g.report = time.AfterFunc(s.firstLook(), func() { g.reportWait(s, start) })
+	}
 	g.timer = time.AfterFunc(first, func() {
 		fired := time.Now()
 		var busy error
@@ -211,6 +219,25 @@ func (p dbPool) guard(ctx context.Context) (context.Context, *waitGuard) {
 	return g.ctx, g
 }
 
+// reportWait tells OnWait that the guarded statement, unanswered since
+// start, waits while a session holds a strong lock on the IPAM's tables
+// (an operator's LOCK TABLE, VACUUM FULL, an index build): a statement
+// outside a transaction waits for nothing else. Then again each interval.
+func (g *waitGuard) reportWait(s *conn, start time.Time) {
+	lctx, cancel := context.WithTimeout(g.ctx, lookBound)
+	h := s.lockHolders(lctx)
+	cancel()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.disarmed {
+		return
+	}
+	if h != "" {
+		s.onWait(g.ctx, Wait{Addr: s.addr, Waited: time.Since(start), Bound: s.bounds.lock, Lock: true, Holders: scrub(h, s.secret)})
+	}
+	g.report.Reset(WaitReportInterval)
+}
+
 func (g *waitGuard) timeout(d time.Duration) error {
 	return &TimeoutError{What: "the statement did not answer", Timeout: d}
 }
@@ -221,6 +248,9 @@ func (g *waitGuard) disarm() {
 		g.mu.Lock()
 		g.disarmed = true
 		g.timer.Stop()
+		if g.report != nil {
+			g.report.Stop()
+		}
 		g.mu.Unlock()
 	}
 }
@@ -381,7 +411,11 @@ func (p dbPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		if err != nil {
 			return errBatch{err}
 		}
-		return &watchedBatch{BatchResults: c.Conn().SendBatch(ctx, b), c: c, watch: p.s.watchLocks(ctx, c.Conn().PgConn().PID())}
+		// Watched from before it is sent: pgx prepares a batch's new
+		// statements inside SendBatch, and preparing waits for the locks
+		// of their tables (an operator's LOCK TABLE).
+		watch := p.s.watchLocks(ctx, c.Conn().PgConn().PID())
+		return &watchedBatch{BatchResults: c.Conn().SendBatch(ctx, b), c: c, watch: watch}
 	}
 	gctx, g := p.guard(ctx)
 	return guardedBatch{BatchResults: p.get().SendBatch(gctx, b), guard: g}
@@ -1061,16 +1095,7 @@ func (s *conn) watchLocks(ctx context.Context, pid uint32) *lockWatch {
 	stopped := false
 	start := time.Now()
 	var t *time.Timer
-	// The first look comes before a bound (the lock's, the statement's) is
-	// half spent, so that a call bounded by less than twice the interval
-	// still learns who held it up (heldBy); the next ones every interval.
-	first := WaitReportInterval
-	for _, b := range []time.Duration{s.bounds.lock, s.bounds.statement} {
-		if b > 0 {
-			first = min(first, b/2)
-		}
-	}
-	t = time.AfterFunc(first, func() {
+	t = time.AfterFunc(s.firstLook(), func() {
 		lctx, cancel := context.WithTimeout(ctx, lookBound)
 		var waited float64
 		var holders string
@@ -1101,6 +1126,20 @@ func (s *conn) watchLocks(ctx context.Context, pid uint32) *lockWatch {
 		t.Stop()
 	}
 	return w
+}
+
+// firstLook is when a call that waits first looks for what holds it up:
+// before a bound (the lock's, the statement's) is half spent, so that a
+// call bounded by less than twice the interval still learns who held it up
+// (heldBy); the next looks come every interval.
+func (s *conn) firstLook() time.Duration {
+	first := WaitReportInterval
+	for _, b := range []time.Duration{s.bounds.lock, s.bounds.statement} {
+		if b > 0 {
+			first = min(first, b/2)
+		}
+	}
+	return first
 }
 
 // lockWatch is watchLocks' watch of one call.

@@ -418,8 +418,12 @@ func (s *Client) readTx(ctx context.Context, snapshot bool, fn func(pgx.Tx) erro
 		return s.mapCtx(ctx, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// A read waits for an operator's strong lock on a table it reads
+	// (LOCK TABLE, VACUUM FULL): told while it waits, as a write is.
+	watch := s.watchLocks(ctx, tx.Conn().PgConn().PID())
+	defer watch.end()
 	if err := fn(tx); err != nil {
-		return s.mapCtx(ctx, err)
+		return s.mapCtx(ctx, watch.held(err))
 	}
 	return s.mapCtx(ctx, tx.Commit(ctx))
 }
