@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
 
 func (a *app) migrateCmd() *cobra.Command {
@@ -35,11 +37,7 @@ schema owner when the provider runs with auto_migrate = false.`,
 			if err != nil {
 				return err
 			}
-			if after.Current == after.From {
-				fmt.Fprintf(a.out, "schema is up to date at version %d (%s)\n", after.Current, st.Addr())
-				return nil
-			}
-			fmt.Fprintf(a.out, "schema migrated from version %d to %d (%s)\n", after.From, after.Current, st.Addr())
+			fmt.Fprintln(a.out, migrateOutcome(after, st.Addr()))
 			return nil
 		},
 	})
@@ -114,4 +112,20 @@ func (a *app) versionCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// migrateOutcome says what a migrate up did: migrations from several
+// processes at once take turns, so each says what it applied, and when
+// another process applied some meanwhile.
+func migrateOutcome(st ipam.SchemaStatus, addr string) string {
+	switch {
+	case st.Applied == 0 && st.Found == st.Current:
+		return fmt.Sprintf("schema is up to date at version %d (%s)", st.Current, addr)
+	case st.Applied == 0:
+		return fmt.Sprintf("schema is at version %d (%s): another process migrated it from version %d meanwhile; this run applied none", st.Current, addr, st.Found)
+	case st.Applied == st.Current-st.Found:
+		return fmt.Sprintf("schema migrated from version %d to %d (%s)", st.Found, st.Current, addr)
+	}
+	return fmt.Sprintf("schema migrated from version %d to %d (%s): this run applied %d of the %d migrations, another process at the same time the others",
+		st.Found, st.Current, addr, st.Applied, st.Current-st.Found)
 }

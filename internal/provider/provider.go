@@ -206,14 +206,14 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 			return
 		}
 		tflog.Debug(ctx, "IPAM schema ready", map[string]any{"schema_version": status.Current})
-		if status.From > 0 && status.Current > status.From {
+		if status.Found > 0 && status.Applied > 0 {
 			// An upgrade of a schema in use (not a new database's first
 			// tables): every other configuration and ipamctl on it feel it.
 			resp.Diagnostics.AddWarning("IPAM Database Schema Upgraded", fmt.Sprintf("This run upgraded the IPAM database's "+
 				"schema from version %d to %d (auto_migrate = true). A provider or ipamctl of an earlier release now refuses "+
 				"to run against this database until it is upgraded too. On a database several configurations share, pin the "+
 				"provider's version in each and let the schema's owner migrate (auto_migrate = false, ipamctl migrate up): "+
-				"see the guide \"Upgrading the provider\".", status.From, status.Current))
+				"see the guide \"Upgrading the provider\".", status.Found, status.Current))
 		}
 	} else if err := st.CheckSchema(ctx); err != nil {
 		st.Close()

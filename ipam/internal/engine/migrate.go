@@ -22,6 +22,12 @@ type SchemaStatus struct {
 	// the schema); Current when it applied none, because the database was
 	// up to date or another process migrated it first.
 	From int32
+	// Found (Migrate only): the version the call found when it began,
+	// before it waited for the migration lock (0: a database without the
+	// schema). Applied: how many migrations this call applied. Processes
+	// that migrate at once take turns migration by migration, so Current
+	// minus Found is more than Applied when another one applied some.
+	Found, Applied int32
 }
 
 // LatestSchemaVersion is the number of migrations embedded in this binary.
@@ -63,6 +69,12 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 	defs, err := migrations.Definitions()
 	if err != nil {
 		return st, err
+	}
+	// What the database has before this call waits for anyone.
+	if found, err := s.SchemaStatus(ctx); err != nil {
+		return st, err
+	} else {
+		st.Found = found.Current
 	}
 	applied := false // a numbered migration ran in this call
 	for {
@@ -114,6 +126,7 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 				return err
 			}
 			st.Current = next.Sequence
+			st.Applied++
 			applied = true
 			return nil
 		})

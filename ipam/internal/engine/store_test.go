@@ -967,6 +967,18 @@ func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
 	if fromNothing != 1 {
 		t.Errorf("concurrent migrations of an empty database: %+v, want exactly one from version 0", statuses)
 	}
+	// Each migration ran once, in one of them: what each says it applied
+	// adds up to the whole, and none claims more than it saw happen.
+	var applied int32
+	for _, s := range statuses {
+		applied += s.Applied
+		if s.Found > s.From || s.Applied > s.Current-s.Found {
+			t.Errorf("a concurrent migration reported %+v: found after its first migration, or applied more than it saw", s)
+		}
+	}
+	if applied != latest {
+		t.Errorf("concurrent migrations of an empty database applied %d migrations between them (%+v), want %d", applied, statuses, latest)
+	}
 	st, err := engine.Open(ctx, engine.Config{DatabaseURL: url})
 	if err != nil {
 		t.Fatal(err)
@@ -975,7 +987,7 @@ func TestMigrateConcurrentlyAndRefuseNewerSchema(t *testing.T) {
 	if err := st.CheckSchema(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := st.Migrate(ctx); err != nil || s.From != latest || s.Current != latest {
+	if s, err := st.Migrate(ctx); err != nil || s.From != latest || s.Current != latest || s.Found != latest || s.Applied != 0 {
 		t.Fatalf("migrating an up-to-date database: %+v %v, want From and Current %d", s, err, latest)
 	}
 	raw, _ := pgx.Connect(ctx, url)
