@@ -106,27 +106,50 @@ func TestDestroyWithoutForce(t *testing.T) {
 }
 
 // The getting-started guide's way to destroy a cluster that still holds an
-// address no Terraform state manages (one the Go API made): setting
-// force_destroy and destroying at once fails, since a destroy reads the
-// setting from the state; after an apply that records it, the destroy
-// releases the address into its cooldown and succeeds.
+// address no Terraform state manages (one the Go API made): the destroy's
+// plan warns that the destroy will be refused, naming that address and not
+// the configuration's own; setting force_destroy and destroying at once
+// fails, since a destroy reads the setting from the state; after an apply
+// that records it, the destroy plans without a warning, releases the
+// address into its cooldown and succeeds. The same for a pool.
 func TestForceDestroyTakesAnApplyFirst(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
-	cluster := func(force bool) string {
-		return fmt.Sprintf("resource \"ipam_cluster\" \"lab\" {\n  name          = \"lab\"\n  prefix        = \"2001:db8:42::/48\"\n  force_destroy = %v\n}\n", force)
+	config := func(force bool) string {
+		return fmt.Sprintf("resource \"ipam_cluster\" \"lab\" {\n  name          = \"lab\"\n  prefix        = \"2001:db8:42::/48\"\n  force_destroy = %v\n}\n", force) +
+			fmt.Sprintf("resource \"ipam_pool\" \"v4\" {\n  cluster_id    = ipam_cluster.lab.id\n  name          = \"v4\"\n  cidrs         = [\"203.0.113.0/29\"]\n  force_destroy = %v\n}\n", force) +
+			"resource \"ipam_node_address\" \"n1\" {\n  cluster_id = ipam_cluster.lab.id\n  node_id    = \"n1\"\n}\n"
 	}
-	w := newWorkdir(t, url, cluster(false))
+	w := newWorkdir(t, url, config(false))
 	w.run("apply", "-input=false", "-auto-approve")
+	if out := string(w.run("plan", "-destroy", "-input=false")); strings.Contains(out, "Will Be Refused") {
+		t.Fatalf("the destroy plan of what this configuration alone holds warns:\n%s", out)
+	}
 	st := openAs(t, url, "scheduler")
 	if _, err := st.Allocate(t.Context(), ipam.AllocateRequest{Pool: ipam.NodePool("lab"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "node-4", NodeID: "node-4"}}); err != nil {
 		t.Fatal(err)
 	}
-	w.write(cluster(true))
-	if out, err := w.try("destroy", "-input=false", "-auto-approve"); err == nil || !strings.Contains(string(out), "still holds 1 active") {
-		t.Fatalf("destroy with force_destroy set but not applied: %v, want the cluster's refusal:\n%s", err, out)
+	if _, err := st.AllocateEnvIPv4(t.Context(), nil, ipam.EnvIPv4Request{ClusterID: "lab", Pool: "v4", OrgID: "o1", EnvID: "env-9"}); err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(strings.Fields(string(w.run("plan", "-destroy", "-input=false"))), " ")
+	for _, want := range []string{`Cluster Destroy Will Be Refused`, `cluster "lab" holds 2 active addresses that this configuration did not allocate`,
+		`node "node-4"`, `Pool Destroy Will Be Refused`, `pool "lab/v4" holds 1 active address`, `env_ipv4 "env-9"`} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the destroy plan does not say %q:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(plan, `node "n1"`) {
+		t.Errorf("the destroy plan names this configuration's own address:\n%s", plan)
+	}
+	w.write(config(true))
+	if out, err := w.try("destroy", "-input=false", "-auto-approve"); err == nil || !strings.Contains(string(out), "still holds") {
+		t.Fatalf("destroy with force_destroy set but not applied: %v, want the refusal:\n%s", err, out)
 	}
 	w.run("apply", "-input=false", "-auto-approve")
+	if out := string(w.run("plan", "-destroy", "-input=false")); strings.Contains(out, "Will Be Refused") {
+		t.Fatalf("the destroy plan warns with force_destroy applied:\n%s", out)
+	}
 	w.run("destroy", "-input=false", "-auto-approve")
 	if got := queryMap(t, url, `SELECT owner_id, cluster_id FROM ipam_tombstones WHERE owner_id = 'node-4' AND reusable_at > now()`); got["node-4"] != "lab" {
 		t.Errorf("node-4's tombstones after the forced destroy: %v, want one of cluster lab, cooling", got)

@@ -241,6 +241,10 @@ func (r *clusterResource) overlapsOwnClusters(ctx context.Context, id string, pr
 
 func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
+		var state clusterResourceModel
+		if resp.Diagnostics.Append(req.State.Get(ctx, &state)...); !resp.Diagnostics.HasError() && !state.ForceDestroy.ValueBool() {
+			warnDestroyHeldElsewhere(ctx, r.store, &resp.Diagnostics, "cluster", state.ID.ValueString())
+		}
 		return
 	}
 	var plan, config clusterResourceModel
@@ -603,4 +607,24 @@ func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportSt
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_destroy"), false)...)
 	warnObjectManagedElsewhere(ctx, r.store, operator.ManagedCluster, id, &resp.Diagnostics)
+}
+
+// warnDestroyHeldElsewhere warns, in the plan of a cluster's or pool's
+// destroy without force_destroy, when it holds active addresses that this
+// configuration did not allocate: Terraform destroys this plan's resources
+// that depend on it first, and then the destroy is refused (conflict),
+// half-way. The look is advice: a failure to make it is no error.
+func warnDestroyHeldElsewhere(ctx context.Context, store *ipam.Client, diags *diag.Diagnostics, kind, id string) {
+	if store == nil || id == "" {
+		return
+	}
+	n, list, err := store.HeldElsewhere(ctx, kind, id)
+	if err != nil || n == 0 {
+		return
+	}
+	diags.AddWarning(map[string]string{"cluster": "Cluster", "pool": "Pool"}[kind]+" Destroy Will Be Refused", fmt.Sprintf("%s %q holds %d active %s that this configuration "+
+		"did not allocate: %s. Terraform destroys the resources of this plan that depend on the %s first, and then the %s's "+
+		"destroy fails with conflict, half-way. Release those addresses first (from their configuration, or ipamctl release), "+
+		"or set force_destroy = true and apply it before destroying, to release them into their cooldown with the %s.",
+		kind, id, n, map[bool]string{true: "address", false: "addresses"}[n == 1], list, kind, kind, kind))
 }

@@ -315,6 +315,10 @@ func (r *poolResource) ValidateConfig(ctx context.Context, req resource.Validate
 // replaces the pool when its family would change.
 func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
+		var state poolResourceModel
+		if resp.Diagnostics.Append(req.State.Get(ctx, &state)...); !resp.Diagnostics.HasError() && !state.ForceDestroy.ValueBool() {
+			warnDestroyHeldElsewhere(ctx, r.store, &resp.Diagnostics, "pool", state.ID.ValueString())
+		}
 		return
 	}
 	var plan poolResourceModel

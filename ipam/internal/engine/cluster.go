@@ -496,6 +496,40 @@ func stillHolds(ctx context.Context, tx pgx.Tx, what, kind string, pools []strin
 		"one of them then loses it, and its next apply allocates again)", what, active, noun, list, kind)}
 }
 
+// HeldElsewhere counts the active addresses of a cluster (kind "cluster")
+// or a pool (kind "pool") that this client's configuration (its Origin) did
+// not hand out, and names the first few: what a destroy of it without
+// force_destroy would still find once the configuration's own resources
+// are destroyed, so that its plan can say the destroy will be refused.
+func (s *Client) HeldElsewhere(ctx context.Context, kind, id string) (int64, string, error) {
+	if kind == "cluster" {
+		if err := checkIDs("cluster_id", id); err != nil {
+			return 0, "", err
+		}
+	}
+	var n int64
+	var list string
+	err := s.readTx(ctx, true, func(tx pgx.Tx) error {
+		pools := []string{id}
+		if kind == "cluster" {
+			rows, err := tx.Query(ctx, sqlPoolsOfCluster, id)
+			if err != nil {
+				return err
+			}
+			if pools, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRow(ctx, sqlActiveElsewhereCount, pools, s.origin).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		var err error
+		list, err = firstFew(ctx, tx, n, sqlActiveElsewhereSample, pools, s.origin)
+		return err
+	})
+	return n, list, err
+}
+
 // emptyPools readies pools for their destroy, with an event for each row it
 // changes: the database refuses to delete a pool that still has an active
 // row or a live hold (migration 12). A destroy is never refused for holds

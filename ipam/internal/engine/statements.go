@@ -401,6 +401,17 @@ const (
 	// for a refused destroy: "2001:db8::1 (node "n1")".
 	sqlActiveSample = `SELECT host(address) || ' (' || owner_kind || ' "' || owner_id || '")' FROM ipam_allocations
 		WHERE pool_id = ANY ($1::text[]) AND state = 'active' ORDER BY pool_id, ordinal LIMIT $2`
+
+	// sqlActiveElsewhereCount and sqlActiveElsewhereSample: the active
+	// addresses of the pools $1 that the configuration $2 did not hand out
+	// (another one did, or none: the scheduler's); a row records the origin
+	// of the generation that holds it (origin_generation). A destroy plan's
+	// look (HeldElsewhere).
+	sqlActiveElsewhereCount = `SELECT count(*) FROM ipam_allocations
+		WHERE pool_id = ANY ($1::text[]) AND state = 'active' AND NOT coalesce(origin = $2 AND origin_generation = generation, false)`
+	sqlActiveElsewhereSample = `SELECT host(address) || ' (' || owner_kind || ' "' || owner_id || '")' FROM ipam_allocations
+		WHERE pool_id = ANY ($1::text[]) AND state = 'active' AND NOT coalesce(origin = $2 AND origin_generation = generation, false)
+		ORDER BY pool_id, ordinal LIMIT $3`
 )
 
 // sqlInsertCluster creates a cluster (no row: it exists); sqlUpdateCluster
