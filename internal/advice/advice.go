@@ -42,7 +42,7 @@ func For(err error) Explanation {
 	case ipam.CodeRefused:
 		e.Title, e.Connection = "IPAM Database Refused the Connection", true
 		e.Advice = "A server answered and refused the connection for good, so waiting or retrying will not help. " +
-			"Check the credentials (the user name and password of database_url, IPAM_DATABASE_URL or PGUSER/PGPASSWORD), " +
+			"Check the credentials (the user name and password of database_url or ipamctl's --database-url, IPAM_DATABASE_URL or PGUSER/PGPASSWORD), " +
 			"the database name (it must exist, and the role must be allowed to connect to it), and the TLS settings " +
 			"(sslmode, sslrootcert: the server's certificate must verify, and a pooler must accept the connection's startup parameters)."
 	case ipam.CodeUnavailable:
@@ -81,7 +81,7 @@ func For(err error) Explanation {
 	case ipam.CodeSchema:
 		e.Title, e.Connection = "IPAM Database Schema Mismatch", true
 		e.Advice = "The database schema is not the one this binary was built for. If it is older, run `ipamctl migrate up` " +
-			"(or let the provider migrate: auto_migrate = true). If it is newer, upgrade the provider or ipamctl to the " +
+			"as the schema's owner role (a provider that connects as that role migrates it itself with auto_migrate = true). If it is newer, upgrade the provider or ipamctl to the " +
 			"version that migrated it; `ipamctl migrate status` shows both versions."
 	case ipam.CodeExhausted:
 		e.Title = "Pool Exhausted"
@@ -178,7 +178,7 @@ func unavailable(err error) string {
 		fmt.Fprintf(&b, "The servers at %s answered, but none could be used (read-only, shutting down, or the session was lost). "+
 			"Point the connection string at the primary, or list every host with target_session_attrs=read-write. ", ue.Addr)
 	default:
-		fmt.Fprintf(&b, "Nothing usable answered at %s. Check that host and port (database_url, IPAM_DATABASE_URL or "+
+		fmt.Fprintf(&b, "Nothing usable answered at %s. Check that host and port (database_url or ipamctl's --database-url, IPAM_DATABASE_URL or "+
 			"PGHOST/PGPORT), that PostgreSQL runs and listens there, and that no firewall is in between. ", ue.Addr)
 	}
 	switch {

@@ -225,3 +225,28 @@ resource "ipam_node_address" "imp" {
 		t.Errorf("importing lab/node-3, which ipam_node_address.node3 manages, did not warn:\n%s", out)
 	}
 }
+
+// An owner id is one owner in a cluster, whatever its tenant: an
+// environment's IPv4 declared for another org under an env id that one org
+// already uses is refused at plan and apply, saying that the address is
+// held for the other org, with no advice to import it (which would hand one
+// org's address to the other). It was told that the same configuration
+// managed it, and to import it (found by a trial as a new team).
+func TestAnOwnerIDOfAnotherTenantIsNotImportAdvice(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	const acme = "resource \"ipam_env_ipv4\" \"acme\" {\n  pool_id = \"c1/v4\"\n  org_id  = \"acme\"\n  env_id  = \"shop-prod\"\n}\n"
+	w := newWorkdir(t, url, acme)
+	w.run("apply", "-input=false", "-auto-approve")
+	before := activeAddresses(t, url)
+	w.write(acme + strings.ReplaceAll(strings.ReplaceAll(acme, `"acme"`, `"globex"`), `org_id  = "acme"`, `org_id  = "globex"`))
+	out, err := w.try("apply", "-input=false", "-auto-approve")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || !strings.Contains(said, "owner_conflict") || !strings.Contains(said, `held for org "acme" and env "shop-prod", not "globex"`) ||
+		strings.Contains(said, "terraform import") || strings.Contains(said, "this same configuration manages it") {
+		t.Fatalf("another org's env declared under the same env id: %v\n%s", err, out)
+	}
+	if after := activeAddresses(t, url); !equalMaps(after, before) {
+		t.Errorf("the refused apply changed the allocations: %v, want %v", after, before)
+	}
+}

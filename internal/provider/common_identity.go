@@ -137,7 +137,7 @@ func importTarget(err error) (typ, id string) {
 	var oc *ipam.OwnerConflictError
 	var ce *ipam.ConflictError
 	switch {
-	case errors.As(err, &oc) && !oc.Held:
+	case errors.As(err, &oc) && !oc.Held && !oc.OtherTenant:
 		switch oc.OwnerKind {
 		case ipam.OwnerNode:
 			return "ipam_node_address", nodeAddressIdentity.format(oc.ClusterID, oc.OwnerID)

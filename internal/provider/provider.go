@@ -217,7 +217,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 		}
 	} else if err := st.CheckSchema(ctx); err != nil {
 		st.Close()
-		addCoreError(&resp.Diagnostics, "IPAM Database Schema Mismatch", err)
+		addCoreError(&resp.Diagnostics, "Unable to Configure the IPAM Provider", err)
 		return
 	}
 	waited.warn(&resp.Diagnostics)

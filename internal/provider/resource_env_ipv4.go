@@ -99,7 +99,8 @@ func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				PlanModifiers: replace,
 			},
 			"env_id": schema.StringAttribute{
-				MarkdownDescription: "The environment. Changing it replaces the resource.",
+				MarkdownDescription: "The environment: the owner of the address, so unique in the cluster across orgs (another " +
+					"org's environment of the same id is refused with `owner_conflict`). Changing it replaces the resource.",
 				Required:            true,
 				Validators:          []validator.String{validID("env_id")},
 				PlanModifiers:       replace,

@@ -393,12 +393,24 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 		conflict.Detail = fmt.Sprintf("import it into the configuration that should manage it, or release it with ipamctl before allocating it as actor %q",
 			s.actor)
 		return conflict
+	case held.State == StateActive && !held.Owner.sameTenant(req.Owner):
+		// Another tenant's address is not taken over: it cools down first
+		// (the replacement that changes org or env moves the owner to another
+		// address, moveReplaced). Whoever manages it, importing it would
+		// hand one tenant's address to another: no import advice.
+		conflict.OtherTenant = true
+		conflict.Detail = fmt.Sprintf("it is held for org %q and env %q, not %q and %q: an owner id is one owner in a cluster, "+
+			"whatever the tenant, so this is another tenant's %s, or the owner changing tenant, which gets another address once "+
+			"this one is released (it then cools down): release it first, or give the owner an id of its own",
+			held.Owner.OrgID, held.Owner.EnvID, req.Owner.OrgID, req.Owner.EnvID, held.Owner.Kind)
+		return conflict
 	case held.State == StateActive && held.Confirmed && s.origin != "" && held.Origin == s.origin:
 		// This configuration's own, read by its refresh: a second resource
 		// of it declaring the owner, or the create half of a replacement
 		// whose plan could not mark it (a taint under create_before_destroy:
 		// Terraform plans that create without the tainted object's state).
-		conflict.Detail = "this same configuration manages it: if its resource is tainted under create_before_destroy, " +
+		conflict.Detail = "this same configuration manages it: if its resource was removed from the state (terraform state rm), " +
+			"import it again; if its resource is tainted under create_before_destroy, " +
 			"untaint it and replace it with terraform apply -replace=ADDRESS (whose plan marks the allocation, so the new object " +
 			"takes it over); if two resources of this configuration declare the owner, remove one"
 		return conflict
@@ -407,13 +419,6 @@ func (s *Client) checkAdoptable(pool *Pool, req AllocateRequest, held Allocation
 		// for a second configuration declaring the same owner.
 		conflict.Detail = fmt.Sprintf("since %s it is managed by a configuration whose refresh has seen it (or that made it over %s ago); an owner holds one address in a cluster, whatever the actor: declare it in one configuration only (import it into this one and remove it from the other, or remove it here)",
 			held.AllocatedAt.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
-		return conflict
-	case held.State == StateActive && !held.Owner.sameTenant(req.Owner):
-		// Another tenant's address is not taken over: it cools down first
-		// (the replacement that changes org or env moves the owner to another
-		// address, moveReplaced).
-		conflict.Detail = fmt.Sprintf("it is held for org %q and env %q, not %q and %q; an owner changing tenant gets another address, and this one cools down first: release it first",
-			held.Owner.OrgID, held.Owner.EnvID, req.Owner.OrgID, req.Owner.EnvID)
 		return conflict
 	case held.PoolID != pool.ID:
 		conflict.Detail = fmt.Sprintf("it is from pool %q, not %q; release it first", held.PoolID, pool.ID)

@@ -193,6 +193,9 @@ type OwnerConflictError struct {
 	// Block is the pool block the held address lies in (zero when not
 	// known): with Address, the address's CIDR as an allocation gives it.
 	Block netip.Prefix
+	// OtherTenant: what the owner holds is for another org or env than
+	// the request's; an import would hand one tenant's address to another.
+	OtherTenant bool
 	// Held: what the owner holds is another configuration's live plan-time
 	// hold, not an allocation (nothing to import yet).
 	Held bool
@@ -257,7 +260,7 @@ func (e *AddressCoolingError) Code() string { return CodeAddressCooling }
 func (e *AddressCoolingError) Is(target error) bool { return isCode(CodeAddressCooling, target) }
 
 func (e *AddressCoolingError) Error() string {
-	return fmt.Sprintf("%s: %s was released by %s %q and is cooling down until %s; only that owner may take it back before then",
+	return fmt.Sprintf("%s: %s was released by %s %q and is cooling down until %s; only that owner, under the same org and env, may take it back before then",
 		CodeAddressCooling, e.Address, e.OwnerKind, e.OwnerID, e.ReusableAt.UTC().Format(time.RFC3339))
 }
 

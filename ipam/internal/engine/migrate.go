@@ -206,7 +206,7 @@ func (s *Client) CheckSchema(ctx context.Context) error {
 		return err
 	}
 	if st.Current < st.Latest {
-		return &SchemaError{Msg: fmt.Sprintf("the database schema is at version %d but this binary needs version %d; run `ipamctl migrate up` as the schema owner, or set auto_migrate = true", st.Current, st.Latest)}
+		return &SchemaError{Msg: fmt.Sprintf("the database schema is at version %d but this binary needs version %d; run `ipamctl migrate up` as the schema's owner role, or let a provider that connects as that role migrate it (auto_migrate = true)", st.Current, st.Latest)}
 	}
 	return nil
 }
