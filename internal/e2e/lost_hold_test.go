@@ -57,6 +57,11 @@ func TestSavedPlanAfterItsHoldWasLost(t *testing.T) {
 	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'lost-1'`); n != 0 {
 		t.Fatalf("the failed apply left %d rows (a hold) for the owner, want none", n)
 	}
+	// The failed apply told the loss: the next plan holds a new address
+	// without telling it again.
+	if next := string(w.run("plan", "-input=false")); strings.Contains(next, "Earlier Planned Address Was Taken") {
+		t.Errorf("the plan after the failed apply tells the loss again:\n%s", next)
+	}
 	w.run("apply", "-input=false", "-auto-approve")
 	if got := w.addresses("")["ipam_node_address.n"]; got == "" || got == planned {
 		t.Fatalf("after a new plan: %q", got)

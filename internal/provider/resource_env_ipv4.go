@@ -101,9 +101,9 @@ func (r *envIPv4Resource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"env_id": schema.StringAttribute{
 				MarkdownDescription: "The environment: the owner of the address, so unique in the cluster across orgs (another " +
 					"org's environment of the same id is refused with `owner_conflict`). Changing it replaces the resource.",
-				Required:            true,
-				Validators:          []validator.String{validID("env_id")},
-				PlanModifiers:       replace,
+				Required:      true,
+				Validators:    []validator.String{validID("env_id")},
+				PlanModifiers: replace,
 			},
 			"address": schema.StringAttribute{
 				MarkdownDescription: "The IPv4 address. Set it to claim exactly this address: it must be a usable address of the " +

@@ -161,6 +161,7 @@ func (s *Client) reserveHold(ctx context.Context, req AllocateRequest, ttl time.
 		// holds now.
 		return Hold{Allocation: taken.Allocation}, nil
 	case found:
+		held.Lost = s.news(held.Lost)
 		return held, nil
 	case err != nil:
 		return s.ownerTaken(ctx, r, Hold{Lost: held.Lost}, err)
@@ -190,7 +191,7 @@ func (s *Client) reserveHold(ctx context.Context, req AllocateRequest, ttl time.
 		}
 		if err != nil {
 			if live, ok := s.liveHold(ctx, r, err); ok {
-				live.Lost = h.Lost
+				live.Lost = s.news(h.Lost)
 				return live, nil
 			}
 			return s.ownerTaken(ctx, r, h, err)
@@ -207,7 +208,19 @@ func (s *Client) reserved(ctx context.Context, r request, h Hold, looked bool) H
 		h.Lost, _ = scanLostHold(s.pool.QueryRow(ctx, sqlLostHold, lostHoldArgs(r.Pool.ClusterID, r.Owner)...))
 		h.Lost = s.lostByMe(h.Lost)
 	}
+	h.Lost = s.news(h.Lost)
 	return h
+}
+
+// news is l when the loss is news to this run (toReport): a plan that holds
+// an address again names the lost one (Hold.Lost, the provider's "Earlier
+// Planned Address Was Taken") only until a run was told the loss, not in
+// every later plan.
+func (s *Client) news(l *LostHold) *LostHold {
+	if s.toReport(l) {
+		return l
+	}
+	return nil
 }
 
 // liveHold is the owner's live hold, of this configuration, when err says

@@ -291,7 +291,7 @@ func checkExecMode(field string, m pgx.QueryExecMode) error {
 	}
 	return invalid(field, "default_query_exec_mode=%s is not supported: the IPAM needs the server to describe each statement's parameters; "+
 		"leave the setting out (the IPAM then uses cache_statement, and switches to cache_describe by itself when it finds a transaction pooler), "+
-			"or set cache_describe or describe_exec",
+		"or set cache_describe or describe_exec",
 		execModeName(m))
 }
 
