@@ -250,3 +250,35 @@ func TestAnOwnerIDOfAnotherTenantIsNotImportAdvice(t *testing.T) {
 		t.Errorf("the refused apply changed the allocations: %v, want %v", after, before)
 	}
 }
+
+// Each workspace of a working directory has a state of its own, so it is
+// another configuration to the provider: a second workspace that declares
+// the owners of the first is refused (warned at plan, owner_conflict at
+// apply, nothing written), as a second directory is. Both workspaces had
+// the directory as their origin, so the second one adopted the first one's
+// allocations as a retried apply, and its destroy then released what the
+// first still used (found by a trial as a Terraform power user).
+func TestAnotherWorkspaceIsAnotherConfiguration(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	w := newWorkdir(t, url, ownerConfig)
+	w.run("apply", "-input=false", "-auto-approve")
+	held := activeAddresses(t, url)
+	w.run("workspace", "new", "staging")
+	plan := strings.Join(strings.Fields(string(w.run("plan", "-input=false"))), " ")
+	if !strings.Contains(plan, "Is Managed Elsewhere") || !strings.Contains(plan, "(workspace staging)") {
+		t.Errorf("the staging workspace's plan does not warn, naming its workspace:\n%s", plan)
+	}
+	out, err := w.try("apply", "-input=false", "-auto-approve")
+	if err == nil || !strings.Contains(string(out), "owner_conflict") {
+		t.Fatalf("the staging workspace's apply of the default workspace's owners: %v\n%s", err, out)
+	}
+	if now := activeAddresses(t, url); !equalMaps(now, held) {
+		t.Errorf("active allocations %v after the refused apply, want %v", now, held)
+	}
+	// Back in the default workspace, the configuration is itself again.
+	w.run("workspace", "select", "default")
+	if out, err := w.try("plan", "-input=false", "-detailed-exitcode"); err != nil {
+		t.Fatalf("the default workspace's plan after the other's refusal: %v\n%s", err, out)
+	}
+}

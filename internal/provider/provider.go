@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,7 +137,9 @@ func (p *ipamProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp 
 					"else the working directory). A create that finds its owner's address made by an apply that never finished " +
 					"(killed before its state was saved) adopts it only from the same `actor` and origin; from another origin it " +
 					"fails with `owner_conflict`, since that is a second configuration declaring the owner. Set it when one " +
-					"configuration runs in changing directories (a CI job with a new checkout path each time).",
+					"configuration runs in changing directories (a CI job with a new checkout path each time). In a workspace other " +
+					"than `default` the working directory's origin names the workspace too, since each workspace has a state of " +
+					"its own; an origin that is set should name it as well (`\"ci-${terraform.workspace}\"`).",
 				Optional:   true,
 				Validators: []validator.String{validOrigin()},
 			},
@@ -341,7 +345,9 @@ func (w *waits) warn(diags *diag.Diagnostics) {
 
 // configOrigin is the provider's origin: the option, else IPAM_ORIGIN, else
 // the working directory (Terraform starts the provider in the directory of
-// the configuration, after -chdir).
+// the configuration, after -chdir), with its workspace unless that is
+// "default": each workspace has a state of its own, so it is another
+// configuration to the provider.
 func configOrigin(v types.String) string {
 	if o := v.ValueString(); o != "" {
 		return o
@@ -350,7 +356,33 @@ func configOrigin(v types.String) string {
 		return o
 	}
 	if wd, err := os.Getwd(); err == nil {
+		if ws := currentWorkspace(wd); ws != "default" {
+			return wd + " (workspace " + ws + ")"
+		}
 		return wd
 	}
 	return ""
+}
+
+// currentWorkspace is the Terraform (or OpenTofu) workspace of the
+// configuration in wd, as the CLI itself finds it: TF_WORKSPACE, else what
+// `terraform workspace select` recorded in the data directory (TF_DATA_DIR,
+// default .terraform), else "default".
+func currentWorkspace(wd string) string {
+	if ws := os.Getenv("TF_WORKSPACE"); ws != "" {
+		return ws
+	}
+	dir := os.Getenv("TF_DATA_DIR")
+	if dir == "" {
+		dir = ".terraform"
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(wd, dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "environment")); err == nil {
+		if ws := strings.TrimSpace(string(b)); ws != "" {
+			return ws
+		}
+	}
+	return "default"
 }
