@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 )
@@ -275,5 +276,52 @@ resource "ipam_pool" "lit" {
 	if out := string(w.run("plan", "-input=false", "-no-color")); !strings.Contains(out, "ipam_pool.lit will be created") ||
 		!strings.Contains(out, "Plan: 1 to add, 0 to change, 0 to destroy") {
 		t.Errorf("the plan after the prefix change does not create the literal cluster's pool again, alone:\n%s", out)
+	}
+}
+
+// A saved plan of create_before_destroy replacements applied after
+// reservation_ttl has passed keeps every address: the replacements' marks
+// outlive the plan's holds (at least a week). The mark lasted
+// reservation_ttl, so the apply's re-plan found the owner managed by this
+// configuration with no mark, showed its address unknown, and Terraform
+// failed with "Provider produced inconsistent final plan", leaving the old
+// objects deposed in the state, which no later apply could replace (found by
+// a trial as a Terraform power user).
+func TestSavedReplacementPlanAppliedAfterTheHoldsExpired(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	const hcl = `resource "ipam_instance_address" "i" {
+  cluster_id  = "c1"
+  instance_id = "late-1"
+  org_id      = "o1"
+  env_id      = "e1"
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+resource "ipam_address_set" "s" {
+  cluster_id = "c1"
+  owner_id   = "late-set"
+  addresses = {
+    pub = { pools = ["c1/v4"] }
+  }
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+`
+	w := newWorkdirWith(t, url, `  reservation_ttl = "2s"`, hcl)
+	w.run("apply", "-input=false", "-auto-approve")
+	before := activeAddresses(t, url)
+	w.run("plan", "-input=false", "-replace=ipam_instance_address.i", "-replace=ipam_address_set.s", "-out=tfplan")
+	time.Sleep(3 * time.Second) // past reservation_ttl
+	if out, err := w.try("apply", "-input=false", "tfplan"); err != nil {
+		t.Fatalf("the saved replacement plan applied after reservation_ttl: %v\n%s", err, out)
+	}
+	if after := activeAddresses(t, url); !equalMaps(after, before) {
+		t.Errorf("the replacements changed the addresses: %v, want %v", after, before)
+	}
+	if out, err := w.try("plan", "-input=false", "-detailed-exitcode"); err != nil {
+		t.Fatalf("the plan after the replacements is not empty: %v\n%s", err, out)
 	}
 }

@@ -25,6 +25,19 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
+// replacementMarkTTL is the least time a replacement's mark lasts
+// (MarkReplacement and its kin): a saved plan of a create_before_destroy
+// replacement applied later than reservation_ttl must still find it, or
+// Terraform's re-plan at apply shows the address unknown, fails with
+// "Provider produced inconsistent final plan", and leaves the old object
+// deposed in the state, which no later apply could replace.
+const replacementMarkTTL = 7 * 24 * time.Hour
+
+// markTTL is how long a replacement's mark lasts: reservation_ttl, and at
+// least replacementMarkTTL. A mark is this configuration's alone, and ends
+// when anything changes the allocation.
+func (pd *providerData) markTTL() time.Duration { return max(pd.reservationTTL, replacementMarkTTL) }
+
 // providerData is what Configure hands to resources and data sources: the
 // core store and the provider-wide options.
 type providerData struct {

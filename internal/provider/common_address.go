@@ -395,7 +395,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		// that the create takes it over (the plan then shows the address it
 		// keeps) instead of refusing it as another configuration's. Nothing
 		// to mark (another cluster, a released allocation) is no error.
-		_, _ = pd.store.MarkReplacement(ctx, pool.ClusterID, owner, replaces, pd.reservationTTL)
+		_, _ = pd.store.MarkReplacement(ctx, pool.ClusterID, owner, replaces, pd.markTTL())
 	}
 	a, err := pd.store.Reserve(ctx, ipam.AllocateRequest{Pool: pool, Owner: owner, Address: addr}, pd.reservationTTL)
 	var oc *ipam.OwnerConflictError

@@ -365,7 +365,7 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 		// the create takes each over (keeping its address) instead of
 		// refusing it as another configuration's. Nothing to mark (another
 		// cluster or set, a released member) is no error.
-		_ = r.store.MarkSetReplacement(ctx, plan.ClusterID.ValueString(), plan.OwnerID.ValueString(), gens, r.pd.reservationTTL)
+		_ = r.store.MarkSetReplacement(ctx, plan.ClusterID.ValueString(), plan.OwnerID.ValueString(), gens, r.pd.markTTL())
 	}
 	keys := make([]string, 0, len(planned))
 	for k := range planned {

@@ -363,7 +363,7 @@ func (r *nodeBlocksResource) markReplaced(ctx context.Context, req resource.Modi
 	if resp.Diagnostics.HasError() || plan.ClusterID.IsUnknown() || plan.NodeID.IsUnknown() {
 		return
 	}
-	_ = r.store.MarkNodeBlocksReplacement(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), gen, r.pd.reservationTTL)
+	_ = r.store.MarkNodeBlocksReplacement(ctx, plan.ClusterID.ValueString(), plan.NodeID.ValueString(), gen, r.pd.markTTL())
 }
 
 func (r *nodeBlocksResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
