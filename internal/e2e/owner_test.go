@@ -282,3 +282,28 @@ func TestAnotherWorkspaceIsAnotherConfiguration(t *testing.T) {
 		t.Fatalf("the default workspace's plan after the other's refusal: %v\n%s", err, out)
 	}
 }
+
+// A provider whose origin is known only after apply takes no plan-time hold
+// (the plan says why, and shows the address unknown), and its apply
+// allocates under that origin. The plan held the address under the working
+// directory's origin, and the apply, under the real one, was refused by
+// that hold (owner_conflict) until it expired (found by a trial as a
+// Terraform power user).
+func TestAnOriginKnownOnlyAfterApplyTakesNoHold(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	w := newWorkdirWith(t, url, `  origin = terraform_data.o.output`,
+		"resource \"terraform_data\" \"o\" {\n  input = \"origin-x\"\n}\n"+
+			"resource \"ipam_node_address\" \"n\" {\n  cluster_id = \"c1\"\n  node_id    = \"late-origin\"\n}\n")
+	plan := strings.Join(strings.Fields(string(w.run("plan", "-input=false"))), " ")
+	if !strings.Contains(plan, "The provider's origin depends on values known only after apply") {
+		t.Errorf("the plan does not say why its address is unknown:\n%s", plan)
+	}
+	if n := count(t, url, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'late-origin'`); n != 0 {
+		t.Errorf("the plan held %d rows for the owner, want none", n)
+	}
+	w.run("apply", "-input=false", "-auto-approve")
+	if got := queryMap(t, url, `SELECT owner_id, origin FROM ipam_allocations WHERE owner_id = 'late-origin' AND state = 'active'`); got["late-origin"] != "origin-x" {
+		t.Errorf("the allocation's origin: %v, want origin-x", got)
+	}
+}

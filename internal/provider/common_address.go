@@ -352,6 +352,26 @@ const (
 	reasonNewBlocks = "reservations-new-blocks"
 )
 
+// holdsOff says (a warning, once) when this plan takes no plan-time holds
+// at all: plan_reservations is false, or who this configuration is (origin,
+// actor) is known only after apply, while a hold (and a replacement's
+// mark) is its configuration's: one taken under another origin would
+// refuse the apply's own create.
+func (pd *providerData) holdsOff(diags *diag.Diagnostics) bool {
+	switch {
+	case !pd.reservations:
+		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
+			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
+		return true
+	case pd.unknownWho != "":
+		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
+			"The provider's "+pd.unknownWho+" depends on values known only after apply. A plan-time hold is its "+
+				"configuration's, which is not known yet, so this plan takes none: new addresses show as \"(known after apply)\".")
+		return true
+	}
+	return false
+}
+
 // reserveForPlan takes, or finds again, the plan-time hold of an owner being
 // created and returns its address for the plan. It returns false, with a
 // warning said once per run, where the address must stay unknown: holds
@@ -365,9 +385,7 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 	switch {
 	case pd == nil:
 		return ipam.Allocation{}, false
-	case !pd.reservations:
-		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
-			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
+	case pd.holdsOff(diags):
 		return ipam.Allocation{}, false
 	case currentRun().destroy:
 		// The preliminary plan of a destroy plans the configuration's

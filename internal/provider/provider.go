@@ -226,6 +226,12 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 	}
 	waited.warn(&resp.Diagnostics)
 	pd := &providerData{store: st, reservations: m.Reservations.IsNull() || m.Reservations.ValueBool(), reservationTTL: time.Hour}
+	switch {
+	case m.Origin.IsUnknown():
+		pd.unknownWho = "origin"
+	case m.Actor.IsUnknown():
+		pd.unknownWho = "actor"
+	}
 	if !m.ReservationTTL.IsNull() {
 		pd.reservationTTL, _ = ipam.ParseDuration(m.ReservationTTL.ValueString())
 	}

@@ -420,9 +420,7 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 // set's state holds the key); a refusal is a warning in refused.
 func (r *addressSetResource) reserve(ctx context.Context, plan addressSetModel, key string, c setEntryModel, changed bool, diags *diag.Diagnostics, refused *problemDiags) (ipam.SetMember, bool) {
 	pd := r.pd
-	if !pd.reservations {
-		pd.warnOnce(diags, reasonDisabled, "Addresses Known After Apply",
-			"plan_reservations is false, so new addresses show as \"(known after apply)\" in this plan.")
+	if pd.holdsOff(diags) {
 		return ipam.SetMember{}, false
 	}
 	se, err := c.core(ctx, key, c)
