@@ -124,3 +124,33 @@ func TestSavedPlanAppliedFromAnotherDirectory(t *testing.T) {
 		t.Errorf("the failed apply allocated %v", got)
 	}
 }
+
+// Two configurations plan the same owners, one after the other; the first
+// applies its saved plan, then the second applies its own: the second plan
+// showed the first one's held addresses ("Is Managed Elsewhere"), and its
+// apply fails with the provider's owner_conflict, allocating nothing. Its
+// re-plan found the owners now allocated (no longer held) and showed their
+// addresses unknown, and Terraform failed with "Provider produced
+// inconsistent final plan" (found by a trial as a Terraform power user).
+func TestTwoSavedPlansOfTheSameOwnersAppliedInTurn(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	const hcl = "resource \"ipam_instance_address\" \"i\" {\n  cluster_id  = \"c1\"\n  instance_id = \"seq-1\"\n  org_id      = \"o1\"\n  env_id      = \"e1\"\n}\n" +
+		"resource \"ipam_env_ipv4\" \"e\" {\n  pool_id = \"c1/v4\"\n  org_id  = \"o1\"\n  env_id  = \"seq-env\"\n}\n"
+	a, b := newWorkdir(t, url, hcl), newWorkdir(t, url, hcl)
+	a.run("plan", "-input=false", "-out=tfplan")
+	b.run("plan", "-input=false", "-out=tfplan")
+	a.run("apply", "-input=false", "tfplan")
+	want := activeAddresses(t, url)
+	out, err := b.try("apply", "-input=false", "tfplan")
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if err == nil || strings.Contains(said, "inconsistent final plan") || strings.Contains(said, "bug in the provider") {
+		t.Fatalf("the second saved plan, applied after the first: %v\n%s", err, out)
+	}
+	if strings.Count(said, "owner_conflict") < 2 {
+		t.Errorf("the second apply does not fail with owner_conflict for both resources:\n%s", out)
+	}
+	if got := activeAddresses(t, url); !equalMaps(got, want) {
+		t.Errorf("the second apply changed the allocations: %v, want %v", got, want)
+	}
+}

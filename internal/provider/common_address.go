@@ -466,6 +466,15 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
 			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
 				". Applying this create fails with the same error."+withHint(err))
+		if held, perr := netip.ParseAddr(oc.Address); perr == nil && currentRun().applies {
+			// The re-plan of an apply: its plan may have shown that
+			// address (another configuration's live hold, above, which
+			// that configuration has applied since), and Terraform
+			// accepts the final plan only if it shows it again; the
+			// create then fails with this owner_conflict. A plan that
+			// showed it unknown accepts it too.
+			return ipam.Allocation{Address: held, Block: oc.Block}, true
+		}
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.
 		pd.warnOnce(diags, reasonExhausted, "Some Addresses Known After Apply", exhaustedAtPlan(pd, err))

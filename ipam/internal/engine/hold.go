@@ -127,10 +127,10 @@ func (s *Client) reportLostHold(ctx context.Context, req request, l *LostHold) (
 func (s *Client) Reserve(ctx context.Context, req AllocateRequest, ttl time.Duration) (Hold, error) {
 	h, err := s.reserveHold(ctx, req, ttl)
 	var oc *OwnerConflictError
-	if errors.As(err, &oc) && oc.Held && !oc.Block.IsValid() {
-		// A plan shows another configuration's hold as the address it
-		// holds, with its block's CIDR as an allocation has it; the
-		// refusal is the answer, whatever this read meets.
+	if errors.As(err, &oc) && oc.Address != "" && oc.PoolID != "" && !oc.Block.IsValid() {
+		// A plan may show what the owner holds (another configuration's
+		// hold or allocation), with its block's CIDR as an allocation has
+		// it; the refusal is the answer, whatever this read meets.
 		if a, perr := netip.ParseAddr(oc.Address); perr == nil {
 			held := Allocation{PoolID: oc.PoolID, Address: a}
 			if s.fillBlock(ctx, &held) == nil {
