@@ -325,3 +325,35 @@ resource "ipam_address_set" "s" {
 		t.Fatalf("the plan after the replacements is not empty: %v\n%s", err, out)
 	}
 }
+
+// A create_before_destroy replacement that moves an instance or an
+// environment's IPv4 to another org plans and applies without a warning that
+// it fails, as any replacement that moves the owner does, and the instance
+// gets another address (the old one cools for the old tenant). A trial as a
+// Terraform power user reported such a warning; this is the case it named,
+// which does not show it.
+func TestReplacementToAnotherTenantPlansQuietly(t *testing.T) {
+	t.Parallel()
+	url := setup(t)
+	cfg := func(org string) string {
+		return "resource \"ipam_instance_address\" \"i\" {\n  cluster_id  = \"c1\"\n  instance_id = \"moving-1\"\n  org_id      = \"" + org +
+			"\"\n  env_id      = \"e1\"\n  lifecycle {\n    create_before_destroy = true\n  }\n}\n" +
+			"resource \"ipam_env_ipv4\" \"e\" {\n  pool_id = \"c1/v4\"\n  org_id  = \"" + org +
+			"\"\n  env_id  = \"moving-env\"\n  lifecycle {\n    create_before_destroy = true\n  }\n}\n"
+	}
+	w := newWorkdir(t, url, cfg("o1"))
+	w.run("apply", "-input=false", "-auto-approve")
+	before := w.addresses("")["ipam_instance_address.i"]
+	w.write(cfg("o2"))
+	plan := strings.Join(strings.Fields(string(w.run("plan", "-input=false"))), " ")
+	if strings.Contains(plan, "Cannot Be Reserved") || strings.Contains(plan, "fails with the same error") {
+		t.Errorf("the plan of a replacement to another org warns that it fails:\n%s", plan)
+	}
+	applied := strings.Join(strings.Fields(string(w.run("apply", "-input=false", "-auto-approve"))), " ")
+	if strings.Contains(applied, "Cannot Be Reserved") || strings.Contains(applied, "fails with the same error") {
+		t.Errorf("the apply of a replacement to another org warns that it fails:\n%s", applied)
+	}
+	if after := w.addresses("")["ipam_instance_address.i"]; after == "" || after == before {
+		t.Errorf("after the move to another org: %q (was %q), want another address", after, before)
+	}
+}
