@@ -41,12 +41,12 @@ func (pd *providerData) markTTL() time.Duration { return max(pd.reservationTTL, 
 // providerData is what Configure hands to resources and data sources: the
 // core store and the provider-wide options.
 type providerData struct {
-	store          *ipam.Client
-	reservations   bool
+	store        *ipam.Client
+	reservations bool
 	// unknownWho names the provider setting that says who this
 	// configuration is (origin, actor) when its value is known only after
 	// apply: a hold is its configuration's, so none is taken then.
-	unknownWho string
+	unknownWho     string
 	reservationTTL time.Duration
 	// warned remembers the warnings already given, so each reason for an
 	// unknown planned address is said once per run, not once per resource.
