@@ -239,7 +239,7 @@ func TestAnOwnerIDOfAnotherTenantIsNotImportAdvice(t *testing.T) {
 	w := newWorkdir(t, url, acme)
 	w.run("apply", "-input=false", "-auto-approve")
 	before := activeAddresses(t, url)
-	w.write(acme + strings.ReplaceAll(strings.ReplaceAll(acme, `"acme"`, `"globex"`), `org_id  = "acme"`, `org_id  = "globex"`))
+	w.write(acme + strings.ReplaceAll(acme, `"acme"`, `"globex"`)) // resource globex, org globex, the same env id
 	out, err := w.try("apply", "-input=false", "-auto-approve")
 	said := strings.Join(strings.Fields(string(out)), " ")
 	if err == nil || !strings.Contains(said, "owner_conflict") || !strings.Contains(said, `held for org "acme" and env "shop-prod", not "globex"`) ||

@@ -254,22 +254,15 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
 	ctx := context.Background()
-	var mu sync.Mutex
-	var waits []engine.Wait
-	holder, calls := lockWaitWorld(t, url, 30*time.Second, func(_ context.Context, w engine.Wait) {
-		mu.Lock()
-		waits = append(waits, w)
-		mu.Unlock()
-	})
+	var log waitLog
+	holder, calls := lockWaitWorld(t, url, 30*time.Second, log.record)
 	queued, err := pgx.Connect(ctx, url+"&application_name=queued-behind-it")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer queued.Close(ctx)
 	for i, c := range calls {
-		mu.Lock()
-		waits = nil
-		mu.Unlock()
+		log.reset()
 		tx, err := holder.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -298,14 +291,7 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.call() }()
 		// Held past one report, then let go.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			mu.Lock()
-			n := len(waits)
-			mu.Unlock()
-			if n > 0 || time.Now().After(deadline) {
-				break
-			}
+		for deadline := time.Now().Add(20 * time.Second); len(log.all()) == 0 && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -317,13 +303,11 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 		if err := <-queuedDone; err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
+		waits := log.all()
 		if len(waits) == 0 {
-			mu.Unlock()
 			t.Fatalf("%s: no wait was reported while it waited for the pool's lock", c.name)
 		}
 		w := waits[0]
-		mu.Unlock()
 		s := w.String()
 		if !w.Lock || w.Waited < 3*time.Second || w.Bound != 30*time.Second || !strings.Contains(s, "waiting for a lock") ||
 			!strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "idle in transaction") || !strings.Contains(s, "of 30 s (lock_timeout)") ||
@@ -436,18 +420,9 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
 	ctx := context.Background()
-	var mu sync.Mutex
-	var waits []engine.Wait
-	holder, _ := lockWaitWorld(t, url, 30*time.Second, func(_ context.Context, w engine.Wait) {
-		mu.Lock()
-		waits = append(waits, w)
-		mu.Unlock()
-	})
-	st := openClient(t, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 30 * time.Second, OnWait: func(_ context.Context, w engine.Wait) {
-		mu.Lock()
-		waits = append(waits, w)
-		mu.Unlock()
-	}})
+	var log waitLog
+	holder, _ := lockWaitWorld(t, url, 30*time.Second, log.record)
+	st := openClient(t, engine.Config{DatabaseURL: url, Actor: "terraform", LockTimeout: 30 * time.Second, OnWait: log.record})
 	for _, c := range []lockCall{
 		{"a refresh's read (one statement)", func() error {
 			_, err := st.GetActive(ctx, "c1", engine.OwnerEnvIPv4, "e1")
@@ -463,9 +438,7 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 			return err
 		}},
 	} {
-		mu.Lock()
-		waits = nil
-		mu.Unlock()
+		log.reset()
 		tx, err := holder.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -475,13 +448,8 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- c.call() }()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			mu.Lock()
-			n := len(waits)
-			mu.Unlock()
-			if n > 0 || time.Now().After(deadline) {
-				break
-			}
+		for deadline := time.Now().Add(20 * time.Second); len(log.all()) == 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
@@ -489,9 +457,7 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("%s after the lock was let go: %v", c.name, err)
 		}
-		mu.Lock()
-		got := append([]engine.Wait(nil), waits...)
-		mu.Unlock()
+		got := log.all()
 		if len(got) == 0 {
 			t.Fatalf("%s: no wait was reported while it waited for the table's lock", c.name)
 		}
@@ -500,4 +466,29 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 		}
 		t.Logf("%s: reported: %s", c.name, got[0].String())
 	}
+}
+
+// waitLog records what OnWait is told, for a test to read.
+type waitLog struct {
+	mu    sync.Mutex
+	waits []engine.Wait
+}
+
+func (l *waitLog) record(_ context.Context, w engine.Wait) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waits = append(l.waits, w)
+}
+
+func (l *waitLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waits = nil
+}
+
+// all is a copy of what was told since the last reset.
+func (l *waitLog) all() []engine.Wait {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]engine.Wait(nil), l.waits...)
 }
