@@ -71,11 +71,11 @@ func (s *Client) Migrate(ctx context.Context) (SchemaStatus, error) {
 		return st, err
 	}
 	// What the database has before this call waits for anyone.
-	if found, err := s.SchemaStatus(ctx); err != nil {
+	found, err := s.SchemaStatus(ctx)
+	if err != nil {
 		return st, err
-	} else {
-		st.Found = found.Current
 	}
+	st.Found = found.Current
 	applied := false // a numbered migration ran in this call
 	for {
 		done := false
