@@ -352,6 +352,14 @@ const (
 	reasonNewBlocks = "reservations-new-blocks"
 )
 
+// heldByOther is what the owner a refusal names holds (another
+// configuration's hold or allocation), as a plan shows it: its address with
+// its block's CIDR; false when the refusal names no address.
+func heldByOther(oc *ipam.OwnerConflictError) (ipam.Allocation, bool) {
+	a, err := netip.ParseAddr(oc.Address)
+	return ipam.Allocation{Address: a, Block: oc.Block}, err == nil
+}
+
 // holdsOff says (a warning, once) when this plan takes no plan-time holds
 // at all: plan_reservations is false, or who this configuration is (origin,
 // actor) is known only after apply, while a hold (and a replacement's
@@ -457,23 +465,23 @@ func reserveForPlan(ctx context.Context, pd *providerData, diags *diag.Diagnosti
 		// the plan shows the held address, so that a saved plan made there
 		// and applied here passes Terraform's re-plan and fails at create
 		// with this same owner_conflict, writing nothing.
-		if held, perr := netip.ParseAddr(oc.Address); perr == nil {
+		if held, ok := heldByOther(oc); ok {
 			diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
 				heldElsewhere(owner.Kind+" "+owner.ID, err))
-			return ipam.Allocation{Address: held, Block: oc.Block}, true
+			return held, true
 		}
 	case errors.As(err, &oc):
 		diags.AddAttributeWarning(path.Root("address"), titleCategory(owner.Kind)+" Is Managed Elsewhere",
 			"No address can be reserved for "+owner.Kind+" "+owner.ID+" at plan time: "+err.Error()+
 				". Applying this create fails with the same error."+withHint(err))
-		if held, perr := netip.ParseAddr(oc.Address); perr == nil && currentRun().applies {
+		if held, ok := heldByOther(oc); ok && currentRun().applies {
 			// The re-plan of an apply: its plan may have shown that
 			// address (another configuration's live hold, above, which
 			// that configuration has applied since), and Terraform
 			// accepts the final plan only if it shows it again; the
 			// create then fails with this owner_conflict. A plan that
 			// showed it unknown accepts it too.
-			return ipam.Allocation{Address: held, Block: oc.Block}, true
+			return held, true
 		}
 	case ipam.Code(err) == ipam.CodeExhausted:
 		// This same apply may grow the pool or release addresses first.

@@ -262,7 +262,6 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 	}
 	defer queued.Close(ctx)
 	for i, c := range calls {
-		log.reset()
 		tx, err := holder.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -288,26 +287,10 @@ func TestALockWaitIsReportedWhileItLasts(t *testing.T) {
 		} else {
 			queuedDone <- nil
 		}
-		done := make(chan error, 1)
-		go func() { done <- c.call() }()
-		// Held past one report, then let go.
-		for deadline := time.Now().Add(20 * time.Second); len(log.all()) == 0 && time.Now().Before(deadline); {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("%s after the lock was let go: %v", c.name, err)
-		}
+		w := log.reportedWhileHeld(t, c, func() error { return tx.Commit(ctx) })
 		if err := <-queuedDone; err != nil {
 			t.Fatal(err)
 		}
-		waits := log.all()
-		if len(waits) == 0 {
-			t.Fatalf("%s: no wait was reported while it waited for the pool's lock", c.name)
-		}
-		w := waits[0]
 		s := w.String()
 		if !w.Lock || w.Waited < 3*time.Second || w.Bound != 30*time.Second || !strings.Contains(s, "waiting for a lock") ||
 			!strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "idle in transaction") || !strings.Contains(s, "of 30 s (lock_timeout)") ||
@@ -438,7 +421,6 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 			return err
 		}},
 	} {
-		log.reset()
 		tx, err := holder.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -446,25 +428,11 @@ func TestATableLockWaitIsReportedWhileItLasts(t *testing.T) {
 		if _, err := tx.Exec(ctx, `LOCK TABLE ipam_allocations IN ACCESS EXCLUSIVE MODE`); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- c.call() }()
-		for deadline := time.Now().Add(20 * time.Second); len(log.all()) == 0 && time.Now().Before(deadline); {
-			time.Sleep(100 * time.Millisecond)
+		w := log.reportedWhileHeld(t, c, func() error { return tx.Commit(ctx) })
+		if s := w.String(); !w.Lock || !strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "of 30 s (lock_timeout)") {
+			t.Fatalf("%s: reported %+v: %s", c.name, w, s)
 		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("%s after the lock was let go: %v", c.name, err)
-		}
-		got := log.all()
-		if len(got) == 0 {
-			t.Fatalf("%s: no wait was reported while it waited for the table's lock", c.name)
-		}
-		if s := got[0].String(); !got[0].Lock || !strings.Contains(s, "holder-of-the-pool") || !strings.Contains(s, "of 30 s (lock_timeout)") {
-			t.Fatalf("%s: reported %+v: %s", c.name, got[0], s)
-		}
-		t.Logf("%s: reported: %s", c.name, got[0].String())
+		t.Logf("%s: reported: %s", c.name, w.String())
 	}
 }
 
@@ -484,6 +452,30 @@ func (l *waitLog) reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.waits = nil
+}
+
+// reportedWhileHeld runs c while a lock it waits for is held, until a wait
+// is reported (20 s at most), then lets the lock go (release): the call
+// must then succeed. It returns the first report.
+func (l *waitLog) reportedWhileHeld(t *testing.T, c lockCall, release func() error) engine.Wait {
+	t.Helper()
+	l.reset()
+	done := make(chan error, 1)
+	go func() { done <- c.call() }()
+	for deadline := time.Now().Add(20 * time.Second); len(l.all()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("%s after the lock was let go: %v", c.name, err)
+	}
+	waits := l.all()
+	if len(waits) == 0 {
+		t.Fatalf("%s: no wait was reported while it waited for the lock", c.name)
+	}
+	return waits[0]
 }
 
 // all is a copy of what was told since the last reset.
