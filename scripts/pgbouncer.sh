@@ -2,9 +2,12 @@
 # A throwaway PgBouncer in front of a PostgreSQL server, for tests.
 #
 #   scripts/pgbouncer.sh start DIR --upstream URL [--mode transaction|session]
+#                              [--pool-size N]
 #       start PgBouncer with its files in DIR, pooling every database of the
 #       server behind URL (a postgres:// URL with user and password, as
-#       scripts/pg.sh writes it) in the given pool mode (default transaction)
+#       scripts/pg.sh writes it) in the given pool mode (default transaction),
+#       with at most N server connections per database and user
+#       (default_pool_size; default PgBouncer's, 20)
 #   scripts/pgbouncer.sh stop DIR     stop it (fine if it is not running)
 #
 # After `start`, DIR contains:
@@ -29,7 +32,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)/lib.sh"
 
 usage() {
 	cat >&2 <<'EOF'
-usage: scripts/pgbouncer.sh start DIR --upstream URL [--mode transaction|session]
+usage: scripts/pgbouncer.sh start DIR --upstream URL [--mode transaction|session] [--pool-size N]
        scripts/pgbouncer.sh stop DIR
 EOF
 	exit 2
@@ -61,7 +64,7 @@ ensure_pgbouncer() {
 }
 
 cmd_start() {
-	local dir="" upstream="" mode=transaction
+	local dir="" upstream="" mode=transaction poolsize=""
 	while (($#)); do
 		case $1 in
 		--upstream)
@@ -70,6 +73,10 @@ cmd_start() {
 			;;
 		--mode)
 			mode=${2:-}
+			shift 2 || usage
+			;;
+		--pool-size)
+			poolsize=${2:-}
 			shift 2 || usage
 			;;
 		-*) usage ;;
@@ -82,6 +89,7 @@ cmd_start() {
 	done
 	[[ -n "$dir" && -n "$upstream" ]] || usage
 	[[ $mode == transaction || $mode == session ]] || die "--mode must be transaction or session, not '$mode'"
+	[[ -z $poolsize || $poolsize =~ ^[1-9][0-9]*$ ]] || die "--pool-size must be a positive number of server connections, not '$poolsize'"
 
 	# postgres://USER:PASSWORD@HOST:PORT/DB?QUERY
 	local re='^postgres(ql)?://([^:@/]+):([^@/]+)@([^:/]+):([0-9]+)/([^?]*)(\?.*)?$'
@@ -116,7 +124,8 @@ unix_socket_dir =
 auth_type = scram-sha-256
 auth_file = $dir/userlist.txt
 pool_mode = $mode
-logfile = $dir/log
+${poolsize:+default_pool_size = $poolsize
+}logfile = $dir/log
 pidfile = $dir/pgbouncer.pid
 EOF
 		)

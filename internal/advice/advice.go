@@ -66,7 +66,13 @@ func For(err error) Explanation {
 			e.Advice = "The call did not answer within its own bound (lock_timeout and 2 s) and was canceled; nothing was " +
 				"written. Most often it waited for a lock while its statement was prepared: a session that locks the IPAM's " +
 				"tables (LOCK TABLE, a schema change, VACUUM FULL) and was done before the call looked for it. Look for such " +
-				"sessions (pg_stat_activity, pg_locks) and try again; else the server is overloaded."
+				"sessions (pg_stat_activity, pg_locks) and try again; else the server is overloaded, or, through PgBouncer, " +
+				"its pool had no server connection free: " + poolSizing
+		}
+		if errors.As(err, &te) && te.Take && te.Unanswered {
+			e.Advice = "The call did not answer within its own bound (lock_timeout and 2 s) and was canceled; nothing was " +
+				"written, and a look at the server's locks got no answer either. Check the server's load (pg_stat_activity); " +
+				"through PgBouncer, check that its pool has a server connection for every client (SHOW POOLS: cl_waiting): " + poolSizing
 		}
 	case ipam.CodeReadOnly:
 		e.Title, e.Connection = "IPAM Database Is Read-Only", true
@@ -215,3 +221,8 @@ func busy(err error) string {
 		"again; if it is stuck, find it in pg_stat_activity and pg_locks and end it (pg_terminate_backend). " +
 		"lock_timeout (provider) / --lock-timeout (ipamctl) sets how long to wait."
 }
+
+// poolSizing is how to size PgBouncer for the IPAM's connections.
+const poolSizing = "in session pooling each client connection keeps a server connection until it closes, so " +
+	"default_pool_size must cover them all: max_connections and 1 for each provider process running at once, 1 for each " +
+	"ipamctl, and the Go API's pool and 1 (the production database guide)."

@@ -127,6 +127,9 @@ func (w *workdir) run(args ...string) []byte {
 	return out
 }
 
+// try runs terraform and returns its output: on failure its standard error
+// first, so that the error leads a failure message however long the plan
+// before it (CI shows a failure's beginning).
 func (w *workdir) try(args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
@@ -135,7 +138,7 @@ func (w *workdir) try(args ...string) ([]byte, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if err != nil {
-		return append(stdout.Bytes(), stderr.Bytes()...), err
+		return append(stderr.Bytes(), stdout.Bytes()...), err
 	}
 	return stdout.Bytes(), nil
 }

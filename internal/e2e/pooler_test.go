@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,13 +19,14 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
-// startPgBouncer starts a PgBouncer (scripts/pgbouncer.sh, default settings)
-// in front of the server of upstream (a superuser URL), in the given pool
-// mode, stopped at the end of the test. It returns its URL for database db.
-func startPgBouncer(t *testing.T, upstream, mode, db string) string {
+// startPgBouncer starts a PgBouncer (scripts/pgbouncer.sh, default settings
+// but for the script's options in more) in front of the server of upstream
+// (a superuser URL), in the given pool mode, stopped at the end of the test.
+// It returns its URL for database db.
+func startPgBouncer(t *testing.T, upstream, mode, db string, more ...string) string {
 	t.Helper()
 	dir := serverDir(t, "pgbouncer")
-	script(t, "pgbouncer.sh", "start", dir, "--upstream", upstream, "--mode", mode)
+	script(t, "pgbouncer.sh", append([]string{"start", dir, "--upstream", upstream, "--mode", mode}, more...)...)
 	t.Cleanup(func() { scriptQuiet(t, "pgbouncer.sh", "stop", dir) })
 	b, err := os.ReadFile(filepath.Join(dir, "url"))
 	if err != nil {
@@ -38,13 +41,25 @@ func startPgBouncer(t *testing.T, upstream, mode, db string) string {
 // create, an empty re-plan, import, 8 concurrent applies of 25 resources
 // each, a placement in the caller's transaction, destroy; and a startup
 // parameter PgBouncer rejects is named as a refusal, not as a network fault.
+// In session pooling a client connection keeps its server connection until
+// it closes, so the pool is sized as the production database guide says:
+// max_connections and 1 for each provider process, and each Go client's
+// pool and 1 (with PgBouncer's default of 20, the applies beyond it wait for
+// others to end; see TestPgBouncerWithoutAServerConnectionFree).
 func TestPgBouncer(t *testing.T) {
+	const users, each = 8, 25
 	for _, mode := range []string{"transaction", "session"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			db := fmt.Sprintf("pgbouncer_%s_%d", mode, os.Getpid())
 			direct := createEmptyDatabase(t, testdb.AdminURL(t), db) // what the checks read, bypassing the pooler
-			url := startPgBouncer(t, testdb.AdminURL(t), mode, db)
+			var sizing []string
+			if mode == "session" {
+				// The applies, the two probe clients and the placement's
+				// client and connection, all open at once.
+				sizing = []string{"--pool-size", fmt.Sprint(users*(ipam.DefaultMaxConnections+1) + 2*2 + (ipam.DefaultMaxConnections + 1) + 1)}
+			}
+			url := startPgBouncer(t, testdb.AdminURL(t), mode, db, sizing...)
 			ctx := context.Background()
 
 			// Several processes start at once on an empty database: one
@@ -138,7 +153,6 @@ func TestPgBouncer(t *testing.T) {
 			}
 
 			// Eight users apply 25 resources each at once.
-			const users, each = 8, 25
 			ws := make([]*workdir, users)
 			for u := range ws {
 				ws[u] = newWorkdir(t, url, mixed(fmt.Sprintf("u%d", u), each))
@@ -236,5 +250,57 @@ func fixedModeThroughPooler(t *testing.T, url string) {
 	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(said, "default_query_exec_mode=cache_statement") ||
 		!strings.Contains(said, "leave the setting out") || strings.Contains(said, "migrat") {
 		t.Errorf("named statements fixed through transaction pooling: %v, want ipam_refused naming the setting", err)
+	}
+}
+
+// A PgBouncer in session pooling whose pool has no server connection free
+// (one, kept by another client) makes an allocation wait in its queue: the
+// call ends within its own bound (lock_timeout and 2 s, then a look's) as
+// ipam_timeout, naming the pooler's queue and how to size the pool, not as
+// a lock another session held, and nothing is written.
+func TestPgBouncerWithoutAServerConnectionFree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := fmt.Sprintf("pgbouncer_full_%d", os.Getpid())
+	direct := createEmptyDatabase(t, testdb.AdminURL(t), db)
+	st, err := ipam.Open(ctx, ipam.Config{DatabaseURL: direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	seed(t, direct)
+	url := startPgBouncer(t, testdb.AdminURL(t), "session", db, "--pool-size", "1")
+
+	holder, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := operator.New(holder).PoolUsage(ctx, "c1"); err != nil { // its connection now keeps the server's
+		t.Fatal(err)
+	}
+	waiter, err := ipam.Open(ctx, ipam.Config{DatabaseURL: url, MaxConnections: 1, LockTimeout: time.Second, StatementTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	_, err = waiter.Allocate(ctx, ipam.AllocateRequest{Pool: ipam.NodePool("c1"), Owner: ipam.Owner{Kind: ipam.OwnerNode, ID: "queued", NodeID: "queued"}})
+	var te *ipam.TimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, ipam.ErrTimeout) {
+		t.Fatalf("an allocation queued in PgBouncer: %v, want ipam_timeout", err)
+	}
+	for _, want := range []string{"no server connection free", "default_pool_size must cover every client connection", "nothing was written"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "gone when the call looked") {
+		t.Errorf("the error blames a lock that was never looked at:\n%v", err)
+	}
+	if n := countRows(t, direct, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'queued'`); n != 0 {
+		t.Errorf("%d allocations of the queued call", n)
 	}
 }

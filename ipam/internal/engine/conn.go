@@ -964,14 +964,22 @@ func isConnError(err error) bool {
 // to prepare, through a pooler too), each look for at most lookBound
 // (lookOnce), and asks again while it gets no answer.
 func (s *conn) lockHolders(ctx context.Context) string {
+	h, _ := s.lockHoldersSeen(ctx)
+	return h
+}
+
+// lockHoldersSeen is lockHolders, and whether a look got an answer at all
+// (false: the server, or a pooler's server connection, did not answer
+// before ctx ended).
+func (s *conn) lockHoldersSeen(ctx context.Context) (string, bool) {
 	for {
 		out, err := s.lookOnce(ctx)
 		if err == nil {
-			return out
+			return out, true
 		}
 		select {
 		case <-ctx.Done():
-			return ""
+			return "", false
 		case <-time.After(lookBound / 20):
 		}
 	}
@@ -1062,9 +1070,15 @@ func (s *conn) aside(ctx context.Context, onPool querier, fn func(querier) error
 // lockHoldersNow is lockHolders for a failure already in hand (the server's
 // lock_timeout, a take's bound): it asks for at most lookWindow.
 func (s *conn) lockHoldersNow() string {
+	h, _ := s.lockHoldersNowSeen()
+	return h
+}
+
+// lockHoldersNowSeen is lockHoldersNow, and whether a look got an answer.
+func (s *conn) lockHoldersNowSeen() (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.lookWindow())
 	defer cancel()
-	return s.lockHolders(ctx)
+	return s.lockHoldersSeen(ctx)
 }
 
 // lookWindow is how long a busy call asks for the lock's holders: what is

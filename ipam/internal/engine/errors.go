@@ -356,6 +356,10 @@ type TimeoutError struct {
 	// Holders: the statement waited for a lock until its bound, held by
 	// these sessions when last seen (a wait report's look).
 	Holders string
+	// Unanswered (with Take): the look for a lock's holders, on another
+	// connection, got no answer either: the server is overloaded or gone,
+	// or a pooler in front of it had no server connection free.
+	Unanswered bool
 }
 
 func (e *TimeoutError) Code() string { return CodeTimeout }
@@ -363,11 +367,18 @@ func (e *TimeoutError) Code() string { return CodeTimeout }
 // Is matches the sentinel of the code (errors.Is(err, Err...)).
 func (e *TimeoutError) Is(target error) bool { return isCode(CodeTimeout, target) }
 func (e *TimeoutError) Error() string {
+	if e.Take && e.Unanswered {
+		return fmt.Sprintf("%s: %s within %s (lock_timeout and 2 s, the call's own bound) and was canceled; nothing was "+
+			"written. A look at the server's locks on another connection got no answer either: the server is overloaded, "+
+			"or a pooler in front of it (PgBouncer) had no server connection free for either (%s)",
+			CodeTimeout, e.What, FormatDuration(e.Timeout), poolerQueue)
+	}
 	if e.Take {
 		return fmt.Sprintf("%s: %s within %s (lock_timeout and 2 s, the call's own bound) and was canceled; nothing was "+
 			"written. It waited for a lock another session held while its statement was prepared (a LOCK TABLE or a "+
-			"schema change, say; gone when the call looked for its holder), or the server is overloaded",
-			CodeTimeout, e.What, FormatDuration(e.Timeout))
+			"schema change, say; gone when the call looked for its holder), or the server is overloaded, or a pooler "+
+			"in front of it (PgBouncer) had no server connection free for it (%s)",
+			CodeTimeout, e.What, FormatDuration(e.Timeout), poolerQueue)
 	}
 	if e.Holders != "" {
 		return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
@@ -376,6 +387,10 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("%s: a statement ran past %s (statement_timeout) and was canceled (%s); nothing was written. "+
 		"The server is overloaded, or the bound is too short for this operation", CodeTimeout, FormatDuration(e.Timeout), e.What)
 }
+
+// poolerQueue is why a pooler makes a call wait for a server connection.
+const poolerQueue = "in session pooling each client connection keeps its server connection until it closes: " +
+	"default_pool_size must cover every client connection open at once"
 
 // DeniedError: the database role lacks a grant the operation needs (a read
 // as well as a write); the message quotes the server's, which names the

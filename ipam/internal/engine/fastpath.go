@@ -250,11 +250,12 @@ func readTaken(br pgx.BatchResults) ([]AllocateResult, error) {
 // holds, or no answer.
 func (s *Client) takeErr(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), errTakeBound) {
-		if h := s.lockHoldersNow(); h != "" {
+		h, answered := s.lockHoldersNowSeen()
+		if h != "" {
 			return &BusyError{What: "preparing the statement; held: " + h, Timeout: s.bounds.lock}
 		}
 		return &TimeoutError{What: "the one-statement call (an allocation, a hold or a release) did not answer", Timeout: s.bounds.lock + 2*time.Second,
-			Take: true}
+			Take: true, Unanswered: !answered}
 	}
 	return err
 }
