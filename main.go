@@ -32,6 +32,7 @@ func main() {
 		opts = append(opts, tf6server.WithManagedDebug())
 	}
 	err = tf6server.Serve("registry.terraform.io/overlayipam/ipam", func() tfprotov6.ProviderServer { return server }, opts...)
+	provider.CloseClients()
 	if err != nil {
 		log.Fatal(err.Error())
 	}

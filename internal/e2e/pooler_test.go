@@ -25,6 +25,14 @@ import (
 // It returns its URL for database db.
 func startPgBouncer(t *testing.T, upstream, mode, db string, more ...string) string {
 	t.Helper()
+	url, _ := startPgBouncerIn(t, upstream, mode, db, more...)
+	return url
+}
+
+// startPgBouncerIn is startPgBouncer, and the directory of its files (its
+// log in DIR/log).
+func startPgBouncerIn(t *testing.T, upstream, mode, db string, more ...string) (string, string) {
+	t.Helper()
 	dir := serverDir(t, "pgbouncer")
 	script(t, "pgbouncer.sh", append([]string{"start", dir, "--upstream", upstream, "--mode", mode}, more...)...)
 	t.Cleanup(func() { scriptQuiet(t, "pgbouncer.sh", "stop", dir) })
@@ -32,7 +40,7 @@ func startPgBouncer(t *testing.T, upstream, mode, db string, more ...string) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return withDatabase(t, strings.TrimSpace(string(b)), db)
+	return withDatabase(t, strings.TrimSpace(string(b)), db), dir
 }
 
 // The provider, ipamctl's core and the Go API through PgBouncer with its
@@ -59,7 +67,7 @@ func TestPgBouncer(t *testing.T) {
 				// client and connection, all open at once.
 				sizing = []string{"--pool-size", fmt.Sprint(users*(ipam.DefaultMaxConnections+1) + 2*2 + (ipam.DefaultMaxConnections + 1) + 1)}
 			}
-			url := startPgBouncer(t, testdb.AdminURL(t), mode, db, sizing...)
+			url, pgbouncerDir := startPgBouncerIn(t, testdb.AdminURL(t), mode, db, sizing...)
 			ctx := context.Background()
 
 			// Several processes start at once on an empty database: one
@@ -150,6 +158,13 @@ func TestPgBouncer(t *testing.T) {
 				if before[res] != addr {
 					t.Errorf("%s: %s before the import, %s after", res, before[res], addr)
 				}
+			}
+			// Every provider process of those commands closed its
+			// connections as it ended: PgBouncer logged no dropped client.
+			if log, err := os.ReadFile(filepath.Join(pgbouncerDir, "log")); err != nil {
+				t.Fatal(err)
+			} else if n := strings.Count(string(log), "client unexpected eof"); n != 0 {
+				t.Errorf("PgBouncer (%s pooling) logged %d client connections dropped without a goodbye", mode, n)
 			}
 
 			// Eight users apply 25 resources each at once.

@@ -102,7 +102,7 @@ output "empty" { value = provider::ipam::wireguard_allowed_ips([]) }
 func TestFunctionBadInputNamesTheArgument(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ call, want string }{
-		{`cidr_contains("2001:db8::1/48", "2001:db8::1")`, `"prefix" parameter: "2001:db8::1/48" has host bits set; did you mean 2001:db8::/48\?`},
+		{`cidr_contains("2001:db8::1/48", "2001:db8::1")`, `"prefix" parameter: "2001:db8::1/48" has host bits set; write it as 2001:db8::/48`},
 		{`cidr_contains("2001:db8::/48", "fe80::1%eth0")`, `"address_or_prefix" parameter: "fe80::1%eth0" is not a valid IP address: zones`},
 		{`cidr_contains("2001:db8::/48", "nope")`, `"address_or_prefix" parameter: "nope" is neither an IP address nor a CIDR prefix`},
 		{`cidr_contains("10.0.0.0/8", "::ffff:10.0.0.1")`, `"address_or_prefix" parameter: "::ffff:10.0.0.1" is an IPv4-mapped IPv6 address; write the IPv4 address itself`},

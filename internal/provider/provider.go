@@ -225,6 +225,7 @@ func (p *ipamProvider) Configure(ctx context.Context, req provider.ConfigureRequ
 		return
 	}
 	waited.warn(&resp.Diagnostics)
+	configured.add(st)
 	pd := &providerData{store: st, reservations: m.Reservations.IsNull() || m.Reservations.ValueBool(), reservationTTL: time.Hour}
 	switch {
 	case m.Origin.IsUnknown():

@@ -261,3 +261,33 @@ func (g *contextGuard) ListResource(ctx context.Context, req *tfprotov6.ListReso
 	}
 	return stream, nil
 }
+
+// configured are the clients the provider's process configured, closed
+// when Terraform ends the process (CloseClients).
+var configured clients
+
+type clients struct {
+	mu   sync.Mutex
+	open []*ipam.Client
+}
+
+func (c *clients) add(st *ipam.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open = append(c.open, st)
+}
+
+// CloseClients closes every client the provider configured. main calls it
+// once Terraform has shut the provider's server down: each connection then
+// ends with the protocol's goodbye instead of a dropped socket, which a
+// pooler logs as an error ("client unexpected eof") and a server may count
+// as a broken connection.
+func CloseClients() {
+	configured.mu.Lock()
+	open := configured.open
+	configured.open = nil
+	configured.mu.Unlock()
+	for _, st := range open {
+		st.Close()
+	}
+}

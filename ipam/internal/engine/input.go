@@ -151,7 +151,7 @@ func checkPrefix(field string, p netip.Prefix, family int) error {
 	case p.Addr().Is4In6():
 		return invalid(field, "%s is an IPv4-mapped IPv6 prefix; write the IPv4 prefix itself", p)
 	case p.Masked() != p:
-		return invalid(field, "%s has host bits set; did you mean %s?", p, p.Masked())
+		return invalid(field, "%s has host bits set; write it as %s", p, p.Masked())
 	case family != 0 && familyOf(p.Addr()) != family:
 		return invalid(field, "%s is not an IPv%d prefix", p, family)
 	}

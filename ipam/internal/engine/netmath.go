@@ -28,7 +28,7 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped IPv6 prefix; write the IPv4 prefix itself", s)
 	}
 	if p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set; write it as %s", s, p.Masked())
 	}
 	return p, nil
 }

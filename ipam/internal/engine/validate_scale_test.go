@@ -125,7 +125,7 @@ func TestPreparePool_20000Entries(t *testing.T) {
 			"exclusion 2001:db8::/128 is not of the pool's address family: the pool's blocks are IPv4"},
 		{"exclusions with host bits", prefixes("10.0.0.0/8"), unmasked(manyEntries),
 			"exclude", "malformed exclusions", first5, manyEntries - 5,
-			"10.0.0.1/24 has host bits set; did you mean 10.0.0.0/24?"},
+			"10.0.0.1/24 has host bits set; write it as 10.0.0.0/24"},
 		{"exclusions outside many blocks", blocks30("10.0.0.0", manyEntries), hosts4("198.51.100.0", manyEntries, 0),
 			"exclude", "exclusions outside the pool's blocks", first5, manyEntries - 5,
 			"(10.0.0.0/30, 10.0.0.4/30, 10.0.0.8/30 and 19,997 more)"},
