@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,16 +50,25 @@ The report goes to --output (default: standard output); a summary goes to standa
 			if inventory == "" && (staleDays < 1 || staleDays > ipam.MaxStaleDays) {
 				return badUsage("--stale-days: must be at least 1 and at most %d (100 years); got %d", ipam.MaxStaleDays, staleDays)
 			}
+			if err := checkKindFlag(kind); err != nil {
+				return err
+			}
+			// The inventory is read before the database is opened: a
+			// missing --kind is a bad command line, told as such even when
+			// the database is away.
+			var inv operator.Inventory
+			if inventory != "" {
+				var err error
+				if inv, err = a.readInventory(inventory, kind, allowEmpty); err != nil {
+					return err
+				}
+			}
 			st, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			var rep operator.LeakReport
 			if inventory != "" {
-				inv, err := a.readInventory(inventory, kind, allowEmpty)
-				if err != nil {
-					return err
-				}
 				if rep, err = operator.New(st).FindInventoryLeaks(cmd.Context(), cluster, inv); err != nil {
 					return flagError(err)
 				}
@@ -100,15 +112,49 @@ The report goes to --output (default: standard output); a summary goes to standa
 	return cmd
 }
 
+// checkKindFlag refuses a --kind that names no owner kind, before anything
+// is read or looked up.
+func checkKindFlag(kind string) error {
+	if kind != "" && !slices.Contains(ipam.OwnerKinds, kind) {
+		return badUsage("--kind: %q is not an owner kind: expected %s", kind, strings.Join(ipam.OwnerKinds, ", "))
+	}
+	return nil
+}
+
+// readInventory reads --inventory (of --kind, when it is a plain list). A
+// plain list without --kind is a bad command line (exit 2), named as the
+// flag; an inventory that lists no owner of a kind is refused, naming
+// --allow-empty, unless allowEmpty.
 func (a *app) readInventory(name, kind string, allowEmpty bool) (operator.Inventory, error) {
+	if err := checkKindFlag(kind); err != nil {
+		return nil, err
+	}
 	r, err := a.openInput(name)
 	if err != nil {
 		return nil, fmt.Errorf("--inventory: %w", err)
 	}
 	defer r.Close()
-	inv, err := operator.ParseInventory(r, kind, allowEmpty)
-	if err != nil {
+	// The core's own refusal of an empty kind does not know the flag that
+	// allows it: it is judged here, after the parse.
+	inv, err := operator.ParseInventory(r, kind, true)
+	var ie *ipam.InvalidError
+	switch {
+	case errors.As(err, &ie) && ie.Field == "kind" && kind == "":
+		return nil, badUsage("--kind: --inventory %s is a plain list of ids (one per line, or a JSON array): give --kind to say "+
+			"which owner kind it lists: %s", name, strings.Join(ipam.OwnerKinds, ", "))
+	case errors.As(err, &ie) && ie.Field == "kind":
+		return nil, badUsage("--kind: %s", ie.Msg)
+	case err != nil:
 		return nil, fmt.Errorf("--inventory %s: %w", name, err)
+	}
+	if !allowEmpty {
+		for _, k := range inv.Kinds() {
+			if len(inv[k]) == 0 {
+				return nil, fmt.Errorf("--inventory %s: %w", name, &ipam.InvalidError{Field: "inventory", Msg: fmt.Sprintf(
+					"lists no %s at all, which would report every active %s address as leaked (more often a broken export "+
+						"than the truth); if no %s exists, give --allow-empty", k, k, k)})
+			}
+		}
 	}
 	return inv, nil
 }
@@ -127,7 +173,8 @@ by Terraform since the report, and its owner must still be absent: not in the cu
 (--inventory, required to apply an inventory report), or still stale. Anything else refuses that
 allocation: a report never releases a live allocation. A released allocation cools down with its
 pool's cooldown and gets an allocation.reclaimed event. With --apply, the exit code is 5 when any
-allocation was refused (the others were reclaimed; the REASON column says why), 0 when none was.`,
+allocation was refused (the REASON column says why; the others, if any, were reclaimed), 0 when
+none was.`,
 		Example: `  ipamctl reclaim --from-report leaks.json
   platform-inventory --instances | ipamctl reclaim --from-report leaks.json --inventory - --kind instance --apply
   ipamctl reclaim --from-report stale.json --apply --json`,
@@ -186,11 +233,10 @@ allocation was refused (the others were reclaimed; the REASON column says why), 
 			}
 			if apply {
 				fmt.Fprintf(a.errOut, "reclaimed %d, refused %d of %d\n", n[operator.OutcomeReclaimed], n[operator.OutcomeRefused], len(res))
-				if n[operator.OutcomeRefused] > 0 {
+				if refused := n[operator.OutcomeRefused]; refused > 0 {
 					// A script that applies a report learns that not all of it
 					// was released; each refusal's reason is in the table above.
-					return &codedError{code: exitRefused, err: fmt.Errorf("%d of the report's %d allocation(s) refused (see REASON); the others were reclaimed",
-						n[operator.OutcomeRefused], len(res))}
+					return &codedError{code: exitRefused, err: refusedError(refused, n[operator.OutcomeReclaimed], len(res))}
 				}
 			} else {
 				fmt.Fprintf(a.errOut, "dry run: nothing was released; %d would be reclaimed, %d refused; run again with --apply\n",
@@ -207,4 +253,21 @@ allocation was refused (the others were reclaimed; the REASON column says why), 
 	fl.BoolVar(&apply, "apply", false, "release the allocations that pass every check (default: dry run)")
 	fl.BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
 	return cmd
+}
+
+// refusedError says how much of a report reclaim --apply refused, and what
+// became of the rest: "the others were reclaimed" only when there are others.
+func refusedError(refused, reclaimed, total int) error {
+	switch {
+	case refused == total && total == 1:
+		return errors.New("the report's 1 allocation was refused (see REASON); none was reclaimed")
+	case refused == total:
+		return fmt.Errorf("all %d of the report's allocations were refused (see REASON); none was reclaimed", total)
+	case reclaimed == 1 && total-refused == 1:
+		return fmt.Errorf("%d of the report's %d allocation(s) refused (see REASON); the other one was reclaimed", refused, total)
+	case reclaimed == total-refused:
+		return fmt.Errorf("%d of the report's %d allocation(s) refused (see REASON); the other %d were reclaimed", refused, total, reclaimed)
+	}
+	// An outcome neither reclaimed nor refused: the counts as they are.
+	return fmt.Errorf("%d of the report's %d allocation(s) refused (see REASON); %d reclaimed", refused, total, reclaimed)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -78,9 +79,19 @@ left: a pool created over it inherits it.`,
 			if err != nil {
 				return err
 			}
-			views, err := operator.New(st).ListAllocations(cmd.Context(), f)
+			// One row past --limit tells whether the list was cut short.
+			limit := f.Limit
+			q := f
+			if limit > 0 && limit < math.MaxInt {
+				q.Limit = limit + 1
+			}
+			views, err := operator.New(st).ListAllocations(cmd.Context(), q)
 			if err != nil {
 				return flagError(err)
+			}
+			more := limit > 0 && len(views) > limit
+			if more {
+				views = views[:limit]
 			}
 			if len(views) == 0 {
 				// Nothing matches: a cluster that does not exist is said so
@@ -96,7 +107,14 @@ left: a pool created over it inherits it.`,
 					out[i] = toJSON(v.Allocation, v.Category, v.State, v.LastSeenAt)
 					out[i].Tombstone = v.Tombstone
 				}
-				return a.writeJSON(out)
+				if err := a.writeJSON(out); err != nil {
+					return err
+				}
+				if more {
+					// On stderr: the JSON stays the array it always was.
+					fmt.Fprintln(a.errOut, cutShort(limit))
+				}
+				return nil
 			}
 			if len(views) == 0 {
 				fmt.Fprintln(a.errOut, "no allocation matches")
@@ -115,7 +133,11 @@ left: a pool created over it inherits it.`,
 			if err := w.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.errOut, "%d allocation(s)\n", len(views))
+			if more {
+				fmt.Fprintln(a.errOut, cutShort(limit))
+			} else {
+				fmt.Fprintf(a.errOut, "%d allocation(s)\n", len(views))
+			}
 			return nil
 		},
 	}
@@ -129,9 +151,14 @@ left: a pool created over it inherits it.`,
 	fl.StringVar(&f.NodeID, "node", "", "only this node_id")
 	fl.StringVar(&f.InstanceID, "instance", "", "only this instance_id")
 	fl.StringVar(&f.State, "state", "", "only this state: active, reserved or cooling")
-	fl.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
+	fl.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all); stderr says when more match")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// cutShort says that list printed the first limit allocations of more.
+func cutShort(limit int) string {
+	return fmt.Sprintf("the first %d allocation(s) of more that match: the list was cut short by --limit %d; raise it, or give 0 for all", limit, limit)
 }
 
 // flagError names the flag behind an invalid_input error of the core.

@@ -12,6 +12,11 @@ import (
 	"github.com/overlayipam/terraform-provider-ipam/ipam/operator"
 )
 
+// usageAlertFilter is the jq filter of usage's example: the pools that
+// alert. Alerts are per pool: a category sums its pools, so a full pool
+// beside a large empty one leaves its category's alert unset.
+const usageAlertFilter = `.[].pools[] | select(.alert) | .pool_id`
+
 func (a *app) usageCmd() *cobra.Command {
 	var cluster string
 	var asJSON bool
@@ -22,10 +27,11 @@ func (a *app) usageCmd() *cobra.Command {
 pool: size, active, reserved (live plan-time holds), cooling (inside their cooldown), free,
 utilization ((active + reserved + cooling) / size), the cooldown queue (when its next address
 becomes reusable), the allocation failures of the last 24 hours by reason, and ALERT at or
-above 80 %.`,
+above 80 %. A category's row sums its pools: a full pool beside a large empty one alerts on its
+own row only, so look for alerts among the pools (as the example's filter does).`,
 		Example: `  ipamctl usage
   ipamctl usage --cluster prod-eu1
-  ipamctl usage --json | jq '.[].categories[] | select(.alert)'`,
+  ipamctl usage --json | jq -r '` + usageAlertFilter + `'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkIDFlags("cluster", cluster); err != nil {

@@ -349,7 +349,26 @@ func TestListUsageLookup(t *testing.T) {
 	// A cluster that does not exist is a typo, not an empty answer (as usage says).
 	w.ipamctl("", "list", "--cluster", "nope").must(t, exitError, "not_found", `cluster "nope" does not exist`)
 	w.ipamctl("", "list", "--cluster", "c1", "--env", "nope").must(t, 0, "no allocation matches")
-	w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "2").must(t, 0, "2 allocation(s)")
+	// --limit: a list cut short says so (one row past the limit tells);
+	// a limit at or past the matches lists them all, plainly.
+	r = w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "2").must(t, 0,
+		"the first 2 allocation(s) of more that match: the list was cut short by --limit 2; raise it, or give 0 for all")
+	if n := strings.Count(r.out, "env_ipv4 e"); n != 2 {
+		t.Fatalf("list --limit 2 printed %d rows:\n%s", n, r.out)
+	}
+	for _, limit := range []string{"5", "6", "0"} {
+		r = w.ipamctl("", "list", "--pool", "c1/v4", "--limit", limit).must(t, 0)
+		if r.err != "5 allocation(s)\n" || strings.Count(r.out, "env_ipv4 e") != 5 {
+			t.Fatalf("list --limit %s:\n%s%s", limit, r.out, r.err)
+		}
+	}
+	r = w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "2", "--json").must(t, 0, "cut short by --limit 2")
+	if err := json.Unmarshal([]byte(r.out), &listed); err != nil || len(listed) != 2 {
+		t.Fatalf("list --limit 2 --json: %v\n%s", err, r.out)
+	}
+	if r = w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "5", "--json").must(t, 0); r.err != "" {
+		t.Fatalf("list --limit 5 --json, nothing cut, says on stderr:\n%s", r.err)
+	}
 
 	// lookup: active, cooling (last holder), never used, nowhere.
 	w.ipamctl("", "lookup", i1.Address.String()).must(t, 0, "cluster:", "c1/instance", "state:", "active", "org:", "acme", "env:", "prod", "instance i1")
@@ -589,6 +608,13 @@ func TestLeaksAndReclaim(t *testing.T) {
 	if got := w.query(`SELECT owner_id || ' ' || actor FROM ipam_events WHERE type = 'allocation.reclaimed'`); got != "i5 ipamctl" {
 		t.Fatalf("reclaimed events: %s", got)
 	}
+	// Applied again, everything is refused (i5 is cooling now): there are
+	// no others to have been reclaimed, and the message does not say so.
+	r = w.ipamctl("i3\ni4\n", "reclaim", "--from-report", report, "--apply", "--inventory", "-", "--kind", "instance").
+		must(t, exitRefused, "reclaimed 0, refused 3 of 3", "all 3 of the report's allocations were refused (see REASON); none was reclaimed")
+	if strings.Contains(r.err, "the other") {
+		t.Fatalf("all refused, yet the others were reclaimed:\n%s", r.err)
+	}
 
 	// Stale: n1, which a Terraform refresh read, has not been seen for 40
 	// days. i1, made as long ago by a caller that does not refresh (the
@@ -604,8 +630,21 @@ func TestLeaksAndReclaim(t *testing.T) {
 	}
 
 	// Bad input says what is wrong.
-	w.ipamctl("i1\n", "leaks", "--inventory", "-").must(t, exitError, "say which owner kind")
-	w.ipamctl("", "leaks", "--inventory", writeFile(t, "empty.txt", ""), "--kind", "instance").must(t, exitError, "lists no instance at all")
+	// A plain list without --kind is a bad command line (exit 2, as a
+	// missing flag is), naming the flag and its kinds; for reclaim too.
+	for _, args := range [][]string{{"leaks", "--inventory", "-"}, {"reclaim", "--from-report", report, "--inventory", "-", "--apply"}} {
+		r = w.ipamctl("web-1\n", args...).must(t, exitUsage, "--kind: --inventory - is a plain list of ids",
+			"node, instance, env_ipv4, set", "Run 'ipamctl "+args[0]+" --help' for usage")
+		if strings.Contains(r.err, "invalid_input") {
+			t.Fatalf("%s: the missing flag told as bad input:\n%s", args[0], r.err)
+		}
+	}
+	w.ipamctl("web-1\n", "leaks", "--inventory", "-", "--kind", "robot").must(t, exitUsage, `--kind: "robot" is not an owner kind: expected node, instance`)
+	// An empty inventory is refused, naming the flag that accepts it.
+	empty := writeFile(t, "empty.txt", "")
+	w.ipamctl("", "leaks", "--inventory", empty, "--kind", "instance").must(t, exitError, "lists no instance at all", "give --allow-empty")
+	w.ipamctl(`{"node": []}`, "leaks", "--inventory", "-").must(t, exitError, "lists no node at all", "give --allow-empty")
+	w.ipamctl("", "leaks", "--inventory", empty, "--kind", "instance", "--allow-empty").must(t, 0, "suspected leak(s) in the inventory report")
 	w.ipamctl("", "leaks", "--inventory", "/nonexistent/inv.txt", "--kind", "node").must(t, exitError, "--inventory: open /nonexistent/inv.txt")
 	w.ipamctl("", "leaks", "--stale-days", "-3").must(t, exitUsage, "--stale-days: must be at least 1")
 	w.ipamctl("", "leaks", "--stale-days", "0").must(t, exitUsage, "--stale-days: must be at least 1")

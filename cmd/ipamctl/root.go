@@ -78,7 +78,14 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		return exitOK
 	}
 	fmt.Fprintf(errOut, "ipamctl: %v\n", err)
-	if ex := advice.For(err); ex.Code != "" && ex.Code != ipam.CodeInvalid {
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		// A signal ended the command: whatever the error says it waited
+		// for, no bound expired, and the advice for one (a larger
+		// failover_timeout, lock_timeout) would mislead.
+		fmt.Fprintf(errOut, "ipamctl: %s: the command stopped before it finished, not because a timeout expired; "+
+			"ipamctl events shows any change it made before.\n", sig)
+	} else if ex := advice.For(err); ex.Code != "" && ex.Code != ipam.CodeInvalid {
 		fmt.Fprintf(errOut, "ipamctl: %s. %s\n", ex.Title, ex.Advice)
 	}
 	var ce *codedError
@@ -132,7 +139,7 @@ else the standard PG* variables (PGHOST, PGUSER, ...). Passwords are never print
 
 Exit codes: 0 success, 1 failure (the database unreachable or refusing, a conflict, nothing found), 2 bad command line
 (an unknown command or flag, a flag's value out of range or malformed, a required flag missing), 3 broken invariants (check), 4 migrations pending (migrate status), 5 some allocations refused
-(reclaim --apply: the others were reclaimed).`,
+(reclaim --apply: the others, if any, were reclaimed).`,
 		Example: `  export IPAM_DATABASE_URL='postgres://ipam@db.example:5432/ipam'
   ipamctl migrate up
   ipamctl usage --cluster prod-eu1
