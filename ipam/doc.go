@@ -15,14 +15,20 @@
 // its own placement transaction: the address, its instance.allocated event
 // and the scheduler's rows commit together, or none of them does.
 //
-//	tx, _ := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+//	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+//	if err != nil {
+//		return err
+//	}
 //	defer tx.Rollback(ctx)
 //	// ... the scheduler's own rows ...
 //	addr, err := client.AllocateInstance(ctx, tx, ipam.InstanceRequest{...})
 //	if errors.Is(err, ipam.ErrExhausted) {
-//		// the placement is aborted; the failure is already recorded
+//		return err // the placement is aborted; the failure is already recorded
+//	} else if err != nil {
+//		return err
 //	}
-//	tx.Commit(ctx)
+//	// ... addr in the scheduler's rows ...
+//	return tx.Commit(ctx)
 //
 // Every call that takes a pgx.Tx runs inside it (in a savepoint, so the
 // allocator's retries never abort the caller's transaction); a nil tx runs in

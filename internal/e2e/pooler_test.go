@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
@@ -265,6 +266,26 @@ func fixedModeThroughPooler(t *testing.T, url string) {
 	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(said, "default_query_exec_mode=cache_statement") ||
 		!strings.Contains(said, "leave the setting out") || strings.Contains(said, "migrat") {
 		t.Errorf("named statements fixed through transaction pooling: %v, want ipam_refused naming the setting", err)
+	}
+	// A pool of the caller's, given to New with pgx's default mode: the
+	// client cannot switch it, and the refusal says to configure that pool.
+	err = nil
+	for i := 0; i < 2 && err == nil; i++ {
+		pool, perr := pgxpool.New(ctx, url)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		st, nerr := ipam.New(pool, ipam.Config{Actor: "scheduler"})
+		if nerr != nil {
+			t.Fatal(nerr)
+		}
+		_, err = st.GetCluster(ctx, "c1")
+		pool.Close()
+	}
+	said = strings.Join(strings.Fields(fmt.Sprint(err)), " ")
+	if ipam.Code(err) != ipam.CodeRefused || !strings.Contains(said, "configure that pool with default_query_exec_mode=cache_describe") ||
+		strings.Contains(said, "leave the setting out") {
+		t.Errorf("a pool given to New with named statements through transaction pooling: %v, want ipam_refused saying to configure that pool", err)
 	}
 }
 

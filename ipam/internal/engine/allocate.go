@@ -38,7 +38,9 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		return res, err
 	}
 	if res, ok, err := s.fastAllocate(ctx, r); err != nil || ok {
-		return res, s.givenUp(ctx, err)
+		err = s.givenUp(ctx, err)
+		s.recordAllocFailure(ctx, r, nil, err)
+		return res, err
 	}
 	s.paths.full.Add(1)
 	var pool *Pool
@@ -55,22 +57,31 @@ func (s *Client) Allocate(ctx context.Context, req AllocateRequest) (AllocateRes
 		}
 		return err
 	})
-	if err = s.givenUp(ctx, err); err != nil {
-		failed := req.Pool.ID()
-		if pool != nil {
-			failed = pool.ID
-		} else if failed == "" {
-			failed = r.own.ID()
-		}
-		var ex *ExhaustedError
-		if errors.As(err, &ex) && pool != nil {
-			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeExhausted, req.Owner, err.Error())
-		} else if Code(err) == CodeUnavailable {
-			s.recordFailure(ctx, req.Pool.ClusterID, failed, CodeUnavailable, req.Owner, err.Error())
-		}
-		return res, err
+	err = s.givenUp(ctx, err)
+	s.recordAllocFailure(ctx, r, pool, err)
+	return res, err
+}
+
+// recordAllocFailure records an allocation's failure outside its
+// transaction (recordFailure) when it is one the record keeps: no address
+// left in the pool it drew from (pool), or no usable server, whichever path
+// of the allocation met it.
+func (s *Client) recordAllocFailure(ctx context.Context, r request, pool *Pool, err error) {
+	if err == nil {
+		return
 	}
-	return res, nil
+	failed := r.Pool.ID()
+	if pool != nil {
+		failed = pool.ID
+	} else if failed == "" {
+		failed = r.own.ID()
+	}
+	var ex *ExhaustedError
+	if errors.As(err, &ex) && pool != nil {
+		s.recordFailure(ctx, r.Pool.ClusterID, failed, CodeExhausted, r.Owner, err.Error())
+	} else if Code(err) == CodeUnavailable {
+		s.recordFailure(ctx, r.Pool.ClusterID, failed, CodeUnavailable, r.Owner, err.Error())
+	}
 }
 
 // resolvePool loads the pool a request draws from, inside its transaction:

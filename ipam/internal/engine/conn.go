@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -89,6 +90,9 @@ type poolSwitch struct {
 	// that picked it up just before the switch finish on it) or with the
 	// store.
 	retired *pgxpool.Pool
+	// closed: the client's Close was called. A pool given to New stays
+	// open, and the client's calls fail as on a closed pool all the same.
+	closed atomic.Bool
 }
 
 func newDBPool(s *conn, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
@@ -100,7 +104,10 @@ func newDBPool(s *conn, pool *pgxpool.Pool, switchable *pgxpool.Config) dbPool {
 // get is the pool to use now.
 func (p dbPool) get() *pgxpool.Pool { return p.sw.cur.Load() }
 
+// Close closes the pool, and its retired predecessor; a borrowed pool
+// (New) is only marked closed to the client (markClosed).
 func (p dbPool) Close() {
+	p.markClosed()
 	p.sw.mu.Lock()
 	retired := p.sw.retired
 	p.sw.mu.Unlock()
@@ -109,6 +116,13 @@ func (p dbPool) Close() {
 	}
 	p.get().Close()
 }
+
+// markClosed makes every later call of the client fail as on a closed pool
+// (puddle.ErrClosedPool, which mapErr names), whoever owns the pool.
+func (p dbPool) markClosed() { p.sw.closed.Store(true) }
+
+// isClosed: the client was closed.
+func (p dbPool) isClosed() bool { return p.sw.closed.Load() }
 
 func (p dbPool) Stat() *pgxpool.Stat                                { return p.get().Stat() }
 func (p dbPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.get().Acquire(ctx) }
@@ -539,6 +553,9 @@ func (s *conn) retryConn(ctx context.Context, fn func() error) error {
 	// absent: every failure of this call so far found nothing there, and
 	// no server has answered the client yet (see FirstContactTimeout).
 	absent := s.cutFirstContact
+	if s.pool.isClosed() {
+		return puddle.ErrClosedPool
+	}
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		if err != nil && s.pool.describeStatements(err) {

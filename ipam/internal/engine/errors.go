@@ -150,7 +150,10 @@ type UnavailableError struct {
 	// the client before, so the call gave up after FirstContactTimeout
 	// rather than the default failover bound (see Config.FailoverTimeout).
 	FirstContact bool
-	Err          error
+	// CallersTx: the call ran in the caller's transaction (InTx), which
+	// cannot go on: its connection, or its session, is gone.
+	CallersTx bool
+	Err       error
 }
 
 func (e *UnavailableError) Code() string { return CodeUnavailable }
@@ -170,6 +173,10 @@ func (e *UnavailableError) Error() string {
 			FormatDuration(e.Waited.Round(time.Second)), FormatDuration(FirstContactTimeout), FormatDuration(e.Bound))
 	case e.Waited > 0:
 		msg += fmt.Sprintf(" (for %s now; failover_timeout is %s)", FormatDuration(e.Waited.Round(time.Second)), FormatDuration(e.Bound))
+	}
+	if e.CallersTx {
+		msg += "; in the caller's transaction, which cannot go on: nothing of it has committed; roll it back and run " +
+			"it again, the call with it"
 	}
 	return msg
 }
@@ -576,26 +583,32 @@ type Wait struct {
 // String says what the call waits for, in the words ipamctl and the
 // provider both use: "waiting for the database at HOST:PORT, 5 s of 30 s",
 // or "waiting for a lock in the database at HOST:PORT, 5 s of 30 s".
+// ofBound is how long the wait has lasted, of its bound: "12 s of 30 s",
+// or "12 s, no bound" when the bound is off (0 or negative).
+func (w Wait) ofBound() string {
+	if w.Bound <= 0 {
+		return fmt.Sprintf("%d s, no bound", int(w.Waited/time.Second))
+	}
+	return fmt.Sprintf("%d s of %d s", int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second))
+}
+
 func (w Wait) String() string {
 	if w.Lock {
 		held := "another session holds it"
 		if w.Holders != "" {
 			held = "held by " + w.Holders
 		}
-		return fmt.Sprintf("waiting for a lock in the database at %s, %d s of %d s (lock_timeout): %s", w.Addr,
-			int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), held)
+		return fmt.Sprintf("waiting for a lock in the database at %s, %s (lock_timeout): %s", w.Addr, w.ofBound(), held)
 	}
 	if w.Stalled {
-		return fmt.Sprintf("waiting for an answer of the database at %s, %d s of %d s (statement_timeout): a look aside from "+
-			"the call had no answer either (a stopped or overloaded server, or the network)", w.Addr,
-			int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second))
+		return fmt.Sprintf("waiting for an answer of the database at %s, %s (statement_timeout): a look aside from "+
+			"the call had no answer either (a stopped or overloaded server, or the network)", w.Addr, w.ofBound())
 	}
 	bound := "failover_timeout"
 	if w.FirstContact {
 		bound = "first contact"
 	}
-	msg := fmt.Sprintf("waiting for the database at %s, %d s of %d s (%s)", w.Addr,
-		int(w.Waited/time.Second), int(w.Bound.Round(time.Second)/time.Second), bound)
+	msg := fmt.Sprintf("waiting for the database at %s, %s (%s)", w.Addr, w.ofBound(), bound)
 	var ue *UnavailableError
 	if errors.As(w.Last, &ue) && len(ue.Answers) > 0 {
 		msg += ": " + strings.Join(ue.Answers, "; ")

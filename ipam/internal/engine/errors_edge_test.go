@@ -147,3 +147,20 @@ func TestATakesTimeoutNamesItsOwnBound(t *testing.T) {
 		t.Fatalf("%s", msg)
 	}
 }
+
+// A wait's report gives its bound, or says that there is none (a bound set
+// to 0 or below is off), never "of 0 s".
+func TestWaitReportWithoutABound(t *testing.T) {
+	for _, tc := range []struct {
+		w    Wait
+		want string
+	}{
+		{Wait{Addr: "db:5432", Lock: true, Waited: 12 * time.Second, Bound: 30 * time.Second}, "12 s of 30 s (lock_timeout)"},
+		{Wait{Addr: "db:5432", Lock: true, Waited: 12 * time.Second, Bound: 0}, "12 s, no bound (lock_timeout)"},
+		{Wait{Addr: "db:5432", Stalled: true, Waited: 7 * time.Second, Bound: -1}, "7 s, no bound (statement_timeout)"},
+	} {
+		if got := tc.w.String(); !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: %q, want %q in it", tc.w, got, tc.want)
+		}
+	}
+}

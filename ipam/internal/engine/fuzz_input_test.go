@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // idSpec states the identifier rule of ValidateID independently: 1 to 128
@@ -304,6 +306,22 @@ func TestOpenErrorHidesPassword(t *testing.T) {
 		if strings.Contains(err.Error(), c.secret) {
 			t.Errorf("BUG: the error for a malformed connection string shows the password (%q): %v", c.secret, err)
 		}
+	}
+	// The same '@' in the connection string of a pool given to New: refused
+	// before any call could name the part after it as the host.
+	pc, err := pgxpool.ParseConfig("postgres://u:hunter22@s3cr3tpart@db.example.net:5432/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc) // lazy: connects to nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	_, err = New(pool, Config{})
+	var ie *InvalidError
+	if !errors.As(err, &ie) || ie.Field != "pool" || strings.Contains(err.Error(), "s3cr3tpart") {
+		t.Errorf("New over a pool whose password holds an unescaped '@': %v, want invalid_input on pool without the password", err)
 	}
 }
 

@@ -368,7 +368,7 @@ func checkRequest(req AllocateRequest) (request, error) {
 		return r, err
 	}
 	if req.Pool.Name == "" && !r.own.valid() {
-		return r, invalid("pool_id", "an address of a %s owner comes from a pool that must be named", req.Owner.Kind)
+		return r, invalid("pool_id", "must be set: an owner of kind %s draws its address from the pool named here (one of its cluster's pools)", req.Owner.Kind)
 	}
 	return r, nil
 }

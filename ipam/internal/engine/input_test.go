@@ -25,7 +25,15 @@ func TestBadInputNamesTheRequestField(t *testing.T) {
 		{"empty instance", func() error {
 			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", OrgID: "acme", EnvID: "prod"})
 			return err
-		}, "InstanceRequest.InstanceID"},
+		}, "InstanceRequest.InstanceID: must not be empty"},
+		{"empty cluster", func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{InstanceID: "i-0", OrgID: "acme", EnvID: "prod"})
+			return err
+		}, "InstanceRequest.ClusterID: must not be empty"},
+		{"env IPv4 without its pool", func() error {
+			_, err := s.client.AllocateEnvIPv4(ctx, nil, engine.EnvIPv4Request{ClusterID: "c1", OrgID: "acme", EnvID: "prod"})
+			return err
+		}, "EnvIPv4Request.Pool: must be set: an owner of kind env_ipv4 draws its address from the pool named here"},
 		{"bad org", func() error {
 			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i-1", OrgID: "no spaces", EnvID: "prod"})
 			return err
@@ -37,7 +45,7 @@ func TestBadInputNamesTheRequestField(t *testing.T) {
 		{"empty node", func() error {
 			_, err := s.client.AllocateNode(ctx, nil, engine.NodeRequest{ClusterID: "c1"})
 			return err
-		}, "NodeRequest.NodeID"},
+		}, "NodeRequest.NodeID: must not be empty"},
 		{"address outside the cluster", func() error {
 			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "c1", InstanceID: "i-2", OrgID: "acme", EnvID: "prod",
 				Address: netip.MustParseAddr("2001:db8:99::1")})
@@ -77,5 +85,31 @@ func TestBadInputNamesTheRequestField(t *testing.T) {
 	}
 	if n := s.count(`SELECT count(*) FROM ipam_allocations`); n != 0 {
 		t.Errorf("bad input wrote %d allocations", n)
+	}
+}
+
+// A request's cluster that does not exist matches ErrNotFound (and
+// ErrInvalid, naming the field) whichever call names it: an allocation as a
+// release.
+func TestAMissingClusterIsNotFoundForEveryCall(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, "")
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"AllocateInstance": func() error {
+			_, err := s.client.AllocateInstance(ctx, nil, engine.InstanceRequest{ClusterID: "nope", InstanceID: "i-1", OrgID: "acme", EnvID: "prod"})
+			return err
+		},
+		"AllocateNode": func() error {
+			_, err := s.client.AllocateNode(ctx, nil, engine.NodeRequest{ClusterID: "nope", NodeID: "n1"})
+			return err
+		},
+		"ReleaseInstance": func() error { return s.client.ReleaseInstance(ctx, nil, "nope", "i-1") },
+		"ReleaseNode":     func() error { return s.client.ReleaseNode(ctx, nil, "nope", "n1") },
+	} {
+		err := call()
+		if !errors.Is(err, engine.ErrNotFound) || !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), `cluster "nope" does not exist`) {
+			t.Errorf("%s in a cluster that does not exist: %v, want ErrInvalid and ErrNotFound", name, err)
+		}
 	}
 }

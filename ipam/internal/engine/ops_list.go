@@ -15,8 +15,10 @@ import (
 type AllocationView struct {
 	Allocation
 	Category string
-	// LastSeenAt is when a Terraform refresh last saw the allocation (written
-	// at most once an hour); zero when never.
+	// LastSeenAt is when the allocation was last known in use: its
+	// hand-out (an allocation, a hold confirmed, an adoption), or a
+	// Terraform refresh that read it since (recorded at most once an hour);
+	// zero when neither. A scheduler's allocation has its hand-out's time.
 	LastSeenAt time.Time
 	// Tombstone: the address is cooling after its pool or cluster was
 	// destroyed (ClusterID and PoolID name them); a pool created over it

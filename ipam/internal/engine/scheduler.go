@@ -202,16 +202,27 @@ func requestFields(typ string, m map[string]string) map[string]string {
 
 // nameInput renames a wrong input after the caller's field (a request's,
 // or a parameter's); other errors pass through unchanged.
+// The message loses the core's name of the field it starts with (the error
+// names the field before it). A cluster that does not exist matches
+// ErrNotFound whichever call names it, as a release's does.
 func nameInput(err error, fields map[string]string) error {
 	var ie *InvalidError
 	if errors.As(err, &ie) {
 		if name, ok := fields[ie.Field]; ok {
 			msg := ie.Msg
-			if rest, found := strings.CutPrefix(msg, ie.Field+" "); found {
-				msg = name + " " + rest
+			for _, said := range []string{ie.Field + " ", "owner id "} {
+				msg = strings.TrimPrefix(msg, said)
 			}
-			err = &InvalidError{Field: name, Index: ie.Index, Indexed: ie.Indexed, Msg: msg, Err: ie.Err}
+			why := ie.Err
+			if ie.Field == "cluster_id" && why == ErrPoolNotFound {
+				why = errClusterMissing
+			}
+			err = &InvalidError{Field: name, Index: ie.Index, Indexed: ie.Indexed, Msg: msg, Err: why}
 		}
 	}
 	return err
 }
+
+// errClusterMissing classifies a request's cluster that does not exist:
+// errors.Is holds for ErrNotFound and for ErrPoolNotFound.
+var errClusterMissing = errors.Join(ErrNotFound, ErrPoolNotFound)

@@ -937,3 +937,34 @@ func callersTx(t *testing.T, url string) pgx.Tx {
 	}
 	return tx
 }
+
+// A placement whose transaction's session the server ended (an operator's
+// pg_terminate_backend) fails at once as ipam_unavailable that says the
+// caller's transaction cannot go on and is to be run again
+// (UnavailableError.CallersTx), and the failure is recorded outside the
+// transaction, as a failed placement is.
+func TestPlacementInAKilledSessionIsNamedAndRecorded(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, "")
+	ctx := context.Background()
+	tx := s.begin()
+	s.place(tx, "k1")
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(ctx, `SELECT pg_terminate_backend($1, 10000)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.client.AllocateInstance(ctx, tx, instanceRequest("k2"))
+	var ue *engine.UnavailableError
+	if !errors.As(err, &ue) || !ue.CallersTx || !strings.Contains(err.Error(), "roll it back and run it again") {
+		t.Fatalf("a placement in a transaction whose session was ended: %v, want ipam_unavailable naming the caller's transaction", err)
+	}
+	if n := s.count(`SELECT count(*) FROM ipam_allocation_failures WHERE reason = 'ipam_unavailable' AND owner_id = 'k2'`); n != 1 {
+		t.Errorf("%d failures recorded for k2, want 1", n)
+	}
+	if n := s.count(`SELECT count(*) FROM ipam_allocations WHERE owner_id IN ('k1', 'k2') AND state = 'active'`); n != 0 {
+		t.Errorf("%d addresses of the lost transaction active", n)
+	}
+}

@@ -1678,6 +1678,9 @@ func (a *scanned) scan(row pgx.Row) error {
 		&a.Owner.ID, &a.Owner.OrgID, &a.Owner.EnvID, &a.Owner.NodeID, &a.Owner.InstanceID, &a.Actor,
 		&allocated, &released, &reusable, &a.Reusable, &a.Owner.SetID, &a.HoldExpired, &a.Confirmed, &a.Origin)
 	a.Address = addr.Addr()
+	// A row that is no hold has no hold's time to be over (the column says
+	// true for a row without reserved_until).
+	a.HoldExpired = a.HoldExpired && a.State == StateReserved
 	for _, x := range []struct {
 		dst *time.Time
 		src *time.Time

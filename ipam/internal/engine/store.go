@@ -95,6 +95,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if err := checkExecMode("pool", cc.DefaultQueryExecMode); err != nil {
 		return nil, err
 	}
+	if ambiguousUserinfo(pool.Config()) {
+		return nil, &InvalidError{Field: "pool", Msg: "the password (or user) of its connection string " + unescapedAt}
+	}
 	c := newClient(pool, nil, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Password, cfg)
 	c.borrowed = true
 	return c, nil
@@ -162,6 +165,10 @@ func (s *Client) InTx(tx pgx.Tx) *Client {
 	}
 	c := *s
 	c.outer = tx
+	if s.pool.isClosed() {
+		c.outerErr = s.mapErr(puddle.ErrClosedPool)
+		return &c
+	}
 	if v := reflect.ValueOf(tx); v.Kind() == reflect.Pointer && v.IsNil() {
 		// A typed nil (a *pgxpool.Tx never begun, say): not "no
 		// transaction", which the caller would take its call for.
@@ -243,9 +250,7 @@ func parsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 			" (expected a URL such as postgres://user@host:5432/dbname?sslmode=verify-full, or key=value pairs such as host=db.internal dbname=ipam)"}
 	}
 	if ambiguousUserinfo(pc) {
-		return nil, &InvalidError{Field: "database_url", Msg: "its password (or user) holds an '@' that is not percent-encoded: read as it is, " +
-			"the part of the password after it would be taken for the host name (the string itself is not shown, as it holds a password); " +
-			"write the '@' as %40, or give the password in PGPASSWORD"}
+		return nil, &InvalidError{Field: "database_url", Msg: "its password (or user) " + unescapedAt}
 	}
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
@@ -298,9 +303,11 @@ func checkExecMode(field string, m pgx.QueryExecMode) error {
 // Close releases the client's own pool (Open); a pool given to New stays
 // open.
 func (s *Client) Close() {
-	if !s.borrowed {
-		s.pool.Close()
+	if s.borrowed {
+		s.pool.markClosed()
+		return
 	}
+	s.pool.Close()
 }
 
 // Actor is the actor this store records.
@@ -319,6 +326,11 @@ func (s *Client) Ping(ctx context.Context) error {
 }
 
 var quoted = regexp.MustCompile("\"[^\"]*\"|'[^']*'|`[^`]*`")
+
+// unescapedAt is the refusal of a connection string that ambiguousUserinfo
+// finds, after what holds the '@'.
+const unescapedAt = "holds an '@' that is not percent-encoded: read as it is, the part of the password after it would be taken " +
+	"for the host name (the string itself is not shown, as it holds a password); write the '@' as %40, or give the password in PGPASSWORD"
 
 // ambiguousUserinfo reports whether pgx read a host name holding an '@':
 // a URL whose password (or user) holds an unescaped '@', which pgx ends at
@@ -592,10 +604,14 @@ func (s *Client) mapErr(err error) error {
 			// describeStatements switches a pool whose mode it may pick;
 			// one whose mode the connection string (or the caller's pool)
 			// fixes meets the pooler every time.
+			fix := "the connection string fixes, collide there; leave the setting out (the IPAM then switches to cache_describe by itself) or set cache_describe"
+			if s.borrowed {
+				fix = "the pool given to New uses (pgx's default), collide there; configure that pool with " +
+					"default_query_exec_mode=cache_describe (only a client that makes its own pool, Open, switches by itself)"
+			}
 			return &RefusedError{Addr: s.addr, Answers: []string{scrub(pe.Message, s.secret) + " (SQLSTATE " + pe.Code + "): " +
 				"a transaction pooler (PgBouncer in transaction mode) shares server connections between sessions, so the named " +
-				"prepared statements of default_query_exec_mode=cache_statement, which the connection string (or the pool given " +
-				"to New) fixes, collide there; leave the setting out (the IPAM then switches to cache_describe by itself) or set cache_describe"}}
+				"prepared statements of default_query_exec_mode=cache_statement, which " + fix}}
 		case pgerrcode.InsufficientPrivilege:
 			return &DeniedError{Msg: fmt.Sprintf("the database role lacks a grant this needs (%s); see the database setup guide for the grants it needs", scrub(pe.Message, s.secret)), err: err}
 		case pgerrcode.CheckViolation:
@@ -671,10 +687,19 @@ func (s *Client) mapCtx(ctx context.Context, err error) error {
 // the caller giving the call up (gaveUpError), not the database's absence.
 // A client that no server has answered yet keeps the database's absence.
 func (s *Client) givenUp(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || Code(err) != CodeUnavailable || !s.connected() {
+	if err == nil || Code(err) != CodeUnavailable {
 		return err
 	}
-	return &gaveUpError{ctx.Err(), s.outer != nil}
+	if ctx.Err() != nil && s.connected() {
+		return &gaveUpError{ctx.Err(), s.outer != nil}
+	}
+	var ue *UnavailableError
+	if s.outer != nil && errors.As(err, &ue) && !ue.CallersTx {
+		in := *ue
+		in.CallersTx = true
+		return &in
+	}
+	return err
 }
 
 // serverClass codes what is left of the server's refusals by their SQLSTATE

@@ -1466,3 +1466,36 @@ func TestCallAfterCloseIsNamed(t *testing.T) {
 		t.Fatalf("GetCluster after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A client made by New over the caller's pool, once closed, refuses every
+// call as a closed one does, with or without the caller's transaction,
+// and allocates nothing; the caller's pool stays open for the caller.
+func TestCallAfterCloseOfABorrowingClientIsNamed(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, "") // a client made by New over s.db, with cluster c1
+	ctx := context.Background()
+	st, raw := s.client, s.db
+	st.Close()
+	req := engine.InstanceRequest{ClusterID: "c1", InstanceID: "after-close", OrgID: "acme", EnvID: "prod"}
+	if _, err := st.AllocateInstance(ctx, nil, req); !errors.Is(err, engine.ErrClosed) || !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("AllocateInstance after Close: %v, want ErrClosed", err)
+	}
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := st.AllocateInstance(ctx, tx, req); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("AllocateInstance in the caller's transaction after Close: %v, want ErrClosed", err)
+	}
+	if _, err := st.InTx(tx).GetCluster(ctx, "c1"); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("GetCluster in the caller's transaction after Close: %v, want ErrClosed", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the caller's transaction after the refusals: %v", err)
+	}
+	var n int
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_allocations WHERE owner_id = 'after-close'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d allocations after Close (%v), want none", n, err)
+	}
+}

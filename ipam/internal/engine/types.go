@@ -76,7 +76,8 @@ type Allocation struct {
 	// Reusable is true once ReusableAt has passed, by database time.
 	Reusable bool
 	// HoldExpired is true when a plan-time hold's own time is over (its
-	// address may still be inside a cooldown the hold kept).
+	// address may still be inside a cooldown the hold kept); false for every
+	// row that is not a hold (State other than reserved).
 	HoldExpired bool
 	// Confirmed is true once a refresh or an import has read the allocation,
 	// or the adoption window has passed since it was made: from then on only
