@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,9 @@ func (a *app) lookupCmd() *cobra.Command {
 		Short: "Reverse lookup: which cluster, pool and owner an address belongs to",
 		Long: `Finds an address in the pools and tells its state (active, reserved, cooling, free or
 excluded) and its owner: org, env, instance or node. For a cooling address the owner is its
-last holder, with when it was released and when it becomes reusable.
+last holder, with when it was released and when it becomes reusable. An address that a
+destroyed pool left cooling is shown as "cooling (pool destroyed)", with that pool and its last
+holder, until its cooldown passes or a pool created over it inherits it.
 
 Private IPv4 blocks may be reused by several clusters: then every match is shown, unless
 --cluster picks one.`,
@@ -48,6 +51,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 				out := make([]allocationJSON, len(infos))
 				for i, in := range infos {
 					out[i] = toJSON(in.Allocation, in.Category, in.Status, in.LastSeenAt)
+					out[i].Tombstone = in.Tombstone
 				}
 				return a.writeJSON(out)
 			}
@@ -56,6 +60,10 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 					fmt.Fprintln(a.out)
 				}
 				w := a.table()
+				if in.Tombstone {
+					in.Status = "cooling (pool destroyed)"
+					in.Category = "-"
+				}
 				owner := "-"
 				if in.Owner.Kind != "" {
 					owner = in.Owner.Kind + " " + in.Owner.ID
@@ -65,7 +73,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 				}
 				for _, kv := range [][2]string{
 					{"address", in.Address.String()}, {"cluster", in.ClusterID}, {"pool", in.PoolID},
-					{"category", in.Category}, {"block", in.Block.String()}, {"state", in.Status}, {"owner", owner},
+					{"category", in.Category}, {"block", prefixOrDash(in.Block)}, {"state", in.Status}, {"owner", owner},
 					{"org", dash(in.Owner.OrgID)}, {"env", dash(in.Owner.EnvID)}, {"node", dash(in.Owner.NodeID)},
 					{"instance", dash(in.Owner.InstanceID)}, {"actor", dash(in.Actor)},
 					{"generation", fmt.Sprint(in.Generation)}, {"allocated at", ts(in.AllocatedAt)},
@@ -83,4 +91,12 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 	cmd.Flags().StringVar(&cluster, "cluster", "", "look only in this cluster")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (a list: one entry per cluster holding the address)")
 	return cmd
+}
+
+// prefixOrDash is a prefix, or "-" for none (an address whose pool is gone).
+func prefixOrDash(p netip.Prefix) string {
+	if !p.IsValid() {
+		return "-"
+	}
+	return p.String()
 }

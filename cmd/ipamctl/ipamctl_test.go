@@ -221,6 +221,21 @@ func TestNoDatabaseGiven(t *testing.T) {
 	}
 }
 
+// A connection string that the PG* variables alone make, and that cannot
+// be parsed, is named as theirs (which are set, never their values), not
+// as IPAM_DATABASE_URL, which is not set.
+func TestBadPGVariablesAreNamed(t *testing.T) {
+	t.Setenv(EnvDatabaseURL, "")
+	t.Setenv("PGHOST", "127.0.0.1")
+	t.Setenv("PGPORT", "abc")
+	t.Setenv("PGPASSWORD", "s3cretPassw0rd")
+	r := runCLI(context.Background(), "", "usage")
+	r.must(t, exitError, "invalid_input: the PG* variables (", "PGPORT", "invalid port")
+	if strings.Contains(r.err, EnvDatabaseURL) || strings.Contains(r.err, "s3cretPassw0rd") {
+		t.Fatalf("the error names %s, or shows the password:\n%s", EnvDatabaseURL, r.err)
+	}
+}
+
 // A wait for the database says what it waits for on stderr, unless --quiet,
 // and the error that ends it says what to do about that class of failure.
 func TestWaitIsReportedAndErrorsAdvise(t *testing.T) {

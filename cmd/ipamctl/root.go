@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -189,8 +190,12 @@ func (a *app) open(ctx context.Context, checkSchema bool) (*ipam.Client, error) 
 	case errors.As(err, &inv) && inv.Field == "database_url" && a.databaseURL != "":
 		// The flag's value: a usage error, named as the flag.
 		return nil, badUsage("--database-url: %s", inv.Msg)
-	case errors.As(err, &inv) && inv.Field == "database_url":
+	case errors.As(err, &inv) && inv.Field == "database_url" && url != "":
 		return nil, &ipam.InvalidError{Field: EnvDatabaseURL, Msg: inv.Msg, Err: inv.Err}
+	case errors.As(err, &inv) && inv.Field == "database_url":
+		// Neither the flag nor IPAM_DATABASE_URL: the PG* variables made
+		// the connection string.
+		return nil, &ipam.InvalidError{Field: "the PG* variables (" + strings.Join(pgEnvNames(), ", ") + ")", Msg: inv.Msg, Err: inv.Err}
 	case err != nil:
 		return nil, err
 	}
@@ -299,6 +304,18 @@ func clusterExists(ctx context.Context, st *ipam.Client, clusterID string) error
 }
 
 // pgEnvSet reports whether a libpq variable names where the database is.
+// pgEnvNames are the names of the PG* variables set (never their values).
+func pgEnvNames() []string {
+	var names []string
+	for _, kv := range os.Environ() {
+		if name, value, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "PG") && value != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 func pgEnvSet() bool {
 	for _, v := range []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGSERVICE", "PGSERVICEFILE"} {
 		if os.Getenv(v) != "" {

@@ -707,10 +707,10 @@ func failoverError(err error) bool {
 	if errors.As(err, &ce) {
 		answers := hostErrors(ce)
 		if len(answers) == 0 {
-			return !refusedForGood(ce)
+			return !refusedAtStart(ce)
 		}
 		for _, a := range answers {
-			if refusedForGood(a) {
+			if refusedAtStart(a) {
 				return false
 			}
 		}
@@ -759,6 +759,19 @@ func refusedForGood(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "server refused TLS") || strings.Contains(msg, "require_auth") ||
 		strings.Contains(msg, "channel binding")
+}
+
+// refusedAtStart is refusedForGood for a server's answer to a connection's
+// start, which also refuses for good a startup setting it does not take
+// (options=-c with a value out of range or malformed: class 22; a setting
+// it does not know: 42704). Mid-session, such codes name a statement's
+// input, not the connection.
+func refusedAtStart(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || pe.Code == pgerrcode.UndefinedObject) {
+		return true
+	}
+	return refusedForGood(err)
 }
 
 // notPostgres reports whether what answered does not speak PostgreSQL's
@@ -867,14 +880,14 @@ func (s *conn) connFailure(err error) (error, bool) {
 			if a := hostAnswer(e, s.secret); !slices.Contains(answers, a) {
 				answers = append(answers, a)
 			}
-			refused = refused && refusedForGood(e)
+			refused = refused && refusedAtStart(e)
 			var pe *pgconn.PgError
 			reached = reached || errors.As(e, &pe) || errors.Is(e, pgconn.ErrReadOnlyConnection)
 			full = full || (pe != nil && pe.Code == pgerrcode.TooManyConnections)
 		}
 		if len(errs) == 0 {
 			answers = []string{scrub(rootCause(err), s.secret)}
-			refused = refusedForGood(ce)
+			refused = refusedAtStart(ce)
 		}
 		if refused {
 			return &RefusedError{Addr: s.addr, Answers: answers}, true

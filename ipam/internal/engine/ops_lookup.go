@@ -31,10 +31,15 @@ type AddressInfo struct {
 	// cooldown passed) or excluded.
 	Status     string
 	LastSeenAt time.Time
+	// Tombstone: the address is cooling after its pool or cluster was
+	// destroyed (ClusterID and PoolID name them, Category is empty); a
+	// pool created over it inherits it, with its last holder.
+	Tombstone bool
 }
 
 // LookupAddress finds an address in the pools of every cluster, or of one
-// cluster when clusterID is set. IPv6 cluster prefixes never overlap, nor do
+// cluster when clusterID is set, and among the addresses that destroyed
+// pools left cooling (AddressInfo.Tombstone). IPv6 cluster prefixes never overlap, nor do
 // public IPv4 blocks, but private IPv4 blocks may be reused by several
 // clusters, so an address can be found more than once. An address in no pool
 // is ErrNotFound, with a message saying whether it is at least inside a
@@ -74,6 +79,18 @@ func (o *Operator) LookupAddress(ctx context.Context, addr netip.Addr, clusterID
 			}
 			out = append(out, info)
 		}
+		// Cooling in a pool destroyed since, as ListAllocations lists it.
+		if rows, err = tx.Query(ctx, sqlLookupTombstones, host, clusterID); err != nil {
+			return err
+		}
+		buried, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AddressInfo, error) {
+			v, err := scanView(r)
+			return AddressInfo{Allocation: v.Allocation, Status: StateCooling, Tombstone: true}, err
+		})
+		if err != nil {
+			return err
+		}
+		out = append(out, buried...)
 		if len(out) > 0 {
 			return nil
 		}

@@ -1536,6 +1536,9 @@ const (
 			reusable_at, false, '', true, true, '', '', NULL::timestamptz, false
 		FROM ipam_tombstones a WHERE a.reusable_at > (SELECT ipam_now())`
 	sqlListTombstonesOrder = ` ORDER BY cluster_id, pool_id, address`
+	// sqlLookupTombstones: the live tombstones of address $1 (a host
+	// prefix), of cluster $2 (empty: any).
+	sqlLookupTombstones = sqlListTombstones + ` AND a.address = $1 AND ($2 = '' OR a.cluster_id = $2)` + sqlListTombstonesOrder
 
 	sqlAnd             = " AND "
 	sqlListUnmanaged   = "NOT coalesce(" + stateHeldSQL + ", false)"

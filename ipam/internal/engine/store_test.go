@@ -868,6 +868,32 @@ func TestNotPostgresIsRefused(t *testing.T) {
 	}
 }
 
+// A startup setting the server does not take (options=-c with a bad value,
+// or a setting it does not know) is refused at once, not ridden out as a
+// failover for failover_timeout.
+func TestABadStartupSettingIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for _, opt := range []string{"-c%20statement_timeout%3Dabc", "-c%20no_such_setting_at_all%3D1"} {
+		st, err := engine.Open(ctx, engine.Config{DatabaseURL: url + sep + "options=" + opt, FailoverTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = st.Migrate(cctx)
+		cancel()
+		st.Close()
+		if engine.Code(err) != engine.CodeRefused {
+			t.Errorf("options=%s: %v, want ipam_refused at once", opt, err)
+		}
+	}
+}
+
 // With the default failover bound, a client that no server has answered
 // yet and that finds nothing listening at any host gives up after the
 // first contact's wait, says so (FirstContact, and in its message), and so

@@ -123,6 +123,16 @@ func TestTombstonesOutliveTheirCluster(t *testing.T) {
 		if !v.Tombstone || v.State != engine.StateCooling || v.ClusterID != "c1" || v.PoolID == "" || !v.ReusableAt.After(time.Now().Add(-time.Minute)) {
 			t.Errorf("listed tombstone: %+v", v)
 		}
+		// And looked up as the list shows it: cooling, with its last
+		// holder, not "in no pool of any cluster".
+		infos, err := engine.OperatorOf(st).LookupAddress(ctx, v.Address, "")
+		if err != nil || len(infos) != 1 || !infos[0].Tombstone || infos[0].Status != engine.StateCooling ||
+			infos[0].PoolID != v.PoolID || infos[0].Owner.ID != v.Owner.ID || !infos[0].ReusableAt.Equal(v.ReusableAt) {
+			t.Errorf("lookup of the tombstone %s: %+v %v, want it cooling in %s, last held by %s", v.Address, infos, err, v.PoolID, v.Owner.ID)
+		}
+		if _, err := engine.OperatorOf(st).LookupAddress(ctx, v.Address, "c2"); !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("lookup of the tombstone %s in another cluster: %v, want not_found", v.Address, err)
+		}
 	}
 	var dropped int
 	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_events WHERE type = 'allocation.hold_dropped'
