@@ -68,8 +68,8 @@ func (e *gaveUpError) Unwrap() error { return e.err }
 func (e *gaveUpError) Error() string {
 	if e.inTx {
 		return "the caller gave the call up before it completed (" + e.err.Error() +
-			"), in the caller's transaction: nothing of it has committed, and a statement interrupted this way closes the " +
-			"transaction's connection: roll the transaction back and run it again"
+			"), in the caller's transaction: nothing of it has committed; a statement it interrupted (one that had started) " +
+			"closed the transaction's connection, so roll the transaction back and run it again"
 	}
 	return "the caller gave the call up before it completed (" + e.err.Error() +
 		"); it may have committed before that: the same call again finds what it did"
