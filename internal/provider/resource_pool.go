@@ -97,7 +97,9 @@ func (r *poolResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				MarkdownDescription: "The pool's blocks, in order of preference: earlier blocks are handed out first. All of one " +
 					"family. The network and broadcast addresses of IPv4 blocks (and the `::0` of IPv6 blocks) are never handed out, " +
 					"except in /31, /32, /127 and /128 blocks. Adding blocks updates the pool in place (IPv6 pools only at the end); " +
-					"removing blocks that hold active or cooling addresses fails and lists them.",
+					"an IPv4 pool may drop or shrink blocks, which fails while they hold active, held or cooling addresses and lists " +
+					"them; an IPv6 pool only grows at the end, and removing any of its blocks, even an unused one, is refused (replace " +
+					"the pool instead, once it holds no active address).",
 				ElementType: types.StringType,
 				Required:    true,
 				Validators:  []validator.List{listvalidator.SizeAtLeast(1), listCheck{noun: "blocks", elem: validPrefix()}},

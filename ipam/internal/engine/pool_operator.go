@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -347,7 +348,7 @@ func (s *Client) CreatePool(ctx context.Context, p Pool) (Pool, error) {
 		return p, err
 	}
 	var out Pool
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.awaitDefaultMove(ctx, p.Default, func(tx pgx.Tx) error {
 		// Pool changes of one cluster are serialized on the cluster row (rare,
 		// not a hot path), in a mode that lets allocations insert meanwhile.
 		if _, err := tx.Exec(ctx, sqlLockClusterNoKeyUpdate, p.ClusterID); err != nil {
@@ -421,7 +422,7 @@ func (s *Client) UpdatePool(ctx context.Context, p Pool) (Pool, error) {
 		return p, err
 	}
 	var out Pool
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.awaitDefaultMove(ctx, p.Default, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockClusterNoKeyUpdate, p.ClusterID); err != nil {
 			return err
 		}
@@ -517,6 +518,32 @@ func (s *Client) DeletePool(ctx context.Context, id string, force bool) error {
 	})
 }
 
+// defaultMoveWait is how long a pool made default waits for the pool that
+// is the default of its family to let it go: when the flag moves from one
+// pool to another, Terraform updates both at once, in either order.
+const defaultMoveWait = 10 * time.Second
+
+// errDefaultHeld classifies checkDefault's refusal.
+var errDefaultHeld = errors.New("another pool is the default")
+
+// awaitDefaultMove runs fn in a transaction (withTx), and again every
+// quarter second for up to defaultMoveWait while it is refused because
+// another pool is the default (makeDefault: the pool is to be the default).
+func (s *Client) awaitDefaultMove(ctx context.Context, makeDefault bool, fn func(pgx.Tx) error) error {
+	deadline := time.Now().Add(defaultMoveWait)
+	for {
+		err := s.withTx(ctx, fn)
+		if !makeDefault || !errors.Is(err, errDefaultHeld) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(defaultMoveWait / 40):
+		}
+	}
+}
+
 // checkDefault: at most one default pool per family in a cluster.
 func checkDefault(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	if !p.Default {
@@ -531,5 +558,6 @@ func checkDefault(ctx context.Context, tx pgx.Tx, p *Pool) error {
 	if err != nil {
 		return err
 	}
-	return invalid("default", "pool %q is already the default IPv%d pool of cluster %q; unset it there first", other, p.Family, p.ClusterID)
+	return &InvalidError{Field: "default", Err: errDefaultHeld, Msg: fmt.Sprintf("pool %q is already the default IPv%d pool of cluster %q, "+
+		"and did not let the flag go within %s; unset it there (in the same apply, or before)", other, p.Family, p.ClusterID, FormatDuration(defaultMoveWait))}
 }

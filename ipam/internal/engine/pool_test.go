@@ -386,3 +386,47 @@ func TestPoolCooldownDefault(t *testing.T) {
 		}
 	}
 }
+
+// The default flag moved from one pool to another in one apply: Terraform
+// updates both at once, in either order. The pool made default first waits
+// for the other to let the flag go, and both updates succeed; a pool made
+// default while the other keeps it is refused after that wait, naming it.
+func TestDefaultMovedBetweenPoolsInEitherOrder(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	ctx := context.Background()
+	mkCluster(t, st, "c1", "2001:db8:1::/48", "", "")
+	a, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "a", Cooldown: time.Hour, CIDRs: prefixes("192.0.2.0/28"), Default: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "b", Cooldown: time.Hour, CIDRs: prefixes("192.0.2.16/28")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b made default first, a let go a second later.
+	done := make(chan error, 1)
+	go func() {
+		nb := b
+		nb.Default = true
+		_, err := st.UpdatePool(ctx, nb)
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	na := a
+	na.Default = false
+	if _, err := st.UpdatePool(ctx, na); err != nil {
+		t.Fatalf("a lets the flag go: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("b made default while a let it go: %v", err)
+	}
+	if got, err := st.GetPool(ctx, b.ID); err != nil || !got.Default {
+		t.Fatalf("b after the move: %+v %v, want the default", got, err)
+	}
+	// a made default again while b keeps the flag: refused, naming b.
+	na.Default = true
+	if _, err := st.UpdatePool(ctx, na); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), `pool "c1/b" is already the default IPv4 pool`) {
+		t.Fatalf("a made default while b keeps it: %v, want invalid_input naming b", err)
+	}
+}
