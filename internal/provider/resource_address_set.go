@@ -380,6 +380,12 @@ func (r *addressSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	refused.warn = true
 	pools := map[string]*ipam.Pool{}
 	for _, key := range keys {
+		if h, ok := held[key]; ok && unchanged(ctx, cfg[key], h) {
+			// Held as configured: its address stays, whatever its pools
+			// became since (an MTU changed, say), as the apply judges only
+			// the keys it adds.
+			continue
+		}
 		r.checkPoolsAgree(ctx, key, cfg[key], pools, &disagree)
 	}
 	for _, key := range keys {

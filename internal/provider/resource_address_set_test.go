@@ -271,3 +271,36 @@ func TestAccAddressSet_thousandKeys(t *testing.T) {
 		},
 	})
 }
+
+// A key held as configured keeps its address whatever its pools became
+// since: after one of its pools changes its MTU, the set still plans (empty),
+// and the MTU can be changed back, in one apply each (the apply judges only
+// the keys it adds).
+func TestAccAddressSet_poolChangedUnderAHeldKey(t *testing.T) {
+	db := newAccDB(t)
+	pools := func(smallMTU int) string {
+		return strings.Replace(setPools, "cidrs         = [\"198.51.100.0/30\"]\n  mtu           = 1500",
+			fmt.Sprintf("cidrs         = [\"198.51.100.0/30\"]\n  mtu           = %d", smallMTU), 1)
+	}
+	withSet := func(smallMTU int) string {
+		return pools(smallMTU) + set(`x=pools = [ipam_pool.small.id, ipam_pool.big.id]`)
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: db.config(pools(1500))},
+			{Config: db.config(withSet(1500))},
+			{Config: db.config(withSet(1400))}, // the pool changes; the held key stays
+			{
+				Config:           db.config(withSet(1400)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{Config: db.config(withSet(1500))}, // and back
+			{
+				// A key added now is judged: its pools disagree.
+				Config:      db.config(pools(1400) + set(`x=pools = [ipam_pool.small.id, ipam_pool.big.id]`, `y=pools = [ipam_pool.small.id, ipam_pool.jumbo.id]`)),
+				ExpectError: regexp.MustCompile(`(?s)Pools Disagree on Network Properties`),
+			},
+		},
+	})
+}
