@@ -643,22 +643,32 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 	return err
 }
 
-// takeBlock gives a node a block: the longest-cooled reusable one, else the
-// next fresh one, carved from the end of the instance prefix and skipped if
-// the cluster-wide instance pool already handed out any address inside it.
+// takeBlock gives a node a block: the last one it released itself, cooled
+// down or not; else the longest-cooled reusable one; else the next fresh one,
+// carved from the end of the instance prefix and skipped if the cluster-wide
+// instance pool already handed out any address inside it. A released block's
+// parked pool goes: the database keeps the cooldowns of its rows as
+// tombstones, which the block inherits with their last owners when it joins
+// the node's pool (syncNodePool), so an instance placed again on its node
+// gets its own cooling address back.
 func (s *Client) takeBlock(ctx context.Context, tx pgx.Tx, c Cluster, nodeID string, length int) (netip.Prefix, error) {
 	var b netip.Prefix
-	err := tx.QueryRow(ctx, sqlTakeCooledBlock, c.ID, nodeID, length).Scan(&b)
+	err := tx.QueryRow(ctx, sqlTakeOwnCoolingBlock, c.ID, nodeID, length).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = tx.QueryRow(ctx, sqlTakeCooledBlock, c.ID, nodeID, length).Scan(&b)
+		if err == nil {
+			// The block's reusable time is past every parked row's cooldown.
+			var cooling int64
+			if err := tx.QueryRow(ctx, sqlParkedCooling,
+				parkedPoolID(c.ID, b)).Scan(&cooling); err != nil {
+				return b, err
+			}
+			if cooling > 0 {
+				return b, errRetry
+			}
+		}
+	}
 	if err == nil {
-		// The block's reusable time is past every parked row's cooldown.
-		var cooling int64
-		if err := tx.QueryRow(ctx, sqlParkedCooling,
-			parkedPoolID(c.ID, b)).Scan(&cooling); err != nil {
-			return b, err
-		}
-		if cooling > 0 {
-			return b, errRetry
-		}
 		_, err := tx.Exec(ctx, sqlDeletePool, parkedPoolID(c.ID, b))
 		return b, err
 	}

@@ -936,3 +936,113 @@ func TestFirstCarveKeepsWhatTheCounterHandedOut(t *testing.T) {
 		t.Fatalf("check after more blocks: %v\n%s", err, listViolations(rep.Violations))
 	}
 }
+
+// Seam (found by a day-2 trial): a node's blocks destroyed and created again
+// while an instance's address cooled in them gave the node a fresh block, the
+// old one parked until its cooldowns passed, so the instance placed again on
+// its node got another address, against "the same instance re-created
+// meanwhile gets it back". A node takes its own cooling blocks back first,
+// with their cooling rows; another node still waits out their cooldowns.
+func TestNodeTakesItsOwnParkedBlockBack(t *testing.T) {
+	t.Parallel()
+	st, raw := newStore(t, "")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	sc := scaling(4, 4)
+	i1, r := releasedInBlocks(t, st, sc)
+	before, err := st.GetNodeBlocks(ctx, "c1", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReleaseNodeBlocks(ctx, "c1", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	// Another node, inside the cooldown, gets a block of its own.
+	other, err := st.ScaleNodeBlocks(ctx, "c1", "n2", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range other.Blocks {
+		if b.Contains(r.Address) {
+			t.Fatalf("node n2 got block %s, where %s of n1's instance is cooling", b, r.Address)
+		}
+	}
+	again, err := st.ScaleNodeBlocks(ctx, "c1", "n1", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Blocks) == 0 || again.Blocks[0] != before.Blocks[0] {
+		t.Fatalf("n1 created its blocks again and got %v, not its cooling block %v back", again.Blocks, before.Blocks)
+	}
+	got, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Address != r.Address {
+		t.Fatalf("instance i1 placed again on its node got %s, not its cooling address %s", got.Address, r.Address)
+	}
+	var parked int64
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM ipam_pools WHERE kind = 'parked'`).Scan(&parked); err != nil {
+		t.Fatal(err)
+	}
+	if parked != 0 {
+		t.Fatalf("%d parked pools left after the block came back", parked)
+	}
+	// Every address of the block is there to hand out.
+	for i := 0; i < 15; i++ {
+		if _, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"),
+			Owner: engine.Owner{Kind: engine.OwnerInstance, ID: fmt.Sprintf("j%d", i), InstanceID: fmt.Sprintf("j%d", i), NodeID: "n1"}}); err != nil {
+			t.Fatalf("allocation %d on n1: %v", i, err)
+		}
+	}
+	rep, err := engine.OperatorOf(st).Check(ctx, "")
+	if err != nil || !rep.OK() {
+		t.Fatalf("check: %v %v", err, rep.Violations)
+	}
+}
+
+// A node taking back one of several released blocks takes the one that
+// parked a cooling address, so that its instance gets the address back,
+// whichever of the node's blocks that is.
+func TestNodeTakesBackTheBlockHoldingCoolingAddresses(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	ctx := context.Background()
+	for which := range 2 {
+		cid := fmt.Sprintf("c%d", which)
+		mkCluster(t, st, cid, fmt.Sprintf("2001:db8:%d::/48", which), "", "")
+		two, err := st.ScaleNodeBlocks(ctx, cid, "n1", scaling(20, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(two.Blocks) != 2 {
+			t.Fatalf("blocks %v, want 2", two.Blocks)
+		}
+		block := two.Blocks[which]
+		i1 := engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+		r, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools(cid), Owner: i1, Address: block.Addr().Next()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.Release(ctx, cid, i1, 0); err != nil || !ok {
+			t.Fatalf("release of i1: %v %v", ok, err)
+		}
+		if err := st.ReleaseNodeBlocks(ctx, cid, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		one, err := st.ScaleNodeBlocks(ctx, cid, "n1", scaling(4, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(one.Blocks) != 1 || one.Blocks[0] != block {
+			t.Fatalf("n1 took back %v, not %s, where its instance's address cools", one.Blocks, block)
+		}
+		got, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools(cid), Owner: i1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Address != r.Address {
+			t.Fatalf("instance i1 got %s, not its cooling address %s", got.Address, r.Address)
+		}
+	}
+}

@@ -852,6 +852,18 @@ const (
 	sqlCoolBlock = `UPDATE ipam_node_blocks SET state = 'cooling', empty_scans = 0, released_at = (SELECT ipam_now()),
 		reusable_at = greatest((SELECT ipam_now()) + $3::interval, $4::timestamptz) WHERE cluster_id = $1 AND block = $2`
 
+	// sqlTakeOwnCoolingBlock gives the node ($2) back a block of the length
+	// ($3) it released, cooled down or not: one that parked addresses first,
+	// then the last released.
+	sqlTakeOwnCoolingBlock = `UPDATE ipam_node_blocks nb SET state = 'active', empty_scans = 0,
+			allocated_at = (SELECT ipam_now()), released_at = NULL, reusable_at = NULL
+		FROM (SELECT block FROM ipam_node_blocks b WHERE cluster_id = $1 AND node_id = $2 AND state = 'cooling'
+			AND masklen(block) = $3
+			ORDER BY EXISTS (SELECT 1 FROM ipam_pools p WHERE p.cluster_id = $1 AND p.kind = 'parked' AND p.cidrs = ARRAY[b.block]) DESC,
+				released_at DESC, block_index
+			LIMIT 1 FOR UPDATE SKIP LOCKED) pick
+		WHERE nb.cluster_id = $1 AND nb.block = pick.block RETURNING nb.block`
+
 	// sqlTakeCooledBlock gives the node ($2) the longest-cooled reusable block
 	// of the length ($3).
 	sqlTakeCooledBlock = `UPDATE ipam_node_blocks nb SET state = 'active', node_id = $2, empty_scans = 0,
