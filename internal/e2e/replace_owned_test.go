@@ -71,6 +71,55 @@ func TestReplacingSetsAndNodeBlocks(t *testing.T) {
 	}
 }
 
+// A node's instance blocks with an instance placed in them can be replaced
+// destroy-first (-replace, no create_before_destroy): the destroy half
+// leaves the blocks that its plan marked, with the instance's address in
+// them, and the create half takes them over. The destroy used to be refused
+// (the node still had an address in its blocks) halfway through the apply.
+func TestReplacingNodeBlocksDestroyFirstWithAnInstance(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	w := newWorkdir(t, url, `resource "ipam_cluster" "a" {
+  name   = "a"
+  prefix = "2001:db8:a::/48"
+}
+resource "ipam_node_instance_blocks" "n1" {
+  cluster_id          = ipam_cluster.a.id
+  node_id             = "n1"
+  block_prefix_length = 124
+}
+resource "ipam_instance_address" "vm" {
+  cluster_id  = ipam_cluster.a.id
+  node_id     = ipam_node_instance_blocks.n1.node_id
+  instance_id = "vm-1"
+  org_id      = "o1"
+  env_id      = "e1"
+}
+`)
+	w.run("apply", "-input=false", "-auto-approve")
+	w.run("plan", "-input=false") // a refresh confirms them
+	blocks := nodeBlocks(t, url)
+	vm := queryMap(t, url, `SELECT owner_id, host(address) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'active'`)
+	if len(blocks) != 1 || len(vm) != 1 {
+		t.Fatalf("after the first apply: blocks %v, instances %v", blocks, vm)
+	}
+	w.run("apply", "-input=false", "-auto-approve", "-replace=ipam_node_instance_blocks.n1")
+	if got := nodeBlocks(t, url); fmt.Sprint(got) != fmt.Sprint(blocks) {
+		t.Errorf("after the replacement: n1's blocks %v, want its own %v", got, blocks)
+	}
+	if got := queryMap(t, url, `SELECT owner_id, host(address) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'active'`); fmt.Sprint(got) != fmt.Sprint(vm) {
+		t.Errorf("after the replacement: instances %v, want %v", got, vm)
+	}
+	if out := w.run("plan", "-input=false"); !strings.Contains(string(out), "No changes") {
+		t.Fatalf("plan after the replacement is not empty:\n%s", out)
+	}
+	// Destroyed in order (the instance first), the blocks are released.
+	w.run("destroy", "-input=false", "-auto-approve")
+	if got := nodeBlocks(t, url); len(got) != 0 {
+		t.Fatalf("after destroy: n1's blocks %v, want none", got)
+	}
+}
+
 // setMembers: key -> address of vm-1's active members.
 func setMembers(t *testing.T, url string) map[string]string {
 	t.Helper()

@@ -235,28 +235,22 @@ func (s *Client) CheckNodeBlocks(ctx context.Context, clusterID, nodeID string, 
 // marked as being replaced; found says that it has some to take over. owner
 // reads who holds them, locking (a create) or not (a plan's check).
 func (s *Client) blocksHeldElsewhere(ctx context.Context, tx pgx.Tx, owner, clusterID, nodeID string) (found bool, err error) {
-	var actor string
-	var created time.Time
-	var confirmed, replacing bool
-	err = tx.QueryRow(ctx, owner, clusterID, nodeID).Scan(&actor, &created, &confirmed, &replacing)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
+	o, found, err := readBlocksOwner(ctx, tx, owner, clusterID, nodeID)
+	if err != nil || !found {
 		return false, err
 	}
 	conflict := &OwnerConflictError{ClusterID: clusterID, OwnerKind: OwnerNodeBlocks, OwnerID: nodeID,
-		Address: "instance blocks", Actor: actor}
+		Address: "instance blocks", Actor: o.actor}
 	switch {
-	case actor != s.actor:
+	case o.actor != s.actor:
 		conflict.Detail = fmt.Sprintf("import them into the configuration that should manage them, or release them "+
 			"before creating them as actor %q", s.actor)
 		return true, conflict
-	case confirmed && !replacing:
+	case o.confirmed && !o.replacing:
 		conflict.Detail = fmt.Sprintf("since %s they are managed by a configuration whose refresh has seen them (or that "+
 			"made them over %s ago); a node has one set of instance blocks, whatever the actor: declare them in one configuration "+
 			"only (import them into this one and remove them from the other, or remove them here)",
-			created.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
+			o.created.UTC().Format(time.RFC3339), FormatDuration(AdoptionWindow))
 		return true, conflict
 	}
 	return true, nil
@@ -876,7 +870,11 @@ func (s *Client) ReleaseNodeBlocks(ctx context.Context, clusterID, nodeID string
 // a state read (NodeBlocks.Generation; 0: whatever it is now): when the
 // blocks' generation has moved on (the create half of a replacement took
 // them over), it releases nothing and returns false, as a stale release of
-// an address does.
+// an address does. Blocks that instances still use, marked at that
+// generation by this actor's plan of a replacement
+// (MarkNodeBlocksReplacement), are not refused either: the destroy half of
+// a destroy-first replacement releases nothing, and the create half takes
+// them over with their instances.
 func (s *Client) ReleaseNodeBlocksAt(ctx context.Context, clusterID, nodeID string, generation int64) (bool, error) {
 	if err := checkIDs("cluster_id", clusterID, "node_id", nodeID); err != nil {
 		return false, err
@@ -906,6 +904,15 @@ func (s *Client) ReleaseNodeBlocksAt(ctx context.Context, clusterID, nodeID stri
 			return err
 		}
 		if used > 0 {
+			// The destroy half of a destroy-first replacement, planned by
+			// this actor at this generation: the blocks stay, with their
+			// instances, for the create half to take over (the mark says
+			// it comes). Nothing is released, as for a stale destroy.
+			if generation > 0 {
+				if replacing, err := s.blocksMarkedForReplacement(ctx, tx, clusterID, nodeID); err != nil || replacing {
+					return err
+				}
+			}
 			return nodeInUse(ctx, tx, clusterID, nodeID, poolID, used)
 		}
 		cluster, err := scanCluster(tx.QueryRow(ctx, sqlLoadCluster, clusterID))
@@ -937,6 +944,32 @@ func (s *Client) ReleaseNodeBlocksAt(ctx context.Context, clusterID, nodeID stri
 			Data:  map[string]any{"released": prefixList(gone)}})
 	})
 	return released, err
+}
+
+// blocksMarkedForReplacement: the plan of a replacement of the node's
+// blocks by this actor marked them (MarkNodeBlocksReplacement), and the
+// mark has not expired or been spent.
+func (s *Client) blocksMarkedForReplacement(ctx context.Context, tx pgx.Tx, clusterID, nodeID string) (bool, error) {
+	o, _, err := readBlocksOwner(ctx, tx, sqlNodeBlocksOwnerRead, clusterID, nodeID)
+	return o.replacing && o.actor == s.actor, err
+}
+
+// blocksOwner is who holds a node's blocks (sqlNodeBlocksOwner).
+type blocksOwner struct {
+	actor                string
+	created              time.Time
+	confirmed, replacing bool
+}
+
+// readBlocksOwner reads who holds a node's blocks with query (the locking
+// sqlNodeBlocksOwner or sqlNodeBlocksOwnerRead); found is false when the
+// node has none.
+func readBlocksOwner(ctx context.Context, tx pgx.Tx, query, clusterID, nodeID string) (o blocksOwner, found bool, err error) {
+	err = tx.QueryRow(ctx, query, clusterID, nodeID).Scan(&o.actor, &o.created, &o.confirmed, &o.replacing)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return blocksOwner{}, false, nil
+	}
+	return o, err == nil, err
 }
 
 // instancePool is the pool an instance draws from: its node's blocks when the

@@ -585,7 +585,7 @@ func (m *model) step(rng *rand.Rand, w int, first bool) string {
 	case 31:
 		what, notes, err = m.replaceSet(ctx, cid, fmt.Sprintf("w%d-s%d", w, k%2), engine.Owner{InstanceID: fmt.Sprintf("w%d-i%d", w, k%2)})
 	case 32:
-		what, notes, err = m.replaceBlocks(ctx, cid, fmt.Sprintf("w%d-n%d", w, rng.IntN(3)))
+		what, notes, err = m.replaceBlocks(ctx, cid, fmt.Sprintf("w%d-n%d", w, rng.IntN(3)), rng.IntN(2) == 0)
 	case 33:
 		// A set key's plan-time hold, then the apply of that plan: the key
 		// added on exactly the held address.
@@ -931,11 +931,16 @@ func (m *model) replaceSet(ctx context.Context, cid, set string, labels engine.O
 }
 
 // replaceBlocks is a Terraform replacement of a node's blocks (this
-// worker's node), create first, by the manager whose mark holds: the
-// create takes the blocks over, and the old object's destroy, with the old
-// generation, releases nothing.
-func (m *model) replaceBlocks(ctx context.Context, cid, node string) (string, []string, error) {
+// worker's node) by the manager whose mark holds. Create first, the create
+// takes the blocks over, and the old object's destroy, with the old
+// generation, releases nothing. Destroy first, the marked destroy either
+// releases the blocks (no instance uses them) or leaves them all for the
+// create to take over; it is never refused.
+func (m *model) replaceBlocks(ctx context.Context, cid, node string, destroyFirst bool) (string, []string, error) {
 	what := fmt.Sprintf("replace blocks of %s in %s", node, cid)
+	if destroyFirst {
+		what += ", destroy first"
+	}
 	old, err := m.sts[0].GetNodeBlocks(ctx, cid, node)
 	if err != nil {
 		return "no blocks to replace: " + node + " in " + cid + " has none", nil, nil
@@ -952,17 +957,27 @@ func (m *model) replaceBlocks(ctx context.Context, cid, node string) (string, []
 	if st == nil {
 		return "no blocks to replace: " + node + " in " + cid + " released or taken meanwhile", nil, nil
 	}
+	var notes []string
+	takeOver := true
+	if destroyFirst {
+		released, err := st.ReleaseNodeBlocksAt(ctx, cid, node, old.Generation)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("the marked destroy of %s's blocks (generation %d) was refused: %v", node, old.Generation, err))
+		}
+		takeOver = !released
+	}
 	now, err := st.CreateNodeBlocks(ctx, cid, node, old.Scaling)
 	if err != nil {
-		return what, nil, err
+		return what, notes, err
 	}
-	var notes []string
-	if now.Generation <= old.Generation || !slices.ContainsFunc(now.Blocks, func(b netip.Prefix) bool { return slices.Contains(old.Blocks, b) }) {
+	if takeOver && (now.Generation <= old.Generation || !slices.ContainsFunc(now.Blocks, func(b netip.Prefix) bool { return slices.Contains(old.Blocks, b) })) {
 		notes = append(notes, fmt.Sprintf("the replacement of %s's blocks took none of them over: %v at generation %d, then %v at %d",
 			node, old.Blocks, old.Generation, now.Blocks, now.Generation))
 	}
-	if released, err := st.ReleaseNodeBlocksAt(ctx, cid, node, old.Generation); err != nil || released {
-		notes = append(notes, fmt.Sprintf("the replaced blocks of %s (generation %d): their destroy released %v (%v)", node, old.Generation, released, err))
+	if !destroyFirst {
+		if released, err := st.ReleaseNodeBlocksAt(ctx, cid, node, old.Generation); err != nil || released {
+			notes = append(notes, fmt.Sprintf("the replaced blocks of %s (generation %d): their destroy released %v (%v)", node, old.Generation, released, err))
+		}
 	}
 	return what, notes, nil
 }

@@ -291,6 +291,58 @@ func TestMarkedBlocksAndSetsAreTakenOver(t *testing.T) {
 	}
 }
 
+// A node's instance blocks with an instance in them can be replaced
+// destroy-first: the destroy half, carrying the generation a replacement's
+// plan marked, releases nothing (the blocks and the instance stay), and the
+// create half takes them over. Unmarked, a destroy of blocks in use is
+// refused, as is one without a generation (an operator's release) or of
+// another actor.
+func TestMarkedBlocksInUseAreLeftForTheReplacement(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "terraform")
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	ctx := context.Background()
+	nb, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ConfirmNodeBlocks(ctx, "c1", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	i1 := engine.Owner{Kind: engine.OwnerInstance, ID: "i1", InstanceID: "i1", NodeID: "n1"}
+	a, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.ClusterPools("c1"), Owner: i1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReleaseNodeBlocksAt(ctx, "c1", "n1", nb.Generation); engine.Code(err) != engine.CodeConflict {
+		t.Fatalf("an unmarked destroy of blocks in use: %v, want conflict", err)
+	}
+	other := openClient(t, engine.Config{DatabaseURL: testdbURLOf(t, st), Actor: "ops"})
+	if err := st.MarkNodeBlocksReplacement(ctx, "c1", "n1", nb.Generation, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ReleaseNodeBlocksAt(ctx, "c1", "n1", nb.Generation); engine.Code(err) != engine.CodeConflict {
+		t.Fatalf("another actor's destroy of marked blocks in use: %v, want conflict", err)
+	}
+	if err := st.ReleaseNodeBlocks(ctx, "c1", "n1"); engine.Code(err) != engine.CodeConflict {
+		t.Fatalf("a release without a generation of marked blocks in use: %v, want conflict", err)
+	}
+	if ok, err := st.ReleaseNodeBlocksAt(ctx, "c1", "n1", nb.Generation); err != nil || ok {
+		t.Fatalf("the destroy half of a marked replacement: released %v, %v; want nothing released and no error", ok, err)
+	}
+	taken, err := st.CreateNodeBlocks(ctx, "c1", "n1", scaling(4, 4))
+	if err != nil {
+		t.Fatalf("the create half: %v", err)
+	}
+	if taken.Generation <= nb.Generation || !slices.Equal(taken.Blocks, nb.Blocks) || taken.Used != 1 {
+		t.Fatalf("taken over: generation %d blocks %v used %d, want past %d, the same %v and i1's address",
+			taken.Generation, taken.Blocks, taken.Used, nb.Generation, nb.Blocks)
+	}
+	if got, err := st.GetActive(ctx, "c1", engine.OwnerInstance, "i1"); err != nil || got.Address != a.Address {
+		t.Fatalf("i1 after the replacement: %+v %v, want %s", got, err, a.Address)
+	}
+}
+
 // A replacement mark holds only for the configuration that made it: once
 // configuration A (one origin) has planned a replacement of its node, a
 // create of the same owner by configuration B (the same actor, another
