@@ -78,8 +78,9 @@ type userRead struct {
 // readProbe names what a read asks for: an active row of the loaded pool
 // (its address, instance and environment).
 type readProbe struct {
-	addr          netip.Addr
-	instance, env string
+	addr               netip.Addr
+	instance, env      string
+	ownerKind, ownerID string
 }
 
 var userReads = []userRead{
@@ -106,6 +107,11 @@ var userReads = []userRead{
 	{name: "an instance's addresses (`ipamctl list --instance`)", indexed: true,
 		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
 			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, InstanceID: pr.instance})
+			return len(v), err
+		}},
+	{name: "an owner's addresses (`ipamctl list --kind --owner`)", indexed: true,
+		run: func(ctx context.Context, op *operator.Client, p *loadedPool, pr readProbe) (int, error) {
+			v, err := op.ListAllocations(ctx, operator.ListFilter{ClusterID: p.clusterID, OwnerKind: pr.ownerKind, OwnerID: pr.ownerID})
 			return len(v), err
 		}},
 	{name: "the first 100 node addresses no state holds (`terraform query` of `ipam_node_address`; `ipamctl list --kind node --state active --limit 100` without that condition)", indexed: true,
@@ -143,8 +149,8 @@ func probeOf(ctx context.Context, p *loadedPool) (readProbe, error) {
 	}
 	defer c.Close(context.Background())
 	var addr netip.Prefix
-	if err := c.QueryRow(ctx, `SELECT address, instance_id, env_id FROM ipam_allocations
-		WHERE pool_id = $1 AND state = 'active' AND instance_id IS NOT NULL LIMIT 1`, p.pool.ID).Scan(&addr, &pr.instance, &pr.env); err != nil {
+	if err := c.QueryRow(ctx, `SELECT address, instance_id, env_id, owner_kind, owner_id FROM ipam_allocations
+		WHERE pool_id = $1 AND state = 'active' AND instance_id IS NOT NULL LIMIT 1`, p.pool.ID).Scan(&addr, &pr.instance, &pr.env, &pr.ownerKind, &pr.ownerID); err != nil {
 		return pr, fmt.Errorf("an active instance row of %s: %w", p.pool.ID, err)
 	}
 	pr.addr = addr.Addr()

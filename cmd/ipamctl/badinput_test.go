@@ -83,6 +83,7 @@ func TestBadInputFlags(t *testing.T) {
 		{[]string{"list", "--limit", "-1"}, "--limit"},
 		{[]string{"list", "--state", "free"}, "--state"},
 		{[]string{"list", "--kind", "robot"}, "--kind"},
+		{[]string{"list", "--owner", "i-1"}, "--owner"},
 		{[]string{"list", "--category", "ipv5"}, "--category"},
 		{[]string{"leaks", "--stale-days", "-5"}, "--stale-days"},
 		{[]string{"leaks", "--stale-days", "1099511627776"}, "--stale-days"},

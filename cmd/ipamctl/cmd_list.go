@@ -61,14 +61,19 @@ func (a *app) listCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List allocations by cluster, category, pool, org, env, node, instance or state",
+		Short: "List allocations by cluster, category, pool, owner, org, env, node, instance or state",
 		Long: `Lists the allocations that hold an address: active, reserved (a plan-time hold that has not
 expired) and cooling (released, inside its cooldown). Filters combine; without --state all three
 are listed. Addresses whose cooldown has passed are free and not listed. An address still cooling
-after its pool or cluster was destroyed is listed as "cooling (pool destroyed)" with the pool it
-left: a pool created over it inherits it.`,
+after its pool or cluster was destroyed is listed as "cooling(pool-destroyed)" with the pool it
+left: a pool created over it inherits it. --owner needs --kind (an owner is a kind and an id) and
+lists that owner's address and the ones it left cooling.
+
+Each row of the table is one field per column, without spaces ("-" for none), so that it can be
+split on whitespace; --json prints every field by name.`,
 		Example: `  ipamctl list --cluster prod-eu1 --org acme
   ipamctl list --env acme-prod --state cooling
+  ipamctl list --kind instance --owner i-42
   ipamctl list --node node-17 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -121,13 +126,13 @@ left: a pool created over it inherits it.`,
 				return nil
 			}
 			w := a.table()
-			fmt.Fprintln(w, "ADDRESS\tSTATE\tCLUSTER\tPOOL\tOWNER\tORG\tENV\tNODE\tINSTANCE\tACTOR\tALLOCATED\tREUSABLE")
+			fmt.Fprintln(w, "ADDRESS\tSTATE\tCLUSTER\tPOOL\tKIND\tOWNER\tORG\tENV\tNODE\tINSTANCE\tACTOR\tALLOCATED\tREUSABLE")
 			for _, v := range views {
 				if v.Tombstone {
-					v.State = "cooling (pool destroyed)"
+					v.State = tombstoneState
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Address, v.State, v.ClusterID, v.PoolID,
-					v.Owner.Kind, v.Owner.ID, dash(v.Owner.OrgID), dash(v.Owner.EnvID), dash(v.Owner.NodeID), dash(v.Owner.InstanceID),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Address, v.State, v.ClusterID, v.PoolID,
+					dash(v.Owner.Kind), dash(v.Owner.ID), dash(v.Owner.OrgID), dash(v.Owner.EnvID), dash(v.Owner.NodeID), dash(v.Owner.InstanceID),
 					dash(v.Actor), ts(v.AllocatedAt), ts(v.ReusableAt))
 			}
 			if err := w.Flush(); err != nil {
@@ -146,6 +151,7 @@ left: a pool created over it inherits it.`,
 	fl.StringVar(&f.Category, "category", "", "only this pool category: "+strings.Join(operator.Categories, ", "))
 	fl.StringVar(&f.PoolID, "pool", "", "only this pool (<cluster>/<name>)")
 	fl.StringVar(&f.OwnerKind, "kind", "", "only this owner kind: node, instance, env_ipv4 or set")
+	fl.StringVar(&f.OwnerID, "owner", "", "only this owner id, of --kind (an address set member's is <set owner id>#<key>)")
 	fl.StringVar(&f.OrgID, "org", "", "only this org_id")
 	fl.StringVar(&f.EnvID, "env", "", "only this env_id")
 	fl.StringVar(&f.NodeID, "node", "", "only this node_id")
@@ -155,6 +161,10 @@ left: a pool created over it inherits it.`,
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
+
+// tombstoneState is the state list and lookup show for an address that a
+// destroyed pool left cooling (one word: list's table splits on spaces).
+const tombstoneState = "cooling(pool-destroyed)"
 
 // cutShort says that list printed the first limit allocations of more.
 func cutShort(limit int) string {
@@ -167,7 +177,7 @@ func flagError(err error) error {
 	if !ok {
 		return err
 	}
-	flag := map[string]string{"cluster_id": "cluster", "pool_id": "pool", "owner_kind": "kind", "org_id": "org",
+	flag := map[string]string{"cluster_id": "cluster", "pool_id": "pool", "owner_kind": "kind", "owner_id": "owner", "org_id": "org",
 		"env_id": "env", "node_id": "node", "instance_id": "instance", "stale_days": "stale-days"}[ie.Field]
 	if flag == "" {
 		flag = strings.ReplaceAll(ie.Field, "_", "-")

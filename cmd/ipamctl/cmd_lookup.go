@@ -20,7 +20,7 @@ func (a *app) lookupCmd() *cobra.Command {
 		Long: `Finds an address in the pools and tells its state (active, reserved, cooling, free or
 excluded) and its owner: org, env, instance or node. For a cooling address the owner is its
 last holder, with when it was released and when it becomes reusable. An address that a
-destroyed pool left cooling is shown as "cooling (pool destroyed)", with that pool and its last
+destroyed pool left cooling is shown as "cooling(pool-destroyed)", with that pool and its last
 holder, until its cooldown passes or a pool created over it inherits it.
 
 Private IPv4 blocks may be reused by several clusters: then every match is shown, unless
@@ -61,7 +61,7 @@ Private IPv4 blocks may be reused by several clusters: then every match is shown
 				}
 				w := a.table()
 				if in.Tombstone {
-					in.Status = "cooling (pool destroyed)"
+					in.Status = tombstoneState
 					in.Category = "-"
 				}
 				owner := "-"

@@ -24,7 +24,8 @@ in one step; surplus blocks are released only when more than Mf x B addresses ar
 only blocks empty on two consecutive scalings, never a node's last block.
 
 Without --node every node with blocks is scaled (of --cluster, or of all clusters). With
---interval the scaling repeats until interrupted. Each change is printed.`,
+--interval the scaling repeats until interrupted. Each node's result is printed (a line saying
+so when no node has blocks; --json prints nothing then).`,
 		Example: `  ipamctl scale --cluster prod-eu1 --node node-17
   ipamctl scale --cluster prod-eu1
   ipamctl scale --interval 1m`,
@@ -84,7 +85,15 @@ func (a *app) scaleOnce(ctx context.Context, st *ipam.Client, cluster, node stri
 			return err
 		}
 		if len(nodes) == 0 {
-			return clusterExists(ctx, st, cluster)
+			if err := clusterExists(ctx, st, cluster); err != nil || asJSON {
+				return err
+			}
+			where := "of any cluster"
+			if cluster != "" {
+				where = fmt.Sprintf("of cluster %q", cluster)
+			}
+			fmt.Fprintf(a.out, "no node %s has instance blocks: nothing to scale\n", where)
+			return nil
 		}
 	}
 	for _, cn := range nodes {

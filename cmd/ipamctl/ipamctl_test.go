@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -350,10 +351,17 @@ func TestListUsageLookup(t *testing.T) {
 	w.ipamctl("", "usage", "--cluster", "nope").must(t, exitError, "not_found", `cluster "nope" does not exist`)
 
 	// list, with filters.
-	r = w.ipamctl("", "list", "--org", "acme", "--category", "instance").must(t, 0, "ADDRESS", i1.Address.String(), "instance i1", "instance i2")
-	if strings.Contains(r.out, "i3") || strings.Contains(r.out, "e1") {
-		t.Fatalf("list --org acme --category instance:\n%s", r.out)
+	r = w.ipamctl("", "list", "--org", "acme", "--category", "instance").must(t, 0, "ADDRESS", i1.Address.String())
+	if got := listOwners(t, r.out); got != "instance/i1 instance/i2" {
+		t.Fatalf("list --org acme --category instance: owners %s\n%s", got, r.out)
 	}
+	// One owner (its active address and the ones it left cooling): --owner needs --kind.
+	r = w.ipamctl("", "list", "--kind", "instance", "--owner", "i3").must(t, 0, "2001:db8:0:1::3")
+	if got := listOwners(t, r.out); got != "instance/i3" {
+		t.Fatalf("list --kind instance --owner i3: owners %s\n%s", got, r.out)
+	}
+	w.ipamctl("", "list", "--owner", "i3").must(t, exitUsage, "--owner: needs an owner kind")
+	w.ipamctl("", "list", "--kind", "set", "--owner", "vm-1").must(t, exitUsage, "--owner:", "<owner_id>#<key>")
 	r = w.ipamctl("", "list", "--state", "cooling", "--json").must(t, 0)
 	var listed []allocationJSON
 	if err := json.Unmarshal([]byte(r.out), &listed); err != nil || len(listed) != 1 || listed[0].OwnerID != "i3" ||
@@ -368,12 +376,12 @@ func TestListUsageLookup(t *testing.T) {
 	// a limit at or past the matches lists them all, plainly.
 	r = w.ipamctl("", "list", "--pool", "c1/v4", "--limit", "2").must(t, 0,
 		"the first 2 allocation(s) of more that match: the list was cut short by --limit 2; raise it, or give 0 for all")
-	if n := strings.Count(r.out, "env_ipv4 e"); n != 2 {
-		t.Fatalf("list --limit 2 printed %d rows:\n%s", n, r.out)
+	if got := listOwners(t, r.out); got != "env_ipv4/e1 env_ipv4/e2" {
+		t.Fatalf("list --limit 2 printed %s:\n%s", got, r.out)
 	}
 	for _, limit := range []string{"5", "6", "0"} {
 		r = w.ipamctl("", "list", "--pool", "c1/v4", "--limit", limit).must(t, 0)
-		if r.err != "5 allocation(s)\n" || strings.Count(r.out, "env_ipv4 e") != 5 {
+		if r.err != "5 allocation(s)\n" || strings.Count(listOwners(t, r.out), "env_ipv4/e") != 5 {
 			t.Fatalf("list --limit %s:\n%s%s", limit, r.out, r.err)
 		}
 	}
@@ -814,8 +822,36 @@ func scrape(t *testing.T, url string) string {
 	return string(b)
 }
 
+// listOwners splits list's table on whitespace, as a script would, and
+// returns each row's KIND/OWNER, joined by spaces; every row must have one
+// field per column of the header.
+func listOwners(t *testing.T, out string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	header := strings.Fields(lines[0])
+	kind, owner := slices.Index(header, "KIND"), slices.Index(header, "OWNER")
+	if kind < 0 || owner < 0 {
+		t.Fatalf("list's header %q has no KIND and OWNER:\n%s", lines[0], out)
+	}
+	var owners []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != len(header) {
+			t.Fatalf("list's row %q splits into %d fields on whitespace, its header into %d:\n%s", l, len(f), len(header), out)
+		}
+		owners = append(owners, f[kind]+"/"+f[owner])
+	}
+	return strings.Join(owners, " ")
+}
+
 func TestScale(t *testing.T) {
 	w := newWorld(t)
+	// Nothing to scale is said, not silent (text); --json prints no object.
+	w.ipamctl("", "scale").must(t, 0, "no node of any cluster has instance blocks: nothing to scale")
+	w.ipamctl("", "scale", "--cluster", "c1").must(t, 0, `no node of cluster "c1" has instance blocks: nothing to scale`)
+	if r := w.ipamctl("", "scale", "--json").must(t, 0); r.out != "" {
+		t.Fatalf("scale --json with no node to scale printed %q", r.out)
+	}
 	demand := int64(25)
 	if _, err := w.st.ScaleNodeBlocks(w.ctx, "c1", "n1", ipam.BlockScaling{PrefixLength: 124, MinFree: 0.5, MaxFree: 1.5, MaxBlocks: 8, Demand: &demand}); err != nil {
 		t.Fatal(err)

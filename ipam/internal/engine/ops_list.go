@@ -33,10 +33,13 @@ type AllocationView struct {
 // ListFilter selects allocations. Empty fields match everything. State is
 // one of active, reserved or cooling; without it all three are listed.
 type ListFilter struct {
-	ClusterID  string
-	Category   string
-	PoolID     string
-	OwnerKind  string
+	ClusterID string
+	Category  string
+	PoolID    string
+	OwnerKind string
+	// OwnerID keeps one owner's allocations (with OwnerKind: an owner is
+	// a kind and an id; a set member's id is <set>#<key>).
+	OwnerID    string
 	OrgID      string
 	EnvID      string
 	NodeID     string
@@ -88,6 +91,14 @@ func (f ListFilter) Validate() error {
 	if f.OwnerKind != "" && !slices.Contains(OwnerKinds, f.OwnerKind) {
 		return invalid("owner_kind", "%q is not an owner kind: expected %s", truncate(f.OwnerKind, 40), strings.Join(OwnerKinds, ", "))
 	}
+	if f.OwnerID != "" {
+		if f.OwnerKind == "" {
+			return invalid("owner_id", "needs an owner kind: an owner is a kind and an id (%s)", strings.Join(OwnerKinds, ", "))
+		}
+		if err := checkOwnerKey(f.OwnerKind, f.OwnerID); err != nil {
+			return err
+		}
+	}
 	if f.State != "" && statePredicates[f.State] == "" {
 		return invalid("state", "%q is not a state to list: expected active, reserved or cooling", truncate(f.State, 40))
 	}
@@ -130,6 +141,7 @@ func (q *listQuery) filters(f ListFilter) {
 	q.eq(sqlListByCluster, f.ClusterID)
 	q.eq(sqlListByPool, f.PoolID)
 	q.eq(sqlListByOwnerKind, f.OwnerKind)
+	q.eq(sqlListByOwnerID, f.OwnerID)
 	q.eq(sqlListByOrg, f.OrgID)
 	q.eq(sqlListByEnv, f.EnvID)
 	q.eq(sqlListByNode, f.NodeID)
@@ -177,7 +189,8 @@ func listAllocationsQuery(f ListFilter, pools []string) (string, []any) {
 // ListAllocations lists the allocations matching the filter, ordered by
 // cluster, pool and address order. Pool, category and cluster filters use
 // the (pool_id, state) and (cluster_id, ...) indexes, an org or env filter
-// the labels index, an owner kind filter the owner indexes, and an instance
+// the labels index, an owner kind filter (with or without the owner's id) the
+// owner indexes, and an instance
 // filter the owner indexes and the instance label index
 // (sqlListByInstanceSource); the node filter narrows what the others
 // return. With a limit, the first rows are found by their keys alone

@@ -120,6 +120,11 @@ func TestListByKindAndCategoryReadIndexes(t *testing.T) {
 		{engine.ListFilter{OwnerKind: "node", State: "cooling", Limit: 100},
 			[]string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling"}, "n2:cooling"},
 		{engine.ListFilter{Category: "node", Limit: 100}, []string{"ipam_allocations_pool_state"}, "n1:active n2:cooling"},
+		// One owner: the owner indexes, for its active and its cooling rows.
+		{engine.ListFilter{ClusterID: "c1", OwnerKind: "node", OwnerID: "n2"},
+			[]string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling"}, "n2:cooling"},
+		{engine.ListFilter{OwnerKind: "node", OwnerID: "n1"},
+			[]string{"ipam_allocations_owner_active", "ipam_allocations_owner_cooling"}, "n1:active"},
 	} {
 		got, err := engine.OperatorOf(f.st).ListAllocations(f.ctx, tc.f)
 		if err != nil {

@@ -1557,6 +1557,7 @@ const (
 	sqlListByCluster   = "a.cluster_id = $%d"
 	sqlListByPool      = "a.pool_id = $%d"
 	sqlListByOwnerKind = "a.owner_kind = $%d"
+	sqlListByOwnerID   = "a.owner_id = $%d"
 	sqlListByOrg       = "a.org_id = $%d"
 	sqlListByEnv       = "a.env_id = $%d"
 	sqlListByNode      = "a.node_id = $%d"
