@@ -137,13 +137,6 @@ gotest() { # tiers...
 		read -r -a more <<<"${tier_packages[$t]}"
 		pkgs+=("${more[@]}")
 	done
-	# go test runs at most GOMAXPROCS test binaries at once (-p): on two
-	# cores the e2e package held one slot while the provider, core and
-	# benchmark packages queued for the other, and the cores idled a sixth
-	# of the time (the tests wait on terraform and the server). The four
-	# long packages run at once instead; a -p in TESTFLAGS comes later and
-	# wins.
-	testflags=(-p 4 "${testflags[@]}")
 	step "go test -count=1 -timeout 30m ${testflags[*]} (tiers: $*)"
 	log=$(mktemp)
 	# Tests of a feature the CLI lacks, and tests that only run when asked
