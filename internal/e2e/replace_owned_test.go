@@ -99,7 +99,7 @@ resource "ipam_instance_address" "vm" {
 	w.run("apply", "-input=false", "-auto-approve")
 	w.run("plan", "-input=false") // a refresh confirms them
 	blocks := nodeBlocks(t, url)
-	vm := queryMap(t, url, `SELECT owner_id, host(address) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'active'`)
+	vm := activeInstances(t, url)
 	if len(blocks) != 1 || len(vm) != 1 {
 		t.Fatalf("after the first apply: blocks %v, instances %v", blocks, vm)
 	}
@@ -107,7 +107,7 @@ resource "ipam_instance_address" "vm" {
 	if got := nodeBlocks(t, url); fmt.Sprint(got) != fmt.Sprint(blocks) {
 		t.Errorf("after the replacement: n1's blocks %v, want its own %v", got, blocks)
 	}
-	if got := queryMap(t, url, `SELECT owner_id, host(address) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'active'`); fmt.Sprint(got) != fmt.Sprint(vm) {
+	if got := activeInstances(t, url); fmt.Sprint(got) != fmt.Sprint(vm) {
 		t.Errorf("after the replacement: instances %v, want %v", got, vm)
 	}
 	if out := w.run("plan", "-input=false"); !strings.Contains(string(out), "No changes") {
@@ -118,6 +118,12 @@ resource "ipam_instance_address" "vm" {
 	if got := nodeBlocks(t, url); len(got) != 0 {
 		t.Fatalf("after destroy: n1's blocks %v, want none", got)
 	}
+}
+
+// activeInstances: instance id -> address of the active instance addresses.
+func activeInstances(t *testing.T, url string) map[string]string {
+	t.Helper()
+	return queryMap(t, url, `SELECT owner_id, host(address) FROM ipam_allocations WHERE owner_kind = 'instance' AND state = 'active'`)
 }
 
 // setMembers: key -> address of vm-1's active members.

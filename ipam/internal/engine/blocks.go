@@ -637,10 +637,12 @@ func releaseBlock(ctx context.Context, tx pgx.Tx, c Cluster, poolID string, b ne
 	return err
 }
 
-// takeBlock gives a node a block: the last one it released itself, cooled
-// down or not; else the longest-cooled reusable one; else the next fresh one,
-// carved from the end of the instance prefix and skipped if the cluster-wide
-// instance pool already handed out any address inside it. A released block's
+// takeBlock gives a node a block: one it released itself, cooled down or
+// not (one that keeps cooling addresses first, then the last released:
+// sqlTakeOwnCoolingBlock); else the longest-cooled reusable one; else the
+// next fresh one, carved from the end of the instance prefix and skipped if
+// the cluster-wide instance pool already handed out any address inside it.
+// A released block's
 // parked pool goes: the database keeps the cooldowns of its rows as
 // tombstones, which the block inherits with their last owners when it joins
 // the node's pool (syncNodePool), so an instance placed again on its node

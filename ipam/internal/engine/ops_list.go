@@ -189,10 +189,10 @@ func listAllocationsQuery(f ListFilter, pools []string) (string, []any) {
 // ListAllocations lists the allocations matching the filter, ordered by
 // cluster, pool and address order. Pool, category and cluster filters use
 // the (pool_id, state) and (cluster_id, ...) indexes, an org or env filter
-// the labels index, an owner kind filter (with or without the owner's id) the
-// owner indexes, and an instance
-// filter the owner indexes and the instance label index
-// (sqlListByInstanceSource); the node filter narrows what the others
+// the labels index, an owner kind filter (with or without the owner's id)
+// the owner indexes, and an instance filter the owner indexes and the
+// instance label index (sqlListByInstanceSource); the node filter narrows
+// what the others
 // return. With a limit, the first rows are found by their keys alone
 // (sqlListFirstRows).
 func (o *Operator) ListAllocations(ctx context.Context, f ListFilter) ([]AllocationView, error) {
