@@ -230,6 +230,12 @@ const (
 	// its address unless it kept a cooldown: either records the loss for
 	// its owner (histLoss).
 	histExpire
+	// histList is the operator's ListAllocations of one owner (ipamctl
+	// list --kind K --owner ID): its active allocation, its live hold and
+	// the addresses it left inside their cooldown (an expired hold that
+	// kept one is cooling), each with whether a Terraform state holds it
+	// (histOut.Listed), read in one snapshot; it changes nothing.
+	histList
 )
 
 // histIn is an operation's input, as the model sees it.
@@ -322,9 +328,26 @@ type histOut struct {
 	// and actor as the change's own transaction read them; zero for the
 	// keys it did not add.
 	Keys [histSetKeys]histKeyOut
+	// Listed (histList): each address's row as the listing shows it,
+	// histListed of its state and whether a Terraform state holds it; 0:
+	// not listed.
+	Listed [histMaxAddrs]uint8
 	// Msg is the error's text, for the logs only.
 	Msg string
 }
+
+// histListed is how a listing shows a row: its state (active, reserved or
+// cooling), plus histListedHeld when a Terraform state holds it (only an
+// active allocation or a live hold says so).
+func histListed(state string, held bool) uint8 {
+	v := uint8(slices.Index([]string{"active", "reserved", "cooling"}, state) + 1)
+	if held && v != 3 {
+		v |= histListedHeld
+	}
+	return v
+}
+
+const histListedHeld = 4
 
 // histKeyOut is one added key of a set in an ApplySet's answer.
 type histKeyOut struct {
@@ -648,10 +671,41 @@ func (m histModel) poolOutcomes(s histState, in histIn) []histOutcome {
 	// after its attempts (withTx), writing nothing: conflict. So may a
 	// refresh, whose record that it saw the allocation is a write.
 	res := m.specified(s, in)
+	n := len(m.addrs)
+	if in.Kind == histList {
+		// A read in one snapshot: no conflict. A statement judges holds
+		// and cooldowns by its own time, which may precede a release or
+		// an expiry it sees (the clock anomaly): such a row may still be
+		// listed as it was.
+		if m.tolerate&histClockAnomaly != 0 && in.OldClock {
+			var alt []int
+			for i := range n {
+				r := s.Rows[i]
+				if int(r.Owner) == in.Owner && ((r.State == histCooling && !r.CoolLive) || (r.State == histReserved && r.Expired)) {
+					alt = append(alt, i)
+				}
+			}
+			base := res[0].out
+			for mask := 1; mask < 1<<len(alt); mask++ {
+				out := base
+				for b, i := range alt {
+					if mask&(1<<b) == 0 {
+						continue
+					}
+					if r := s.Rows[i]; r.State == histCooling {
+						out.Listed[i] = histListed("cooling", false)
+					} else {
+						out.Listed[i] = histListed("reserved", r.held())
+					}
+				}
+				res = append(res, histOutcome{out, s})
+			}
+		}
+		return res
+	}
 	out := histNoOut()
 	out.Code = engine.CodeConflict
 	res = append(res, histOutcome{out, s})
-	n := len(m.addrs)
 	if m.tolerate&histClockAnomaly != 0 && in.OldClock && in.Kind == histOpRelease && in.Owner >= 0 {
 		// Nothing active: the releases ordered by their released_at,
 		// each its statement's time, not by when they committed; any
@@ -767,6 +821,24 @@ func (m histModel) specified(s histState, in histIn) []histOutcome {
 		}
 		out := histNoOut()
 		out.Code = engine.CodeNotFound
+		return []histOutcome{{out, s}}
+	case histList:
+		// The owner's rows a listing shows, in any pool state.
+		out := histNoOut()
+		for i := range n {
+			r := s.Rows[i]
+			if int(r.Owner) != o {
+				continue
+			}
+			switch {
+			case r.State == histActive:
+				out.Listed[i] = histListed("active", r.held())
+			case r.State == histReserved && !r.Expired:
+				out.Listed[i] = histListed("reserved", r.held())
+			case (r.State == histCooling || r.State == histReserved) && r.CoolLive:
+				out.Listed[i] = histListed("cooling", false)
+			}
+		}
 		return []histOutcome{{out, s}}
 	case histGet:
 		// The owner's active allocation (a hold is not one), and the
@@ -1236,6 +1308,8 @@ func (m histModel) describeOp(input, output any) string {
 		b.WriteString("Release ")
 	case histGet:
 		b.WriteString("GetActive ")
+	case histList:
+		b.WriteString("ListAllocations of ")
 	case histReplace:
 		b.WriteString("MarkReplacement ")
 	case histScale:
@@ -1329,6 +1403,23 @@ func (m histModel) describeOp(input, output any) string {
 		}
 	case in.Kind == histSetRelease || in.Kind == histScale || in.Kind == histShrink || in.Kind == histRegrow:
 		b.WriteString("ok")
+	case in.Kind == histList:
+		b.WriteString("[")
+		sep := ""
+		for i, v := range out.Listed {
+			if v == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s%s %s", sep, m.addrName(i), []string{"", "active", "reserved", "cooling"}[v&^histListedHeld])
+			if v&histListedHeld != 0 {
+				b.WriteString(" (a state holds it)")
+			}
+			sep = ", "
+		}
+		b.WriteString("]")
+		if out.Addr < -1 {
+			b.WriteString(" and a row of another pool, or one twice")
+		}
 	case in.Kind == histSet:
 		b.WriteString("ok")
 		for k := range histSetKeys {
@@ -1582,6 +1673,23 @@ func (r *histRound) run(ctx context.Context, id int, who string, c *histClient, 
 	case histGet:
 		a, err := st.GetActive(ctx, r.cluster, o.Kind, o.ID)
 		out = r.result(a, err)
+	case histList:
+		views, err := engine.OperatorOf(st).ListAllocations(ctx, engine.ListFilter{ClusterID: r.cluster, OwnerKind: o.Kind, OwnerID: o.ID})
+		out = histNoOut()
+		if err != nil {
+			out = r.result(engine.Allocation{}, err)
+		}
+		for _, v := range views {
+			i := r.addrIndex(v.Address)
+			switch {
+			case i < 0 || v.Tombstone || v.PoolID != r.pool.ID():
+				out.Addr = -2 // not a row of the round's pool: no model answers it
+			case out.Listed[i] != 0:
+				out.Addr = -3 // listed twice
+			default:
+				out.Listed[i] = histListed(v.State, v.StateHeld)
+			}
+		}
 	case histReplace:
 		a, err := st.MarkReplacement(ctx, r.cluster, o, in.Gen, time.Hour)
 		out = r.result(a, err)
@@ -1914,7 +2022,8 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 				in.Kind = histGet
 			}
 		case "operator":
-			// An operator: reads an owner, and releases it with the
+			// An operator: reads an owner (GetActive, and ipamctl list of
+			// the owner's addresses), and releases it with the
 			// generation it read (whoever made it), or without one; in a
 			// node's blocks, scales them up to max_blocks now and then;
 			// in an IPv4 pool, drops its last address and adds it back.
@@ -1929,8 +2038,10 @@ func (r *histRound) worker(ctx context.Context, w, workers int, c *histClient, r
 				in.Kind, in.Owner = histShrink, -1
 			case r.node == "" && roll < 8:
 				in.Kind, in.Owner = histRegrow, -1
-			case roll < 35:
+			case roll < 25:
 				in.Kind = histGet
+			case roll < 35:
+				in.Kind = histList
 			case roll < 55:
 				in.Kind, in.Gen = histRelease, gen[o]
 			case roll < 65:
@@ -1993,7 +2104,7 @@ func histMark(ops []porcupine.Operation) {
 			switch x.Kind {
 			case histGet:
 				x.MayMiss = x.MayMiss || (y.Kind != histGet && y.touches(x.Owner))
-			case histOpRelease, histShrink:
+			case histOpRelease, histShrink, histList:
 				x.OldClock = x.OldClock || released
 			case histAlloc, histReserve, histSet:
 				x.OldClock = x.OldClock || released
@@ -2034,8 +2145,9 @@ func histSameOwners(x, y histIn) bool {
 // configuration of the same actor forced onto the full path, partly in
 // its own transactions; a scheduler allocating in transactions it commits
 // or rolls back; an operator reading and releasing, also with its own
-// commands: ipamctl release of an owner or an address, forced or not, and
-// ipamctl reclaim of an inventory leak) run Allocate (with and
+// commands: ipamctl list of an owner's addresses, ipamctl release of an
+// owner or an address, forced or not, and ipamctl reclaim of an inventory
+// leak) run Allocate (with and
 // without an address, now and then for another org of the owner: another
 // tenant, also in a replacement's create), Reserve, Release (with and without a generation)
 // and GetActive on three owners of a pool of two to four addresses, and
@@ -2264,7 +2376,7 @@ func histSummary(ops []porcupine.Operation) string {
 	for _, op := range ops {
 		in, out := op.Input.(histIn), op.Output.(histOut)
 		k := [...]string{"allocate", "reserve", "release", "get", "set", "mark replaced", "set release", "scale up",
-			"operator release", "reclaim", "shrink", "regrow", "expire hold"}[in.Kind]
+			"operator release", "reclaim", "shrink", "regrow", "expire hold", "list"}[in.Kind]
 		if in.InTx {
 			k += "(tx)"
 		}
@@ -2810,6 +2922,51 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 			call{c: sched, in: alloc(2, -1), out: got(0, 4, "active", 1, false)},
 		)},
 	}
+	// ipamctl list of an owner: its live rows, with whether a Terraform
+	// state holds them, and the addresses it left inside their cooldown.
+	list := func(o int) histIn { return histIn{Kind: histList, Owner: o, Addr: -1} }
+	listed := func(rows ...uint8) histOut {
+		out := histNoOut()
+		copy(out.Listed[:], rows)
+		return out
+	}
+	active, held, cooling := histListed("active", false), histListed("reserved", true), histListed("cooling", false)
+	activeHeld := histListed("active", true)
+	listCases := []historyCase{
+		{"an owner's listing: its allocation, its hold, what it left cooling", true, seq(
+			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: list(0), out: listed(active)},
+			call{c: sched, in: release(0, 0), out: released(true)},
+			call{c: opr, in: list(0), out: listed(cooling)},
+			call{c: tfA, in: reserve(0, -1), out: got(0, 2, "reserved", 0, false)},
+			call{c: opr, in: list(0), out: listed(held)},
+			call{c: opr, in: expire(0), out: expired(0, 2, 0, true)},
+			call{c: opr, in: list(0), out: listed(cooling)},
+			call{c: tfA, in: alloc(1, 1), out: got(1, 3, "active", 0, false)},
+			call{c: opr, in: list(1), out: listed(0, activeHeld)},
+		)},
+		{"a listing without the owner's cooling address", false, seq(
+			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},
+			call{c: sched, in: release(0, 0), out: released(true)},
+			call{c: opr, in: list(0), out: listed()},
+		)},
+		{"a listing that says a state holds the scheduler's allocation", false, seq(
+			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: list(0), out: listed(activeHeld)},
+		)},
+		{"a listing of another owner's address", false, seq(
+			call{c: sched, in: alloc(0, 0), out: got(0, 1, "active", 1, false)},
+			call{c: opr, in: list(1), out: listed(active)},
+		)},
+		{"a listing that misses the configuration's allocation, at once", false, []call{
+			{c: tfA, in: alloc(1, 1), out: got(1, 1, "active", 0, false), start: 0, end: 5},
+			{c: opr, in: list(1), out: listed(), start: 10, end: 15},
+		}},
+		{"a listing while the allocation is made", true, []call{
+			{c: tfA, in: alloc(1, 1), out: got(1, 1, "active", 0, false), start: 0, end: 10},
+			{c: opr, in: list(1), out: listed(), start: 5, end: 15},
+		}},
+	}
 	expireShrinkCases := []historyCase{
 		{"a shrink drops an expired hold's address", true, seq(
 			call{c: tfA, in: reserve(0, 1), out: got(1, 1, "reserved", 0, false)},
@@ -2823,7 +2980,8 @@ func TestHistoryModelRefusesWhatNoAllocatorMayAnswer(t *testing.T) {
 		blocks, cooldown bool
 		shrink           []int
 	}{{cases, false, false, nil}, {blocksCases, true, false, nil}, {cooldownCases, false, true, nil}, {shrinkCases, false, false, []int{1}},
-		{expireCases, false, false, nil}, {expireCooldownCases, false, true, nil}, {expireShrinkCases, false, false, []int{1}}}
+		{expireCases, false, false, nil}, {expireCooldownCases, false, true, nil}, {expireShrinkCases, false, false, []int{1}},
+		{listCases, false, true, nil}}
 	for _, g := range groups {
 		for _, tc := range g.cases {
 			var ops []porcupine.Operation

@@ -84,6 +84,10 @@ func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]
 		// query lists: active and unmanaged, in any cluster.
 		add(engine.ListFilter{ClusterID: v.ClusterID, OwnerKind: v.Owner.Kind, State: v.State})
 		add(engine.ListFilter{OwnerKind: v.Owner.Kind, State: engine.StateActive, Unmanaged: true})
+		// One owner's addresses (ipamctl list --kind K --owner ID), in
+		// its cluster and in any.
+		add(engine.ListFilter{ClusterID: v.ClusterID, OwnerKind: v.Owner.Kind, OwnerID: v.Owner.ID})
+		add(engine.ListFilter{OwnerKind: v.Owner.Kind, OwnerID: v.Owner.ID})
 		if o := v.Owner; o.InstanceID != "" {
 			add(engine.ListFilter{InstanceID: o.InstanceID})
 			add(engine.ListFilter{ClusterID: v.ClusterID, InstanceID: o.InstanceID, State: v.State})
@@ -140,7 +144,7 @@ func listingsAgree(all []engine.AllocationView, list func(engine.ListFilter) ([]
 func listingKeeps(f engine.ListFilter, v engine.AllocationView) bool {
 	o := v.Owner
 	for _, c := range []struct{ want, have string }{
-		{f.ClusterID, v.ClusterID}, {f.Category, v.Category}, {f.PoolID, v.PoolID}, {f.OwnerKind, o.Kind},
+		{f.ClusterID, v.ClusterID}, {f.Category, v.Category}, {f.PoolID, v.PoolID}, {f.OwnerKind, o.Kind}, {f.OwnerID, o.ID},
 		{f.OrgID, o.OrgID}, {f.EnvID, o.EnvID}, {f.NodeID, o.NodeID}, {f.InstanceID, o.InstanceID}, {f.State, listedState(v)},
 	} {
 		if c.want != "" && c.want != c.have {
