@@ -222,7 +222,7 @@ func busy(err error) string {
 		"lock_timeout (provider) / --lock-timeout (ipamctl) sets how long to wait."
 }
 
-// poolSizing is how to size PgBouncer for the IPAM's connections.
-const poolSizing = "in session pooling each client connection keeps a server connection until it closes, so " +
-	"default_pool_size must cover them all: max_connections and 1 for each provider process running at once, 1 for each " +
-	"ipamctl, and the Go API's pool and 1 (the production database guide)."
+// poolSizing is how to size PgBouncer for the IPAM's connections. Why a
+// call waits in its queue (session pooling) the error's own text says.
+const poolSizing = "size default_pool_size for every client connection open at once: max_connections and 1 for each " +
+	"provider process running at once, 1 for each ipamctl, and the Go API's pool and 1 (the production database guide)."
