@@ -1,5 +1,5 @@
 -- The current definition of ipam_allocations_keep_cooldown: created by migration 15, last changed
--- by migration 16. Migrate applies it after the numbered migrations (see README.md
+-- by migration 37 (the tombstone keeps the row's allocated_at). Migrate applies it after the numbered migrations (see README.md
 -- beside this file); a change here is a change of this one file.
 --
 -- A row deleted with its pool while inside its cooldown becomes a tombstone
@@ -18,12 +18,15 @@ BEGIN
         until := CASE OLD.state WHEN 'cooling' THEN OLD.reusable_at ELSE OLD.cooling_until END;
         IF until > ipam_now() THEN
             INSERT INTO ipam_tombstones AS t (address, scope, reusable_at, released_at, cluster_id, pool_id,
-                    allocation_id, generation, owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, buried_at)
+                    allocation_id, generation, owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, buried_at,
+                    allocated_at)
                 VALUES (OLD.address, ipam_tombstone_scope(OLD.address, OLD.cluster_id), until,
                     coalesce(OLD.released_at, OLD.allocated_at), OLD.cluster_id, OLD.pool_id, OLD.id, OLD.generation,
-                    OLD.owner_kind, OLD.owner_id, OLD.org_id, OLD.env_id, OLD.node_id, OLD.instance_id, OLD.actor, ipam_now())
+                    OLD.owner_kind, OLD.owner_id, OLD.org_id, OLD.env_id, OLD.node_id, OLD.instance_id, OLD.actor, ipam_now(),
+                    OLD.allocated_at)
                 ON CONFLICT (address, scope) DO UPDATE SET reusable_at = EXCLUDED.reusable_at,
-                    released_at = EXCLUDED.released_at, cluster_id = EXCLUDED.cluster_id, pool_id = EXCLUDED.pool_id,
+                    released_at = EXCLUDED.released_at, allocated_at = EXCLUDED.allocated_at,
+                    cluster_id = EXCLUDED.cluster_id, pool_id = EXCLUDED.pool_id,
                     allocation_id = EXCLUDED.allocation_id, generation = EXCLUDED.generation,
                     owner_kind = EXCLUDED.owner_kind, owner_id = EXCLUDED.owner_id, org_id = EXCLUDED.org_id,
                     env_id = EXCLUDED.env_id, node_id = EXCLUDED.node_id, instance_id = EXCLUDED.instance_id,

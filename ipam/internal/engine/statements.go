@@ -478,7 +478,8 @@ const (
 	// no owner of this cluster takes it back inside its cooldown
 	// (migration 19).
 	sqlInheritTombstones = `WITH t AS (
-		SELECT t.address, t.reusable_at, t.released_at, t.pool_id, t.cluster_id AS from_cluster, t.generation,
+		SELECT t.address, t.reusable_at, t.released_at, coalesce(t.allocated_at, t.released_at) AS allocated_at,
+			t.pool_id, t.cluster_id AS from_cluster, t.generation,
 			t.owner_kind, t.actor, x.ord,
 			CASE WHEN t.cluster_id = $1 THEN t.owner_id ELSE t.cluster_id || '/' || t.owner_id END AS owner_id,
 			CASE WHEN t.cluster_id = $1 THEN t.org_id END AS org_id,
@@ -493,7 +494,7 @@ const (
 			owner_kind, owner_id, org_id, env_id, node_id, instance_id, actor, allocated_at, released_at,
 			reusable_at, cooling_until)
 		SELECT gen_random_uuid(), $1, $2, t.address, t.ord, 'cooling', t.generation, t.owner_kind, t.owner_id,
-			t.org_id, t.env_id, t.node_id, t.instance_id, t.actor, t.released_at, t.released_at,
+			t.org_id, t.env_id, t.node_id, t.instance_id, t.actor, t.allocated_at, t.released_at,
 			t.reusable_at, t.reusable_at
 		FROM t
 		ON CONFLICT (cluster_id, address) DO UPDATE SET state = 'cooling', generation = EXCLUDED.generation,
@@ -1544,7 +1545,7 @@ const (
 	// name columns that ipam_tombstones ("a") has too.
 	sqlListTombstones = `SELECT allocation_id, cluster_id, pool_id, address, 0::bigint, 'cooling', generation,
 			coalesce(owner_kind, ''), coalesce(owner_id, ''), coalesce(org_id, ''), coalesce(env_id, ''),
-			coalesce(node_id, ''), coalesce(instance_id, ''), coalesce(actor, ''), NULL::timestamptz, released_at,
+			coalesce(node_id, ''), coalesce(instance_id, ''), coalesce(actor, ''), allocated_at, released_at,
 			reusable_at, false, '', true, true, '', '', NULL::timestamptz, false
 		FROM ipam_tombstones a WHERE a.reusable_at > (SELECT ipam_now())`
 	sqlListTombstonesOrder = ` ORDER BY cluster_id, pool_id, address`

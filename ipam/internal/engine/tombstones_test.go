@@ -471,10 +471,19 @@ func TestUpgradeScopesInheritedTombstones(t *testing.T) {
 	if err := m.MigrateTo(ctx, 18); err != nil {
 		t.Fatal(err)
 	}
+	// This build's burial and inheritance write and read the tombstone's
+	// allocated_at (migration 37): the column lives for them, then goes,
+	// as version 18 had none.
+	if _, err := raw.Exec(ctx, `ALTER TABLE ipam_tombstones ADD COLUMN allocated_at timestamptz`); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.DeleteCluster(ctx, "fra1", false); err != nil {
 		t.Fatal(err)
 	}
 	mkCluster(t, st, "ams1", "2001:db8::/48", "", "")
+	if _, err := raw.Exec(ctx, `ALTER TABLE ipam_tombstones DROP COLUMN allocated_at`); err != nil {
+		t.Fatal(err)
+	}
 	// What the version before left: the former owner's key and labels.
 	if _, err := raw.Exec(ctx, `UPDATE ipam_allocations SET owner_id = 'web-1', instance_id = 'web-1', env_id = 'env'
 		WHERE cluster_id = 'ams1' AND address = $1`, a.Address); err != nil {
@@ -547,4 +556,61 @@ func TestUpgradeStartsGenerationsPastTheRecordedOnes(t *testing.T) {
 	if ok, err := st.Release(ctx, "c1", instance("i1"), 41); err != nil || !ok {
 		t.Fatalf("the release of the allocation made before, at its generation: %v %v", ok, err)
 	}
+}
+
+// An address left cooling by a destroyed pool keeps when it was handed out:
+// listed and looked up as a tombstone, and inherited by a pool created over
+// it, its AllocatedAt is its allocation's, not its release's (schema
+// migration 37; before it a tombstone had none, and the inherited row took
+// the release's time).
+func TestInheritedCoolingAddressKeepsItsHandOutTime(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t, "")
+	ctx := context.Background()
+	op := engine.OperatorOf(st)
+	mkCluster(t, st, "c1", "2001:db8::/48", "", "")
+	pool := func() {
+		t.Helper()
+		if _, err := st.CreatePool(ctx, engine.Pool{ClusterID: "c1", Name: "v4", Cooldown: time.Hour,
+			CIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/29")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool()
+	a, err := st.Allocate(ctx, engine.AllocateRequest{Pool: engine.OperatorPool("c1", "v4"), Owner: envOwner("e1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, "c1", envOwner("e1"), 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	cooling := func(what string, tomb bool) engine.AllocationView {
+		t.Helper()
+		views, err := op.ListAllocations(ctx, engine.ListFilter{ClusterID: "c1", OwnerKind: engine.OwnerEnvIPv4, OwnerID: "e1"})
+		if err != nil || len(views) != 1 || views[0].State != engine.StateCooling || views[0].Tombstone != tomb || views[0].Address != a.Address {
+			t.Fatalf("%s: e1's listing %+v %v, want %s cooling (a tombstone: %t)", what, views, err, a.Address, tomb)
+		}
+		v := views[0]
+		if !v.AllocatedAt.Equal(a.AllocatedAt) || v.ReleasedAt.IsZero() || !v.ReleasedAt.After(a.AllocatedAt) {
+			t.Errorf("%s: allocated at %v, released at %v; want allocated at %v (the hand-out), released after it",
+				what, v.AllocatedAt, v.ReleasedAt, a.AllocatedAt)
+		}
+		infos, err := op.LookupAddress(ctx, a.Address, "c1")
+		if err != nil || len(infos) != 1 || !infos[0].AllocatedAt.Equal(a.AllocatedAt) || !infos[0].ReleasedAt.Equal(v.ReleasedAt) {
+			t.Errorf("%s: lookup %+v %v, want allocated at %v and released at %v, as listed", what, infos, err, a.AllocatedAt, v.ReleasedAt)
+		}
+		return v
+	}
+	released := cooling("released", false).ReleasedAt
+	if err := st.DeletePool(ctx, "c1/v4", false); err != nil {
+		t.Fatal(err)
+	}
+	if v := cooling("its pool destroyed", true); !v.ReleasedAt.Equal(released) {
+		t.Errorf("the tombstone's release %v, want %v", v.ReleasedAt, released)
+	}
+	pool()
+	if v := cooling("inherited by the pool created again", false); !v.ReleasedAt.Equal(released) {
+		t.Errorf("the inherited row's release %v, want %v", v.ReleasedAt, released)
+	}
+	mustCheck(t, st)
 }
