@@ -2,44 +2,18 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-version"
-
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
-	"github.com/overlayipam/terraform-provider-ipam/internal/tfcli"
 	"github.com/overlayipam/terraform-provider-ipam/ipam"
 )
-
-// requireCLI skips t, noting why, when the terraform under test is older
-// than minimum.
-func requireCLI(t *testing.T, minimum string, feature string) {
-	t.Helper()
-	out, err := exec.Command(terraformBin, "version", "-json").Output()
-	if err != nil {
-		t.Fatalf("%s version -json: %v", terraformBin, err)
-	}
-	var v struct {
-		Version string `json:"terraform_version"`
-	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatalf("%s version -json: %v", terraformBin, err)
-	}
-	if version.Must(version.NewVersion(v.Version)).Core().LessThan(version.Must(version.NewVersion(minimum))) {
-		why := fmt.Sprintf("%s needs Terraform %s or later, this CLI is %s", feature, minimum, v.Version)
-		tfcli.NoteSkip(t, why)
-		t.Skip(why)
-	}
-}
 
 // adoptGuide shows the list blocks the TestQuery tests run.
 const adoptGuide = "docs/guides/adopting-existing-allocations.md"
@@ -50,7 +24,7 @@ const adoptGuide = "docs/guides/adopting-existing-allocations.md"
 // apply imports them without changing any, and the next plan is empty.
 func TestQueryAdoptsAllocationsMadeOutsideTerraform(t *testing.T) {
 	t.Parallel()
-	requireCLI(t, "1.14.0", "terraform query")
+	requireCLI(t, featureQuery)
 	url := setup(t)
 	ctx := context.Background()
 	scheduler := openAs(t, url, "scheduler")
@@ -135,7 +109,7 @@ list "ipam_env_ipv4" "ipv4" {
 // without a change to any address or block, and the next plan is empty.
 func TestQueryAdoptsClustersPoolsSetsAndBlocks(t *testing.T) {
 	t.Parallel()
-	requireCLI(t, "1.14.0", "terraform query")
+	requireCLI(t, featureQuery)
 	url := setup(t)
 	ctx := context.Background()
 	op := openAs(t, url, "ipamctl")
@@ -229,7 +203,7 @@ list "ipam_node_instance_blocks" "nodes" {
 // as a state's).
 func TestQueryLeavesOutWhatAStateHolds(t *testing.T) {
 	t.Parallel()
-	requireCLI(t, "1.14.0", "terraform query")
+	requireCLI(t, featureQuery)
 	url := setup(t)
 	ctx := context.Background()
 	scheduler := openAs(t, url, "scheduler")

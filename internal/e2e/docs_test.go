@@ -816,7 +816,6 @@ func shown(v any) int {
 // runExamples applies the examples/ files that the generated pages show.
 func runExamples(t *testing.T, root string) {
 	url := testdb.New(t)
-	v := cliVersion(t)
 	ex := func(p string) string { return filepath.Join(root, "examples", p) }
 	glob := func(pattern string) []string {
 		m, err := filepath.Glob(ex(pattern))
@@ -851,8 +850,8 @@ func runExamples(t *testing.T, root string) {
 
 	// The resources, the provider block and the functions: one configuration.
 	resources := append([]string{ex("provider/provider.tf")}, glob("resources/*/resource.tf")...)
-	if v.LessThan(version.Must(version.NewVersion("1.8.0"))) {
-		tfcli.NoteSkip(t, "provider functions need Terraform 1.8: examples/functions not applied")
+	if why := lacks(t, featureFunctions); why != "" {
+		tfcli.NoteSkip(t, why+": examples/functions not applied")
 	} else {
 		resources = append(resources, glob("functions/*/function.tf")...)
 	}
@@ -881,8 +880,8 @@ func runExamples(t *testing.T, root string) {
 	}
 	checkEmptyPlan(t, a, names)
 	importBlocks := map[string][]string{"string id": glob("resources/*/import-by-string-id.tf")}
-	if v.LessThan(version.Must(version.NewVersion("1.12.0"))) {
-		tfcli.NoteSkip(t, "import by identity needs Terraform 1.12: examples/resources/*/import-by-identity.tf not applied")
+	if why := lacks(t, featureIdentity); why != "" {
+		tfcli.NoteSkip(t, why+": examples/resources/*/import-by-identity.tf not applied")
 	} else {
 		importBlocks["identity"] = glob("resources/*/import-by-identity.tf")
 	}
@@ -935,8 +934,8 @@ func runExamples(t *testing.T, root string) {
 	}
 
 	// The list resources find them.
-	if v.LessThan(version.Must(version.NewVersion("1.14.0"))) {
-		tfcli.NoteSkip(t, "terraform query needs Terraform 1.14: examples/list-resources not run")
+	if why := lacks(t, featureQuery); why != "" {
+		tfcli.NoteSkip(t, why+": examples/list-resources not run")
 	} else {
 		q := newShellEnv(t, url, t.TempDir())
 		copyTo(q.dir, ex("provider/provider.tf"))

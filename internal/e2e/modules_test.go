@@ -22,7 +22,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-version"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/overlayipam/terraform-provider-ipam/internal/testdb"
@@ -92,11 +91,11 @@ func (w *workdir) requireEmptyPlan() {
 }
 
 // needsFunctions skips the test, noting why, under a CLI without provider
-// functions (Terraform 1.8), which the node-enrollment module uses.
+// functions, which the node-enrollment module uses.
 func needsFunctions(t *testing.T) {
 	t.Helper()
-	if cliVersion(t).LessThan(version.Must(version.NewVersion("1.8.0"))) {
-		tfcli.NoteSkip(t, "the node-enrollment module needs provider functions (Terraform 1.8)")
+	if why := lacks(t, featureFunctions); why != "" {
+		tfcli.NoteSkip(t, "the node-enrollment module: "+why)
 		t.Skip()
 	}
 }
