@@ -60,6 +60,7 @@ mutants=(
 	"tombstone-inherits-release-time|ipam/internal/engine/statements.go|s/t.instance_id, t.actor, t.allocated_at, t.released_at,/t.instance_id, t.actor, t.released_at, t.released_at,/|^TestInheritedCoolingAddressKeepsItsHandOutTime\$|./ipam/internal/engine/"
 	"list-owner-id-unfiltered|ipam/internal/engine/statements.go|s/sqlListByOwnerID   = .a.owner_id = \\\$%d./sqlListByOwnerID   = \x22\\\$%d::text IS NOT NULL\x22/|^TestConcurrentHistoriesAreLinearizable\$|./ipam/internal/engine/"
 	"list-expired-hold-not-cooling|ipam/internal/engine/ops_list.go|s/\ta.State = StateCooling\n/\n/|^TestExpireHold\$|./ipam/internal/engine/"
+	"list-owner-former-cluster-refused|ipam/internal/engine/ops_list.go|s/former, rest, ok := strings.Cut\(id, \x22\/\x22\)/former, rest, ok := \x22\x22, id, false/|^TestTombstoneOwnerIsScopedByCluster\$|./ipam/internal/engine/"
 	"carve-locks-instance-pool|ipam/internal/engine/blocks.go|s/\tif top < ordBlock \{/\tif false \&\& top < ordBlock {/|^TestPlacementsInFlightCarveFreshBlocksInAMixedFleet\$|./ipam/internal/engine/"
 	"carve-leaves-instance-counter|ipam/internal/engine/blocks.go|s/\tif top < ordBlock \{/\tif true \x7c\x7c top < ordBlock {/|^TestUsageAfterNodeBlocks\$|./ipam/internal/engine/"
 	"carve-cuts-counter-to-half|ipam/internal/engine/blocks.go|s/bits <= 62 \&\& handed > ordFloor \{/bits <= 62 \&\& false \&\& handed > ordFloor {/|^TestFirstCarveKeepsWhatTheCounterHandedOut\$|./ipam/internal/engine/"

@@ -151,7 +151,7 @@ split on whitespace; --json prints every field by name.`,
 	fl.StringVar(&f.Category, "category", "", "only this pool category: "+strings.Join(operator.Categories, ", "))
 	fl.StringVar(&f.PoolID, "pool", "", "only this pool (<cluster>/<name>)")
 	fl.StringVar(&f.OwnerKind, "kind", "", "only this owner kind: node, instance, env_ipv4 or set")
-	fl.StringVar(&f.OwnerID, "owner", "", "only this owner id, of --kind (an address set member's is <set owner id>#<key>)")
+	fl.StringVar(&f.OwnerID, "owner", "", "only this owner id, of --kind (an address set member's is <set owner id>#<key>; an address inherited from another cluster's destroyed pool is listed as owned by <former cluster>/<owner id>)")
 	fl.StringVar(&f.OrgID, "org", "", "only this org_id")
 	fl.StringVar(&f.EnvID, "env", "", "only this env_id")
 	fl.StringVar(&f.NodeID, "node", "", "only this node_id")

@@ -38,7 +38,9 @@ type ListFilter struct {
 	PoolID    string
 	OwnerKind string
 	// OwnerID keeps one owner's allocations (with OwnerKind: an owner is
-	// a kind and an id; a set member's id is <set>#<key>).
+	// a kind and an id; a set member's id is <set>#<key>, and an address
+	// inherited from a destroyed pool of another cluster is owned by
+	// <former cluster>/<owner id>).
 	OwnerID    string
 	OrgID      string
 	EnvID      string
@@ -95,7 +97,16 @@ func (f ListFilter) Validate() error {
 		if f.OwnerKind == "" {
 			return invalid("owner_id", "needs an owner kind: an owner is a kind and an id (%s)", strings.Join(OwnerKinds, ", "))
 		}
-		if err := checkOwnerKey(f.OwnerKind, f.OwnerID); err != nil {
+		// A pool of another cluster lists an address it inherited as owned
+		// by <former cluster>/<owner id>; the filter finds it by that id.
+		id := f.OwnerID
+		if former, rest, ok := strings.Cut(id, "/"); ok {
+			if err := checkIDs("owner_id", former); err != nil {
+				return err
+			}
+			id = rest
+		}
+		if err := checkOwnerKey(f.OwnerKind, id); err != nil {
 			return err
 		}
 	}

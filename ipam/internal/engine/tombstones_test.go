@@ -429,6 +429,20 @@ func TestTombstoneOwnerIsScopedByCluster(t *testing.T) {
 			}
 		}
 	}
+	// An operator finds it by the owner it is listed with (ipamctl list
+	// --kind env_ipv4 --owner fra1/prod), and ams1's own prod apart.
+	for id, want := range map[string]netip.Addr{"fra1/prod": oldIPv4.Address, "prod": newIPv4.Address} {
+		l, err := engine.OperatorOf(st).ListAllocations(ctx, engine.ListFilter{ClusterID: "ams1", OwnerKind: prod.Kind, OwnerID: id})
+		if err != nil || len(l) != 1 || l[0].Address != want || l[0].Owner.ID != id {
+			t.Errorf("ams1's %s of owner %q: %+v (%v), want %s alone", prod.Kind, id, l, err, want)
+		}
+	}
+	for _, id := range []string{"fra1/", "/prod", "fra 1/prod", "fra1/prod/x"} {
+		if _, err := engine.OperatorOf(st).ListAllocations(ctx, engine.ListFilter{OwnerKind: prod.Kind, OwnerID: id}); engine.Code(err) != engine.CodeInvalid ||
+			!strings.Contains(err.Error(), "owner_id") {
+			t.Errorf("owner %q: %v, want invalid_input naming owner_id", id, err)
+		}
+	}
 	mustCheck(t, st)
 	// The database refuses it too, whatever path forgets: a tombstone of
 	// fra1 over an address no pool has inherited binds ams1's prod.
